@@ -1,0 +1,61 @@
+# Thin wrapper over CMake: the two commands README.md gives, plus bench.
+BUILD ?= build
+JOBS  ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+.PHONY: all deps build run test bench asan tsan fuzz format clean
+
+all: build
+
+deps:
+	@./scripts/install-deps.sh
+
+$(BUILD)/Makefile: CMakeLists.txt
+	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
+
+build: deps
+	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+# The main job: the flagship example against an embedded RocksDB under ./data.
+run: build
+	./$(BUILD)/examples/troupe_shop --data ./data
+
+test: build
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS); rc=$$?; \
+	  ./../scripts/test-summary.sh . ; exit $$rc
+
+bench: deps
+	@./scripts/install-deps.sh --bench
+	@cmake -S . -B $(BUILD)-bench -DCMAKE_BUILD_TYPE=Release -DTROUPE_TESTS=OFF \
+	  -DTROUPE_BENCH=ON >/dev/null
+	@cmake --build $(BUILD)-bench -j $(JOBS)
+	@./bench/run.sh $(BUILD)-bench
+
+asan: deps
+	@cmake -S . -B $(BUILD)-asan -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
+	  -DCMAKE_C_FLAGS=-O1 -DTROUPE_ASAN=ON >/dev/null
+	@cmake --build $(BUILD)-asan -j $(JOBS)
+	@cd $(BUILD)-asan && ctest --output-on-failure -j $(JOBS) -LE slow
+
+tsan: deps
+	@cmake -S . -B $(BUILD)-tsan -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
+	  -DCMAKE_C_FLAGS=-O1 -DTROUPE_TSAN=ON >/dev/null
+	@cmake --build $(BUILD)-tsan -j $(JOBS)
+	@cd $(BUILD)-tsan && TSAN_OPTIONS=ignore_noninstrumented_modules=1 \
+	  ctest --output-on-failure -j $(JOBS) -LE slow
+
+fuzz: deps
+	@src=$$(./scripts/fetch-msgpack-src.sh $(BUILD)-fuzz/msgpack-src) && \
+	cmake -S . -B $(BUILD)-fuzz -DCMAKE_C_COMPILER=clang -DTROUPE_FUZZ=ON \
+	  -DTROUPE_TESTS=OFF -DTROUPE_MSGPACK_SRC=$$PWD/$$src >/dev/null
+	@cmake --build $(BUILD)-fuzz -j $(JOBS) --target fuzz_envelope
+	@mkdir -p $(BUILD)-fuzz/corpus
+	./$(BUILD)-fuzz/tests/fuzz/fuzz_envelope -max_total_time=$${FUZZ_SECONDS:-60} \
+	  -max_len=4096 $(BUILD)-fuzz/corpus tests/fuzz/seeds
+
+format:
+	@clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan $(BUILD)-bench $(BUILD)-fuzz

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs the Debian packages troupe builds and tests with, only those missing.
+# Works as root on a fresh Debian 12; otherwise uses sudo if present, or says
+# exactly what to install.
+set -euo pipefail
+
+pkgs=(build-essential cmake pkg-config libuv1-dev libnng-dev libmsgpack-dev
+      librocksdb-dev check clang libclang-rt-14-dev)
+# Extra packages for `make bench` (peers): pass --bench.
+if [ "${1:-}" = "--bench" ]; then
+    pkgs+=(libcaf-dev g++)
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing+=("$p")
+    fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if ! command -v apt-get >/dev/null 2>&1; then
+    echo "install-deps: apt-get not found; this script needs Debian 12." >&2
+    echo "install-deps: install these packages by hand: ${missing[*]}" >&2
+    exit 1
+fi
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then
+        sudo="sudo"
+    else
+        echo "install-deps: not root and no sudo; run as root:" >&2
+        echo "  apt-get update && apt-get install -y ${missing[*]}" >&2
+        exit 1
+    fi
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
