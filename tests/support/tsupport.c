@@ -118,7 +118,8 @@ ts_run_suites(Suite **suites, int n)
     SRunner *sr = srunner_create(suites[0]);
     for (int i = 1; i < n; i++)
         srunner_add_suite(sr, suites[i]);
-    srunner_set_fork_status(sr, CK_FORK);
+    if (getenv("CK_FORK") == NULL) /* CK_FORK=no for gdb */
+        srunner_set_fork_status(sr, CK_FORK);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

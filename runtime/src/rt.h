@@ -1,0 +1,266 @@
+/*
+ * Private structures of the runtime, shared by its .c files only.
+ *
+ * Threads: each scheduler is one thread (or the host's thread, for
+ * scheduler 0 in embedded mode) running one uv_loop_t. An actor's fields
+ * marked "owner" are touched only by its scheduler's thread.
+ */
+#ifndef TROUPE_RT_H
+#define TROUPE_RT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "troupe/actor.h"
+#include "troupe/alloc.h"
+#include "troupe/runtime.h"
+
+#define TROUPE_MAX_SCHEDULERS 256
+#define TROUPE_MAX_WORKERS 256
+#define SLOT_PAGE_BITS 12
+#define SLOT_PAGE_SIZE (1u << SLOT_PAGE_BITS)
+#define SLOT_MAX_PAGES 4096u /* 16M live actors */
+#define SLOT_STRIPES 64u
+
+/* Internal flags, never accepted from the wire (deliver strips them). */
+#define TROUPE__MSG_INTERNAL (1u << 30) /* kind is an internal op below */
+#define TROUPE__MSG_MATCHED (1u << 29)  /* a reply already matched its ask */
+#define TROUPE__MSG_WIRE_FLAGS (TROUPE_MSG_REPLY)
+
+enum internal_op {
+    OP_INIT,        /* first message of every actor */
+    OP_STOP,        /* ptr: struct stop_req * or NULL */
+    OP_MONITOR,     /* ptr: struct monitor * to add */
+    OP_CHILD_DOWN,  /* a supervised child stopped: err = its reason */
+    OP_CHILD_FAILED /* a child escalated: fail this actor */
+};
+
+struct troupe_body {
+    _Atomic uint32_t refs;
+    uint32_t adopted;
+    size_t len;
+    void *data; /* points to inline[] or an adopted allocation */
+    max_align_t inline_[];
+};
+
+struct slot {
+    _Atomic uint32_t gen;
+    _Atomic uint32_t sched; /* scheduler of the live actor */
+    uint32_t free_next; /* guarded by slot_lock while the slot is free */
+    troupe_actor *_Atomic actor;
+};
+
+struct monitor {
+    struct monitor *next;
+    troupe_addr watcher;
+    uint32_t down_kind;
+};
+
+struct timer;
+
+struct stop_req {
+    troupe_stop_cb cb;
+    void *arg;
+};
+
+/* Rarely used parts of an actor, allocated on demand (keeps idle actors
+ * small: issue 2 asks for at most 256 bytes each). */
+struct actor_ext {
+    struct monitor *monitors;
+    struct timer *timers;
+    troupe_addr supervisor;
+    troupe_restart policy;
+    uint32_t max_restarts;
+    uint32_t window_ms;
+    uint32_t restarts;
+    uint64_t window_start;
+    struct stop_req *stop_reqs[4]; /* callbacks of troupe_actor_stop */
+    uint32_t n_stop_reqs;
+};
+
+enum actor_state { A_NEW, A_RUNNING, A_DEAD };
+
+struct sched;
+
+struct troupe_actor {
+    troupe_actor *_Atomic qnext; /* run queue / inject link */
+    troupe_msg *_Atomic inbox;   /* MPSC stack: senders push, owner grabs */
+    troupe_msg *mhead, *mtail;   /* owner: FIFO taken from inbox */
+    _Atomic uint32_t count;      /* queued, not yet accounted by a turn */
+    _Atomic uint32_t stopping;   /* a stop is requested */
+    _Atomic uint32_t n_children; /* live supervised children */
+    uint32_t slot, gen;
+    uint8_t state; /* owner: enum actor_state */
+    uint8_t stop_after_children;
+    uint16_t pad_;
+    const troupe_actor_def *def;
+    struct sched *sched;
+    troupe_actor *prev, *next; /* owner: scheduler's actor list */
+    struct actor_ext *ext;     /* owner, may be NULL */
+    void *arg;                 /* init argument (kept for restarts) */
+    max_align_t state_[];
+};
+
+/* A deferred call run on a scheduler's thread. */
+struct ctl {
+    struct ctl *next;
+    void (*fn)(struct sched *s, void *arg);
+    void *arg;
+};
+
+struct pending; /* ask.c */
+
+struct sched {
+    troupe_runtime *rt;
+    unsigned idx;
+    uv_loop_t *loop;
+    uv_loop_t own_loop;
+    bool embedded;
+    pthread_t thread;
+    bool thread_started;
+    uv_async_t wake;
+    uv_idle_t runner;
+    bool runner_on;
+    troupe_actor *_Atomic inject; /* actors made runnable by other threads */
+    troupe_actor *rq_head, *rq_tail;
+    troupe_actor *actors; /* newest first */
+    _Atomic uint32_t n_actors;
+    bool drained;
+    /* control queue, guarded by ctl_lock */
+    pthread_mutex_t ctl_lock;
+    struct ctl *ctl_head, *ctl_tail;
+    bool ctl_closed;
+    /* asks (ask.c) */
+    struct pending **ptab;
+    uint32_t ptab_cap, ptab_n;
+    struct pending **heap;
+    uint32_t heap_n, heap_cap;
+    uv_timer_t ask_timer;
+    int n_open_handles;
+};
+
+struct job {
+    struct job *next;
+    void (*fn)(void *);
+    void *arg;
+    void (*drop)(void *);
+    void (*done_cb)(void *, troupe_runtime *);
+    troupe_addr target;
+    uint32_t done_kind;
+};
+
+struct workers {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    struct job *head, *tail;
+    bool stopping;
+    unsigned n, alive;
+    pthread_t *threads;
+};
+
+struct regent {
+    struct regent *next;
+    char *name;
+    troupe_addr addr;
+};
+
+enum rt_phase { RT_RUNNING, RT_CLOSING, RT_DONE };
+
+struct troupe_runtime {
+    uint32_t node_id;
+    unsigned n_sched;
+    struct sched *scheds;
+    _Atomic unsigned rr;
+    _Atomic int phase;
+    _Atomic uint64_t next_corr;
+    _Atomic uint64_t next_timer;
+    /* slots */
+    struct slot *_Atomic pages[SLOT_MAX_PAGES];
+    pthread_mutex_t slot_lock;
+    uint32_t slot_hwm;
+    uint32_t free_head; /* free slots threaded through free_next; 0 = none */
+    pthread_mutex_t stripes[SLOT_STRIPES];
+    /* remote hook */
+    const troupe_remote_ops *remote;
+    void *remote_ctx;
+    /* registry */
+    pthread_mutex_t reg_lock;
+    struct regent *reg[64];
+    /* workers */
+    struct workers pool;
+    /* host asks */
+    troupe_actor *proxy;
+    troupe_addr proxy_addr;
+    /* shutdown */
+    _Atomic unsigned n_drained;
+    unsigned n_closed;
+    bool workers_done;
+    troupe_shutdown_cb shutdown_cb;
+    void *shutdown_arg;
+    pthread_mutex_t done_lock;
+    pthread_cond_t done_cond;
+    bool done;
+};
+
+/* slots (actor.c) */
+struct slot *
+troupe__slot_get(troupe_runtime *rt, uint32_t idx);
+bool
+troupe__addr_alive(troupe_runtime *rt, troupe_addr a);
+void
+troupe__slot_release(troupe_runtime *rt, uint32_t idx);
+
+/* scheduling and delivery (sched.c) */
+troupe_err
+troupe__post(troupe_runtime *rt, struct sched *from, troupe_addr to,
+             troupe_msg **m, bool system);
+void
+troupe__local_enqueue(troupe_actor *a, troupe_msg *m);
+troupe_err
+troupe__ctl(struct sched *s, void (*fn)(struct sched *, void *), void *arg);
+troupe_err
+troupe__sched_init(troupe_runtime *rt, struct sched *s, uv_loop_t *host);
+void
+troupe__sched_close(struct sched *s);
+void
+troupe__runq_push(struct sched *s, troupe_actor *a);
+
+/* actors (actor.c) */
+troupe_err
+troupe__spawn(troupe_runtime *rt, const troupe_actor_def *def,
+              const troupe_spawn_opts *o, troupe_addr *out, bool counted);
+void
+troupe__actor_run(troupe_actor *a);
+void
+troupe__shutdown_sched(struct sched *s, void *arg);
+troupe_msg *
+troupe__internal_msg(uint32_t op, troupe_err err, void *ptr);
+
+/* asks (ask.c) */
+troupe_err
+troupe__ask_register(struct sched *s, uint64_t corr, troupe_addr asker,
+                     uint32_t reply_kind, uint32_t timeout_ms,
+                     troupe_reply_cb cb, void *cb_arg);
+/* Matches a reply; returns false when it is late (caller drops it). When
+ * the entry was a host callback, runs it and sets *consumed. */
+bool
+troupe__ask_match(struct sched *s, troupe_msg *m, bool *consumed);
+void
+troupe__ask_unregister(struct sched *s, uint64_t corr);
+void
+troupe__ask_close_all(struct sched *s);
+
+/* workers (work.c) */
+troupe_err
+troupe__workers_start(troupe_runtime *rt, unsigned n);
+void
+troupe__workers_stop(troupe_runtime *rt);
+void
+troupe__workers_join(troupe_runtime *rt);
+
+/* shutdown steps (runtime.c) */
+void
+troupe__sched_drained(struct sched *s);
+
+#endif

@@ -1,0 +1,265 @@
+/*
+ * Schedulers: one uv_loop_t each, a local run queue of actors, an inject
+ * stack for actors made runnable by other threads, and a control queue of
+ * deferred calls.
+ *
+ * Delivery protocol (the invariant everything here relies on): an actor's
+ * `count` is the number of messages pushed and not yet accounted for by a
+ * turn. A sender increments it before pushing; the sender that moves it
+ * from 0 to 1 makes the actor runnable. A turn subtracts what it handled
+ * and requeues the actor if anything is left. So an actor is in at most one
+ * queue, and while a turn runs count >= 1: no other thread can schedule it,
+ * and it can free itself at the end of a turn once its slot is cleared.
+ *
+ * Cross-thread sends hold the slot's stripe lock while they check the
+ * generation and push, and an actor clears its slot under the same lock
+ * before it drains and frees itself, so a send never touches freed memory.
+ * A send from an actor to another actor on the same scheduler needs no
+ * lock: only that thread can free the target.
+ *
+ * Mailboxes are a Treiber stack (senders CAS-push) grabbed whole by the
+ * owner and reversed: no stub node, so an idle actor stays small, and order
+ * per sender is kept.
+ */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt.h"
+
+static void
+on_run(uv_idle_t *h);
+
+static void
+push_msg(troupe_actor *a, troupe_msg *m)
+{
+    troupe_msg *head = atomic_load_explicit(&a->inbox, memory_order_relaxed);
+    do {
+        atomic_store_explicit(&m->next, head, memory_order_relaxed);
+    } while (!atomic_compare_exchange_weak_explicit(
+        &a->inbox, &head, m, memory_order_release, memory_order_relaxed));
+}
+
+static void
+inject_push(struct sched *s, troupe_actor *a)
+{
+    troupe_actor *head = atomic_load_explicit(&s->inject, memory_order_relaxed);
+    do {
+        atomic_store_explicit(&a->qnext, head, memory_order_relaxed);
+    } while (!atomic_compare_exchange_weak_explicit(
+        &s->inject, &head, a, memory_order_release, memory_order_relaxed));
+    uv_async_send(&s->wake);
+}
+
+void
+troupe__runq_push(struct sched *s, troupe_actor *a)
+{
+    atomic_store_explicit(&a->qnext, NULL, memory_order_relaxed);
+    if (s->rq_tail != NULL)
+        atomic_store_explicit(&s->rq_tail->qnext, a, memory_order_relaxed);
+    else
+        s->rq_head = a;
+    s->rq_tail = a;
+    if (!s->runner_on) {
+        s->runner_on = true;
+        uv_idle_start(&s->runner, on_run);
+    }
+}
+
+/* Counts and pushes; returns the previous count, or UINT32_MAX if full. */
+static uint32_t
+enqueue(troupe_actor *a, troupe_msg *m, bool system)
+{
+    uint32_t cap = a->def->mailbox_cap ? a->def->mailbox_cap : 65536u;
+    uint32_t prev = atomic_fetch_add_explicit(&a->count, 1,
+                                              memory_order_acq_rel);
+    if (!system && prev >= cap) {
+        atomic_fetch_sub_explicit(&a->count, 1, memory_order_acq_rel);
+        return UINT32_MAX;
+    }
+    push_msg(a, m);
+    return prev;
+}
+
+void
+troupe__local_enqueue(troupe_actor *a, troupe_msg *m)
+{
+    if (enqueue(a, m, true) == 0)
+        troupe__runq_push(a->sched, a);
+}
+
+troupe_err
+troupe__post(troupe_runtime *rt, struct sched *from, troupe_addr to,
+             troupe_msg **mp, bool system)
+{
+    troupe_msg *m = *mp;
+    *mp = NULL;
+    m->to = to;
+    if (to.node != rt->node_id) {
+        if (m->ptr != NULL || (m->flags & TROUPE__MSG_INTERNAL)) {
+            troupe_msg_destroy(m);
+            return TROUPE_EINVAL;
+        }
+        if (rt->remote == NULL) {
+            troupe_msg_destroy(m);
+            return TROUPE_EUNREACHABLE;
+        }
+        return rt->remote->send(rt->remote_ctx, &m);
+    }
+    struct slot *sl = troupe__slot_get(rt, to.slot);
+    if (sl == NULL) {
+        troupe_msg_destroy(m);
+        return TROUPE_EDEAD;
+    }
+    if (from != NULL &&
+        atomic_load_explicit(&sl->sched, memory_order_relaxed) == from->idx) {
+        troupe_actor *a = atomic_load_explicit(&sl->actor,
+                                               memory_order_acquire);
+        if (a != NULL && a->sched == from &&
+            atomic_load_explicit(&sl->gen, memory_order_relaxed) == to.gen) {
+            /* Same thread as the target: it cannot be freed under us. */
+            uint32_t prev = enqueue(a, m, system);
+            if (prev == UINT32_MAX) {
+                troupe_msg_destroy(m);
+                return TROUPE_EFULL;
+            }
+            if (prev == 0)
+                troupe__runq_push(from, a);
+            return TROUPE_OK;
+        }
+    }
+    pthread_mutex_t *lk = &rt->stripes[to.slot % SLOT_STRIPES];
+    pthread_mutex_lock(lk);
+    troupe_actor *a = atomic_load_explicit(&sl->actor, memory_order_acquire);
+    if (a == NULL ||
+        atomic_load_explicit(&sl->gen, memory_order_relaxed) != to.gen) {
+        pthread_mutex_unlock(lk);
+        troupe_msg_destroy(m);
+        return TROUPE_EDEAD;
+    }
+    uint32_t prev = enqueue(a, m, system);
+    pthread_mutex_unlock(lk);
+    if (prev == UINT32_MAX) {
+        troupe_msg_destroy(m);
+        return TROUPE_EFULL;
+    }
+    if (prev == 0) {
+        /* We moved count 0 -> 1: the actor is idle and only we may queue
+         * it, so it cannot be freed before it runs. */
+        if (a->sched == from)
+            troupe__runq_push(from, a);
+        else
+            inject_push(a->sched, a);
+    }
+    return TROUPE_OK;
+}
+
+troupe_err
+troupe__ctl(struct sched *s, void (*fn)(struct sched *, void *), void *arg)
+{
+    struct ctl *c = troupe_malloc(sizeof(*c));
+    if (c == NULL)
+        return TROUPE_ENOMEM;
+    c->next = NULL;
+    c->fn = fn;
+    c->arg = arg;
+    pthread_mutex_lock(&s->ctl_lock);
+    if (s->ctl_closed) {
+        pthread_mutex_unlock(&s->ctl_lock);
+        troupe_free(c);
+        return TROUPE_ECLOSED;
+    }
+    if (s->ctl_tail)
+        s->ctl_tail->next = c;
+    else
+        s->ctl_head = c;
+    s->ctl_tail = c;
+    uv_async_send(&s->wake);
+    pthread_mutex_unlock(&s->ctl_lock);
+    return TROUPE_OK;
+}
+
+static void
+run_ctl(struct sched *s)
+{
+    pthread_mutex_lock(&s->ctl_lock);
+    struct ctl *c = s->ctl_head;
+    s->ctl_head = s->ctl_tail = NULL;
+    pthread_mutex_unlock(&s->ctl_lock);
+    while (c != NULL) {
+        struct ctl *next = c->next;
+        c->fn(s, c->arg);
+        troupe_free(c);
+        c = next;
+    }
+}
+
+static void
+on_wake(uv_async_t *h)
+{
+    struct sched *s = h->data;
+    troupe_actor *a = atomic_exchange_explicit(&s->inject, NULL,
+                                               memory_order_acquire);
+    /* The stack is newest first: reverse it so actors run in wake order. */
+    troupe_actor *rev = NULL;
+    while (a != NULL) {
+        troupe_actor *next = atomic_load_explicit(&a->qnext,
+                                                  memory_order_relaxed);
+        atomic_store_explicit(&a->qnext, rev, memory_order_relaxed);
+        rev = a;
+        a = next;
+    }
+    while (rev != NULL) {
+        troupe_actor *next = atomic_load_explicit(&rev->qnext,
+                                                  memory_order_relaxed);
+        troupe__runq_push(s, rev);
+        rev = next;
+    }
+    run_ctl(s);
+}
+
+/* Turns per loop iteration: enough to amortise the poll, few enough that
+ * I/O and timers are served promptly. */
+#define TURNS_PER_ITERATION 256
+
+static void
+on_run(uv_idle_t *h)
+{
+    struct sched *s = h->data;
+    for (int turns = 0; turns < TURNS_PER_ITERATION && s->rq_head; turns++) {
+        troupe_actor *a = s->rq_head;
+        s->rq_head = atomic_load_explicit(&a->qnext, memory_order_relaxed);
+        if (s->rq_head == NULL)
+            s->rq_tail = NULL;
+        troupe__actor_run(a);
+    }
+    if (s->rq_head == NULL && s->runner_on) {
+        s->runner_on = false;
+        uv_idle_stop(&s->runner);
+    }
+}
+
+troupe_err
+troupe__sched_init(troupe_runtime *rt, struct sched *s, uv_loop_t *host)
+{
+    s->rt = rt;
+    if (host != NULL) {
+        s->loop = host;
+        s->embedded = true;
+    } else {
+        if (uv_loop_init(&s->own_loop) != 0)
+            return TROUPE_ESYS;
+        s->loop = &s->own_loop;
+    }
+    if (pthread_mutex_init(&s->ctl_lock, NULL) != 0)
+        return TROUPE_ESYS;
+    uv_async_init(s->loop, &s->wake, on_wake);
+    s->wake.data = s;
+    uv_idle_init(s->loop, &s->runner);
+    s->runner.data = s;
+    uv_timer_init(s->loop, &s->ask_timer);
+    s->ask_timer.data = s;
+    atomic_init(&s->inject, NULL);
+    return TROUPE_OK;
+}

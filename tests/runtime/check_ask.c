@@ -1,0 +1,308 @@
+/* ask/reply: exactly one reply or timeout, late replies dropped, host
+ * asks with callbacks, errors for dead and stopping targets. */
+#include <stdatomic.h>
+
+#include "rtest.h"
+
+enum { K_Q, K_SLOW, K_LATE, K_GO, K_REPLY, K_N };
+
+static struct {
+    _Atomic int replies;
+    troupe_err last_err;
+    uint64_t last_v;
+    uint64_t corr;
+    int cb_calls;
+    troupe_err cb_err;
+    uint64_t cb_v;
+    /* the slow server keeps the request to answer late */
+    troupe_addr held_from;
+    uint64_t held_corr;
+} st;
+
+static troupe_err
+srv_q(troupe_actor *self, void *s, const troupe_msg *m)
+{
+    troupe_msg *r = mkv(0, msgv(m) + 1);
+    return troupe_reply(self, m, &r);
+}
+
+static troupe_err
+srv_slow(troupe_actor *self, void *s, const troupe_msg *m)
+{
+    st.held_from = m->from;
+    st.held_corr = m->corr;
+    return TROUPE_OK;
+}
+
+static troupe_err
+srv_late(troupe_actor *self, void *s, const troupe_msg *m)
+{
+    troupe_msg req = {.from = st.held_from, .corr = st.held_corr};
+    troupe_msg *r = mkv(0, 1);
+    return troupe_reply(self, &req, &r);
+}
+
+static troupe_err
+srv_notask(troupe_actor *self, void *s, const troupe_msg *m)
+{
+    troupe_msg *r = mk(0);
+    ck_assert_err(troupe_reply(self, m, &r), TROUPE_EINVAL);
+    ck_assert_ptr_null(r);
+    ck_assert_err(troupe_reply(self, m, NULL), TROUPE_EINVAL);
+    atomic_fetch_add(&st.replies, 1);
+    return TROUPE_OK;
+}
+
+static const troupe_handler_fn srv_h[K_N] = {
+    [K_Q] = srv_q, [K_SLOW] = srv_slow, [K_LATE] = srv_late,
+    [K_GO] = srv_notask};
+static const troupe_actor_def srv_def = {
+    .name = "srv", .handlers = srv_h, .n_handlers = K_N};
+
+static troupe_addr server;
+static uint32_t ask_kind;
+static uint32_t ask_timeout = 5000;
+
+static troupe_err
+cli_go(troupe_actor *self, void *s, const troupe_msg *m)
+{
+    troupe_msg *q = mkv(ask_kind, 41);
+    uint64_t corr = 0;
+    troupe_err e =
+        troupe_ask(self, server, &q, ask_timeout, K_REPLY, &corr);
+    ck_assert_ptr_null(q);
+    if (e != TROUPE_OK) {
+        st.last_err = e;
+        atomic_fetch_add(&st.replies, 1);
+        return TROUPE_OK;
+    }
+    ck_assert_uint_ne(corr, 0);
+    st.corr = corr;
+    return TROUPE_OK;
+}
+
+static troupe_err
+cli_reply(troupe_actor *self, void *s, const troupe_msg *m)
+{
+    ck_assert_uint_eq(m->corr, st.corr);
+    ck_assert(m->flags & TROUPE_MSG_REPLY);
+    st.last_err = m->err;
+    st.last_v = msgv(m);
+    atomic_fetch_add(&st.replies, 1);
+    return TROUPE_OK;
+}
+
+static const troupe_handler_fn cli_h[K_N] = {[K_GO] = cli_go,
+                                              [K_REPLY] = cli_reply};
+static const troupe_actor_def cli_def = {
+    .name = "cli", .handlers = cli_h, .n_handlers = K_N};
+
+static int want;
+static bool
+have_replies(void *arg)
+{
+    (void)arg;
+    return atomic_load(&st.replies) >= want;
+}
+
+static void
+run_client(rt_fixture *f, troupe_addr cli, int n)
+{
+    troupe_msg *m = mk(K_GO);
+    ck_assert_ok(troupe_runtime_send(f->rt, cli, &m));
+    want = n;
+    ck_assert(ts_run_until(&f->loop, have_replies, NULL, 5000));
+}
+
+static troupe_addr
+spawn_on(troupe_runtime *rt, const troupe_actor_def *d, int sched)
+{
+    troupe_spawn_opts o = TROUPE_SPAWN_OPTS_INIT;
+    o.scheduler = sched;
+    troupe_addr a;
+    ck_assert_ok(troupe_actor_spawn(rt, d, &o, &a));
+    return a;
+}
+
+START_TEST(test_ask_reply_across_schedulers)
+{
+    rt_fixture f;
+    rtf_start(&f, 2);
+    server = spawn_on(f.rt, &srv_def, 1);
+    troupe_addr cli = spawn_on(f.rt, &cli_def, 0);
+    ask_kind = K_Q;
+    run_client(&f, cli, 1);
+    ck_assert_err(st.last_err, TROUPE_OK);
+    ck_assert_uint_eq(st.last_v, 42);
+    rtf_stop(&f);
+}
+END_TEST
+
+START_TEST(test_ask_timeout_fires_once_and_late_reply_is_dropped)
+{
+    rt_fixture f;
+    rtf_start(&f, 1);
+    server = spawn_on(f.rt, &srv_def, 0);
+    troupe_addr cli = spawn_on(f.rt, &cli_def, 0);
+    ask_kind = K_SLOW;
+    ask_timeout = 20;
+    run_client(&f, cli, 1);
+    ck_assert_err(st.last_err, TROUPE_ETIMEDOUT);
+    ck_assert_uint_eq(st.last_v, 0);
+    /* Now the server answers: the reply is late and must not arrive. */
+    troupe_msg *m = mk(K_LATE);
+    ck_assert_ok(troupe_runtime_send(f.rt, server, &m));
+    want = 2;
+    ts_run_until(&f.loop, have_replies, NULL, 50);
+    ck_assert_int_eq(atomic_load(&st.replies), 1);
+    rtf_stop(&f);
+}
+END_TEST
+
+START_TEST(test_ask_dead_target_returns_edead_and_delivers_nothing)
+{
+    rt_fixture f;
+    rtf_start(&f, 1);
+    server = (troupe_addr){1, 999, 1};
+    troupe_addr cli = spawn_on(f.rt, &cli_def, 0);
+    ask_kind = K_Q;
+    ask_timeout = 10;
+    run_client(&f, cli, 1);
+    ck_assert_err(st.last_err, TROUPE_EDEAD);
+    want = 2;
+    ts_run_until(&f.loop, have_replies, NULL, 40); /* past the timeout */
+    ck_assert_int_eq(atomic_load(&st.replies), 1);
+    rtf_stop(&f);
+}
+END_TEST
+
+START_TEST(test_ask_bad_args)
+{
+    rt_fixture f;
+    rtf_start(&f, 1);
+    troupe_msg *m = mk(0);
+    ck_assert_err(troupe_ask(NULL, server, &m, 10, 0, NULL), TROUPE_EINVAL);
+    ck_assert_ptr_null(m);
+    ck_assert_err(troupe_ask(NULL, server, NULL, 10, 0, NULL), TROUPE_EINVAL);
+    m = mk(0);
+    ck_assert_err(troupe_runtime_ask(f.rt, server, &m, 0, NULL, NULL),
+                  TROUPE_EINVAL);
+    ck_assert_ptr_null(m);
+    ck_assert_err(troupe_reply(NULL, NULL, NULL), TROUPE_EINVAL);
+    rtf_stop(&f);
+}
+END_TEST
+
+START_TEST(test_reply_to_plain_send_is_einval)
+{
+    rt_fixture f;
+    rtf_start(&f, 1);
+    troupe_addr srv = spawn_on(f.rt, &srv_def, 0);
+    troupe_msg *m = mk(K_GO);
+    ck_assert_ok(troupe_runtime_send(f.rt, srv, &m));
+    want = 1;
+    ck_assert(ts_run_until(&f.loop, have_replies, NULL, 5000));
+    rtf_stop(&f);
+}
+END_TEST
+
+static void
+host_cb(troupe_runtime *rt, troupe_err err, troupe_msg *reply, void *arg)
+{
+    st.cb_calls++;
+    st.cb_err = err;
+    st.cb_v = reply ? msgv(reply) : 0;
+    ck_assert(err != TROUPE_OK || reply != NULL);
+    ck_assert_ptr_eq(arg, &st);
+}
+
+static bool
+cb_called(void *arg)
+{
+    (void)arg;
+    return st.cb_calls > 0;
+}
+
+START_TEST(test_host_ask_callback_reply)
+{
+    rt_fixture f;
+    rtf_start(&f, 2);
+    troupe_addr srv = spawn_on(f.rt, &srv_def, 1);
+    troupe_msg *m = mkv(K_Q, 9);
+    ck_assert_ok(troupe_runtime_ask(f.rt, srv, &m, 5000, host_cb, &st));
+    ck_assert(ts_run_until(&f.loop, cb_called, NULL, 5000));
+    ck_assert_err(st.cb_err, TROUPE_OK);
+    ck_assert_uint_eq(st.cb_v, 10);
+    rtf_stop(&f);
+    ck_assert_int_eq(st.cb_calls, 1);
+}
+END_TEST
+
+START_TEST(test_host_ask_timeout_then_shutdown_closes_pending)
+{
+    rt_fixture f;
+    rtf_start(&f, 1);
+    troupe_addr srv = spawn_on(f.rt, &srv_def, 0);
+    troupe_msg *m = mk(K_SLOW);
+    ck_assert_ok(troupe_runtime_ask(f.rt, srv, &m, 10, host_cb, &st));
+    ck_assert(ts_run_until(&f.loop, cb_called, NULL, 5000));
+    ck_assert_err(st.cb_err, TROUPE_ETIMEDOUT);
+    st.cb_calls = 0;
+    m = mk(K_SLOW);
+    ck_assert_ok(troupe_runtime_ask(f.rt, srv, &m, 600000, host_cb, &st));
+    uv_run(&f.loop, UV_RUN_NOWAIT);
+    rtf_stop(&f);
+    ck_assert_int_eq(st.cb_calls, 1);
+    ck_assert_err(st.cb_err, TROUPE_ECLOSED);
+}
+END_TEST
+
+START_TEST(test_ask_queued_behind_stop_gets_edead_reply)
+{
+    rt_fixture f;
+    rtf_start(&f, 1);
+    troupe_addr srv = spawn_on(f.rt, &srv_def, 0);
+    uv_run(&f.loop, UV_RUN_NOWAIT);
+    ck_assert_ok(troupe_actor_stop(f.rt, srv, NULL, NULL));
+    troupe_msg *m = mk(K_Q);
+    ck_assert_ok(troupe_runtime_ask(f.rt, srv, &m, 600000, host_cb, &st));
+    ck_assert(ts_run_until(&f.loop, cb_called, NULL, 5000));
+    ck_assert_err(st.cb_err, TROUPE_EDEAD);
+    rtf_stop(&f);
+    ck_assert_int_eq(st.cb_calls, 1);
+}
+END_TEST
+
+START_TEST(test_host_ask_to_dead_actor_returns_edead_without_callback)
+{
+    rt_fixture f;
+    rtf_start(&f, 1);
+    troupe_msg *m = mk(K_Q);
+    ck_assert_err(troupe_runtime_ask(f.rt, (troupe_addr){1, 50, 1}, &m, 100,
+                                     host_cb, &st),
+                  TROUPE_EDEAD);
+    ck_assert_ptr_null(m);
+    rtf_stop(&f);
+    ck_assert_int_eq(st.cb_calls, 0);
+}
+END_TEST
+
+Suite *
+ask_suite(void)
+{
+    Suite *s = suite_create("ask");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, test_ask_reply_across_schedulers);
+    tcase_add_test(tc, test_ask_timeout_fires_once_and_late_reply_is_dropped);
+    tcase_add_test(tc, test_ask_dead_target_returns_edead_and_delivers_nothing);
+    tcase_add_test(tc, test_ask_bad_args);
+    tcase_add_test(tc, test_reply_to_plain_send_is_einval);
+    tcase_add_test(tc, test_host_ask_callback_reply);
+    tcase_add_test(tc, test_host_ask_timeout_then_shutdown_closes_pending);
+    tcase_add_test(tc, test_ask_queued_behind_stop_gets_edead_reply);
+    tcase_add_test(tc,
+                   test_host_ask_to_dead_actor_returns_edead_without_callback);
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -1,0 +1,20 @@
+#include "tsupport.h"
+
+Suite *
+err_suite(void);
+Suite *
+msg_suite(void);
+Suite *
+actor_suite(void);
+Suite *
+ask_suite(void);
+Suite *
+lifecycle_suite(void);
+
+int
+main(void)
+{
+    Suite *s[] = {err_suite(), msg_suite(), actor_suite(), ask_suite(),
+                  lifecycle_suite()};
+    return ts_run_suites(s, (int)(sizeof(s) / sizeof(s[0])));
+}
