@@ -335,6 +335,8 @@ die(troupe_actor *a, troupe_err reason, bool escalate)
     if (a->next)
         a->next->prev = a->prev;
     run_stop_cbs(rt, self, ext);
+    if (ext != NULL && ext->arg_free != NULL)
+        ext->arg_free(a->arg);
     bool counted = a != rt->proxy;
     troupe_free(ext);
     troupe_free(a);
@@ -601,7 +603,8 @@ troupe__spawn(troupe_runtime *rt, const troupe_actor_def *def,
     a->sched = s;
     a->arg = o ? o->arg : NULL;
     bool supervised = o && !troupe_addr_is_none(o->supervisor);
-    if (supervised || (o && o->policy != TROUPE_SUPERVISE_STOP)) {
+    if (supervised || (o && (o->policy != TROUPE_SUPERVISE_STOP ||
+                             o->arg_free != NULL))) {
         struct actor_ext *ext = ext_get(a);
         if (ext == NULL) {
             e = TROUPE_ENOMEM;
@@ -611,6 +614,7 @@ troupe__spawn(troupe_runtime *rt, const troupe_actor_def *def,
         ext->policy = o->policy;
         ext->max_restarts = o->max_restarts ? o->max_restarts : 3;
         ext->window_ms = o->restart_window_ms ? o->restart_window_ms : 5000;
+        ext->arg_free = o->arg_free;
     }
     troupe_msg *init = troupe__internal_msg(OP_INIT, TROUPE_OK, NULL);
     if (init == NULL) {

@@ -75,6 +75,7 @@ struct actor_ext {
     uint32_t window_ms;
     uint32_t restarts;
     uint64_t window_start;
+    void (*arg_free)(void *arg);
     struct stop_req *stop_reqs[4]; /* callbacks of troupe_actor_stop */
     uint32_t n_stop_reqs;
 };

@@ -153,12 +153,14 @@ troupe_runtime_send(troupe_runtime *rt, troupe_addr to, troupe_msg **m)
         return TROUPE_EINVAL;
     if (rt == NULL || troupe_addr_is_none(to))
         return reject(m, TROUPE_EINVAL);
-    if (atomic_load(&rt->phase) != RT_RUNNING)
+    /* Replies and adapter completions (ptr set) still reach live actors
+     * while shutdown drains them; new requests do not. */
+    bool completion = (*m)->ptr != NULL || ((*m)->flags & TROUPE_MSG_REPLY);
+    if (!completion && atomic_load(&rt->phase) != RT_RUNNING)
         return reject(m, TROUPE_ECLOSED);
     (*m)->flags &= ~(uint32_t)(TROUPE__MSG_INTERNAL | TROUPE__MSG_MATCHED |
                                TROUPE_MSG_SYSTEM);
-    bool system = (*m)->ptr != NULL; /* completions from adapters */
-    return troupe__post(rt, NULL, to, m, system);
+    return troupe__post(rt, NULL, to, m, completion);
 }
 
 troupe_err

@@ -61,6 +61,10 @@ typedef struct troupe_spawn_opts {
     uint32_t max_restarts;      /* 0: 3 */
     uint32_t restart_window_ms; /* 0: 5000 */
     const char *name;           /* register under this name; NULL: none */
+    /* Frees `arg` once the actor is gone for good (after its last stop
+     * hook; restarts reuse arg). NULL: the caller owns arg. If spawn
+     * fails, the caller keeps arg and this is never called. */
+    void (*arg_free)(void *arg);
 } troupe_spawn_opts;
 
 #define TROUPE_SPAWN_OPTS_INIT                                                \

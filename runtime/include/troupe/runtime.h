@@ -85,6 +85,10 @@ troupe_runtime_loop(troupe_runtime *rt, unsigned i);
  * Consumes *m (NULLed) on success and failure. Errors: EINVAL, EDEAD (no
  * such actor), EFULL (mailbox at capacity; system messages are exempt),
  * ECLOSED (shutting down), EUNREACHABLE (no route to the node).
+ * Completions are exempt from ECLOSED and from the mailbox bound: a reply
+ * (TROUPE_MSG_REPLY with the ask's corr, e.g. answered from a storage or
+ * worker thread) and a message with ptr set (an adapter's completion) still
+ * reach live actors while shutdown drains them.
  * Any thread; never blocks.
  */
 troupe_err
