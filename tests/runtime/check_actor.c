@@ -805,6 +805,41 @@ START_TEST(test_spawn_oom_fails_cleanly)
 }
 END_TEST
 
+static _Atomic int arg_frees;
+static void
+count_free(void *arg)
+{
+    ck_assert_ptr_eq(arg, &arg_frees);
+    atomic_fetch_add(&arg_frees, 1);
+}
+
+START_TEST(test_arg_free_runs_once_after_final_stop_not_on_restart)
+{
+    rt_fixture f;
+    rtf_start(&f, 1);
+    troupe_spawn_opts o = TROUPE_SPAWN_OPTS_INIT;
+    o.policy = TROUPE_SUPERVISE_RESTART;
+    o.arg = &arg_frees;
+    o.arg_free = count_free;
+    troupe_addr a;
+    ck_assert_ok(troupe_actor_spawn(f.rt, &rec_def, &o, &a));
+    troupe_msg *m = mk(K_FAIL);
+    ck_assert_ok(troupe_runtime_send(f.rt, a, &m));
+    send_v(f.rt, a, K_REC, 1);
+    drive_until_log(&f, 2); /* stop hook of the failed incarnation, then 1 */
+    ck_assert_int_eq(atomic_load(&lg.inits), 2);
+    ck_assert_int_eq(atomic_load(&arg_frees), 0);
+    ck_assert_ok(troupe_actor_stop(f.rt, a, NULL, NULL));
+    drive_until_log(&f, 3);
+    ck_assert_int_eq(atomic_load(&arg_frees), 1);
+    /* A failed spawn leaves arg with the caller: never freed. */
+    o.name = "";
+    ck_assert_err(troupe_actor_spawn(f.rt, &rec_def, &o, &a), TROUPE_EINVAL);
+    rtf_stop(&f);
+    ck_assert_int_eq(atomic_load(&arg_frees), 1);
+}
+END_TEST
+
 Suite *
 actor_suite(void)
 {
@@ -833,6 +868,7 @@ actor_suite(void)
     tcase_add_test(tc, test_work_for_dead_actor_is_dropped_not_delivered);
     tcase_add_test(tc, test_runtime_work_completes_on_scheduler0);
     tcase_add_test(tc, test_spawn_oom_fails_cleanly);
+    tcase_add_test(tc, test_arg_free_runs_once_after_final_stop_not_on_restart);
     suite_add_tcase(s, tc);
     return s;
 }
