@@ -19,7 +19,7 @@ build: deps
 
 # The main job: the flagship example against an embedded RocksDB under ./data.
 run: build
-	./$(BUILD)/examples/troupe_shop --data ./data
+	./$(BUILD)/examples/flagship --data ./data
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS); rc=$$?; \
