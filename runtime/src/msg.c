@@ -7,6 +7,86 @@
 
 #include "rt.h"
 
+/* Bodies up to this size live in the message's own allocation, after the
+ * header: one malloc per message instead of two. The header holds one
+ * reference on that body (so the block outlives a header whose body was
+ * taken or replaced), m->body another. */
+#define INLINE_BODY_MAX 64
+#define BODY_IN_MSG 2u
+#define MSG_BODY_INLINE 1u
+_Static_assert(sizeof(troupe_msg) % _Alignof(max_align_t) == 0,
+               "inline body must be aligned");
+
+/* Scheduler threads keep a LIFO cache of message blocks of one size: the
+ * header plus an inline body of up to CACHED_BODY_MAX bytes. Messages are
+ * freed by the thread that handles them, so a send/handle cycle on one
+ * scheduler never reaches malloc, and a one-way flow between schedulers
+ * fills the receiver's cache to its cap and frees the rest. */
+#define CACHED_BODY_MAX 16
+#define MSG_BLOCK (sizeof(troupe_msg) + sizeof(troupe_body) + CACHED_BODY_MAX)
+#define MSG_CACHE_CAP 4096
+struct cache_node {
+    struct cache_node *next;
+};
+static _Thread_local struct {
+    struct cache_node *head;
+    uint32_t n;
+    bool on;
+} msg_cache;
+
+void
+troupe__msg_cache_start(void)
+{
+    msg_cache.on = true;
+}
+
+void
+troupe__msg_cache_stop(void)
+{
+    msg_cache.on = false;
+    while (msg_cache.head != NULL) {
+        struct cache_node *c = msg_cache.head;
+        msg_cache.head = c->next;
+        troupe_free(c);
+    }
+    msg_cache.n = 0;
+}
+
+static void *
+block_alloc(size_t size)
+{
+    if (size <= MSG_BLOCK) {
+        struct cache_node *c = msg_cache.head;
+        if (c != NULL) {
+            msg_cache.head = c->next;
+            msg_cache.n--;
+            return c;
+        }
+        return troupe_malloc(MSG_BLOCK);
+    }
+    return troupe_malloc(size);
+}
+
+/* p came from block_alloc(size) */
+static void
+block_free(void *p, size_t size)
+{
+    if (size <= MSG_BLOCK && msg_cache.on && msg_cache.n < MSG_CACHE_CAP) {
+        struct cache_node *c = p;
+        c->next = msg_cache.head;
+        msg_cache.head = c;
+        msg_cache.n++;
+        return;
+    }
+    troupe_free(p);
+}
+
+static size_t
+inline_block_size(const troupe_body *b)
+{
+    return sizeof(troupe_msg) + sizeof(troupe_body) + b->len;
+}
+
 troupe_err
 troupe_body_alloc(size_t len, troupe_body **out, void **data)
 {
@@ -69,11 +149,17 @@ troupe_body_release(troupe_body *b)
 {
     if (b == NULL)
         return;
-    if (atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1)
+    /* Sole holder: nobody else can retain, so no read-modify-write. */
+    if (atomic_load_explicit(&b->refs, memory_order_acquire) != 1 &&
+        atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1)
         return;
-    if (b->adopted)
-        troupe_free(b->data);
-    troupe_free(b);
+    if (b->adopted == BODY_IN_MSG)
+        block_free((troupe_msg *)b - 1, inline_block_size(b));
+    else {
+        if (b->adopted)
+            troupe_free(b->data);
+        troupe_free(b);
+    }
 }
 
 const void *
@@ -91,7 +177,7 @@ troupe_body_len(const troupe_body *b)
 static troupe_msg *
 msg_new(uint32_t kind)
 {
-    troupe_msg *m = troupe_malloc(sizeof(*m));
+    troupe_msg *m = block_alloc(sizeof(*m));
     if (m == NULL)
         return NULL;
     memset(m, 0, sizeof(*m));
@@ -106,6 +192,24 @@ troupe_msg_create(troupe_msg **out, uint32_t kind, const void *body,
 {
     if (out == NULL || (body == NULL && len > 0))
         return TROUPE_EINVAL;
+    if (len > 0 && len <= INLINE_BODY_MAX) {
+        troupe_msg *m = block_alloc(sizeof(*m) + sizeof(troupe_body) + len);
+        if (m == NULL)
+            return TROUPE_ENOMEM;
+        memset(m, 0, sizeof(*m));
+        atomic_init(&m->next, NULL);
+        m->kind = kind;
+        m->alloc_ = MSG_BODY_INLINE;
+        troupe_body *b = (troupe_body *)(m + 1);
+        atomic_init(&b->refs, 2);
+        b->adopted = BODY_IN_MSG;
+        b->len = len;
+        b->data = b->inline_;
+        memcpy(b->data, body, len);
+        m->body = b;
+        *out = m;
+        return TROUPE_OK;
+    }
     troupe_msg *m = msg_new(kind);
     if (m == NULL)
         return TROUPE_ENOMEM;
@@ -145,8 +249,20 @@ troupe_msg_destroy(troupe_msg *m)
 {
     if (m == NULL)
         return;
+    if (m->alloc_ & MSG_BODY_INLINE) {
+        troupe_body *own = (troupe_body *)(m + 1);
+        if (m->body == own &&
+            atomic_load_explicit(&own->refs, memory_order_acquire) == 2) {
+            /* header and body were the only holders */
+            block_free(m, inline_block_size(own));
+            return;
+        }
+        troupe_body_release(m->body);
+        troupe_body_release(own);
+        return;
+    }
     troupe_body_release(m->body);
-    troupe_free(m);
+    block_free(m, sizeof(*m));
 }
 
 const void *

@@ -260,6 +260,12 @@ troupe__workers_stop(troupe_runtime *rt);
 void
 troupe__workers_join(troupe_runtime *rt);
 
+/* message block cache of the calling thread (msg.c) */
+void
+troupe__msg_cache_start(void);
+void
+troupe__msg_cache_stop(void);
+
 /* shutdown steps (runtime.c) */
 void
 troupe__sched_drained(struct sched *s);

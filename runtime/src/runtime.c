@@ -28,7 +28,9 @@ static void *
 sched_main(void *arg)
 {
     struct sched *s = arg;
+    troupe__msg_cache_start();
     uv_run(s->loop, UV_RUN_DEFAULT);
+    troupe__msg_cache_stop();
     return NULL;
 }
 

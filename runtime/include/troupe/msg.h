@@ -96,6 +96,7 @@ struct troupe_msg {
     troupe_err err;     /* status a reply or system message carries:
                            ETIMEDOUT for a timed-out ask, the reason in a
                            DOWN message, OK otherwise */
+    uint32_t alloc_;    /* runtime-private: how the message was allocated */
     troupe_body *body;  /* owned reference, or NULL */
     void *ptr;          /* local-only payload (work completions, storage
                            callbacks). A message with ptr set never leaves
