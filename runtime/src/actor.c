@@ -90,9 +90,10 @@ troupe__slot_release(troupe_runtime *rt, uint32_t idx)
     struct slot *sl = troupe__slot_get(rt, idx);
     pthread_mutex_t *lk = &rt->stripes[idx % SLOT_STRIPES];
     pthread_mutex_lock(lk);
-    atomic_store_explicit(&sl->actor, NULL, memory_order_release);
+    /* Clear, then bump: lock-free readers rely on this order (sched.c). */
+    atomic_store(&sl->actor, NULL);
     uint32_t g = atomic_load_explicit(&sl->gen, memory_order_relaxed) + 1;
-    atomic_store_explicit(&sl->gen, g == 0 ? 1 : g, memory_order_relaxed);
+    atomic_store(&sl->gen, g == 0 ? 1 : g);
     pthread_mutex_unlock(lk);
     pthread_mutex_lock(&rt->slot_lock);
     sl->free_next = rt->free_head;
@@ -646,8 +647,8 @@ troupe__spawn(troupe_runtime *rt, const troupe_actor_def *def,
     atomic_init(&a->count, 1);
     atomic_store_explicit(&a->inbox, init, memory_order_relaxed);
     struct slot *sl = troupe__slot_get(rt, a->slot);
-    atomic_store_explicit(&sl->sched, s->idx, memory_order_relaxed);
-    atomic_store_explicit(&sl->actor, a, memory_order_release);
+    atomic_store(&sl->sched, s->idx);
+    atomic_store(&sl->actor, a);
     *out = self;
     /* We own the 0 -> 1 transition (the INIT message): queue it. */
     troupe_actor *head = atomic_load(&s->inject);

@@ -112,13 +112,18 @@ troupe__post(troupe_runtime *rt, struct sched *from, troupe_addr to,
         troupe_msg_destroy(m);
         return TROUPE_EDEAD;
     }
-    if (from != NULL &&
-        atomic_load_explicit(&sl->sched, memory_order_relaxed) == from->idx) {
-        troupe_actor *a = atomic_load_explicit(&sl->actor,
-                                               memory_order_acquire);
-        if (a != NULL && a->sched == from &&
-            atomic_load_explicit(&sl->gen, memory_order_relaxed) == to.gen) {
-            /* Same thread as the target: it cannot be freed under us. */
+    if (from != NULL) {
+        /* Lock-free when the target lives on the sending thread. The
+         * generation is read before and after the actor pointer: a slot
+         * clears its actor before bumping gen and publishes a new actor
+         * only after, so equal reads prove `a` is the incarnation `to`
+         * names, and the slot's scheduler says whose thread owns it. Only
+         * the owner frees an actor, so if that is us it stays alive. */
+        uint32_t g1 = atomic_load(&sl->gen);
+        troupe_actor *a = atomic_load(&sl->actor);
+        uint32_t sc = atomic_load(&sl->sched);
+        uint32_t g2 = atomic_load(&sl->gen);
+        if (a != NULL && g1 == to.gen && g2 == to.gen && sc == from->idx) {
             uint32_t prev = enqueue(a, m, system);
             if (prev == UINT32_MAX) {
                 troupe_msg_destroy(m);
