@@ -1,0 +1,222 @@
+/*
+ * Remote actors over nng: a node object carries messages between this
+ * runtime and the runtimes of other nodes (docs/wire.md, "Transport").
+ *
+ * A node is attached to one runtime and installs itself as the runtime's
+ * remote hook, so troupe_send, troupe_ask, troupe_reply and
+ * troupe_runtime_send/ask to an address whose node is another node go out
+ * over nng, and envelopes that arrive are handed to troupe_runtime_deliver.
+ * ask/reply works across nodes unchanged: the reply envelope carries
+ * TROUPE_MSG_REPLY and the ask's corr.
+ *
+ * Topology: each node has one inbox (listen on one or more URLs:
+ * tcp://HOST:PORT, ipc://PATH, inproc://NAME) and one outgoing link per
+ * peer. troupe_node_connect dials a peer's inbox and says HELLO (its id,
+ * incarnation and own listen URL); the peer answers HELLO_ACK, which names
+ * it, and dials back the URL it was given, so every pair of nodes talks
+ * over two one-way links. A node that never listens can send but receives
+ * nothing, replies included.
+ *
+ * Delivery is at most once and in order per pair of nodes. Per-peer
+ * queues are bounded (EFULL); frames batch many envelopes; a peer that
+ * restarts is redialed, and messages queued for its old incarnation are
+ * not delivered to the new one. A message queued for a peer that stays
+ * disconnected longer than unreachable_ms, or past its deadline, is given
+ * up; an ask given up so gets an error reply (err EUNREACHABLE, or
+ * ETIMEDOUT at its deadline, flags TROUPE_MSG_REPLY, the ask's corr) so
+ * the asker learns early. Once a peer has been disconnected for
+ * unreachable_ms, sends to it fail at once with EUNREACHABLE.
+ *
+ * Threads: every function may be called from any thread except nng's
+ * callback threads; none blocks except troupe_node_wait_peer and
+ * troupe_node_destroy (documented below). The node's own work runs on
+ * nng's threads, which call troupe_runtime_deliver; never on a runtime
+ * loop thread.
+ */
+#ifndef TROUPE_TRANSPORT_H
+#define TROUPE_TRANSPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "troupe/err.h"
+#include "troupe/msg.h"
+#include "troupe/runtime.h"
+
+typedef struct troupe_node troupe_node;
+
+typedef struct troupe_node_opts {
+    uint32_t queue_cap;        /* messages queued per peer; 0: 65536 */
+    size_t queue_bytes;        /* encoded bytes queued per peer; 0: 64 MiB */
+    uint32_t batch_max;        /* envelopes per frame; 0: 1024, at most
+                                  TROUPE_WIRE_BATCH_MAX */
+    size_t frame_bytes;        /* close a frame once it is this big;
+                                  0: 256 KiB, at most TROUPE_WIRE_FRAME_MAX */
+    uint32_t send_timeout_ms;  /* give up on a queued message that has no
+                                  deadline after this; 0: 10000 */
+    uint32_t unreachable_ms;   /* a peer disconnected this long is
+                                  unreachable; 0: 2000 */
+    uint32_t reconnect_min_ms; /* dialer backoff; 0: 20 */
+    uint32_t reconnect_max_ms; /* 0: 1000 */
+    const char *advertise;     /* URL peers dial back (copied); NULL: the
+                                  first listen URL, a tcp port 0 replaced
+                                  by the bound port */
+} troupe_node_opts;
+
+/*
+ * Creates a node for `rt` (opts may be NULL: defaults) and installs it as
+ * rt's remote hook; one node per runtime. The node takes its id from
+ * troupe_runtime_node_id. Errors: EINVAL (NULL argument, out-of-range
+ * option), ENOMEM, EIO (nng failed; detail on stderr).
+ */
+troupe_err
+troupe_node_create(troupe_node **out, troupe_runtime *rt,
+                   const troupe_node_opts *opts);
+
+/*
+ * Listens on `url` (synchronously bound). tcp port 0 picks a free port;
+ * troupe_node_url tells which. Errors: EINVAL (NULL or bad URL), EBUSY
+ * (address in use), ECLOSED, ENOMEM, EIO.
+ */
+troupe_err
+troupe_node_listen(troupe_node *n, const char *url);
+
+/*
+ * The URL this node advertises in HELLO (NULL until it listens, unless
+ * opts.advertise was set). Owned by the node, valid until it is destroyed.
+ */
+const char *
+troupe_node_url(const troupe_node *n);
+
+/*
+ * Starts dialing a peer's listen URL and returns; the dialer retries until
+ * the node is destroyed. The peer becomes reachable once the HELLO
+ * exchange completes (troupe_node_peer_up, troupe_node_wait_peer).
+ * Errors: EINVAL (NULL or bad URL), ECLOSED, ENOMEM, EIO.
+ */
+troupe_err
+troupe_node_connect(troupe_node *n, const char *url);
+
+/*
+ * Blocking form for tools and tests (never on a loop thread): connects to
+ * `url` and waits until the node there has answered and both links are up
+ * (troupe_node_peer_up); *peer receives its node id. On ETIMEDOUT the link
+ * keeps dialing in the background. Errors: those of troupe_node_connect,
+ * ETIMEDOUT, EINVAL also when the URL turns out to be this node's own.
+ */
+troupe_err
+troupe_node_connect_wait(troupe_node *n, const char *url, uint32_t timeout_ms,
+                         uint32_t *peer);
+
+/*
+ * True when both links with node `peer` are established: our HELLO was
+ * answered and the peer's HELLO reached our inbox.
+ */
+bool
+troupe_node_peer_up(troupe_node *n, uint32_t peer);
+
+/* The state of our outgoing link to a peer. */
+typedef enum troupe_peer_state {
+    TROUPE_PEER_UNKNOWN = 0, /* no link names that node (sends fail with
+                                EUNREACHABLE) */
+    TROUPE_PEER_CONNECTING,  /* dialing or saying HELLO: sends queue */
+    TROUPE_PEER_UP,          /* sends go out */
+    TROUPE_PEER_DOWN,        /* disconnected less than unreachable_ms ago
+                                (or never up yet): sends queue */
+    TROUPE_PEER_UNREACHABLE  /* disconnected longer: sends fail at once */
+} troupe_peer_state;
+
+troupe_peer_state
+troupe_node_peer_state(troupe_node *n, uint32_t peer);
+
+/*
+ * Blocks the calling thread (never a loop thread) until
+ * troupe_node_peer_up(n, peer) or timeout_ms pass. ETIMEDOUT, EINVAL.
+ */
+troupe_err
+troupe_node_wait_peer(troupe_node *n, uint32_t peer, uint32_t timeout_ms);
+
+/* ---- remote name lookup ---- */
+
+/* Every node answers at this address, as if it were an actor: node
+ * `node`, slot TROUPE_NODE_SLOT, generation 0. */
+#define TROUPE_NODE_SLOT UINT32_MAX
+
+/* Kinds the node address understands (asks only; anything else is
+ * answered with err ENOTSUP). */
+enum {
+    TROUPE_NODE_LOOKUP = 1, /* body [name]; reply body [node, slot, gen],
+                               or err ENOENT and no body */
+    TROUPE_NODE_PING = 2    /* any body; reply with an empty body */
+};
+
+static inline troupe_addr
+troupe_node_addr(uint32_t node)
+{
+    return (troupe_addr){node, TROUPE_NODE_SLOT, 0};
+}
+
+/*
+ * Builds a TROUPE_NODE_LOOKUP request for `name` (1..255 bytes) that an
+ * actor sends with troupe_ask to troupe_node_addr(peer). The caller owns
+ * *out. Errors: EINVAL, ENOMEM.
+ */
+troupe_err
+troupe_node_lookup_msg(const char *name, troupe_msg **out);
+
+/*
+ * Reads the answer to a lookup: OK and *a, the reply's err (ENOENT,
+ * EUNREACHABLE, ETIMEDOUT, ...), or EPROTO for a malformed body. The reply
+ * is only read.
+ */
+troupe_err
+troupe_node_lookup_result(const troupe_msg *reply, troupe_addr *a);
+
+typedef void (*troupe_lookup_cb)(troupe_runtime *rt, troupe_err err,
+                                 troupe_addr a, void *arg);
+
+/*
+ * Host form: asks node `peer` for the actor registered as `name` and calls
+ * cb exactly once on scheduler 0 with OK and its address, or ENOENT,
+ * EUNREACHABLE, ETIMEDOUT (after timeout_ms), ECLOSED, EPROTO. A call that
+ * returns an error never fires cb. `peer` may be this node's own id (a
+ * local registry lookup, still answered through cb). Errors: EINVAL,
+ * ENOMEM, ECLOSED, EUNREACHABLE.
+ */
+troupe_err
+troupe_node_lookup(troupe_node *n, uint32_t peer, const char *name,
+                   uint32_t timeout_ms, troupe_lookup_cb cb, void *arg);
+
+/* ---- observation and teardown ---- */
+
+typedef struct troupe_node_stats {
+    uint64_t msgs_sent; /* envelopes handed to nng */
+    uint64_t frames_sent;
+    uint64_t msgs_recv; /* envelopes received and delivered or handled */
+    uint64_t frames_recv;
+    uint64_t bad_frames;    /* received frames refused by strict decoding */
+    uint64_t stale_frames;  /* frames meant for another incarnation */
+    uint64_t deliver_fail;  /* received envelopes troupe_runtime_deliver
+                               refused (EDEAD, EFULL, ...) */
+    uint64_t gave_up;       /* queued messages given up (deadline, peer
+                               unreachable or restarted) */
+    uint64_t error_replies; /* error replies sent to askers for those */
+    uint64_t full;          /* sends refused with EFULL */
+} troupe_node_stats;
+
+/* A snapshot of the node's counters (each read atomically). */
+void
+troupe_node_stats_get(const troupe_node *n, troupe_node_stats *out);
+
+/*
+ * Removes the remote hook, closes every socket, waits until nng's
+ * callbacks have finished, gives up on what is still queued (asks get an
+ * EUNREACHABLE reply) and frees the node. Blocks briefly. Call it after
+ * the runtime's shutdown has completed (or when no actor can still send
+ * remotely) and before troupe_runtime_destroy. NULL is a no-op.
+ */
+void
+troupe_node_destroy(troupe_node *n);
+
+#endif
