@@ -48,7 +48,7 @@ tsan: deps
 fuzz: deps
 	@src=$$(./scripts/fetch-msgpack-src.sh $(BUILD)-fuzz/msgpack-src) && \
 	cmake -S . -B $(BUILD)-fuzz -DCMAKE_C_COMPILER=clang -DTROUPE_FUZZ=ON \
-	  -DTROUPE_TESTS=OFF -DTROUPE_MSGPACK_SRC=$$PWD/$$src >/dev/null
+	  -DTROUPE_TESTS=OFF -DTROUPE_MSGPACK_SRC=$$(realpath $$src) >/dev/null
 	@cmake --build $(BUILD)-fuzz -j $(JOBS) --target fuzz_envelope
 	@mkdir -p $(BUILD)-fuzz/corpus
 	./$(BUILD)-fuzz/tests/fuzz/fuzz_envelope -max_total_time=$${FUZZ_SECONDS:-60} \

@@ -74,7 +74,7 @@ slot_alloc(troupe_runtime *rt, uint32_t *idx, uint32_t *gen)
     }
     uint32_t g = atomic_load_explicit(&sl->gen, memory_order_relaxed);
     if (g == 0) {
-        g = 1;
+        g = rt->gen_base;
         atomic_store_explicit(&sl->gen, g, memory_order_relaxed);
     }
     pthread_mutex_unlock(&rt->slot_lock);

@@ -180,11 +180,14 @@ struct troupe_runtime {
     struct slot *_Atomic pages[SLOT_MAX_PAGES];
     pthread_mutex_t slot_lock;
     uint32_t slot_hwm;
+    uint32_t gen_base; /* first generation of a fresh slot: random per
+                          runtime, so addresses of a restarted node's
+                          actors do not repeat its previous incarnation's */
     uint32_t free_head; /* free slots threaded through free_next; 0 = none */
     pthread_mutex_t stripes[SLOT_STRIPES];
-    /* remote hook */
-    const troupe_remote_ops *remote;
-    void *remote_ctx;
+    /* remote hook: ctx is stored before ops (release), ops loaded once */
+    const troupe_remote_ops *_Atomic remote;
+    void *_Atomic remote_ctx;
     /* registry */
     pthread_mutex_t reg_lock;
     struct regent *reg[64];

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "rt.h"
@@ -32,6 +33,15 @@ sched_main(void *arg)
     uv_run(s->loop, UV_RUN_DEFAULT);
     troupe__msg_cache_stop();
     return NULL;
+}
+
+static uint32_t
+random_gen_base(void)
+{
+    uint32_t g = 0;
+    if (getrandom(&g, sizeof(g), GRND_NONBLOCK) != (ssize_t)sizeof(g))
+        g = (uint32_t)(uv_hrtime() ^ ((uint64_t)getpid() << 16));
+    return g == 0 ? 1 : g;
 }
 
 troupe_err
@@ -56,6 +66,7 @@ troupe_runtime_create(troupe_runtime **out, const troupe_runtime_opts *opts)
     if (rt == NULL)
         return TROUPE_ENOMEM;
     rt->node_id = o.node_id;
+    rt->gen_base = random_gen_base();
     rt->n_sched = o.schedulers;
     atomic_init(&rt->phase, RT_RUNNING);
     pthread_mutex_init(&rt->slot_lock, NULL);
@@ -132,8 +143,12 @@ troupe_runtime_set_remote(troupe_runtime *rt, const troupe_remote_ops *ops,
 {
     if (rt == NULL)
         return;
-    rt->remote_ctx = ctx;
-    rt->remote = ops;
+    if (ops == NULL) {
+        atomic_store(&rt->remote, NULL);
+        return;
+    }
+    atomic_store(&rt->remote_ctx, ctx);
+    atomic_store(&rt->remote, ops);
 }
 
 /* ---- sends from outside any actor ---- */

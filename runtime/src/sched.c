@@ -101,11 +101,12 @@ troupe__post(troupe_runtime *rt, struct sched *from, troupe_addr to,
             troupe_msg_destroy(m);
             return TROUPE_EINVAL;
         }
-        if (rt->remote == NULL) {
+        const troupe_remote_ops *ops = atomic_load(&rt->remote);
+        if (ops == NULL) {
             troupe_msg_destroy(m);
             return TROUPE_EUNREACHABLE;
         }
-        return rt->remote->send(rt->remote_ctx, &m);
+        return ops->send(atomic_load(&rt->remote_ctx), &m);
     }
     struct slot *sl = troupe__slot_get(rt, to.slot);
     if (sl == NULL) {

@@ -54,7 +54,7 @@ peer_start(struct peer *p, const char *listen)
     fclose(f);
     ck_assert_msg(strncmp(line, "ready ", 6) == 0, "remote_peer: %s", line);
     line[strcspn(line, "\n")] = '\0';
-    snprintf(p->url, sizeof(p->url), "%s", line + 6);
+    snprintf(p->url, sizeof(p->url), "%.255s", line + 6);
 }
 
 /* Asks the peer to exit and checks that it exits cleanly. */

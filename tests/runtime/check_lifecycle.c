@@ -184,6 +184,23 @@ START_TEST(test_embedded_actor_runs_only_when_host_drives_loop)
 }
 END_TEST
 
+START_TEST(test_restarted_runtime_does_not_reuse_old_addresses)
+{
+    troupe_addr first = TROUPE_ADDR_NONE;
+    for (int round = 0; round < 2; round++) {
+        rt_fixture f;
+        rtf_start(&f, 1);
+        troupe_addr a;
+        ck_assert_ok(troupe_actor_spawn(f.rt, &def, NULL, &a));
+        if (round == 0)
+            first = a;
+        else /* same slot, but not the same address (random gen base) */
+            ck_assert(a.slot == first.slot && a.gen != first.gen);
+        rtf_stop(&f);
+    }
+}
+END_TEST
+
 Suite *
 lifecycle_suite(void)
 {
@@ -196,6 +213,7 @@ lifecycle_suite(void)
     tcase_add_test(tc, test_many_threads_send_to_actors_on_all_schedulers);
     tcase_add_test(tc, test_ten_thousand_actors_spawn_receive_and_stop);
     tcase_add_test(tc, test_embedded_actor_runs_only_when_host_drives_loop);
+    tcase_add_test(tc, test_restarted_runtime_does_not_reuse_old_addresses);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -24,8 +24,11 @@
  * An actor address. `node` names the node (troupe_runtime_opts.node_id);
  * `slot` and `gen` name the actor on that node. A stopped actor's slot is
  * reused with a new generation, so a stale address never reaches a new
- * actor: a send to it fails with TROUPE_EDEAD. slot 0 is never an actor;
- * the all-zero address is TROUPE_ADDR_NONE.
+ * actor: a send to it fails with TROUPE_EDEAD. Generations start from a
+ * random base per runtime, so after a node restarts, addresses of its
+ * previous incarnation do not name its new actors (with probability
+ * 1 - 2^-32). slot 0 is never an actor; the all-zero address is
+ * TROUPE_ADDR_NONE.
  */
 typedef struct troupe_addr {
     uint32_t node;
@@ -82,7 +85,9 @@ enum {
 typedef struct troupe_msg troupe_msg;
 /*
  * The header. Fields are public for reading in handlers; set them only on a
- * message you own and have not yet sent. `next` belongs to the runtime.
+ * message you own and have not yet sent. `next` belongs to whoever holds a
+ * message in flight: the runtime, or the transport once the remote hook
+ * has consumed it.
  */
 struct troupe_msg {
     troupe_msg *_Atomic next;

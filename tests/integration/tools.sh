@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# The troupe command, as a user runs it: version, bad flags (exit 2),
+# unreachable URLs (exit 1 with a message), a node that serves pings and
+# stops cleanly on SIGTERM and on SIGINT. Loopback only; every wait polls a
+# condition with a deadline.
+set -u
+troupe=${1:?usage: tools.sh PATH/TO/troupe}
+tmp=$(mktemp -d)
+node_pid=""
+cleanup() {
+    [ -n "$node_pid" ] && kill -9 "$node_pid" 2>/dev/null
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+fails=0
+passes=0
+ok() { passes=$((passes + 1)); echo "ok: $*"; }
+bad() { fails=$((fails + 1)); echo "FAIL: $*"; }
+
+# expect CODE DESCRIPTION -- COMMAND...: runs it, checks the exit code.
+expect() {
+    local want=$1 what=$2
+    shift 3
+    "$@" >"$tmp/out" 2>"$tmp/err"
+    local rc=$?
+    if [ "$rc" -eq "$want" ]; then ok "$what (exit $rc)"; else
+        bad "$what: exit $rc, want $want"; cat "$tmp/out" "$tmp/err"; fi
+}
+
+# wait_for FILE PATTERN: polls up to 10 s for PATTERN in FILE.
+wait_for() {
+    for _ in $(seq 1 200); do
+        grep -q "$2" "$1" 2>/dev/null && return 0
+        sleep 0.05
+    done
+    return 1
+}
+
+expect 0 "version" -- "$troupe" version
+grep -q '^troupe [0-9]' "$tmp/out" && ok "version prints it" || bad "version output"
+expect 2 "no command" -- "$troupe"
+expect 2 "unknown command" -- "$troupe" frobnicate
+expect 2 "node without flags" -- "$troupe" node
+expect 2 "node unknown flag" -- "$troupe" node --data "$tmp/d" --listen tcp://127.0.0.1:0 --bogus 1
+expect 2 "node bad id" -- "$troupe" node --data "$tmp/d" --listen tcp://127.0.0.1:0 --id 0
+expect 1 "node bad listen URL" -- "$troupe" node --data "$tmp/d" --listen nonsense://x
+grep -q "cannot listen" "$tmp/err" && ok "bad URL is explained" || bad "bad URL message"
+expect 2 "ping without URL" -- "$troupe" ping
+expect 2 "ping bad count" -- "$troupe" ping tcp://127.0.0.1:1 --count abc
+expect 1 "ping unreachable" -- "$troupe" ping tcp://127.0.0.1:1 --timeout 300
+grep -q "did not answer" "$tmp/err" && ok "unreachable is explained" || bad "unreachable message"
+
+for sig in TERM INT; do
+    "$troupe" node --data "$tmp/data" --listen tcp://127.0.0.1:0 >"$tmp/node.out" 2>&1 &
+    node_pid=$!
+    if ! wait_for "$tmp/node.out" "listening on tcp://"; then
+        bad "node did not start"; cat "$tmp/node.out"; break
+    fi
+    url=$(grep -o 'tcp://127\.0\.0\.1:[0-9]*' "$tmp/node.out" | head -n 1)
+    expect 0 "ping $url" -- "$troupe" ping "$url" --count 50
+    grep -q "50 round trips" "$tmp/out" && ok "ping reports round trips" || bad "ping output"
+    kill -"$sig" "$node_pid"
+    wait "$node_pid"
+    rc=$?
+    node_pid=""
+    [ "$rc" -eq 0 ] && ok "node exits 0 on SIG$sig" || bad "node exit $rc on SIG$sig"
+    grep -q "stopped cleanly" "$tmp/node.out" && ok "node stopped cleanly" || {
+        bad "no clean stop"; cat "$tmp/node.out"; }
+done
+
+echo "$passes passed, $fails failed"
+[ "$fails" -eq 0 ]
