@@ -51,12 +51,15 @@ expect 1 "ping unreachable" -- "$troupe" ping tcp://127.0.0.1:1 --timeout 300
 grep -q "did not answer" "$tmp/err" && ok "unreachable is explained" || bad "unreachable message"
 
 for sig in TERM INT; do
-    "$troupe" node --data "$tmp/data" --listen tcp://127.0.0.1:0 >"$tmp/node.out" 2>&1 &
+    # One output file per run: the background shell truncates it later
+    # than this one moves on, so a shared file could show the last run's.
+    out="$tmp/node-$sig.out"
+    "$troupe" node --data "$tmp/data" --listen tcp://127.0.0.1:0 >"$out" 2>&1 &
     node_pid=$!
-    if ! wait_for "$tmp/node.out" "listening on tcp://"; then
-        bad "node did not start"; cat "$tmp/node.out"; break
+    if ! wait_for "$out" "listening on tcp://"; then
+        bad "node did not start"; cat "$out"; break
     fi
-    url=$(grep -o 'tcp://127\.0\.0\.1:[0-9]*' "$tmp/node.out" | head -n 1)
+    url=$(grep -o 'tcp://127\.0\.0\.1:[0-9]*' "$out" | head -n 1)
     expect 0 "ping $url" -- "$troupe" ping "$url" --count 50
     grep -q "50 round trips" "$tmp/out" && ok "ping reports round trips" || bad "ping output"
     kill -"$sig" "$node_pid"
@@ -64,8 +67,8 @@ for sig in TERM INT; do
     rc=$?
     node_pid=""
     [ "$rc" -eq 0 ] && ok "node exits 0 on SIG$sig" || bad "node exit $rc on SIG$sig"
-    grep -q "stopped cleanly" "$tmp/node.out" && ok "node stopped cleanly" || {
-        bad "no clean stop"; cat "$tmp/node.out"; }
+    grep -q "stopped cleanly" "$out" && ok "node stopped cleanly" || {
+        bad "no clean stop"; cat "$out"; }
 done
 
 echo "$passes passed, $fails failed"
