@@ -190,8 +190,8 @@ actor_submit(committer *c)
         e = troupe_batch_put(b, c->r->cf, key, KEY_LEN, val, VAL_LEN);
     if (e == TROUPE_OK) {
         atomic_fetch_add(&actor_inflight, 1);
-        e = troupe_commit_submit(c->r->c, &b, TROUPE_SYNC_ON,
-                                 actor_committed, c);
+        e = troupe_commit_submit(c->r->c, &b, TROUPE_SYNC_ON, actor_committed,
+                                 c);
         if (e != TROUPE_OK)
             atomic_fetch_sub(&actor_inflight, 1);
     }
@@ -226,8 +226,8 @@ committer_init(troupe_actor *self, void *st, void *arg)
     return TROUPE_OK;
 }
 
-static const troupe_handler_fn committer_handlers[K_N] = {[K_GO] = h_go,
-                                                          [K_DONE] = h_done};
+static const troupe_handler_fn committer_handlers[K_N] = {
+    [K_GO] = h_go, [K_DONE] = h_done};
 static const troupe_actor_def committer_def = {
     .name = "committer",
     .state_size = sizeof(committer *),

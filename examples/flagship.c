@@ -90,8 +90,8 @@ save(troupe_actor *self, counter *c)
     for (int i = 0; i < 8; i++)
         be[i] = (unsigned char)(c->value >> (56 - 8 * i));
     troupe_msg *m = NULL;
-    troupe_err e = troupe_kv_put_msg(COUNTER_KEY, sizeof(COUNTER_KEY) - 1,
-                                     be, sizeof(be), true, &m);
+    troupe_err e = troupe_kv_put_msg(COUNTER_KEY, sizeof(COUNTER_KEY) - 1, be,
+                                     sizeof(be), true, &m);
     if (e == TROUPE_OK)
         e = troupe_ask(self, c->cfg.kv, &m, 5000, C_SAVED, NULL);
     return e;
@@ -155,8 +155,7 @@ on_saved(troupe_actor *self, void *st, const troupe_msg *m)
     if (m->err == TROUPE_OK)
         printf("counter: visit recorded (synced to disk)\n");
     else
-        fprintf(stderr, "counter: write failed: %s\n",
-                troupe_strerror(m->err));
+        fprintf(stderr, "counter: write failed: %s\n", troupe_strerror(m->err));
     latch_hit(c->cfg.saved, m->err);
     return TROUPE_OK;
 }
@@ -251,13 +250,12 @@ static troupe_err
 on_ping(troupe_actor *self, void *st, const troupe_msg *m)
 {
     troupe_msg *r = NULL;
-    troupe_err e = troupe_msg_create(&r, 0, troupe_msg_data(m),
-                                     troupe_msg_len(m));
+    troupe_err e =
+        troupe_msg_create(&r, 0, troupe_msg_data(m), troupe_msg_len(m));
     return e == TROUPE_OK ? troupe_reply(self, m, &r) : e;
 }
 
-static const troupe_handler_fn ponger_handlers[P_NKINDS] = {
-    [P_PING] = on_ping};
+static const troupe_handler_fn ponger_handlers[P_NKINDS] = {[P_PING] = on_ping};
 static const troupe_actor_def ponger_def = {
     .name = "ponger", .handlers = ponger_handlers, .n_handlers = P_NKINDS};
 
@@ -348,8 +346,8 @@ typedef struct node_pair {
 static troupe_err
 start_node(node_pair *np, int i)
 {
-    troupe_runtime_opts ro = {.schedulers = 1, .workers = 1,
-                              .node_id = (uint32_t)i + 1};
+    troupe_runtime_opts ro = {
+        .schedulers = 1, .workers = 1, .node_id = (uint32_t)i + 1};
     troupe_err e = troupe_runtime_create(&np->rt[i], &ro);
     if (e != TROUPE_OK)
         return e;
@@ -394,8 +392,8 @@ flagship_nodes(long pings)
     latch done;
     latch_init(&done, 1);
     double seconds = 0;
-    pinger_cfg cfg = {.peer_node = 2, .pings = pings, .done = &done,
-                      .seconds = &seconds};
+    pinger_cfg cfg = {
+        .peer_node = 2, .pings = pings, .done = &done, .seconds = &seconds};
     troupe_addr pinger_addr;
     so = TROUPE_SPAWN_OPTS_INIT;
     so.arg = &cfg;

@@ -249,7 +249,8 @@ cmd_ping(int argc, char **argv)
     troupe_runtime *rt = NULL;
     troupe_node *node = NULL;
     /* A node id unlikely to collide with the cluster's own. */
-    troupe_runtime_opts ro = {.schedulers = 1, .workers = 1,
+    troupe_runtime_opts ro = {.schedulers = 1,
+                              .workers = 1,
                               .node_id = 0x70000000u | (uint32_t)getpid()};
     troupe_err e = troupe_runtime_create(&rt, &ro);
     if (e != TROUPE_OK)
@@ -278,8 +279,7 @@ cmd_ping(int argc, char **argv)
     long ok = 0;
     for (long i = 0; i < count; i++) {
         troupe_msg *m = NULL;
-        if ((e = troupe_msg_create(&m, TROUPE_NODE_PING, NULL, 0)) !=
-            TROUPE_OK)
+        if ((e = troupe_msg_create(&m, TROUPE_NODE_PING, NULL, 0)) != TROUPE_OK)
             break;
         ps.done = false;
         uint64_t t0 = uv_hrtime();

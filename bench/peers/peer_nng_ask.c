@@ -199,9 +199,10 @@ main(int argc, char **argv)
         nng_aio_set_timeout(q->aio, PEER_TIMEOUT_MS);
         nng_aio_set_timeout(p->aio, NNG_DURATION_INFINITE);
     }
-    fprintf(stderr, "%s: nng %s req/rep, %zu-byte payloads, %d requests in "
-            "flight (contexts)\n", peer_name, nng_version(), a.size,
-            INFLIGHT);
+    fprintf(stderr,
+            "%s: nng %s req/rep, %zu-byte payloads, %d requests in "
+            "flight (contexts)\n",
+            peer_name, nng_version(), a.size, INFLIGHT);
     peer_connect(a.rep, a.req);
     for (i = 0; i < INFLIGHT; i++) {
         a.reps[i].state = RECEIVING;

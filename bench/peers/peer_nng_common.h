@@ -30,11 +30,11 @@ peer_die(const char *what, int rv)
     exit(1);
 }
 
-#define PEER_CHECK(call)                                                      \
-    do {                                                                      \
-        int rv_ = (call);                                                     \
-        if (rv_ != 0)                                                         \
-            peer_die(#call, rv_);                                             \
+#define PEER_CHECK(call)                                                       \
+    do {                                                                       \
+        int rv_ = (call);                                                      \
+        if (rv_ != 0)                                                          \
+            peer_die(#call, rv_);                                              \
     } while (0)
 
 /* SIZE argument: payload bytes per message, 1 .. 16 MiB. */

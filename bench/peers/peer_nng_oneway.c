@@ -77,9 +77,10 @@ one(int64_t n, void *ctx)
         if (o->size >= sizeof seq) {
             memcpy(&seq, nng_msg_body(m), sizeof seq);
             if (seq != i) {
-                fprintf(stderr, "%s: message %lld arrived as number %lld "
-                        "(lost or reordered)\n", peer_name, (long long)seq,
-                        (long long)i);
+                fprintf(stderr,
+                        "%s: message %lld arrived as number %lld "
+                        "(lost or reordered)\n",
+                        peer_name, (long long)seq, (long long)i);
                 nng_msg_free(m);
                 break;
             }
@@ -106,13 +107,15 @@ main(int argc, char **argv)
         PEER_CHECK(nng_pair1_open(s[i]));
         PEER_CHECK(nng_socket_set_int(*s[i], NNG_OPT_SENDBUF, 1024));
         PEER_CHECK(nng_socket_set_int(*s[i], NNG_OPT_RECVBUF, 1024));
-        PEER_CHECK(nng_socket_set_ms(*s[i], NNG_OPT_SENDTIMEO,
-                                     PEER_TIMEOUT_MS));
-        PEER_CHECK(nng_socket_set_ms(*s[i], NNG_OPT_RECVTIMEO,
-                                     PEER_TIMEOUT_MS));
+        PEER_CHECK(
+            nng_socket_set_ms(*s[i], NNG_OPT_SENDTIMEO, PEER_TIMEOUT_MS));
+        PEER_CHECK(
+            nng_socket_set_ms(*s[i], NNG_OPT_RECVTIMEO, PEER_TIMEOUT_MS));
     }
-    fprintf(stderr, "%s: nng %s pair1, %zu-byte payloads, buffers 1024 "
-            "messages\n", peer_name, nng_version(), o.size);
+    fprintf(stderr,
+            "%s: nng %s pair1, %zu-byte payloads, buffers 1024 "
+            "messages\n",
+            peer_name, nng_version(), o.size);
     peer_connect(o.rx, o.tx);
     i = peer_reps("messages/s", 20000, one, &o);
     nng_close(o.tx);

@@ -57,8 +57,10 @@ bench_run_peer(const char *name, const char *arg)
     char *end;
 
     if (!dir || !*dir) {
-        fprintf(stderr, "bench_run_peer: TROUPE_PEERS_DIR is not set "
-                        "(run through bench/run.sh); skipping %s\n", name);
+        fprintf(stderr,
+                "bench_run_peer: TROUPE_PEERS_DIR is not set "
+                "(run through bench/run.sh); skipping %s\n",
+                name);
         return -1;
     }
     if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path ||
@@ -87,23 +89,23 @@ bench_run_peer(const char *name, const char *arg)
         return -1;
     }
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-        if (WIFEXITED(st) &&
-            (WEXITSTATUS(st) == 127 || WEXITSTATUS(st) == 126))
+        if (WIFEXITED(st) && (WEXITSTATUS(st) == 127 || WEXITSTATUS(st) == 126))
             fprintf(stderr, "bench_run_peer: %s not found or not runnable\n",
                     path);
         else if (WIFEXITED(st))
             fprintf(stderr, "bench_run_peer: %s %s exited with status %d\n",
                     path, arg ? arg : "", WEXITSTATUS(st));
         else
-            fprintf(stderr, "bench_run_peer: %s %s killed by signal %d\n",
-                    path, arg ? arg : "",
-                    WIFSIGNALED(st) ? WTERMSIG(st) : -1);
+            fprintf(stderr, "bench_run_peer: %s %s killed by signal %d\n", path,
+                    arg ? arg : "", WIFSIGNALED(st) ? WTERMSIG(st) : -1);
         return -1;
     }
     v = strtod(last, &end);
     if (end == last || end[strspn(end, " \t\r\n")] != '\0' || !(v >= 0)) {
-        fprintf(stderr, "bench_run_peer: %s printed no number on its last "
-                        "line (got \"%.60s\")\n", path, last);
+        fprintf(stderr,
+                "bench_run_peer: %s printed no number on its last "
+                "line (got \"%.60s\")\n",
+                path, last);
         return -1;
     }
     return v;

@@ -39,8 +39,8 @@ troupe__slot_get(troupe_runtime *rt, uint32_t idx)
     uint32_t page = idx >> SLOT_PAGE_BITS;
     if (page >= SLOT_MAX_PAGES)
         return NULL;
-    struct slot *p = atomic_load_explicit(&rt->pages[page],
-                                          memory_order_acquire);
+    struct slot *p =
+        atomic_load_explicit(&rt->pages[page], memory_order_acquire);
     return p ? &p[idx & (SLOT_PAGE_SIZE - 1)] : NULL;
 }
 
@@ -155,16 +155,16 @@ static troupe_msg *
 pop(troupe_actor *a)
 {
     if (a->mhead == NULL) {
-        troupe_msg *m = atomic_exchange_explicit(&a->inbox, NULL,
-                                                 memory_order_acquire);
+        troupe_msg *m =
+            atomic_exchange_explicit(&a->inbox, NULL, memory_order_acquire);
         if (m == NULL)
             return NULL;
         /* Newest first on the stack: reverse into FIFO order. */
         troupe_msg *rev = NULL;
         a->mtail = m;
         while (m != NULL) {
-            troupe_msg *next = atomic_load_explicit(&m->next,
-                                                    memory_order_relaxed);
+            troupe_msg *next =
+                atomic_load_explicit(&m->next, memory_order_relaxed);
             atomic_store_explicit(&m->next, rev, memory_order_relaxed);
             rev = m;
             m = next;
@@ -380,8 +380,7 @@ fail(troupe_actor *a, troupe_err reason)
         if (ext->restarts < ext->max_restarts) {
             ext->restarts++;
             fprintf(stderr, "troupe: actor %s failed (%s); restarting\n",
-                    a->def->name ? a->def->name : "?",
-                    troupe_err_name(reason));
+                    a->def->name ? a->def->name : "?", troupe_err_name(reason));
             if (a->def->stop)
                 a->def->stop(a, state_of(a), reason);
             timers_cancel_all(a);
@@ -429,8 +428,8 @@ handle_internal(troupe_actor *a, troupe_msg *m)
             return false;
         if (atomic_load(&a->sched->rt->phase) != RT_RUNNING &&
             a != a->sched->rt->proxy && atomic_exchange(&a->stopping, 1) == 0)
-            troupe__local_enqueue(a, troupe__internal_msg(OP_STOP, TROUPE_OK,
-                                                          NULL));
+            troupe__local_enqueue(
+                a, troupe__internal_msg(OP_STOP, TROUPE_OK, NULL));
         return true;
     case OP_STOP:
         add_stop_req(a, m->ptr);
@@ -493,8 +492,7 @@ handle(troupe_actor *a, troupe_msg *m, int64_t now_ms)
         return true;
     }
     const troupe_actor_def *d = a->def;
-    troupe_handler_fn h =
-        m->kind < d->n_handlers ? d->handlers[m->kind] : NULL;
+    troupe_handler_fn h = m->kind < d->n_handlers ? d->handlers[m->kind] : NULL;
     if (h == NULL)
         h = d->on_unknown;
     troupe_err e = h ? h(a, state_of(a), m) : TROUPE_OK;
@@ -523,8 +521,8 @@ troupe__actor_run(troupe_actor *a)
         if (!handle(a, m, now_ms))
             return; /* freed */
     }
-    uint32_t prev = atomic_fetch_sub_explicit(&a->count, n,
-                                              memory_order_acq_rel);
+    uint32_t prev =
+        atomic_fetch_sub_explicit(&a->count, n, memory_order_acq_rel);
     if (prev - n > 0)
         troupe__runq_push(a->sched, a);
 }
@@ -583,8 +581,7 @@ troupe__spawn(troupe_runtime *rt, const troupe_actor_def *def,
         if (o->scheduler >= (int)rt->n_sched || o->scheduler < -1 ||
             (unsigned)o->policy > TROUPE_SUPERVISE_ESCALATE)
             return TROUPE_EINVAL;
-        if (o->name != NULL &&
-            (o->name[0] == '\0' || strlen(o->name) > 255))
+        if (o->name != NULL && (o->name[0] == '\0' || strlen(o->name) > 255))
             return TROUPE_EINVAL;
     }
     struct sched *s = pick_sched(rt, o);
@@ -604,8 +601,8 @@ troupe__spawn(troupe_runtime *rt, const troupe_actor_def *def,
     a->sched = s;
     a->arg = o ? o->arg : NULL;
     bool supervised = o && !troupe_addr_is_none(o->supervisor);
-    if (supervised || (o && (o->policy != TROUPE_SUPERVISE_STOP ||
-                             o->arg_free != NULL))) {
+    if (supervised ||
+        (o && (o->policy != TROUPE_SUPERVISE_STOP || o->arg_free != NULL))) {
         struct actor_ext *ext = ext_get(a);
         if (ext == NULL) {
             e = TROUPE_ENOMEM;
@@ -832,8 +829,7 @@ troupe_reply(troupe_actor *self, const troupe_msg *req, troupe_msg **reply)
     r->corr = req->corr;
     r->from = addr_of(self);
     r->flags = TROUPE_MSG_REPLY;
-    return troupe__post(self->sched->rt, self->sched, req->from, reply,
-                        true);
+    return troupe__post(self->sched->rt, self->sched, req->from, reply, true);
 }
 
 static void

@@ -4,8 +4,8 @@ const char *
 troupe_strerror(troupe_err err)
 {
     switch (err) {
-#define TROUPE_ERR_TEXT(name, num, text)                                      \
-    case TROUPE_##name:                                                       \
+#define TROUPE_ERR_TEXT(name, num, text)                                       \
+    case TROUPE_##name:                                                        \
         return text;
         TROUPE_ERR_LIST(TROUPE_ERR_TEXT)
 #undef TROUPE_ERR_TEXT
@@ -17,8 +17,8 @@ const char *
 troupe_err_name(troupe_err err)
 {
     switch (err) {
-#define TROUPE_ERR_NAME(name, num, text)                                      \
-    case TROUPE_##name:                                                       \
+#define TROUPE_ERR_NAME(name, num, text)                                       \
+    case TROUPE_##name:                                                        \
         return #name;
         TROUPE_ERR_LIST(TROUPE_ERR_NAME)
 #undef TROUPE_ERR_NAME

@@ -187,8 +187,7 @@ msg_new(uint32_t kind)
 }
 
 troupe_err
-troupe_msg_create(troupe_msg **out, uint32_t kind, const void *body,
-                  size_t len)
+troupe_msg_create(troupe_msg **out, uint32_t kind, const void *body, size_t len)
 {
     if (out == NULL || (body == NULL && len > 0))
         return TROUPE_EINVAL;

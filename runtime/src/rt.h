@@ -47,7 +47,7 @@ struct troupe_body {
 struct slot {
     _Atomic uint32_t gen;
     _Atomic uint32_t sched; /* scheduler of the live actor */
-    uint32_t free_next; /* guarded by slot_lock while the slot is free */
+    uint32_t free_next;     /* guarded by slot_lock while the slot is free */
     troupe_actor *_Atomic actor;
 };
 
@@ -180,9 +180,9 @@ struct troupe_runtime {
     struct slot *_Atomic pages[SLOT_MAX_PAGES];
     pthread_mutex_t slot_lock;
     uint32_t slot_hwm;
-    uint32_t gen_base; /* first generation of a fresh slot: random per
-                          runtime, so addresses of a restarted node's
-                          actors do not repeat its previous incarnation's */
+    uint32_t gen_base;  /* first generation of a fresh slot: random per
+                           runtime, so addresses of a restarted node's
+                           actors do not repeat its previous incarnation's */
     uint32_t free_head; /* free slots threaded through free_next; 0 = none */
     pthread_mutex_t stripes[SLOT_STRIPES];
     /* remote hook: ctx is stored before ops (release), ops loaded once */

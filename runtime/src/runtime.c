@@ -51,8 +51,7 @@ troupe_runtime_create(troupe_runtime **out, const troupe_runtime_opts *opts)
         return TROUPE_EINVAL;
     *out = NULL;
     troupe_runtime_opts o = opts ? *opts : (troupe_runtime_opts){0};
-    if (o.schedulers > TROUPE_MAX_SCHEDULERS ||
-        o.workers > TROUPE_MAX_WORKERS)
+    if (o.schedulers > TROUPE_MAX_SCHEDULERS || o.workers > TROUPE_MAX_WORKERS)
         return TROUPE_EINVAL;
     if (o.schedulers == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -206,8 +205,8 @@ host_ask_on_sched0(struct sched *s, void *arg)
     struct host_ask *ha = arg;
     troupe_runtime *rt = s->rt;
     uint64_t c = atomic_fetch_add(&rt->next_corr, 1) + 1;
-    troupe_err e = troupe__ask_register(s, c, rt->proxy_addr, 0,
-                                        ha->timeout_ms, ha->cb, ha->arg);
+    troupe_err e = troupe__ask_register(s, c, rt->proxy_addr, 0, ha->timeout_ms,
+                                        ha->cb, ha->arg);
     if (e == TROUPE_OK) {
         ha->m->corr = c;
         ha->m->from = rt->proxy_addr;
@@ -229,8 +228,7 @@ troupe_runtime_ask(troupe_runtime *rt, troupe_addr to, troupe_msg **m,
 {
     if (m == NULL || *m == NULL)
         return TROUPE_EINVAL;
-    if (rt == NULL || cb == NULL || timeout_ms == 0 ||
-        troupe_addr_is_none(to))
+    if (rt == NULL || cb == NULL || timeout_ms == 0 || troupe_addr_is_none(to))
         return reject(m, TROUPE_EINVAL);
     if (atomic_load(&rt->phase) != RT_RUNNING)
         return reject(m, TROUPE_ECLOSED);
@@ -278,8 +276,7 @@ check_name(const char *name)
 troupe_err
 troupe_registry_add(troupe_runtime *rt, const char *name, troupe_addr a)
 {
-    if (rt == NULL || check_name(name) != TROUPE_OK ||
-        troupe_addr_is_none(a))
+    if (rt == NULL || check_name(name) != TROUPE_OK || troupe_addr_is_none(a))
         return TROUPE_EINVAL;
     pthread_mutex_lock(&rt->reg_lock);
     struct regent **pp = &rt->reg[hash_name(name)];

@@ -72,8 +72,8 @@ static uint32_t
 enqueue(troupe_actor *a, troupe_msg *m, bool system)
 {
     uint32_t cap = a->def->mailbox_cap ? a->def->mailbox_cap : 65536u;
-    uint32_t prev = atomic_fetch_add_explicit(&a->count, 1,
-                                              memory_order_acq_rel);
+    uint32_t prev =
+        atomic_fetch_add_explicit(&a->count, 1, memory_order_acq_rel);
     if (!system && prev >= cap) {
         atomic_fetch_sub_explicit(&a->count, 1, memory_order_acq_rel);
         return UINT32_MAX;
@@ -205,20 +205,20 @@ static void
 on_wake(uv_async_t *h)
 {
     struct sched *s = h->data;
-    troupe_actor *a = atomic_exchange_explicit(&s->inject, NULL,
-                                               memory_order_acquire);
+    troupe_actor *a =
+        atomic_exchange_explicit(&s->inject, NULL, memory_order_acquire);
     /* The stack is newest first: reverse it so actors run in wake order. */
     troupe_actor *rev = NULL;
     while (a != NULL) {
-        troupe_actor *next = atomic_load_explicit(&a->qnext,
-                                                  memory_order_relaxed);
+        troupe_actor *next =
+            atomic_load_explicit(&a->qnext, memory_order_relaxed);
         atomic_store_explicit(&a->qnext, rev, memory_order_relaxed);
         rev = a;
         a = next;
     }
     while (rev != NULL) {
-        troupe_actor *next = atomic_load_explicit(&rev->qnext,
-                                                  memory_order_relaxed);
+        troupe_actor *next =
+            atomic_load_explicit(&rev->qnext, memory_order_relaxed);
         troupe__runq_push(s, rev);
         rev = next;
     }

@@ -241,12 +241,9 @@ END_TEST
 START_TEST(test_kv_bad_args)
 {
     troupe_msg *m = NULL;
-    ck_assert_err(troupe_kv_put_msg(NULL, 1, "v", 1, false, &m),
-                  TROUPE_EINVAL);
-    ck_assert_err(troupe_kv_put_msg("k", 0, "v", 1, false, &m),
-                  TROUPE_EINVAL);
-    ck_assert_err(troupe_kv_put_msg("k", 1, NULL, 1, false, &m),
-                  TROUPE_EINVAL);
+    ck_assert_err(troupe_kv_put_msg(NULL, 1, "v", 1, false, &m), TROUPE_EINVAL);
+    ck_assert_err(troupe_kv_put_msg("k", 0, "v", 1, false, &m), TROUPE_EINVAL);
+    ck_assert_err(troupe_kv_put_msg("k", 1, NULL, 1, false, &m), TROUPE_EINVAL);
     ck_assert_err(troupe_kv_get_msg("k", 1, NULL), TROUPE_EINVAL);
     ck_assert_err(troupe_kv_del_msg(NULL, 0, false, &m), TROUPE_EINVAL);
     static char big[TROUPE_KEY_MAX + 1];

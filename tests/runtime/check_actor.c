@@ -90,9 +90,12 @@ h_down(troupe_actor *self, void *st, const troupe_msg *m)
     return TROUPE_OK;
 }
 
-static const troupe_handler_fn rec_handlers[K_NKINDS] = {
-    [K_REC] = h_rec, [K_FAIL] = h_fail, [K_STOPSELF] = h_stopself,
-    [K_DOWN] = h_down, [K_TICK] = h_rec};
+static const troupe_handler_fn rec_handlers[K_NKINDS] = {[K_REC] = h_rec,
+                                                         [K_FAIL] = h_fail,
+                                                         [K_STOPSELF] =
+                                                             h_stopself,
+                                                         [K_DOWN] = h_down,
+                                                         [K_TICK] = h_rec};
 
 static const troupe_actor_def rec_def = {
     .name = "rec",
@@ -153,7 +156,8 @@ START_TEST(test_spawn_send_handler_sees_messages_in_order)
 }
 END_TEST
 
-START_TEST(test_send_to_stopped_actor_fails_edead_and_stale_gen_never_reaches_new)
+START_TEST(
+    test_send_to_stopped_actor_fails_edead_and_stale_gen_never_reaches_new)
 {
     rt_fixture f;
     rtf_start(&f, 1);
@@ -223,8 +227,7 @@ START_TEST(test_bad_args_rejected)
     ck_assert_err(troupe_timer_start(NULL, 0, 1, 0, NULL), TROUPE_EINVAL);
     ck_assert_err(troupe_timer_cancel(NULL, 1), TROUPE_EINVAL);
     ck_assert_err(troupe_monitor(NULL, a, 0), TROUPE_EINVAL);
-    ck_assert_err(troupe_work_submit(NULL, NULL, NULL, 0, NULL),
-                  TROUPE_EINVAL);
+    ck_assert_err(troupe_work_submit(NULL, NULL, NULL, 0, NULL), TROUPE_EINVAL);
     ck_assert_err(troupe_runtime_work(f.rt, NULL, NULL, NULL), TROUPE_EINVAL);
     ck_assert_ptr_null(troupe_actor_runtime(NULL));
     ck_assert(troupe_addr_is_none(troupe_self(NULL)));
@@ -584,8 +587,7 @@ START_TEST(test_stop_drains_queued_then_calls_back_once)
     for (uint64_t i = 0; i < 10; i++)
         send_v(f.rt, a, K_REC, i);
     ck_assert_ok(troupe_actor_stop(f.rt, a, on_stopped, NULL));
-    ck_assert_err(troupe_actor_stop(f.rt, a, on_stopped, NULL),
-                  TROUPE_ESTATE);
+    ck_assert_err(troupe_actor_stop(f.rt, a, on_stopped, NULL), TROUPE_ESTATE);
     ck_assert(ts_run_until(&f.loop, stop_cb_fired, NULL, 5000));
     /* 10 messages, the stop hook, then the callback. */
     ck_assert_int_eq(atomic_load(&lg.n), 12);
@@ -685,12 +687,11 @@ static troupe_err
 work_done(troupe_actor *self, void *st, const troupe_msg *m)
 {
     ck_assert(!pthread_equal(pthread_self(), lg.work_thread));
-    log_add(0, (uint64_t)*(int *)m->ptr, TROUPE_OK);
+    log_add(0, (uint64_t) * (int *)m->ptr, TROUPE_OK);
     return TROUPE_OK;
 }
 
-static const troupe_handler_fn work_handlers[K_NKINDS] = {
-    [K_DONE] = work_done};
+static const troupe_handler_fn work_handlers[K_NKINDS] = {[K_DONE] = work_done};
 static const troupe_actor_def work_def = {
     .name = "work",
     .init = work_init,
@@ -852,8 +853,8 @@ actor_suite(void)
         test_send_to_stopped_actor_fails_edead_and_stale_gen_never_reaches_new);
     tcase_add_test(tc, test_bad_args_rejected);
     tcase_add_test(tc, test_registry_names_die_with_their_actor);
-    tcase_add_test(tc,
-                   test_mailbox_bound_rejects_with_efull_then_accepts_after_drain);
+    tcase_add_test(
+        tc, test_mailbox_bound_rejects_with_efull_then_accepts_after_drain);
     tcase_add_test(tc, test_batch_per_turn_interleaves_busy_actors);
     tcase_add_test(tc, test_unknown_kind_goes_to_on_unknown_or_is_dropped);
     tcase_add_test(tc, test_monitor_down_on_stop_and_on_failure_with_reason);

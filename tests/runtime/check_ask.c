@@ -53,9 +53,10 @@ srv_notask(troupe_actor *self, void *s, const troupe_msg *m)
     return TROUPE_OK;
 }
 
-static const troupe_handler_fn srv_h[K_N] = {
-    [K_Q] = srv_q, [K_SLOW] = srv_slow, [K_LATE] = srv_late,
-    [K_GO] = srv_notask};
+static const troupe_handler_fn srv_h[K_N] = {[K_Q] = srv_q,
+                                             [K_SLOW] = srv_slow,
+                                             [K_LATE] = srv_late,
+                                             [K_GO] = srv_notask};
 static const troupe_actor_def srv_def = {
     .name = "srv", .handlers = srv_h, .n_handlers = K_N};
 
@@ -68,8 +69,7 @@ cli_go(troupe_actor *self, void *s, const troupe_msg *m)
 {
     troupe_msg *q = mkv(ask_kind, 41);
     uint64_t corr = 0;
-    troupe_err e =
-        troupe_ask(self, server, &q, ask_timeout, K_REPLY, &corr);
+    troupe_err e = troupe_ask(self, server, &q, ask_timeout, K_REPLY, &corr);
     ck_assert_ptr_null(q);
     if (e != TROUPE_OK) {
         st.last_err = e;
@@ -92,8 +92,8 @@ cli_reply(troupe_actor *self, void *s, const troupe_msg *m)
     return TROUPE_OK;
 }
 
-static const troupe_handler_fn cli_h[K_N] = {[K_GO] = cli_go,
-                                              [K_REPLY] = cli_reply};
+static const troupe_handler_fn cli_h[K_N] = {
+    [K_GO] = cli_go, [K_REPLY] = cli_reply};
 static const troupe_actor_def cli_def = {
     .name = "cli", .handlers = cli_h, .n_handlers = K_N};
 

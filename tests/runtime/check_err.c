@@ -5,9 +5,9 @@
 
 START_TEST(test_err_every_code_has_name_and_text)
 {
-#define CHECK_ONE(name, num, text)                                            \
-    ck_assert_str_eq(troupe_err_name(TROUPE_##name), #name);                  \
-    ck_assert_str_eq(troupe_strerror(TROUPE_##name), text);                   \
+#define CHECK_ONE(name, num, text)                                             \
+    ck_assert_str_eq(troupe_err_name(TROUPE_##name), #name);                   \
+    ck_assert_str_eq(troupe_strerror(TROUPE_##name), text);                    \
     ck_assert_int_eq(TROUPE_##name, num);
     TROUPE_ERR_LIST(CHECK_ONE)
 #undef CHECK_ONE

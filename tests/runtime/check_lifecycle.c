@@ -44,9 +44,10 @@ h_pong(troupe_actor *self, void *s, const troupe_msg *m)
 
 static const troupe_handler_fn hs[K_N] = {
     [K_HIT] = h_hit, [K_PING] = h_ping, [K_PONG] = h_pong};
-static const troupe_actor_def def = {
-    .name = "lc", .state_size = sizeof(pp_state), .handlers = hs,
-    .n_handlers = K_N};
+static const troupe_actor_def def = {.name = "lc",
+                                     .state_size = sizeof(pp_state),
+                                     .handlers = hs,
+                                     .n_handlers = K_N};
 
 static bool
 hits_at_least(void *arg)
@@ -207,8 +208,8 @@ lifecycle_suite(void)
     Suite *s = suite_create("lifecycle");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
-    tcase_add_test(tc,
-                   test_standalone_ping_pong_across_schedulers_then_shutdown_wait);
+    tcase_add_test(
+        tc, test_standalone_ping_pong_across_schedulers_then_shutdown_wait);
     tcase_add_test(tc, test_shutdown_rejects_new_work_and_second_shutdown);
     tcase_add_test(tc, test_many_threads_send_to_actors_on_all_schedulers);
     tcase_add_test(tc, test_ten_thousand_actors_spawn_receive_and_stop);

@@ -1,7 +1,7 @@
 #include <string.h>
 
-#include "troupe/msg.h"
 #include "troupe/alloc.h"
+#include "troupe/msg.h"
 #include "tsupport.h"
 
 START_TEST(test_msg_create_copies_body)

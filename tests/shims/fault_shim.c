@@ -32,9 +32,12 @@ static _Atomic int fail_errno = EIO;
 static char prefix[PREFIX_MAX];
 static size_t prefix_len;
 
-void troupe_fault_arm(int kinds, long after, const char *path_prefix, int err);
-void troupe_fault_disarm(void);
-long troupe_fault_hits(void);
+void
+troupe_fault_arm(int kinds, long after, const char *path_prefix, int err);
+void
+troupe_fault_disarm(void);
+long
+troupe_fault_hits(void);
 
 void
 troupe_fault_arm(int kinds, long after, const char *path_prefix, int err)

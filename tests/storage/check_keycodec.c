@@ -58,7 +58,8 @@ raw_cmp(const uint8_t *a, size_t an, const uint8_t *b, size_t bn)
     return (an > bn) - (an < bn);
 }
 
-static int tuple_cmp(const kval *a, size_t an, const kval *b, size_t bn);
+static int
+tuple_cmp(const kval *a, size_t an, const kval *b, size_t bn);
 
 static int
 elem_cmp(const kval *a, const kval *b)

@@ -12,11 +12,16 @@
 #include "troupe/storage.h"
 #include "tsupport.h"
 
-Suite *storage_engine_suite(void);
-Suite *storage_scan_suite(void);
-Suite *storage_keycodec_suite(void);
-Suite *storage_commit_suite(void);
-Suite *storage_faults_suite(void);
+Suite *
+storage_engine_suite(void);
+Suite *
+storage_scan_suite(void);
+Suite *
+storage_keycodec_suite(void);
+Suite *
+storage_commit_suite(void);
+Suite *
+storage_faults_suite(void);
 
 /* Per-test timeout (s): generous for ASan on a loaded 2-core machine. */
 #define ST_TIMEOUT 60

@@ -77,7 +77,8 @@ uint64_t
 ts_seed(const char *suite)
 {
     const char *s = getenv("TROUPE_SEED");
-    uint64_t seed = s ? strtoull(s, NULL, 0) : (uint64_t)time(NULL) ^ (uint64_t)getpid();
+    uint64_t seed =
+        s ? strtoull(s, NULL, 0) : (uint64_t)time(NULL) ^ (uint64_t)getpid();
     if (seed == 0)
         seed = 0x9E3779B97F4A7C15ull;
     fprintf(stderr, "%s: seed %llu (set TROUPE_SEED to replay)\n", suite,

@@ -13,20 +13,20 @@
 
 #include "troupe/err.h"
 
-#define ck_assert_ok(expr)                                                    \
-    do {                                                                      \
-        troupe_err ck_e_ = (expr);                                            \
-        ck_assert_msg(ck_e_ == TROUPE_OK, "%s: %s (%s)", #expr,               \
-                      troupe_err_name(ck_e_), troupe_strerror(ck_e_));        \
+#define ck_assert_ok(expr)                                                     \
+    do {                                                                       \
+        troupe_err ck_e_ = (expr);                                             \
+        ck_assert_msg(ck_e_ == TROUPE_OK, "%s: %s (%s)", #expr,                \
+                      troupe_err_name(ck_e_), troupe_strerror(ck_e_));         \
     } while (0)
 
-#define ck_assert_err(expr, want)                                             \
-    do {                                                                      \
-        troupe_err ck_e_ = (expr);                                            \
-        troupe_err ck_w_ = (want);                                            \
-        ck_assert_msg(ck_e_ == ck_w_, "%s: got %s (%s), want %s", #expr,      \
-                      troupe_err_name(ck_e_), troupe_strerror(ck_e_),         \
-                      troupe_err_name(ck_w_));                                \
+#define ck_assert_err(expr, want)                                              \
+    do {                                                                       \
+        troupe_err ck_e_ = (expr);                                             \
+        troupe_err ck_w_ = (want);                                             \
+        ck_assert_msg(ck_e_ == ck_w_, "%s: got %s (%s), want %s", #expr,       \
+                      troupe_err_name(ck_e_), troupe_strerror(ck_e_),          \
+                      troupe_err_name(ck_w_));                                 \
     } while (0)
 
 /* Creates a fresh empty directory under $TMPDIR; returns a malloc'd path. */
@@ -60,7 +60,8 @@ ts_seed(const char *suite);
 uint64_t
 ts_rand(uint64_t *state);
 
-/* Closes every handle of `loop`, runs it to completion, returns uv_loop_close. */
+/* Closes every handle of `loop`, runs it to completion, returns uv_loop_close.
+ */
 int
 ts_loop_close(uv_loop_t *loop);
 

@@ -61,8 +61,8 @@ reply_err(troupe_actor *self, const troupe_msg *req, troupe_err err)
 }
 
 static kv_job *
-job_new(troupe_actor *self, kv_state *s, const troupe_msg *req,
-        const void *key, size_t klen)
+job_new(troupe_actor *self, kv_state *s, const troupe_msg *req, const void *key,
+        size_t klen)
 {
     kv_job *j = troupe_malloc(sizeof(*j) + klen);
     if (j == NULL)
@@ -87,17 +87,16 @@ on_committed(troupe_err err, void *arg)
 }
 
 static troupe_err
-submit(troupe_actor *self, kv_state *s, const troupe_msg *req,
-       troupe_batch **b, bool sync, const void *key, size_t klen)
+submit(troupe_actor *self, kv_state *s, const troupe_msg *req, troupe_batch **b,
+       bool sync, const void *key, size_t klen)
 {
     kv_job *j = job_new(self, s, req, key, klen);
     if (j == NULL) {
         troupe_batch_destroy(*b);
         return reply_err(self, req, TROUPE_ENOMEM);
     }
-    troupe_err e = troupe_commit_submit(s->commit, b, sync ? TROUPE_SYNC_ON
-                                                           : TROUPE_SYNC_OFF,
-                                        on_committed, j);
+    troupe_err e = troupe_commit_submit(
+        s->commit, b, sync ? TROUPE_SYNC_ON : TROUPE_SYNC_OFF, on_committed, j);
     if (e != TROUPE_OK) {
         troupe_batch_destroy(*b);
         troupe_free(j);
@@ -166,8 +165,8 @@ do_read(void *arg)
     kv_job *j = arg;
     void *val = NULL;
     size_t vlen = 0;
-    troupe_err e = troupe_db_get(j->db, j->cf, NULL, j->key, j->klen, &val,
-                                 &vlen);
+    troupe_err e =
+        troupe_db_get(j->db, j->cf, NULL, j->key, j->klen, &val, &vlen);
     troupe_body *body = NULL;
     if (e == TROUPE_OK) {
         troupe_packer p;

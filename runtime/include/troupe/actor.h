@@ -25,7 +25,7 @@ typedef troupe_err (*troupe_handler_fn)(troupe_actor *self, void *state,
                                         const troupe_msg *msg);
 
 typedef struct troupe_actor_def {
-    const char *name;  /* for logs */
+    const char *name; /* for logs */
     uint32_t state_size;
     /* Runs on the actor's thread before its first message; `arg` comes
      * from the spawn options. Failure stops the actor (DOWN to monitors,
@@ -43,11 +43,11 @@ typedef struct troupe_actor_def {
 } troupe_actor_def;
 
 typedef enum troupe_restart {
-    TROUPE_SUPERVISE_STOP = 0,     /* a failed actor stays stopped */
-    TROUPE_SUPERVISE_RESTART = 1,  /* re-run init with the same address and
-                                      mailbox, up to max_restarts within
-                                      restart_window_ms, then escalate */
-    TROUPE_SUPERVISE_ESCALATE = 2  /* the failure fails the supervisor too */
+    TROUPE_SUPERVISE_STOP = 0,    /* a failed actor stays stopped */
+    TROUPE_SUPERVISE_RESTART = 1, /* re-run init with the same address and
+                                     mailbox, up to max_restarts within
+                                     restart_window_ms, then escalate */
+    TROUPE_SUPERVISE_ESCALATE = 2 /* the failure fails the supervisor too */
 } troupe_restart;
 
 typedef struct troupe_spawn_opts {
@@ -67,7 +67,7 @@ typedef struct troupe_spawn_opts {
     void (*arg_free)(void *arg);
 } troupe_spawn_opts;
 
-#define TROUPE_SPAWN_OPTS_INIT                                                \
+#define TROUPE_SPAWN_OPTS_INIT                                                 \
     ((troupe_spawn_opts){.scheduler = -1, .policy = TROUPE_SUPERVISE_STOP})
 
 /*
@@ -80,8 +80,7 @@ troupe_err
 troupe_actor_spawn(troupe_runtime *rt, const troupe_actor_def *def,
                    const troupe_spawn_opts *opts, troupe_addr *out);
 
-typedef void (*troupe_stop_cb)(troupe_runtime *rt, troupe_addr a,
-                               void *arg);
+typedef void (*troupe_stop_cb)(troupe_runtime *rt, troupe_addr a, void *arg);
 
 /*
  * Asks an actor to stop: it handles what is already queued, runs its stop

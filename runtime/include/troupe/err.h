@@ -8,32 +8,33 @@
 #ifndef TROUPE_ERR_H
 #define TROUPE_ERR_H
 
-#define TROUPE_ERR_LIST(X)                                                    \
-    X(OK, 0, "success")                                                       \
-    X(EINVAL, 1, "invalid argument")                                          \
-    X(ENOMEM, 2, "out of memory")                                             \
-    X(ENOENT, 3, "not found")                                                 \
-    X(EEXIST, 4, "already exists")                                            \
-    X(ECLOSED, 5, "closed or shutting down")                                  \
-    X(ETIMEDOUT, 6, "deadline passed")                                        \
-    X(EFULL, 7, "queue or mailbox full")                                      \
-    X(EDEAD, 8, "no such actor (stopped or never existed)")                   \
-    X(EPROTO, 9, "malformed message")                                         \
-    X(ETOOBIG, 10, "value exceeds its size limit")                            \
-    X(EIO, 11, "I/O error")                                                   \
-    X(ECORRUPT, 12, "integrity error: stored data is corrupt")                \
-    X(EUNKNOWN, 13, "outcome unknown: the operation may or may not have "     \
-                    "taken effect")                                           \
-    X(EFAILSTOP, 14, "storage engine stopped after an I/O error; reopen")     \
-    X(EUNREACHABLE, 15, "node unreachable")                                   \
-    X(ECONFLICT, 16, "transaction conflict")                                  \
-    X(EBUSY, 17, "resource busy")                                             \
-    X(ESTATE, 18, "operation not valid in the current state")                 \
-    X(ERANGE, 19, "cursor or value out of range")                             \
-    X(ESYS, 20, "system call failed")                                         \
-    X(ECONSTRAINT, 21, "constraint violated")                                 \
-    X(ENOTSUP, 22, "operation not supported by this object")                  \
-    X(ECANCELED, 23, "operation canceled")                                    \
+#define TROUPE_ERR_LIST(X)                                                     \
+    X(OK, 0, "success")                                                        \
+    X(EINVAL, 1, "invalid argument")                                           \
+    X(ENOMEM, 2, "out of memory")                                              \
+    X(ENOENT, 3, "not found")                                                  \
+    X(EEXIST, 4, "already exists")                                             \
+    X(ECLOSED, 5, "closed or shutting down")                                   \
+    X(ETIMEDOUT, 6, "deadline passed")                                         \
+    X(EFULL, 7, "queue or mailbox full")                                       \
+    X(EDEAD, 8, "no such actor (stopped or never existed)")                    \
+    X(EPROTO, 9, "malformed message")                                          \
+    X(ETOOBIG, 10, "value exceeds its size limit")                             \
+    X(EIO, 11, "I/O error")                                                    \
+    X(ECORRUPT, 12, "integrity error: stored data is corrupt")                 \
+    X(EUNKNOWN, 13,                                                            \
+      "outcome unknown: the operation may or may not have "                    \
+      "taken effect")                                                          \
+    X(EFAILSTOP, 14, "storage engine stopped after an I/O error; reopen")      \
+    X(EUNREACHABLE, 15, "node unreachable")                                    \
+    X(ECONFLICT, 16, "transaction conflict")                                   \
+    X(EBUSY, 17, "resource busy")                                              \
+    X(ESTATE, 18, "operation not valid in the current state")                  \
+    X(ERANGE, 19, "cursor or value out of range")                              \
+    X(ESYS, 20, "system call failed")                                          \
+    X(ECONSTRAINT, 21, "constraint violated")                                  \
+    X(ENOTSUP, 22, "operation not supported by this object")                   \
+    X(ECANCELED, 23, "operation canceled")                                     \
     X(EFAILED, 24, "handler failed")
 
 typedef enum troupe_err {

@@ -91,21 +91,21 @@ typedef struct troupe_msg troupe_msg;
  */
 struct troupe_msg {
     troupe_msg *_Atomic next;
-    uint32_t kind;      /* handler table index at the receiver */
-    uint32_t flags;     /* TROUPE_MSG_* */
-    troupe_addr from;   /* set by send from an actor; NONE from a host */
-    troupe_addr to;     /* set by send */
-    uint64_t corr;      /* correlation id of an ask/reply; timer id */
-    int64_t deadline;   /* Unix ms after which the message is dropped /
-                           the ask times out; 0 = none */
-    troupe_err err;     /* status a reply or system message carries:
-                           ETIMEDOUT for a timed-out ask, the reason in a
-                           DOWN message, OK otherwise */
-    uint32_t alloc_;    /* runtime-private: how the message was allocated */
-    troupe_body *body;  /* owned reference, or NULL */
-    void *ptr;          /* local-only payload (work completions, storage
-                           callbacks). A message with ptr set never leaves
-                           its node: a remote send fails with EINVAL. */
+    uint32_t kind;     /* handler table index at the receiver */
+    uint32_t flags;    /* TROUPE_MSG_* */
+    troupe_addr from;  /* set by send from an actor; NONE from a host */
+    troupe_addr to;    /* set by send */
+    uint64_t corr;     /* correlation id of an ask/reply; timer id */
+    int64_t deadline;  /* Unix ms after which the message is dropped /
+                          the ask times out; 0 = none */
+    troupe_err err;    /* status a reply or system message carries:
+                          ETIMEDOUT for a timed-out ask, the reason in a
+                          DOWN message, OK otherwise */
+    uint32_t alloc_;   /* runtime-private: how the message was allocated */
+    troupe_body *body; /* owned reference, or NULL */
+    void *ptr;         /* local-only payload (work completions, storage
+                          callbacks). A message with ptr set never leaves
+                          its node: a remote send fails with EINVAL. */
 };
 
 /*

@@ -72,8 +72,9 @@ typedef struct troupe_commit_stats {
  * Creates a pipeline on db and starts its writer thread. opts may be NULL.
  * Errors: EINVAL (NULL db or out), ENOMEM, ESYS (thread). Any thread.
  */
-troupe_err troupe_commit_create(troupe_db *db, const troupe_commit_opts *opts,
-                                troupe_commit **out);
+troupe_err
+troupe_commit_create(troupe_db *db, const troupe_commit_opts *opts,
+                     troupe_commit **out);
 
 /*
  * Submits *b for writing. On OK the pipeline owns the batch (*b is set to
@@ -83,9 +84,9 @@ troupe_err troupe_commit_create(troupe_db *db, const troupe_commit_opts *opts,
  * disable_wal), EFULL (queue at queue_max), ECLOSED (stopping), EFAILSTOP
  * (the db is fail-stop). Any thread; never blocks on the disk.
  */
-troupe_err troupe_commit_submit(troupe_commit *c, troupe_batch **b,
-                                troupe_sync sync, troupe_commit_cb cb,
-                                void *arg);
+troupe_err
+troupe_commit_submit(troupe_commit *c, troupe_batch **b, troupe_sync sync,
+                     troupe_commit_cb cb, void *arg);
 
 /*
  * Stops accepting batches; the writer writes the queued ones, completes
@@ -93,8 +94,8 @@ troupe_err troupe_commit_submit(troupe_commit *c, troupe_batch **b,
  * Returns OK (cb will fire once) or ESTATE (already stopping; cb never
  * fires), EINVAL (NULL c). Any thread; returns at once.
  */
-troupe_err troupe_commit_stop(troupe_commit *c, troupe_commit_stop_cb cb,
-                              void *arg);
+troupe_err
+troupe_commit_stop(troupe_commit *c, troupe_commit_stop_cb cb, void *arg);
 
 /*
  * Stops (if not yet stopped, without a callback), waits for the writer to
@@ -102,9 +103,11 @@ troupe_err troupe_commit_stop(troupe_commit *c, troupe_commit_stop_cb cb,
  * the queued batches are written; never call it from a completion or stop
  * callback (it aborts: the writer cannot join itself).
  */
-void troupe_commit_destroy(troupe_commit *c);
+void
+troupe_commit_destroy(troupe_commit *c);
 
 /* Copies the counters into *st. */
-void troupe_commit_get_stats(const troupe_commit *c, troupe_commit_stats *st);
+void
+troupe_commit_get_stats(const troupe_commit *c, troupe_commit_stats *st);
 
 #endif

@@ -99,35 +99,46 @@ typedef struct troupe_key_writer {
     troupe_err err;
 } troupe_key_writer;
 
-void troupe_key_writer_init(troupe_key_writer *w);
+void
+troupe_key_writer_init(troupe_key_writer *w);
 /* Frees the buffer; the writer may be init'ed again. */
-void troupe_key_writer_fini(troupe_key_writer *w);
+void
+troupe_key_writer_fini(troupe_key_writer *w);
 /* Empties the writer (keeps the buffer) and clears a sticky error. */
-void troupe_key_writer_reset(troupe_key_writer *w);
+void
+troupe_key_writer_reset(troupe_key_writer *w);
 
 /* Appending one element. Errors: EINVAL (NULL writer, or NULL data with a
  * non-zero length), ENOMEM, and the sticky error. */
-troupe_err troupe_key_put_null(troupe_key_writer *w);
-troupe_err troupe_key_put_bool(troupe_key_writer *w, bool v);
-troupe_err troupe_key_put_int64(troupe_key_writer *w, int64_t v);
-troupe_err troupe_key_put_uint64(troupe_key_writer *w, uint64_t v);
-troupe_err troupe_key_put_double(troupe_key_writer *w, double v);
-troupe_err troupe_key_put_string(troupe_key_writer *w, const char *s,
-                                 size_t len);
-troupe_err troupe_key_put_bytes(troupe_key_writer *w, const void *p,
-                                size_t len);
+troupe_err
+troupe_key_put_null(troupe_key_writer *w);
+troupe_err
+troupe_key_put_bool(troupe_key_writer *w, bool v);
+troupe_err
+troupe_key_put_int64(troupe_key_writer *w, int64_t v);
+troupe_err
+troupe_key_put_uint64(troupe_key_writer *w, uint64_t v);
+troupe_err
+troupe_key_put_double(troupe_key_writer *w, double v);
+troupe_err
+troupe_key_put_string(troupe_key_writer *w, const char *s, size_t len);
+troupe_err
+troupe_key_put_bytes(troupe_key_writer *w, const void *p, size_t len);
 /* Opens a nested tuple; ETOOBIG past TROUPE_KEY_DEPTH_MAX. */
-troupe_err troupe_key_begin_tuple(troupe_key_writer *w);
+troupe_err
+troupe_key_begin_tuple(troupe_key_writer *w);
 /* Closes the innermost nested tuple; ESTATE when none is open. */
-troupe_err troupe_key_end_tuple(troupe_key_writer *w);
+troupe_err
+troupe_key_end_tuple(troupe_key_writer *w);
 
 /*
  * The encoded key: *key points into the writer's buffer (valid until the
  * next call on the writer or fini). Errors: EINVAL (NULL), ESTATE (a
  * nested tuple is still open), or the sticky error.
  */
-troupe_err troupe_key_writer_finish(troupe_key_writer *w, const uint8_t **key,
-                                    size_t *len);
+troupe_err
+troupe_key_writer_finish(troupe_key_writer *w, const uint8_t **key,
+                         size_t *len);
 
 /*
  * The range of every key whose tuple begins with the elements written so
@@ -136,7 +147,8 @@ troupe_err troupe_key_writer_finish(troupe_key_writer *w, const uint8_t **key,
  * until the next call on the writer or fini. Errors as
  * troupe_key_writer_finish.
  */
-troupe_err troupe_key_writer_range(troupe_key_writer *w, troupe_range *r);
+troupe_err
+troupe_key_writer_range(troupe_key_writer *w, troupe_range *r);
 
 /* One decoded element. */
 typedef struct troupe_key_item {
@@ -166,8 +178,10 @@ typedef struct troupe_key_reader {
 } troupe_key_reader;
 
 /* data may be NULL only with len 0 (the empty tuple). */
-void troupe_key_reader_init(troupe_key_reader *r, const void *data, size_t len);
-void troupe_key_reader_fini(troupe_key_reader *r);
+void
+troupe_key_reader_init(troupe_key_reader *r, const void *data, size_t len);
+void
+troupe_key_reader_fini(troupe_key_reader *r);
 
 /*
  * Reads the next element into *item. TROUPE_KEY_TUPLE means a nested
@@ -179,10 +193,12 @@ void troupe_key_reader_fini(troupe_key_reader *r);
  * marker, non-canonical double, nesting too deep), after which every call
  * returns EPROTO; ENOMEM; EINVAL (NULL).
  */
-troupe_err troupe_key_read(troupe_key_reader *r, troupe_key_item *item);
+troupe_err
+troupe_key_read(troupe_key_reader *r, troupe_key_item *item);
 
 /* Checks that data is exactly one well-formed key: OK or EPROTO (EINVAL
  * for NULL with len > 0, ENOMEM). */
-troupe_err troupe_key_validate(const void *data, size_t len);
+troupe_err
+troupe_key_validate(const void *data, size_t len);
 
 #endif

@@ -96,7 +96,8 @@ typedef struct troupe_db_opts {
 } troupe_db_opts;
 
 /* Fills o with the defaults above. */
-void troupe_db_opts_init(troupe_db_opts *o);
+void
+troupe_db_opts_init(troupe_db_opts *o);
 
 /*
  * Opens (or creates) the database in directory `dir`, opening every
@@ -108,8 +109,8 @@ void troupe_db_opts_init(troupe_db_opts *o);
  * LOCK), ECORRUPT (corrupt WAL without accept_wal_loss, or other corrupt
  * metadata), EIO, ENOMEM. Blocks.
  */
-troupe_err troupe_db_open(const char *dir, const troupe_db_opts *opts,
-                          troupe_db **out);
+troupe_err
+troupe_db_open(const char *dir, const troupe_db_opts *opts, troupe_db **out);
 
 /*
  * Closes the db: destroys the column family handles, then the RocksDB
@@ -118,34 +119,39 @@ troupe_err troupe_db_open(const char *dir, const troupe_db_opts *opts,
  * Errors: EBUSY (snapshots, iterators or commit pipelines still alive;
  * nothing is closed). Blocks.
  */
-troupe_err troupe_db_close(troupe_db *db);
+troupe_err
+troupe_db_close(troupe_db *db);
 
 /* True when the last open dropped WAL records (accept_wal_loss). */
-bool troupe_db_wal_loss(const troupe_db *db);
+bool
+troupe_db_wal_loss(const troupe_db *db);
 
 /* True once an I/O error made the db fail-stop (writes: EFAILSTOP). */
-bool troupe_db_failstop(const troupe_db *db);
+bool
+troupe_db_failstop(const troupe_db *db);
 
 /*
  * Flushes every family's memtable to table files and waits. An I/O error
  * returns EIO and makes the db fail-stop. Errors: EINVAL, EFAILSTOP, EIO.
  * Blocks.
  */
-troupe_err troupe_db_flush(troupe_db *db);
+troupe_err
+troupe_db_flush(troupe_db *db);
 
 /*
  * Looks up a live column family by name. *out is borrowed (see above).
  * Errors: EINVAL (NULL argument, bad name), ENOENT (no such live family).
  */
-troupe_err troupe_db_cf(troupe_db *db, const char *name, troupe_cf **out);
+troupe_err
+troupe_db_cf(troupe_db *db, const char *name, troupe_cf **out);
 
 /*
  * Creates a column family. *out (may be NULL) receives the borrowed handle.
  * Errors: EINVAL, EEXIST, EFAILSTOP, EIO (also makes the db fail-stop),
  * ENOMEM. Blocks.
  */
-troupe_err troupe_db_cf_create(troupe_db *db, const char *name,
-                               troupe_cf **out);
+troupe_err
+troupe_db_cf_create(troupe_db *db, const char *name, troupe_cf **out);
 
 /*
  * Drops a column family and all its data. Its handle stays allocated until
@@ -154,7 +160,8 @@ troupe_err troupe_db_cf_create(troupe_db *db, const char *name,
  * Errors: EINVAL (NULL, bad name, "default"), ENOENT, EFAILSTOP, EIO
  * (fail-stop). Blocks.
  */
-troupe_err troupe_db_cf_drop(troupe_db *db, const char *name);
+troupe_err
+troupe_db_cf_drop(troupe_db *db, const char *name);
 
 /*
  * Names of the live column families, "default" first, then in the order
@@ -162,10 +169,12 @@ troupe_err troupe_db_cf_drop(troupe_db *db, const char *name);
  * strings) that the caller frees with troupe_free(). Errors: EINVAL,
  * ENOMEM.
  */
-troupe_err troupe_db_cf_names(troupe_db *db, char ***names, size_t *n);
+troupe_err
+troupe_db_cf_names(troupe_db *db, char ***names, size_t *n);
 
 /* The family's name, valid as long as the handle. */
-const char *troupe_cf_name(const troupe_cf *cf);
+const char *
+troupe_cf_name(const troupe_cf *cf);
 
 /* ---- write batches ---------------------------------------------------- */
 
@@ -174,9 +183,11 @@ const char *troupe_cf_name(const troupe_cf *cf);
  * atomically (one WAL record) by troupe_db_write or the commit pipeline.
  * Not thread-safe: one thread at a time. Errors: EINVAL, ENOMEM.
  */
-troupe_err troupe_batch_create(troupe_batch **out);
+troupe_err
+troupe_batch_create(troupe_batch **out);
 /* NULL is a no-op. */
-void troupe_batch_destroy(troupe_batch *b);
+void
+troupe_batch_destroy(troupe_batch *b);
 
 /*
  * Adds a put (key and value are copied). The first family used binds the
@@ -185,26 +196,30 @@ void troupe_batch_destroy(troupe_batch *b);
  * family), ETOOBIG (key, value or batch over its limit). On error the
  * batch is unchanged.
  */
-troupe_err troupe_batch_put(troupe_batch *b, troupe_cf *cf, const void *key,
-                            size_t key_len, const void *val, size_t val_len);
+troupe_err
+troupe_batch_put(troupe_batch *b, troupe_cf *cf, const void *key,
+                 size_t key_len, const void *val, size_t val_len);
 
 /* Adds a delete of one key. Errors as troupe_batch_put. */
-troupe_err troupe_batch_delete(troupe_batch *b, troupe_cf *cf, const void *key,
-                               size_t key_len);
+troupe_err
+troupe_batch_delete(troupe_batch *b, troupe_cf *cf, const void *key,
+                    size_t key_len);
 
 /*
  * Adds a delete of every key in [start, end). start < end (EINVAL
  * otherwise). Errors as troupe_batch_put.
  */
-troupe_err troupe_batch_delete_range(troupe_batch *b, troupe_cf *cf,
-                                     const void *start, size_t start_len,
-                                     const void *end, size_t end_len);
+troupe_err
+troupe_batch_delete_range(troupe_batch *b, troupe_cf *cf, const void *start,
+                          size_t start_len, const void *end, size_t end_len);
 
 /* Operations in the batch (0 for NULL). */
-size_t troupe_batch_count(const troupe_batch *b);
+size_t
+troupe_batch_count(const troupe_batch *b);
 
 /* Removes every operation and unbinds the batch from its db. */
-void troupe_batch_clear(troupe_batch *b);
+void
+troupe_batch_clear(troupe_batch *b);
 
 /*
  * Writes the batch atomically and waits; b stays owned by the caller. An
@@ -213,7 +228,8 @@ void troupe_batch_clear(troupe_batch *b);
  * dropped; nothing written), EFAILSTOP, EUNKNOWN (the write or sync failed:
  * the batch may or may not be stored; the db is now fail-stop). Blocks.
  */
-troupe_err troupe_db_write(troupe_db *db, troupe_batch *b, troupe_sync sync);
+troupe_err
+troupe_db_write(troupe_db *db, troupe_batch *b, troupe_sync sync);
 
 /* ---- reads ----------------------------------------------------------- */
 
@@ -222,9 +238,11 @@ troupe_err troupe_db_write(troupe_db *db, troupe_batch *b, troupe_sync sync);
  * when the snapshot was taken. Destroy before closing the db.
  * Errors: EINVAL, ENOMEM.
  */
-troupe_err troupe_snapshot_create(troupe_db *db, troupe_snapshot **out);
+troupe_err
+troupe_snapshot_create(troupe_db *db, troupe_snapshot **out);
 /* NULL is a no-op. Any thread, once no read uses it. */
-void troupe_snapshot_destroy(troupe_snapshot *s);
+void
+troupe_snapshot_destroy(troupe_snapshot *s);
 
 /*
  * Point read. snap may be NULL (latest). On OK *val is a copy the caller
@@ -234,9 +252,9 @@ void troupe_snapshot_destroy(troupe_snapshot *s);
  * ENOENT (absent key or dropped family), ECORRUPT, EIO, ENOMEM.
  * Blocks (a cache miss reads the disk).
  */
-troupe_err troupe_db_get(troupe_db *db, troupe_cf *cf,
-                         const troupe_snapshot *snap, const void *key,
-                         size_t key_len, void **val, size_t *val_len);
+troupe_err
+troupe_db_get(troupe_db *db, troupe_cf *cf, const troupe_snapshot *snap,
+              const void *key, size_t key_len, void **val, size_t *val_len);
 
 /*
  * n point reads in one call (one consistent view when snap is NULL too).
@@ -245,10 +263,10 @@ troupe_err troupe_db_get(troupe_db *db, troupe_cf *cf,
  * when it ran (look at errs), or EINVAL/ETOOBIG/ENOENT (dropped family)/
  * ENOMEM having filled nothing. n == 0 is EINVAL. Blocks.
  */
-troupe_err troupe_db_multi_get(troupe_db *db, troupe_cf *cf,
-                               const troupe_snapshot *snap, size_t n,
-                               const void *const *keys, const size_t *key_lens,
-                               void **vals, size_t *val_lens, troupe_err *errs);
+troupe_err
+troupe_db_multi_get(troupe_db *db, troupe_cf *cf, const troupe_snapshot *snap,
+                    size_t n, const void *const *keys, const size_t *key_lens,
+                    void **vals, size_t *val_lens, troupe_err *errs);
 
 /* ---- ranges, iterators, pages ---------------------------------------- */
 
@@ -269,11 +287,12 @@ typedef struct troupe_range {
     bool prefix; /* start/start_len is a prefix; end must be NULL */
 } troupe_range;
 
-void troupe_range_init_bounds(troupe_range *r, const void *start,
-                              size_t start_len, const void *end,
-                              size_t end_len);
-void troupe_range_init_prefix(troupe_range *r, const void *prefix,
-                              size_t prefix_len);
+void
+troupe_range_init_bounds(troupe_range *r, const void *start, size_t start_len,
+                         const void *end, size_t end_len);
+void
+troupe_range_init_prefix(troupe_range *r, const void *prefix,
+                         size_t prefix_len);
 
 /* One entry. The pointers' lifetime is given by whoever returns it. */
 typedef struct troupe_kv {
@@ -299,11 +318,10 @@ typedef struct troupe_kv {
  * snapshot taken now. Not thread-safe. Destroy before closing the db.
  * Errors: EINVAL, ERANGE, ENOENT (dropped family), ENOMEM.
  */
-troupe_err troupe_iter_create(troupe_db *db, troupe_cf *cf,
-                              const troupe_snapshot *snap,
-                              const troupe_range *range, const void *after,
-                              size_t after_len, bool reverse,
-                              troupe_iter **out);
+troupe_err
+troupe_iter_create(troupe_db *db, troupe_cf *cf, const troupe_snapshot *snap,
+                   const troupe_range *range, const void *after,
+                   size_t after_len, bool reverse, troupe_iter **out);
 
 /*
  * Next entry into *kv. The pointers in *kv stay valid until the next call
@@ -312,10 +330,12 @@ troupe_err troupe_iter_create(troupe_db *db, troupe_cf *cf,
  * is over, never silently shortened), EIO, EINVAL (NULL).
  * Blocks (may read the disk).
  */
-troupe_err troupe_iter_next(troupe_iter *it, troupe_kv *kv);
+troupe_err
+troupe_iter_next(troupe_iter *it, troupe_kv *kv);
 
 /* NULL is a no-op. */
-void troupe_iter_destroy(troupe_iter *it);
+void
+troupe_iter_destroy(troupe_iter *it);
 
 /*
  * One page of a scan: up to `limit` entries, in key order (descending when
@@ -341,13 +361,13 @@ typedef struct troupe_page {
  * partial page exists. Errors: EINVAL, ERANGE, ENOENT (dropped family),
  * ECORRUPT, EIO, ENOMEM. Blocks.
  */
-troupe_err troupe_db_scan(troupe_db *db, troupe_cf *cf,
-                          const troupe_snapshot *snap,
-                          const troupe_range *range, const void *after,
-                          size_t after_len, size_t limit, bool reverse,
-                          troupe_page **out);
+troupe_err
+troupe_db_scan(troupe_db *db, troupe_cf *cf, const troupe_snapshot *snap,
+               const troupe_range *range, const void *after, size_t after_len,
+               size_t limit, bool reverse, troupe_page **out);
 
 /* NULL is a no-op. */
-void troupe_page_destroy(troupe_page *p);
+void
+troupe_page_destroy(troupe_page *p);
 
 #endif
