@@ -54,7 +54,7 @@ fuzz: deps
 	./$(BUILD)-fuzz/tests/fuzz/fuzz_envelope -max_total_time=$${FUZZ_SECONDS:-60} \
 	  -max_len=4096 $(BUILD)-fuzz/corpus tests/fuzz/seeds
 
-format:
+format: deps
 	@clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')
 
 clean:

@@ -5,7 +5,7 @@
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config libuv1-dev libnng-dev libmsgpack-dev
-      librocksdb-dev check clang libclang-rt-14-dev)
+      librocksdb-dev check clang libclang-rt-14-dev clang-format)
 # Extra packages for `make bench` (peers): pass --bench.
 if [ "${1:-}" = "--bench" ]; then
     pkgs+=(libcaf-dev g++)

@@ -544,6 +544,47 @@ START_TEST(test_shutdown_stops_children_before_supervisor)
 }
 END_TEST
 
+static const troupe_remote_ops fake_remote_ops = {0};
+
+START_TEST(test_more_bad_args_and_remote_without_transport)
+{
+    rt_fixture f;
+    rtf_start(&f, 1);
+    troupe_addr a = spawn_rec(f.rt, &rec_def, 1);
+    ck_assert_uint_eq(troupe_runtime_node_id(NULL), 0);
+    ck_assert_uint_eq(troupe_runtime_node_id(f.rt), 1);
+    ck_assert_ptr_null(troupe_runtime_loop(NULL, 0));
+    ck_assert_ptr_null(troupe_actor_loop(NULL));
+    troupe_self_stop(NULL);
+    troupe_runtime_set_remote(NULL, &fake_remote_ops, NULL);
+    /* deliver: only messages for this node, never local-only payloads */
+    troupe_msg *m = mk(K_REC);
+    ck_assert_err(troupe_runtime_deliver(NULL, &m), TROUPE_EINVAL);
+    ck_assert_ptr_null(m);
+    ck_assert_err(troupe_runtime_deliver(f.rt, NULL), TROUPE_EINVAL);
+    m = mk(K_REC);
+    m->to = (troupe_addr){7, a.slot, a.gen};
+    ck_assert_err(troupe_runtime_deliver(f.rt, &m), TROUPE_EINVAL);
+    m = mk(K_REC);
+    m->to = a;
+    m->ptr = &f;
+    ck_assert_err(troupe_runtime_deliver(f.rt, &m), TROUPE_EINVAL);
+    /* internal flags from the wire are stripped, the message delivered */
+    m = mkv(K_REC, 5);
+    m->to = a;
+    m->flags = 0xffffffffu & ~(uint32_t)TROUPE_MSG_REPLY;
+    ck_assert_ok(troupe_runtime_deliver(f.rt, &m));
+    drive_until_log(&f, 1);
+    ck_assert_uint_eq(lg.v[0], 5);
+    /* another node with no transport installed */
+    m = mk(K_REC);
+    ck_assert_err(troupe_runtime_send(f.rt, (troupe_addr){9, 1, 1}, &m),
+                  TROUPE_EUNREACHABLE);
+    ck_assert_ptr_null(m);
+    rtf_stop(&f);
+}
+END_TEST
+
 static bool
 five_inits(void *arg)
 {
@@ -852,6 +893,7 @@ actor_suite(void)
         tc,
         test_send_to_stopped_actor_fails_edead_and_stale_gen_never_reaches_new);
     tcase_add_test(tc, test_bad_args_rejected);
+    tcase_add_test(tc, test_more_bad_args_and_remote_without_transport);
     tcase_add_test(tc, test_registry_names_die_with_their_actor);
     tcase_add_test(
         tc, test_mailbox_bound_rejects_with_efull_then_accepts_after_drain);
