@@ -595,8 +595,8 @@ ask_on_start(troupe_actor *self, void *state, const troupe_msg *msg)
     if (e == TROUPE_OK)
         e = troupe_node_lookup_msg(ECHO_NAME, &m);
     if (e == TROUPE_OK)
-        e = troupe_ask(self, troupe_node_addr(2), &m, ASK_TIMEOUT_MS,
-                       AK_LOOKUP, NULL);
+        e = troupe_ask(self, troupe_node_addr(2), &m, ASK_TIMEOUT_MS, AK_LOOKUP,
+                       NULL);
     return e ? ask_fail(st, e) : TROUPE_OK;
 }
 
@@ -819,10 +819,10 @@ struct figure {
 };
 
 static const struct figure figures[] = {
-    {"remote_oneway_64b", "troupe oneway 64 B", "msgs/s", "msgs/s",
-     oneway_one, 64, 20000, "peer_nng_oneway", "64", "nng_pair1"},
-    {"remote_oneway_4k", "troupe oneway 4 KiB", "msgs/s", "msgs/s",
-     oneway_one, 4096, 20000, "peer_nng_oneway", "4096", "nng_pair1"},
+    {"remote_oneway_64b", "troupe oneway 64 B", "msgs/s", "msgs/s", oneway_one,
+     64, 20000, "peer_nng_oneway", "64", "nng_pair1"},
+    {"remote_oneway_4k", "troupe oneway 4 KiB", "msgs/s", "msgs/s", oneway_one,
+     4096, 20000, "peer_nng_oneway", "4096", "nng_pair1"},
     {"remote_ask_64b", "troupe ask 64 B", "round trips/s", "roundtrips/s",
      ask_one, 64, 5000, "peer_nng_ask", "64", "nng_reqrep"},
     {"remote_ask_4k", "troupe ask 4 KiB", "round trips/s", "roundtrips/s",
@@ -897,8 +897,8 @@ main(int argc, char **argv)
     if (wran) {
         printf("\noneway by window (messages sent and not yet acked):");
         for (size_t i = 0; i < sizeof windows / sizeof windows[0]; i++)
-            printf("%s %lld: %.0f", i ? ";" : "",
-                   (long long)windows[i].window, wv[i]);
+            printf("%s %lld: %.0f", i ? ";" : "", (long long)windows[i].window,
+                   wv[i]);
         printf(" msgs/s (64 B, 64 B, 4 KiB, 4 KiB); the figures below use "
                "%d\n",
                OW_WINDOW);
