@@ -1,0 +1,79 @@
+/*
+ * The crash-loop harness (crash_loop.c) and its workloads (workloads.c).
+ *
+ * One binary plays both roles: the parent (`crash_loop storage ...`) forks
+ * and execs itself as a child workload (`crash_loop child-<name> ...`),
+ * with the power-loss or fault shim in LD_PRELOAD, reads what the child
+ * reports over a pipe, kills it, restores, and checks the database itself.
+ *
+ * The pipe carries fixed 16-byte records (a write of 16 bytes to a pipe is
+ * atomic, so records from several threads never interleave). An ACK is
+ * written only after the commit's completion said OK: what the parent
+ * holds is a lower bound on what was acknowledged, which is what a
+ * durability check needs.
+ */
+#ifndef TROUPE_CRASH_H
+#define TROUPE_CRASH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "troupe/storage.h"
+
+enum crash_rec_type {
+    REC_READY = 1,   /* db open, workload starting */
+    REC_ACK = 2,     /* id: seq of a commit that completed OK */
+    REC_OUT = 3,     /* id: seq, err: its completion (eio child) */
+    REC_OPEN = 4,    /* err: troupe_db_open failed */
+    REC_FLUSH = 5,   /* err: a troupe_db_flush result */
+    REC_REFUSED = 6, /* id: seq, err: submit refused, nothing queued */
+    REC_CHECK = 7,   /* id: bitmask of failed fail-stop checks (0: good) */
+    REC_CLOSE = 8,   /* err: troupe_db_close */
+    REC_HITS = 9,    /* id: calls the fault shim failed */
+    REC_DONE = 10
+};
+
+typedef struct crash_rec {
+    uint32_t type;
+    int32_t err;
+    uint64_t id;
+} crash_rec;
+
+/* Bits of the REC_CHECK mask. */
+#define CHK_FLAG 1    /* troupe_db_failstop was false */
+#define CHK_WRITE 2   /* troupe_db_write did not answer EFAILSTOP */
+#define CHK_SUBMIT 4  /* troupe_commit_submit did not answer EFAILSTOP */
+#define CHK_READ 8    /* a read failed */
+#define CHK_NOFIRE 16 /* a completion never fired */
+
+/* Keys: 'k', cycle (8 bytes big-endian), seq (8 bytes big-endian), so a
+ * scan returns cycles in order and each cycle's commits in submit order. */
+#define CRASH_KEY_LEN 17
+void
+crash_key(uint8_t *k, uint64_t cycle, uint64_t seq);
+/* Deterministic value of (cycle, seq) in family `fam`: 16..175 bytes. */
+size_t
+crash_val(uint8_t *v, uint64_t cycle, uint64_t seq, int fam);
+#define CRASH_VAL_MAX 176
+
+/* The families of the storage workload: every batch puts the same key into
+ * "a" and "b" and overwrites "last" in "c" with that key. */
+#define CRASH_LAST_KEY "last"
+extern const char *const crash_storage_cfs[3];
+#define CRASH_KV_CF "kv"
+
+void
+crash_report(int fd, uint32_t type, int32_t err, uint64_t id);
+
+/* Child entry points: argv after the subcommand. Return the exit code. */
+int
+crash_child_storage(int argc, char **argv);
+int
+crash_child_kv(int argc, char **argv);
+int
+crash_child_eio(int argc, char **argv);
+int
+crash_child_model(int argc, char **argv);
+
+#endif
