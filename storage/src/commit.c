@@ -19,11 +19,11 @@
  * alone, k such submitters split into two groups that alternate: while
  * group A syncs, B queues; when A completes, the writer starts B at once
  * and A's submitters, back a few microseconds later, wait a whole sync.
- * So after a synced group of k > 1 batches, if fewer than k are queued,
- * the writer waits for the submitters it just completed to come back, up
- * to half the last sync's duration and at most GATHER_MAX_NS: a bounded
- * wait that trades a fraction of a sync for up to twice the batches per
- * sync. A lone submitter (k = 1) and an empty queue never wait here.
+ * So after a synced group of k > 1 batches, the writer waits for the k
+ * submitters it just completed to come back on top of what is already
+ * queued, up to half the last sync's duration and at most GATHER_MAX_NS:
+ * a bounded wait that trades a fraction of a sync for up to twice the
+ * batches per sync. A lone submitter (k = 1) never waits here.
  *
  * Merging. A WriteBatch's serialised form ("rep", the WAL record format) is
  * a 12-byte header (8-byte sequence, 4-byte little-endian count) followed
@@ -177,7 +177,10 @@ mono_ns(void)
 static void
 gather(troupe_commit *c, size_t last_n, int64_t last_sync_ns)
 {
-    if (last_n < 2 || c->head == NULL || c->queued >= last_n || c->stopping)
+    size_t target = c->queued + last_n;
+    if (target > c->group_max_batches)
+        target = c->group_max_batches;
+    if (last_n < 2 || c->queued >= target || c->stopping)
         return;
     int64_t wait = last_sync_ns / 2;
     if (wait > GATHER_MAX_NS)
@@ -187,8 +190,8 @@ gather(troupe_commit *c, size_t last_n, int64_t last_sync_ns)
     dl.tv_nsec += wait;
     dl.tv_sec += dl.tv_nsec / 1000000000;
     dl.tv_nsec %= 1000000000;
-    c->gather_target = last_n;
-    while (c->queued < last_n && !c->stopping) {
+    c->gather_target = target;
+    while (c->queued < target && !c->stopping) {
         c->writer_waiting = true;
         int rc = pthread_cond_timedwait(&c->cv, &c->mu, &dl);
         c->writer_waiting = false;
