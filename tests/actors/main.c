@@ -2,10 +2,14 @@
 
 Suite *
 kv_suite(void);
+Suite *
+table_suite(void);
+Suite *
+index_suite(void);
 
 int
 main(void)
 {
-    Suite *s[] = {kv_suite()};
+    Suite *s[] = {kv_suite(), table_suite(), index_suite()};
     return ts_run_suites(s, (int)(sizeof(s) / sizeof(s[0])));
 }

@@ -11,7 +11,9 @@
  * targets write and fsync/fdatasync, which the EIO shim still fails.
  * sync_file_range is not a durability point anyway (see powerloss_shim.c).
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <fcntl.h>
 #include <sys/syscall.h>
 #include <unistd.h>

@@ -1,0 +1,63 @@
+/*
+ * Internals shared by the index module's files (defs, queries, verify).
+ * Not installed; nothing outside actors/index includes it.
+ */
+#ifndef TROUPE_INDEX_PRIVATE_H
+#define TROUPE_INDEX_PRIVATE_H
+
+#include "troupe/index.h"
+#include "troupe/keycodec.h"
+#include "troupe/pack.h"
+
+#define INDEX_FIELDS_MAX 16
+#define INDEX_NAME_MAX 255
+#define INDEX_PATH_MAX 1024
+
+typedef struct index_field {
+    char *path;
+    troupe_field_type type;
+} index_field;
+
+struct troupe_index_def {
+    uint64_t id;
+    char *name;
+    bool unique;
+    bool ready;
+    size_t n_fields;
+    index_field fields[INDEX_FIELDS_MAX];
+    troupe_cond_op op;
+    char *cond_path;
+    unsigned char *cond_val; /* one msgpack object, or NULL */
+    size_t cond_val_len;
+    char *fn_name;
+};
+
+/*
+ * Appends to w the key element for the msgpack value at r's position as
+ * field type t would index it (the one encoding that derive and queries
+ * share). Consumes the value. Returns 1 when written, 0 when the value is
+ * not of the type or empty (sparse: no key), or a negative troupe_err.
+ */
+int
+troupe__index_put_value(troupe_reader *r, troupe_field_type t,
+                        troupe_key_writer *w);
+
+/* Natural mapping for function indexes (no declared types): nil, bool,
+ * ints, floats, str, bin. Returns 1, 0 (unsupported type) or -err. */
+int
+troupe__index_put_any(troupe_reader *r, troupe_key_writer *w);
+
+/* A result being built: res and its hits' capacity. */
+typedef struct hitbuf {
+    troupe_index_result *res;
+    size_t cap;
+} hitbuf;
+
+/* Appends one hit; its bytes (pk, then key and val when non-NULL) are
+ * copied into one block that the result owns. ENOMEM. */
+troupe_err
+troupe__index_hit_push(hitbuf *h, const void *key, size_t key_len,
+                       const void *pk, size_t pk_len, const void *val,
+                       size_t val_len, uint64_t exp);
+
+#endif

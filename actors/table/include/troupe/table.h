@@ -1,0 +1,360 @@
+/*
+ * Tables: a catalog of named tables in one database, each served by a
+ * table actor. Formats (catalog entry, row envelope, manifest, index keys)
+ * are docs/data-model.md's.
+ *
+ * Objects and owners:
+ *  - troupe_tables: one per db, created by troupe_tables_open and owned by
+ *    the caller; stopped with troupe_tables_stop (or _stop_wait), then
+ *    freed with troupe_tables_destroy. It borrows the runtime, db, commit
+ *    pipeline and index function registry given in its options: they must
+ *    outlive it (stop it before shutting the runtime down, and destroy it
+ *    before destroying the pipeline and closing the db).
+ *  - troupe_rows: the result of a read, owned by whoever receives it (the
+ *    callback, or the caller of a _wait function) and freed with
+ *    troupe_rows_destroy. Every pointer in it stays valid until then.
+ *
+ * Threads. Every function may be called from any thread. Asynchronous
+ * calls return at once; when they return OK their callback fires exactly
+ * once, on scheduler 0 (the host's loop in embedded mode), also when the
+ * request times out (ETIMEDOUT) or the runtime shuts down (ECLOSED); when
+ * they return an error the callback never fires. Functions marked
+ * "blocks" (the _wait twins, open, stop_wait) wait for the disk or for
+ * scheduler 0: never call them on a loop thread of the runtime or of the
+ * host (in embedded mode that would wait for the very loop it blocks).
+ * Catalog jobs (create, drop, index builds' bookkeeping) run one at a time
+ * on the runtime's worker pool; a drop waits there for its table's work in
+ * flight, which needs another worker: run the runtime with at least 2
+ * workers (the default is 4).
+ *
+ * Writes. insert (EEXIST when a live row exists), update (ENOENT when
+ * none does), upsert and delete (ENOENT when no live row) write the row
+ * envelope, its manifest and every index entry in one batch through the
+ * commit pipeline; an error means nothing was written, except EUNKNOWN
+ * (the write or its sync failed: it may or may not be stored). Writes to
+ * one key are applied one after another in arrival order. Documents must
+ * be msgpack maps (EPROTO otherwise). created_at / updated_at are set only
+ * when the document already has them (data-model.md, "Timestamps").
+ * Errors of a write's callback: EEXIST, ENOENT, EPROTO, ECORRUPT (the
+ * stored row and manifest disagree or are malformed: nothing written),
+ * ECONSTRAINT (a unique index already holds the key for another row),
+ * ETOOBIG, EFULL (pipeline full: retry later), EUNKNOWN, EFAILSTOP, EIO,
+ * ENOMEM, ECLOSED, ETIMEDOUT.
+ *
+ * Expiry. A row written with expires_at_ms > 0 is invisible to every read
+ * (and to insert/update/delete, which treat it as absent) once the clock
+ * reaches that time. The clock is injectable (troupe_tables_opts).
+ */
+#ifndef TROUPE_TABLE_H
+#define TROUPE_TABLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "troupe/commit.h"
+#include "troupe/index.h"
+#include "troupe/runtime.h"
+#include "troupe/storage.h"
+
+/* Table names are 1..TROUPE_TABLE_NAME_MAX bytes of valid UTF-8 without
+ * NUL (so every call takes them as C strings). */
+#define TROUPE_TABLE_NAME_MAX 4096
+/* Most rows one scan page or get_many may return / ask for. */
+#define TROUPE_TABLE_PAGE_MAX 10000
+/* Most indexes a table may declare at creation. */
+#define TROUPE_TABLE_INDEX_MAX 64
+
+typedef struct troupe_tables troupe_tables;
+
+typedef struct troupe_tables_opts {
+    troupe_runtime *rt;          /* borrowed */
+    troupe_db *db;               /* borrowed */
+    troupe_commit *commit;       /* borrowed; a pipeline on db */
+    const troupe_index_fns *fns; /* borrowed; may be NULL (no function
+                                    indexes) */
+    /* Unix ms for timestamps and expiry; NULL: troupe_now_ms. Called on
+     * worker threads: must be thread-safe and must not block. */
+    int64_t (*clock)(void *ctx);
+    void *clock_ctx;
+    uint32_t timeout_ms; /* deadline of each request; 0: 30000 */
+} troupe_tables_opts;
+
+/* One row. key and doc (one msgpack map) point into the owning rows. */
+typedef struct troupe_row {
+    const uint8_t *key;
+    size_t key_len;
+    const uint8_t *doc;
+    size_t doc_len;
+    int64_t expires_at_ms; /* 0: never */
+} troupe_row;
+
+typedef struct troupe_rows {
+    size_t n;
+    const troupe_row *rows;
+    /* Scans: the exact key to continue after (the last row's key), NULL
+     * when n == 0; `more` is true when the range holds another live row
+     * past it. Other reads: NULL and false. */
+    const uint8_t *cursor;
+    size_t cursor_len;
+    bool more;
+    troupe_body *body_; /* private */
+} troupe_rows;
+
+/* NULL is a no-op. Any thread. */
+void
+troupe_rows_destroy(troupe_rows *r);
+
+/*
+ * Opens the catalog of o->db: creates the `meta` family if missing, loads
+ * every table and spawns one table actor per table. On OK *out owns the
+ * object. Errors: EINVAL (NULL, missing option), ECORRUPT (malformed
+ * catalog entry), the errors of troupe_db_cf_create and
+ * troupe_actor_spawn, ENOMEM. Blocks.
+ */
+troupe_err
+troupe_tables_open(const troupe_tables_opts *o, troupe_tables **out);
+
+typedef void (*troupe_tables_stop_cb)(troupe_tables *t, void *arg);
+
+/*
+ * Stops every table actor; requests in flight still get their replies.
+ * Then cb(t, arg) runs once on scheduler 0 (directly on the stopping
+ * actor's scheduler if the runtime is already shutting down). After it
+ * fired, only troupe_tables_destroy may be called. New catalog calls fail
+ * with ESTATE at once; creates, drops and index builds already running
+ * finish first (their callbacks fire before cb). Errors: EINVAL (NULL t
+ * or cb), ESTATE (already stopping; cb never fires). Any thread.
+ */
+troupe_err
+troupe_tables_stop(troupe_tables *t, troupe_tables_stop_cb cb, void *arg);
+
+/* Same, waiting until every actor stopped. Blocks. */
+troupe_err
+troupe_tables_stop_wait(troupe_tables *t);
+
+/* Frees a stopped (or never used) object. NULL is a no-op. Calling it
+ * before the stop completed aborts. */
+void
+troupe_tables_destroy(troupe_tables *t);
+
+/* ---- catalog ---------------------------------------------------------- */
+
+/*
+ * Names of the live tables, sorted bytewise. *names is one allocation
+ * (array and NUL-terminated strings) freed with troupe_free(). Errors:
+ * EINVAL, ENOMEM, ESTATE (stopped). Never blocks on the disk.
+ */
+troupe_err
+troupe_tables_list(troupe_tables *t, char ***names, size_t *n);
+
+typedef void (*troupe_tables_cb)(troupe_tables *t, troupe_err err, void *arg);
+
+/*
+ * Creates table `name` with n_idx indexes (specs are copied
+ * during the call; n_idx may be 0). Its families t.<id> and m.<id> and one
+ * x.<index id> per index are created, then the catalog entry is written
+ * synced. The call validates arguments and index specs at once (errors
+ * returned, cb never fires); the disk work runs on a worker and cb
+ * reports OK, EEXIST (name taken), EIO, EFAILSTOP, ENOMEM, ECLOSED.
+ * Errors: EINVAL (NULL, bad name, bad spec, too many indexes, duplicate
+ * index name), ESTATE (stopping), ENOMEM.
+ */
+troupe_err
+troupe_tables_create(troupe_tables *t, const char *name,
+                     const troupe_index_spec *idx, size_t n_idx,
+                     troupe_tables_cb cb, void *arg);
+/* Same, blocking; returns what cb would have reported. Blocks. */
+troupe_err
+troupe_tables_create_wait(troupe_tables *t, const char *name,
+                          const troupe_index_spec *idx, size_t n_idx);
+
+/*
+ * Drops table `name`: removes it from the catalog at once for new
+ * requests (ENOENT), stops its actor, deletes the catalog entry (synced)
+ * and drops its families. cb reports OK, ENOENT (no such table), EIO,
+ * EFAILSTOP. Errors: EINVAL, ESTATE, ENOMEM.
+ */
+troupe_err
+troupe_tables_drop(troupe_tables *t, const char *name, troupe_tables_cb cb,
+                   void *arg);
+/* Same, blocking. Blocks. */
+troupe_err
+troupe_tables_drop_wait(troupe_tables *t, const char *name);
+
+/*
+ * Adds an index to an existing table and builds it online: the index is
+ * stored in the catalog as "building" (x.<id> created, the counter first),
+ * every write from then on maintains it, and the table actor reindexes the
+ * rows already there in batches of 64 keys, each row behind its key's
+ * write queue, while reads and writes go on. Then the catalog says
+ * "ready" and cb fires with OK. cb errors: ENOENT (no such table, or
+ * dropped during the build), EEXIST (index name taken), EBUSY (another
+ * index of the table is building), ECONSTRAINT (a unique index found two
+ * rows with one key: the index is removed again), ECORRUPT (a row or
+ * manifest is corrupt: removed too), ECLOSED (stopped during the build:
+ * the catalog keeps it "building" and the next open builds it again),
+ * EIO, EFAILSTOP. Call errors: EINVAL (NULL, bad name or spec), ESTATE,
+ * ENOMEM. troupe_tables_stop waits for a running build to finish.
+ * A unique index under construction cannot see rows not yet reindexed, so
+ * a write during the build may duplicate one of them; the build then
+ * finds it and fails with ECONSTRAINT (as PostgreSQL's CREATE UNIQUE INDEX
+ * CONCURRENTLY does), leaving the rows as they are.
+ */
+troupe_err
+troupe_tables_add_index(troupe_tables *t, const char *table,
+                        const troupe_index_spec *spec, troupe_tables_cb cb,
+                        void *arg);
+/* Same, blocking until the build is done. Blocks. */
+troupe_err
+troupe_tables_add_index_wait(troupe_tables *t, const char *table,
+                             const troupe_index_spec *spec);
+
+/* Whether index `index` of `table` is ready (false: building), for
+ * queries to refuse a building index. Errors: EINVAL, ENOENT (no such
+ * table or index), ESTATE (stopped). Never blocks on the disk. */
+troupe_err
+troupe_tables_index_state(troupe_tables *t, const char *table,
+                          const char *index, bool *ready);
+
+/* ---- index queries ---------------------------------------------------- */
+
+/*
+ * A query (or count) on index `index` of `table`, answered by the table's
+ * index actor (troupe/index.h describes q; its def, table_id, now_ms and
+ * snap are ignored here: the catalog supplies the table's current index
+ * list). The callback owns *res (NULL on error) and frees it with
+ * troupe_index_result_destroy. cb errors: those of troupe_index_query_run
+ * (ESTATE while the index is still building), ENOENT (no such index),
+ * ETIMEDOUT, ECLOSED. Call errors: EINVAL (NULL, bad names, limit 0),
+ * EPROTO (q's values not msgpack), ENOENT (no such table), ESTATE
+ * (stopping), ENOMEM.
+ */
+typedef void (*troupe_tables_query_cb)(troupe_err err, troupe_index_result *res,
+                                       void *arg);
+typedef void (*troupe_tables_count_cb)(troupe_err err, uint64_t n, void *arg);
+troupe_err
+troupe_tables_query(troupe_tables *t, const char *table, const char *index,
+                    const troupe_index_query *q, troupe_tables_query_cb cb,
+                    void *arg);
+troupe_err
+troupe_tables_count(troupe_tables *t, const char *table, const char *index,
+                    const troupe_index_query *q, troupe_tables_count_cb cb,
+                    void *arg);
+/* Blocking twins; *out / *n are set on OK (*out NULL, *n 0 otherwise).
+ * Block. */
+troupe_err
+troupe_tables_query_wait(troupe_tables *t, const char *table, const char *index,
+                         const troupe_index_query *q,
+                         troupe_index_result **out);
+troupe_err
+troupe_tables_count_wait(troupe_tables *t, const char *table, const char *index,
+                         const troupe_index_query *q, uint64_t *n);
+
+/* ---- rows ------------------------------------------------------------- */
+
+/* rows is NULL for writes and on error; otherwise the callback owns it. */
+typedef void (*troupe_table_cb)(troupe_err err, troupe_rows *rows, void *arg);
+
+typedef struct troupe_write_opts {
+    troupe_sync sync;      /* DEFAULT: the db's option */
+    int64_t expires_at_ms; /* 0: never expires */
+} troupe_write_opts;
+
+/*
+ * Row calls name the table by `table` (NUL-terminated). Keys are
+ * 1..TROUPE_KEY_MAX bytes; wo may be NULL (defaults). The call itself
+ * returns EINVAL (NULL, empty key, negative expiry), ETOOBIG (key or
+ * document over its limit), EPROTO (doc is not one well-formed msgpack
+ * object), ENOENT (no such table), ESTATE (stopping), ENOMEM; then cb
+ * never fires. Otherwise cb gets the outcome listed at the top.
+ */
+troupe_err
+troupe_table_insert(troupe_tables *t, const char *table, const void *key,
+                    size_t klen, const void *doc, size_t dlen,
+                    const troupe_write_opts *wo, troupe_table_cb cb, void *arg);
+troupe_err
+troupe_table_update(troupe_tables *t, const char *table, const void *key,
+                    size_t klen, const void *doc, size_t dlen,
+                    const troupe_write_opts *wo, troupe_table_cb cb, void *arg);
+troupe_err
+troupe_table_upsert(troupe_tables *t, const char *table, const void *key,
+                    size_t klen, const void *doc, size_t dlen,
+                    const troupe_write_opts *wo, troupe_table_cb cb, void *arg);
+/* wo->expires_at_ms is ignored. */
+troupe_err
+troupe_table_delete(troupe_tables *t, const char *table, const void *key,
+                    size_t klen, const troupe_write_opts *wo,
+                    troupe_table_cb cb, void *arg);
+
+/* The live row at key: rows->n == 1; or ENOENT (absent or expired),
+ * ECORRUPT (malformed envelope), EIO. */
+troupe_err
+troupe_table_get(troupe_tables *t, const char *table, const void *key,
+                 size_t klen, troupe_table_cb cb, void *arg);
+
+/* The live rows among keys[0..n) (1..TROUPE_TABLE_PAGE_MAX), in the order
+ * asked, absent and expired ones left out; ECORRUPT fails the call. */
+troupe_err
+troupe_table_get_many(troupe_tables *t, const char *table,
+                      const void *const *keys, const size_t *klens, size_t n,
+                      troupe_table_cb cb, void *arg);
+
+/* A bounded scan over [start, end) (NULL start: from the first key; NULL
+ * end: to the last), forward or reverse. */
+typedef struct troupe_scan_opts {
+    const void *start;
+    size_t start_len;
+    const void *end;
+    size_t end_len;
+    /* Continue after this exact key (the previous page's cursor); NULL:
+     * from the start (forward) or end (reverse) of the range. */
+    const void *after;
+    size_t after_len;
+    size_t limit; /* 1..TROUPE_TABLE_PAGE_MAX; 0 is EINVAL */
+    bool reverse;
+} troupe_scan_opts;
+
+/*
+ * Up to limit live rows in key order (descending when reverse); expired
+ * rows are skipped. The call returns EINVAL for limit 0 or over the
+ * maximum, an empty or inverted range, a bad cursor. cb errors: ERANGE
+ * (cursor outside the range), ECORRUPT (a malformed row: the page fails,
+ * it is never shortened), EIO.
+ */
+troupe_err
+troupe_table_scan(troupe_tables *t, const char *table,
+                  const troupe_scan_opts *so, troupe_table_cb cb, void *arg);
+
+/*
+ * Blocking twins: same arguments minus the callback; they return what the
+ * callback would get and, for reads, hand *rows (may be NULL for writes)
+ * to the caller. On error *rows is NULL. Block.
+ */
+troupe_err
+troupe_table_insert_wait(troupe_tables *t, const char *table, const void *key,
+                         size_t klen, const void *doc, size_t dlen,
+                         const troupe_write_opts *wo);
+troupe_err
+troupe_table_update_wait(troupe_tables *t, const char *table, const void *key,
+                         size_t klen, const void *doc, size_t dlen,
+                         const troupe_write_opts *wo);
+troupe_err
+troupe_table_upsert_wait(troupe_tables *t, const char *table, const void *key,
+                         size_t klen, const void *doc, size_t dlen,
+                         const troupe_write_opts *wo);
+troupe_err
+troupe_table_delete_wait(troupe_tables *t, const char *table, const void *key,
+                         size_t klen, const troupe_write_opts *wo);
+troupe_err
+troupe_table_get_wait(troupe_tables *t, const char *table, const void *key,
+                      size_t klen, troupe_rows **rows);
+troupe_err
+troupe_table_get_many_wait(troupe_tables *t, const char *table,
+                           const void *const *keys, const size_t *klens,
+                           size_t n, troupe_rows **rows);
+troupe_err
+troupe_table_scan_wait(troupe_tables *t, const char *table,
+                       const troupe_scan_opts *so, troupe_rows **rows);
+
+#endif

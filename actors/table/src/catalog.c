@@ -1,0 +1,1398 @@
+/*
+ * The catalog: table entries in the `meta` family (docs/data-model.md) and
+ * the in-memory map from name to table actor.
+ *
+ * Invariants. Ids come from one counter (`("seq")` in meta) and are never
+ * reused: ids are reserved in memory when a create is called and the
+ * counter is stored (synced) before any family named after them is
+ * created, so a crash between the two leaves at worst unused ids, never a
+ * family that a later create would collide with. The map is guarded by
+ * `mu` and never held across I/O; `ddl` orders creates and drops so that
+ * each sees the catalog the previous one left, and it is held across I/O
+ * only on worker threads or by blocking callers.
+ *
+ * Catalog changes are not actor messages: they block on RocksDB's family
+ * management, which has no asynchronous form, so they run on the worker
+ * pool (the async forms) or on the caller's thread (the _wait forms).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "table_int.h"
+#include "troupe/alloc.h"
+#include "troupe/keycodec.h"
+#include "troupe/pack.h"
+
+typedef struct tentry {
+    struct tentry *next; /* sorted by name */
+    char *name;
+    uint64_t id;
+    troupe_addr addr;  /* the table actor */
+    troupe_addr iaddr; /* the index actor (queries), respawned on every
+                          change of the table's indexes */
+    tschema *schema;
+} tentry;
+
+enum { RUNNING = 0, STOPPING, STOPPED };
+
+struct troupe_tables {
+    troupe_runtime *rt;
+    troupe_db *db;
+    troupe_commit *commit;
+    const troupe_index_fns *fns;
+    int64_t (*clock)(void *ctx);
+    void *clock_ctx;
+    uint32_t timeout_ms;
+    troupe_cf *meta;
+    uv_mutex_t mu;
+    uv_mutex_t ddl;
+    tentry *entries;
+    uint64_t seq;         /* highest id handed out */
+    int state;            /* RUNNING, STOPPING, STOPPED */
+    int ddl_jobs;         /* creates, drops and builds not yet completed */
+    bool stopping_actors; /* the stop has reached the actors */
+    atomic_size_t stops;  /* actors still stopping, +1 while starting */
+    troupe_tables_stop_cb stop_cb;
+    void *stop_arg;
+    /* Catalog jobs run one at a time on the worker pool, queued here
+     * rather than on `ddl`: a job may block its worker (a drop waits for
+     * the table actor to wind down, which needs workers), so two of them
+     * must never hold two workers. */
+    struct ddl_item *dq_head, *dq_tail;
+    bool dq_busy;
+};
+
+typedef struct ddl_item {
+    struct ddl_item *next;
+    troupe_tables *t;
+    void (*fn)(void *arg);
+    void (*done)(void *arg, troupe_runtime *rt);
+    void *arg;
+} ddl_item;
+
+static void
+ddl_item_run(void *arg)
+{
+    ddl_item *it = arg;
+    it->fn(it->arg);
+}
+
+static void
+ddl_item_done(void *arg, troupe_runtime *rt)
+{
+    ddl_item *it = arg;
+    troupe_tables *t = it->t;
+    uv_mutex_lock(&t->mu);
+    ddl_item *next = t->dq_head;
+    if (next != NULL) {
+        t->dq_head = next->next;
+        if (t->dq_head == NULL)
+            t->dq_tail = NULL;
+    } else {
+        t->dq_busy = false;
+    }
+    uv_mutex_unlock(&t->mu);
+    it->done(it->arg, rt);
+    troupe_free(it);
+    while (next != NULL) {
+        if (troupe_runtime_work(t->rt, ddl_item_run, ddl_item_done, next) ==
+            TROUPE_OK)
+            return;
+        /* Shutting down: no worker left to take it; run it here. */
+        ddl_item *it2 = next;
+        uv_mutex_lock(&t->mu);
+        next = t->dq_head;
+        if (next != NULL) {
+            t->dq_head = next->next;
+            if (t->dq_head == NULL)
+                t->dq_tail = NULL;
+        } else {
+            t->dq_busy = false;
+        }
+        uv_mutex_unlock(&t->mu);
+        it2->fn(it2->arg);
+        it2->done(it2->arg, rt);
+        troupe_free(it2);
+    }
+}
+
+/* Runs fn(arg) on a worker after the catalog jobs queued before it, then
+ * done(arg) on scheduler 0. Errors (nothing runs): ENOMEM, ECLOSED. */
+static troupe_err
+ddl_submit(troupe_tables *t, void (*fn)(void *),
+           void (*done)(void *, troupe_runtime *), void *arg)
+{
+    ddl_item *it = troupe_calloc(1, sizeof(*it));
+    if (it == NULL)
+        return TROUPE_ENOMEM;
+    it->t = t;
+    it->fn = fn;
+    it->done = done;
+    it->arg = arg;
+    uv_mutex_lock(&t->mu);
+    bool queue = t->dq_busy;
+    if (queue) {
+        if (t->dq_tail != NULL)
+            t->dq_tail->next = it;
+        else
+            t->dq_head = it;
+        t->dq_tail = it;
+    } else {
+        t->dq_busy = true;
+    }
+    uv_mutex_unlock(&t->mu);
+    if (queue)
+        return TROUPE_OK;
+    troupe_err e = troupe_runtime_work(t->rt, ddl_item_run, ddl_item_done, it);
+    if (e != TROUPE_OK) {
+        uv_mutex_lock(&t->mu);
+        t->dq_busy = false;
+        uv_mutex_unlock(&t->mu);
+        troupe_free(it);
+    }
+    return e;
+}
+
+static troupe_err
+index_actor_spawn(troupe_tables *t, uint64_t id, const tschema *s,
+                  troupe_addr *out)
+{
+    troupe_index_actor_opts o = {.db = t->db,
+                                 .table_id = id,
+                                 .defs =
+                                     (const troupe_index_def *const *)s->defs,
+                                 .n_defs = s->n,
+                                 .fns = t->fns};
+    return troupe_index_spawn(t->rt, &o, NULL, out);
+}
+
+static int64_t
+default_clock(void *ctx)
+{
+    (void)ctx;
+    return troupe_now_ms();
+}
+
+/* Strict UTF-8: no overlong forms, surrogates, or code points past
+ * U+10FFFF; NUL is refused too (names are C strings). */
+static bool
+name_valid(const char *name, size_t *len)
+{
+    if (name == NULL)
+        return false;
+    size_t n = strnlen(name, TROUPE_TABLE_NAME_MAX + 1);
+    if (n == 0 || n > TROUPE_TABLE_NAME_MAX)
+        return false;
+    const unsigned char *p = (const unsigned char *)name, *end = p + n;
+    while (p < end) {
+        unsigned c = *p++;
+        if (c < 0x80)
+            continue;
+        int k;
+        unsigned min, cp;
+        if ((c & 0xE0) == 0xC0) {
+            k = 1, min = 0x80, cp = c & 0x1F;
+        } else if ((c & 0xF0) == 0xE0) {
+            k = 2, min = 0x800, cp = c & 0x0F;
+        } else if ((c & 0xF8) == 0xF0) {
+            k = 3, min = 0x10000, cp = c & 0x07;
+        } else {
+            return false;
+        }
+        if (end - p < k)
+            return false;
+        for (int i = 0; i < k; i++, p++) {
+            if ((*p & 0xC0) != 0x80)
+                return false;
+            cp = (cp << 6) | (*p & 0x3F);
+        }
+        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+            return false;
+    }
+    *len = n;
+    return true;
+}
+
+/* meta key ("table", name) or ("seq") */
+static troupe_err
+meta_key(troupe_key_writer *w, const char *name)
+{
+    troupe_key_writer_init(w);
+    if (name == NULL)
+        return troupe_key_put_string(w, "seq", 3);
+    troupe_key_put_string(w, "table", 5);
+    return troupe_key_put_string(w, name, strlen(name));
+}
+
+static void
+cf_name(char *buf, size_t n, char kind, uint64_t id)
+{
+    snprintf(buf, n, "%c.%llu", kind, (unsigned long long)id);
+}
+
+static tschema *
+schema_new(size_t n)
+{
+    tschema *s = troupe_calloc(1, sizeof(*s));
+    if (s == NULL)
+        return NULL;
+    atomic_init(&s->refs, 1);
+    s->defs = troupe_calloc(n ? n : 1, sizeof(*s->defs));
+    s->xcf = troupe_calloc(n ? n : 1, sizeof(*s->xcf));
+    if (s->defs == NULL || s->xcf == NULL) {
+        troupe_free(s->defs);
+        troupe_free(s->xcf);
+        troupe_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+static void
+entry_free(tentry *e)
+{
+    if (e == NULL)
+        return;
+    troupe__tschema_release(e->schema);
+    troupe_free(e->name);
+    troupe_free(e);
+}
+
+/* Spawns the actor of e (families looked up by id) and links e in. */
+static troupe_err
+entry_start(troupe_tables *t, tentry *e)
+{
+    char buf[32];
+    ttable_cfg c = {.db = t->db,
+                    .commit = t->commit,
+                    .fns = t->fns,
+                    .clock = t->clock,
+                    .clock_ctx = t->clock_ctx};
+    troupe_err err;
+    cf_name(buf, sizeof(buf), 't', e->id);
+    if ((err = troupe_db_cf(t->db, buf, &c.cf_t)) != TROUPE_OK)
+        return err == TROUPE_ENOENT ? TROUPE_ECORRUPT : err;
+    cf_name(buf, sizeof(buf), 'm', e->id);
+    if ((err = troupe_db_cf(t->db, buf, &c.cf_m)) != TROUPE_OK)
+        return err == TROUPE_ENOENT ? TROUPE_ECORRUPT : err;
+    for (size_t i = 0; i < e->schema->n; i++) {
+        cf_name(buf, sizeof(buf), 'x', troupe_index_def_id(e->schema->defs[i]));
+        if ((err = troupe_db_cf(t->db, buf, &e->schema->xcf[i])) != TROUPE_OK)
+            return err == TROUPE_ENOENT ? TROUPE_ECORRUPT : err;
+    }
+    c.schema = troupe__tschema_retain(e->schema);
+    if ((err = troupe__table_spawn(t->rt, &c, &e->addr)) != TROUPE_OK)
+        return err;
+    if ((err = index_actor_spawn(t, e->id, e->schema, &e->iaddr)) !=
+        TROUPE_OK) {
+        troupe_actor_stop(t->rt, e->addr, NULL, NULL);
+        return err;
+    }
+    uv_mutex_lock(&t->mu);
+    tentry **pp = &t->entries;
+    while (*pp != NULL && strcmp((*pp)->name, e->name) < 0)
+        pp = &(*pp)->next;
+    e->next = *pp;
+    *pp = e;
+    uv_mutex_unlock(&t->mu);
+    return TROUPE_OK;
+}
+
+/* ---- open -------------------------------------------------------------- */
+
+static void
+resume_builds(troupe_tables *t, tentry *en);
+
+/* { "id", "name", "version", "indexes": [def...] } into a new entry. */
+static troupe_err
+entry_parse(const void *val, size_t len, tentry **out)
+{
+    troupe_reader r;
+    uint32_t n = 0, nidx = 0;
+    uint64_t id = 0, ver = 0;
+    const char *name = NULL;
+    size_t nlen = 0;
+    const void *idx = NULL;
+    size_t idx_len = 0;
+    troupe_reader_init(&r, val, len);
+    troupe_read_map(&r, &n);
+    for (uint32_t i = 0; i < n && r.err == TROUPE_OK; i++) {
+        const char *k;
+        size_t kl;
+        troupe_read_str(&r, 64, &k, &kl);
+        if (kl == 2 && memcmp(k, "id", 2) == 0)
+            troupe_read_uint(&r, &id);
+        else if (kl == 4 && memcmp(k, "name", 4) == 0)
+            troupe_read_str(&r, TROUPE_TABLE_NAME_MAX, &name, &nlen);
+        else if (kl == 7 && memcmp(k, "version", 7) == 0)
+            troupe_read_uint(&r, &ver);
+        else if (kl == 7 && memcmp(k, "indexes", 7) == 0)
+            troupe_read_raw(&r, &idx, &idx_len);
+        else
+            troupe_read_skip(&r);
+    }
+    if (troupe_read_end(&r) != TROUPE_OK || ver != 1 || id == 0 ||
+        name == NULL || idx == NULL)
+        return TROUPE_ECORRUPT;
+    troupe_reader_init(&r, idx, idx_len);
+    troupe_read_array(&r, &nidx);
+    if (r.err != TROUPE_OK || nidx > TROUPE_TABLE_INDEX_MAX)
+        return TROUPE_ECORRUPT;
+    tentry *e = troupe_calloc(1, sizeof(*e));
+    if (e == NULL || (e->schema = schema_new(nidx)) == NULL ||
+        (e->name = troupe_malloc(nlen + 1)) == NULL) {
+        entry_free(e);
+        return TROUPE_ENOMEM;
+    }
+    memcpy(e->name, name, nlen);
+    e->name[nlen] = '\0';
+    e->id = id;
+    troupe_err err = TROUPE_OK;
+    for (uint32_t i = 0; i < nidx && err == TROUPE_OK; i++) {
+        const void *d;
+        size_t dl;
+        if (troupe_read_raw(&r, &d, &dl) != TROUPE_OK)
+            err = TROUPE_ECORRUPT;
+        else if ((err = troupe_index_def_unpack(d, dl, &e->schema->defs[i])) ==
+                 TROUPE_OK)
+            e->schema->n++;
+        else if (err != TROUPE_ENOMEM)
+            err = TROUPE_ECORRUPT;
+    }
+    if (err == TROUPE_OK && troupe_read_end(&r) != TROUPE_OK)
+        err = TROUPE_ECORRUPT;
+    if (err != TROUPE_OK) {
+        entry_free(e);
+        return err;
+    }
+    *out = e;
+    return TROUPE_OK;
+}
+
+static troupe_err
+load(troupe_tables *t)
+{
+    troupe_key_writer w;
+    void *v = NULL;
+    size_t vlen = 0;
+    troupe_err e = meta_key(&w, NULL);
+    const uint8_t *k;
+    size_t klen;
+    if (e == TROUPE_OK)
+        e = troupe_key_writer_finish(&w, &k, &klen);
+    if (e == TROUPE_OK)
+        e = troupe_db_get(t->db, t->meta, NULL, k, klen, &v, &vlen);
+    troupe_key_writer_fini(&w);
+    if (e == TROUPE_OK) {
+        troupe_reader r;
+        troupe_reader_init(&r, v, vlen);
+        troupe_read_uint(&r, &t->seq);
+        e = troupe_read_end(&r) == TROUPE_OK ? TROUPE_OK : TROUPE_ECORRUPT;
+        troupe_free(v);
+    } else if (e == TROUPE_ENOENT) {
+        e = TROUPE_OK;
+    }
+    if (e != TROUPE_OK)
+        return e;
+    troupe_key_writer_init(&w);
+    troupe_key_put_string(&w, "table", 5);
+    troupe_range rg;
+    troupe_iter *it = NULL;
+    e = troupe_key_writer_range(&w, &rg);
+    if (e == TROUPE_OK)
+        e = troupe_iter_create(t->db, t->meta, NULL, &rg, NULL, 0, false, &it);
+    troupe_kv kv;
+    while (e == TROUPE_OK && (e = troupe_iter_next(it, &kv)) == TROUPE_OK) {
+        tentry *en = NULL;
+        if ((e = entry_parse(kv.val, kv.val_len, &en)) != TROUPE_OK)
+            break;
+        if (en->id > t->seq)
+            e = TROUPE_ECORRUPT;
+        if (e == TROUPE_OK)
+            e = entry_start(t, en);
+        if (e != TROUPE_OK)
+            entry_free(en);
+    }
+    troupe_iter_destroy(it);
+    troupe_key_writer_fini(&w);
+    return e == TROUPE_ENOENT ? TROUPE_OK : e;
+}
+
+static void
+stop_all_now(troupe_tables *t);
+static void
+stop_actors(troupe_tables *t);
+static void
+ddl_dec(troupe_tables *t);
+
+troupe_err
+troupe_tables_open(const troupe_tables_opts *o, troupe_tables **out)
+{
+    if (out != NULL)
+        *out = NULL;
+    if (o == NULL || out == NULL || o->rt == NULL || o->db == NULL ||
+        o->commit == NULL)
+        return TROUPE_EINVAL;
+    troupe_tables *t = troupe_calloc(1, sizeof(*t));
+    if (t == NULL)
+        return TROUPE_ENOMEM;
+    t->rt = o->rt;
+    t->db = o->db;
+    t->commit = o->commit;
+    t->fns = o->fns;
+    t->clock = o->clock ? o->clock : default_clock;
+    t->clock_ctx = o->clock_ctx;
+    t->timeout_ms = o->timeout_ms ? o->timeout_ms : 30000;
+    uv_mutex_init(&t->mu);
+    uv_mutex_init(&t->ddl);
+    troupe_err e = troupe_db_cf(t->db, "meta", &t->meta);
+    if (e == TROUPE_ENOENT)
+        e = troupe_db_cf_create(t->db, "meta", &t->meta);
+    if (e == TROUPE_OK)
+        e = load(t);
+    if (e != TROUPE_OK) {
+        stop_all_now(t);
+        troupe_tables_destroy(t);
+        return e;
+    }
+    /* Only now: a build refers to t, which a failed open frees. */
+    for (tentry *en = t->entries; en != NULL; en = en->next)
+        resume_builds(t, en);
+    *out = t;
+    return TROUPE_OK;
+}
+
+/* ---- stop / destroy ---------------------------------------------------- */
+
+static void
+stop_done_cb(void *arg, troupe_runtime *rt)
+{
+    troupe_tables *t = arg;
+    uv_mutex_lock(&t->mu);
+    t->state = STOPPED;
+    uv_mutex_unlock(&t->mu);
+    t->stop_cb(t, t->stop_arg);
+}
+
+static void
+noop(void *arg)
+{
+    (void)arg;
+}
+
+static void
+one_stopped(troupe_tables *t)
+{
+    if (atomic_fetch_sub(&t->stops, 1) != 1)
+        return;
+    /* Hop to scheduler 0, as promised; at runtime shutdown there is no
+     * hop to take, and this thread is as good as any. */
+    if (troupe_runtime_work(t->rt, noop, stop_done_cb, t) != TROUPE_OK)
+        stop_done_cb(t, t->rt);
+}
+
+static void
+on_actor_stopped(troupe_runtime *rt, troupe_addr a, void *arg)
+{
+    one_stopped(arg);
+}
+
+typedef struct qstop {
+    troupe_tables *t;
+    troupe_addr addr;
+} qstop;
+
+/* On the table actor's thread once it is idle (or at once if gone). */
+static void
+quiesced_stop(void *arg)
+{
+    qstop *q = arg;
+    troupe_tables *t = q->t;
+    troupe_addr a = q->addr;
+    troupe_free(q);
+    if (troupe_actor_stop(t->rt, a, on_actor_stopped, t) != TROUPE_OK)
+        one_stopped(t); /* already gone */
+}
+
+troupe_err
+troupe_tables_stop(troupe_tables *t, troupe_tables_stop_cb cb, void *arg)
+{
+    if (t == NULL || cb == NULL)
+        return TROUPE_EINVAL;
+    uv_mutex_lock(&t->mu);
+    if (t->state != RUNNING) {
+        uv_mutex_unlock(&t->mu);
+        return TROUPE_ESTATE;
+    }
+    t->state = STOPPING;
+    t->stop_cb = cb;
+    t->stop_arg = arg;
+    /* Catalog jobs and builds use the actors: the last one to finish
+     * stops them (ddl_dec). */
+    bool now = t->ddl_jobs == 0;
+    t->stopping_actors = now;
+    uv_mutex_unlock(&t->mu);
+    if (now)
+        stop_actors(t);
+    return TROUPE_OK;
+}
+
+static void
+ddl_dec(troupe_tables *t)
+{
+    uv_mutex_lock(&t->mu);
+    bool go = --t->ddl_jobs == 0 && t->state == STOPPING && !t->stopping_actors;
+    if (go)
+        t->stopping_actors = true;
+    uv_mutex_unlock(&t->mu);
+    if (go)
+        stop_actors(t);
+}
+
+static void
+stop_actors(troupe_tables *t)
+{
+    uv_mutex_lock(&t->mu);
+    size_t n = 0;
+    for (tentry *en = t->entries; en != NULL; en = en->next)
+        n++;
+    atomic_store(&t->stops, 2 * n + 1);
+    for (tentry *en = t->entries; en != NULL; en = en->next) {
+        if (troupe_actor_stop(t->rt, en->iaddr, on_actor_stopped, t) !=
+            TROUPE_OK)
+            atomic_fetch_sub(&t->stops, 1);
+        qstop *q = troupe_malloc(sizeof(*q));
+        if (q == NULL) { /* stop it as it is */
+            if (troupe_actor_stop(t->rt, en->addr, on_actor_stopped, t) !=
+                TROUPE_OK)
+                atomic_fetch_sub(&t->stops, 1);
+            continue;
+        }
+        q->t = t;
+        q->addr = en->addr;
+        troupe__table_quiesce(t->rt, en->addr, quiesced_stop, q);
+    }
+    uv_mutex_unlock(&t->mu);
+    one_stopped(t);
+}
+
+static void
+wake_stopped(troupe_tables *t, void *arg)
+{
+    troupe__twaiter_wake(arg, TROUPE_OK, NULL);
+}
+
+troupe_err
+troupe_tables_stop_wait(troupe_tables *t)
+{
+    twaiter w;
+    troupe__twaiter_init(&w);
+    troupe_err e = troupe_tables_stop(t, wake_stopped, &w);
+    if (e != TROUPE_OK) {
+        troupe__twaiter_wake(&w, e, NULL);
+        troupe__twaiter_wait(&w, NULL);
+        return e;
+    }
+    return troupe__twaiter_wait(&w, NULL);
+}
+
+/* open failed: stop what load spawned, without waiting (the actors hold
+ * no reference to t). */
+static void
+stop_all_now(troupe_tables *t)
+{
+    for (tentry *en = t->entries; en != NULL; en = en->next) {
+        troupe_actor_stop(t->rt, en->addr, NULL, NULL);
+        troupe_actor_stop(t->rt, en->iaddr, NULL, NULL);
+    }
+    t->state = STOPPED;
+}
+
+void
+troupe_tables_destroy(troupe_tables *t)
+{
+    if (t == NULL)
+        return;
+    if (t->state != STOPPED && t->entries != NULL)
+        abort(); /* the actors still run: stop first */
+    while (t->entries != NULL) {
+        tentry *en = t->entries;
+        t->entries = en->next;
+        entry_free(en);
+    }
+    uv_mutex_destroy(&t->mu);
+    uv_mutex_destroy(&t->ddl);
+    troupe_free(t);
+}
+
+/* ---- list / lookup ----------------------------------------------------- */
+
+troupe_err
+troupe_tables_list(troupe_tables *t, char ***names, size_t *n)
+{
+    if (t == NULL || names == NULL || n == NULL)
+        return TROUPE_EINVAL;
+    *names = NULL;
+    *n = 0;
+    uv_mutex_lock(&t->mu);
+    if (t->state != RUNNING) {
+        uv_mutex_unlock(&t->mu);
+        return TROUPE_ESTATE;
+    }
+    size_t cnt = 0, bytes = 0;
+    for (tentry *en = t->entries; en != NULL; en = en->next) {
+        cnt++;
+        bytes += strlen(en->name) + 1;
+    }
+    char **v = troupe_malloc((cnt + 1) * sizeof(char *) + bytes);
+    if (v == NULL) {
+        uv_mutex_unlock(&t->mu);
+        return TROUPE_ENOMEM;
+    }
+    char *p = (char *)(v + cnt + 1);
+    size_t i = 0;
+    for (tentry *en = t->entries; en != NULL; en = en->next) {
+        size_t l = strlen(en->name) + 1;
+        memcpy(p, en->name, l);
+        v[i++] = p;
+        p += l;
+    }
+    v[cnt] = NULL;
+    uv_mutex_unlock(&t->mu);
+    *names = v;
+    *n = cnt;
+    return TROUPE_OK;
+}
+
+troupe_err
+troupe__tables_lookup_index(troupe_tables *t, const char *name, troupe_addr *a,
+                            uint32_t *timeout_ms, troupe_runtime **rt)
+{
+    size_t len;
+    if (t == NULL || !name_valid(name, &len))
+        return TROUPE_EINVAL;
+    troupe_err e = TROUPE_ENOENT;
+    uv_mutex_lock(&t->mu);
+    if (t->state != RUNNING)
+        e = TROUPE_ESTATE;
+    for (tentry *en = t->entries; e == TROUPE_ENOENT && en != NULL;
+         en = en->next)
+        if (strcmp(en->name, name) == 0) {
+            *a = en->iaddr;
+            e = TROUPE_OK;
+        }
+    uv_mutex_unlock(&t->mu);
+    *timeout_ms = t->timeout_ms;
+    *rt = t->rt;
+    return e;
+}
+
+troupe_err
+troupe__tables_lookup(troupe_tables *t, const char *name, troupe_addr *a,
+                      uint32_t *timeout_ms, troupe_runtime **rt)
+{
+    size_t len;
+    if (t == NULL || !name_valid(name, &len))
+        return TROUPE_EINVAL;
+    troupe_err e = TROUPE_ENOENT;
+    uv_mutex_lock(&t->mu);
+    if (t->state != RUNNING)
+        e = TROUPE_ESTATE;
+    for (tentry *en = t->entries; e == TROUPE_ENOENT && en != NULL;
+         en = en->next)
+        if (strcmp(en->name, name) == 0) {
+            *a = en->addr;
+            e = TROUPE_OK;
+        }
+    uv_mutex_unlock(&t->mu);
+    *timeout_ms = t->timeout_ms;
+    *rt = t->rt;
+    return e;
+}
+
+/* ---- create / drop ----------------------------------------------------- */
+
+typedef struct ddl_job {
+    troupe_tables *t;
+    troupe_tables_cb cb;
+    void *arg;
+    troupe_err err;
+    bool drop;
+    uint64_t id;
+    tschema *schema; /* create: the new indexes */
+    char name[];
+} ddl_job;
+
+static troupe_err
+write_meta(troupe_tables *t, const char *name, const void *val, size_t vlen,
+           bool put_seq)
+{
+    troupe_batch *b = NULL;
+    troupe_key_writer w;
+    const uint8_t *k;
+    size_t klen;
+    troupe_err e = troupe_batch_create(&b);
+    if (e == TROUPE_OK && put_seq) {
+        troupe_packer p;
+        troupe_pack_init(&p);
+        uv_mutex_lock(&t->mu);
+        troupe_pack_uint(&p, t->seq);
+        uv_mutex_unlock(&t->mu);
+        size_t plen;
+        const void *pd = troupe_pack_data(&p, &plen);
+        e = meta_key(&w, NULL);
+        if (e == TROUPE_OK)
+            e = troupe_key_writer_finish(&w, &k, &klen);
+        if (e == TROUPE_OK)
+            e = p.err != TROUPE_OK
+                    ? p.err
+                    : troupe_batch_put(b, t->meta, k, klen, pd, plen);
+        troupe_key_writer_fini(&w);
+        troupe_pack_fini(&p);
+    }
+    if (e == TROUPE_OK && name != NULL) {
+        e = meta_key(&w, name);
+        if (e == TROUPE_OK)
+            e = troupe_key_writer_finish(&w, &k, &klen);
+        if (e == TROUPE_OK)
+            e = val != NULL ? troupe_batch_put(b, t->meta, k, klen, val, vlen)
+                            : troupe_batch_delete(b, t->meta, k, klen);
+        troupe_key_writer_fini(&w);
+    }
+    if (e == TROUPE_OK)
+        e = troupe_db_write(t->db, b, TROUPE_SYNC_ON);
+    troupe_batch_destroy(b);
+    return e;
+}
+
+static troupe_err
+entry_pack_named(const ddl_job *j, const char *name, troupe_packer *p)
+{
+    troupe_pack_init(p);
+    troupe_pack_map(p, 4);
+    troupe_pack_cstr(p, "id");
+    troupe_pack_uint(p, j->id);
+    troupe_pack_cstr(p, "name");
+    troupe_pack_cstr(p, name);
+    troupe_pack_cstr(p, "version");
+    troupe_pack_uint(p, 1);
+    troupe_pack_cstr(p, "indexes");
+    troupe_pack_array(p, (uint32_t)j->schema->n);
+    for (size_t i = 0; i < j->schema->n && p->err == TROUPE_OK; i++) {
+        void *d = NULL;
+        size_t dl = 0;
+        troupe_err e = troupe_index_def_pack(j->schema->defs[i], &d, &dl);
+        if (e != TROUPE_OK)
+            return e;
+        troupe_pack_raw(p, d, dl);
+        troupe_free(d);
+    }
+    return p->err;
+}
+
+static void
+drop_families(troupe_tables *t, uint64_t id, const tschema *s)
+{
+    char buf[32];
+    cf_name(buf, sizeof(buf), 't', id);
+    troupe_db_cf_drop(t->db, buf);
+    cf_name(buf, sizeof(buf), 'm', id);
+    troupe_db_cf_drop(t->db, buf);
+    for (size_t i = 0; i < s->n; i++) {
+        cf_name(buf, sizeof(buf), 'x', troupe_index_def_id(s->defs[i]));
+        troupe_db_cf_drop(t->db, buf);
+    }
+}
+
+static troupe_err
+do_create(ddl_job *j)
+{
+    troupe_tables *t = j->t;
+    troupe_err e = TROUPE_OK;
+    uv_mutex_lock(&t->mu);
+    for (tentry *en = t->entries; en != NULL; en = en->next)
+        if (strcmp(en->name, j->name) == 0)
+            e = TROUPE_EEXIST;
+    uv_mutex_unlock(&t->mu);
+    if (e != TROUPE_OK)
+        return e;
+    /* The counter first: see the design note. */
+    if ((e = write_meta(t, NULL, NULL, 0, true)) != TROUPE_OK)
+        return e;
+    char buf[32];
+    cf_name(buf, sizeof(buf), 't', j->id);
+    e = troupe_db_cf_create(t->db, buf, NULL);
+    cf_name(buf, sizeof(buf), 'm', j->id);
+    if (e == TROUPE_OK)
+        e = troupe_db_cf_create(t->db, buf, NULL);
+    for (size_t i = 0; e == TROUPE_OK && i < j->schema->n; i++) {
+        cf_name(buf, sizeof(buf), 'x', troupe_index_def_id(j->schema->defs[i]));
+        e = troupe_db_cf_create(t->db, buf, NULL);
+    }
+    troupe_packer p;
+    if (e == TROUPE_OK)
+        e = entry_pack_named(j, j->name, &p);
+    if (e == TROUPE_OK) {
+        size_t len;
+        const void *d = troupe_pack_data(&p, &len);
+        e = write_meta(t, j->name, d, len, false);
+    }
+    troupe_pack_fini(&p);
+    tentry *en = NULL;
+    if (e == TROUPE_OK) {
+        en = troupe_calloc(1, sizeof(*en));
+        if (en == NULL || (en->name = troupe_strdup(j->name)) == NULL)
+            e = TROUPE_ENOMEM;
+    }
+    if (e == TROUPE_OK) {
+        en->id = j->id;
+        en->schema = troupe__tschema_retain(j->schema);
+        e = entry_start(t, en);
+        if (e != TROUPE_OK)
+            write_meta(t, j->name, NULL, 0, false);
+    }
+    if (e != TROUPE_OK) {
+        entry_free(en);
+        drop_families(t, j->id, j->schema);
+    }
+    return e;
+}
+
+static void
+wake_stop(troupe_runtime *rt, troupe_addr a, void *arg)
+{
+    troupe__twaiter_wake(arg, TROUPE_OK, NULL);
+}
+
+static void
+wake_quiesced(void *arg)
+{
+    troupe__twaiter_wake(arg, TROUPE_OK, NULL);
+}
+
+static troupe_err
+do_drop(ddl_job *j)
+{
+    troupe_tables *t = j->t;
+    tentry *en = NULL;
+    uv_mutex_lock(&t->mu);
+    for (tentry **pp = &t->entries; *pp != NULL; pp = &(*pp)->next)
+        if (strcmp((*pp)->name, j->name) == 0) {
+            en = *pp;
+            *pp = en->next;
+            break;
+        }
+    uv_mutex_unlock(&t->mu);
+    if (en == NULL)
+        return TROUPE_ENOENT;
+    /* The actor must be gone before its families are: a write racing the
+     * drop could be lost half-way (storage.h). */
+    twaiter q, w;
+    troupe__twaiter_init(&q);
+    troupe__table_quiesce(t->rt, en->addr, wake_quiesced, &q);
+    troupe__twaiter_wait(&q, NULL);
+    troupe_actor_stop(t->rt, en->iaddr, NULL, NULL);
+    troupe__twaiter_init(&w);
+    if (troupe_actor_stop(t->rt, en->addr, wake_stop, &w) != TROUPE_OK)
+        troupe__twaiter_wake(&w, TROUPE_OK, NULL);
+    troupe__twaiter_wait(&w, NULL);
+    troupe_err e = write_meta(t, en->name, NULL, 0, false);
+    if (e == TROUPE_OK)
+        drop_families(t, en->id, en->schema);
+    entry_free(en);
+    return e;
+}
+
+static void
+ddl_work(void *arg)
+{
+    ddl_job *j = arg;
+    uv_mutex_lock(&j->t->ddl);
+    j->err = j->drop ? do_drop(j) : do_create(j);
+    uv_mutex_unlock(&j->t->ddl);
+}
+
+static void
+ddl_end(ddl_job *j)
+{
+    troupe_tables *t = j->t;
+    troupe__tschema_release(j->schema);
+    troupe_free(j);
+    ddl_dec(t);
+}
+
+static void
+ddl_done(void *arg, troupe_runtime *rt)
+{
+    ddl_job *j = arg;
+    troupe_tables_cb cb = j->cb;
+    troupe_tables *t = j->t;
+    void *cb_arg = j->arg;
+    troupe_err e = j->err;
+    cb(t, e, cb_arg);
+    ddl_end(j);
+}
+
+/* Validates, reserves ids and builds the job; the caller runs it. */
+static troupe_err
+ddl_job_new(troupe_tables *t, const char *name, bool drop,
+            const troupe_index_spec *idx, size_t n_idx, ddl_job **out)
+{
+    size_t len;
+    if (t == NULL || !name_valid(name, &len) ||
+        n_idx > TROUPE_TABLE_INDEX_MAX || (idx == NULL && n_idx > 0))
+        return TROUPE_EINVAL;
+    for (size_t i = 0; i < n_idx; i++)
+        for (size_t k = 0; k < i; k++)
+            if (idx[i].name != NULL && idx[k].name != NULL &&
+                strcmp(idx[i].name, idx[k].name) == 0)
+                return TROUPE_EINVAL;
+    ddl_job *j = troupe_calloc(1, sizeof(*j) + len + 1);
+    tschema *s = drop ? NULL : schema_new(n_idx);
+    if (j == NULL || (!drop && s == NULL)) {
+        troupe_free(j);
+        troupe__tschema_release(s);
+        return TROUPE_ENOMEM;
+    }
+    uv_mutex_lock(&t->mu);
+    troupe_err e = t->state == RUNNING ? TROUPE_OK : TROUPE_ESTATE;
+    uint64_t base = t->seq;
+    if (e == TROUPE_OK) {
+        if (!drop)
+            t->seq += 1 + n_idx;
+        t->ddl_jobs++;
+    }
+    uv_mutex_unlock(&t->mu);
+    j->t = t;
+    j->drop = drop;
+    j->schema = s;
+    j->id = base + 1;
+    memcpy(j->name, name, len + 1);
+    for (size_t i = 0; e == TROUPE_OK && i < n_idx; i++) {
+        e = troupe_index_def_create(&idx[i], base + 2 + i, &s->defs[i]);
+        if (e == TROUPE_OK)
+            s->n++;
+    }
+    if (e != TROUPE_OK) {
+        if (e != TROUPE_ESTATE)
+            ddl_end(j);
+        else {
+            troupe__tschema_release(s);
+            troupe_free(j);
+        }
+        return e;
+    }
+    *out = j;
+    return TROUPE_OK;
+}
+
+static troupe_err
+ddl_async(ddl_job *j, troupe_tables_cb cb, void *arg)
+{
+    j->cb = cb;
+    j->arg = arg;
+    troupe_err e = ddl_submit(j->t, ddl_work, ddl_done, j);
+    if (e != TROUPE_OK)
+        ddl_end(j);
+    return e;
+}
+
+static troupe_err
+ddl_sync(ddl_job *j)
+{
+    ddl_work(j);
+    troupe_err e = j->err;
+    ddl_end(j);
+    return e;
+}
+
+troupe_err
+troupe_tables_create(troupe_tables *t, const char *name,
+                     const troupe_index_spec *idx, size_t n_idx,
+                     troupe_tables_cb cb, void *arg)
+{
+    ddl_job *j = NULL;
+    if (cb == NULL)
+        return TROUPE_EINVAL;
+    troupe_err e = ddl_job_new(t, name, false, idx, n_idx, &j);
+    return e != TROUPE_OK ? e : ddl_async(j, cb, arg);
+}
+
+troupe_err
+troupe_tables_create_wait(troupe_tables *t, const char *name,
+                          const troupe_index_spec *idx, size_t n_idx)
+{
+    ddl_job *j = NULL;
+    troupe_err e = ddl_job_new(t, name, false, idx, n_idx, &j);
+    return e != TROUPE_OK ? e : ddl_sync(j);
+}
+
+troupe_err
+troupe_tables_drop(troupe_tables *t, const char *name, troupe_tables_cb cb,
+                   void *arg)
+{
+    ddl_job *j = NULL;
+    if (cb == NULL)
+        return TROUPE_EINVAL;
+    troupe_err e = ddl_job_new(t, name, true, NULL, 0, &j);
+    return e != TROUPE_OK ? e : ddl_async(j, cb, arg);
+}
+
+troupe_err
+troupe_tables_drop_wait(troupe_tables *t, const char *name)
+{
+    ddl_job *j = NULL;
+    troupe_err e = ddl_job_new(t, name, true, NULL, 0, &j);
+    return e != TROUPE_OK ? e : ddl_sync(j);
+}
+
+/* ---- online index builds ----------------------------------------------- */
+
+/* A copy of s (defs copied through their catalog form) plus `extra` (may
+ * be NULL), leaving out index `drop_id` (0: none), with index `ready_id`
+ * marked ready. The x families are looked up again by entry_start or set
+ * by the caller. */
+static troupe_err
+schema_clone(troupe_db *db, const tschema *s, troupe_index_def *extra,
+             uint64_t drop_id, uint64_t ready_id, tschema **out)
+{
+    tschema *c = schema_new(s->n + 1);
+    if (c == NULL)
+        return TROUPE_ENOMEM;
+    troupe_err e = TROUPE_OK;
+    for (size_t i = 0; e == TROUPE_OK && i < s->n; i++) {
+        uint64_t id = troupe_index_def_id(s->defs[i]);
+        if (id == drop_id)
+            continue;
+        void *d = NULL;
+        size_t dl = 0;
+        e = troupe_index_def_pack(s->defs[i], &d, &dl);
+        if (e == TROUPE_OK)
+            e = troupe_index_def_unpack(d, dl, &c->defs[c->n]);
+        troupe_free(d);
+        if (e != TROUPE_OK)
+            break;
+        if (id == ready_id)
+            troupe_index_def_set_ready(c->defs[c->n], true);
+        c->xcf[c->n++] = s->xcf[i];
+    }
+    if (e == TROUPE_OK && extra != NULL) {
+        char buf[32];
+        cf_name(buf, sizeof(buf), 'x', troupe_index_def_id(extra));
+        e = troupe_db_cf(db, buf, &c->xcf[c->n]);
+        if (e == TROUPE_OK)
+            c->defs[c->n++] = extra;
+    }
+    if (e != TROUPE_OK) {
+        troupe__tschema_release(c);
+        return e;
+    }
+    *out = c;
+    return TROUPE_OK;
+}
+
+static tentry *
+entry_find(troupe_tables *t, const char *name)
+{
+    for (tentry *en = t->entries; en != NULL; en = en->next)
+        if (strcmp(en->name, name) == 0)
+            return en;
+    return NULL;
+}
+
+/* Writes en's catalog entry with schema s and makes s current (also for
+ * the actor, with build b to run). Called with ddl held. */
+static troupe_err
+entry_update(troupe_tables *t, tentry *en, tschema *s, tbuild *b)
+{
+    ddl_job tmp = {.id = en->id, .schema = s};
+    troupe_packer p;
+    troupe_err e = entry_pack_named(&tmp, en->name, &p);
+    if (e == TROUPE_OK) {
+        size_t len;
+        const void *d = troupe_pack_data(&p, &len);
+        e = write_meta(t, en->name, d, len, false);
+    }
+    troupe_pack_fini(&p);
+    if (e != TROUPE_OK)
+        return e;
+    /* Queries see the new index list (and states) through a new index
+     * actor; if none can be spawned the old one keeps answering. */
+    troupe_addr ia;
+    bool respawned = index_actor_spawn(t, en->id, s, &ia) == TROUPE_OK;
+    uv_mutex_lock(&t->mu);
+    tschema *old = en->schema;
+    en->schema = troupe__tschema_retain(s);
+    troupe_addr old_ia = en->iaddr;
+    if (respawned)
+        en->iaddr = ia;
+    uv_mutex_unlock(&t->mu);
+    troupe__tschema_release(old);
+    if (respawned)
+        troupe_actor_stop(t->rt, old_ia, NULL, NULL);
+    troupe__table_switch(t->rt, en->addr, troupe__tschema_retain(s), b);
+    return TROUPE_OK;
+}
+
+static void
+build_free(tbuild *b)
+{
+    troupe_free(b->table);
+    troupe_free(b);
+}
+
+static void
+finalize_work(void *arg)
+{
+    tbuild *b = arg;
+    troupe_tables *t = b->t;
+    uv_mutex_lock(&t->ddl);
+    uv_mutex_lock(&t->mu);
+    tentry *en = entry_find(t, b->table);
+    uv_mutex_unlock(&t->mu);
+    if (en == NULL) {
+        if (b->err == TROUPE_OK)
+            b->err = TROUPE_ENOENT; /* dropped meanwhile */
+    } else if (b->err == TROUPE_OK || b->err != TROUPE_ECLOSED) {
+        /* Ready, or failed for good (a duplicate in a unique index, a
+         * corrupt row): either way the catalog says so. ECLOSED (the
+         * actor stopped) leaves it building; open resumes it. */
+        bool ok = b->err == TROUPE_OK;
+        tschema *s = NULL;
+        troupe_err e =
+            schema_clone(t->db, en->schema, NULL, ok ? 0 : b->index_id,
+                         ok ? b->index_id : 0, &s);
+        if (e == TROUPE_OK)
+            e = entry_update(t, en, s, NULL);
+        troupe__tschema_release(s);
+        if (e == TROUPE_OK && !ok) {
+            char buf[32];
+            cf_name(buf, sizeof(buf), 'x', b->index_id);
+            troupe_db_cf_drop(t->db, buf);
+        }
+        if (e != TROUPE_OK && ok)
+            b->err = e;
+    }
+    uv_mutex_unlock(&t->ddl);
+}
+
+static void
+finalize_done(void *arg, troupe_runtime *rt)
+{
+    tbuild *b = arg;
+    troupe_tables *t = b->t;
+    if (b->cb != NULL)
+        b->cb(t, b->err, b->arg);
+    build_free(b);
+    ddl_dec(t);
+}
+
+void
+troupe__tables_build_done(tbuild *b, troupe_err err)
+{
+    b->err = err;
+    if (ddl_submit(b->t, finalize_work, finalize_done, b) != TROUPE_OK) {
+        /* Shutting down: nothing more can be recorded; open resumes. */
+        b->err = TROUPE_ECLOSED;
+        finalize_done(b, b->t->rt);
+    }
+}
+
+static tbuild *
+build_new(troupe_tables *t, const char *table, uint64_t index_id,
+          troupe_tables_cb cb, void *arg)
+{
+    tbuild *b = troupe_calloc(1, sizeof(*b));
+    if (b == NULL || (b->table = troupe_strdup(table)) == NULL) {
+        troupe_free(b);
+        return NULL;
+    }
+    b->t = t;
+    b->cb = cb;
+    b->arg = arg;
+    b->index_id = index_id;
+    return b;
+}
+
+/* At open: an index left building is built again from the start. */
+static void
+resume_builds(troupe_tables *t, tentry *en)
+{
+    for (size_t i = 0; i < en->schema->n; i++) {
+        if (troupe_index_def_ready(en->schema->defs[i]))
+            continue;
+        tbuild *b = build_new(
+            t, en->name, troupe_index_def_id(en->schema->defs[i]), NULL, NULL);
+        if (b == NULL)
+            return;
+        uv_mutex_lock(&t->mu);
+        t->ddl_jobs++;
+        uv_mutex_unlock(&t->mu);
+        troupe__table_switch(t->rt, en->addr,
+                             troupe__tschema_retain(en->schema), b);
+        return; /* one at a time; the next open resumes the others */
+    }
+}
+
+typedef struct add_job {
+    troupe_tables *t;
+    troupe_tables_cb cb;
+    void *arg;
+    troupe_index_def *def;
+    troupe_err err;
+    char table[];
+} add_job;
+
+static void
+add_work(void *arg)
+{
+    add_job *j = arg;
+    troupe_tables *t = j->t;
+    uv_mutex_lock(&t->ddl);
+    uv_mutex_lock(&t->mu);
+    tentry *en = entry_find(t, j->table);
+    troupe_err e = en == NULL ? TROUPE_ENOENT : TROUPE_OK;
+    for (size_t i = 0; e == TROUPE_OK && i < en->schema->n; i++) {
+        if (strcmp(troupe_index_def_name(en->schema->defs[i]),
+                   troupe_index_def_name(j->def)) == 0)
+            e = TROUPE_EEXIST;
+        else if (!troupe_index_def_ready(en->schema->defs[i]))
+            e = TROUPE_EBUSY;
+    }
+    if (e == TROUPE_OK && en->schema->n >= TROUPE_TABLE_INDEX_MAX)
+        e = TROUPE_EINVAL;
+    uv_mutex_unlock(&t->mu);
+    uint64_t id = troupe_index_def_id(j->def);
+    char buf[32];
+    cf_name(buf, sizeof(buf), 'x', id);
+    if (e == TROUPE_OK)
+        e = write_meta(t, NULL, NULL, 0, true); /* the counter first */
+    if (e == TROUPE_OK)
+        e = troupe_db_cf_create(t->db, buf, NULL);
+    tschema *s = NULL;
+    tbuild *b = NULL;
+    if (e == TROUPE_OK) {
+        troupe_index_def_set_ready(j->def, false);
+        e = schema_clone(t->db, en->schema, j->def, 0, 0, &s);
+        if (e == TROUPE_OK)
+            j->def = NULL; /* s owns it */
+        else
+            troupe_db_cf_drop(t->db, buf);
+    }
+    if (e == TROUPE_OK &&
+        (b = build_new(t, j->table, id, j->cb, j->arg)) == NULL)
+        e = TROUPE_ENOMEM;
+    if (e == TROUPE_OK) {
+        /* The job's count moves to the build: finalize_done drops it. */
+        uv_mutex_lock(&t->mu);
+        t->ddl_jobs++;
+        uv_mutex_unlock(&t->mu);
+        e = entry_update(t, en, s, b);
+        if (e != TROUPE_OK) {
+            uv_mutex_lock(&t->mu);
+            t->ddl_jobs--;
+            uv_mutex_unlock(&t->mu);
+            build_free(b);
+            troupe_db_cf_drop(t->db, buf);
+        }
+    }
+    troupe__tschema_release(s);
+    uv_mutex_unlock(&t->ddl);
+    j->err = e;
+}
+
+static void
+add_end(add_job *j)
+{
+    troupe_tables *t = j->t;
+    troupe_index_def_destroy(j->def);
+    troupe_free(j);
+    ddl_dec(t);
+}
+
+static void
+add_done(void *arg, troupe_runtime *rt)
+{
+    add_job *j = arg;
+    troupe_tables *t = j->t;
+    troupe_tables_cb cb = j->cb;
+    void *cb_arg = j->arg;
+    troupe_err e = j->err;
+    if (e != TROUPE_OK) /* else the build calls back when it is done */
+        cb(t, e, cb_arg);
+    add_end(j);
+}
+
+troupe_err
+troupe_tables_add_index(troupe_tables *t, const char *table,
+                        const troupe_index_spec *spec, troupe_tables_cb cb,
+                        void *arg)
+{
+    size_t len;
+    if (t == NULL || spec == NULL || cb == NULL || !name_valid(table, &len))
+        return TROUPE_EINVAL;
+    add_job *j = troupe_calloc(1, sizeof(*j) + len + 1);
+    if (j == NULL)
+        return TROUPE_ENOMEM;
+    memcpy(j->table, table, len + 1);
+    j->t = t;
+    j->cb = cb;
+    j->arg = arg;
+    uv_mutex_lock(&t->mu);
+    troupe_err e = t->state == RUNNING ? TROUPE_OK : TROUPE_ESTATE;
+    uint64_t id = ++t->seq;
+    if (e == TROUPE_OK)
+        t->ddl_jobs++;
+    uv_mutex_unlock(&t->mu);
+    if (e != TROUPE_OK) {
+        troupe_free(j);
+        return e;
+    }
+    e = troupe_index_def_create(spec, id, &j->def);
+    if (e == TROUPE_OK)
+        e = ddl_submit(t, add_work, add_done, j);
+    if (e != TROUPE_OK)
+        add_end(j);
+    return e;
+}
+
+static void
+wake_ddl(troupe_tables *t, troupe_err err, void *arg)
+{
+    troupe__twaiter_wake(arg, err, NULL);
+}
+
+troupe_err
+troupe_tables_add_index_wait(troupe_tables *t, const char *table,
+                             const troupe_index_spec *spec)
+{
+    twaiter w;
+    troupe__twaiter_init(&w);
+    troupe_err e = troupe_tables_add_index(t, table, spec, wake_ddl, &w);
+    if (e != TROUPE_OK) {
+        troupe__twaiter_wake(&w, e, NULL);
+        troupe__twaiter_wait(&w, NULL);
+        return e;
+    }
+    return troupe__twaiter_wait(&w, NULL);
+}
+
+troupe_err
+troupe_tables_index_state(troupe_tables *t, const char *table,
+                          const char *index, bool *ready)
+{
+    size_t len;
+    if (t == NULL || index == NULL || ready == NULL || !name_valid(table, &len))
+        return TROUPE_EINVAL;
+    uv_mutex_lock(&t->mu);
+    troupe_err e = t->state == RUNNING ? TROUPE_ENOENT : TROUPE_ESTATE;
+    tentry *en = e == TROUPE_ENOENT ? entry_find(t, table) : NULL;
+    for (size_t i = 0; en != NULL && i < en->schema->n; i++)
+        if (strcmp(troupe_index_def_name(en->schema->defs[i]), index) == 0) {
+            *ready = troupe_index_def_ready(en->schema->defs[i]);
+            e = TROUPE_OK;
+        }
+    uv_mutex_unlock(&t->mu);
+    return e;
+}

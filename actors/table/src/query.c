@@ -1,0 +1,140 @@
+/*
+ * Index queries through the catalog: each table has an index actor
+ * (actors/index) holding a copy of its index list, respawned by the
+ * catalog whenever that list or an index's state changes. These calls
+ * look it up and ask it, so a query on an index still building answers
+ * ESTATE until the build is done.
+ */
+#include "table_int.h"
+#include "troupe/alloc.h"
+
+typedef struct qcall {
+    troupe_tables_query_cb qcb;
+    troupe_tables_count_cb ccb;
+    void *arg;
+} qcall;
+
+static void
+on_query_reply(troupe_runtime *rt, troupe_err err, troupe_msg *reply, void *arg)
+{
+    qcall *c = arg;
+    troupe_index_result *res = NULL;
+    uint64_t n = 0;
+    if (err == TROUPE_OK && reply != NULL)
+        err = c->qcb != NULL ? troupe_index_query_reply(reply, &res)
+                             : troupe_index_count_reply(reply, &n);
+    if (c->qcb != NULL)
+        c->qcb(err, res, c->arg);
+    else
+        c->ccb(err, n, c->arg);
+    troupe_free(c);
+}
+
+static troupe_err
+ask_index(troupe_tables *t, const char *table, const char *index,
+          const troupe_index_query *q, troupe_tables_query_cb qcb,
+          troupe_tables_count_cb ccb, void *arg)
+{
+    troupe_addr a;
+    uint32_t timeout;
+    troupe_runtime *rt;
+    if (q == NULL || (qcb == NULL && ccb == NULL))
+        return TROUPE_EINVAL;
+    troupe_err e = troupe__tables_lookup_index(t, table, &a, &timeout, &rt);
+    troupe_msg *m = NULL;
+    if (e == TROUPE_OK)
+        e = qcb != NULL ? troupe_index_query_msg(index, q, &m)
+                        : troupe_index_count_msg(index, q, &m);
+    if (e != TROUPE_OK)
+        return e;
+    qcall *c = troupe_malloc(sizeof(*c));
+    if (c == NULL) {
+        troupe_msg_destroy(m);
+        return TROUPE_ENOMEM;
+    }
+    c->qcb = qcb;
+    c->ccb = ccb;
+    c->arg = arg;
+    e = troupe_runtime_ask(rt, a, &m, timeout, on_query_reply, c);
+    if (e != TROUPE_OK)
+        troupe_free(c);
+    return e;
+}
+
+troupe_err
+troupe_tables_query(troupe_tables *t, const char *table, const char *index,
+                    const troupe_index_query *q, troupe_tables_query_cb cb,
+                    void *arg)
+{
+    if (cb == NULL)
+        return TROUPE_EINVAL;
+    return ask_index(t, table, index, q, cb, NULL, arg);
+}
+
+troupe_err
+troupe_tables_count(troupe_tables *t, const char *table, const char *index,
+                    const troupe_index_query *q, troupe_tables_count_cb cb,
+                    void *arg)
+{
+    if (cb == NULL)
+        return TROUPE_EINVAL;
+    return ask_index(t, table, index, q, NULL, cb, arg);
+}
+
+typedef struct qwait {
+    twaiter w;
+    troupe_index_result *res;
+    uint64_t n;
+} qwait;
+
+static void
+wake_query(troupe_err err, troupe_index_result *res, void *arg)
+{
+    qwait *q = arg;
+    q->res = res;
+    troupe__twaiter_wake(&q->w, err, NULL);
+}
+
+static void
+wake_count(troupe_err err, uint64_t n, void *arg)
+{
+    qwait *q = arg;
+    q->n = n;
+    troupe__twaiter_wake(&q->w, err, NULL);
+}
+
+troupe_err
+troupe_tables_query_wait(troupe_tables *t, const char *table, const char *index,
+                         const troupe_index_query *q, troupe_index_result **out)
+{
+    if (out == NULL)
+        return TROUPE_EINVAL;
+    *out = NULL;
+    qwait w = {0};
+    troupe__twaiter_init(&w.w);
+    troupe_err e = troupe_tables_query(t, table, index, q, wake_query, &w);
+    if (e != TROUPE_OK)
+        troupe__twaiter_wake(&w.w, e, NULL);
+    e = troupe__twaiter_wait(&w.w, NULL);
+    if (e == TROUPE_OK)
+        *out = w.res;
+    else
+        troupe_index_result_destroy(w.res);
+    return e;
+}
+
+troupe_err
+troupe_tables_count_wait(troupe_tables *t, const char *table, const char *index,
+                         const troupe_index_query *q, uint64_t *n)
+{
+    if (n == NULL)
+        return TROUPE_EINVAL;
+    qwait w = {0};
+    troupe__twaiter_init(&w.w);
+    troupe_err e = troupe_tables_count(t, table, index, q, wake_count, &w);
+    if (e != TROUPE_OK)
+        troupe__twaiter_wake(&w.w, e, NULL);
+    e = troupe__twaiter_wait(&w.w, NULL);
+    *n = e == TROUPE_OK ? w.n : 0;
+    return e;
+}

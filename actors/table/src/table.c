@@ -1,0 +1,1564 @@
+/*
+ * The table actor: one per table, serving rows of families t.<id> (row
+ * envelopes) and m.<id> (manifests) plus the x.<index id> families of its
+ * indexes. Formats: docs/data-model.md.
+ *
+ * The actor's loop never touches the disk. A write is a small state
+ * machine:
+ *   arrival -> per-key lock (a later write to the same key queues behind
+ *   it, so it reads what the earlier one committed) -> prepare on a worker
+ *   (read row and manifest, check their integrity, apply insert/update
+ *   semantics and expiry, stamp timestamps, derive index entries, check
+ *   unique indexes, build the one batch) -> back on the actor: unique
+ *   reservations -> commit pipeline -> the writer thread answers the asker
+ *   and hands the op back -> the actor releases the key lock and starts
+ *   the next write of that key.
+ * Unique checks read the index family on the worker, which cannot see a
+ * write of another key that is prepared but not yet committed, nor one
+ * that committed after the check read. So the actor keeps the unique
+ * values of every write between submit and commit, and parks a write that
+ * claims one of them; parked writes are prepared again after the next
+ * commit, when the check reads the winner's entry. It also remembers the
+ * unique values of recent commits (until no write that started before
+ * them is running, at most CLOG_MAX), and a write whose check predates a
+ * commit of one of its values prepares again at once. A lock per index
+ * value on arrival would be the alternative, but the values are only
+ * known after reading the old row.
+ *
+ * Reads need no lock: they run on a worker against RocksDB's latest state
+ * (a scan against one implicit snapshot) and answer from there.
+ */
+#include <string.h>
+
+#include "table_int.h"
+#include "troupe/alloc.h"
+#include "troupe/keycodec.h"
+#include "troupe/pack.h"
+
+enum {
+    TABLE_PREP_DONE = TABLE_NKINDS_,
+    TABLE_COMMIT_DONE,
+    TABLE_READ_DONE,
+    TABLE_SWITCH,
+    TABLE_BUILD_KEYS,
+    TABLE_QUIESCE,
+    TABLE_NKINDS,
+    TABLE_REINDEX /* an op kind only: rewrite a row's index entries */
+};
+
+/* Rows an index build reindexes per step. */
+#define BUILD_BATCH 64
+
+typedef struct uniq {
+    uint64_t index_id;
+    unsigned char *vals; /* the index key without its primary key */
+    size_t len;
+} uniq;
+
+typedef struct klock klock;
+
+typedef struct wop {
+    struct wop *next;  /* in its key's queue, or the parked list */
+    struct wop *inext; /* in the in-flight list (writes with uniques) */
+    struct wop *pnext; /* in the parked list */
+    uint64_t gen;      /* schema generation it was prepared with */
+    uint64_t cseq0;    /* commits with uniques seen when it started */
+    bool counted;      /* counted in nrunning */
+    bool build;        /* a build's reindex op */
+    klock *lock;
+    troupe_runtime *rt;
+    troupe_addr self;
+    troupe_addr asker;
+    uint64_t corr;
+    uint32_t kind;
+    troupe_sync sync;
+    int64_t expires;
+    ttable_cfg cfg; /* holds one schema reference */
+    troupe_err err;
+    troupe_batch *batch;
+    uniq *uq;
+    size_t nuq;
+    unsigned char *key;
+    size_t klen;
+    unsigned char *doc;
+    size_t dlen;
+} wop;
+
+struct klock {
+    klock *next;  /* bucket chain */
+    wop *running; /* in a worker, parked, or in the pipeline */
+    wop *whead;   /* writes waiting behind it, in arrival order */
+    wop *wtail;
+    size_t klen;
+    unsigned char key[];
+};
+
+/* Unique values of a committed write, for writes whose check read the
+ * index before that commit. */
+typedef struct clog {
+    struct clog *next; /* newer first */
+    uint64_t seq;
+    uniq *uq;
+    size_t nuq;
+} clog;
+
+/* Committed writes remembered; an op that started before the oldest one
+ * still remembered prepares again. */
+#define CLOG_MAX 1024
+
+typedef struct tstate {
+    ttable_cfg cfg;
+    klock **buckets;
+    size_t nbuckets;
+    wop *inflight;
+    wop *parked;
+    uint64_t gen;       /* bumped by every schema switch */
+    size_t nrunning;    /* ops between start and release */
+    size_t old_running; /* of which prepared with an older schema */
+    tbuild *build;
+    uint64_t cseq; /* commits of writes with unique values */
+    uint64_t clog_floor;
+    clog *clog;
+    size_t nclog;
+    size_t nreads; /* reads on workers */
+    bool closing;  /* quiescing: new requests get ECLOSED */
+    void (*quiesced)(void *arg);
+    void *quiesced_arg;
+} tstate;
+
+/* Calls the quiesce callback once nothing of this actor is in flight. */
+static void
+check_quiesced(tstate *s)
+{
+    if (s->quiesced == NULL || s->nrunning > 0 || s->nreads > 0 ||
+        s->build != NULL)
+        return;
+    void (*fn)(void *) = s->quiesced;
+    s->quiesced = NULL;
+    fn(s->quiesced_arg);
+}
+
+typedef struct rjob {
+    troupe_runtime *rt;
+    troupe_addr asker;
+    uint64_t corr;
+    uint32_t kind;
+    ttable_cfg cfg;
+    troupe_body *req;
+} rjob;
+
+/* ---- shared helpers --------------------------------------------------- */
+
+tschema *
+troupe__tschema_retain(tschema *s)
+{
+    if (s != NULL)
+        atomic_fetch_add(&s->refs, 1);
+    return s;
+}
+
+void
+troupe__tschema_release(tschema *s)
+{
+    if (s == NULL || atomic_fetch_sub(&s->refs, 1) != 1)
+        return;
+    for (size_t i = 0; i < s->n; i++)
+        troupe_index_def_destroy(s->defs[i]);
+    troupe_free(s->defs);
+    troupe_free(s->xcf);
+    troupe_free(s);
+}
+
+static void
+answer(troupe_runtime *rt, troupe_addr to, uint64_t corr, troupe_err err,
+       troupe_body **body)
+{
+    if (corr == 0) {
+        if (body != NULL)
+            troupe_body_release(*body);
+        return; /* a plain send: nobody to tell */
+    }
+    troupe_msg *r = NULL;
+    troupe_err e = body != NULL ? troupe_msg_create_body(&r, 0, body)
+                                : troupe_msg_create(&r, 0, NULL, 0);
+    if (e != TROUPE_OK)
+        return; /* the asker's deadline reports it */
+    r->corr = corr;
+    r->err = err;
+    r->flags = TROUPE_MSG_REPLY;
+    troupe_runtime_send(rt, to, &r);
+}
+
+troupe_err
+troupe__envelope_parse(const void *env, size_t len, int64_t *expires,
+                       const void **doc, size_t *doc_len)
+{
+    troupe_reader r;
+    uint64_t ver = 0;
+    troupe_reader_init(&r, env, len);
+    troupe_read_array_n(&r, 3);
+    troupe_read_uint(&r, &ver);
+    troupe_read_int(&r, expires);
+    if (troupe_read_peek(&r) != TROUPE_MP_MAP)
+        return TROUPE_ECORRUPT;
+    troupe_read_raw(&r, doc, doc_len);
+    if (troupe_read_end(&r) != TROUPE_OK || ver != 1 || *expires < 0)
+        return TROUPE_ECORRUPT;
+    return TROUPE_OK;
+}
+
+static bool
+is_live(int64_t expires, int64_t now)
+{
+    return expires == 0 || expires > now;
+}
+
+static int
+bytes_cmp(const void *a, size_t alen, const void *b, size_t blen)
+{
+    int c = memcmp(a, b, alen < blen ? alen : blen);
+    if (c != 0)
+        return c;
+    return alen < blen ? -1 : alen > blen;
+}
+
+/* ---- write preparation (worker thread) -------------------------------- */
+
+typedef struct mentry {
+    uint64_t id;
+    const void *key;
+    size_t len;
+} mentry;
+
+/* Parses manifest [1, [[id, key], ...]] strictly: sorted, and every key
+ * ends with this row's encoded primary key (`suffix`). */
+static troupe_err
+manifest_parse(const void *man, size_t len, const uint8_t *suffix, size_t slen,
+               mentry **out, size_t *n)
+{
+    troupe_reader r;
+    uint64_t ver = 0;
+    uint32_t cnt = 0;
+    *out = NULL;
+    *n = 0;
+    troupe_reader_init(&r, man, len);
+    troupe_read_array_n(&r, 2);
+    troupe_read_uint(&r, &ver);
+    troupe_read_array(&r, &cnt);
+    if (r.err != TROUPE_OK || ver != 1)
+        return TROUPE_ECORRUPT;
+    mentry *v = cnt ? troupe_calloc(cnt, sizeof(*v)) : NULL;
+    if (cnt && v == NULL)
+        return TROUPE_ENOMEM;
+    for (uint32_t i = 0; i < cnt; i++) {
+        troupe_read_array_n(&r, 2);
+        troupe_read_uint(&r, &v[i].id);
+        troupe_read_bin(&r, TROUPE_KEY_MAX, &v[i].key, &v[i].len);
+        if (r.err != TROUPE_OK || v[i].len <= slen ||
+            memcmp((const uint8_t *)v[i].key + v[i].len - slen, suffix, slen) !=
+                0)
+            goto bad;
+        if (i > 0 &&
+            (v[i].id < v[i - 1].id ||
+             (v[i].id == v[i - 1].id &&
+              bytes_cmp(v[i - 1].key, v[i - 1].len, v[i].key, v[i].len) >= 0)))
+            goto bad;
+    }
+    if (troupe_read_end(&r) != TROUPE_OK)
+        goto bad;
+    *out = v;
+    *n = cnt;
+    return TROUPE_OK;
+bad:
+    troupe_free(v);
+    return TROUPE_ECORRUPT;
+}
+
+/* The raw created_at value of a stored document, if it has one. */
+static void
+find_created(const void *doc, size_t len, const void **raw, size_t *rlen)
+{
+    troupe_reader r;
+    uint32_t n = 0;
+    *raw = NULL;
+    troupe_reader_init(&r, doc, len);
+    troupe_read_map(&r, &n);
+    for (uint32_t i = 0; i < n && r.err == TROUPE_OK; i++) {
+        const char *s = NULL;
+        size_t sl = 0;
+        if (troupe_read_peek(&r) == TROUPE_MP_STR)
+            troupe_read_str(&r, SIZE_MAX, &s, &sl);
+        else
+            troupe_read_skip(&r);
+        if (s != NULL && sl == 10 && memcmp(s, "created_at", 10) == 0) {
+            troupe_read_raw(&r, raw, rlen);
+            return;
+        }
+        troupe_read_skip(&r);
+    }
+}
+
+/* Packs doc into p, setting created_at / updated_at where doc has them. */
+static troupe_err
+stamp_doc(troupe_packer *p, const void *doc, size_t len, const void *created,
+          size_t clen, int64_t now)
+{
+    troupe_reader r;
+    uint32_t n = 0;
+    troupe_reader_init(&r, doc, len);
+    troupe_read_map(&r, &n);
+    troupe_pack_map(p, n);
+    for (uint32_t i = 0; i < n && r.err == TROUPE_OK; i++) {
+        const void *raw;
+        size_t rl;
+        if (troupe_read_peek(&r) == TROUPE_MP_STR) {
+            const char *s;
+            size_t sl;
+            troupe_read_str(&r, SIZE_MAX, &s, &sl);
+            troupe_pack_str(p, s, sl);
+            bool c = sl == 10 && memcmp(s, "created_at", 10) == 0;
+            bool u = sl == 10 && memcmp(s, "updated_at", 10) == 0;
+            if (c || u) {
+                troupe_read_skip(&r);
+                if (c && created != NULL)
+                    troupe_pack_raw(p, created, clen);
+                else
+                    troupe_pack_int(p, now);
+                continue;
+            }
+        } else {
+            troupe_read_raw(&r, &raw, &rl);
+            troupe_pack_raw(p, raw, rl);
+        }
+        troupe_read_raw(&r, &raw, &rl);
+        troupe_pack_raw(p, raw, rl);
+    }
+    troupe_err e = troupe_read_end(&r);
+    return e != TROUPE_OK ? TROUPE_EPROTO : p->err;
+}
+
+static troupe_cf *
+schema_cf(const tschema *s, uint64_t id, size_t *idx)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (troupe_index_def_id(s->defs[i]) == id) {
+            if (idx != NULL)
+                *idx = i;
+            return s->xcf[i];
+        }
+    return NULL;
+}
+
+/* A unique index entry `key` (values then suffix): ECONSTRAINT when the
+ * index already holds the same values for another primary key. */
+static troupe_err
+unique_check(wop *op, troupe_cf *xcf, const unsigned char *key, size_t klen,
+             size_t slen)
+{
+    size_t vlen = klen - slen;
+    unsigned char *end = troupe_malloc(vlen + 1);
+    if (end == NULL)
+        return TROUPE_ENOMEM;
+    memcpy(end, key, vlen);
+    end[vlen] = 0xFF;
+    troupe_range rg;
+    troupe_range_init_bounds(&rg, key, vlen, end, vlen + 1);
+    troupe_page *pg = NULL;
+    troupe_err e =
+        troupe_db_scan(op->cfg.db, xcf, NULL, &rg, NULL, 0, 2, false, &pg);
+    troupe_free(end);
+    if (e != TROUPE_OK)
+        return e;
+    for (size_t i = 0; i < pg->n; i++)
+        if (bytes_cmp(pg->items[i].key, pg->items[i].key_len, key, klen))
+            e = TROUPE_ECONSTRAINT;
+    troupe_page_destroy(pg);
+    return e;
+}
+
+static troupe_err
+add_uniq(wop *op, uint64_t id, const unsigned char *key, size_t vlen)
+{
+    uniq *v = troupe_realloc(op->uq, (op->nuq + 1) * sizeof(*v));
+    if (v == NULL)
+        return TROUPE_ENOMEM;
+    op->uq = v;
+    v[op->nuq].index_id = id;
+    v[op->nuq].len = vlen;
+    v[op->nuq].vals = troupe_malloc(vlen ? vlen : 1);
+    if (v[op->nuq].vals == NULL)
+        return TROUPE_ENOMEM;
+    memcpy(v[op->nuq].vals, key, vlen);
+    op->nuq++;
+    return TROUPE_OK;
+}
+
+static void
+uniq_free(wop *op)
+{
+    for (size_t i = 0; i < op->nuq; i++)
+        troupe_free(op->uq[i].vals);
+    troupe_free(op->uq);
+    op->uq = NULL;
+    op->nuq = 0;
+}
+
+/* The new row, its index entries and manifest into op->batch. */
+static troupe_err
+prepare_put(wop *op, troupe_batch *b, const void *old_doc, size_t old_len,
+            bool live, const uint8_t *suffix, size_t slen, int64_t now)
+{
+    const tschema *s = op->cfg.schema;
+    const void *created = NULL;
+    size_t clen = 0;
+    bool reindex = op->kind == TABLE_REINDEX;
+    if (live && op->kind != TABLE_INSERT)
+        find_created(old_doc, old_len, &created, &clen);
+    troupe_packer p;
+    troupe_pack_init(&p);
+    size_t off = 0, elen = 0;
+    const unsigned char *env;
+    troupe_err e = TROUPE_OK;
+    if (reindex) { /* the stored document, as it is */
+        env = old_doc;
+        elen = old_len;
+    } else {
+        troupe_pack_array(&p, 3);
+        troupe_pack_uint(&p, 1);
+        troupe_pack_int(&p, op->expires);
+        troupe_pack_data(&p, &off);
+        e = stamp_doc(&p, op->doc, op->dlen, created, clen, now);
+        env = troupe_pack_data(&p, &elen);
+    }
+    troupe_index_entries *ents =
+        s->n ? troupe_calloc(s->n, sizeof(*ents)) : NULL;
+    if (e == TROUPE_OK && s->n && ents == NULL)
+        e = TROUPE_ENOMEM;
+    size_t total = 0;
+    for (size_t i = 0; ents != NULL && i < s->n; i++)
+        troupe_index_entries_init(&ents[i]);
+    for (size_t i = 0; e == TROUPE_OK && i < s->n; i++) {
+        e = troupe_index_derive(s->defs[i], op->cfg.fns, env + off, elen - off,
+                                op->key, op->klen, &ents[i]);
+        total += ents[i].n;
+        bool uq = troupe_index_def_unique(s->defs[i]);
+        uint64_t id = troupe_index_def_id(s->defs[i]);
+        for (size_t j = 0; e == TROUPE_OK && j < ents[i].n; j++) {
+            troupe_index_entry *x = &ents[i].v[j];
+            if (x->key_len <= slen) {
+                e = TROUPE_EPROTO;
+                break;
+            }
+            static const unsigned char nil = 0xc0;
+            e = troupe_batch_put(b, s->xcf[i], x->key, x->key_len,
+                                 x->val ? x->val : &nil,
+                                 x->val ? x->val_len : 1);
+            if (e == TROUPE_OK && uq)
+                e = unique_check(op, s->xcf[i], x->key, x->key_len, slen);
+            if (e == TROUPE_OK && uq)
+                e = add_uniq(op, id, x->key, x->key_len - slen);
+        }
+    }
+    troupe_packer m;
+    troupe_pack_init(&m);
+    troupe_pack_array(&m, 2);
+    troupe_pack_uint(&m, 1);
+    troupe_pack_array(&m, (uint32_t)total);
+    for (size_t i = 0; e == TROUPE_OK && i < s->n; i++)
+        for (size_t j = 0; j < ents[i].n; j++) {
+            troupe_pack_array(&m, 2);
+            troupe_pack_uint(&m, troupe_index_def_id(s->defs[i]));
+            troupe_pack_bin(&m, ents[i].v[j].key, ents[i].v[j].key_len);
+        }
+    if (e == TROUPE_OK)
+        e = m.err != TROUPE_OK ? m.err : p.err;
+    if (e == TROUPE_OK && !reindex)
+        e = troupe_batch_put(b, op->cfg.cf_t, op->key, op->klen, env, elen);
+    if (e == TROUPE_OK) {
+        size_t mlen;
+        const void *md = troupe_pack_data(&m, &mlen);
+        e = troupe_batch_put(b, op->cfg.cf_m, op->key, op->klen, md, mlen);
+    }
+    for (size_t i = 0; ents != NULL && i < s->n; i++)
+        troupe_index_entries_fini(&ents[i]);
+    troupe_free(ents);
+    troupe_pack_fini(&m);
+    troupe_pack_fini(&p);
+    return e;
+}
+
+static troupe_err
+prepare(wop *op)
+{
+    int64_t now = op->cfg.clock(op->cfg.clock_ctx);
+    void *row = NULL, *man = NULL;
+    size_t rlen = 0, mlen = 0, nold = 0;
+    mentry *old = NULL;
+    troupe_batch *b = NULL;
+    troupe_key_writer kw;
+    troupe_key_writer_init(&kw);
+    const uint8_t *suffix = NULL;
+    size_t slen = 0;
+    troupe_err e = troupe_key_put_bytes(&kw, op->key, op->klen);
+    if (e == TROUPE_OK)
+        e = troupe_key_writer_finish(&kw, &suffix, &slen);
+    troupe_err er = TROUPE_ENOENT, em = TROUPE_ENOENT;
+    if (e == TROUPE_OK) {
+        er = troupe_db_get(op->cfg.db, op->cfg.cf_t, NULL, op->key, op->klen,
+                           &row, &rlen);
+        em = troupe_db_get(op->cfg.db, op->cfg.cf_m, NULL, op->key, op->klen,
+                           &man, &mlen);
+        if (er != TROUPE_OK && er != TROUPE_ENOENT)
+            e = er;
+        else if (em != TROUPE_OK && em != TROUPE_ENOENT)
+            e = em;
+        else if ((er == TROUPE_OK) != (em == TROUPE_OK))
+            e = TROUPE_ECORRUPT; /* missing or orphaned manifest */
+    }
+    int64_t exp = 0;
+    const void *old_doc = NULL;
+    size_t old_len = 0;
+    bool live = false;
+    if (e == TROUPE_OK && er == TROUPE_OK) {
+        e = troupe__envelope_parse(row, rlen, &exp, &old_doc, &old_len);
+        if (e == TROUPE_OK)
+            e = manifest_parse(man, mlen, suffix, slen, &old, &nold);
+        live = is_live(exp, now);
+    }
+    if (e == TROUPE_OK) {
+        if (op->kind == TABLE_INSERT && live)
+            e = TROUPE_EEXIST;
+        else if ((op->kind == TABLE_UPDATE || op->kind == TABLE_DELETE) &&
+                 !live)
+            e = TROUPE_ENOENT;
+    }
+    if (e == TROUPE_OK && op->kind == TABLE_REINDEX && er == TROUPE_ENOENT)
+        goto out; /* deleted since the build listed it: nothing to do */
+    if (e == TROUPE_OK)
+        e = troupe_batch_create(&b);
+    for (size_t i = 0; e == TROUPE_OK && i < nold; i++) {
+        troupe_cf *xcf = schema_cf(op->cfg.schema, old[i].id, NULL);
+        if (xcf != NULL) /* else the index is gone with its family */
+            e = troupe_batch_delete(b, xcf, old[i].key, old[i].len);
+    }
+    if (e == TROUPE_OK && op->kind == TABLE_DELETE) {
+        e = troupe_batch_delete(b, op->cfg.cf_t, op->key, op->klen);
+        if (e == TROUPE_OK)
+            e = troupe_batch_delete(b, op->cfg.cf_m, op->key, op->klen);
+    } else if (e == TROUPE_OK) {
+        e = prepare_put(op, b, old_doc, old_len, live, suffix, slen, now);
+    }
+    if (e == TROUPE_OK) {
+        op->batch = b;
+        b = NULL;
+    }
+out:
+    troupe_batch_destroy(b);
+    troupe_free(old);
+    troupe_free(row);
+    troupe_free(man);
+    troupe_key_writer_fini(&kw);
+    return e;
+}
+
+static void
+prep_work(void *arg)
+{
+    wop *op = arg;
+    op->err = prepare(op);
+}
+
+static void
+wop_free(wop *op)
+{
+    troupe_batch_destroy(op->batch);
+    uniq_free(op);
+    troupe__tschema_release(op->cfg.schema);
+    troupe_free(op);
+}
+
+/* The actor is gone before the prepared write reached it: nothing was
+ * submitted, so nothing is written. */
+static void
+prep_drop(void *arg)
+{
+    wop *op = arg;
+    answer(op->rt, op->asker, op->corr, TROUPE_ECLOSED, NULL);
+    wop_free(op);
+}
+
+/* ---- per-key locks (actor thread) -------------------------------------- */
+
+static size_t
+key_hash(const void *k, size_t n)
+{
+    const unsigned char *p = k;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 1099511628211ull;
+    return (size_t)h;
+}
+
+static klock **
+lock_slot(tstate *s, const void *key, size_t klen)
+{
+    klock **pp = &s->buckets[key_hash(key, klen) & (s->nbuckets - 1)];
+    while (*pp != NULL &&
+           ((*pp)->klen != klen || memcmp((*pp)->key, key, klen)))
+        pp = &(*pp)->next;
+    return pp;
+}
+
+static void
+start_op(troupe_actor *self, tstate *s, wop *op);
+static void
+build_op_done(troupe_actor *self, tstate *s, troupe_err err);
+static void
+build_step(troupe_actor *self, tstate *s);
+
+/* The running write of a key is done: answer it unless the pipeline
+ * already did, and start the next write of that key. */
+static void
+release_and_next(troupe_actor *self, tstate *s, wop *op, bool answered)
+{
+    if (!answered)
+        answer(op->rt, op->asker, op->corr, op->err, NULL);
+    klock *l = op->lock;
+    if (op->counted) {
+        s->nrunning--;
+        if (op->gen != s->gen)
+            s->old_running--;
+    }
+    bool build = op->build;
+    troupe_err berr = op->err;
+    wop_free(op);
+    if (build)
+        build_op_done(self, s, berr);
+    else if (s->build != NULL && !s->build->started)
+        build_step(self, s);
+    wop *next = l->whead;
+    if (next == NULL) {
+        klock **pp = lock_slot(s, l->key, l->klen);
+        *pp = l->next;
+        troupe_free(l);
+        return;
+    }
+    l->whead = next->next;
+    if (l->whead == NULL)
+        l->wtail = NULL;
+    l->running = next;
+    start_op(self, s, next);
+}
+
+static void
+start_op(troupe_actor *self, tstate *s, wop *op)
+{
+    /* Prepare with the current schema, also after waiting or parking. */
+    if (op->cfg.schema != s->cfg.schema) {
+        troupe__tschema_release(op->cfg.schema);
+        op->cfg.schema = troupe__tschema_retain(s->cfg.schema);
+    }
+    if (!op->counted) {
+        op->counted = true;
+        s->nrunning++;
+    } else if (op->gen != s->gen) {
+        s->old_running--;
+    }
+    op->gen = s->gen;
+    op->cseq0 = s->cseq;
+    troupe_err e =
+        troupe_work_submit(self, prep_work, op, TABLE_PREP_DONE, prep_drop);
+    if (e != TROUPE_OK) {
+        op->err = e;
+        release_and_next(self, s, op, false);
+    }
+}
+
+/* ---- handlers ---------------------------------------------------------- */
+
+static troupe_err
+enqueue(troupe_actor *self, tstate *s, uint32_t kind, const void *key,
+        size_t klen, const void *doc, size_t dlen, int64_t expires,
+        troupe_sync sync, troupe_addr asker, uint64_t corr, bool build);
+
+static troupe_err
+h_write(troupe_actor *self, void *st, const troupe_msg *m)
+{
+    tstate *s = st;
+    troupe_reader r;
+    const void *key, *doc = NULL;
+    size_t klen, dlen = 0;
+    int64_t expires = 0;
+    uint32_t sync = 0;
+    bool del = m->kind == TABLE_DELETE;
+    troupe_reader_init_msg(&r, m);
+    troupe_read_array_n(&r, del ? 2 : 4);
+    troupe_read_bin(&r, TROUPE_KEY_MAX, &key, &klen);
+    if (!del) {
+        if (r.err == TROUPE_OK && troupe_read_peek(&r) != TROUPE_MP_MAP)
+            r.err = TROUPE_EPROTO;
+        troupe_read_raw(&r, &doc, &dlen);
+        troupe_read_int(&r, &expires);
+    }
+    troupe_read_u32(&r, &sync);
+    troupe_err e = troupe_read_end(&r);
+    if (e == TROUPE_OK && (klen == 0 || expires < 0 || sync > TROUPE_SYNC_OFF))
+        e = TROUPE_EPROTO;
+    if (e == TROUPE_OK && s->closing)
+        e = TROUPE_ECLOSED;
+    if (e != TROUPE_OK) {
+        answer(troupe_actor_runtime(self), m->from, m->corr, e, NULL);
+        return TROUPE_OK;
+    }
+    e = enqueue(self, s, m->kind, key, klen, doc, dlen, expires,
+                (troupe_sync)sync, m->from, m->corr, false);
+    if (e != TROUPE_OK)
+        answer(troupe_actor_runtime(self), m->from, m->corr, e, NULL);
+    return TROUPE_OK;
+}
+
+/* A new write behind its key's lock; ENOMEM when it cannot be queued. */
+static troupe_err
+enqueue(troupe_actor *self, tstate *s, uint32_t kind, const void *key,
+        size_t klen, const void *doc, size_t dlen, int64_t expires,
+        troupe_sync sync, troupe_addr asker, uint64_t corr, bool build)
+{
+    wop *op = troupe_calloc(1, sizeof(*op) + klen + dlen);
+    klock **pp = lock_slot(s, key, klen);
+    klock *l = *pp;
+    if (op != NULL && l == NULL) {
+        l = troupe_calloc(1, sizeof(*l) + klen);
+        if (l != NULL) {
+            l->klen = klen;
+            memcpy(l->key, key, klen);
+            *pp = l;
+        }
+    }
+    if (op == NULL || l == NULL) {
+        troupe_free(op);
+        return TROUPE_ENOMEM;
+    }
+    op->rt = troupe_actor_runtime(self);
+    op->self = troupe_self(self);
+    op->asker = asker;
+    op->corr = corr;
+    op->kind = kind;
+    op->build = build;
+    op->sync = sync;
+    op->expires = expires;
+    op->cfg = s->cfg;
+    troupe__tschema_retain(op->cfg.schema);
+    op->key = (unsigned char *)(op + 1);
+    op->klen = klen;
+    memcpy(op->key, key, klen);
+    op->doc = op->key + klen;
+    op->dlen = dlen;
+    if (dlen)
+        memcpy(op->doc, doc, dlen);
+    op->lock = l;
+    if (l->running == NULL) {
+        l->running = op;
+        start_op(self, s, op);
+    } else if (l->wtail == NULL) {
+        l->whead = l->wtail = op;
+    } else {
+        l->wtail->next = op;
+        l->wtail = op;
+    }
+    return TROUPE_OK;
+}
+
+static void
+on_commit(troupe_err err, void *arg)
+{
+    wop *op = arg;
+    answer(op->rt, op->asker, op->corr, err, NULL);
+    troupe_msg *m = NULL;
+    if (troupe_msg_create(&m, TABLE_COMMIT_DONE, NULL, 0) == TROUPE_OK) {
+        m->ptr = op;
+        if (troupe_runtime_send(op->rt, op->self, &m) == TROUPE_OK)
+            return;
+    }
+    /* The actor is gone (its locks with it), or no memory: the reply went
+     * out; only the op is left to free. */
+    wop_free(op);
+}
+
+static bool
+uniq_overlap(const uniq *a, size_t na, const uniq *b, size_t nb)
+{
+    for (size_t i = 0; i < na; i++)
+        for (size_t j = 0; j < nb; j++)
+            if (a[i].index_id == b[j].index_id && a[i].len == b[j].len &&
+                memcmp(a[i].vals, b[j].vals, b[j].len) == 0)
+                return true;
+    return false;
+}
+
+/* 1: a write in the pipeline claims one of op's unique values (wait for
+ * its commit); 2: one committed after op's check read the index (check
+ * again now); 0: neither. */
+static int
+uniq_clash(const tstate *s, const wop *op)
+{
+    for (const wop *o = s->inflight; o != NULL; o = o->inext)
+        if (uniq_overlap(op->uq, op->nuq, o->uq, o->nuq))
+            return 1;
+    if (op->cseq0 == s->cseq)
+        return 0;
+    if (op->cseq0 < s->clog_floor)
+        return 2;
+    for (const clog *c = s->clog; c != NULL && c->seq > op->cseq0; c = c->next)
+        if (uniq_overlap(op->uq, op->nuq, c->uq, c->nuq))
+            return 2;
+    return 0;
+}
+
+static void
+clog_free(clog *c)
+{
+    for (size_t i = 0; i < c->nuq; i++)
+        troupe_free(c->uq[i].vals);
+    troupe_free(c->uq);
+    troupe_free(c);
+}
+
+/* Remembers op's unique values as committed (moved out of op). */
+static void
+clog_add(tstate *s, wop *op)
+{
+    s->cseq++;
+    clog *c = troupe_malloc(sizeof(*c));
+    if (c == NULL) {
+        s->clog_floor = s->cseq; /* forget: everyone older checks again */
+        return;
+    }
+    c->seq = s->cseq;
+    c->uq = op->uq;
+    c->nuq = op->nuq;
+    op->uq = NULL;
+    op->nuq = 0;
+    c->next = s->clog;
+    s->clog = c;
+    if (++s->nclog > CLOG_MAX) {
+        clog **pp = &s->clog;
+        while ((*pp)->next != NULL)
+            pp = &(*pp)->next;
+        s->clog_floor = (*pp)->seq;
+        clog_free(*pp);
+        *pp = NULL;
+        s->nclog--;
+    }
+}
+
+static void
+clog_clear(tstate *s)
+{
+    while (s->clog != NULL) {
+        clog *c = s->clog;
+        s->clog = c->next;
+        clog_free(c);
+    }
+    s->nclog = 0;
+    s->clog_floor = s->cseq;
+}
+
+static troupe_err
+prep_done(troupe_actor *self, tstate *s, wop *op);
+
+static troupe_err
+h_prep_done(troupe_actor *self, void *st, const troupe_msg *m)
+{
+    tstate *s = st;
+    prep_done(self, s, m->ptr);
+    check_quiesced(s);
+    return TROUPE_OK;
+}
+
+static troupe_err
+prep_done(troupe_actor *self, tstate *s, wop *op)
+{
+    if (op->err != TROUPE_OK || op->batch == NULL) {
+        release_and_next(self, s, op, false);
+        return TROUPE_OK;
+    }
+    int clash = op->nuq > 0 ? uniq_clash(s, op) : 0;
+    if (clash != 0) {
+        troupe_batch_destroy(op->batch);
+        op->batch = NULL;
+        uniq_free(op);
+        if (clash == 2) {
+            start_op(self, s, op);
+            return TROUPE_OK;
+        }
+        op->pnext = s->parked;
+        s->parked = op;
+        return TROUPE_OK;
+    }
+    troupe_err e = troupe_commit_submit(op->cfg.commit, &op->batch, op->sync,
+                                        on_commit, op);
+    if (e != TROUPE_OK) {
+        op->err = e;
+        release_and_next(self, s, op, false);
+        return TROUPE_OK;
+    }
+    if (op->nuq > 0) {
+        op->inext = s->inflight;
+        s->inflight = op;
+    }
+    return TROUPE_OK;
+}
+
+static troupe_err
+h_commit_done(troupe_actor *self, void *st, const troupe_msg *m)
+{
+    tstate *s = st;
+    wop *op = m->ptr;
+    for (wop **pp = &s->inflight; *pp != NULL; pp = &(*pp)->inext)
+        if (*pp == op) {
+            *pp = op->inext;
+            break;
+        }
+    if (op->nuq > 0)
+        clog_add(s, op);
+    release_and_next(self, s, op, true);
+    if (s->nrunning == 0)
+        clog_clear(s); /* nobody can have read before those commits */
+    /* The winner's entries are readable now: parked writes check again. */
+    wop *p = s->parked;
+    s->parked = NULL;
+    while (p != NULL) {
+        wop *nx = p->pnext;
+        p->err = TROUPE_OK;
+        start_op(self, s, p);
+        p = nx;
+    }
+    check_quiesced(s);
+    return TROUPE_OK;
+}
+
+/* ---- online index builds ----------------------------------------------- */
+
+/*
+ * A build lists the table's keys in batches of BUILD_BATCH (a scan on a
+ * worker) and queues one reindex op per key behind that key's lock, so it
+ * reads what the writes before it committed and writes after it see its
+ * entries. It starts only once no write prepared with an older schema is
+ * still running: every write that starts after the switch maintains the
+ * new index itself, and every row committed before is listed by a later
+ * scan step (the scan moves forward by key, one step after the other).
+ */
+
+typedef struct kjob {
+    troupe_db *db;
+    troupe_cf *cf_t;
+    unsigned char *after;
+    size_t alen;
+    troupe_err err;
+    troupe_page *page;
+} kjob;
+
+static void
+kjob_free(void *arg)
+{
+    kjob *j = arg;
+    troupe_page_destroy(j->page);
+    troupe_free(j->after);
+    troupe_free(j);
+}
+
+static void
+keys_work(void *arg)
+{
+    kjob *j = arg;
+    j->err = troupe_db_scan(j->db, j->cf_t, NULL, NULL, j->after, j->alen,
+                            BUILD_BATCH, false, &j->page);
+}
+
+static void
+build_finish(tstate *s, troupe_err err)
+{
+    tbuild *b = s->build;
+    s->build = NULL;
+    troupe_free(b->cursor);
+    b->cursor = NULL;
+    troupe__tables_build_done(b, err);
+}
+
+static void
+build_step(troupe_actor *self, tstate *s)
+{
+    tbuild *b = s->build;
+    if (b == NULL || b->scanning || b->outstanding > 0)
+        return;
+    if (!b->started) {
+        if (s->old_running > 0)
+            return; /* writes of an older schema still running */
+        b->started = true;
+    }
+    if (b->err != TROUPE_OK) {
+        build_finish(s, b->err);
+        return;
+    }
+    kjob *j = troupe_calloc(1, sizeof(*j));
+    if (j != NULL && b->clen > 0 && (j->after = troupe_malloc(b->clen)))
+        memcpy(j->after, b->cursor, j->alen = b->clen);
+    if (j == NULL || (b->clen > 0 && j->after == NULL)) {
+        troupe_free(j);
+        build_finish(s, TROUPE_ENOMEM);
+        return;
+    }
+    j->db = s->cfg.db;
+    j->cf_t = s->cfg.cf_t;
+    troupe_err e =
+        troupe_work_submit(self, keys_work, j, TABLE_BUILD_KEYS, kjob_free);
+    if (e != TROUPE_OK) {
+        kjob_free(j);
+        build_finish(s, e);
+        return;
+    }
+    b->scanning = true;
+}
+
+static void
+build_op_done(troupe_actor *self, tstate *s, troupe_err err)
+{
+    tbuild *b = s->build;
+    if (b == NULL)
+        return;
+    if (err != TROUPE_OK && b->err == TROUPE_OK)
+        b->err = err;
+    if (--b->outstanding == 0)
+        build_step(self, s);
+}
+
+static troupe_err
+h_build_keys(troupe_actor *self, void *st, const troupe_msg *m)
+{
+    tstate *s = st;
+    kjob *j = m->ptr;
+    tbuild *b = s->build;
+    if (b == NULL) {
+        kjob_free(j);
+        return TROUPE_OK;
+    }
+    b->scanning = false;
+    if (b->err != TROUPE_OK || j->err != TROUPE_OK || j->page->n == 0) {
+        troupe_err e = b->err != TROUPE_OK ? b->err : j->err;
+        kjob_free(j);
+        build_finish(s, e);
+        check_quiesced(s);
+        return TROUPE_OK;
+    }
+    const troupe_page *pg = j->page;
+    unsigned char *c = troupe_realloc(b->cursor, pg->cursor_len);
+    if (c == NULL) {
+        kjob_free(j);
+        build_finish(s, TROUPE_ENOMEM);
+        return TROUPE_OK;
+    }
+    memcpy(c, pg->cursor, pg->cursor_len);
+    b->cursor = c;
+    b->clen = pg->cursor_len;
+    /* Count them all first: an op may finish inside enqueue. */
+    b->outstanding = pg->n + 1;
+    for (size_t i = 0; i < pg->n; i++) {
+        troupe_err e = enqueue(self, s, TABLE_REINDEX, pg->items[i].key,
+                               pg->items[i].key_len, NULL, 0, 0,
+                               TROUPE_SYNC_DEFAULT, TROUPE_ADDR_NONE, 0, true);
+        if (e != TROUPE_OK)
+            build_op_done(self, s, e);
+    }
+    kjob_free(j);
+    build_op_done(self, s, TROUPE_OK);
+    return TROUPE_OK;
+}
+
+static troupe_err
+h_switch(troupe_actor *self, void *st, const troupe_msg *m)
+{
+    tstate *s = st;
+    tswitch *sw = m->ptr;
+    troupe__tschema_release(s->cfg.schema);
+    s->cfg.schema = sw->schema;
+    s->gen++;
+    s->old_running = s->nrunning;
+    if (sw->build != NULL) {
+        if (s->build != NULL) /* one at a time: the catalog ensures it */
+            troupe__tables_build_done(sw->build, TROUPE_EBUSY);
+        else
+            s->build = sw->build;
+    }
+    troupe_free(sw);
+    build_step(self, s);
+    return TROUPE_OK;
+}
+
+void
+troupe__table_switch(troupe_runtime *rt, troupe_addr a, tschema *schema,
+                     tbuild *build)
+{
+    tswitch *sw = troupe_malloc(sizeof(*sw));
+    troupe_msg *m = NULL;
+    if (sw != NULL &&
+        troupe_msg_create(&m, TABLE_SWITCH, NULL, 0) == TROUPE_OK) {
+        sw->schema = schema;
+        sw->build = build;
+        m->ptr = sw;
+        if (troupe_runtime_send(rt, a, &m) == TROUPE_OK)
+            return;
+    }
+    troupe_free(sw);
+    troupe__tschema_release(schema);
+    if (build != NULL)
+        troupe__tables_build_done(build, TROUPE_ECLOSED);
+}
+
+/* ---- reads (worker thread) --------------------------------------------- */
+
+/* Appends [key, expires, doc] of a live row to p; *n counts them. */
+static void
+pack_row(troupe_packer *p, const void *key, size_t klen, int64_t exp,
+         const void *doc, size_t dlen)
+{
+    troupe_pack_array(p, 3);
+    troupe_pack_bin(p, key, klen);
+    troupe_pack_int(p, exp);
+    troupe_pack_raw(p, doc, dlen);
+}
+
+/* Finishes a reply body [[rows...], cursor, more] from the rows packed
+ * one by one into `items` (offsets in off[0..n]). */
+static troupe_err
+rows_body(troupe_packer *items, const size_t *off, size_t n, const void *cursor,
+          size_t clen, bool more, troupe_body **out)
+{
+    size_t len = 0;
+    const unsigned char *d = troupe_pack_data(items, &len);
+    troupe_packer p;
+    troupe_pack_init(&p);
+    troupe_pack_array(&p, 3);
+    troupe_pack_array(&p, (uint32_t)n);
+    for (size_t i = 0; i < n; i++)
+        troupe_pack_raw(&p, d + off[i],
+                        (i + 1 < n ? off[i + 1] : len) - off[i]);
+    if (cursor != NULL)
+        troupe_pack_bin(&p, cursor, clen);
+    else
+        troupe_pack_nil(&p);
+    troupe_pack_bool(&p, more);
+    if (items->err != TROUPE_OK) {
+        troupe_pack_fini(&p);
+        return items->err;
+    }
+    return troupe_pack_take_body(&p, out);
+}
+
+static troupe_err
+read_get(rjob *j, troupe_reader *r, int64_t now, troupe_body **out)
+{
+    const void *key;
+    size_t klen;
+    troupe_read_array_n(r, 1);
+    troupe_read_bin(r, TROUPE_KEY_MAX, &key, &klen);
+    troupe_err e = troupe_read_end(r);
+    if (e != TROUPE_OK || klen == 0)
+        return TROUPE_EPROTO;
+    void *val = NULL;
+    size_t vlen = 0;
+    e = troupe_db_get(j->cfg.db, j->cfg.cf_t, NULL, key, klen, &val, &vlen);
+    int64_t exp = 0;
+    const void *doc = NULL;
+    size_t dlen = 0;
+    if (e == TROUPE_OK)
+        e = troupe__envelope_parse(val, vlen, &exp, &doc, &dlen);
+    if (e == TROUPE_OK && !is_live(exp, now))
+        e = TROUPE_ENOENT;
+    if (e == TROUPE_OK) {
+        troupe_packer items;
+        size_t off = 0;
+        troupe_pack_init(&items);
+        pack_row(&items, key, klen, exp, doc, dlen);
+        e = rows_body(&items, &off, 1, NULL, 0, false, out);
+        troupe_pack_fini(&items);
+    }
+    troupe_free(val);
+    return e;
+}
+
+static troupe_err
+read_get_many(rjob *j, troupe_reader *r, int64_t now, troupe_body **out)
+{
+    uint32_t n = 0;
+    troupe_read_array_n(r, 1);
+    troupe_read_array(r, &n);
+    if (r->err != TROUPE_OK || n == 0 || n > TROUPE_TABLE_PAGE_MAX)
+        return TROUPE_EPROTO;
+    const void **keys = troupe_calloc(n, sizeof(*keys));
+    size_t *klens = troupe_calloc(n, sizeof(*klens));
+    void **vals = troupe_calloc(n, sizeof(*vals));
+    size_t *vlens = troupe_calloc(n, sizeof(*vlens));
+    troupe_err *errs = troupe_calloc(n, sizeof(*errs));
+    size_t *off = troupe_calloc(n, sizeof(*off));
+    troupe_err e = TROUPE_OK;
+    if (!keys || !klens || !vals || !vlens || !errs || !off)
+        e = TROUPE_ENOMEM;
+    for (uint32_t i = 0; e == TROUPE_OK && i < n; i++) {
+        troupe_read_bin(r, TROUPE_KEY_MAX, &keys[i], &klens[i]);
+        if (r->err == TROUPE_OK && klens[i] == 0)
+            e = TROUPE_EPROTO;
+    }
+    if (e == TROUPE_OK && troupe_read_end(r) != TROUPE_OK)
+        e = TROUPE_EPROTO;
+    if (e == TROUPE_OK)
+        e = troupe_db_multi_get(j->cfg.db, j->cfg.cf_t, NULL, n,
+                                (const void *const *)keys, klens, vals, vlens,
+                                errs);
+    troupe_packer items;
+    troupe_pack_init(&items);
+    size_t cnt = 0;
+    for (uint32_t i = 0; e == TROUPE_OK && i < n; i++) {
+        if (errs[i] == TROUPE_ENOENT)
+            continue;
+        if ((e = errs[i]) != TROUPE_OK)
+            break;
+        int64_t exp;
+        const void *doc;
+        size_t dlen;
+        e = troupe__envelope_parse(vals[i], vlens[i], &exp, &doc, &dlen);
+        if (e != TROUPE_OK || !is_live(exp, now))
+            continue;
+        troupe_pack_data(&items, &off[cnt++]);
+        pack_row(&items, keys[i], klens[i], exp, doc, dlen);
+    }
+    if (e == TROUPE_OK)
+        e = rows_body(&items, off, cnt, NULL, 0, false, out);
+    troupe_pack_fini(&items);
+    for (uint32_t i = 0; vals != NULL && i < n; i++)
+        troupe_free(vals[i]);
+    troupe_free(keys);
+    troupe_free(klens);
+    troupe_free(vals);
+    troupe_free(vlens);
+    troupe_free(errs);
+    troupe_free(off);
+    return e;
+}
+
+static void
+read_opt_bin(troupe_reader *r, const void **p, size_t *n)
+{
+    *p = NULL;
+    *n = 0;
+    if (!troupe_read_try_nil(r)) {
+        troupe_read_bin(r, TROUPE_KEY_MAX, p, n);
+        if (r->err == TROUPE_OK && *n == 0)
+            r->err = TROUPE_EPROTO;
+    }
+}
+
+static troupe_err
+read_scan(rjob *j, troupe_reader *r, int64_t now, troupe_body **out)
+{
+    const void *start, *end, *after;
+    size_t slen, elen, alen;
+    uint32_t limit = 0;
+    bool rev = false;
+    troupe_read_array_n(r, 5);
+    read_opt_bin(r, &start, &slen);
+    read_opt_bin(r, &end, &elen);
+    read_opt_bin(r, &after, &alen);
+    troupe_read_u32(r, &limit);
+    troupe_read_bool(r, &rev);
+    if (troupe_read_end(r) != TROUPE_OK)
+        return TROUPE_EPROTO;
+    if (limit == 0 || limit > TROUPE_TABLE_PAGE_MAX)
+        return TROUPE_EINVAL;
+    troupe_range rg;
+    troupe_range_init_bounds(&rg, start, slen, end, elen);
+    troupe_iter *it = NULL;
+    troupe_err e = troupe_iter_create(j->cfg.db, j->cfg.cf_t, NULL, &rg, after,
+                                      alen, rev, &it);
+    if (e != TROUPE_OK)
+        return e;
+    size_t *off = troupe_calloc(limit, sizeof(*off));
+    unsigned char *cur = NULL;
+    size_t clen = 0, n = 0;
+    bool more = false;
+    troupe_packer items;
+    troupe_pack_init(&items);
+    if (off == NULL)
+        e = TROUPE_ENOMEM;
+    troupe_kv kv;
+    while (e == TROUPE_OK && (e = troupe_iter_next(it, &kv)) == TROUPE_OK) {
+        int64_t exp;
+        const void *doc;
+        size_t dlen;
+        troupe_err pe =
+            troupe__envelope_parse(kv.val, kv.val_len, &exp, &doc, &dlen);
+        if (n == limit) {
+            /* one row past the page: corrupt or live, the next page has
+             * something to say; expired ones do not count */
+            if (pe != TROUPE_OK || is_live(exp, now)) {
+                more = true;
+                break;
+            }
+            continue;
+        }
+        if (pe != TROUPE_OK) {
+            e = pe;
+            break;
+        }
+        if (!is_live(exp, now))
+            continue;
+        troupe_pack_data(&items, &off[n++]);
+        pack_row(&items, kv.key, kv.key_len, exp, doc, dlen);
+        unsigned char *c = troupe_realloc(cur, kv.key_len);
+        if (c == NULL) {
+            e = TROUPE_ENOMEM;
+            break;
+        }
+        cur = c;
+        memcpy(cur, kv.key, kv.key_len);
+        clen = kv.key_len;
+    }
+    if (e == TROUPE_ENOENT)
+        e = TROUPE_OK;
+    if (e == TROUPE_OK)
+        e = rows_body(&items, off, n, n ? cur : NULL, clen, more, out);
+    troupe_pack_fini(&items);
+    troupe_iter_destroy(it);
+    troupe_free(cur);
+    troupe_free(off);
+    return e;
+}
+
+static void
+read_work(void *arg)
+{
+    rjob *j = arg;
+    int64_t now = j->cfg.clock(j->cfg.clock_ctx);
+    troupe_reader r;
+    troupe_body *body = NULL;
+    troupe_err e = troupe_reader_init(&r, troupe_body_data(j->req),
+                                      troupe_body_len(j->req));
+    if (e == TROUPE_OK) {
+        if (j->kind == TABLE_GET)
+            e = read_get(j, &r, now, &body);
+        else if (j->kind == TABLE_GET_MANY)
+            e = read_get_many(j, &r, now, &body);
+        else
+            e = read_scan(j, &r, now, &body);
+    } else {
+        e = TROUPE_EPROTO;
+    }
+    answer(j->rt, j->asker, j->corr, e, e == TROUPE_OK ? &body : NULL);
+}
+
+static void
+rjob_free(void *arg)
+{
+    rjob *j = arg;
+    troupe_body_release(j->req);
+    troupe__tschema_release(j->cfg.schema);
+    troupe_free(j);
+}
+
+static troupe_err
+h_read(troupe_actor *self, void *st, const troupe_msg *m)
+{
+    tstate *s = st;
+    troupe_runtime *rt = troupe_actor_runtime(self);
+    if (m->corr == 0)
+        return TROUPE_OK; /* a read nobody waits for */
+    if (m->body == NULL || s->closing) {
+        answer(rt, m->from, m->corr,
+               s->closing ? TROUPE_ECLOSED : TROUPE_EPROTO, NULL);
+        return TROUPE_OK;
+    }
+    rjob *j = troupe_malloc(sizeof(*j));
+    if (j == NULL) {
+        answer(rt, m->from, m->corr, TROUPE_ENOMEM, NULL);
+        return TROUPE_OK;
+    }
+    j->rt = rt;
+    j->asker = m->from;
+    j->corr = m->corr;
+    j->kind = m->kind;
+    j->cfg = s->cfg;
+    troupe__tschema_retain(j->cfg.schema);
+    j->req = troupe_body_retain(m->body);
+    troupe_err e =
+        troupe_work_submit(self, read_work, j, TABLE_READ_DONE, rjob_free);
+    if (e != TROUPE_OK) {
+        rjob_free(j);
+        answer(rt, m->from, m->corr, e, NULL);
+        return TROUPE_OK;
+    }
+    s->nreads++;
+    return TROUPE_OK;
+}
+
+static troupe_err
+h_read_done(troupe_actor *self, void *st, const troupe_msg *m)
+{
+    tstate *s = st;
+    rjob_free(m->ptr);
+    s->nreads--;
+    check_quiesced(s);
+    return TROUPE_OK;
+}
+
+typedef struct tquiesce {
+    void (*fn)(void *arg);
+    void *arg;
+} tquiesce;
+
+static troupe_err
+h_quiesce(troupe_actor *self, void *st, const troupe_msg *m)
+{
+    tstate *s = st;
+    tquiesce *q = m->ptr;
+    s->closing = true;
+    if (s->build != NULL && s->build->err == TROUPE_OK)
+        s->build->err = TROUPE_ECLOSED; /* winds down at its next step */
+    if (s->quiesced != NULL) {          /* a second request: both are told */
+        void (*fn)(void *) = s->quiesced;
+        s->quiesced = NULL;
+        fn(s->quiesced_arg);
+    }
+    s->quiesced = q->fn;
+    s->quiesced_arg = q->arg;
+    troupe_free(q);
+    check_quiesced(s);
+    return TROUPE_OK;
+}
+
+void
+troupe__table_quiesce(troupe_runtime *rt, troupe_addr a, void (*fn)(void *),
+                      void *arg)
+{
+    tquiesce *q = troupe_malloc(sizeof(*q));
+    troupe_msg *m = NULL;
+    if (q != NULL &&
+        troupe_msg_create(&m, TABLE_QUIESCE, NULL, 0) == TROUPE_OK) {
+        q->fn = fn;
+        q->arg = arg;
+        m->ptr = q;
+        if (troupe_runtime_send(rt, a, &m) == TROUPE_OK)
+            return;
+    }
+    troupe_free(q);
+    fn(arg);
+}
+
+static troupe_err
+h_unknown(troupe_actor *self, void *st, const troupe_msg *m)
+{
+    answer(troupe_actor_runtime(self), m->from, m->corr, TROUPE_ENOTSUP, NULL);
+    return TROUPE_OK;
+}
+
+/* ---- lifecycle --------------------------------------------------------- */
+
+static troupe_err
+table_init(troupe_actor *self, void *st, void *arg)
+{
+    tstate *s = st;
+    memset(s, 0, sizeof(*s));
+    s->cfg = *(const ttable_cfg *)arg;
+    troupe__tschema_retain(s->cfg.schema);
+    s->nbuckets = 256;
+    s->buckets = troupe_calloc(s->nbuckets, sizeof(*s->buckets));
+    if (s->buckets == NULL) {
+        troupe__tschema_release(s->cfg.schema);
+        return TROUPE_ENOMEM;
+    }
+    return TROUPE_OK;
+}
+
+/* Writes still queued behind a key (and parked ones) were never
+ * submitted: they fail with ECLOSED. A key's running write is in a
+ * worker or the pipeline and answers from there. */
+static void
+table_stop(troupe_actor *self, void *st, troupe_err reason)
+{
+    tstate *s = st;
+    for (wop *p = s->parked; p != NULL;) {
+        wop *nx = p->pnext;
+        answer(p->rt, p->asker, p->corr, TROUPE_ECLOSED, NULL);
+        wop_free(p);
+        p = nx;
+    }
+    for (size_t i = 0; i < s->nbuckets; i++) {
+        klock *l = s->buckets[i];
+        while (l != NULL) {
+            klock *ln = l->next;
+            for (wop *w = l->whead; w != NULL;) {
+                wop *nx = w->next;
+                answer(w->rt, w->asker, w->corr, TROUPE_ECLOSED, NULL);
+                wop_free(w);
+                w = nx;
+            }
+            troupe_free(l);
+            l = ln;
+        }
+    }
+    troupe_free(s->buckets);
+    troupe__tschema_release(s->cfg.schema);
+    clog_clear(s);
+    if (s->build != NULL)
+        build_finish(s, TROUPE_ECLOSED);
+}
+
+static const troupe_handler_fn table_handlers[TABLE_NKINDS] = {
+    [TABLE_INSERT] = h_write,
+    [TABLE_UPDATE] = h_write,
+    [TABLE_UPSERT] = h_write,
+    [TABLE_DELETE] = h_write,
+    [TABLE_GET] = h_read,
+    [TABLE_GET_MANY] = h_read,
+    [TABLE_SCAN] = h_read,
+    [TABLE_PREP_DONE] = h_prep_done,
+    [TABLE_COMMIT_DONE] = h_commit_done,
+    [TABLE_READ_DONE] = h_read_done,
+    [TABLE_SWITCH] = h_switch,
+    [TABLE_BUILD_KEYS] = h_build_keys,
+    [TABLE_QUIESCE] = h_quiesce,
+};
+
+static const troupe_actor_def table_def = {
+    .name = "troupe.table",
+    .state_size = sizeof(tstate),
+    .init = table_init,
+    .stop = table_stop,
+    .handlers = table_handlers,
+    .n_handlers = TABLE_NKINDS,
+    .on_unknown = h_unknown,
+};
+
+static void
+cfg_free(void *arg)
+{
+    ttable_cfg *c = arg;
+    troupe__tschema_release(c->schema);
+    troupe_free(c);
+}
+
+troupe_err
+troupe__table_spawn(troupe_runtime *rt, const ttable_cfg *cfg, troupe_addr *out)
+{
+    ttable_cfg *c = troupe_malloc(sizeof(*c));
+    if (c == NULL) {
+        troupe__tschema_release(cfg->schema);
+        return TROUPE_ENOMEM;
+    }
+    *c = *cfg;
+    troupe_spawn_opts so = TROUPE_SPAWN_OPTS_INIT;
+    so.arg = c;
+    so.arg_free = cfg_free;
+    troupe_err e = troupe_actor_spawn(rt, &table_def, &so, out);
+    if (e != TROUPE_OK)
+        cfg_free(c);
+    return e;
+}

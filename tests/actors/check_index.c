@@ -1,0 +1,2538 @@
+/* The index module: specs, catalog form, derivation (sparse rules),
+ * keys, queries over RocksDB, verify. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "troupe/alloc.h"
+#include "troupe/index.h"
+#include "troupe/keycodec.h"
+#include "troupe/pack.h"
+#include "troupe/storage.h"
+#include "tsupport.h"
+
+/* ---- a tiny JSON-ish to msgpack converter --------------------------------
+ * Grammar: {"k": v, ...} [v, ...] "str" ("\\z" is NUL) 12 -3 1.5 (float64) 1.5f
+ * (float32) u18446744073709551615 (uint64) true false null b'bytes'. No
+ * escapes. */
+
+typedef struct jbuf {
+    unsigned char *p;
+    size_t n;
+} jbuf;
+
+static void
+jv(const char **s, troupe_packer *p);
+
+static void
+jws(const char **s)
+{
+    while (**s == ' ' || **s == ',' || **s == ':' || **s == '\n')
+        (*s)++;
+}
+
+static size_t
+jcount(const char *s, char close)
+{
+    /* counts top-level elements up to the matching close bracket */
+    int depth = 0;
+    size_t n = 0;
+    bool any = false, in_str = false;
+    for (; *s; s++) {
+        char c = *s;
+        if (in_str) {
+            if (c == '"' || c == '\'')
+                in_str = false;
+            continue;
+        }
+        if (c == '"' || c == '\'') {
+            in_str = true;
+            any = true;
+        } else if (c == '{' || c == '[') {
+            depth++;
+            any = true;
+        } else if (c == '}' || c == ']') {
+            if (depth == 0)
+                break;
+            depth--;
+        } else if (c == ',' && depth == 0) {
+            n++;
+        } else if (c != ' ' && c != '\n' && c != ':') {
+            any = true;
+        }
+    }
+    return any ? n + 1 : 0;
+}
+
+static void
+jv(const char **s, troupe_packer *p)
+{
+    jws(s);
+    const char *c = *s;
+    if (*c == '{') {
+        (*s)++;
+        size_t n = jcount(*s, '}');
+        /* pairs: count counts "k: v" as one element per comma */
+        troupe_pack_map(p, (uint32_t)n);
+        for (size_t i = 0; i < 2 * n; i++)
+            jv(s, p);
+        jws(s);
+        ck_assert_int_eq(**s, '}');
+        (*s)++;
+    } else if (*c == '[') {
+        (*s)++;
+        size_t n = jcount(*s, ']');
+        troupe_pack_array(p, (uint32_t)n);
+        for (size_t i = 0; i < n; i++)
+            jv(s, p);
+        jws(s);
+        ck_assert_int_eq(**s, ']');
+        (*s)++;
+    } else if (*c == '"') {
+        /* the one escape: \z is a NUL byte */
+        const char *e = strchr(c + 1, '"');
+        char tmp[256];
+        size_t n = 0;
+        for (const char *q = c + 1; q < e; q++) {
+            if (q[0] == '\\' && q[1] == 'z') {
+                tmp[n++] = '\0';
+                q++;
+            } else {
+                tmp[n++] = *q;
+            }
+        }
+        troupe_pack_str(p, tmp, n);
+        *s = e + 1;
+    } else if (*c == 'b' && c[1] == '\'') {
+        const char *e = strchr(c + 2, '\'');
+        troupe_pack_bin(p, c + 2, (size_t)(e - c - 2));
+        *s = e + 1;
+    } else if (strncmp(c, "true", 4) == 0) {
+        troupe_pack_bool(p, true);
+        *s += 4;
+    } else if (strncmp(c, "false", 5) == 0) {
+        troupe_pack_bool(p, false);
+        *s += 5;
+    } else if (strncmp(c, "null", 4) == 0) {
+        troupe_pack_nil(p);
+        *s += 4;
+    } else if (*c == 'u') {
+        char *e;
+        troupe_pack_uint(p, strtoull(c + 1, &e, 10));
+        *s = e;
+    } else {
+        char *e;
+        size_t span = strspn(c, "-+0123456789.eE");
+        if (memchr(c, '.', span) || memchr(c, 'e', span)) {
+            double d = strtod(c, &e);
+            if (*e == 'f') {
+                float f = (float)d;
+                uint32_t u;
+                memcpy(&u, &f, 4);
+                unsigned char raw[5] = {
+                    0xca, (unsigned char)(u >> 24), (unsigned char)(u >> 16),
+                    (unsigned char)(u >> 8), (unsigned char)u};
+                troupe_pack_raw(p, raw, 5);
+                e++;
+            } else {
+                troupe_pack_double(p, d);
+            }
+        } else {
+            troupe_pack_int(p, strtoll(c, &e, 10));
+        }
+        ck_assert_ptr_ne(e, c);
+        *s = e;
+    }
+}
+
+/* Packs one value; the caller frees j.p with free(). */
+static jbuf
+J(const char *text)
+{
+    troupe_packer p;
+    troupe_pack_init(&p);
+    const char *s = text;
+    jv(&s, &p);
+    jws(&s);
+    ck_assert_msg(*s == '\0', "trailing json: %s", s);
+    size_t n;
+    const void *d = troupe_pack_data(&p, &n);
+    ck_assert_ok(p.err);
+    jbuf b = {malloc(n), n};
+    memcpy(b.p, d, n);
+    troupe_pack_fini(&p);
+    return b;
+}
+
+/* Independent encoder for expected keys: a JSON array of values, each
+ * mapped naturally (int -> int64, float -> double, ...). */
+static void
+enc_values(troupe_key_writer *w, const char *json_array)
+{
+    jbuf b = J(json_array);
+    troupe_reader r;
+    uint32_t n;
+    ck_assert_ok(troupe_reader_init(&r, b.p, b.n));
+    ck_assert_ok(troupe_read_array(&r, &n));
+    for (uint32_t i = 0; i < n; i++) {
+        switch (troupe_read_peek(&r)) {
+        case TROUPE_MP_STR: {
+            const char *s;
+            size_t l;
+            troupe_read_str(&r, 1 << 20, &s, &l);
+            troupe_key_put_string(w, s, l);
+            break;
+        }
+        case TROUPE_MP_BIN: {
+            const void *s;
+            size_t l;
+            troupe_read_bin(&r, 1 << 20, &s, &l);
+            troupe_key_put_bytes(w, s, l);
+            break;
+        }
+        case TROUPE_MP_UINT: {
+            uint64_t u;
+            troupe_read_uint(&r, &u);
+            if (u > INT64_MAX)
+                troupe_key_put_uint64(w, u);
+            else
+                troupe_key_put_int64(w, (int64_t)u);
+            break;
+        }
+        case TROUPE_MP_INT: {
+            int64_t v;
+            troupe_read_int(&r, &v);
+            troupe_key_put_int64(w, v);
+            break;
+        }
+        case TROUPE_MP_FLOAT: {
+            double d;
+            troupe_read_double(&r, &d);
+            troupe_key_put_double(w, d);
+            break;
+        }
+        case TROUPE_MP_BOOL: {
+            bool v;
+            troupe_read_bool(&r, &v);
+            troupe_key_put_bool(w, v);
+            break;
+        }
+        default:
+            ck_abort_msg("unsupported expected value");
+        }
+    }
+    ck_assert_ok(troupe_read_end(&r));
+    free(b.p);
+}
+
+/* Expected index key: values then bytes(pk). malloc'd. */
+static jbuf
+ekey(const char *json_values, const char *pk, size_t pk_len)
+{
+    troupe_key_writer w;
+    troupe_key_writer_init(&w);
+    enc_values(&w, json_values);
+    troupe_key_put_bytes(&w, pk, pk_len);
+    const uint8_t *k;
+    size_t n;
+    ck_assert_ok(troupe_key_writer_finish(&w, &k, &n));
+    jbuf b = {malloc(n), n};
+    memcpy(b.p, k, n);
+    troupe_key_writer_fini(&w);
+    return b;
+}
+
+/* Values-only encoding (what a function index emits). */
+static jbuf
+evals(const char *json_values)
+{
+    troupe_key_writer w;
+    troupe_key_writer_init(&w);
+    enc_values(&w, json_values);
+    const uint8_t *k;
+    size_t n;
+    ck_assert_ok(troupe_key_writer_finish(&w, &k, &n));
+    jbuf b = {malloc(n), n};
+    memcpy(b.p, k, n);
+    troupe_key_writer_fini(&w);
+    return b;
+}
+
+/* ---- spec helpers ---------------------------------------------------- */
+
+typedef struct spec_buf {
+    troupe_index_spec spec;
+    troupe_index_field f[20];
+    char paths[20][64];
+    jbuf cv;
+} spec_buf;
+
+static troupe_field_type
+type_of(const char *t)
+{
+    static const char *n[] = {"string", "int",       "float",
+                              "bool",   "timestamp", "bytes"};
+    for (int i = 0; i < 6; i++)
+        if (strcmp(t, n[i]) == 0)
+            return (troupe_field_type)i;
+    ck_abort_msg("bad type %s", t);
+    return TROUPE_FIELD_STRING;
+}
+
+/* fields: "path:type,path:type"; cond: "op path [json]" or NULL */
+static void
+spec_make(spec_buf *s, const char *fields, const char *cond)
+{
+    memset(s, 0, sizeof(*s));
+    s->spec.name = "ix";
+    size_t n = 0;
+    const char *p = fields;
+    while (p != NULL && *p) {
+        const char *colon = strchr(p, ':');
+        const char *comma = strchr(p, ',');
+        size_t pl = (size_t)(colon - p);
+        memcpy(s->paths[n], p, pl);
+        s->paths[n][pl] = '\0';
+        char t[16] = {0};
+        size_t tl = comma ? (size_t)(comma - colon - 1) : strlen(colon + 1);
+        memcpy(t, colon + 1, tl);
+        s->f[n].path = s->paths[n];
+        s->f[n].type = type_of(t);
+        n++;
+        p = comma ? comma + 1 : NULL;
+    }
+    s->spec.fields = n ? s->f : NULL;
+    s->spec.n_fields = n;
+    if (cond != NULL) {
+        char op[8] = {0};
+        static char cpath[64];
+        const char *sp = strchr(cond, ' ');
+        memcpy(op, cond, (size_t)(sp - cond));
+        const char *sp2 = strchr(sp + 1, ' ');
+        size_t pl = sp2 ? (size_t)(sp2 - sp - 1) : strlen(sp + 1);
+        memcpy(s->paths[19], sp + 1, pl);
+        s->paths[19][pl] = '\0';
+        (void)cpath;
+        s->spec.cond.path = s->paths[19];
+        if (strcmp(op, "exists") == 0)
+            s->spec.cond.op = TROUPE_COND_EXISTS;
+        else if (strcmp(op, "true") == 0)
+            s->spec.cond.op = TROUPE_COND_TRUE;
+        else if (strcmp(op, "eq") == 0)
+            s->spec.cond.op = TROUPE_COND_EQ;
+        else if (strcmp(op, "ne") == 0)
+            s->spec.cond.op = TROUPE_COND_NE;
+        if (sp2 != NULL) {
+            s->cv = J(sp2 + 1);
+            s->spec.cond.value = s->cv.p;
+            s->spec.cond.value_len = s->cv.n;
+        }
+    }
+}
+
+static void
+spec_free(spec_buf *s)
+{
+    free(s->cv.p);
+}
+
+static troupe_index_def *
+def_make(const char *fields, const char *cond, uint64_t id)
+{
+    spec_buf s;
+    spec_make(&s, fields, cond);
+    troupe_index_def *d = NULL;
+    ck_assert_ok(troupe_index_def_create(&s.spec, id, &d));
+    spec_free(&s);
+    return d;
+}
+
+static troupe_index_def *
+def_named(const char *fields, const char *name, uint64_t id)
+{
+    spec_buf s;
+    spec_make(&s, fields, NULL);
+    s.spec.name = name;
+    troupe_index_def *d = NULL;
+    ck_assert_ok(troupe_index_def_create(&s.spec, id, &d));
+    spec_free(&s);
+    return d;
+}
+
+/* ---- part 1: defs ---------------------------------------------------- */
+
+START_TEST(test_def_create_valid_specs_ok)
+{
+    troupe_index_def *d = def_make("email:string", NULL, 7);
+    ck_assert_uint_eq(troupe_index_def_id(d), 7);
+    ck_assert_str_eq(troupe_index_def_name(d), "ix");
+    ck_assert(!troupe_index_def_unique(d));
+    ck_assert(troupe_index_def_ready(d));
+    ck_assert_uint_eq(troupe_index_def_n_fields(d), 1);
+    ck_assert_ptr_null(troupe_index_def_fn_name(d));
+    troupe_index_def_set_ready(d, false);
+    ck_assert(!troupe_index_def_ready(d));
+    troupe_index_def_destroy(d);
+    d = def_make("a.b.c:int,x:float,y:bool,t:timestamp,z:bytes,s:string",
+                 "eq a.b.c 5", 8);
+    ck_assert_uint_eq(troupe_index_def_n_fields(d), 6);
+    troupe_index_def_destroy(d);
+    troupe_index_def_destroy(NULL);
+    ck_assert_uint_eq(troupe_index_def_id(NULL), 0);
+    ck_assert_ptr_null(troupe_index_def_name(NULL));
+}
+END_TEST
+
+static const struct bad_spec {
+    const char *fields, *cond;
+    const char *name;
+    const char *fn;
+    bool unique;
+    int tweak; /* 1: type 99, 2: op 99, 3: n_fields 17, 4: fields NULL */
+} bad_specs[] = {
+    {"a:string", NULL, "", NULL, false, 0},
+    {"a:string", NULL, NULL, NULL, false, 0},
+    {"a:string", NULL, "bad\xff", NULL, false, 0},
+    {NULL, NULL, "ix", NULL, false, 0},
+    {"a:string", NULL, "ix", "f", false, 0},
+    {NULL, NULL, "ix", "f", true, 0},
+    {NULL, NULL, "ix", "", false, 0},
+    {".a:string", NULL, "ix", NULL, false, 0},
+    {"a.:string", NULL, "ix", NULL, false, 0},
+    {"a..b:string", NULL, "ix", NULL, false, 0},
+    {"a:string", NULL, "ix", NULL, false, 1},
+    {"a:string", "exists a", "ix", NULL, false, 2},
+    {"a:string", NULL, "ix", NULL, false, 3},
+    {"a:string", NULL, "ix", NULL, false, 4},
+    {"a:string", "exists .a", "ix", NULL, false, 0},
+    {"a:string", "exists a 1", "ix", NULL, false, 0},
+    {"a:string", "true a true", "ix", NULL, false, 0},
+    {"a:string", "eq a", "ix", NULL, false, 0},
+    {"a:string", "eq a 5", "ix", NULL, false, 0},
+    {"a:int", "eq a 5.0", "ix", NULL, false, 0},
+    {"a:float", "ne a 5", "ix", NULL, false, 0},
+    {"a:bytes", "eq a \"x\"", "ix", NULL, false, 0},
+    {"a:string", "eq b null", "ix", NULL, false, 0},
+    {"a:string", "eq b [1]", "ix", NULL, false, 0},
+    {"a:string", "ne b {\"x\": 1}", "ix", NULL, false, 0},
+};
+
+START_TEST(test_def_create_bad_spec_einval)
+{
+    const struct bad_spec *b = &bad_specs[_i];
+    spec_buf s;
+    spec_make(&s, b->fields, b->cond);
+    s.spec.name = b->name;
+    s.spec.fn_name = b->fn;
+    s.spec.unique = b->unique;
+    if (b->tweak == 1)
+        s.f[0].type = (troupe_field_type)99;
+    if (b->tweak == 2)
+        s.spec.cond.op = (troupe_cond_op)99;
+    if (b->tweak == 3) {
+        for (int i = 0; i < 17; i++)
+            s.f[i] = s.f[0];
+        s.spec.n_fields = 17;
+    }
+    if (b->tweak == 4)
+        s.spec.fields = NULL;
+    troupe_index_def *d = (troupe_index_def *)&s; /* must be NULLed */
+    ck_assert_err(troupe_index_def_create(&s.spec, 1, &d), TROUPE_EINVAL);
+    ck_assert_ptr_null(d);
+    spec_free(&s);
+}
+END_TEST
+
+START_TEST(test_def_create_null_args_einval)
+{
+    spec_buf s;
+    spec_make(&s, "a:int", NULL);
+    troupe_index_def *d = NULL;
+    ck_assert_err(troupe_index_def_create(NULL, 1, &d), TROUPE_EINVAL);
+    ck_assert_err(troupe_index_def_create(&s.spec, 1, NULL), TROUPE_EINVAL);
+    /* a condition path given with op NONE is a mistake, not ignored */
+    s.spec.cond.path = "a";
+    ck_assert_err(troupe_index_def_create(&s.spec, 1, &d), TROUPE_EINVAL);
+    /* a 256-byte name */
+    char name[257];
+    memset(name, 'n', 256);
+    name[256] = '\0';
+    s.spec.cond.path = NULL;
+    s.spec.name = name;
+    ck_assert_err(troupe_index_def_create(&s.spec, 1, &d), TROUPE_EINVAL);
+    name[255] = '\0';
+    ck_assert_ok(troupe_index_def_create(&s.spec, 1, &d));
+    troupe_index_def_destroy(d);
+    spec_free(&s);
+}
+END_TEST
+
+static jbuf
+packed(const troupe_index_def *d)
+{
+    void *p;
+    size_t n;
+    ck_assert_ok(troupe_index_def_pack(d, &p, &n));
+    jbuf b = {malloc(n), n};
+    memcpy(b.p, p, n);
+    troupe_free(p);
+    return b;
+}
+
+START_TEST(test_def_pack_unpack_round_trip)
+{
+    troupe_index_def *ds[4];
+    ds[0] = def_make("email:string", NULL, 1);
+    ds[1] = def_make("address.city:string,age:int,score:float,ok:bool,"
+                     "t:timestamp,raw:bytes",
+                     "ne address.city \"Oslo\"", 2);
+    ds[2] = def_make("a:int", "exists b.c", 3);
+    troupe_index_def_set_ready(ds[2], false);
+    spec_buf s;
+    spec_make(&s, NULL, "true active");
+    s.spec.name = "by_fn";
+    s.spec.fn_name = "tags";
+    ck_assert_ok(troupe_index_def_create(&s.spec, UINT64_MAX, &ds[3]));
+    spec_free(&s);
+    for (int i = 0; i < 4; i++) {
+        jbuf a = packed(ds[i]);
+        troupe_index_def *u = NULL;
+        ck_assert_ok(troupe_index_def_unpack(a.p, a.n, &u));
+        ck_assert_uint_eq(troupe_index_def_id(u), troupe_index_def_id(ds[i]));
+        ck_assert_str_eq(troupe_index_def_name(u),
+                         troupe_index_def_name(ds[i]));
+        ck_assert_int_eq(troupe_index_def_ready(u),
+                         troupe_index_def_ready(ds[i]));
+        ck_assert_uint_eq(troupe_index_def_n_fields(u),
+                          troupe_index_def_n_fields(ds[i]));
+        jbuf b = packed(u);
+        ck_assert_uint_eq(a.n, b.n);
+        ck_assert_mem_eq(a.p, b.p, a.n);
+        free(a.p);
+        free(b.p);
+        troupe_index_def_destroy(u);
+    }
+    ck_assert_str_eq(troupe_index_def_fn_name(ds[3]), "tags");
+    /* the catalog form is the documented map */
+    jbuf a = packed(ds[0]);
+    jbuf want =
+        J("{\"id\": 1, \"name\": \"ix\", \"unique\": false, "
+          "\"state\": \"ready\", \"fields\": [[\"email\", \"string\"]], "
+          "\"cond\": null, \"fn\": null}");
+    ck_assert_uint_eq(a.n, want.n);
+    ck_assert_mem_eq(a.p, want.p, a.n);
+    free(a.p);
+    free(want.p);
+    for (int i = 0; i < 4; i++)
+        troupe_index_def_destroy(ds[i]);
+}
+END_TEST
+
+static const char *bad_catalog[] = {
+    "[]",
+    "{\"id\": 1}",
+    "{\"id\": 1, \"name\": \"ix\", \"unique\": false, \"state\": \"ready\", "
+    "\"fields\": [[\"a\", \"string\"]], \"cond\": null}",
+    /* extra key */
+    "{\"id\": 1, \"name\": \"ix\", \"unique\": false, \"state\": \"ready\", "
+    "\"fields\": [[\"a\", \"string\"]], \"cond\": null, \"fn\": null, "
+    "\"x\": 1}",
+    /* duplicate key instead of fn */
+    "{\"id\": 1, \"name\": \"ix\", \"unique\": false, \"state\": \"ready\", "
+    "\"fields\": [[\"a\", \"string\"]], \"cond\": null, \"id\": 2}",
+    "{\"id\": -1, \"name\": \"ix\", \"unique\": false, \"state\": \"ready\", "
+    "\"fields\": [[\"a\", \"string\"]], \"cond\": null, \"fn\": null}",
+    "{\"id\": 1, \"name\": \"ix\", \"unique\": false, \"state\": \"done\", "
+    "\"fields\": [[\"a\", \"string\"]], \"cond\": null, \"fn\": null}",
+    "{\"id\": 1, \"name\": \"ix\", \"unique\": false, \"state\": \"ready\", "
+    "\"fields\": [[\"a\", \"text\"]], \"cond\": null, \"fn\": null}",
+    "{\"id\": 1, \"name\": \"ix\", \"unique\": false, \"state\": \"ready\", "
+    "\"fields\": [[\"a\", \"string\"]], \"cond\": [\"a\", \"gt\", null], "
+    "\"fn\": null}",
+    "{\"id\": 1, \"name\": \"ix\", \"unique\": 1, \"state\": \"ready\", "
+    "\"fields\": [[\"a\", \"string\"]], \"cond\": null, \"fn\": null}",
+    /* valid shape, invalid spec: no fields and no fn */
+    "{\"id\": 1, \"name\": \"ix\", \"unique\": false, \"state\": \"ready\", "
+    "\"fields\": [], \"cond\": null, \"fn\": null}",
+    /* eq value of the wrong kind */
+    "{\"id\": 1, \"name\": \"ix\", \"unique\": false, \"state\": \"ready\", "
+    "\"fields\": [[\"a\", \"int\"]], \"cond\": [\"a\", \"eq\", \"x\"], "
+    "\"fn\": null}",
+    "{\"id\": 1, \"name\": \"\", \"unique\": false, \"state\": \"ready\", "
+    "\"fields\": [[\"a\", \"int\"]], \"cond\": null, \"fn\": null}",
+};
+
+START_TEST(test_def_unpack_malformed_eproto)
+{
+    jbuf b = J(bad_catalog[_i]);
+    troupe_index_def *d = NULL;
+    ck_assert_err(troupe_index_def_unpack(b.p, b.n, &d), TROUPE_EPROTO);
+    ck_assert_ptr_null(d);
+    free(b.p);
+}
+END_TEST
+
+START_TEST(test_def_unpack_truncated_and_flipped_never_crash)
+{
+    troupe_index_def *d0 =
+        def_make("address.city:string,age:int", "eq age 3", 5);
+    jbuf a = packed(d0);
+    troupe_index_def *d = NULL;
+    for (size_t n = 0; n < a.n; n++)
+        ck_assert_err(troupe_index_def_unpack(a.p, n, &d), TROUPE_EPROTO);
+    ck_assert_err(troupe_index_def_unpack(NULL, 3, &d), TROUPE_EINVAL);
+    ck_assert_err(troupe_index_def_unpack(a.p, a.n, NULL), TROUPE_EINVAL);
+    /* every single-byte corruption decodes or fails cleanly */
+    for (size_t i = 0; i < a.n; i++) {
+        for (int x = 1; x < 256; x *= 2) {
+            a.p[i] ^= (unsigned char)x;
+            troupe_err e = troupe_index_def_unpack(a.p, a.n, &d);
+            ck_assert(e == TROUPE_OK || e == TROUPE_EPROTO);
+            troupe_index_def_destroy(d);
+            d = NULL;
+            a.p[i] ^= (unsigned char)x;
+        }
+    }
+    ck_assert_err(troupe_index_def_pack(NULL, (void **)&d, &a.n),
+                  TROUPE_EINVAL);
+    free(a.p);
+    troupe_index_def_destroy(d0);
+}
+END_TEST
+
+/* ---- function registry ----------------------------------------------- */
+
+static troupe_err
+fn_nothing(void *ctx, const void *doc, size_t doc_len, const void *pk,
+           size_t pk_len, troupe_index_emit_fn emit, void *emit_ctx)
+{
+    return TROUPE_OK;
+}
+
+START_TEST(test_register_fn_duplicate_eexist_bad_einval)
+{
+    troupe_index_fns *r = NULL;
+    ck_assert_err(troupe_index_fns_create(NULL), TROUPE_EINVAL);
+    ck_assert_ok(troupe_index_fns_create(&r));
+    ck_assert_ok(troupe_index_register_fn(r, "f", fn_nothing, NULL));
+    ck_assert_err(troupe_index_register_fn(r, "f", fn_nothing, NULL),
+                  TROUPE_EEXIST);
+    ck_assert_err(troupe_index_register_fn(r, "", fn_nothing, NULL),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_index_register_fn(r, NULL, fn_nothing, NULL),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_index_register_fn(r, "g", NULL, NULL), TROUPE_EINVAL);
+    ck_assert_err(troupe_index_register_fn(NULL, "g", fn_nothing, NULL),
+                  TROUPE_EINVAL);
+    for (int i = 0; i < 40; i++) {
+        char n[16];
+        snprintf(n, sizeof(n), "fn%d", i);
+        ck_assert_ok(troupe_index_register_fn(r, n, fn_nothing, NULL));
+    }
+    ck_assert_err(troupe_index_register_fn(r, "fn39", fn_nothing, NULL),
+                  TROUPE_EEXIST);
+    troupe_index_fns_destroy(r);
+    troupe_index_fns_destroy(NULL);
+}
+END_TEST
+
+/* ---- derivation: sparse rules, table-driven -------------------------- */
+
+/* expect: JSON list of value tuples ("[[\"a\"], [\"b\"]]"), "" for none */
+static const struct derive_case {
+    const char *fields, *cond, *doc, *expect;
+} derive_cases[] = {
+    /* 0: strings */
+    {"email:string", NULL, "{\"email\": \"a@x\"}", "[[\"a@x\"]]"},
+    {"email:string", NULL, "{}", ""},
+    {"email:string", NULL, "{\"email\": null}", ""},
+    {"email:string", NULL, "{\"email\": \"\"}", ""},
+    {"email:string", NULL, "{\"email\": 5}", ""},
+    {"email:string", NULL, "{\"email\": b'a@x'}", ""},
+    {"email:string", NULL, "{\"email\": {}}", ""},
+    {"email:string", NULL, "{\"email\": []}", ""},
+    {"email:string", NULL, "{\"email\": true}", ""},
+    /* 9: ints: positive, negative, uint64 past int64; floats rejected */
+    {"n:int", NULL, "{\"n\": 5}", "[[5]]"},
+    {"n:int", NULL, "{\"n\": -5}", "[[-5]]"},
+    {"n:int", NULL, "{\"n\": u18446744073709551615}",
+     "[[u18446744073709551615]]"},
+    {"n:int", NULL, "{\"n\": 5.0}", ""},
+    {"n:int", NULL, "{\"n\": \"5\"}", ""},
+    {"n:int", NULL, "{\"n\": 0}", "[[0]]"},
+    /* 15: floats: float32 and float64 accepted, ints rejected */
+    {"f:float", NULL, "{\"f\": 1.5}", "[[1.5]]"},
+    {"f:float", NULL, "{\"f\": 1.5f}", "[[1.5]]"},
+    {"f:float", NULL, "{\"f\": 1}", ""},
+    {"f:float", NULL, "{\"f\": -2.25}", "[[-2.25]]"},
+    /* 19: bool, timestamp, bytes */
+    {"b:bool", NULL, "{\"b\": false}", "[[false]]"},
+    {"b:bool", NULL, "{\"b\": 0}", ""},
+    {"t:timestamp", NULL, "{\"t\": 1700000000000}", "[[1700000000000]]"},
+    {"t:timestamp", NULL, "{\"t\": 1.7}", ""},
+    {"t:timestamp", NULL, "{\"t\": \"2024\"}", ""},
+    {"r:bytes", NULL, "{\"r\": b'xy'}", "[[b'xy']]"},
+    {"r:bytes", NULL, "{\"r\": b''}", ""},
+    {"r:bytes", NULL, "{\"r\": \"xy\"}", ""},
+    /* 27: nested paths */
+    {"address.city:string", NULL, "{\"address\": {\"city\": \"Oslo\"}}",
+     "[[\"Oslo\"]]"},
+    {"address.city:string", NULL, "{\"address\": \"Oslo\"}", ""},
+    {"address.city:string", NULL, "{\"address\": {}}", ""},
+    {"address.city:string", NULL, "{\"address.city\": \"Oslo\"}", ""},
+    {"a.b.c:int", NULL, "{\"a\": {\"b\": {\"c\": 3}}, \"z\": 1}", "[[3]]"},
+    {"a.b.c:int", NULL, "{\"a\": {\"b\": [{\"c\": 3}]}}", ""},
+    /* 33: first of duplicate keys wins; non-string keys are skipped */
+    {"a:int", NULL, "{1: 9, \"a\": 1, \"a\": 2}", "[[1]]"},
+    /* 34: arrays: once per element, empties and wrong types skipped */
+    {"tags:string", NULL, "{\"tags\": [\"b\", \"a\", \"\", 3, null, \"b\"]}",
+     "[[\"a\"], [\"b\"]]"},
+    {"tags:string", NULL, "{\"tags\": [\"\", 3, [\"x\"], {}]}", ""},
+    {"tags:string", NULL, "{\"tags\": [[\"x\"]]}", ""},
+    {"n:int", NULL, "{\"n\": [3, -1, 2.5]}", "[[-1], [3]]"},
+    /* 38: composites */
+    {"a:string,b:int", NULL, "{\"a\": \"x\", \"b\": 1}", "[[\"x\", 1]]"},
+    {"a:string,b:int", NULL, "{\"a\": \"x\"}", ""},
+    {"a:string,b:int", NULL, "{\"a\": \"x\", \"b\": null}", ""},
+    {"a:string,b:int", NULL, "{\"a\": \"\", \"b\": 1}", ""},
+    {"a:string,b:int", NULL, "{\"a\": \"x\", \"b\": \"1\"}", ""},
+    /* 43: cartesian product */
+    {"a:string,b:int", NULL, "{\"a\": [\"x\", \"y\"], \"b\": [1, 2]}",
+     "[[\"x\", 1], [\"x\", 2], [\"y\", 1], [\"y\", 2]]"},
+    {"a:string,b:int", NULL, "{\"a\": [\"x\", \"y\"], \"b\": 7}",
+     "[[\"x\", 7], [\"y\", 7]]"},
+    {"a:string,b:int", NULL, "{\"a\": [\"x\", \"y\"], \"b\": []}", ""},
+    /* 46: conditions */
+    {"a:string", "exists s", "{\"a\": \"x\", \"s\": 0}", "[[\"x\"]]"},
+    {"a:string", "exists s", "{\"a\": \"x\", \"s\": null}", ""},
+    {"a:string", "exists s", "{\"a\": \"x\"}", ""},
+    {"a:string", "true active", "{\"a\": \"x\", \"active\": true}",
+     "[[\"x\"]]"},
+    {"a:string", "true active", "{\"a\": \"x\", \"active\": false}", ""},
+    {"a:string", "true active", "{\"a\": \"x\", \"active\": 1}", ""},
+    {"a:string", "eq st \"paid\"", "{\"a\": \"x\", \"st\": \"paid\"}",
+     "[[\"x\"]]"},
+    {"a:string", "eq st \"paid\"", "{\"a\": \"x\", \"st\": \"new\"}", ""},
+    {"a:string", "eq n 5", "{\"a\": \"x\", \"n\": 5}", "[[\"x\"]]"},
+    {"a:string", "eq n 5", "{\"a\": \"x\", \"n\": 5.0}", ""},
+    {"a:string", "eq n -5", "{\"a\": \"x\", \"n\": -5}", "[[\"x\"]]"},
+    {"a:string", "eq n 1.5", "{\"a\": \"x\", \"n\": 1.5f}", "[[\"x\"]]"},
+    {"a:string", "ne st \"gone\"", "{\"a\": \"x\"}", "[[\"x\"]]"},
+    {"a:string", "ne st \"gone\"", "{\"a\": \"x\", \"st\": \"gone\"}", ""},
+    {"a:string", "ne st \"gone\"", "{\"a\": \"x\", \"st\": \"here\"}",
+     "[[\"x\"]]"},
+    {"a:string", "eq p.q true", "{\"a\": \"x\", \"p\": {\"q\": true}}",
+     "[[\"x\"]]"},
+    /* 62: a true condition does not rescue a sparse field */
+    {"a:string", "true on", "{\"a\": \"\", \"on\": true}", ""},
+    {"a:string", "eq b b'k'", "{\"a\": \"x\", \"b\": b'k'}", "[[\"x\"]]"},
+};
+
+static void
+expect_entries(const troupe_index_entries *e, size_t from, const char *expect,
+               const char *pk, size_t pk_len)
+{
+    if (expect[0] == '\0') {
+        ck_assert_uint_eq(e->n, from);
+        return;
+    }
+    /* walk the JSON list of tuples */
+    jbuf list = J(expect);
+    troupe_reader r;
+    uint32_t n;
+    ck_assert_ok(troupe_reader_init(&r, list.p, list.n));
+    ck_assert_ok(troupe_read_array(&r, &n));
+    ck_assert_uint_eq(e->n - from, n);
+    /* expected keys are listed in value order, which must be key order */
+    const char *p = expect + 1;
+    for (uint32_t i = 0; i < n; i++) {
+        while (*p != '[')
+            p++;
+        const char *q = p;
+        int depth = 0;
+        do {
+            if (*q == '[')
+                depth++;
+            if (*q == ']')
+                depth--;
+            q++;
+        } while (depth > 0);
+        char one[256];
+        memcpy(one, p, (size_t)(q - p));
+        one[q - p] = '\0';
+        jbuf k = ekey(one, pk, pk_len);
+        const troupe_index_entry *got = &e->v[from + i];
+        ck_assert_msg(got->key_len == k.n && memcmp(got->key, k.p, k.n) == 0,
+                      "entry %u differs from %s", i, one);
+        ck_assert_ptr_null(got->val);
+        free(k.p);
+        p = q;
+    }
+    free(list.p);
+}
+
+START_TEST(test_derive_sparse_rules_table)
+{
+    const struct derive_case *c = &derive_cases[_i];
+    troupe_index_def *d = def_make(c->fields, c->cond, 1);
+    jbuf doc = J(c->doc);
+    troupe_index_entries e;
+    troupe_index_entries_init(&e);
+    troupe_err err = troupe_index_derive(d, NULL, doc.p, doc.n, "pk", 2, &e);
+    ck_assert_msg(err == TROUPE_OK, "case %d: %s", _i, troupe_err_name(err));
+    expect_entries(&e, 0, c->expect, "pk", 2);
+    troupe_index_entries_fini(&e);
+    free(doc.p);
+    troupe_index_def_destroy(d);
+}
+END_TEST
+
+START_TEST(test_derive_appends_after_existing_entries)
+{
+    troupe_index_def *d = def_make("t:string", NULL, 1);
+    jbuf d1 = J("{\"t\": [\"z\", \"y\"]}");
+    jbuf d2 = J("{\"t\": [\"b\", \"a\"]}");
+    troupe_index_entries e;
+    troupe_index_entries_init(&e);
+    ck_assert_ok(troupe_index_derive(d, NULL, d1.p, d1.n, "p1", 2, &e));
+    ck_assert_ok(troupe_index_derive(d, NULL, d2.p, d2.n, "p2", 2, &e));
+    ck_assert_uint_eq(e.n, 4);
+    expect_entries(&e, 2, "[[\"a\"], [\"b\"]]", "p2", 2);
+    jbuf k = ekey("[\"y\"]", "p1", 2);
+    ck_assert_mem_eq(e.v[0].key, k.p, k.n);
+    free(k.p);
+    /* a failed derive leaves what was there */
+    jbuf bad = J("[1]");
+    ck_assert_err(troupe_index_derive(d, NULL, bad.p, bad.n, "p3", 2, &e),
+                  TROUPE_EPROTO);
+    ck_assert_uint_eq(e.n, 4);
+    troupe_index_entries_fini(&e);
+    ck_assert_uint_eq(e.n, 0);
+    troupe_index_entries_fini(NULL);
+    free(d1.p);
+    free(d2.p);
+    free(bad.p);
+    troupe_index_def_destroy(d);
+}
+END_TEST
+
+START_TEST(test_derive_malformed_doc_eproto)
+{
+    troupe_index_def *d = def_make("a.b:string", NULL, 1);
+    jbuf good = J("{\"a\": {\"b\": \"hello\"}, \"c\": [1, 2, 3]}");
+    troupe_index_entries e;
+    troupe_index_entries_init(&e);
+    /* every truncation */
+    for (size_t n = 0; n < good.n; n++) {
+        ck_assert_err(troupe_index_derive(d, NULL, good.p, n, "k", 1, &e),
+                      TROUPE_EPROTO);
+        ck_assert_uint_eq(e.n, 0);
+    }
+    /* trailing bytes, not a map */
+    unsigned char two[64];
+    memcpy(two, good.p, good.n);
+    two[good.n] = 0xc0;
+    ck_assert_err(troupe_index_derive(d, NULL, two, good.n + 1, "k", 1, &e),
+                  TROUPE_EPROTO);
+    jbuf arr = J("[\"hello\"]");
+    ck_assert_err(troupe_index_derive(d, NULL, arr.p, arr.n, "k", 1, &e),
+                  TROUPE_EPROTO);
+    /* a reserved byte (0xc1) inside */
+    unsigned char bad[] = {0x81, 0xa1, 'a', 0xc1};
+    ck_assert_err(troupe_index_derive(d, NULL, bad, sizeof(bad), "k", 1, &e),
+                  TROUPE_EPROTO);
+    /* a map claiming more pairs than bytes */
+    unsigned char big[] = {0xdf, 0xff, 0xff, 0xff, 0xff, 0xa1, 'a'};
+    ck_assert_err(troupe_index_derive(d, NULL, big, sizeof(big), "k", 1, &e),
+                  TROUPE_EPROTO);
+    /* every single-bit flip: OK or EPROTO, never a crash */
+    for (size_t i = 0; i < good.n; i++) {
+        for (int x = 1; x < 256; x *= 2) {
+            good.p[i] ^= (unsigned char)x;
+            troupe_err err =
+                troupe_index_derive(d, NULL, good.p, good.n, "k", 1, &e);
+            ck_assert(err == TROUPE_OK || err == TROUPE_EPROTO);
+            good.p[i] ^= (unsigned char)x;
+        }
+    }
+    troupe_index_entries_fini(&e);
+    /* bad arguments */
+    ck_assert_err(troupe_index_derive(NULL, NULL, good.p, good.n, "k", 1, &e),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_index_derive(d, NULL, good.p, good.n, "k", 0, &e),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_index_derive(d, NULL, good.p, good.n, NULL, 1, &e),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_index_derive(d, NULL, good.p, good.n, "k", 1, NULL),
+                  TROUPE_EINVAL);
+    free(good.p);
+    free(arr.p);
+    troupe_index_def_destroy(d);
+}
+END_TEST
+
+static troupe_index_entries derived;
+
+static troupe_index_entries *
+derive_ok(const troupe_index_def *d, const char *doc, const char *pk)
+{
+    troupe_index_entries_fini(&derived);
+    jbuf b = J(doc);
+    ck_assert_ok(
+        troupe_index_derive(d, NULL, b.p, b.n, pk, strlen(pk), &derived));
+    free(b.p);
+    return &derived;
+}
+
+static int
+kcmp(const void *a, size_t an, const void *b, size_t bn)
+{
+    int c = memcmp(a, b, an < bn ? an : bn);
+    return c != 0 ? c : (an > bn) - (an < bn);
+}
+
+START_TEST(test_derive_key_order_equals_value_order)
+{
+    static const char *ints[] = {"-9223372036854775807",
+                                 "-1000",
+                                 "-1",
+                                 "0",
+                                 "1",
+                                 "255",
+                                 "65536",
+                                 "9223372036854775807",
+                                 "u9223372036854775808",
+                                 "u18446744073709551615"};
+    static const char *floats[] = {"-1e300", "-2.5", "-0.5", "0.0",
+                                   "1e-300", "0.5",  "2.5",  "1e300"};
+    static const char *strs[] = {"\"\"",   "\"a\"", "\"a b\"",
+                                 "\"ab\"", "\"b\"", "\"ba\""};
+    struct {
+        const char *field;
+        const char **v;
+        size_t n;
+    } sets[] = {
+        {"v:int", ints, 10}, {"v:float", floats, 8}, {"v:string", strs + 1, 5}};
+    for (size_t s = 0; s < 3; s++) {
+        troupe_index_def *d = def_make(sets[s].field, NULL, 1);
+        unsigned char prev[64];
+        size_t prev_n = 0;
+        for (size_t i = 0; i < sets[s].n; i++) {
+            char doc[128];
+            /* the larger pk first: value order must dominate pk order */
+            snprintf(doc, sizeof(doc), "{\"v\": %s}", sets[s].v[i]);
+            troupe_index_entries *e = derive_ok(d, doc, i % 2 ? "a" : "z");
+            ck_assert_uint_eq(e->n, 1);
+            if (i > 0) {
+                size_t m = prev_n < e->v[0].key_len ? prev_n : e->v[0].key_len;
+                int c = memcmp(prev, e->v[0].key, m);
+                ck_assert_msg(c < 0 || (c == 0 && prev_n < e->v[0].key_len),
+                              "%s !< %s", sets[s].v[i - 1], sets[s].v[i]);
+            }
+            memcpy(prev, e->v[0].key, e->v[0].key_len);
+            prev_n = e->v[0].key_len;
+        }
+        troupe_index_def_destroy(d);
+    }
+    troupe_index_entries_fini(&derived);
+}
+END_TEST
+
+START_TEST(test_derive_equal_values_sort_by_pk_and_prefix_holds)
+{
+    troupe_index_def *d = def_make("a:string,b:int", NULL, 1);
+    troupe_index_entries *e = derive_ok(d, "{\"a\": \"x\", \"b\": 1}", "p1");
+    jbuf k1 = {malloc(e->v[0].key_len), e->v[0].key_len};
+    memcpy(k1.p, e->v[0].key, k1.n);
+    e = derive_ok(d, "{\"a\": \"x\", \"b\": 1}", "p2");
+    ck_assert_int_lt(memcmp(k1.p, e->v[0].key, k1.n), 0);
+    /* the encoding of ("x") is a prefix of every ("x", ...) key */
+    jbuf pre = evals("[\"x\"]");
+    ck_assert_mem_eq(e->v[0].key, pre.p, pre.n);
+    size_t vlen;
+    ck_assert_ok(
+        troupe_index_key_split(e->v[0].key, e->v[0].key_len, &vlen, NULL));
+    jbuf full = evals("[\"x\", 1]");
+    ck_assert_uint_eq(vlen, full.n);
+    free(k1.p);
+    free(pre.p);
+    free(full.p);
+    troupe_index_def_destroy(d);
+    troupe_index_entries_fini(&derived);
+}
+END_TEST
+
+START_TEST(test_derive_cartesian_over_cap_etoobig)
+{
+    troupe_index_def *d = def_make("a:int,b:int", NULL, 1);
+    /* 70 x 70 = 4900 keys > TROUPE_INDEX_ROW_KEYS_MAX */
+    troupe_packer p;
+    troupe_pack_init(&p);
+    troupe_pack_map(&p, 2);
+    for (int f = 0; f < 2; f++) {
+        troupe_pack_cstr(&p, f ? "b" : "a");
+        troupe_pack_array(&p, 70);
+        for (int i = 0; i < 70; i++)
+            troupe_pack_int(&p, i);
+    }
+    size_t n;
+    const void *doc = troupe_pack_data(&p, &n);
+    troupe_index_entries e;
+    troupe_index_entries_init(&e);
+    ck_assert_err(troupe_index_derive(d, NULL, doc, n, "k", 1, &e),
+                  TROUPE_ETOOBIG);
+    ck_assert_uint_eq(e.n, 0);
+    troupe_pack_fini(&p);
+    /* 60 x 60 = 3600 fits */
+    troupe_pack_init(&p);
+    troupe_pack_map(&p, 2);
+    for (int f = 0; f < 2; f++) {
+        troupe_pack_cstr(&p, f ? "b" : "a");
+        troupe_pack_array(&p, 60);
+        for (int i = 0; i < 60; i++)
+            troupe_pack_int(&p, i);
+    }
+    doc = troupe_pack_data(&p, &n);
+    ck_assert_ok(troupe_index_derive(d, NULL, doc, n, "k", 1, &e));
+    ck_assert_uint_eq(e.n, 3600);
+    for (size_t i = 1; i < e.n; i++)
+        ck_assert_int_lt(kcmp(e.v[i - 1].key, e.v[i - 1].key_len, e.v[i].key,
+                              e.v[i].key_len),
+                         0);
+    troupe_pack_fini(&p);
+    troupe_index_entries_fini(&e);
+    troupe_index_def_destroy(d);
+}
+END_TEST
+
+START_TEST(test_derive_key_over_key_max_etoobig)
+{
+    troupe_index_def *d = def_make("a:string", NULL, 1);
+    size_t big = TROUPE_KEY_MAX;
+    char *s = malloc(big);
+    memset(s, 'q', big);
+    troupe_packer p;
+    troupe_pack_init(&p);
+    troupe_pack_map(&p, 1);
+    troupe_pack_cstr(&p, "a");
+    troupe_pack_str(&p, s, big);
+    size_t n;
+    const void *doc = troupe_pack_data(&p, &n);
+    troupe_index_entries e;
+    troupe_index_entries_init(&e);
+    ck_assert_err(troupe_index_derive(d, NULL, doc, n, "k", 1, &e),
+                  TROUPE_ETOOBIG);
+    ck_assert_uint_eq(e.n, 0);
+    troupe_pack_fini(&p);
+    free(s);
+    troupe_index_def_destroy(d);
+}
+END_TEST
+
+/* ---- function indexes ------------------------------------------------ */
+
+/* Emits one entry per element of the doc's "tags" array, each with the
+ * value {"n": index}; "dup" emits "a" twice with different values; "bad"
+ * emits malformed values. */
+static troupe_err
+fn_tags(void *ctx, const void *doc, size_t doc_len, const void *pk,
+        size_t pk_len, troupe_index_emit_fn emit, void *emit_ctx)
+{
+    int *calls = ctx;
+    (*calls)++;
+    troupe_reader r;
+    uint32_t n;
+    troupe_reader_init(&r, doc, doc_len);
+    troupe_read_map(&r, &n);
+    for (uint32_t i = 0; i < n; i++) {
+        const char *k;
+        size_t kl;
+        troupe_read_str(&r, 64, &k, &kl);
+        if (kl == 4 && memcmp(k, "tags", 4) == 0) {
+            uint32_t m;
+            troupe_read_array(&r, &m);
+            for (uint32_t j = 0; j < m; j++) {
+                const char *t;
+                size_t tl;
+                troupe_read_str(&r, 64, &t, &tl);
+                troupe_key_writer w;
+                troupe_key_writer_init(&w);
+                troupe_key_put_string(&w, t, tl);
+                const uint8_t *v;
+                size_t vl;
+                troupe_key_writer_finish(&w, &v, &vl);
+                unsigned char val[] = {0x81, 0xa1, 'n', (unsigned char)j};
+                troupe_err e = emit(emit_ctx, v, vl, val, sizeof(val));
+                troupe_key_writer_fini(&w);
+                if (e != TROUPE_OK)
+                    return e;
+            }
+        } else if (kl == 3 && memcmp(k, "bad", 3) == 0) {
+            int64_t how;
+            troupe_read_int(&r, &how);
+            unsigned char junk[] = {0xc1};
+            troupe_err e;
+            if (how == 1)
+                e = emit(emit_ctx, junk, 1, NULL, 0); /* bad tuple */
+            else if (how == 2)
+                e = emit(emit_ctx, "\x10", 1, NULL, 0); /* truncated */
+            else if (how == 3)
+                e = emit(emit_ctx, "\x01", 1, junk, 1); /* bad value */
+            else if (how == 4)
+                e = emit(emit_ctx, "\x01", 1, NULL, 3);
+            else
+                e = emit(emit_ctx, NULL, 0, NULL, 0);
+            (void)e; /* ignored on purpose: derive must still fail */
+        } else if (kl == 4 && memcmp(k, "fail", 4) == 0) {
+            troupe_read_skip(&r);
+            return TROUPE_EFAILED;
+        } else {
+            troupe_read_skip(&r);
+        }
+    }
+    return TROUPE_OK;
+}
+
+static troupe_index_def *
+fn_def(const char *fn)
+{
+    troupe_index_spec s = {.name = "byfn", .fn_name = fn};
+    troupe_index_def *d = NULL;
+    ck_assert_ok(troupe_index_def_create(&s, 9, &d));
+    return d;
+}
+
+START_TEST(test_derive_function_index_emits)
+{
+    int calls = 0;
+    troupe_index_fns *fns;
+    ck_assert_ok(troupe_index_fns_create(&fns));
+    ck_assert_ok(troupe_index_register_fn(fns, "tags", fn_tags, &calls));
+    troupe_index_def *d = fn_def("tags");
+    troupe_index_entries e;
+    troupe_index_entries_init(&e);
+    /* zero emits */
+    jbuf doc = J("{\"x\": 1}");
+    ck_assert_ok(troupe_index_derive(d, fns, doc.p, doc.n, "k", 1, &e));
+    ck_assert_uint_eq(e.n, 0);
+    free(doc.p);
+    /* one */
+    doc = J("{\"tags\": [\"cat\"]}");
+    ck_assert_ok(troupe_index_derive(d, fns, doc.p, doc.n, "k", 1, &e));
+    ck_assert_uint_eq(e.n, 1);
+    jbuf k = ekey("[\"cat\"]", "k", 1);
+    ck_assert_mem_eq(e.v[0].key, k.p, k.n);
+    free(k.p);
+    ck_assert_uint_eq(e.v[0].val_len, 4);
+    ck_assert_int_eq(e.v[0].val[3], 0);
+    troupe_index_entries_fini(&e);
+    free(doc.p);
+    /* many, sorted, duplicates removed keeping the first emitted value */
+    doc = J("{\"tags\": [\"tail\", \"cat\", \"black\", \"cat\"]}");
+    ck_assert_ok(troupe_index_derive(d, fns, doc.p, doc.n, "k", 1, &e));
+    ck_assert_uint_eq(e.n, 3);
+    const char *want[] = {"[\"black\"]", "[\"cat\"]", "[\"tail\"]"};
+    int first[] = {2, 1, 0};
+    for (int i = 0; i < 3; i++) {
+        k = ekey(want[i], "k", 1);
+        ck_assert_uint_eq(e.v[i].key_len, k.n);
+        ck_assert_mem_eq(e.v[i].key, k.p, k.n);
+        ck_assert_int_eq(e.v[i].val[3], first[i]);
+        free(k.p);
+    }
+    troupe_index_entries_fini(&e);
+    free(doc.p);
+    ck_assert_int_eq(calls, 3);
+    /* the function's own error, with nothing appended */
+    doc = J("{\"tags\": [\"a\"], \"fail\": 1}");
+    ck_assert_err(troupe_index_derive(d, fns, doc.p, doc.n, "k", 1, &e),
+                  TROUPE_EFAILED);
+    ck_assert_uint_eq(e.n, 0);
+    free(doc.p);
+    /* malformed emits fail the derive even when the function ignores it */
+    for (int how = 1; how <= 5; how++) {
+        char text[64];
+        snprintf(text, sizeof(text), "{\"tags\": [\"a\"], \"bad\": %d}", how);
+        doc = J(text);
+        ck_assert_err(troupe_index_derive(d, fns, doc.p, doc.n, "k", 1, &e),
+                      TROUPE_EINVAL);
+        ck_assert_uint_eq(e.n, 0);
+        free(doc.p);
+    }
+    /* an unregistered function */
+    troupe_index_def *d2 = fn_def("nope");
+    doc = J("{\"tags\": [\"a\"]}");
+    ck_assert_err(troupe_index_derive(d2, fns, doc.p, doc.n, "k", 1, &e),
+                  TROUPE_ENOENT);
+    ck_assert_err(troupe_index_derive(d2, NULL, doc.p, doc.n, "k", 1, &e),
+                  TROUPE_ENOENT);
+    free(doc.p);
+    troupe_index_def_destroy(d2);
+    troupe_index_entries_fini(&e);
+    troupe_index_def_destroy(d);
+    troupe_index_fns_destroy(fns);
+}
+END_TEST
+
+START_TEST(test_derive_function_index_condition_applies)
+{
+    int calls = 0;
+    troupe_index_fns *fns;
+    ck_assert_ok(troupe_index_fns_create(&fns));
+    ck_assert_ok(troupe_index_register_fn(fns, "tags", fn_tags, &calls));
+    spec_buf s;
+    spec_make(&s, NULL, "true on");
+    s.spec.name = "f";
+    s.spec.fn_name = "tags";
+    troupe_index_def *d;
+    ck_assert_ok(troupe_index_def_create(&s.spec, 1, &d));
+    spec_free(&s);
+    troupe_index_entries e;
+    troupe_index_entries_init(&e);
+    jbuf doc = J("{\"tags\": [\"a\"], \"on\": false}");
+    ck_assert_ok(troupe_index_derive(d, fns, doc.p, doc.n, "k", 1, &e));
+    ck_assert_uint_eq(e.n, 0);
+    ck_assert_int_eq(calls, 0);
+    free(doc.p);
+    doc = J("{\"tags\": [\"a\"], \"on\": true}");
+    ck_assert_ok(troupe_index_derive(d, fns, doc.p, doc.n, "k", 1, &e));
+    ck_assert_uint_eq(e.n, 1);
+    free(doc.p);
+    troupe_index_entries_fini(&e);
+    troupe_index_def_destroy(d);
+    troupe_index_fns_destroy(fns);
+}
+END_TEST
+
+/* ---- keys ---------------------------------------------------------------- */
+
+START_TEST(test_key_pk_plain_escaped_and_malformed)
+{
+    jbuf k = ekey("[\"x\", 3]", "row-1", 5);
+    const void *pk;
+    size_t pk_len;
+    ck_assert_ok(troupe_index_key_pk(k.p, k.n, &pk, &pk_len));
+    ck_assert_uint_eq(pk_len, 5);
+    ck_assert_mem_eq(pk, "row-1", 5);
+    ck_assert_ptr_eq(pk, k.p + k.n - 6);
+    free(k.p);
+    /* a tuple-codec primary key holds 0x00 bytes: escaped in the key */
+    const char tpk[] = {0x20, 'u', 0x00, 0x10, 0, 0, 0, 0, 0, 0, 0, 1};
+    k = ekey("[\"x\"]", tpk, sizeof(tpk));
+    ck_assert_err(troupe_index_key_pk(k.p, k.n, &pk, &pk_len), TROUPE_ENOTSUP);
+    void *copy;
+    ck_assert_ok(troupe_index_key_pk_copy(k.p, k.n, &copy, &pk_len));
+    ck_assert_uint_eq(pk_len, sizeof(tpk));
+    ck_assert_mem_eq(copy, tpk, sizeof(tpk));
+    troupe_free(copy);
+    bool esc = false;
+    size_t vlen;
+    ck_assert_ok(troupe_index_key_split(k.p, k.n, &vlen, &esc));
+    ck_assert(esc);
+    ck_assert_uint_eq(vlen, 3);
+    /* a truncation is rejected, or (cut right after an escaped 0x00)
+     * reads as a shorter primary key: never as other values */
+    for (size_t n = 1; n < k.n; n++) {
+        troupe_err e = troupe_index_key_split(k.p, n, &vlen, NULL);
+        ck_assert(e == TROUPE_EPROTO || (e == TROUPE_OK && vlen == 3));
+    }
+    free(k.p);
+    /* only a pk, no values */
+    k = evals("[b'pk']");
+    ck_assert_err(troupe_index_key_pk(k.p, k.n, &pk, &pk_len), TROUPE_EPROTO);
+    free(k.p);
+    /* last element not bytes */
+    k = evals("[\"x\", \"pk\"]");
+    ck_assert_err(troupe_index_key_pk(k.p, k.n, &pk, &pk_len), TROUPE_EPROTO);
+    ck_assert_err(troupe_index_key_pk_copy(k.p, k.n, &copy, &pk_len),
+                  TROUPE_EPROTO);
+    free(k.p);
+    /* a nested tuple among the values */
+    unsigned char nested[] = {0x30, 0x10, 0, 0,    0,    0,   0,
+                              0,    0,    1, 0x00, 0x21, 'p', 0x00};
+    ck_assert_ok(troupe_index_key_pk(nested, sizeof(nested), &pk, &pk_len));
+    ck_assert_uint_eq(pk_len, 1);
+    ck_assert_err(troupe_index_key_pk(NULL, 3, &pk, &pk_len), TROUPE_EINVAL);
+    ck_assert_err(troupe_index_key_pk(nested, 0, &pk, &pk_len), TROUPE_EINVAL);
+    ck_assert_err(troupe_index_key_pk(nested, sizeof(nested), NULL, &pk_len),
+                  TROUPE_EINVAL);
+    unsigned char junk[] = {0x77, 0x21, 'p', 0x00};
+    ck_assert_err(troupe_index_key_pk(junk, sizeof(junk), &pk, &pk_len),
+                  TROUPE_EPROTO);
+}
+END_TEST
+
+/* ---- part 2: queries over RocksDB ------------------------------------ */
+
+typedef struct qfx {
+    char *dir;
+    troupe_db *db;
+    troupe_cf *t, *m;
+    troupe_index_def *defs[4];
+    troupe_cf *x[4];
+    size_t ndefs;
+    troupe_index_fns *fns;
+} qfx;
+
+static qfx Q;
+
+static troupe_cf *
+cf_of(char kind, uint64_t id)
+{
+    char name[TROUPE_INDEX_CF_NAME_LEN];
+    troupe_cf *cf;
+    ck_assert_ok(troupe_index_cf_name(kind, id, name, sizeof(name)));
+    troupe_err e = troupe_db_cf(Q.db, name, &cf);
+    if (e == TROUPE_ENOENT)
+        ck_assert_ok(troupe_db_cf_create(Q.db, name, &cf));
+    else
+        ck_assert_ok(e);
+    return cf;
+}
+
+static troupe_err
+fn_score(void *ctx, const void *doc, size_t doc_len, const void *pk,
+         size_t pk_len, troupe_index_emit_fn emit, void *emit_ctx);
+
+static void
+q_setup(void)
+{
+    memset(&Q, 0, sizeof(Q));
+    Q.dir = ts_tempdir("index");
+    ck_assert_ok(troupe_db_open(Q.dir, NULL, &Q.db));
+    Q.t = cf_of('t', 1);
+    Q.m = cf_of('m', 1);
+    ck_assert_ok(troupe_index_fns_create(&Q.fns));
+    ck_assert_ok(troupe_index_register_fn(Q.fns, "score", fn_score, NULL));
+    Q.defs[0] = def_named("city:string", "city", 10);
+    Q.defs[1] = def_named("cust:string,at:int", "cust_at", 11);
+    Q.defs[2] = def_named("age:int", "age", 12);
+    Q.defs[3] = fn_def("score");
+    for (size_t i = 0; i < 4; i++) {
+        if (i == 3) {
+            troupe_index_def_destroy(Q.defs[3]);
+            troupe_index_spec sp = {.name = "score", .fn_name = "score"};
+            ck_assert_ok(troupe_index_def_create(&sp, 13, &Q.defs[3]));
+        }
+        Q.x[i] = cf_of('x', troupe_index_def_id(Q.defs[i]));
+    }
+    Q.ndefs = 4;
+}
+
+static void
+q_teardown(void)
+{
+    for (size_t i = 0; i < Q.ndefs; i++)
+        troupe_index_def_destroy(Q.defs[i]);
+    troupe_index_fns_destroy(Q.fns);
+    ck_assert_ok(troupe_db_close(Q.db));
+    ts_rmtree(Q.dir);
+    free(Q.dir);
+}
+
+/* Emits (score) with value [score, name] when the doc has both. */
+static troupe_err
+fn_score(void *ctx, const void *doc, size_t doc_len, const void *pk,
+         size_t pk_len, troupe_index_emit_fn emit, void *emit_ctx)
+{
+    troupe_reader r;
+    uint32_t n;
+    int64_t score = 0;
+    const char *name = NULL;
+    size_t nl = 0;
+    bool has = false;
+    troupe_reader_init(&r, doc, doc_len);
+    troupe_read_map(&r, &n);
+    for (uint32_t i = 0; i < n; i++) {
+        const char *k;
+        size_t kl;
+        troupe_read_str(&r, 64, &k, &kl);
+        if (kl == 5 && memcmp(k, "score", 5) == 0 &&
+            troupe_read_peek(&r) != TROUPE_MP_STR)
+            has = troupe_read_int(&r, &score) == TROUPE_OK;
+        else if (kl == 4 && memcmp(k, "name", 4) == 0)
+            troupe_read_str(&r, 64, &name, &nl);
+        else
+            troupe_read_skip(&r);
+    }
+    if (!has || name == NULL)
+        return TROUPE_OK;
+    troupe_key_writer w;
+    troupe_key_writer_init(&w);
+    troupe_key_put_int64(&w, score);
+    const uint8_t *v;
+    size_t vl;
+    troupe_key_writer_finish(&w, &v, &vl);
+    troupe_packer p;
+    troupe_pack_init(&p);
+    troupe_pack_array(&p, 2);
+    troupe_pack_int(&p, score);
+    troupe_pack_str(&p, name, nl);
+    size_t pl;
+    const void *pv = troupe_pack_data(&p, &pl);
+    troupe_err e = emit(emit_ctx, v, vl, pv, pl);
+    troupe_pack_fini(&p);
+    troupe_key_writer_fini(&w);
+    return e;
+}
+
+/* Writes a row the way the table actor does: row envelope, entries of
+ * every index, manifest, in one batch. */
+static void
+put_row(const char *pk, const char *doc, uint64_t exp)
+{
+    jbuf d = J(doc);
+    troupe_batch *b;
+    ck_assert_ok(troupe_batch_create(&b));
+    troupe_packer p;
+    troupe_pack_init(&p);
+    troupe_pack_array(&p, 3);
+    troupe_pack_uint(&p, 1);
+    troupe_pack_uint(&p, exp);
+    troupe_pack_raw(&p, d.p, d.n);
+    size_t n;
+    const void *row = troupe_pack_data(&p, &n);
+    ck_assert_ok(troupe_batch_put(b, Q.t, pk, strlen(pk), row, n));
+    troupe_pack_fini(&p);
+    troupe_index_entries all[4];
+    size_t total = 0;
+    for (size_t i = 0; i < Q.ndefs; i++) {
+        troupe_index_entries_init(&all[i]);
+        ck_assert_ok(troupe_index_derive(Q.defs[i], Q.fns, d.p, d.n, pk,
+                                         strlen(pk), &all[i]));
+        for (size_t j = 0; j < all[i].n; j++) {
+            troupe_index_entry *x = &all[i].v[j];
+            ck_assert_ok(troupe_batch_put(b, Q.x[i], x->key, x->key_len,
+                                          x->val ? x->val : (void *)"\xc0",
+                                          x->val ? x->val_len : 1));
+        }
+        total += all[i].n;
+    }
+    troupe_pack_init(&p);
+    troupe_pack_array(&p, 2);
+    troupe_pack_uint(&p, 1);
+    troupe_pack_array(&p, (uint32_t)total);
+    for (size_t i = 0; i < Q.ndefs; i++) {
+        for (size_t j = 0; j < all[i].n; j++) {
+            troupe_pack_array(&p, 2);
+            troupe_pack_uint(&p, troupe_index_def_id(Q.defs[i]));
+            troupe_pack_bin(&p, all[i].v[j].key, all[i].v[j].key_len);
+        }
+        troupe_index_entries_fini(&all[i]);
+    }
+    const void *man = troupe_pack_data(&p, &n);
+    ck_assert_ok(troupe_batch_put(b, Q.m, pk, strlen(pk), man, n));
+    troupe_pack_fini(&p);
+    ck_assert_ok(troupe_db_write(Q.db, b, TROUPE_SYNC_OFF));
+    troupe_batch_destroy(b);
+    free(d.p);
+}
+
+static void
+load_people(void)
+{
+    put_row("p01",
+            "{\"city\": \"Oslo\", \"age\": 30, \"cust\": \"c1\", "
+            "\"at\": 300, \"score\": 5, \"name\": \"ann\"}",
+            0);
+    put_row("p02",
+            "{\"city\": \"Bergen\", \"age\": -4, \"cust\": \"c2\", "
+            "\"at\": 100, \"score\": -2, \"name\": \"bob\"}",
+            0);
+    put_row("p03",
+            "{\"city\": \"Oslo\", \"age\": 45, \"cust\": \"c1\", "
+            "\"at\": 100, \"score\": 7, \"name\": \"cid\"}",
+            0);
+    put_row("p04",
+            "{\"city\": \"Oslo\", \"age\": 20, \"cust\": \"c1\", "
+            "\"at\": 200}",
+            0);
+    put_row("p05",
+            "{\"city\": \"\", \"age\": \"x\", \"cust\": \"c10\", "
+            "\"at\": 50}",
+            0);
+    put_row("p06", "{\"city\": \"Oslo\\z\", \"age\": 39}", 0);
+}
+
+/* The primary keys of a result, joined with spaces. */
+static const char *
+pks(const troupe_index_result *r)
+{
+    static char buf[1024];
+    buf[0] = '\0';
+    for (size_t i = 0; i < r->n; i++) {
+        if (i)
+            strcat(buf, " ");
+        strncat(buf, (const char *)r->hits[i].pk, r->hits[i].pk_len);
+    }
+    return buf;
+}
+
+static troupe_index_query
+qmk(size_t def, const char *values, const char *from, const char *to)
+{
+    static jbuf keep[3];
+    for (int i = 0; i < 3; i++) {
+        free(keep[i].p);
+        keep[i].p = NULL;
+    }
+    troupe_index_query q = {.def = Q.defs[def], .table_id = 1, .limit = 100};
+    if (values) {
+        keep[0] = J(values);
+        q.values = keep[0].p;
+        q.values_len = keep[0].n;
+    }
+    if (from) {
+        keep[1] = J(from);
+        q.from = keep[1].p;
+        q.from_len = keep[1].n;
+    }
+    if (to) {
+        keep[2] = J(to);
+        q.to = keep[2].p;
+        q.to_len = keep[2].n;
+    }
+    return q;
+}
+
+static const char *
+run(const troupe_index_query *q)
+{
+    troupe_index_result *r = NULL;
+    ck_assert_ok(troupe_index_query_run(Q.db, q, &r));
+    const char *s = pks(r);
+    troupe_index_result_destroy(r);
+    return s;
+}
+
+START_TEST(test_query_exact_prefix_range_orders)
+{
+    load_people();
+    troupe_index_query q = qmk(0, "[\"Oslo\"]", NULL, NULL);
+    /* exact, pk order; "Oslo\0" is not a tuple-prefix match of "Oslo" */
+    ck_assert_str_eq(run(&q), "p01 p03 p04");
+    q.reverse = true;
+    ck_assert_str_eq(run(&q), "p04 p03 p01");
+    q = qmk(0, "[\"Bergen\"]", NULL, NULL);
+    ck_assert_str_eq(run(&q), "p02");
+    q = qmk(0, "[\"Paris\"]", NULL, NULL);
+    ck_assert_str_eq(run(&q), "");
+    /* leading-field prefix of a composite: ordered by the second field */
+    q = qmk(1, "[\"c1\"]", NULL, NULL);
+    ck_assert_str_eq(run(&q), "p03 p04 p01");
+    q = qmk(1, "[\"c1\", 200]", NULL, NULL);
+    ck_assert_str_eq(run(&q), "p04");
+    /* "c1" does not match "c10" */
+    q = qmk(1, "[\"c10\"]", NULL, NULL);
+    ck_assert_str_eq(run(&q), "p05");
+    /* range over the first field, negative ints below positive */
+    q = qmk(2, NULL, "[-10]", "[31]");
+    ck_assert_str_eq(run(&q), "p02 p04 p01");
+    q = qmk(2, NULL, "[20]", "[30]");
+    ck_assert_str_eq(run(&q), "p04");
+    q = qmk(2, NULL, "[31]", NULL);
+    ck_assert_str_eq(run(&q), "p06 p03");
+    q = qmk(2, NULL, NULL, "[0]");
+    ck_assert_str_eq(run(&q), "p02");
+    q.reverse = true;
+    q = qmk(2, NULL, NULL, NULL);
+    ck_assert_str_eq(run(&q), "p02 p04 p01 p06 p03");
+    /* full-tuple range inside a prefix */
+    q = qmk(1, NULL, "[\"c1\", 150]", "[\"c1\", 300]");
+    ck_assert_str_eq(run(&q), "p04");
+    /* ("c10") sorts between ("c1", ...) and ("c2") */
+    q = qmk(1, NULL, "[\"c1\", 150]", "[\"c2\"]");
+    ck_assert_str_eq(run(&q), "p04 p01 p05");
+}
+END_TEST
+
+START_TEST(test_query_rows_and_covering_values)
+{
+    load_people();
+    troupe_index_query q = qmk(0, "[\"Bergen\"]", NULL, NULL);
+    q.rows = true;
+    troupe_index_result *r;
+    ck_assert_ok(troupe_index_query_run(Q.db, &q, &r));
+    ck_assert_uint_eq(r->n, 1);
+    jbuf want = J("{\"city\": \"Bergen\", \"age\": -4, \"cust\": \"c2\", "
+                  "\"at\": 100, \"score\": -2, \"name\": \"bob\"}");
+    ck_assert_uint_eq(r->hits[0].val_len, want.n);
+    ck_assert_mem_eq(r->hits[0].val, want.p, want.n);
+    free(want.p);
+    jbuf k = ekey("[\"Bergen\"]", "p02", 3);
+    ck_assert_uint_eq(r->cursor_len, k.n);
+    ck_assert_mem_eq(r->cursor, k.p, k.n);
+    ck_assert_mem_eq(r->hits[0].key, k.p, k.n);
+    free(k.p);
+    ck_assert(!r->more);
+    troupe_index_result_destroy(r);
+    /* covering: the emitted values, in score order */
+    q = qmk(3, NULL, NULL, NULL);
+    ck_assert_ok(troupe_index_query_run(Q.db, &q, &r));
+    ck_assert_str_eq(pks(r), "p02 p01 p03");
+    want = J("[5, \"ann\"]");
+    ck_assert_uint_eq(r->hits[1].val_len, want.n);
+    ck_assert_mem_eq(r->hits[1].val, want.p, want.n);
+    free(want.p);
+    troupe_index_result_destroy(r);
+    /* a declared index stores nil */
+    q = qmk(0, "[\"Bergen\"]", NULL, NULL);
+    ck_assert_ok(troupe_index_query_run(Q.db, &q, &r));
+    ck_assert_uint_eq(r->hits[0].val_len, 1);
+    ck_assert_int_eq(r->hits[0].val[0], 0xc0);
+    troupe_index_result_destroy(r);
+    /* function index queried by value (natural mapping) */
+    q = qmk(3, "[7]", NULL, NULL);
+    ck_assert_str_eq(run(&q), "p03");
+    q = qmk(3, NULL, "[-100]", "[6]");
+    ck_assert_str_eq(run(&q), "p02 p01");
+}
+END_TEST
+
+START_TEST(test_query_limit_cursor_pages_both_directions)
+{
+    for (int i = 0; i < 23; i++) {
+        char pk[8], doc[64];
+        snprintf(pk, sizeof(pk), "k%02d", i);
+        snprintf(doc, sizeof(doc), "{\"city\": \"%s\", \"age\": %d}",
+                 i % 3 ? "A" : "B", i % 5);
+        put_row(pk, doc, 0);
+    }
+    for (int rev = 0; rev < 2; rev++) {
+        troupe_index_query q = qmk(2, NULL, "[1]", "[4]");
+        q.reverse = rev;
+        q.limit = 4;
+        char all[512] = "";
+        troupe_index_result *r = NULL;
+        uint8_t cur[64];
+        size_t cur_len = 0;
+        int pages = 0;
+        for (;;) {
+            q.after = cur_len ? cur : NULL;
+            q.after_len = cur_len;
+            ck_assert_ok(troupe_index_query_run(Q.db, &q, &r));
+            ck_assert_uint_le(r->n, 4);
+            if (all[0] && r->n)
+                strcat(all, " ");
+            strcat(all, pks(r));
+            pages++;
+            bool more = r->more;
+            if (r->n) {
+                memcpy(cur, r->cursor, r->cursor_len);
+                cur_len = r->cursor_len;
+            }
+            troupe_index_result_destroy(r);
+            if (!more)
+                break;
+        }
+        /* ages 1, 2, 3: 14 rows, in (age, pk) order */
+        troupe_index_query whole = qmk(2, NULL, "[1]", "[4]");
+        whole.reverse = rev;
+        ck_assert_str_eq(all, run(&whole));
+        ck_assert_int_eq(pages, 4); /* 4 + 4 + 4 + 2 */
+        ck_assert_uint_eq(strlen(all), 14 * 4 - 1);
+    }
+    /* a cursor outside the range */
+    troupe_index_query q = qmk(2, NULL, "[1]", "[4]");
+    jbuf k = ekey("[4]", "k04", 3);
+    q.after = k.p;
+    q.after_len = k.n;
+    troupe_index_result *r = (troupe_index_result *)&q;
+    ck_assert_err(troupe_index_query_run(Q.db, &q, &r), TROUPE_ERANGE);
+    ck_assert_ptr_null(r);
+    q.reverse = true;
+    ck_assert_err(troupe_index_query_run(Q.db, &q, &r), TROUPE_ERANGE);
+    free(k.p);
+    k = ekey("[0]", "k00", 3);
+    q.after = k.p;
+    q.after_len = k.n;
+    q.reverse = false;
+    ck_assert_err(troupe_index_query_run(Q.db, &q, &r), TROUPE_ERANGE);
+    free(k.p);
+    /* an exact cursor continues strictly after itself */
+    q = qmk(0, "[\"B\"]", NULL, NULL);
+    k = ekey("[\"B\"]", "k03", 3);
+    q.after = k.p;
+    q.after_len = k.n;
+    q.limit = 2;
+    ck_assert_str_eq(run(&q), "k06 k09");
+    q.reverse = true;
+    ck_assert_str_eq(run(&q), "k00");
+    free(k.p);
+}
+END_TEST
+
+START_TEST(test_query_bad_arguments_clear_errors)
+{
+    load_people();
+    troupe_index_result *r = NULL;
+    troupe_index_query q = qmk(0, "[\"Oslo\"]", NULL, NULL);
+    q.limit = 0;
+    ck_assert_err(troupe_index_query_run(Q.db, &q, &r), TROUPE_EINVAL);
+    q.limit = 1;
+    ck_assert_err(troupe_index_query_run(NULL, &q, &r), TROUPE_EINVAL);
+    ck_assert_err(troupe_index_query_run(Q.db, NULL, &r), TROUPE_EINVAL);
+    ck_assert_err(troupe_index_query_run(Q.db, &q, NULL), TROUPE_EINVAL);
+    q.def = NULL;
+    ck_assert_err(troupe_index_query_run(Q.db, &q, &r), TROUPE_EINVAL);
+    static const struct {
+        size_t def;
+        const char *values, *from, *to;
+        troupe_err want;
+    } bad[] = {
+        {0, "[5]", NULL, NULL, TROUPE_EINVAL},            /* wrong type */
+        {0, "[\"\"]", NULL, NULL, TROUPE_EINVAL},         /* never indexed */
+        {0, "[\"a\", \"b\"]", NULL, NULL, TROUPE_EINVAL}, /* too many */
+        {0, "[]", NULL, NULL, TROUPE_EINVAL},
+        {0, "\"Oslo\"", NULL, NULL, TROUPE_EPROTO}, /* not an array */
+        {1, "[\"c1\", 1.5]", NULL, NULL, TROUPE_EINVAL},
+        {1, "[\"c1\", 1, 2]", NULL, NULL, TROUPE_EINVAL},
+        {2, "[20]", "[1]", NULL, TROUPE_EINVAL},  /* values + range */
+        {2, NULL, "[40]", "[20]", TROUPE_EINVAL}, /* from after to */
+        {2, NULL, "[\"x\"]", NULL, TROUPE_EINVAL},
+        {2, NULL, NULL, "{}", TROUPE_EPROTO},
+        {3, "[[1]]", NULL, NULL, TROUPE_EINVAL}, /* no nested */
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        q = qmk(bad[i].def, bad[i].values, bad[i].from, bad[i].to);
+        troupe_err e = troupe_index_query_run(Q.db, &q, &r);
+        ck_assert_msg(e == bad[i].want, "case %zu: %s", i, troupe_err_name(e));
+        ck_assert_ptr_null(r);
+        uint64_t n = 99;
+        ck_assert_err(troupe_index_count(Q.db, &q, &n), bad[i].want);
+    }
+    /* truncated msgpack */
+    q = qmk(0, "[\"Oslo\"]", NULL, NULL);
+    q.values_len--;
+    ck_assert_err(troupe_index_query_run(Q.db, &q, &r), TROUPE_EPROTO);
+    q.values = NULL;
+    ck_assert_err(troupe_index_query_run(Q.db, &q, &r), TROUPE_EINVAL);
+    /* a building index says so */
+    q = qmk(0, "[\"Oslo\"]", NULL, NULL);
+    troupe_index_def_set_ready(Q.defs[0], false);
+    ck_assert_err(troupe_index_query_run(Q.db, &q, &r), TROUPE_ESTATE);
+    uint64_t n;
+    ck_assert_err(troupe_index_count(Q.db, &q, &n), TROUPE_ESTATE);
+    troupe_index_def_set_ready(Q.defs[0], true);
+    /* an index whose family does not exist */
+    troupe_index_def *lost = def_make("city:string", NULL, 999);
+    q.def = lost;
+    ck_assert_err(troupe_index_query_run(Q.db, &q, &r), TROUPE_ENOENT);
+    troupe_index_def_destroy(lost);
+    /* rows of a table that does not exist */
+    q = qmk(0, "[\"Oslo\"]", NULL, NULL);
+    q.rows = true;
+    q.table_id = 77;
+    ck_assert_err(troupe_index_query_run(Q.db, &q, &r), TROUPE_ENOENT);
+    ck_assert_err(troupe_index_count(Q.db, &q, NULL), TROUPE_EINVAL);
+    char name[TROUPE_INDEX_CF_NAME_LEN];
+    ck_assert_err(troupe_index_cf_name('q', 1, name, sizeof(name)),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_index_cf_name('t', 1, name, 4), TROUPE_EINVAL);
+    ck_assert_ok(troupe_index_cf_name('x', UINT64_MAX, name, sizeof(name)));
+    ck_assert_str_eq(name, "x.18446744073709551615");
+}
+END_TEST
+
+START_TEST(test_query_rows_corrupt_or_missing_ecorrupt)
+{
+    load_people();
+    troupe_index_query q = qmk(0, "[\"Oslo\"]", NULL, NULL);
+    q.rows = true;
+    troupe_index_result *r = NULL;
+    static const char *bad_rows[] = {
+        NULL,               /* deleted: entry without its row */
+        "\x93\x01\x00",     /* truncated envelope */
+        "\x93\x02\x00\x80", /* version 2 */
+        "\x93\x01\x00\x90", /* doc not a map */
+        "\x92\x01\x00",     /* two elements */
+        "\xc1",             /* not msgpack */
+        "\x93\x01\xff\x80", /* negative expiry */
+    };
+    static const size_t bad_len[] = {0, 3, 4, 4, 3, 1, 4};
+    for (size_t i = 0; i < 7; i++) {
+        troupe_batch *b;
+        ck_assert_ok(troupe_batch_create(&b));
+        if (bad_rows[i] == NULL)
+            ck_assert_ok(troupe_batch_delete(b, Q.t, "p03", 3));
+        else
+            ck_assert_ok(
+                troupe_batch_put(b, Q.t, "p03", 3, bad_rows[i], bad_len[i]));
+        ck_assert_ok(troupe_db_write(Q.db, b, TROUPE_SYNC_OFF));
+        troupe_batch_destroy(b);
+        ck_assert_err(troupe_index_query_run(Q.db, &q, &r), TROUPE_ECORRUPT);
+        ck_assert_ptr_null(r);
+        /* a page that stops before the bad row is fine */
+        q.limit = 1;
+        ck_assert_str_eq(run(&q), "p01");
+        q.limit = 100;
+    }
+    /* covering queries do not read rows */
+    q.rows = false;
+    ck_assert_str_eq(run(&q), "p01 p03 p04");
+    /* an entry key that is not values-then-pk, and a non-msgpack value */
+    troupe_batch *b;
+    ck_assert_ok(troupe_batch_create(&b));
+    jbuf k = evals("[\"Oslo\", \"zz\"]");
+    ck_assert_ok(troupe_batch_put(b, Q.x[0], k.p, k.n, "\xc0", 1));
+    ck_assert_ok(troupe_db_write(Q.db, b, TROUPE_SYNC_OFF));
+    ck_assert_err(troupe_index_query_run(Q.db, &q, &r), TROUPE_ECORRUPT);
+    troupe_batch_clear(b);
+    ck_assert_ok(troupe_batch_delete(b, Q.x[0], k.p, k.n));
+    free(k.p);
+    k = ekey("[\"Oslo\"]", "p01", 3);
+    ck_assert_ok(troupe_batch_put(b, Q.x[0], k.p, k.n, "\xc1", 1));
+    ck_assert_ok(troupe_db_write(Q.db, b, TROUPE_SYNC_OFF));
+    ck_assert_err(troupe_index_query_run(Q.db, &q, &r), TROUPE_ECORRUPT);
+    free(k.p);
+    troupe_batch_destroy(b);
+}
+END_TEST
+
+START_TEST(test_query_rows_expired_skipped_limit_filled)
+{
+    put_row("a1", "{\"city\": \"X\"}", 0);
+    put_row("a2", "{\"city\": \"X\"}", 1000); /* expired at 2000 */
+    put_row("a3", "{\"city\": \"X\"}", 5000); /* live at 2000 */
+    put_row("a4", "{\"city\": \"X\"}", 0);
+    troupe_index_query q = qmk(0, "[\"X\"]", NULL, NULL);
+    q.rows = true;
+    q.now_ms = 2000;
+    q.limit = 2;
+    troupe_index_result *r;
+    ck_assert_ok(troupe_index_query_run(Q.db, &q, &r));
+    ck_assert_str_eq(pks(r), "a1 a3");
+    ck_assert_uint_eq(r->hits[1].expires_at_ms, 5000);
+    ck_assert(r->more);
+    troupe_index_result_destroy(r);
+    q.now_ms = 6000;
+    q.limit = 10;
+    ck_assert_str_eq(run(&q), "a1 a4");
+    /* covering queries still list them (the TTL scanner removes them) */
+    q.rows = false;
+    ck_assert_str_eq(run(&q), "a1 a2 a3 a4");
+}
+END_TEST
+
+START_TEST(test_count_matches_entries)
+{
+    load_people();
+    put_row("p07", "{\"city\": [\"Oslo\", \"Rome\"]}", 0);
+    uint64_t n = 0;
+    troupe_index_query q = qmk(0, "[\"Oslo\"]", NULL, NULL);
+    ck_assert_ok(troupe_index_count(Q.db, &q, &n));
+    ck_assert_uint_eq(n, 4);
+    q = qmk(0, NULL, NULL, NULL);
+    ck_assert_ok(troupe_index_count(Q.db, &q, &n));
+    ck_assert_uint_eq(n, 7); /* 4 Oslo, Bergen, Oslo\0, Rome */
+    q = qmk(2, NULL, "[0]", "[40]");
+    ck_assert_ok(troupe_index_count(Q.db, &q, &n));
+    ck_assert_uint_eq(n, 3);
+    q = qmk(1, "[\"zz\"]", NULL, NULL);
+    ck_assert_ok(troupe_index_count(Q.db, &q, &n));
+    ck_assert_uint_eq(n, 0);
+    ck_assert_err(troupe_index_count(NULL, &q, &n), TROUPE_EINVAL);
+}
+END_TEST
+
+START_TEST(test_query_and_intersects_two_indexes)
+{
+    load_people();
+    put_row("p08", "{\"city\": [\"Oslo\", \"Rome\"], \"age\": 30}", 0);
+    jbuf oslo = J("[\"Oslo\"]");
+    troupe_index_query a = {
+        .def = Q.defs[0], .values = oslo.p, .values_len = oslo.n, .limit = 1};
+    troupe_index_query b = {.def = Q.defs[2], .table_id = 1, .limit = 1};
+    jbuf from = J("[25]");
+    b.from = from.p;
+    b.from_len = from.n;
+    troupe_index_result *r;
+    ck_assert_ok(troupe_index_query_and(Q.db, &a, &b, NULL, 0, 10, &r));
+    ck_assert_str_eq(pks(r), "p01 p03 p08");
+    ck_assert(!r->more);
+    ck_assert_ptr_null(r->hits[0].key);
+    troupe_index_result_destroy(r);
+    /* paging by primary key */
+    ck_assert_ok(troupe_index_query_and(Q.db, &a, &b, NULL, 0, 2, &r));
+    ck_assert_str_eq(pks(r), "p01 p03");
+    ck_assert(r->more);
+    ck_assert_uint_eq(r->cursor_len, 3);
+    ck_assert_mem_eq(r->cursor, "p03", 3);
+    troupe_index_result_destroy(r);
+    ck_assert_ok(troupe_index_query_and(Q.db, &a, &b, "p03", 3, 2, &r));
+    ck_assert_str_eq(pks(r), "p08");
+    ck_assert(!r->more);
+    troupe_index_result_destroy(r);
+    /* a row listed twice on one side (array) appears once */
+    troupe_index_query c = qmk(0, NULL, NULL, NULL);
+    ck_assert_ok(troupe_index_query_and(Q.db, &c, &c, NULL, 0, 100, &r));
+    ck_assert_str_eq(pks(r), "p01 p02 p03 p04 p06 p08");
+    troupe_index_result_destroy(r);
+    ck_assert_err(troupe_index_query_and(Q.db, &a, &b, NULL, 0, 0, &r),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_index_query_and(Q.db, &a, NULL, NULL, 0, 1, &r),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_index_query_and(Q.db, &a, &b, NULL, 3, 1, &r),
+                  TROUPE_EINVAL);
+    jbuf bad = J("[5]");
+    b.from = bad.p;
+    b.from_len = bad.n;
+    b.def = Q.defs[0];
+    ck_assert_err(troupe_index_query_and(Q.db, &a, &b, NULL, 0, 1, &r),
+                  TROUPE_EINVAL);
+    ck_assert_ptr_null(r);
+    free(bad.p);
+    free(from.p);
+    free(oslo.p);
+}
+END_TEST
+
+/* ---- part 3: verify --------------------------------------------------- */
+
+static const char *kind_names[] = {"",
+                                   "MISSING_MANIFEST",
+                                   "ORPHAN_MANIFEST",
+                                   "BAD_MANIFEST",
+                                   "CROSS_RECORD",
+                                   "UNKNOWN_INDEX",
+                                   "MISSING_ENTRY",
+                                   "ORPHAN_ENTRY",
+                                   "BAD_ENTRY",
+                                   "BAD_ROW",
+                                   "STALE_MANIFEST"};
+
+typedef struct vlog {
+    char text[4096];
+    int n;
+} vlog;
+
+static void
+on_mismatch(void *ctx, const troupe_index_mismatch *m)
+{
+    vlog *l = ctx;
+    char one[128];
+    bool keyed = m->kind >= TROUPE_VERIFY_CROSS_RECORD &&
+                 m->kind != TROUPE_VERIFY_BAD_ROW;
+    ck_assert(!keyed || (m->key != NULL && m->key_len > 0));
+    snprintf(one, sizeof(one), "%s%s %.*s %llu", l->n ? "; " : "",
+             kind_names[m->kind], m->pk ? (int)m->pk_len : 1,
+             m->pk ? (const char *)m->pk : "-",
+             (unsigned long long)m->index_id);
+    strcat(l->text, one);
+    l->n++;
+}
+
+/* Runs verify to the end with `budget` per step; returns the report. */
+static const char *
+verify_all(size_t budget, bool derive, int *steps)
+{
+    static vlog l;
+    memset(&l, 0, sizeof(l));
+    troupe_index_verify_opts o = {.table_id = 1,
+                                  .defs =
+                                      (const troupe_index_def *const *)Q.defs,
+                                  .n_defs = Q.ndefs,
+                                  .derive = derive,
+                                  .fns = Q.fns,
+                                  .budget = budget,
+                                  .cb = on_mismatch,
+                                  .cb_ctx = &l};
+    void *cur = NULL;
+    size_t cur_len = 0;
+    bool done = false;
+    int n = 0;
+    while (!done) {
+        void *next;
+        size_t next_len;
+        ck_assert_ok(troupe_index_verify_step(Q.db, &o, cur, cur_len, &next,
+                                              &next_len, &done));
+        troupe_free(cur);
+        cur = next;
+        cur_len = next_len;
+        ck_assert(done == (next == NULL));
+        ck_assert_int_lt(++n, 10000);
+    }
+    if (steps)
+        *steps = n;
+    return l.text;
+}
+
+static void
+raw_put(troupe_cf *cf, const void *k, size_t kn, const void *v, size_t vn)
+{
+    troupe_batch *b;
+    ck_assert_ok(troupe_batch_create(&b));
+    if (v != NULL)
+        ck_assert_ok(troupe_batch_put(b, cf, k, kn, v, vn));
+    else
+        ck_assert_ok(troupe_batch_delete(b, cf, k, kn));
+    ck_assert_ok(troupe_db_write(Q.db, b, TROUPE_SYNC_OFF));
+    troupe_batch_destroy(b);
+}
+
+/* Compares the report at budget 1000 and at budget 1 (resumed). */
+static void
+expect_verify(bool derive, const char *want)
+{
+    int steps;
+    ck_assert_str_eq(verify_all(1000, derive, &steps), want);
+    ck_assert_int_eq(steps, 1);
+    ck_assert_str_eq(verify_all(1, derive, &steps), want);
+    ck_assert_int_gt(steps, 10);
+}
+
+START_TEST(test_verify_clean_table_reports_nothing)
+{
+    load_people();
+    expect_verify(false, "");
+    expect_verify(true, "");
+    int steps;
+    verify_all(3, true, &steps);
+    /* 6 rows, 6 + 3 + 4 + 3 = 16 entries: 22 records, 3 per step */
+    ck_assert_int_ge(steps, 8);
+}
+END_TEST
+
+START_TEST(test_verify_row_without_manifest)
+{
+    load_people();
+    raw_put(Q.m, "p02", 3, NULL, 0);
+    expect_verify(false, "MISSING_MANIFEST p02 0; ORPHAN_ENTRY p02 10; "
+                         "ORPHAN_ENTRY p02 11; ORPHAN_ENTRY p02 12; "
+                         "ORPHAN_ENTRY p02 13");
+}
+END_TEST
+
+START_TEST(test_verify_manifest_without_row)
+{
+    load_people();
+    raw_put(Q.t, "p04", 3, NULL, 0);
+    expect_verify(true, "ORPHAN_MANIFEST p04 0");
+}
+END_TEST
+
+START_TEST(test_verify_malformed_manifests)
+{
+    load_people();
+    static const char *bad[] = {
+        "\xc1",                                           /* not msgpack */
+        "\x92\x02\x90",                                   /* version 2 */
+        "\x92\x01\x91\x92\x0a\xc4\x00",                   /* empty key */
+        "\x92\x01\x91\x92\x0a\xa1x",                      /* key as str */
+        "\x92\x01\x92\x92\x0b\xc4\x01x\x92\x0a\xc4\x01x", /* unsorted */
+        "\x92\x01\x92\x92\x0a\xc4\x01x\x92\x0a\xc4\x01x", /* duplicate */
+    };
+    static const size_t bad_len[] = {1, 3, 7, 7, 13, 13};
+    for (size_t i = 0; i < 6; i++) {
+        raw_put(Q.m, "p06", 3, bad[i], bad_len[i]);
+        expect_verify(false, "BAD_MANIFEST p06 0; ORPHAN_ENTRY p06 10; "
+                             "ORPHAN_ENTRY p06 12");
+    }
+}
+END_TEST
+
+/* Rewrites pk's manifest as [1, list] given as raw pairs. */
+static void
+put_manifest(const char *pk, size_t n, const uint64_t *ids, const jbuf *keys)
+{
+    troupe_packer p;
+    troupe_pack_init(&p);
+    troupe_pack_array(&p, 2);
+    troupe_pack_uint(&p, 1);
+    troupe_pack_array(&p, (uint32_t)n);
+    for (size_t i = 0; i < n; i++) {
+        troupe_pack_array(&p, 2);
+        troupe_pack_uint(&p, ids[i]);
+        troupe_pack_bin(&p, keys[i].p, keys[i].n);
+    }
+    size_t len;
+    const void *d = troupe_pack_data(&p, &len);
+    raw_put(Q.m, pk, strlen(pk), d, len);
+    troupe_pack_fini(&p);
+}
+
+START_TEST(test_verify_cross_record_unknown_and_missing_entries)
+{
+    load_people();
+    /* p06 = {"city": "Oslo\0", "age": 39}: entries in 10 and 12 */
+    jbuf keys[4] = {ekey("[\"Oslo\"]", "p01", 3),    /* another row's */
+                    ekey("[\"Oslo\\z\"]", "p06", 3), /* placeholder */
+                    ekey("[39]", "p06", 3), ekey("[1]", "p06", 3)};
+    free(keys[1].p);
+    /* the real key of p06 in index 10 ("Oslo\0" as the doc holds it) */
+    troupe_index_entries e;
+    troupe_index_entries_init(&e);
+    jbuf doc = J("{\"city\": \"Oslo\\z\", \"age\": 39}");
+    ck_assert_ok(
+        troupe_index_derive(Q.defs[0], NULL, doc.p, doc.n, "p06", 3, &e));
+    keys[1] = (jbuf){e.v[0].key, e.v[0].key_len};
+    uint64_t ids[4] = {10, 10, 12, 99};
+    /* sorted by (id, key): ("Oslo", p01) < ("Oslo\0", p06) */
+    put_manifest("p06", 4, ids, keys);
+    expect_verify(false, "CROSS_RECORD p06 10; UNKNOWN_INDEX p06 99");
+    /* drop p06's age entry: the manifest lists a missing key */
+    raw_put(Q.x[2], keys[2].p, keys[2].n, NULL, 0);
+    expect_verify(false, "CROSS_RECORD p06 10; MISSING_ENTRY p06 12; "
+                         "UNKNOWN_INDEX p06 99");
+    free(keys[0].p);
+    free(keys[2].p);
+    free(keys[3].p);
+    free(doc.p);
+    troupe_index_entries_fini(&e);
+}
+END_TEST
+
+START_TEST(test_verify_orphan_and_bad_entries)
+{
+    load_people();
+    jbuf k = ekey("[\"Zz\"]", "p01", 3);
+    raw_put(Q.x[0], k.p, k.n, "\xc0", 1);
+    free(k.p);
+    k = ekey("[\"Zz\"]", "nobody", 6);
+    raw_put(Q.x[0], k.p, k.n, "\xc0", 1);
+    free(k.p);
+    k = evals("[\"Zzz\", \"no pk\"]");
+    raw_put(Q.x[0], k.p, k.n, "\xc0", 1);
+    free(k.p);
+    /* entry order: ("Zz", "nobody") < ("Zz", "p01") < ("Zzz", ...) */
+    expect_verify(false, "ORPHAN_ENTRY nobody 10; ORPHAN_ENTRY p01 10; "
+                         "BAD_ENTRY - 10");
+}
+END_TEST
+
+START_TEST(test_verify_derive_finds_stale_manifest_and_bad_row)
+{
+    load_people();
+    /* p04's row changes city without its entries and manifest */
+    put_row("tmp", "{}", 0);
+    jbuf doc = J("{\"city\": \"Rome\", \"age\": 20, \"cust\": \"c1\", "
+                 "\"at\": 200}");
+    troupe_packer p;
+    troupe_pack_init(&p);
+    troupe_pack_array(&p, 3);
+    troupe_pack_uint(&p, 1);
+    troupe_pack_uint(&p, 0);
+    troupe_pack_raw(&p, doc.p, doc.n);
+    size_t n;
+    const void *row = troupe_pack_data(&p, &n);
+    raw_put(Q.t, "p04", 3, row, n);
+    troupe_pack_fini(&p);
+    free(doc.p);
+    /* without derive nothing is visibly wrong */
+    expect_verify(false, "");
+    /* ("Oslo", p04) listed but not derived; ("Rome", p04) the reverse */
+    expect_verify(true, "STALE_MANIFEST p04 10; STALE_MANIFEST p04 10");
+    raw_put(Q.t, "tmp", 3, "\x93\x01\x00\xc1", 4);
+    expect_verify(true, "STALE_MANIFEST p04 10; STALE_MANIFEST p04 10; "
+                        "BAD_ROW tmp 0");
+}
+END_TEST
+
+START_TEST(test_verify_bad_arguments_and_cursors)
+{
+    load_people();
+    troupe_index_verify_opts o = {.table_id = 1,
+                                  .defs =
+                                      (const troupe_index_def *const *)Q.defs,
+                                  .n_defs = Q.ndefs,
+                                  .budget = 2};
+    void *next = NULL;
+    size_t nl;
+    bool done;
+    ck_assert_ok(
+        troupe_index_verify_step(Q.db, &o, NULL, 0, &next, &nl, &done));
+    ck_assert(!done);
+    ck_assert_ptr_nonnull(next);
+    /* the cursor belongs to table 1 */
+    o.table_id = 2;
+    void *n2;
+    ck_assert_err(troupe_index_verify_step(Q.db, &o, next, nl, &n2, &nl, &done),
+                  TROUPE_EINVAL);
+    o.table_id = 1;
+    ck_assert_err(
+        troupe_index_verify_step(Q.db, &o, "\x21x\x00", 3, &n2, &nl, &done),
+        TROUPE_EINVAL);
+    ck_assert_err(troupe_index_verify_step(Q.db, &o, next, 0, &n2, &nl, &done),
+                  TROUPE_EINVAL);
+    o.budget = 0;
+    ck_assert_err(troupe_index_verify_step(Q.db, &o, NULL, 0, &n2, &nl, &done),
+                  TROUPE_EINVAL);
+    o.budget = 1;
+    ck_assert_err(troupe_index_verify_step(NULL, &o, NULL, 0, &n2, &nl, &done),
+                  TROUPE_EINVAL);
+    ck_assert_err(
+        troupe_index_verify_step(Q.db, NULL, NULL, 0, &n2, &nl, &done),
+        TROUPE_EINVAL);
+    ck_assert_err(troupe_index_verify_step(Q.db, &o, NULL, 0, NULL, &nl, &done),
+                  TROUPE_EINVAL);
+    o.table_id = 5; /* no such families */
+    ck_assert_err(troupe_index_verify_step(Q.db, &o, NULL, 0, &n2, &nl, &done),
+                  TROUPE_ENOENT);
+    troupe_free(next);
+}
+END_TEST
+
+/* ---- part 4: the index actor ------------------------------------------ */
+
+typedef struct afx {
+    uv_loop_t loop;
+    troupe_runtime *rt;
+    troupe_addr ix;
+    int done, replies;
+    troupe_err err;
+    troupe_index_result *res;
+    uint64_t count;
+} afx;
+
+static afx A;
+
+static void
+a_setup(void)
+{
+    q_setup();
+    memset(&A, 0, sizeof(A));
+    ck_assert_int_eq(uv_loop_init(&A.loop), 0);
+    troupe_runtime_opts o = {.loop = &A.loop, .schedulers = 2, .workers = 2};
+    ck_assert_ok(troupe_runtime_create(&A.rt, &o));
+    troupe_index_actor_opts io = {.db = Q.db,
+                                  .table_id = 1,
+                                  .defs =
+                                      (const troupe_index_def *const *)Q.defs,
+                                  .n_defs = Q.ndefs,
+                                  .fns = Q.fns};
+    ck_assert_ok(troupe_index_spawn(A.rt, &io, NULL, &A.ix));
+}
+
+static void
+a_on_shutdown(troupe_runtime *rt, void *arg)
+{
+    A.done = 1;
+}
+
+static bool
+a_is_done(void *arg)
+{
+    return A.done;
+}
+
+static void
+a_teardown(void)
+{
+    troupe_index_result_destroy(A.res);
+    ck_assert_ok(troupe_runtime_shutdown(A.rt, a_on_shutdown, NULL));
+    ck_assert(ts_run_until(&A.loop, a_is_done, NULL, 10000));
+    troupe_runtime_destroy(A.rt);
+    ck_assert_int_eq(ts_loop_close(&A.loop), 0);
+    q_teardown();
+}
+
+static void
+a_on_reply(troupe_runtime *rt, troupe_err err, troupe_msg *reply, void *arg)
+{
+    A.replies++;
+    A.err = err;
+    troupe_index_result_destroy(A.res);
+    A.res = NULL;
+    if (err != TROUPE_OK || reply == NULL)
+        return;
+    if (arg != NULL)
+        A.err = troupe_index_count_reply(reply, &A.count);
+    else
+        A.err = troupe_index_query_reply(reply, &A.res);
+}
+
+static int a_want;
+static bool
+a_have(void *arg)
+{
+    return A.replies >= a_want;
+}
+
+static troupe_err
+a_ask(troupe_msg *m, bool count)
+{
+    a_want = A.replies + 1;
+    ck_assert_ok(troupe_runtime_ask(A.rt, A.ix, &m, 5000, a_on_reply,
+                                    count ? (void *)1 : NULL));
+    ck_assert(ts_run_until(&A.loop, a_have, NULL, 10000));
+    return A.err;
+}
+
+START_TEST(test_actor_query_count_and_pages)
+{
+    load_people();
+    troupe_index_query q = qmk(1, "[\"c1\"]", NULL, NULL);
+    q.limit = 2;
+    q.rows = true;
+    troupe_msg *m;
+    ck_assert_ok(troupe_index_query_msg("cust_at", &q, &m));
+    ck_assert_ok(a_ask(m, false));
+    ck_assert_str_eq(pks(A.res), "p03 p04");
+    ck_assert(A.res->more);
+    jbuf want = J("{\"city\": \"Oslo\", \"age\": 20, \"cust\": \"c1\", "
+                  "\"at\": 200}");
+    ck_assert_uint_eq(A.res->hits[1].val_len, want.n);
+    ck_assert_mem_eq(A.res->hits[1].val, want.p, want.n);
+    free(want.p);
+    /* next page from the decoded cursor */
+    uint8_t cur[64];
+    memcpy(cur, A.res->cursor, A.res->cursor_len);
+    q.after = cur;
+    q.after_len = A.res->cursor_len;
+    ck_assert_ok(troupe_index_query_msg("cust_at", &q, &m));
+    ck_assert_ok(a_ask(m, false));
+    ck_assert_str_eq(pks(A.res), "p01");
+    ck_assert(!A.res->more);
+    /* the index is addressed by name */
+    q = qmk(3, NULL, NULL, NULL);
+    ck_assert_ok(troupe_index_count_msg("score", &q, &m));
+    ck_assert_ok(a_ask(m, true));
+    ck_assert_uint_eq(A.count, 3);
+    q.limit = 5;
+    ck_assert_ok(troupe_index_query_msg("score", &q, &m));
+    ck_assert_ok(a_ask(m, false));
+    ck_assert_str_eq(pks(A.res), "p02 p01 p03");
+    jbuf v = J("[7, \"cid\"]");
+    ck_assert_mem_eq(A.res->hits[2].val, v.p, v.n);
+    free(v.p);
+}
+END_TEST
+
+START_TEST(test_actor_bad_requests_clear_errors)
+{
+    load_people();
+    troupe_index_query q = qmk(3, NULL, NULL, NULL);
+    troupe_msg *m;
+    ck_assert_ok(troupe_index_query_msg("nope", &q, &m));
+    ck_assert_err(a_ask(m, false), TROUPE_ENOENT);
+    jbuf bad = J("[\"x\"]");
+    q = qmk(2, NULL, NULL, NULL);
+    q.values = bad.p;
+    q.values_len = bad.n;
+    ck_assert_ok(troupe_index_count_msg("score", &q, &m));
+    ck_assert_ok(a_ask(m, true)); /* a function index takes strings */
+    ck_assert_uint_eq(A.count, 0);
+    /* a declared int index does not */
+    ck_assert_ok(troupe_index_query_msg("age", &q, &m));
+    ck_assert_err(a_ask(m, false), TROUPE_EINVAL);
+    /* nor a string index an int */
+    jbuf five = J("[5]");
+    q.values = five.p;
+    q.values_len = five.n;
+    ck_assert_ok(troupe_index_query_msg("city", &q, &m));
+    ck_assert_err(a_ask(m, false), TROUPE_EINVAL);
+    /* malformed bodies */
+    troupe_packer p;
+    troupe_pack_init(&p);
+    troupe_pack_array(&p, 2);
+    troupe_pack_cstr(&p, "city");
+    troupe_pack_nil(&p);
+    ck_assert_ok(troupe_pack_take_msg(&p, TROUPE_INDEX_COUNT, &m));
+    ck_assert_err(a_ask(m, true), TROUPE_EPROTO);
+    troupe_pack_init(&p);
+    troupe_pack_array(&p, 4);
+    troupe_pack_cstr(&p, "city");
+    troupe_pack_cstr(&p, "not an array");
+    troupe_pack_nil(&p);
+    troupe_pack_nil(&p);
+    ck_assert_ok(troupe_pack_take_msg(&p, TROUPE_INDEX_COUNT, &m));
+    ck_assert_err(a_ask(m, true), TROUPE_EPROTO);
+    ck_assert_ok(troupe_msg_create(&m, 77, NULL, 0));
+    ck_assert_err(a_ask(m, false), TROUPE_ENOTSUP);
+    /* builders */
+    q = qmk(0, NULL, NULL, NULL);
+    q.limit = 0;
+    m = NULL;
+    ck_assert_err(troupe_index_query_msg("ix", &q, &m), TROUPE_EINVAL);
+    ck_assert_ptr_null(m);
+    q.limit = 1;
+    ck_assert_err(troupe_index_query_msg("", &q, &m), TROUPE_EINVAL);
+    ck_assert_err(troupe_index_query_msg(NULL, &q, &m), TROUPE_EINVAL);
+    ck_assert_err(troupe_index_query_msg("ix", NULL, &m), TROUPE_EINVAL);
+    ck_assert_err(troupe_index_count_msg("ix", &q, NULL), TROUPE_EINVAL);
+    q.values = "\xc1";
+    q.values_len = 1;
+    ck_assert_err(troupe_index_query_msg("ix", &q, &m), TROUPE_EPROTO);
+    /* reply decoders reject other shapes */
+    ck_assert_ok(troupe_msg_create(&m, 0, "\x93\x90\xc0\x01", 4));
+    troupe_index_result *r = NULL;
+    ck_assert_err(troupe_index_query_reply(m, &r), TROUPE_EPROTO);
+    ck_assert_ptr_null(r);
+    uint64_t n;
+    ck_assert_err(troupe_index_count_reply(m, &n), TROUPE_EPROTO);
+    troupe_msg_destroy(m);
+    ck_assert_ok(troupe_msg_create(&m, 0, "\x93\x90\xc0\xc2", 4));
+    ck_assert_ok(troupe_index_query_reply(m, &r));
+    ck_assert_uint_eq(r->n, 0);
+    troupe_index_result_destroy(r);
+    troupe_msg_destroy(m);
+    ck_assert_err(troupe_index_spawn(A.rt, NULL, NULL, &A.ix), TROUPE_EINVAL);
+    free(bad.p);
+    free(five.p);
+}
+END_TEST
+
+static vlog a_vlog;
+static void *a_next;
+static size_t a_next_len;
+static bool a_done;
+
+static void
+a_on_verify(troupe_runtime *rt, troupe_err err, troupe_msg *reply, void *arg)
+{
+    A.replies++;
+    A.err = err;
+    if (err == TROUPE_OK)
+        A.err = troupe_index_verify_reply(reply, on_mismatch, &a_vlog, &a_next,
+                                          &a_next_len, &a_done);
+}
+
+START_TEST(test_actor_verify_in_steps_reports_mismatches)
+{
+    load_people();
+    raw_put(Q.m, "p02", 3, NULL, 0);
+    raw_put(Q.t, "p04", 3, NULL, 0);
+    const char *want = verify_all(1000, true, NULL);
+    ck_assert_str_eq(want, "MISSING_MANIFEST p02 0; ORPHAN_MANIFEST p04 0; "
+                           "ORPHAN_ENTRY p02 10; ORPHAN_ENTRY p02 11; "
+                           "ORPHAN_ENTRY p02 12; ORPHAN_ENTRY p02 13");
+    memset(&a_vlog, 0, sizeof(a_vlog));
+    void *cur = NULL;
+    size_t cur_len = 0;
+    int steps = 0;
+    a_done = false;
+    while (!a_done) {
+        troupe_msg *m;
+        ck_assert_ok(troupe_index_verify_msg(2, true, cur, cur_len, &m));
+        a_want = A.replies + 1;
+        ck_assert_ok(
+            troupe_runtime_ask(A.rt, A.ix, &m, 5000, a_on_verify, NULL));
+        ck_assert(ts_run_until(&A.loop, a_have, NULL, 10000));
+        ck_assert_ok(A.err);
+        troupe_free(cur);
+        cur = a_next;
+        cur_len = a_next_len;
+        ck_assert_int_lt(++steps, 1000);
+    }
+    ck_assert_ptr_null(cur);
+    ck_assert_int_gt(steps, 5);
+    ck_assert_str_eq(a_vlog.text, want);
+    /* bad requests */
+    troupe_msg *m;
+    ck_assert_err(troupe_index_verify_msg(0, false, NULL, 0, &m),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_index_verify_msg(1, false, NULL, 1, &m),
+                  TROUPE_EINVAL);
+    ck_assert_ok(troupe_index_verify_msg(1, false, "\x01", 1, &m));
+    a_want = A.replies + 1;
+    ck_assert_ok(troupe_runtime_ask(A.rt, A.ix, &m, 5000, a_on_verify, NULL));
+    ck_assert(ts_run_until(&A.loop, a_have, NULL, 10000));
+    ck_assert_err(A.err, TROUPE_EINVAL); /* not this table's cursor */
+    ck_assert_ok(troupe_msg_create(&m, TROUPE_INDEX_VERIFY, "\x90", 1));
+    a_want = A.replies + 1;
+    ck_assert_ok(troupe_runtime_ask(A.rt, A.ix, &m, 5000, a_on_verify, NULL));
+    ck_assert(ts_run_until(&A.loop, a_have, NULL, 10000));
+    ck_assert_err(A.err, TROUPE_EPROTO);
+    /* the reply decoder rejects an unknown kind */
+    ck_assert_ok(
+        troupe_msg_create(&m, 0, "\x92\x91\x94\x63\xc0\x00\xc0\xc0", 8));
+    ck_assert_err(troupe_index_verify_reply(m, on_mismatch, &a_vlog, &cur,
+                                            &cur_len, &a_done),
+                  TROUPE_EPROTO);
+    troupe_msg_destroy(m);
+}
+END_TEST
+
+START_TEST(test_null_arguments_are_noops_or_einval)
+{
+    troupe_index_result_destroy(NULL);
+    troupe_index_entries_init(NULL);
+    troupe_index_def_set_ready(NULL, true);
+    ck_assert(!troupe_index_def_ready(NULL));
+    ck_assert(!troupe_index_def_unique(NULL));
+    ck_assert_uint_eq(troupe_index_def_n_fields(NULL), 0);
+    ck_assert_ptr_null(troupe_index_def_fn_name(NULL));
+    size_t n;
+    void *p;
+    ck_assert_err(troupe_index_key_split(NULL, 1, &n, NULL), TROUPE_EINVAL);
+    ck_assert_err(troupe_index_key_split("\x21x\x00", 3, NULL, NULL),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_index_key_pk_copy("\x21x\x00", 3, NULL, &n),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_index_key_pk_copy(NULL, 0, &p, &n), TROUPE_EINVAL);
+    ck_assert_err(troupe_index_cf_name('t', 1, NULL, 64), TROUPE_EINVAL);
+    ck_assert_err(troupe_index_query_reply(NULL, NULL), TROUPE_EINVAL);
+    ck_assert_err(troupe_index_count_reply(NULL, &n), TROUPE_EINVAL);
+    bool done;
+    ck_assert_err(troupe_index_verify_reply(NULL, NULL, NULL, &p, &n, &done),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_index_verify_msg(1, false, NULL, 0, NULL),
+                  TROUPE_EINVAL);
+}
+END_TEST
+
+/* ---- suite ---------------------------------------------------------- */
+
+Suite *
+index_suite(void);
+
+Suite *
+index_suite(void)
+{
+    Suite *s = suite_create("index");
+    TCase *t = tcase_create("defs");
+    tcase_add_test(t, test_def_create_valid_specs_ok);
+    tcase_add_loop_test(t, test_def_create_bad_spec_einval, 0,
+                        (int)(sizeof(bad_specs) / sizeof(bad_specs[0])));
+    tcase_add_test(t, test_def_create_null_args_einval);
+    tcase_add_test(t, test_def_pack_unpack_round_trip);
+    tcase_add_loop_test(t, test_def_unpack_malformed_eproto, 0,
+                        (int)(sizeof(bad_catalog) / sizeof(bad_catalog[0])));
+    tcase_add_test(t, test_def_unpack_truncated_and_flipped_never_crash);
+    tcase_add_test(t, test_register_fn_duplicate_eexist_bad_einval);
+    suite_add_tcase(s, t);
+    t = tcase_create("derive");
+    tcase_add_loop_test(t, test_derive_sparse_rules_table, 0,
+                        (int)(sizeof(derive_cases) / sizeof(derive_cases[0])));
+    tcase_add_test(t, test_derive_appends_after_existing_entries);
+    tcase_add_test(t, test_derive_malformed_doc_eproto);
+    tcase_add_test(t, test_derive_key_order_equals_value_order);
+    tcase_add_test(t, test_derive_equal_values_sort_by_pk_and_prefix_holds);
+    tcase_add_test(t, test_derive_cartesian_over_cap_etoobig);
+    tcase_add_test(t, test_derive_key_over_key_max_etoobig);
+    tcase_add_test(t, test_derive_function_index_emits);
+    tcase_add_test(t, test_derive_function_index_condition_applies);
+    tcase_add_test(t, test_key_pk_plain_escaped_and_malformed);
+    tcase_add_test(t, test_null_arguments_are_noops_or_einval);
+    suite_add_tcase(s, t);
+    t = tcase_create("query");
+    tcase_add_checked_fixture(t, q_setup, q_teardown);
+    tcase_add_test(t, test_query_exact_prefix_range_orders);
+    tcase_add_test(t, test_query_rows_and_covering_values);
+    tcase_add_test(t, test_query_limit_cursor_pages_both_directions);
+    tcase_add_test(t, test_query_bad_arguments_clear_errors);
+    tcase_add_test(t, test_query_rows_corrupt_or_missing_ecorrupt);
+    tcase_add_test(t, test_query_rows_expired_skipped_limit_filled);
+    tcase_add_test(t, test_count_matches_entries);
+    tcase_add_test(t, test_query_and_intersects_two_indexes);
+    suite_add_tcase(s, t);
+    t = tcase_create("verify");
+    tcase_add_checked_fixture(t, q_setup, q_teardown);
+    tcase_add_test(t, test_verify_clean_table_reports_nothing);
+    tcase_add_test(t, test_verify_row_without_manifest);
+    tcase_add_test(t, test_verify_manifest_without_row);
+    tcase_add_test(t, test_verify_malformed_manifests);
+    tcase_add_test(t, test_verify_cross_record_unknown_and_missing_entries);
+    tcase_add_test(t, test_verify_orphan_and_bad_entries);
+    tcase_add_test(t, test_verify_derive_finds_stale_manifest_and_bad_row);
+    tcase_add_test(t, test_verify_bad_arguments_and_cursors);
+    suite_add_tcase(s, t);
+    t = tcase_create("actor");
+    tcase_add_checked_fixture(t, a_setup, a_teardown);
+    tcase_add_test(t, test_actor_query_count_and_pages);
+    tcase_add_test(t, test_actor_bad_requests_clear_errors);
+    tcase_add_test(t, test_actor_verify_in_steps_reports_mismatches);
+    suite_add_tcase(s, t);
+    return s;
+}
