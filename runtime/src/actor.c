@@ -495,7 +495,11 @@ handle(troupe_actor *a, troupe_msg *m, int64_t now_ms)
     troupe_handler_fn h = m->kind < d->n_handlers ? d->handlers[m->kind] : NULL;
     if (h == NULL)
         h = d->on_unknown;
-    troupe_err e = h ? h(a, state_of(a), m) : TROUPE_OK;
+    troupe_err e = TROUPE_OK;
+    if (h != NULL) {
+        m->ptr_drop = NULL; /* the handler owns ptr now (msg.h) */
+        e = h(a, state_of(a), m);
+    }
     troupe_msg_destroy(m);
     if (e != TROUPE_OK)
         return fail(a, e);

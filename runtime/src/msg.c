@@ -248,6 +248,8 @@ troupe_msg_destroy(troupe_msg *m)
 {
     if (m == NULL)
         return;
+    if (m->ptr_drop != NULL)
+        m->ptr_drop(m->ptr);
     if (m->alloc_ & MSG_BODY_INLINE) {
         troupe_body *own = (troupe_body *)(m + 1);
         if (m->body == own &&

@@ -35,14 +35,16 @@ complete(troupe_runtime *rt, struct job *j)
         return;
     }
     troupe_msg *m = NULL;
-    troupe_err e = troupe_msg_create(&m, j->done_kind, NULL, 0);
-    if (e == TROUPE_OK) {
-        m->ptr = j->arg;
-        m->flags = TROUPE_MSG_SYSTEM;
-        e = troupe__post(rt, NULL, j->target, &m, true);
+    if (troupe_msg_create(&m, j->done_kind, NULL, 0) != TROUPE_OK) {
+        if (j->drop != NULL)
+            j->drop(j->arg);
+        troupe_free(j);
+        return;
     }
-    if (e != TROUPE_OK && j->drop != NULL)
-        j->drop(j->arg);
+    m->ptr = j->arg;
+    m->ptr_drop = j->drop; /* released if the actor is gone (msg.h) */
+    m->flags = TROUPE_MSG_SYSTEM;
+    troupe__post(rt, NULL, j->target, &m, true);
     troupe_free(j);
 }
 

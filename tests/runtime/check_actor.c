@@ -585,6 +585,55 @@ START_TEST(test_more_bad_args_and_remote_without_transport)
 }
 END_TEST
 
+static _Atomic int payload_drops;
+static void
+payload_drop(void *p)
+{
+    ck_assert_ptr_eq(p, &payload_drops);
+    atomic_fetch_add(&payload_drops, 1);
+}
+
+static troupe_msg *
+with_payload(uint32_t kind)
+{
+    troupe_msg *m = mkv(kind, 1);
+    m->ptr = &payload_drops;
+    m->ptr_drop = payload_drop;
+    return m;
+}
+
+START_TEST(test_ptr_payload_released_once_when_discarded_never_when_handled)
+{
+    rt_fixture f;
+    rtf_start(&f, 1);
+    troupe_addr a = spawn_rec(f.rt, &rec_def, 1);
+    /* Handled: the handler owns ptr, nothing is dropped. */
+    troupe_msg *m = with_payload(K_REC);
+    ck_assert_ok(troupe_runtime_send(f.rt, a, &m));
+    drive_until_log(&f, 1);
+    ck_assert_int_eq(atomic_load(&payload_drops), 0);
+    /* Queued behind a STOP: discarded unhandled, released once. */
+    ck_assert_ok(troupe_actor_stop(f.rt, a, NULL, NULL));
+    m = with_payload(K_REC);
+    ck_assert_ok(troupe_runtime_send(f.rt, a, &m));
+    drive_until_log(&f, 2); /* the stop hook */
+    ck_assert_int_eq(atomic_load(&payload_drops), 1);
+    /* Sent to a dead actor: the failed send releases it. */
+    m = with_payload(K_REC);
+    ck_assert_err(troupe_runtime_send(f.rt, a, &m), TROUPE_EDEAD);
+    ck_assert_int_eq(atomic_load(&payload_drops), 2);
+    /* No handler for the kind: dropped, released. */
+    troupe_addr b = spawn_rec(f.rt, &rec_def, 2);
+    m = with_payload(900);
+    ck_assert_ok(troupe_runtime_send(f.rt, b, &m));
+    send_v(f.rt, b, K_REC, 3);
+    drive_until_log(&f, 3);
+    ck_assert_int_eq(atomic_load(&payload_drops), 3);
+    rtf_stop(&f);
+    ck_assert_int_eq(atomic_load(&payload_drops), 3);
+}
+END_TEST
+
 static bool
 five_inits(void *arg)
 {
@@ -911,6 +960,8 @@ actor_suite(void)
     tcase_add_test(tc, test_work_for_dead_actor_is_dropped_not_delivered);
     tcase_add_test(tc, test_runtime_work_completes_on_scheduler0);
     tcase_add_test(tc, test_spawn_oom_fails_cleanly);
+    tcase_add_test(
+        tc, test_ptr_payload_released_once_when_discarded_never_when_handled);
     tcase_add_test(tc, test_arg_free_runs_once_after_final_stop_not_on_restart);
     suite_add_tcase(s, tc);
     return s;

@@ -158,7 +158,9 @@ troupe_monitor(troupe_actor *self, troupe_addr target, uint32_t down_kind);
 /*
  * Runs work(arg) on the runtime's worker pool (never on a loop thread);
  * then self receives a message of `done_kind` with ptr = arg. If self is
- * gone by then, drop(arg) runs instead (on a worker thread; may be NULL).
+ * gone by then, or stops before handling that message, drop(arg) runs
+ * instead (on whichever thread discards the message; may be NULL): exactly
+ * one of the two happens.
  * Errors: ENOMEM, ECLOSED.
  */
 troupe_err

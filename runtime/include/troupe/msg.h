@@ -90,7 +90,8 @@ typedef struct troupe_msg troupe_msg;
  * has consumed it.
  */
 struct troupe_msg {
-    troupe_msg *_Atomic next;
+    /* aligned so an inline body can follow the header (msg.c) */
+    _Alignas(max_align_t) troupe_msg *_Atomic next;
     uint32_t kind;     /* handler table index at the receiver */
     uint32_t flags;    /* TROUPE_MSG_* */
     troupe_addr from;  /* set by send from an actor; NONE from a host */
@@ -106,6 +107,13 @@ struct troupe_msg {
     void *ptr;         /* local-only payload (work completions, storage
                           callbacks). A message with ptr set never leaves
                           its node: a remote send fails with EINVAL. */
+    /* If set, the message owns ptr until a handler receives it: destroying
+     * the message calls ptr_drop(ptr), which is how a payload is released
+     * when the runtime discards a message unhandled (target dead or gone
+     * before handling it, deadline passed, no handler, failed send). The
+     * runtime clears it just before a handler runs: the handler then owns
+     * ptr. */
+    void (*ptr_drop)(void *ptr);
 };
 
 /*
