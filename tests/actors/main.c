@@ -6,10 +6,12 @@ Suite *
 table_suite(void);
 Suite *
 index_suite(void);
+Suite *
+txn_suite(void);
 
 int
 main(void)
 {
-    Suite *s[] = {kv_suite(), table_suite(), index_suite()};
+    Suite *s[] = {kv_suite(), table_suite(), index_suite(), txn_suite()};
     return ts_run_suites(s, (int)(sizeof(s) / sizeof(s[0])));
 }

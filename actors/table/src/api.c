@@ -64,6 +64,12 @@ rows_decode(troupe_body *body, troupe_rows **out)
     return TROUPE_OK;
 }
 
+troupe_err
+troupe__rows_from_body(troupe_body *body, troupe_rows **out)
+{
+    return rows_decode(body, out);
+}
+
 typedef struct tcall {
     troupe_table_cb cb;
     void *arg;

@@ -32,6 +32,7 @@ typedef struct tentry {
     troupe_addr iaddr; /* the index actor (queries), respawned on every
                           change of the table's indexes */
     tschema *schema;
+    troupe_cf *cf_t;
 } tentry;
 
 enum { RUNNING = 0, STOPPING, STOPPED };
@@ -44,6 +45,7 @@ struct troupe_tables {
     int64_t (*clock)(void *ctx);
     void *clock_ctx;
     uint32_t timeout_ms;
+    _Atomic uint64_t vseq; /* key versions (txn.c); in memory only */
     troupe_cf *meta;
     uv_mutex_t mu;
     uv_mutex_t ddl;
@@ -268,7 +270,8 @@ entry_start(troupe_tables *t, tentry *e)
                     .commit = t->commit,
                     .fns = t->fns,
                     .clock = t->clock,
-                    .clock_ctx = t->clock_ctx};
+                    .clock_ctx = t->clock_ctx,
+                    .vseq = &t->vseq};
     troupe_err err;
     cf_name(buf, sizeof(buf), 't', e->id);
     if ((err = troupe_db_cf(t->db, buf, &c.cf_t)) != TROUPE_OK)
@@ -281,6 +284,7 @@ entry_start(troupe_tables *t, tentry *e)
         if ((err = troupe_db_cf(t->db, buf, &e->schema->xcf[i])) != TROUPE_OK)
             return err == TROUPE_ENOENT ? TROUPE_ECORRUPT : err;
     }
+    e->cf_t = c.cf_t;
     c.schema = troupe__tschema_retain(e->schema);
     if ((err = troupe__table_spawn(t->rt, &c, &e->addr)) != TROUPE_OK)
         return err;
@@ -709,6 +713,48 @@ troupe__tables_lookup(troupe_tables *t, const char *name, troupe_addr *a,
     *timeout_ms = t->timeout_ms;
     *rt = t->rt;
     return e;
+}
+
+troupe_err
+troupe__tables_lookup_cf(troupe_tables *t, const char *name, troupe_addr *a,
+                         troupe_cf **cf_t)
+{
+    size_t len;
+    if (t == NULL || !name_valid(name, &len))
+        return TROUPE_EINVAL;
+    troupe_err e = TROUPE_ENOENT;
+    uv_mutex_lock(&t->mu);
+    if (t->state != RUNNING)
+        e = TROUPE_ESTATE;
+    for (tentry *en = t->entries; e == TROUPE_ENOENT && en != NULL;
+         en = en->next)
+        if (strcmp(en->name, name) == 0) {
+            *a = en->addr;
+            *cf_t = en->cf_t;
+            e = TROUPE_OK;
+        }
+    uv_mutex_unlock(&t->mu);
+    return e;
+}
+
+troupe_err
+troupe__tables_txn_env(troupe_tables *t, ttxn_env *env)
+{
+    if (t == NULL || env == NULL)
+        return TROUPE_EINVAL;
+    uv_mutex_lock(&t->mu);
+    bool running = t->state == RUNNING;
+    uv_mutex_unlock(&t->mu);
+    if (!running)
+        return TROUPE_ESTATE;
+    env->rt = t->rt;
+    env->db = t->db;
+    env->commit = t->commit;
+    env->clock = t->clock;
+    env->clock_ctx = t->clock_ctx;
+    env->timeout_ms = t->timeout_ms;
+    env->vseq = &t->vseq;
+    return TROUPE_OK;
 }
 
 /* ---- create / drop ----------------------------------------------------- */

@@ -42,6 +42,9 @@ enum {
     TABLE_SWITCH,
     TABLE_BUILD_KEYS,
     TABLE_QUIESCE,
+    TABLE_TXN_PREP_DONE,
+    TABLE_TXN_EXPIRE,
+    TABLE_TXN_QVER_DONE,
     TABLE_NKINDS,
     TABLE_REINDEX /* an op kind only: rewrite a row's index entries */
 };
@@ -65,6 +68,11 @@ typedef struct wop {
     uint64_t cseq0;    /* commits with uniques seen when it started */
     bool counted;      /* counted in nrunning */
     bool build;        /* a build's reindex op */
+    bool ext;          /* a transaction's op: batch is the shared one */
+    /* The version this write publishes, taken on the writer thread once
+     * the write is stored and before its caller hears of it (0 until
+     * then): a transaction that began after the reply has seq0 >= cver. */
+    _Atomic uint64_t cver;
     klock *lock;
     troupe_runtime *rt;
     troupe_addr self;
@@ -86,7 +94,9 @@ typedef struct wop {
 
 struct klock {
     klock *next;  /* bucket chain */
-    wop *running; /* in a worker, parked, or in the pipeline */
+    wop *running; /* in a worker, parked, or in the pipeline, or a
+                     prepared transaction's write */
+    size_t rsv;   /* prepared transactions that read the key: writes wait */
     wop *whead;   /* writes waiting behind it, in arrival order */
     wop *wtail;
     size_t klen;
@@ -106,8 +116,55 @@ typedef struct clog {
  * still remembered prepares again. */
 #define CLOG_MAX 1024
 
+/* The key-version map: the version each key got at its last committed
+ * write. A key not in it has version `vfloor`; when the map is full it is
+ * emptied and vfloor raised to the newest version, so a transaction that
+ * began before then conflicts on those keys (safe, never a missed
+ * conflict). */
+typedef struct vent {
+    struct vent *next;
+    uint64_t ver;
+    size_t klen;
+    unsigned char key[];
+} vent;
+
+#define VMAP_BUCKETS 4096
+#define VMAP_MAX 65536
+
+/* A transaction's part at this table, from its prepare to its finish. */
+typedef struct tpart {
+    struct tpart *next;
+    ttxn_shared *sh;
+    troupe_runtime *rt;
+    troupe_addr asker;
+    uint64_t corr;
+    uint64_t timer;
+    uint32_t reserve_ms;
+    bool timed;
+    troupe_err err;
+    size_t nops;
+    wop **ops; /* writes, each holding its key's lock */
+    size_t nr;
+    klock **rlocks; /* read reservations */
+    size_t nrg;
+    ttxn_range *ranges; /* scanned ranges, reserved (copies, one block) */
+    bool onwork;        /* its writes are being prepared on a worker */
+} tpart;
+
 typedef struct tstate {
     ttable_cfg cfg;
+    vent **vmap;
+    size_t nv;
+    uint64_t vfloor;
+    uint64_t vmax;
+    uint64_t last_pub; /* the version the last tpart_end published */
+    tpart *tparts;     /* prepared, waiting for their finish */
+    tpart *tpwork;     /* reserved, their writes being prepared on a worker
+                          (owned by the worker job, never freed by stop) */
+    struct tdefer *deferred;  /* prepares waiting for a commit's release */
+    struct qdefer *qdeferred; /* versioned queries waiting for a write */
+    wop *rwait_head; /* writes into a reserved range, waiting for its end */
+    wop *rwait_tail;
     klock **buckets;
     size_t nbuckets;
     wop *inflight;
@@ -131,6 +188,7 @@ static void
 check_quiesced(tstate *s)
 {
     if (s->quiesced == NULL || s->nrunning > 0 || s->nreads > 0 ||
+        s->tparts != NULL || s->tpwork != NULL || s->rwait_head != NULL ||
         s->build != NULL)
         return;
     void (*fn)(void *) = s->quiesced;
@@ -220,6 +278,65 @@ bytes_cmp(const void *a, size_t alen, const void *b, size_t blen)
     if (c != 0)
         return c;
     return alen < blen ? -1 : alen > blen;
+}
+
+/* ---- key versions (actor thread) ---------------------------------------- */
+
+static uint64_t
+vnext(tstate *s)
+{
+    return s->cfg.vseq != NULL ? atomic_fetch_add(s->cfg.vseq, 1) + 1 : 0;
+}
+
+static size_t
+key_hash(const void *k, size_t n);
+
+static uint64_t
+vmap_get(const tstate *s, const void *key, size_t klen)
+{
+    for (const vent *v = s->vmap[key_hash(key, klen) & (VMAP_BUCKETS - 1)];
+         v != NULL; v = v->next)
+        if (v->klen == klen && memcmp(v->key, key, klen) == 0)
+            return v->ver;
+    return s->vfloor;
+}
+
+static void
+vmap_clear(tstate *s)
+{
+    for (size_t i = 0; s->vmap != NULL && i < VMAP_BUCKETS; i++) {
+        while (s->vmap[i] != NULL) {
+            vent *v = s->vmap[i];
+            s->vmap[i] = v->next;
+            troupe_free(v);
+        }
+    }
+    s->nv = 0;
+}
+
+static void
+vmap_publish(tstate *s, const void *key, size_t klen, uint64_t ver)
+{
+    if (ver > s->vmax)
+        s->vmax = ver;
+    vent **pp = &s->vmap[key_hash(key, klen) & (VMAP_BUCKETS - 1)];
+    for (vent *v = *pp; v != NULL; v = v->next)
+        if (v->klen == klen && memcmp(v->key, key, klen) == 0) {
+            v->ver = ver;
+            return;
+        }
+    vent *v = s->nv < VMAP_MAX ? troupe_malloc(sizeof(*v) + klen) : NULL;
+    if (v == NULL) { /* full (or no memory): every key is this new now */
+        vmap_clear(s);
+        s->vfloor = s->vmax;
+        return;
+    }
+    v->ver = ver;
+    v->klen = klen;
+    memcpy(v->key, key, klen);
+    v->next = *pp;
+    *pp = v;
+    s->nv++;
 }
 
 /* ---- write preparation (worker thread) -------------------------------- */
@@ -531,17 +648,25 @@ prepare(wop *op)
         else if ((op->kind == TABLE_UPDATE || op->kind == TABLE_DELETE) &&
                  !live)
             e = TROUPE_ENOENT;
+        else if (op->kind == TTXN_ABSENT && live)
+            e = TROUPE_EEXIST;
     }
+    if (e == TROUPE_OK &&
+        (op->kind == TTXN_ABSENT || (op->kind == TTXN_DEL_ANY && !live)))
+        goto out; /* nothing to write */
     if (e == TROUPE_OK && op->kind == TABLE_REINDEX && er == TROUPE_ENOENT)
         goto out; /* deleted since the build listed it: nothing to do */
-    if (e == TROUPE_OK)
+    if (e == TROUPE_OK && op->ext)
+        b = op->batch; /* the transaction's one batch, borrowed */
+    else if (e == TROUPE_OK)
         e = troupe_batch_create(&b);
     for (size_t i = 0; e == TROUPE_OK && i < nold; i++) {
         troupe_cf *xcf = schema_cf(op->cfg.schema, old[i].id, NULL);
         if (xcf != NULL) /* else the index is gone with its family */
             e = troupe_batch_delete(b, xcf, old[i].key, old[i].len);
     }
-    if (e == TROUPE_OK && op->kind == TABLE_DELETE) {
+    if (e == TROUPE_OK &&
+        (op->kind == TABLE_DELETE || op->kind == TTXN_DEL_ANY)) {
         e = troupe_batch_delete(b, op->cfg.cf_t, op->key, op->klen);
         if (e == TROUPE_OK)
             e = troupe_batch_delete(b, op->cfg.cf_m, op->key, op->klen);
@@ -553,7 +678,8 @@ prepare(wop *op)
         b = NULL;
     }
 out:
-    troupe_batch_destroy(b);
+    if (!op->ext)
+        troupe_batch_destroy(b);
     troupe_free(old);
     troupe_free(row);
     troupe_free(man);
@@ -571,7 +697,8 @@ prep_work(void *arg)
 static void
 wop_free(wop *op)
 {
-    troupe_batch_destroy(op->batch);
+    if (!op->ext)
+        troupe_batch_destroy(op->batch);
     uniq_free(op);
     troupe__tschema_release(op->cfg.schema);
     troupe_free(op);
@@ -637,10 +764,13 @@ release_and_next(troupe_actor *self, tstate *s, wop *op, bool answered)
     else if (s->build != NULL && !s->build->started)
         build_step(self, s);
     wop *next = l->whead;
-    if (next == NULL) {
-        klock **pp = lock_slot(s, l->key, l->klen);
-        *pp = l->next;
-        troupe_free(l);
+    if (next == NULL || l->rsv > 0) {
+        l->running = NULL;
+        if (next == NULL && l->rsv == 0) {
+            klock **pp = lock_slot(s, l->key, l->klen);
+            *pp = l->next;
+            troupe_free(l);
+        }
         return;
     }
     l->whead = next->next;
@@ -680,6 +810,8 @@ static troupe_err
 enqueue(troupe_actor *self, tstate *s, uint32_t kind, const void *key,
         size_t klen, const void *doc, size_t dlen, int64_t expires,
         troupe_sync sync, troupe_addr asker, uint64_t corr, bool build);
+static troupe_err
+attach(troupe_actor *self, tstate *s, wop *op);
 
 static troupe_err
 h_write(troupe_actor *self, void *st, const troupe_msg *m)
@@ -724,20 +856,8 @@ enqueue(troupe_actor *self, tstate *s, uint32_t kind, const void *key,
         troupe_sync sync, troupe_addr asker, uint64_t corr, bool build)
 {
     wop *op = troupe_calloc(1, sizeof(*op) + klen + dlen);
-    klock **pp = lock_slot(s, key, klen);
-    klock *l = *pp;
-    if (op != NULL && l == NULL) {
-        l = troupe_calloc(1, sizeof(*l) + klen);
-        if (l != NULL) {
-            l->klen = klen;
-            memcpy(l->key, key, klen);
-            *pp = l;
-        }
-    }
-    if (op == NULL || l == NULL) {
-        troupe_free(op);
+    if (op == NULL)
         return TROUPE_ENOMEM;
-    }
     op->rt = troupe_actor_runtime(self);
     op->self = troupe_self(self);
     op->asker = asker;
@@ -755,8 +875,36 @@ enqueue(troupe_actor *self, tstate *s, uint32_t kind, const void *key,
     op->dlen = dlen;
     if (dlen)
         memcpy(op->doc, doc, dlen);
+    troupe_err e = attach(self, s, op);
+    if (e != TROUPE_OK)
+        wop_free(op);
+    return e;
+}
+
+static bool
+in_rsv_range(const tstate *s, const void *key, size_t klen);
+static klock *
+lock_get(tstate *s, const void *key, size_t klen);
+
+/* Queues op behind its key's lock (or behind a reserved range that holds
+ * its key) and starts it when nothing holds the key. */
+static troupe_err
+attach(troupe_actor *self, tstate *s, wop *op)
+{
+    op->next = NULL;
+    if (in_rsv_range(s, op->key, op->klen)) {
+        if (s->rwait_tail == NULL)
+            s->rwait_head = op;
+        else
+            s->rwait_tail->next = op;
+        s->rwait_tail = op;
+        return TROUPE_OK;
+    }
+    klock *l = lock_get(s, op->key, op->klen);
+    if (l == NULL)
+        return TROUPE_ENOMEM;
     op->lock = l;
-    if (l->running == NULL) {
+    if (l->running == NULL && l->rsv == 0) {
         l->running = op;
         start_op(self, s, op);
     } else if (l->wtail == NULL) {
@@ -772,6 +920,8 @@ static void
 on_commit(troupe_err err, void *arg)
 {
     wop *op = arg;
+    if (!op->build && op->cfg.vseq != NULL)
+        atomic_store(&op->cver, atomic_fetch_add(op->cfg.vseq, 1) + 1);
     answer(op->rt, op->asker, op->corr, err, NULL);
     troupe_msg *m = NULL;
     if (troupe_msg_create(&m, TABLE_COMMIT_DONE, NULL, 0) == TROUPE_OK) {
@@ -865,6 +1015,10 @@ clog_clear(tstate *s)
 
 static troupe_err
 prep_done(troupe_actor *self, tstate *s, wop *op);
+static void
+retry_deferred(troupe_actor *self, tstate *s);
+static void
+retry_qdeferred(troupe_actor *self, tstate *s);
 
 static troupe_err
 h_prep_done(troupe_actor *self, void *st, const troupe_msg *m)
@@ -921,9 +1075,15 @@ h_commit_done(troupe_actor *self, void *st, const troupe_msg *m)
         }
     if (op->nuq > 0)
         clog_add(s, op);
+    if (!op->build)
+        vmap_publish(s, op->key, op->klen,
+                     atomic_load(&op->cver) ? atomic_load(&op->cver)
+                                            : vnext(s));
     release_and_next(self, s, op, true);
     if (s->nrunning == 0)
         clog_clear(s); /* nobody can have read before those commits */
+    retry_deferred(self, s);
+    retry_qdeferred(self, s);
     /* The winner's entries are readable now: parked writes check again. */
     wop *p = s->parked;
     s->parked = NULL;
@@ -1459,6 +1619,827 @@ h_unknown(troupe_actor *self, void *st, const troupe_msg *m)
     return TROUPE_OK;
 }
 
+/* ---- transactions: prepare, finish (two-phase commit) ------------------ */
+
+/*
+ * A transaction's prepare (from actors/txn) names the keys it read and
+ * will write at this table, sorted and distinct, and the version counter's
+ * value when its snapshot was taken (seq0). On the actor thread, a key
+ * conflicts when a write holds its lock (running, parked or in the
+ * pipeline: it may commit after the snapshot), when another prepared
+ * transaction read it and this one writes it, or when its version is newer
+ * than seq0. Every conflicting key is reported, so the caller gets the
+ * full set. Without conflicts the actor reserves: each write becomes a wop
+ * holding its key's lock (later writes queue behind it, as behind any
+ * write), each read a shared reservation (writes wait; other transactions
+ * may read it, not write it). Reads are reserved, not only validated,
+ * because the tables of one transaction prepare one after another: a read
+ * validated at table A must not change before table B has reserved its
+ * writes, or two transactions could each read what the other writes
+ * (write skew). A worker then prepares every write as an ordinary write is
+ * prepared (integrity, insert/update rules, index entries, unique checks),
+ * into the transaction's one shared batch. Back on the actor, unique
+ * values are checked against writes in flight, recent commits and the
+ * other writes of the transaction. The reservations last until the finish
+ * (publish: the batch was submitted) or until reserve_ms pass while the
+ * transaction has not submitted (it died, or stalled: the shared state
+ * decides once which of the two wins).
+ */
+
+ttxn_shared *
+troupe__ttxn_retain(ttxn_shared *sh)
+{
+    if (sh != NULL)
+        atomic_fetch_add(&sh->refs, 1);
+    return sh;
+}
+
+void
+troupe__ttxn_release(ttxn_shared *sh)
+{
+    if (sh == NULL || atomic_fetch_sub(&sh->refs, 1) != 1)
+        return;
+    troupe_snapshot_destroy(sh->snap);
+    troupe_batch_destroy(sh->batch);
+    troupe_free(sh);
+}
+
+void
+troupe__ttxn_prep_free(void *arg)
+{
+    ttxn_prep *p = arg;
+    if (p == NULL)
+        return;
+    troupe__ttxn_release(p->sh);
+    troupe_free(p);
+}
+
+void
+troupe__ttxn_fin_free(void *arg)
+{
+    ttxn_fin *f = arg;
+    if (f == NULL)
+        return;
+    troupe__ttxn_release(f->sh);
+    troupe_free(f);
+}
+
+static void
+tpart_free(tpart *tp)
+{
+    for (size_t i = 0; i < tp->nops; i++)
+        if (tp->ops[i] != NULL)
+            wop_free(tp->ops[i]);
+    troupe_free(tp->ops);
+    troupe_free(tp->rlocks);
+    troupe_free(tp->ranges);
+    troupe__ttxn_release(tp->sh);
+    troupe_free(tp);
+}
+
+static bool
+range_has(const ttxn_range *r, const void *key, size_t klen)
+{
+    if (r->start != NULL && bytes_cmp(key, klen, r->start, r->slen) < 0)
+        return false;
+    return r->end == NULL || bytes_cmp(key, klen, r->end, r->elen) < 0;
+}
+
+static bool
+in_rsv_range(const tstate *s, const void *key, size_t klen)
+{
+    for (int w = 0; w < 2; w++)
+        for (const tpart *tp = w ? s->tpwork : s->tparts; tp != NULL;
+             tp = tp->next)
+            for (size_t i = 0; i < tp->nrg; i++)
+                if (range_has(&tp->ranges[i], key, klen))
+                    return true;
+    return false;
+}
+
+/* Writes that waited for reserved ranges try again. */
+static void
+rwait_retry(troupe_actor *self, tstate *s)
+{
+    wop *w = s->rwait_head;
+    s->rwait_head = s->rwait_tail = NULL;
+    while (w != NULL) {
+        wop *nx = w->next;
+        if (attach(self, s, w) != TROUPE_OK) {
+            bool build = w->build;
+            answer(w->rt, w->asker, w->corr, TROUPE_ENOMEM, NULL);
+            wop_free(w);
+            if (build)
+                build_op_done(self, s, TROUPE_ENOMEM);
+        }
+        w = nx;
+    }
+}
+
+static klock *
+lock_get(tstate *s, const void *key, size_t klen)
+{
+    klock **pp = lock_slot(s, key, klen);
+    if (*pp == NULL) {
+        klock *l = troupe_calloc(1, sizeof(*l) + klen);
+        if (l == NULL)
+            return NULL;
+        l->klen = klen;
+        memcpy(l->key, key, klen);
+        *pp = l;
+    }
+    return *pp;
+}
+
+/* Drops one read reservation; starts a write that waited for it. */
+static void
+rsv_release(troupe_actor *self, tstate *s, klock *l)
+{
+    if (--l->rsv > 0 || l->running != NULL)
+        return;
+    wop *next = l->whead;
+    if (next == NULL) {
+        klock **pp = lock_slot(s, l->key, l->klen);
+        *pp = l->next;
+        troupe_free(l);
+        return;
+    }
+    l->whead = next->next;
+    if (l->whead == NULL)
+        l->wtail = NULL;
+    l->running = next;
+    start_op(self, s, next);
+}
+
+static void
+restart_parked(troupe_actor *self, tstate *s)
+{
+    wop *p = s->parked;
+    s->parked = NULL;
+    while (p != NULL) {
+        wop *nx = p->pnext;
+        p->err = TROUPE_OK;
+        start_op(self, s, p);
+        p = nx;
+    }
+}
+
+/* Ends tp's part here: publishes versions of its writes when `publish`,
+ * frees its locks and reservations (starting the writes behind them). */
+static void
+tpart_end(troupe_actor *self, tstate *s, tpart *tp, bool publish)
+{
+    for (tpart **pp = tp->onwork ? &s->tpwork : &s->tparts; *pp != NULL;
+         pp = &(*pp)->next)
+        if (*pp == tp) {
+            *pp = tp->next;
+            break;
+        }
+    tp->onwork = false;
+    if (tp->timed)
+        troupe_timer_cancel(self, tp->timer);
+    uint64_t ver = publish && tp->nops > 0 ? vnext(s) : 0;
+    s->last_pub = ver;
+    for (size_t i = 0; i < tp->nops; i++) {
+        wop *op = tp->ops[i];
+        if (op == NULL)
+            continue;
+        tp->ops[i] = NULL;
+        for (wop **pp = &s->inflight; *pp != NULL; pp = &(*pp)->inext)
+            if (*pp == op) {
+                *pp = op->inext;
+                break;
+            }
+        if (publish) {
+            if (op->nuq > 0)
+                clog_add(s, op);
+            vmap_publish(s, op->key, op->klen, ver);
+        }
+        op->batch = NULL;
+        release_and_next(self, s, op, true);
+    }
+    for (size_t i = 0; i < tp->nr; i++)
+        rsv_release(self, s, tp->rlocks[i]);
+    tp->nr = 0;
+    bool ranged = tp->nrg > 0;
+    tpart_free(tp);
+    if (ranged)
+        rwait_retry(self, s);
+    retry_qdeferred(self, s);
+    if (s->nrunning == 0)
+        clog_clear(s);
+    restart_parked(self, s);
+    check_quiesced(s);
+}
+
+typedef struct kref {
+    const unsigned char *k;
+    size_t n;
+} kref;
+
+/* A growing list of conflicting keys (borrowed bytes). */
+typedef struct kset {
+    kref *v;
+    size_t n;
+    size_t cap;
+    troupe_err err;
+} kset;
+
+static void
+kset_add(kset *ks, const void *k, size_t n)
+{
+    if (ks->err != TROUPE_OK)
+        return;
+    if (ks->n == ks->cap) {
+        size_t cap = ks->cap ? ks->cap * 2 : 16;
+        kref *v = troupe_realloc(ks->v, cap * sizeof(*v));
+        if (v == NULL) {
+            ks->err = TROUPE_ENOMEM;
+            return;
+        }
+        ks->v = v;
+        ks->cap = cap;
+    }
+    ks->v[ks->n++] = (kref){k, n};
+}
+
+static void
+answer_keys(troupe_runtime *rt, troupe_addr to, uint64_t corr, const kref *keys,
+            size_t n)
+{
+    troupe_packer p;
+    troupe_pack_init(&p);
+    troupe_pack_array(&p, (uint32_t)n);
+    for (size_t i = 0; i < n; i++)
+        troupe_pack_bin(&p, keys[i].k, keys[i].n);
+    troupe_body *b = NULL;
+    if (troupe_pack_take_body(&p, &b) != TROUPE_OK) {
+        answer(rt, to, corr, TROUPE_ENOMEM, NULL);
+        return;
+    }
+    answer(rt, to, corr, TROUPE_ECONFLICT, &b);
+}
+
+static void
+tprep_work(void *arg)
+{
+    tpart *tp = arg;
+    for (size_t i = 0; i < tp->nops && tp->err == TROUPE_OK; i++)
+        tp->err = tp->ops[i]->err = prepare(tp->ops[i]);
+}
+
+/* The actor is gone before the prepared part reached it (its locks went
+ * with it): the transaction learns ECLOSED and submits nothing. */
+static void
+tprep_drop(void *arg)
+{
+    tpart *tp = arg;
+    answer(tp->rt, tp->asker, tp->corr, TROUPE_ECLOSED, NULL);
+    tpart_free(tp);
+}
+
+/* A prepare whose write keys are held only by writes that are already
+ * stored (their reply may have reached the caller before it began this
+ * transaction) waits for those writes to release their locks: their
+ * COMMIT_DONE is on its way, so the wait is short and bounded. */
+typedef struct tdefer {
+    struct tdefer *next;
+    ttxn_prep *p;
+    troupe_addr asker;
+    uint64_t corr;
+} tdefer;
+
+static void
+txn_prepare(troupe_actor *self, tstate *s, ttxn_prep *p, troupe_addr asker,
+            uint64_t corr);
+
+static void
+retry_deferred(troupe_actor *self, tstate *s)
+{
+    tdefer *d = s->deferred;
+    s->deferred = NULL;
+    while (d != NULL) {
+        tdefer *nx = d->next;
+        txn_prepare(self, s, d->p, d->asker, d->corr);
+        troupe_free(d);
+        d = nx;
+    }
+}
+
+/* The keys of range r that changed since seq0 or that a write holds. */
+static void
+range_conflicts(const tstate *s, const ttxn_range *r, uint64_t seq0, kset *ks)
+{
+    static const unsigned char zero = 0;
+    if (s->vfloor > seq0) { /* forgotten versions: assume a change */
+        if (r->start != NULL)
+            kset_add(ks, r->start, r->slen);
+        else
+            kset_add(ks, &zero, 1);
+        return;
+    }
+    for (size_t b = 0; b < VMAP_BUCKETS; b++)
+        for (const vent *v = s->vmap[b]; v != NULL; v = v->next)
+            if (v->ver > seq0 && range_has(r, v->key, v->klen))
+                kset_add(ks, v->key, v->klen);
+    for (size_t b = 0; b < s->nbuckets; b++)
+        for (const klock *l = s->buckets[b]; l != NULL; l = l->next) {
+            if (!range_has(r, l->key, l->klen))
+                continue;
+            bool held = l->whead != NULL;
+            if (l->running != NULL) {
+                uint64_t cv =
+                    l->running->ext ? 0 : atomic_load(&l->running->cver);
+                held = held || cv == 0 || cv > seq0;
+            }
+            if (held && vmap_get(s, l->key, l->klen) <= seq0)
+                kset_add(ks, l->key, l->klen); /* else listed above */
+        }
+}
+
+static ttxn_range *
+ranges_copy(const ttxn_range *r, size_t n)
+{
+    size_t bytes = n * sizeof(*r);
+    for (size_t i = 0; i < n; i++)
+        bytes += r[i].slen + r[i].elen;
+    ttxn_range *v = troupe_malloc(bytes);
+    if (v == NULL)
+        return NULL;
+    unsigned char *d = (unsigned char *)&v[n];
+    for (size_t i = 0; i < n; i++) {
+        v[i] = (ttxn_range){0};
+        if (r[i].start != NULL) {
+            memcpy(d, r[i].start, r[i].slen);
+            v[i].start = d;
+            v[i].slen = r[i].slen;
+            d += r[i].slen;
+        }
+        if (r[i].end != NULL) {
+            memcpy(d, r[i].end, r[i].elen);
+            v[i].end = d;
+            v[i].elen = r[i].elen;
+            d += r[i].elen;
+        }
+    }
+    return v;
+}
+
+static troupe_err
+h_txn_prepare(troupe_actor *self, void *st, const troupe_msg *m)
+{
+    tstate *s = st;
+    troupe_runtime *rt = troupe_actor_runtime(self);
+    ttxn_prep *p = m->ptr;
+    if (p == NULL || p->sh == NULL) {
+        answer(rt, m->from, m->corr, TROUPE_EPROTO, NULL);
+        troupe__ttxn_prep_free(p);
+        return TROUPE_OK;
+    }
+    txn_prepare(self, s, p, m->from, m->corr);
+    return TROUPE_OK;
+}
+
+static void
+txn_prepare(troupe_actor *self, tstate *s, ttxn_prep *p, troupe_addr asker,
+            uint64_t corr)
+{
+    troupe_runtime *rt = troupe_actor_runtime(self);
+    troupe_err e = TROUPE_OK;
+    bool wait = false;
+    if (s->closing)
+        e = TROUPE_ECLOSED;
+    else if (atomic_load(&p->sh->state) != TTXN_OPEN)
+        e = TROUPE_ECANCELED;
+    kset bad = {0};
+    size_t nw = 0, nr = 0;
+    for (size_t i = 0; e == TROUPE_OK && i < p->n; i++) {
+        const ttxn_key *k = &p->keys[i];
+        bool w = k->kind != TTXN_READ;
+        klock *l = *lock_slot(s, k->key, k->klen);
+        bool c = false;
+        if (k->ver != 0) { /* a versioned read: its version, exactly */
+            uint64_t cur = vmap_get(s, k->key, k->klen);
+            if (l != NULL && l->running != NULL) {
+                uint64_t cv =
+                    l->running->ext ? 0 : atomic_load(&l->running->cver);
+                if (cv == 0)
+                    c = true;
+                else
+                    cur = cv;
+            }
+            if (cur != k->ver)
+                c = true;
+            else if (l != NULL && l->running != NULL && w)
+                wait = true;
+        } else if (l != NULL && l->running != NULL) {
+            uint64_t cv = l->running->ext ? 0 : atomic_load(&l->running->cver);
+            if (cv == 0 || cv > p->seq0)
+                c = true; /* may commit after the snapshot */
+            else if (w)
+                wait = true; /* stored before it: wait for its release */
+        }
+        if (!c && l != NULL && w && l->rsv > 0)
+            c = true;
+        if (!c && w && in_rsv_range(s, k->key, k->klen))
+            c = true; /* another transaction scanned over it */
+        if (!c && k->ver == 0 && vmap_get(s, k->key, k->klen) > p->seq0)
+            c = true;
+        if (c)
+            kset_add(&bad, k->key, k->klen);
+        nw += w;
+        nr += !w;
+    }
+    for (size_t i = 0; e == TROUPE_OK && i < p->nranges; i++)
+        range_conflicts(s, &p->ranges[i], p->seq0, &bad);
+    if (e == TROUPE_OK && bad.err != TROUPE_OK)
+        e = bad.err;
+    if (e == TROUPE_OK && bad.n > 0) {
+        answer_keys(rt, asker, corr, bad.v, bad.n);
+        troupe_free(bad.v);
+        troupe__ttxn_prep_free(p);
+        return;
+    }
+    troupe_free(bad.v);
+    if (e == TROUPE_OK && wait && !p->check_only) {
+        tdefer *d = troupe_malloc(sizeof(*d));
+        if (d != NULL) {
+            d->p = p;
+            d->asker = asker;
+            d->corr = corr;
+            d->next = s->deferred;
+            s->deferred = d;
+            return;
+        }
+        e = TROUPE_ENOMEM;
+    }
+    if (e != TROUPE_OK || p->check_only) {
+        answer(rt, asker, corr, e, NULL);
+        troupe__ttxn_prep_free(p);
+        return;
+    }
+    tpart *tp = troupe_calloc(1, sizeof(*tp));
+    if (tp != NULL) {
+        tp->ops = nw ? troupe_calloc(nw, sizeof(*tp->ops)) : NULL;
+        tp->rlocks = nr ? troupe_calloc(nr, sizeof(*tp->rlocks)) : NULL;
+        tp->ranges = p->nranges ? ranges_copy(p->ranges, p->nranges) : NULL;
+        if ((nw && tp->ops == NULL) || (nr && tp->rlocks == NULL) ||
+            (p->nranges && tp->ranges == NULL)) {
+            troupe_free(tp->ops);
+            troupe_free(tp->rlocks);
+            troupe_free(tp->ranges);
+            troupe_free(tp);
+            tp = NULL;
+        }
+    }
+    if (tp == NULL) {
+        answer(rt, asker, corr, TROUPE_ENOMEM, NULL);
+        troupe__ttxn_prep_free(p);
+        return;
+    }
+    tp->sh = troupe__ttxn_retain(p->sh);
+    tp->rt = rt;
+    tp->asker = asker;
+    tp->corr = corr;
+    tp->reserve_ms = p->reserve_ms ? p->reserve_ms : 30000;
+    tp->nrg = p->nranges;
+    tp->onwork = true;
+    tp->next = s->tpwork;
+    s->tpwork = tp;
+    /* Reserve. A lock allocation that fails undoes what was taken. */
+    for (size_t i = 0; e == TROUPE_OK && i < p->n; i++) {
+        const ttxn_key *k = &p->keys[i];
+        klock *l = lock_get(s, k->key, k->klen);
+        if (l == NULL) {
+            e = TROUPE_ENOMEM;
+            break;
+        }
+        if (k->kind == TTXN_READ) {
+            l->rsv++;
+            tp->rlocks[tp->nr++] = l;
+            continue;
+        }
+        wop *op = troupe_calloc(1, sizeof(*op) + k->klen + k->dlen);
+        if (op == NULL) {
+            if (l->running == NULL && l->rsv == 0 && l->whead == NULL) {
+                klock **pp = lock_slot(s, l->key, l->klen);
+                *pp = l->next;
+                troupe_free(l);
+            }
+            e = TROUPE_ENOMEM;
+            break;
+        }
+        op->rt = rt;
+        op->self = troupe_self(self);
+        op->kind = k->kind;
+        op->ext = true;
+        op->batch = p->sh->batch;
+        op->expires = k->expires;
+        op->cfg = s->cfg;
+        troupe__tschema_retain(op->cfg.schema);
+        op->key = (unsigned char *)(op + 1);
+        op->klen = k->klen;
+        memcpy(op->key, k->key, k->klen);
+        op->doc = op->key + k->klen;
+        op->dlen = k->dlen;
+        if (k->dlen)
+            memcpy(op->doc, k->doc, k->dlen);
+        op->lock = l;
+        l->running = op;
+        op->counted = true;
+        s->nrunning++;
+        op->gen = s->gen;
+        op->cseq0 = s->cseq;
+        tp->ops[tp->nops++] = op;
+    }
+    troupe__ttxn_prep_free(p);
+    if (e == TROUPE_OK)
+        e = troupe_work_submit(self, tprep_work, tp, TABLE_TXN_PREP_DONE,
+                               tprep_drop);
+    if (e != TROUPE_OK) {
+        answer(rt, tp->asker, tp->corr, e, NULL);
+        tpart_end(self, s, tp, false);
+    }
+}
+
+static troupe_err
+h_txn_prep_done(troupe_actor *self, void *st, const troupe_msg *m)
+{
+    tstate *s = st;
+    tpart *tp = m->ptr;
+    troupe_runtime *rt = troupe_actor_runtime(self);
+    for (tpart **pp = &s->tpwork; *pp != NULL; pp = &(*pp)->next)
+        if (*pp == tp) {
+            *pp = tp->next;
+            break;
+        }
+    tp->onwork = false;
+    tp->next = s->tparts;
+    s->tparts = tp;
+    troupe_err e = tp->err;
+    if (e == TROUPE_OK && atomic_load(&tp->sh->state) != TTXN_OPEN)
+        e = TROUPE_ECANCELED; /* aborted while on the worker */
+    if (e != TROUPE_OK) {
+        answer(rt, tp->asker, tp->corr, e, NULL);
+        tpart_end(self, s, tp, false);
+        return TROUPE_OK;
+    }
+    /* Unique values: against writes in flight and recent commits (a
+     * conflict: retry), and among this transaction's own writes (two rows
+     * claiming one value: ECONSTRAINT). */
+    for (size_t i = 0; e == TROUPE_OK && i < tp->nops; i++) {
+        wop *op = tp->ops[i];
+        if (op->nuq == 0)
+            continue;
+        for (size_t j = 0; j < i; j++)
+            if (uniq_overlap(op->uq, op->nuq, tp->ops[j]->uq, tp->ops[j]->nuq))
+                e = TROUPE_ECONSTRAINT;
+        if (e == TROUPE_OK && uniq_clash(s, op) != 0) {
+            kref k = {op->key, op->klen};
+            answer_keys(rt, tp->asker, tp->corr, &k, 1);
+            tpart_end(self, s, tp, false);
+            return TROUPE_OK;
+        }
+    }
+    if (e == TROUPE_OK) {
+        e = troupe_timer_start(self, TABLE_TXN_EXPIRE, tp->reserve_ms, 0,
+                               &tp->timer);
+        tp->timed = e == TROUPE_OK;
+    }
+    if (e != TROUPE_OK) {
+        answer(rt, tp->asker, tp->corr, e, NULL);
+        tpart_end(self, s, tp, false);
+        return TROUPE_OK;
+    }
+    for (size_t i = 0; i < tp->nops; i++)
+        if (tp->ops[i]->nuq > 0) {
+            tp->ops[i]->inext = s->inflight;
+            s->inflight = tp->ops[i];
+        }
+    answer(rt, tp->asker, tp->corr, TROUPE_OK, NULL);
+    return TROUPE_OK;
+}
+
+/* The reservation deadline: the part is dropped unless the transaction
+ * submitted its batch first (then its finish is on the way). */
+static troupe_err
+h_txn_expire(troupe_actor *self, void *st, const troupe_msg *m)
+{
+    tstate *s = st;
+    for (tpart *tp = s->tparts; tp != NULL; tp = tp->next)
+        if (tp->timed && tp->timer == m->corr) {
+            tp->timed = false;
+            int want = TTXN_OPEN;
+            if (atomic_compare_exchange_strong(&tp->sh->state, &want,
+                                               TTXN_ABORTED) ||
+                want == TTXN_ABORTED)
+                tpart_end(self, s, tp, false);
+            break;
+        }
+    return TROUPE_OK;
+}
+
+static troupe_err
+h_txn_finish(troupe_actor *self, void *st, const troupe_msg *m)
+{
+    tstate *s = st;
+    ttxn_fin *f = m->ptr;
+    uint64_t ver = 0;
+    if (f != NULL) {
+        for (tpart *tp = s->tparts; tp != NULL; tp = tp->next)
+            if (tp->sh == f->sh) {
+                tpart_end(self, s, tp, f->publish);
+                ver = s->last_pub;
+                break;
+            }
+    }
+    troupe__ttxn_fin_free(f);
+    troupe_packer pk;
+    troupe_pack_init(&pk);
+    troupe_pack_uint(&pk, ver);
+    troupe_body *b = NULL;
+    if (f == NULL || troupe_pack_take_body(&pk, &b) != TROUPE_OK)
+        answer(troupe_actor_runtime(self), m->from, m->corr,
+               f != NULL ? TROUPE_ENOMEM : TROUPE_EPROTO, NULL);
+    else
+        answer(troupe_actor_runtime(self), m->from, m->corr, TROUPE_OK, &b);
+    return TROUPE_OK;
+}
+
+/* ---- versioned queries -------------------------------------------------- */
+
+typedef struct qdefer {
+    struct qdefer *next;
+    ttxn_qver *q;
+    troupe_addr asker;
+    uint64_t corr;
+} qdefer;
+
+typedef struct qjob {
+    troupe_runtime *rt;
+    troupe_addr asker;
+    uint64_t corr;
+    ttable_cfg cfg;
+    troupe_snapshot *snap;
+    uint64_t ver;
+    ttxn_qver *q;
+} qjob;
+
+static void
+qjob_free(void *arg)
+{
+    qjob *j = arg;
+    troupe_snapshot_destroy(j->snap);
+    troupe__tschema_release(j->cfg.schema);
+    troupe_free(j->q);
+    troupe_free(j);
+}
+
+static void
+qver_work(void *arg)
+{
+    qjob *j = arg;
+    int64_t now = j->cfg.clock(j->cfg.clock_ctx);
+    void *val = NULL;
+    size_t vlen = 0;
+    troupe_err e = troupe_db_get(j->cfg.db, j->cfg.cf_t, j->snap, j->q->key,
+                                 j->q->klen, &val, &vlen);
+    int64_t exp = 0;
+    const void *doc = NULL;
+    size_t dlen = 0;
+    bool found = false;
+    if (e == TROUPE_OK) {
+        e = troupe__envelope_parse(val, vlen, &exp, &doc, &dlen);
+        found = e == TROUPE_OK && is_live(exp, now);
+    } else if (e == TROUPE_ENOENT) {
+        e = TROUPE_OK;
+    }
+    troupe_body *body = NULL;
+    if (e == TROUPE_OK) {
+        troupe_packer p;
+        troupe_pack_init(&p);
+        troupe_pack_array(&p, 2);
+        troupe_pack_uint(&p, j->ver);
+        troupe_pack_array(&p, 3);
+        troupe_pack_array(&p, found ? 1 : 0);
+        if (found)
+            pack_row(&p, j->q->key, j->q->klen, exp, doc, dlen);
+        troupe_pack_nil(&p);
+        troupe_pack_bool(&p, false);
+        e = troupe_pack_take_body(&p, &body);
+    }
+    troupe_free(val);
+    answer(j->rt, j->asker, j->corr, e, e == TROUPE_OK ? &body : NULL);
+}
+
+static void
+qver_run(troupe_actor *self, tstate *s, ttxn_qver *q, troupe_addr asker,
+         uint64_t corr)
+{
+    troupe_runtime *rt = troupe_actor_runtime(self);
+    if (s->closing) {
+        answer(rt, asker, corr, TROUPE_ECLOSED, NULL);
+        troupe_free(q);
+        return;
+    }
+    klock *l = *lock_slot(s, q->key, q->klen);
+    uint64_t ver = 0;
+    if (l != NULL && l->running != NULL) {
+        ver = l->running->ext ? 0 : atomic_load(&l->running->cver);
+        if (ver == 0) { /* a write in flight: answer after it */
+            qdefer *d = troupe_malloc(sizeof(*d));
+            if (d == NULL) {
+                answer(rt, asker, corr, TROUPE_ENOMEM, NULL);
+                troupe_free(q);
+                return;
+            }
+            d->q = q;
+            d->asker = asker;
+            d->corr = corr;
+            d->next = s->qdeferred;
+            s->qdeferred = d;
+            return;
+        }
+    }
+    if (ver == 0) {
+        bool known = false;
+        for (const vent *v =
+                 s->vmap[key_hash(q->key, q->klen) & (VMAP_BUCKETS - 1)];
+             v != NULL; v = v->next)
+            if (v->klen == q->klen && memcmp(v->key, q->key, q->klen) == 0) {
+                ver = v->ver;
+                known = true;
+            }
+        if (!known) { /* the key's first version, created once */
+            ver = vnext(s);
+            vmap_publish(s, q->key, q->klen, ver);
+            if (vmap_get(s, q->key, q->klen) != ver)
+                ver = vmap_get(s, q->key, q->klen); /* map was full */
+        }
+    }
+    qjob *j = troupe_calloc(1, sizeof(*j));
+    troupe_err e =
+        j != NULL ? troupe_snapshot_create(s->cfg.db, &j->snap) : TROUPE_ENOMEM;
+    if (e != TROUPE_OK) {
+        answer(rt, asker, corr, e, NULL);
+        troupe_free(j);
+        troupe_free(q);
+        return;
+    }
+    j->rt = rt;
+    j->asker = asker;
+    j->corr = corr;
+    j->cfg = s->cfg;
+    troupe__tschema_retain(j->cfg.schema);
+    j->ver = ver;
+    j->q = q;
+    e = troupe_work_submit(self, qver_work, j, TABLE_TXN_QVER_DONE, qjob_free);
+    if (e != TROUPE_OK) {
+        answer(rt, asker, corr, e, NULL);
+        qjob_free(j);
+        return;
+    }
+    s->nreads++;
+}
+
+static void
+retry_qdeferred(troupe_actor *self, tstate *s)
+{
+    qdefer *d = s->qdeferred;
+    s->qdeferred = NULL;
+    while (d != NULL) {
+        qdefer *nx = d->next;
+        qver_run(self, s, d->q, d->asker, d->corr);
+        troupe_free(d);
+        d = nx;
+    }
+}
+
+static troupe_err
+h_txn_qver(troupe_actor *self, void *st, const troupe_msg *m)
+{
+    tstate *s = st;
+    ttxn_qver *q = m->ptr;
+    if (q == NULL || q->klen == 0) {
+        answer(troupe_actor_runtime(self), m->from, m->corr, TROUPE_EPROTO,
+               NULL);
+        troupe_free(q);
+        return TROUPE_OK;
+    }
+    qver_run(self, s, q, m->from, m->corr);
+    return TROUPE_OK;
+}
+
+static troupe_err
+h_txn_qver_done(troupe_actor *self, void *st, const troupe_msg *m)
+{
+    tstate *s = st;
+    qjob_free(m->ptr);
+    s->nreads--;
+    check_quiesced(s);
+    return TROUPE_OK;
+}
+
 /* ---- lifecycle --------------------------------------------------------- */
 
 static troupe_err
@@ -1470,7 +2451,10 @@ table_init(troupe_actor *self, void *st, void *arg)
     troupe__tschema_retain(s->cfg.schema);
     s->nbuckets = 256;
     s->buckets = troupe_calloc(s->nbuckets, sizeof(*s->buckets));
-    if (s->buckets == NULL) {
+    s->vmap = troupe_calloc(VMAP_BUCKETS, sizeof(*s->vmap));
+    if (s->buckets == NULL || s->vmap == NULL) {
+        troupe_free(s->buckets);
+        troupe_free(s->vmap);
         troupe__tschema_release(s->cfg.schema);
         return TROUPE_ENOMEM;
     }
@@ -1484,6 +2468,39 @@ static void
 table_stop(troupe_actor *self, void *st, troupe_err reason)
 {
     tstate *s = st;
+    /* Prepared transactions lose their part: their finish finds nothing,
+     * and one not yet submitted cannot be (the prepare's locks are gone). */
+    while (s->tparts != NULL) {
+        tpart *tp = s->tparts;
+        s->tparts = tp->next;
+        int want = TTXN_OPEN;
+        atomic_compare_exchange_strong(&tp->sh->state, &want, TTXN_ABORTED);
+        tpart_free(tp);
+    }
+    while (s->qdeferred != NULL) {
+        qdefer *d = s->qdeferred;
+        s->qdeferred = d->next;
+        answer(troupe_actor_runtime(self), d->asker, d->corr, TROUPE_ECLOSED,
+               NULL);
+        troupe_free(d->q);
+        troupe_free(d);
+    }
+    while (s->deferred != NULL) {
+        struct tdefer *d = s->deferred;
+        s->deferred = d->next;
+        answer(troupe_actor_runtime(self), d->asker, d->corr, TROUPE_ECLOSED,
+               NULL);
+        troupe__ttxn_prep_free(d->p);
+        troupe_free(d);
+    }
+    for (wop *w = s->rwait_head; w != NULL;) {
+        wop *nx = w->next;
+        answer(w->rt, w->asker, w->corr, TROUPE_ECLOSED, NULL);
+        wop_free(w);
+        w = nx;
+    }
+    vmap_clear(s);
+    troupe_free(s->vmap);
     for (wop *p = s->parked; p != NULL;) {
         wop *nx = p->pnext;
         answer(p->rt, p->asker, p->corr, TROUPE_ECLOSED, NULL);
@@ -1525,6 +2542,12 @@ static const troupe_handler_fn table_handlers[TABLE_NKINDS] = {
     [TABLE_SWITCH] = h_switch,
     [TABLE_BUILD_KEYS] = h_build_keys,
     [TABLE_QUIESCE] = h_quiesce,
+    [TABLE_TXN_PREPARE] = h_txn_prepare,
+    [TABLE_TXN_FINISH] = h_txn_finish,
+    [TABLE_TXN_PREP_DONE] = h_txn_prep_done,
+    [TABLE_TXN_EXPIRE] = h_txn_expire,
+    [TABLE_TXN_QVER] = h_txn_qver,
+    [TABLE_TXN_QVER_DONE] = h_txn_qver_done,
 };
 
 static const troupe_actor_def table_def = {

@@ -24,8 +24,133 @@ enum table_kind {
     TABLE_GET,
     TABLE_GET_MANY,
     TABLE_SCAN,
+    TABLE_TXN_PREPARE, /* ptr: ttxn_prep (txn.c's two-phase commit) */
+    TABLE_TXN_FINISH,  /* ptr: ttxn_fin */
+    TABLE_TXN_QVER,    /* ptr: ttxn_qver (query with version) */
     TABLE_NKINDS_
 };
+
+/*
+ * Two-phase commit between a transaction (actors/txn) and the table
+ * actors it touches. The transaction and every participant share one
+ * ttxn_shared: the snapshot its reads use, the one batch every table's
+ * prepare appends its rows, index entries and manifests to, and the state
+ * that decides, exactly once, whether the batch is submitted (SUBMITTED,
+ * set by the transaction) or abandoned (ABORTED, set by the transaction or
+ * by a participant whose reservation deadline passed first).
+ */
+enum { TTXN_OPEN = 0, TTXN_SUBMITTED, TTXN_ABORTED };
+
+typedef struct ttxn_shared {
+    atomic_int refs;
+    atomic_int state;
+    troupe_snapshot *snap;
+    troupe_batch *batch; /* NULL once submitted */
+} ttxn_shared;
+
+ttxn_shared *
+troupe__ttxn_retain(ttxn_shared *sh);
+/* The last reference destroys snapshot and batch. Any thread. */
+void
+troupe__ttxn_release(ttxn_shared *sh);
+
+/* Op kinds of a prepare beyond TABLE_INSERT..TABLE_DELETE. */
+enum {
+    TTXN_READ = 100, /* read only: validate and reserve for reading */
+    TTXN_DEL_ANY,    /* delete if a live row exists, else nothing */
+    TTXN_ABSENT      /* write nothing; EEXIST if a live row exists */
+};
+
+typedef struct ttxn_key {
+    uint32_t kind;
+    int64_t expires;
+    const unsigned char *key; /* into the prep's arena */
+    size_t klen;
+    const unsigned char *doc; /* NULL for reads and deletes */
+    size_t dlen;
+    /* Versioned reads: the version the caller read (> 0); the key
+     * conflicts when its current version differs. 0: compare with seq0. */
+    uint64_t ver;
+} ttxn_key;
+
+/* A query with version: replies [version uint, rows body] where rows body
+ * is the read reply of table.h's GET ([[[key, expires, doc]] or [], nil,
+ * false]). The value and the version are taken at one instant (no write
+ * of the key in flight); a key without a version gets its first one. */
+typedef struct ttxn_qver {
+    size_t klen;
+    unsigned char key[];
+} ttxn_qver;
+
+/* A prepare request, sent as a message's ptr (owned by the message, then
+ * by the table actor). Keys are distinct and sorted. Reply: OK (keys
+ * reserved, rows appended to sh->batch), ECONFLICT with body [key bin,
+ * ...] (the keys whose version changed since seq0 or that another write
+ * holds; nothing reserved), or the error of a write (EEXIST, ENOENT,
+ * ECONSTRAINT, ECORRUPT, ...). check_only: validate only, reserve and
+ * write nothing. */
+/* A scanned range [start, end); NULL: unbounded on that side. */
+typedef struct ttxn_range {
+    const unsigned char *start;
+    size_t slen;
+    const unsigned char *end;
+    size_t elen;
+} ttxn_range;
+
+typedef struct ttxn_prep {
+    ttxn_shared *sh; /* one reference */
+    uint64_t seq0;
+    uint32_t reserve_ms; /* reservations lapse after this unless
+                            submitted */
+    bool check_only;
+    size_t n;
+    ttxn_key *keys;
+    /* Ranges the transaction scanned: a key of one written since seq0,
+     * or held by a write, conflicts (reported by its key; by the range's
+     * start, or a single 0x00 byte when unbounded, when the table no
+     * longer knows which key changed). Reserved like reads: writes into
+     * them wait, other transactions' writes into them conflict. */
+    size_t nranges;
+    ttxn_range *ranges;
+} ttxn_prep;
+
+void
+troupe__ttxn_prep_free(void *p);
+
+/* Releases the reservations of sh at one table, publishing new versions of
+ * its written keys when `publish` (the batch was submitted, whatever its
+ * outcome). Sent as a message's ptr; replies the version published (uint,
+ * 0 when none). */
+typedef struct ttxn_fin {
+    ttxn_shared *sh; /* one reference */
+    bool publish;
+} ttxn_fin;
+
+void
+troupe__ttxn_fin_free(void *p);
+
+/* What a transaction needs from the catalog. */
+typedef struct ttxn_env {
+    troupe_runtime *rt;
+    troupe_db *db;
+    troupe_commit *commit;
+    int64_t (*clock)(void *ctx);
+    void *clock_ctx;
+    uint32_t timeout_ms;
+    _Atomic uint64_t *vseq;
+} ttxn_env;
+
+troupe_err
+troupe__tables_txn_env(troupe_tables *t, ttxn_env *env);
+/* The live table `name`: its actor and row family. EINVAL, ENOENT,
+ * ESTATE. */
+troupe_err
+troupe__tables_lookup_cf(troupe_tables *t, const char *name, troupe_addr *a,
+                         troupe_cf **cf_t);
+
+/* A troupe_rows over a read reply body (retains the body). */
+troupe_err
+troupe__rows_from_body(troupe_body *body, troupe_rows **out);
 
 typedef struct tschema tschema;
 
@@ -103,6 +228,9 @@ typedef struct ttable_cfg {
     troupe_cf *cf_t;
     troupe_cf *cf_m;
     tschema *schema;
+    /* The catalog's version counter: every committed write of a key
+     * publishes the next value as the key's version. */
+    _Atomic uint64_t *vseq;
 } ttable_cfg;
 
 troupe_err

@@ -1,0 +1,294 @@
+/*
+ * Transactions over the tables of one troupe_tables (issue 3, part 3):
+ * reads see a snapshot taken at begin plus the transaction's own writes;
+ * writes are buffered in the transaction and committed by a two-phase
+ * commit over the table actors involved, in ONE batch through the commit
+ * pipeline. Serializable: a transaction commits only if no key it read or
+ * writes changed since its snapshot (docs/data-model.md, "Transactions").
+ *
+ * Objects and owners:
+ *  - troupe_txn: created by troupe_txn_begin, owned by the caller, freed by
+ *    troupe_txn_destroy. It borrows the troupe_tables (destroy every
+ *    transaction before stopping the tables). A transaction is used by one
+ *    thread at a time; its calls are not thread-safe against each other.
+ *  - troupe_rows handed to read callbacks: as in table.h (the callback, or
+ *    the caller of a _wait function, owns them).
+ *  - troupe_txn_conflict arrays: owned by the transaction, valid until its
+ *    destroy (or the next commit attempt, which cannot happen: a commit
+ *    ends the transaction).
+ *
+ * Threads. Every function may be called from any thread. Asynchronous
+ * calls (get, get_many, commit) return at once; when they return OK their
+ * callback fires exactly once on scheduler 0 (the host's loop in embedded
+ * mode); when they return an error it never fires. The _wait twins block
+ * on scheduler 0: never call them on a loop thread of the runtime or the
+ * host. Buffering calls (insert, update, upsert, delete) and rollback
+ * never block and never call back.
+ *
+ */
+#ifndef TROUPE_TXN_H
+#define TROUPE_TXN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "troupe/table.h"
+
+/* Default limits of one transaction: distinct (table, key) pairs it reads
+ * or writes, and bytes of the keys and documents it writes. */
+#define TROUPE_TXN_KEYS_MAX 10000
+#define TROUPE_TXN_BYTES_MAX (16u * 1024u * 1024u)
+/* Tables one transaction may touch. */
+#define TROUPE_TXN_TABLES_MAX 64
+
+typedef struct troupe_txn troupe_txn;
+
+typedef struct troupe_txn_opts {
+    size_t max_keys;  /* 0: TROUPE_TXN_KEYS_MAX; at most that */
+    size_t max_bytes; /* 0: TROUPE_TXN_BYTES_MAX; at most that */
+} troupe_txn_opts;
+
+/* One conflicting (table, key). table is NUL-terminated. */
+typedef struct troupe_txn_conflict {
+    const char *table;
+    const uint8_t *key;
+    size_t key_len;
+} troupe_txn_conflict;
+
+/*
+ * Begins a transaction: takes a storage snapshot that every read of the
+ * transaction uses. o may be NULL (defaults). On OK *out is owned by the
+ * caller. Errors: EINVAL (NULL, limit over its maximum), ESTATE (tables
+ * stopping), ENOMEM. Never blocks on the disk.
+ */
+troupe_err
+troupe_txn_begin(troupe_tables *t, const troupe_txn_opts *o, troupe_txn **out);
+
+/*
+ * Frees the transaction (rolling back what is buffered). NULL is a no-op.
+ * Destroying one whose commit has not called back yet aborts the process.
+ */
+void
+troupe_txn_destroy(troupe_txn *tx);
+
+/*
+ * Reads, through the transaction: its own buffered write of the key if any
+ * (an insert, update or upsert reads as the buffered document, without
+ * created_at / updated_at stamps, which the commit sets; a delete reads as
+ * absent), else the row as of the snapshot. Every key asked joins the read
+ * set at the call, also when the read then fails. cb errors: ENOENT (get:
+ * absent or expired), ECORRUPT, EIO, ENOMEM. Call errors: EINVAL (NULL,
+ * empty key, n == 0 or over TROUPE_TABLE_PAGE_MAX), ETOOBIG (key over
+ * TROUPE_KEY_MAX, or the transaction's key limit), ENOENT (no such table),
+ * ESTATE (committed, committing or rolled back), ENOMEM.
+ */
+troupe_err
+troupe_txn_get(troupe_txn *tx, const char *table, const void *key, size_t klen,
+               troupe_table_cb cb, void *arg);
+/* The live rows among keys[0..n), in the order asked, absent ones left
+ * out. */
+troupe_err
+troupe_txn_get_many(troupe_txn *tx, const char *table, const void *const *keys,
+                    const size_t *klens, size_t n, troupe_table_cb cb,
+                    void *arg);
+
+/*
+ * A scan through the transaction (troupe_scan_opts and the cursor rules of
+ * troupe_table_scan): the snapshot's rows of the range merged with the
+ * transaction's buffered writes in it (a buffered document replaces or
+ * adds a row, a buffered delete hides one), up to limit live rows in key
+ * order. The whole range [start, end) joins the read set at the call, as a
+ * range, whatever the page covered: the commit conflicts when a key of it
+ * was written since the snapshot (a row that appeared in it included: no
+ * phantoms), and no other write enters it until the commit is done. A
+ * range counts as one key toward the transaction's key limit. cb errors:
+ * ERANGE (cursor outside the range), ECORRUPT (a malformed row fails the
+ * page), EIO, ENOMEM. Call errors: EINVAL (NULL, limit 0 or over
+ * TROUPE_TABLE_PAGE_MAX, a pointer and length that disagree, an inverted
+ * range), ETOOBIG (a bound over TROUPE_KEY_MAX, or the key limit),
+ * ENOENT (no such table), ESTATE, ENOMEM.
+ */
+troupe_err
+troupe_txn_scan(troupe_txn *tx, const char *table, const troupe_scan_opts *so,
+                troupe_table_cb cb, void *arg);
+
+/*
+ * Buffered writes (documents are copied; wo may be NULL; wo->sync is
+ * ignored: durability is the commit's). Their rules are checked against
+ * the transaction's view where it knows the answer (insert over a key it
+ * wrote: EEXIST; update or delete of a key it deleted: ENOENT), otherwise
+ * at commit against the snapshot's row, which the commit proves
+ * unchanged (the commit then fails with EEXIST / ENOENT, writing nothing).
+ * Errors: EINVAL (NULL, empty key, negative expiry), ETOOBIG (key or
+ * document over its limit, or the transaction's key or byte limit),
+ * EPROTO (doc not one msgpack map), ENOENT (no such table, or as above),
+ * EEXIST (as above), ESTATE (committed, committing or rolled back),
+ * ENOMEM. On error nothing is buffered.
+ */
+troupe_err
+troupe_txn_insert(troupe_txn *tx, const char *table, const void *key,
+                  size_t klen, const void *doc, size_t dlen,
+                  const troupe_write_opts *wo);
+troupe_err
+troupe_txn_update(troupe_txn *tx, const char *table, const void *key,
+                  size_t klen, const void *doc, size_t dlen,
+                  const troupe_write_opts *wo);
+troupe_err
+troupe_txn_upsert(troupe_txn *tx, const char *table, const void *key,
+                  size_t klen, const void *doc, size_t dlen,
+                  const troupe_write_opts *wo);
+troupe_err
+troupe_txn_delete(troupe_txn *tx, const char *table, const void *key,
+                  size_t klen);
+
+/* Discards the buffered writes; the transaction accepts no further call
+ * but destroy. Errors: EINVAL (NULL), ESTATE (committing, committed or
+ * rolled back already). */
+troupe_err
+troupe_txn_rollback(troupe_txn *tx);
+
+/*
+ * Commits. cb(tx, err, conflicts, n, arg) fires once on scheduler 0 with:
+ *   OK          every buffered write is stored (synced when `sync` says
+ *               so, TROUPE_SYNC_DEFAULT taking the db's option);
+ *   ECONFLICT   nothing written; conflicts[0..n) is the full set of
+ *               (table, key) that conflicted, sorted by table name then
+ *               key bytewise, without duplicates (also available through
+ *               troupe_txn_conflicts until destroy);
+ *   EEXIST, ENOENT, ECONSTRAINT, ECORRUPT, EPROTO, ETOOBIG
+ *               a write's rule failed at some table: nothing written;
+ *   EUNKNOWN    the write or its sync failed: it may or may not be stored
+ *               (never retry blindly);
+ *   EFULL       the commit pipeline was full: nothing written;
+ *   ETIMEDOUT, ECLOSED, EFAILSTOP, EIO, ENOMEM: nothing written.
+ * A transaction that wrote nothing commits at once (its snapshot reads
+ * were consistent). After the call the transaction accepts no further
+ * call but troupe_txn_conflicts and destroy. Call errors: EINVAL (NULL tx
+ * or cb, bad sync), ESTATE (committed, committing or rolled back).
+ */
+typedef void (*troupe_txn_commit_cb)(troupe_txn *tx, troupe_err err,
+                                     const troupe_txn_conflict *conflicts,
+                                     size_t n, void *arg);
+troupe_err
+troupe_txn_commit(troupe_txn *tx, troupe_sync sync, troupe_txn_commit_cb cb,
+                  void *arg);
+
+/* The conflict set of the last commit (n == 0 unless it was ECONFLICT).
+ * Errors: EINVAL. */
+troupe_err
+troupe_txn_conflicts(const troupe_txn *tx, const troupe_txn_conflict **c,
+                     size_t *n);
+
+/* Blocking twins. Block. */
+troupe_err
+troupe_txn_get_wait(troupe_txn *tx, const char *table, const void *key,
+                    size_t klen, troupe_rows **rows);
+troupe_err
+troupe_txn_get_many_wait(troupe_txn *tx, const char *table,
+                         const void *const *keys, const size_t *klens, size_t n,
+                         troupe_rows **rows);
+troupe_err
+troupe_txn_scan_wait(troupe_txn *tx, const char *table,
+                     const troupe_scan_opts *so, troupe_rows **rows);
+troupe_err
+troupe_txn_commit_wait(troupe_txn *tx, troupe_sync sync);
+
+/*
+ * The versioned API (pi_db's query_with_version / prepare_with_version /
+ * commit_with_version), for clients that cache rows with their versions.
+ *
+ * Versions live in memory, in the table actors, and start afresh at every
+ * open of the tables (a restart, or a table's actor respawned): a version
+ * cached before that names nothing and conflicts; read again. Versions are
+ * positive and grow with every committed write of a key, but are not
+ * consecutive per key.
+ *
+ * troupe_txn_query_version: the live row at key (rows->n == 1) or its
+ * absence (rows->n == 0, err OK), and the key's current version, taken at
+ * one instant (a write of the key in flight is waited for). A key without
+ * a version gets its first one; concurrent callers get the same one.
+ * cb(err, rows, version, arg) on scheduler 0; the callback owns rows.
+ * cb errors: ECORRUPT, EIO, ENOMEM, ETIMEDOUT, ECLOSED. Call errors:
+ * EINVAL, ETOOBIG, ENOENT (no such table), ESTATE, ENOMEM.
+ *
+ * troupe_txn_read_version adds (table, key, version) to the transaction's
+ * external read set; writes use the ordinary buffering calls. The commit,
+ * troupe_txn_commit_version, compares every versioned read with the key's
+ * current version, then checks the standard conflicts of the writes (a
+ * written key not in the read set conflicts when it changed since begin),
+ * and answers ECONFLICT with the full set, or OK with exactly one receipt
+ * per final write: (table, key, the version it now has, upsert or delete),
+ * sorted like conflicts, valid until destroy (troupe_txn_receipts). A
+ * transaction that only reads versions validates them and writes nothing.
+ * Mixing is refused with ESTATE: once a transaction used get, get_many or
+ * scan it cannot read_version or commit_version; once it used
+ * read_version it cannot get, get_many, scan or commit.
+ */
+typedef void (*troupe_txn_version_cb)(troupe_err err, troupe_rows *rows,
+                                      uint64_t version, void *arg);
+troupe_err
+troupe_txn_query_version(troupe_tables *t, const char *table, const void *key,
+                         size_t klen, troupe_txn_version_cb cb, void *arg);
+/* Blocks. */
+troupe_err
+troupe_txn_query_version_wait(troupe_tables *t, const char *table,
+                              const void *key, size_t klen, troupe_rows **rows,
+                              uint64_t *version);
+
+/* Errors: EINVAL (NULL, empty key, version 0), ETOOBIG (key, or the key
+ * limit), ENOENT (no such table), ESTATE (ordinary reads used, or not
+ * open), ENOMEM. */
+troupe_err
+troupe_txn_read_version(troupe_txn *tx, const char *table, const void *key,
+                        size_t klen, uint64_t version);
+
+typedef struct troupe_txn_receipt {
+    const char *table;
+    const uint8_t *key;
+    size_t key_len;
+    uint64_t version;
+    bool deleted; /* false: upsert */
+} troupe_txn_receipt;
+
+typedef void (*troupe_txn_commit_version_cb)(
+    troupe_txn *tx, troupe_err err, const troupe_txn_conflict *conflicts,
+    size_t n, const troupe_txn_receipt *receipts, size_t nr, void *arg);
+/* Outcomes as troupe_txn_commit. Call errors: EINVAL, ESTATE. */
+troupe_err
+troupe_txn_commit_version(troupe_txn *tx, troupe_sync sync,
+                          troupe_txn_commit_version_cb cb, void *arg);
+/* Blocks. */
+troupe_err
+troupe_txn_commit_version_wait(troupe_txn *tx, troupe_sync sync);
+/* The receipts of the last commit_version (n == 0 unless it was OK). */
+troupe_err
+troupe_txn_receipts(const troupe_txn *tx, const troupe_txn_receipt **r,
+                    size_t *n);
+
+/*
+ * Runs fn in a fresh transaction and commits it with r->sync, replaying
+ * the whole function on ECONFLICT only, up to r->max_attempts attempts,
+ * sleeping a random time in [0, min(max_ms, base_ms * 2^attempt)] between
+ * attempts (full jitter). Any other outcome is returned as is and never
+ * replayed: EUNKNOWN in particular (the commit may have happened). fn
+ * returning an error rolls back and returns it. fn runs on the calling
+ * thread and uses the blocking twins. r may be NULL (defaults: 8
+ * attempts, base 2 ms, max 200 ms, SYNC_DEFAULT); r->attempts, when not
+ * NULL, receives the attempts made. Errors: EINVAL (NULL t or fn), those
+ * of begin, fn and commit; ECONFLICT once attempts are exhausted. Blocks.
+ */
+typedef troupe_err (*troupe_txn_fn)(troupe_txn *tx, void *arg);
+typedef struct troupe_txn_retry {
+    uint32_t max_attempts; /* 0: 8 */
+    uint32_t base_ms;      /* 0: 2 */
+    uint32_t max_ms;       /* 0: 200 */
+    troupe_sync sync;
+    uint32_t *attempts; /* out, may be NULL */
+} troupe_txn_retry;
+
+troupe_err
+troupe_txn_run_wait(troupe_tables *t, const troupe_txn_opts *o,
+                    const troupe_txn_retry *r, troupe_txn_fn fn, void *arg);
+
+#endif
