@@ -75,5 +75,31 @@ int
 crash_child_eio(int argc, char **argv);
 int
 crash_child_model(int argc, char **argv);
+int
+crash_child_table(int argc, char **argv);
+/* Transactions across the three tables; exits 2 when built without
+ * actors/txn. */
+int
+crash_child_table_txn(int argc, char **argv);
+
+/* The table workload's check (tables.c): reopens the db in `dir` after
+ * cycle `cycle` (of the transaction workload when `txn`), runs verify over
+ * every index of every table, checks every row exactly and that every write
+ * acknowledged in `bits` (seqs below `max`) is there. Returns 0, or -1 with the
+ * reason in msg. Keeps what it saw for the next cycle's check (the same process
+ * must check every cycle in order). */
+typedef struct crash_table_stats {
+    uint64_t acked;        /* acknowledged writes of the cycle */
+    uint64_t lost;         /* of them, not there */
+    uint64_t rows;         /* rows in all tables */
+    uint64_t verify_steps; /* troupe_index_verify_step calls */
+    uint64_t txns;         /* txn: transactions of the cycle present */
+} crash_table_stats;
+int
+crash_table_check(const char *dir, uint64_t cycle, bool txn,
+                  const uint8_t *bits, uint64_t max, crash_table_stats *st,
+                  char *msg, size_t cap);
+void
+crash_table_reset(void);
 
 #endif
