@@ -7,6 +7,14 @@
  *    once it is durable. Run it twice: the count goes on from where it was.
  * 2. Two nodes in one process, talking over nng on tcp loopback: a pinger
  *    on node 1 asks a ponger on node 2, by name, and prints round trips.
+ * 3. A small shop on the data layer (tables and secondary indexes, in the
+ *    same database): tables `customers` (unique index on email), `orders`
+ *    (index on (customer, created_at)) and `stock`, created on the first
+ *    run. It adds customers, shows a duplicate email refused, places
+ *    orders that take stock (each order and its stock move in one
+ *    transaction), queries a customer's orders by index, pages
+ *    through customers with a cursor, and watches a row with a short
+ *    expiry disappear. Customers and stock persist; each run adds orders.
  *
  * Usage: flagship [--data DIR] [--count N] [--pings N]
  */
@@ -19,10 +27,13 @@
 #include "troupe/actor.h"
 #include "troupe/alloc.h"
 #include "troupe/commit.h"
+#include "troupe/keycodec.h"
 #include "troupe/kv.h"
 #include "troupe/pack.h"
 #include "troupe/storage.h"
+#include "troupe/table.h"
 #include "troupe/transport.h"
+#include "troupe/txn.h"
 
 /* ---- a tiny completion latch for main (a plain thread, not a loop) ---- */
 
@@ -409,6 +420,541 @@ flagship_nodes(long pings)
     return e == TROUPE_OK ? 0 : fail("nodes", e);
 }
 
+/* ---- 3. a small shop on tables and indexes ---- */
+
+/* The shop talks to the tables from main, a plain thread, through the
+ * blocking _wait twins of troupe/table.h and troupe/txn.h (an event-loop
+ * host would use the asynchronous calls and their callbacks instead). */
+
+static const troupe_index_field email_field[] = {
+    {"email", TROUPE_FIELD_STRING}};
+static const troupe_index_field customer_time_fields[] = {
+    {"customer", TROUPE_FIELD_STRING}, {"created_at", TROUPE_FIELD_TIMESTAMP}};
+
+static const struct {
+    const char *key, *name, *email;
+} customers[] = {{"alice", "Alice Moreau", "alice@example.com"},
+                 {"bob", "Bob Okafor", "bob@example.com"},
+                 {"carol", "Carol Jones", "carol@example.com"},
+                 {"dave", "Dave Lindqvist", "dave@example.com"}};
+
+/* This run's orders. */
+static const struct {
+    const char *customer, *item;
+    int64_t qty;
+} orders[] = {{"alice", "widget", 2},
+              {"bob", "gadget", 1},
+              {"alice", "gadget", 1},
+              {"carol", "widget", 1},
+              {"alice", "widget", 3}};
+
+static const char *const items[] = {"widget", "gadget"};
+enum { RESTOCK = 20, HOLD_MS = 200 };
+
+/* Leaves r on the value of key k of document doc (one msgpack map);
+ * false when the document has no such key. */
+static bool
+doc_field(troupe_reader *r, const void *doc, size_t len, const char *k)
+{
+    uint32_t n = 0;
+    if (troupe_reader_init(r, doc, len) != TROUPE_OK ||
+        troupe_read_map(r, &n) != TROUPE_OK)
+        return false;
+    for (uint32_t i = 0; i < n; i++) {
+        const char *s;
+        size_t sl;
+        if (troupe_read_str(r, 256, &s, &sl) != TROUPE_OK)
+            return false;
+        if (sl == strlen(k) && memcmp(s, k, sl) == 0)
+            return true;
+        if (troupe_read_skip(r) != TROUPE_OK)
+            return false;
+    }
+    return false;
+}
+
+static int64_t
+doc_int(const void *doc, size_t len, const char *k)
+{
+    troupe_reader r;
+    int64_t v = 0;
+    if (doc_field(&r, doc, len, k))
+        troupe_read_int(&r, &v);
+    return v;
+}
+
+static void
+doc_str(const void *doc, size_t len, const char *k, char *buf, size_t cap)
+{
+    troupe_reader r;
+    const char *s = "";
+    size_t n = 0;
+    if (doc_field(&r, doc, len, k) &&
+        troupe_read_str(&r, cap - 1, &s, &n) != TROUPE_OK)
+        n = 0;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+}
+
+/* Writes the document packed in p with op, then fini's p. `packed` is
+ * what the last pack call returned: the packer's error is sticky, so that
+ * is the first error of the whole document, if any. */
+typedef troupe_err (*write_fn)(troupe_tables *, const char *, const void *,
+                               size_t, const void *, size_t,
+                               const troupe_write_opts *);
+
+static troupe_err
+write_doc(troupe_tables *t, write_fn op, const char *table, const void *key,
+          size_t klen, troupe_packer *p, troupe_err packed,
+          const troupe_write_opts *wo)
+{
+    size_t len = 0;
+    const void *doc = troupe_pack_data(p, &len);
+    troupe_err e = packed;
+    if (e == TROUPE_OK)
+        e = op(t, table, key, klen, doc, len, wo);
+    troupe_pack_fini(p);
+    return e;
+}
+
+static troupe_err
+write_qty(troupe_tables *t, write_fn op, const char *key, int64_t qty,
+          const troupe_write_opts *wo)
+{
+    troupe_packer p;
+    troupe_pack_init(&p);
+    troupe_pack_map(&p, 1);
+    troupe_pack_cstr(&p, "qty");
+    troupe_err e = troupe_pack_int(&p, qty);
+    return write_doc(t, op, "stock", key, strlen(key), &p, e, wo);
+}
+
+/* The qty of stock row `key`; ENOENT when absent (or expired). */
+static troupe_err
+read_qty(troupe_tables *t, const char *key, int64_t *qty)
+{
+    troupe_rows *rows = NULL;
+    troupe_err e = troupe_table_get_wait(t, "stock", key, strlen(key), &rows);
+    if (e == TROUPE_OK)
+        *qty = doc_int(rows->rows[0].doc, rows->rows[0].doc_len, "qty");
+    troupe_rows_destroy(rows);
+    return e;
+}
+
+static troupe_err
+shop_tables(troupe_tables *t)
+{
+    static const troupe_index_spec customer_idx[] = {{.name = "by_email",
+                                                      .unique = true,
+                                                      .fields = email_field,
+                                                      .n_fields = 1}};
+    static const troupe_index_spec order_idx[] = {
+        {.name = "by_customer", .fields = customer_time_fields, .n_fields = 2}};
+    static const struct {
+        const char *name;
+        const troupe_index_spec *idx;
+        size_t n_idx;
+        const char *what;
+    } tables[] = {
+        {"customers", customer_idx, 1, "unique index by_email (email)"},
+        {"orders", order_idx, 1, "index by_customer (customer, created_at)"},
+        {"stock", NULL, 0, "no index"}};
+    for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++) {
+        troupe_err e = troupe_tables_create_wait(
+            t, tables[i].name, tables[i].idx, tables[i].n_idx);
+        if (e == TROUPE_OK)
+            printf("shop: created table %s, %s\n", tables[i].name,
+                   tables[i].what);
+        else if (e == TROUPE_EEXIST)
+            printf("shop: table %s already exists (EEXIST), %s\n",
+                   tables[i].name, tables[i].what);
+        else
+            return e;
+    }
+    return TROUPE_OK;
+}
+
+static troupe_err
+customer_doc_insert(troupe_tables *t, const char *key, const char *name,
+                    const char *email)
+{
+    troupe_packer p;
+    troupe_pack_init(&p);
+    troupe_pack_map(&p, 2);
+    troupe_pack_cstr(&p, "name");
+    troupe_pack_cstr(&p, name);
+    troupe_pack_cstr(&p, "email");
+    troupe_err e = troupe_pack_cstr(&p, email);
+    return write_doc(t, troupe_table_insert_wait, "customers", key, strlen(key),
+                     &p, e, NULL);
+}
+
+static troupe_err
+shop_customers(troupe_tables *t)
+{
+    int added = 0, there = 0;
+    for (size_t i = 0; i < sizeof(customers) / sizeof(customers[0]); i++) {
+        troupe_err e = customer_doc_insert(
+            t, customers[i].key, customers[i].name, customers[i].email);
+        if (e == TROUPE_OK)
+            added++;
+        else if (e == TROUPE_EEXIST)
+            there++;
+        else
+            return e;
+    }
+    printf("shop: customers: %d added, %d already there\n", added, there);
+
+    /* A new customer with alice's email: the unique index refuses the
+     * whole write. */
+    troupe_err e =
+        customer_doc_insert(t, "mallory", "Mallory", "alice@example.com");
+    if (e != TROUPE_ECONSTRAINT)
+        return e == TROUPE_OK ? TROUPE_ESTATE : e;
+    troupe_rows *rows = NULL;
+    troupe_err ge = troupe_table_get_wait(t, "customers", "mallory", 7, &rows);
+    troupe_rows_destroy(rows);
+    if (ge != TROUPE_ENOENT)
+        return ge == TROUPE_OK ? TROUPE_ESTATE : ge;
+    printf("shop: mallory with alice@example.com refused: %s (%s); "
+           "mallory not stored\n",
+           troupe_err_name(e), troupe_strerror(e));
+
+    /* Look a customer up by email through the unique index. */
+    troupe_packer p;
+    troupe_pack_init(&p);
+    troupe_pack_array(&p, 1);
+    troupe_err packed = troupe_pack_cstr(&p, "carol@example.com");
+    size_t vlen = 0;
+    const void *v = troupe_pack_data(&p, &vlen);
+    troupe_index_query q = {
+        .values = v, .values_len = vlen, .limit = 1, .rows = true};
+    troupe_index_result *res = NULL;
+    e = packed != TROUPE_OK
+            ? packed
+            : troupe_tables_query_wait(t, "customers", "by_email", &q, &res);
+    troupe_pack_fini(&p);
+    if (e != TROUPE_OK)
+        return e;
+    if (res->n == 1) {
+        char name[64];
+        doc_str(res->hits[0].val, res->hits[0].val_len, "name", name,
+                sizeof(name));
+        printf("shop: by_email carol@example.com -> %.*s (%s)\n",
+               (int)res->hits[0].pk_len, (const char *)res->hits[0].pk, name);
+    }
+    troupe_index_result_destroy(res);
+    return TROUPE_OK;
+}
+
+/*
+ * One order, in one transaction: read the item's stock, write it back
+ * less qty (restocking first when short) and insert the order. The commit
+ * stores both or neither; if another writer changed the stock row since
+ * the transaction's snapshot, the commit fails with ECONFLICT and
+ * troupe_txn_run_wait replays the function from a fresh snapshot.
+ */
+typedef struct order_txn {
+    int64_t run;
+    int i;
+    int64_t left;   /* stock after the order */
+    bool restocked; /* the last attempt restocked first */
+} order_txn;
+
+static troupe_err
+order_fn(troupe_txn *tx, void *arg)
+{
+    order_txn *o = arg;
+    const char *item = orders[o->i].item;
+    int64_t qty = orders[o->i].qty, have = 0;
+    troupe_rows *rows = NULL;
+    troupe_err e = troupe_txn_get_wait(tx, "stock", item, strlen(item), &rows);
+    if (e != TROUPE_OK)
+        return e;
+    have = doc_int(rows->rows[0].doc, rows->rows[0].doc_len, "qty");
+    troupe_rows_destroy(rows);
+    o->restocked = have < qty;
+    if (o->restocked)
+        have += RESTOCK;
+    o->left = have - qty;
+
+    troupe_packer p;
+    troupe_pack_init(&p);
+    troupe_pack_map(&p, 1);
+    troupe_pack_cstr(&p, "qty");
+    e = troupe_pack_int(&p, o->left);
+    size_t len = 0;
+    const void *doc = troupe_pack_data(&p, &len);
+    if (e == TROUPE_OK)
+        e = troupe_txn_upsert(tx, "stock", item, strlen(item), doc, len, NULL);
+    troupe_pack_fini(&p);
+    if (e != TROUPE_OK)
+        return e;
+
+    /* Order ids: (run start, n), tuple-encoded. The document declares
+     * created_at, so the commit stamps it. */
+    troupe_key_writer w;
+    troupe_key_writer_init(&w);
+    troupe_key_put_int64(&w, o->run);
+    troupe_key_put_int64(&w, o->i + 1);
+    const uint8_t *key = NULL;
+    size_t klen = 0;
+    e = troupe_key_writer_finish(&w, &key, &klen);
+    troupe_pack_init(&p);
+    troupe_pack_map(&p, 4);
+    troupe_pack_cstr(&p, "customer");
+    troupe_pack_cstr(&p, orders[o->i].customer);
+    troupe_pack_cstr(&p, "item");
+    troupe_pack_cstr(&p, item);
+    troupe_pack_cstr(&p, "qty");
+    troupe_pack_int(&p, qty);
+    troupe_pack_cstr(&p, "created_at");
+    troupe_err packed = troupe_pack_int(&p, 0);
+    doc = troupe_pack_data(&p, &len);
+    if (e == TROUPE_OK)
+        e = packed;
+    if (e == TROUPE_OK)
+        e = troupe_txn_insert(tx, "orders", key, klen, doc, len, NULL);
+    troupe_pack_fini(&p);
+    troupe_key_writer_fini(&w);
+    return e;
+}
+
+static troupe_err
+place_order(troupe_tables *t, int64_t run, int i)
+{
+    order_txn o = {.run = run, .i = i};
+    uint32_t attempts = 0;
+    troupe_txn_retry r = {.sync = TROUPE_SYNC_ON, .attempts = &attempts};
+    troupe_err e = troupe_txn_run_wait(t, NULL, &r, order_fn, &o);
+    if (e != TROUPE_OK)
+        return e;
+    if (o.restocked)
+        printf("shop: %s was short: restocked %d in the same transaction\n",
+               orders[i].item, RESTOCK);
+    printf("shop: order %d: %s buys %lld %s (%s stock now %lld), one "
+           "transaction, %u attempt%s\n",
+           i + 1, orders[i].customer, (long long)orders[i].qty, orders[i].item,
+           orders[i].item, (long long)o.left, attempts,
+           attempts == 1 ? "" : "s");
+    return TROUPE_OK;
+}
+
+static troupe_err
+shop_orders(troupe_tables *t, int64_t run)
+{
+    troupe_err e = TROUPE_OK;
+    printf("shop: stock");
+    for (size_t i = 0; e == TROUPE_OK && i < sizeof(items) / sizeof(items[0]);
+         i++) {
+        e = write_qty(t, troupe_table_insert_wait, items[i], RESTOCK, NULL);
+        if (e == TROUPE_OK || e == TROUPE_EEXIST) {
+            int64_t have = 0;
+            if ((e = read_qty(t, items[i], &have)) == TROUPE_OK)
+                printf(" %s %lld", items[i], (long long)have);
+        }
+    }
+    printf("\n");
+    for (int i = 0;
+         e == TROUPE_OK && i < (int)(sizeof(orders) / sizeof(orders[0])); i++)
+        e = place_order(t, run, i);
+    if (e != TROUPE_OK)
+        return e;
+
+    /* Order 1 again, same id: the commit finds the order already there and
+     * fails as a whole, so its stock decrement is not written either. */
+    int64_t before = 0, after = 0;
+    order_txn again = {.run = run, .i = 0};
+    e = read_qty(t, orders[0].item, &before);
+    troupe_err ae = e == TROUPE_OK
+                        ? troupe_txn_run_wait(t, NULL, NULL, order_fn, &again)
+                        : e;
+    if (e == TROUPE_OK)
+        e = read_qty(t, orders[0].item, &after);
+    if (e != TROUPE_OK)
+        return e;
+    if (ae != TROUPE_EEXIST || after != before)
+        return ae != TROUPE_OK && ae != TROUPE_EEXIST ? ae : TROUPE_ESTATE;
+    printf("shop: order 1 again (same id): %s, %s stock still %lld: the "
+           "transaction wrote nothing\n",
+           troupe_err_name(ae), orders[0].item, (long long)after);
+
+    /* How many orders alice has in all (prefix of the composite index),
+     * then this run's ones: the range [(alice, run), (alice, max)), which
+     * comes back in created_at order. */
+    troupe_packer v, from, to;
+    troupe_pack_init(&v);
+    troupe_pack_array(&v, 1);
+    e = troupe_pack_cstr(&v, "alice");
+    troupe_pack_init(&from);
+    troupe_pack_array(&from, 2);
+    troupe_pack_cstr(&from, "alice");
+    troupe_err fe = troupe_pack_int(&from, run);
+    troupe_pack_init(&to);
+    troupe_pack_array(&to, 2);
+    troupe_pack_cstr(&to, "alice");
+    troupe_err te = troupe_pack_int(&to, INT64_MAX);
+    troupe_index_query q = {.limit = 1};
+    q.values = troupe_pack_data(&v, &q.values_len);
+    uint64_t total = 0;
+    troupe_index_result *res = NULL;
+    e = e != TROUPE_OK ? e : fe != TROUPE_OK ? fe : te;
+    if (e == TROUPE_OK)
+        e = troupe_tables_count_wait(t, "orders", "by_customer", &q, &total);
+    if (e == TROUPE_OK) {
+        q = (troupe_index_query){.limit = 100, .rows = true};
+        q.from = troupe_pack_data(&from, &q.from_len);
+        q.to = troupe_pack_data(&to, &q.to_len);
+        e = troupe_tables_query_wait(t, "orders", "by_customer", &q, &res);
+    }
+    troupe_pack_fini(&v);
+    troupe_pack_fini(&from);
+    troupe_pack_fini(&to);
+    if (e != TROUPE_OK)
+        return e;
+    printf("shop: alice has %llu orders in all (count on by_customer)\n",
+           (unsigned long long)total);
+    printf("shop: alice's orders this run, by_customer range in created_at "
+           "order: %zu\n",
+           res->n);
+    int64_t last = 0;
+    for (size_t i = 0; i < res->n; i++) {
+        const troupe_index_hit *h = &res->hits[i];
+        char item[32];
+        doc_str(h->val, h->val_len, "item", item, sizeof(item));
+        int64_t at = doc_int(h->val, h->val_len, "created_at");
+        if (at < last)
+            e = TROUPE_ECORRUPT; /* not in created_at order */
+        last = at;
+        printf("shop:   %lld %s, created_at run start + %lld ms\n",
+               (long long)doc_int(h->val, h->val_len, "qty"), item,
+               (long long)(at - run));
+    }
+    troupe_index_result_destroy(res);
+    return e;
+}
+
+static troupe_err
+print_page(troupe_tables *t, const troupe_scan_opts *so, int page,
+           troupe_rows **out)
+{
+    troupe_err e = troupe_table_scan_wait(t, "customers", so, out);
+    if (e != TROUPE_OK)
+        return e;
+    troupe_rows *rows = *out;
+    printf("shop: customers page %d:", page);
+    for (size_t i = 0; i < rows->n; i++)
+        printf(" %.*s", (int)rows->rows[i].key_len,
+               (const char *)rows->rows[i].key);
+    printf(" (%s)\n", rows->more ? "more" : "end");
+    return TROUPE_OK;
+}
+
+static troupe_err
+shop_scan(troupe_tables *t)
+{
+    /* Pages of 3 customers; the second continues after the first's
+     * cursor, the exact key of its last row. */
+    troupe_scan_opts so = {.limit = 3};
+    troupe_rows *first = NULL, *second = NULL;
+    troupe_err e = print_page(t, &so, 1, &first);
+    if (e == TROUPE_OK && first->more) {
+        so.after = first->cursor;
+        so.after_len = first->cursor_len;
+        e = print_page(t, &so, 2, &second);
+    }
+    troupe_rows_destroy(first);
+    troupe_rows_destroy(second);
+    return e;
+}
+
+static troupe_err
+shop_expiry(troupe_tables *t)
+{
+    /* A stock hold for carol that lapses after HOLD_MS. insert treats an
+     * expired row as absent, so the next run can insert it again. */
+    static const char hold[] = "hold:carol:gadget";
+    troupe_write_opts wo = {.expires_at_ms = troupe_now_ms() + HOLD_MS};
+    troupe_err e = write_qty(t, troupe_table_insert_wait, hold, 1, &wo);
+    int64_t qty = 0;
+    if (e == TROUPE_OK)
+        e = read_qty(t, hold, &qty);
+    if (e != TROUPE_OK)
+        return e;
+    printf("shop: %s (qty %lld) expires in %d ms: get finds it\n", hold,
+           (long long)qty, HOLD_MS);
+    uv_sleep(HOLD_MS + 50);
+    e = read_qty(t, hold, &qty);
+    if (e != TROUPE_ENOENT)
+        return e == TROUPE_OK ? TROUPE_ESTATE : e;
+    printf("shop: %d ms later: get says %s, the hold is gone\n", HOLD_MS + 50,
+           troupe_err_name(e));
+    return TROUPE_OK;
+}
+
+static int
+run_shop(const char *dir)
+{
+    printf("== a small shop on tables and indexes ==\n");
+    troupe_db *db = NULL;
+    troupe_commit *commit = NULL;
+    troupe_runtime *rt = NULL;
+    troupe_tables *t = NULL;
+    const char *what = "open database";
+    troupe_err e = troupe_db_open(dir, NULL, &db);
+    if (e == TROUPE_OK) {
+        what = "commit pipeline";
+        e = troupe_commit_create(db, NULL, &commit);
+    }
+    if (e == TROUPE_OK) {
+        what = "runtime";
+        troupe_runtime_opts ro = {.schedulers = 2, .workers = 4};
+        e = troupe_runtime_create(&rt, &ro);
+    }
+    if (e == TROUPE_OK) {
+        what = "open tables";
+        troupe_tables_opts to = {.rt = rt, .db = db, .commit = commit};
+        e = troupe_tables_open(&to, &t);
+    }
+    int64_t run = troupe_now_ms();
+    if (e == TROUPE_OK && (e = shop_tables(t)) != TROUPE_OK)
+        what = "create tables";
+    if (e == TROUPE_OK && (e = shop_customers(t)) != TROUPE_OK)
+        what = "customers";
+    if (e == TROUPE_OK && (e = shop_orders(t, run)) != TROUPE_OK)
+        what = "orders";
+    if (e == TROUPE_OK && (e = shop_scan(t)) != TROUPE_OK)
+        what = "scan";
+    if (e == TROUPE_OK && (e = shop_expiry(t)) != TROUPE_OK)
+        what = "expiry";
+    if (t != NULL) {
+        troupe_err se = troupe_tables_stop_wait(t);
+        if (e == TROUPE_OK && se != TROUPE_OK) {
+            what = "stop tables";
+            e = se;
+        }
+        troupe_tables_destroy(t);
+    }
+    if (rt != NULL) {
+        troupe_runtime_shutdown_wait(rt);
+        troupe_runtime_destroy(rt);
+    }
+    troupe_commit_destroy(commit);
+    if (db != NULL) {
+        troupe_err ce = troupe_db_close(db);
+        if (e == TROUPE_OK && ce != TROUPE_OK) {
+            what = "close database";
+            e = ce;
+        }
+    }
+    if (e != TROUPE_OK) {
+        char buf[64];
+        snprintf(buf, sizeof(buf), "shop: %s", what);
+        return fail(buf, e);
+    }
+    return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -447,6 +993,8 @@ main(int argc, char **argv)
     if (run_counter(dir, (int)count) != 0)
         return 1;
     if (pings > 0 && flagship_nodes(pings) != 0)
+        return 1;
+    if (run_shop(dir) != 0)
         return 1;
     return 0;
 }

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # The flagship example (what `make run` runs): the counter must continue
-# from the stored value on a second run, and the two-node ping must finish.
+# from the stored value on a second run, the two-node ping must finish, and
+# the shop must create its tables once, refuse a duplicate email, move
+# stock in transactions, find orders by index and lose an expired row, on
+# both runs.
 set -u
 bin=${1:?usage: flagship.sh PATH/TO/flagship}
 dir=$(mktemp -d)
@@ -10,9 +13,48 @@ trap 'rm -rf "$dir"' EXIT
 "$bin" --data "$dir/data" --count 2 --pings 20 >"$dir/2.out" 2>&1 || {
     echo "FAIL: second run"; cat "$dir/2.out"; exit 1; }
 cat "$dir/1.out" "$dir/2.out"
-grep -q "loaded visits = 0" "$dir/1.out" || { echo "FAIL: fresh count"; exit 1; }
-grep -q "loaded visits = 3" "$dir/2.out" || { echo "FAIL: count not durable"; exit 1; }
-grep -q "stopping at visits = 5" "$dir/2.out" || { echo "FAIL: final count"; exit 1; }
-grep -q "20 round trips" "$dir/2.out" || { echo "FAIL: node ping"; exit 1; }
+pass=0
+check() { # check FILE FIXED-STRING WHAT
+    grep -qF -- "$2" "$dir/$1" || { echo "FAIL: $3 (no \"$2\" in run ${1%.out})"; exit 1; }
+    pass=$((pass + 1))
+}
+check 1.out "loaded visits = 0" "fresh count"
+check 2.out "loaded visits = 3" "count not durable"
+check 2.out "stopping at visits = 5" "final count"
+check 2.out "20 round trips" "node ping"
+# shop, first run: tables and customers are new
+check 1.out "shop: created table customers, unique index by_email" "create customers"
+check 1.out "shop: created table orders, index by_customer" "create orders"
+check 1.out "shop: created table stock" "create stock"
+check 1.out "shop: customers: 4 added, 0 already there" "add customers"
+check 1.out "shop: stock widget 20 gadget 20" "fresh stock"
+check 1.out "shop: alice has 3 orders in all" "order count, run 1"
+# shop, second run: the same tables and customers (EEXIST), stock and
+# orders carried over
+check 2.out "shop: table customers already exists (EEXIST)" "customers reused"
+check 2.out "shop: table orders already exists (EEXIST)" "orders reused"
+check 2.out "shop: table stock already exists (EEXIST)" "stock reused"
+check 2.out "shop: customers: 0 added, 4 already there" "customers durable"
+check 2.out "shop: stock widget 14 gadget 18" "stock durable"
+check 2.out "shop: alice has 6 orders in all" "order count, run 2"
+# shop, both runs
+for r in 1.out 2.out; do
+    check $r "shop: mallory with alice@example.com refused: ECONSTRAINT" "duplicate email"
+    check $r "mallory not stored" "refused write stored nothing"
+    check $r "shop: by_email carol@example.com -> carol (Carol Jones)" "unique lookup"
+    check $r "shop: order 5: alice buys 3 widget" "orders placed"
+    check $r "one transaction, 1 attempt" "order and stock in one transaction"
+    check $r "shop: order 1 again (same id): EEXIST" "failed order refused"
+    check $r "the transaction wrote nothing" "failed order wrote no stock"
+    check $r "in created_at order: 3" "this run's orders by index"
+    check $r "shop: customers page 1: alice bob carol (more)" "scan page 1"
+    check $r "shop: customers page 2: dave (end)" "scan page 2 after cursor"
+    check $r "get finds it" "row before expiry"
+    check $r "get says ENOENT, the hold is gone" "row after expiry"
+    n=$(grep -c "created_at run start" "$dir/$r")
+    [ "$n" -eq 3 ] || { echo "FAIL: $n order rows listed in run ${r%.out}"; exit 1; }
+    pass=$((pass + 1))
+done
 "$bin" --count 0 >/dev/null 2>&1 && { echo "FAIL: bad flag accepted"; exit 1; }
-echo "4 passed, 0 failed"
+pass=$((pass + 1))
+echo "$pass passed, 0 failed"
