@@ -76,7 +76,7 @@
 static double secs = 1.0;
 static int nthreads = 2;
 static int inflight = 64; /* $BENCH_INFLIGHT */
-static const char *only; /* argv[1]: run only figures containing it */
+static const char *only;  /* argv[1]: run only figures containing it */
 /* $BENCH_SIDE=troupe or raw: run one side only (for profiling). */
 static const char *side_only;
 
@@ -197,7 +197,7 @@ typedef struct drive {
     troupe_tables *t;
     const char *table;
     op_kind op;
-    int doc; /* 0 plain, 1 indexed */
+    int doc;                              /* 0 plain, 1 indexed */
     _Atomic unsigned long long *next_key; /* inserts */
     uint64_t key_range;                   /* gets, scans: keys [0, range) */
     atomic_bool stop;
@@ -207,7 +207,8 @@ typedef struct drive {
     _Atomic troupe_err err;
 } drive;
 
-static void issue(drive *d);
+static void
+issue(drive *d);
 
 static void
 finish_one(drive *d, troupe_err err)
@@ -273,8 +274,8 @@ issue(drive *d)
         else
             doc_plain(doc);
         troupe_write_opts wo = {.sync = TROUPE_SYNC_OFF};
-        e = troupe_table_insert(d->t, d->table, key, KEY_LEN, doc, VAL_LEN,
-                                &wo, on_rows, d);
+        e = troupe_table_insert(d->t, d->table, key, KEY_LEN, doc, VAL_LEN, &wo,
+                                on_rows, d);
         break;
     }
     case OP_GET:
@@ -283,16 +284,16 @@ issue(drive *d)
         break;
     case OP_SCAN: {
         mkkey(key, drive_rand(d) % (d->key_range - SCAN_N));
-        troupe_scan_opts so = {.start = key, .start_len = KEY_LEN,
-                               .limit = SCAN_N};
+        troupe_scan_opts so = {
+            .start = key, .start_len = KEY_LEN, .limit = SCAN_N};
         e = troupe_table_scan(d->t, d->table, &so, on_rows, d);
         break;
     }
     default: {
         uint8_t v[6] = {0x91};
         put_u32(v + 1, (uint32_t)(drive_rand(d) % GROUPS));
-        troupe_index_query q = {.values = v, .values_len = sizeof(v),
-                                .limit = 100, .rows = true};
+        troupe_index_query q = {
+            .values = v, .values_len = sizeof(v), .limit = 100, .rows = true};
         e = troupe_tables_query(d->t, d->table, "g", &q, on_query, d);
         break;
     }
@@ -393,8 +394,7 @@ raw_query_once(rctx *c)
     troupe_err e = troupe_key_writer_range(&w, &rg);
     troupe_page *pg = NULL;
     if (e == TROUPE_OK)
-        e = troupe_db_scan(c->tdb, c->xcf, NULL, &rg, NULL, 0, 100, false,
-                           &pg);
+        e = troupe_db_scan(c->tdb, c->xcf, NULL, &rg, NULL, 0, 100, false, &pg);
     if (e != TROUPE_OK)
         die("raw query scan", e);
     if (pg->n != 100)
@@ -507,8 +507,8 @@ static void
 load_table(troupe_tables *t, const char *table, int doc,
            _Atomic unsigned long long *next, unsigned long long upto)
 {
-    drive d = {.t = t, .table = table, .op = OP_INSERT, .doc = doc,
-               .next_key = next};
+    drive d = {
+        .t = t, .table = table, .op = OP_INSERT, .doc = doc, .next_key = next};
     /* Run in slices until enough keys were inserted. */
     while (atomic_load(next) < upto) {
         atomic_store(&d.stop, false);
@@ -627,8 +627,7 @@ main(int argc, char **argv)
         }
         atomic_store(&raw_next, PRELOAD);
     }
-    for (unsigned long long i = 0; i < (unsigned long long)GROUPS * 100;
-         i++) {
+    for (unsigned long long i = 0; i < (unsigned long long)GROUPS * 100; i++) {
         char key[KEY_LEN];
         uint8_t doc[VAL_LEN];
         mkkey(key, i);
@@ -680,12 +679,15 @@ main(int argc, char **argv)
     }
 
     double vt[64], vr[64];
-    double put_t = 0, put_r = 0, get_t = 0, get_r = 0, scan_t = 0,
-           scan_r = 0, q_t = 0, q_r = 0, ip0 = 0, ip1 = 0, ip3 = 0;
+    double put_t = 0, put_r = 0, get_t = 0, get_r = 0, scan_t = 0, scan_r = 0,
+           q_t = 0, q_r = 0, ip0 = 0, ip1 = 0, ip3 = 0;
 
     if (want("table_get")) {
         /* table_get */
-        drive dg = {.t = t, .table = "kv", .op = OP_GET, .key_range = PRELOAD,
+        drive dg = {.t = t,
+                    .table = "kv",
+                    .op = OP_GET,
+                    .key_range = PRELOAD,
                     .seed = 88172645463325252ull};
         rctx rg = {.r = &r, .op = OP_GET, .key_range = PRELOAD, .seed = 12345};
         drive_run(&dg, secs / 4); /* warm the caches */
@@ -702,7 +704,10 @@ main(int argc, char **argv)
 
     if (want("table_scan100")) {
         /* table_scan100 */
-        drive ds = {.t = t, .table = "kv", .op = OP_SCAN, .key_range = PRELOAD,
+        drive ds = {.t = t,
+                    .table = "kv",
+                    .op = OP_SCAN,
+                    .key_range = PRELOAD,
                     .seed = 0x2545F4914F6CDD1Dull};
         rctx rs = {.r = &r, .op = OP_SCAN, .key_range = PRELOAD, .seed = 777};
         for (int i = 0; i < reps; i++) {
@@ -719,7 +724,11 @@ main(int argc, char **argv)
     if (want("index_query100")) {
         /* index_query100 */
         drive dq = {.t = t, .table = "q", .op = OP_QUERY, .seed = 99991};
-        rctx rq = {.r = &r, .tdb = db, .xcf = qx, .tcf = qt, .op = OP_QUERY,
+        rctx rq = {.r = &r,
+                   .tdb = db,
+                   .xcf = qx,
+                   .tcf = qt,
+                   .op = OP_QUERY,
                    .seed = 4242};
         for (int i = 0; i < reps; i++) {
             vt[i] = drive_run(&dq, secs);
@@ -728,12 +737,16 @@ main(int argc, char **argv)
         }
         q_t = bench_median(vt, reps);
         q_r = bench_median(vr, reps);
-        bench_line_peer("index_query100", q_t, "queries/s", "raw_query100", q_r);
+        bench_line_peer("index_query100", q_t, "queries/s", "raw_query100",
+                        q_r);
     }
 
     if (want("table_put")) {
         /* table_put: fresh keys past the preloaded ones */
-        drive dp = {.t = t, .table = "kv", .op = OP_INSERT, .doc = 0,
+        drive dp = {.t = t,
+                    .table = "kv",
+                    .op = OP_INSERT,
+                    .doc = 0,
                     .next_key = &kv_next};
         rctx rp = {.r = &r, .op = OP_INSERT, .next_key = &raw_next};
         for (int i = 0; i < reps; i++) {
@@ -749,8 +762,8 @@ main(int argc, char **argv)
     if (want("index_put")) {
         /* index_put_1, index_put_3 against index_put_0, same documents */
         static _Atomic unsigned long long n0, n1, n3;
-        drive d0 = {.t = t, .table = "i0", .op = OP_INSERT, .doc = 1,
-                    .next_key = &n0};
+        drive d0 = {
+            .t = t, .table = "i0", .op = OP_INSERT, .doc = 1, .next_key = &n0};
         drive d1 = d0, d3 = d0;
         d1.table = "i1";
         d1.next_key = &n1;
@@ -791,8 +804,8 @@ main(int argc, char **argv)
     if (want("table_get"))
         bench_line_peer("table_get", get_t, "gets/s", "rocksdb_get", get_r);
     if (want("table_scan100"))
-        bench_line_peer("table_scan100", scan_t, "scans/s",
-                        "rocksdb_scan100", scan_r);
+        bench_line_peer("table_scan100", scan_t, "scans/s", "rocksdb_scan100",
+                        scan_r);
     if (want("index_put")) {
         bench_line_peer("index_put_1", ip1, "rows/s", "index_put_0", ip0);
         bench_line_peer("index_put_3", ip3, "rows/s", "index_put_0", ip0);
