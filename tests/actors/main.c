@@ -8,10 +8,13 @@ Suite *
 index_suite(void);
 Suite *
 txn_suite(void);
+Suite *
+ttl_suite(void);
 
 int
 main(void)
 {
-    Suite *s[] = {kv_suite(), table_suite(), index_suite(), txn_suite()};
+    Suite *s[] = {kv_suite(), table_suite(), index_suite(), txn_suite(),
+                  ttl_suite()};
     return ts_run_suites(s, (int)(sizeof(s) / sizeof(s[0])));
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The troupe command, as a user runs it: version, bad flags (exit 2),
 # unreachable URLs (exit 1 with a message), a node that serves pings and
-# stops cleanly on SIGTERM and on SIGINT. Loopback only; every wait polls a
+# stops cleanly on SIGTERM and on SIGINT, stats of the node's database. Loopback only; every wait polls a
 # condition with a deadline.
 set -u
 troupe=${1:?usage: tools.sh PATH/TO/troupe}
@@ -70,6 +70,17 @@ for sig in TERM INT; do
     grep -q "stopped cleanly" "$out" && ok "node stopped cleanly" || {
         bad "no clean stop"; cat "$out"; }
 done
+
+expect 2 "stats without flags" -- "$troupe" stats
+expect 2 "stats unknown flag" -- "$troupe" stats --data "$tmp/data" --bogus 1
+expect 2 "stats flag without value" -- "$troupe" stats --data
+expect 1 "stats of a missing database" -- "$troupe" stats --data "$tmp/nothing-here"
+grep -q "no database at" "$tmp/err" && ok "missing database is explained" || bad "missing database message"
+[ ! -e "$tmp/nothing-here" ] && ok "stats creates nothing" || bad "stats created a database"
+expect 0 "stats" -- "$troupe" stats --data "$tmp/data"
+grep -q '^tables 0$' "$tmp/out" && grep -q '^txn created 0 closed 0 running 0$' "$tmp/out" &&
+    grep -q '^versioned_commit ok 0 failed 0$' "$tmp/out" &&
+    ok "stats prints the counters" || { bad "stats output"; cat "$tmp/out"; }
 
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -46,6 +46,7 @@ struct troupe_tables {
     void *clock_ctx;
     uint32_t timeout_ms;
     _Atomic uint64_t vseq; /* key versions (txn.c); in memory only */
+    ttables_shared ts;
     troupe_cf *meta;
     uv_mutex_t mu;
     uv_mutex_t ddl;
@@ -271,7 +272,8 @@ entry_start(troupe_tables *t, tentry *e)
                     .fns = t->fns,
                     .clock = t->clock,
                     .clock_ctx = t->clock_ctx,
-                    .vseq = &t->vseq};
+                    .vseq = &t->vseq,
+                    .ts = &t->ts};
     troupe_err err;
     cf_name(buf, sizeof(buf), 't', e->id);
     if ((err = troupe_db_cf(t->db, buf, &c.cf_t)) != TROUPE_OK)
@@ -450,6 +452,11 @@ troupe_tables_open(const troupe_tables_opts *o, troupe_tables **out)
     t->timeout_ms = o->timeout_ms ? o->timeout_ms : 30000;
     uv_mutex_init(&t->mu);
     uv_mutex_init(&t->ddl);
+    uv_mutex_init(&t->ts.mu);
+    /* pi_db's quantum: 1 ms; below it rounds up, above it truncates. */
+    t->ts.vttl_ms = o->version_ttl_us == 0     ? 0
+                    : o->version_ttl_us < 1000 ? 1
+                                               : o->version_ttl_us / 1000;
     troupe_err e = troupe_db_cf(t->db, "meta", &t->meta);
     if (e == TROUPE_ENOENT)
         e = troupe_db_cf_create(t->db, "meta", &t->meta);
@@ -627,6 +634,7 @@ troupe_tables_destroy(troupe_tables *t)
     }
     uv_mutex_destroy(&t->mu);
     uv_mutex_destroy(&t->ddl);
+    uv_mutex_destroy(&t->ts.mu);
     troupe_free(t);
 }
 
@@ -754,7 +762,49 @@ troupe__tables_txn_env(troupe_tables *t, ttxn_env *env)
     env->clock_ctx = t->clock_ctx;
     env->timeout_ms = t->timeout_ms;
     env->vseq = &t->vseq;
+    env->ts = &t->ts;
     return TROUPE_OK;
+}
+
+void
+troupe__tables_txn_enter(ttables_shared *ts, _Atomic uint64_t *vseq,
+                         ttxn_active *a)
+{
+    uv_mutex_lock(&ts->mu);
+    a->seq0 = atomic_load(vseq);
+    a->next = NULL;
+    a->prev = ts->tail;
+    if (ts->tail != NULL)
+        ts->tail->next = a;
+    else
+        ts->head = a;
+    ts->tail = a;
+    uv_mutex_unlock(&ts->mu);
+}
+
+void
+troupe__tables_txn_leave(ttables_shared *ts, ttxn_active *a)
+{
+    uv_mutex_lock(&ts->mu);
+    if (a->prev != NULL)
+        a->prev->next = a->next;
+    else
+        ts->head = a->next;
+    if (a->next != NULL)
+        a->next->prev = a->prev;
+    else
+        ts->tail = a->prev;
+    a->prev = a->next = NULL;
+    uv_mutex_unlock(&ts->mu);
+}
+
+uint64_t
+troupe__tables_txn_oldest(ttables_shared *ts)
+{
+    uv_mutex_lock(&ts->mu);
+    uint64_t v = ts->head != NULL ? ts->head->seq0 : UINT64_MAX;
+    uv_mutex_unlock(&ts->mu);
+    return v;
 }
 
 /* ---- create / drop ----------------------------------------------------- */

@@ -45,8 +45,11 @@ enum {
     TABLE_TXN_PREP_DONE,
     TABLE_TXN_EXPIRE,
     TABLE_TXN_QVER_DONE,
+    TABLE_VEVICT_NEXT, /* the next batch of the running eviction pass */
+    TABLE_PURGE_KEYS,  /* a purge step's expired keys, back from a worker */
     TABLE_NKINDS,
-    TABLE_REINDEX /* an op kind only: rewrite a row's index entries */
+    TABLE_REINDEX, /* an op kind only: rewrite a row's index entries */
+    TABLE_PURGE_OP /* an op kind only: delete the row if still expired */
 };
 
 /* Rows an index build reindexes per step. */
@@ -69,10 +72,14 @@ typedef struct wop {
     bool counted;      /* counted in nrunning */
     bool build;        /* a build's reindex op */
     bool ext;          /* a transaction's op: batch is the shared one */
+    bool purge_hit;    /* TABLE_PURGE_OP: prepared a delete */
     /* The version this write publishes, taken on the writer thread once
      * the write is stored and before its caller hears of it (0 until
      * then): a transaction that began after the reply has seq0 >= cver. */
     _Atomic uint64_t cver;
+    /* The clock when cver was taken: the publish time its TTL counts
+     * from (the actor records the version only later). */
+    _Atomic int64_t cms;
     klock *lock;
     troupe_runtime *rt;
     troupe_addr self;
@@ -120,9 +127,26 @@ typedef struct clog {
  * write. A key not in it has version `vfloor`; when the map is full it is
  * emptied and vfloor raised to the newest version, so a transaction that
  * began before then conflicts on those keys (safe, never a missed
- * conflict). */
+ * conflict). That cap is a last resort: with a key-version TTL, records
+ * older than it are evicted in passes (TTL and counters in
+ * docs/data-model.md).
+ *
+ * Eviction. Every record is also on an intrusive list in publish order
+ * (a publish moves it to the tail), so the head is the oldest publish and
+ * a pass looks at no record it will not evict: memory is the records
+ * alone, no queue of tokens. A record goes only when its TTL has passed
+ * (now >= published + ttl: never early) and its version is <= the seq0 of
+ * every running transaction: such a transaction's snapshot already holds
+ * that write, so `vfloor` (<= its seq0) answers its checks as well; a
+ * newer version is one it still needs to see a conflict. A pass stops at
+ * the first record it may not evict yet (the rest are newer) and works in
+ * batches of VEVICT_BATCH, each one message to itself, so other requests
+ * run between batches. */
 typedef struct vent {
     struct vent *next;
+    struct vent *lprev; /* publish order */
+    struct vent *lnext;
+    int64_t pub_ms; /* when it was last published */
     uint64_t ver;
     size_t klen;
     unsigned char key[];
@@ -130,6 +154,7 @@ typedef struct vent {
 
 #define VMAP_BUCKETS 4096
 #define VMAP_MAX 65536
+#define VEVICT_BATCH 256
 
 /* A transaction's part at this table, from its prepare to its finish. */
 typedef struct tpart {
@@ -155,6 +180,17 @@ typedef struct tstate {
     ttable_cfg cfg;
     vent **vmap;
     size_t nv;
+    size_t vbytes;     /* estimated bytes of the records */
+    uint64_t vevicted; /* records evicted since spawn */
+    vent *lhead;       /* oldest publish */
+    vent *ltail;
+    /* the eviction pass running, if any */
+    bool evicting;
+    troupe_addr ev_asker;
+    uint64_t ev_corr;
+    uint64_t ev_total;
+    uint32_t ev_batches;
+    uint32_t ev_largest;
     uint64_t vfloor;
     uint64_t vmax;
     uint64_t last_pub; /* the version the last tpart_end published */
@@ -173,7 +209,8 @@ typedef struct tstate {
     size_t nrunning;    /* ops between start and release */
     size_t old_running; /* of which prepared with an older schema */
     tbuild *build;
-    uint64_t cseq; /* commits of writes with unique values */
+    struct tpurge *purge; /* the expired-row pass running, if any */
+    uint64_t cseq;        /* commits of writes with unique values */
     uint64_t clog_floor;
     clog *clog;
     size_t nclog;
@@ -188,8 +225,8 @@ static void
 check_quiesced(tstate *s)
 {
     if (s->quiesced == NULL || s->nrunning > 0 || s->nreads > 0 ||
-        s->tparts != NULL || s->tpwork != NULL || s->rwait_head != NULL ||
-        s->build != NULL)
+        s->evicting || s->purge != NULL || s->tparts != NULL ||
+        s->tpwork != NULL || s->rwait_head != NULL || s->build != NULL)
         return;
     void (*fn)(void *) = s->quiesced;
     s->quiesced = NULL;
@@ -312,10 +349,44 @@ vmap_clear(tstate *s)
         }
     }
     s->nv = 0;
+    s->vbytes = 0;
+    s->lhead = s->ltail = NULL;
+}
+
+static size_t
+vent_bytes(const vent *v)
+{
+    return sizeof(*v) + v->klen;
 }
 
 static void
-vmap_publish(tstate *s, const void *key, size_t klen, uint64_t ver)
+vlist_unlink(tstate *s, vent *v)
+{
+    if (v->lprev != NULL)
+        v->lprev->lnext = v->lnext;
+    else
+        s->lhead = v->lnext;
+    if (v->lnext != NULL)
+        v->lnext->lprev = v->lprev;
+    else
+        s->ltail = v->lprev;
+    v->lprev = v->lnext = NULL;
+}
+
+static void
+vlist_append(tstate *s, vent *v)
+{
+    v->lnext = NULL;
+    v->lprev = s->ltail;
+    if (s->ltail != NULL)
+        s->ltail->lnext = v;
+    else
+        s->lhead = v;
+    s->ltail = v;
+}
+
+static void
+vmap_publish(tstate *s, const void *key, size_t klen, uint64_t ver, int64_t now)
 {
     if (ver > s->vmax)
         s->vmax = ver;
@@ -323,6 +394,9 @@ vmap_publish(tstate *s, const void *key, size_t klen, uint64_t ver)
     for (vent *v = *pp; v != NULL; v = v->next)
         if (v->klen == klen && memcmp(v->key, key, klen) == 0) {
             v->ver = ver;
+            v->pub_ms = now; /* a publish refreshes its TTL */
+            vlist_unlink(s, v);
+            vlist_append(s, v);
             return;
         }
     vent *v = s->nv < VMAP_MAX ? troupe_malloc(sizeof(*v) + klen) : NULL;
@@ -332,11 +406,28 @@ vmap_publish(tstate *s, const void *key, size_t klen, uint64_t ver)
         return;
     }
     v->ver = ver;
+    v->pub_ms = now;
     v->klen = klen;
     memcpy(v->key, key, klen);
     v->next = *pp;
     *pp = v;
+    vlist_append(s, v);
     s->nv++;
+    s->vbytes += vent_bytes(v);
+}
+
+/* Removes v from the map and the list. */
+static void
+vmap_remove(tstate *s, vent *v)
+{
+    vent **pp = &s->vmap[key_hash(v->key, v->klen) & (VMAP_BUCKETS - 1)];
+    while (*pp != v)
+        pp = &(*pp)->next;
+    *pp = v->next;
+    vlist_unlink(s, v);
+    s->nv--;
+    s->vbytes -= vent_bytes(v);
+    troupe_free(v);
 }
 
 /* ---- write preparation (worker thread) -------------------------------- */
@@ -656,6 +747,9 @@ prepare(wop *op)
         goto out; /* nothing to write */
     if (e == TROUPE_OK && op->kind == TABLE_REINDEX && er == TROUPE_ENOENT)
         goto out; /* deleted since the build listed it: nothing to do */
+    if (e == TROUPE_OK && op->kind == TABLE_PURGE_OP &&
+        (er == TROUPE_ENOENT || live))
+        goto out; /* gone, or rewritten since the scan: not expired now */
     if (e == TROUPE_OK && op->ext)
         b = op->batch; /* the transaction's one batch, borrowed */
     else if (e == TROUPE_OK)
@@ -666,10 +760,12 @@ prepare(wop *op)
             e = troupe_batch_delete(b, xcf, old[i].key, old[i].len);
     }
     if (e == TROUPE_OK &&
-        (op->kind == TABLE_DELETE || op->kind == TTXN_DEL_ANY)) {
+        (op->kind == TABLE_DELETE || op->kind == TTXN_DEL_ANY ||
+         op->kind == TABLE_PURGE_OP)) {
         e = troupe_batch_delete(b, op->cfg.cf_t, op->key, op->klen);
         if (e == TROUPE_OK)
             e = troupe_batch_delete(b, op->cfg.cf_m, op->key, op->klen);
+        op->purge_hit = op->kind == TABLE_PURGE_OP && e == TROUPE_OK;
     } else if (e == TROUPE_OK) {
         e = prepare_put(op, b, old_doc, old_len, live, suffix, slen, now);
     }
@@ -742,11 +838,13 @@ static void
 build_op_done(troupe_actor *self, tstate *s, troupe_err err);
 static void
 build_step(troupe_actor *self, tstate *s);
+static void
+purge_op_done(troupe_actor *self, tstate *s, troupe_err err, bool hit);
 
 /* The running write of a key is done: answer it unless the pipeline
  * already did, and start the next write of that key. */
 static void
-release_and_next(troupe_actor *self, tstate *s, wop *op, bool answered)
+release_inner(troupe_actor *self, tstate *s, wop *op, bool answered)
 {
     if (!answered)
         answer(op->rt, op->asker, op->corr, op->err, NULL);
@@ -778,6 +876,19 @@ release_and_next(troupe_actor *self, tstate *s, wop *op, bool answered)
         l->wtail = NULL;
     l->running = next;
     start_op(self, s, next);
+}
+
+/* A purge pass hears of its op only once the key's next write started,
+ * so a pass that ends here never sees the actor idle while a write of
+ * that key still waits. */
+static void
+release_and_next(troupe_actor *self, tstate *s, wop *op, bool answered)
+{
+    bool purge = op->kind == TABLE_PURGE_OP, hit = op->purge_hit;
+    troupe_err err = op->err;
+    release_inner(self, s, op, answered);
+    if (purge)
+        purge_op_done(self, s, err, hit);
 }
 
 static void
@@ -920,8 +1031,12 @@ static void
 on_commit(troupe_err err, void *arg)
 {
     wop *op = arg;
-    if (!op->build && op->cfg.vseq != NULL)
+    if (op->kind == TABLE_PURGE_OP)
+        op->err = err; /* counted by purge_op_done */
+    if (!op->build && op->cfg.vseq != NULL) {
+        atomic_store(&op->cms, op->cfg.clock(op->cfg.clock_ctx));
         atomic_store(&op->cver, atomic_fetch_add(op->cfg.vseq, 1) + 1);
+    }
     answer(op->rt, op->asker, op->corr, err, NULL);
     troupe_msg *m = NULL;
     if (troupe_msg_create(&m, TABLE_COMMIT_DONE, NULL, 0) == TROUPE_OK) {
@@ -1077,8 +1192,9 @@ h_commit_done(troupe_actor *self, void *st, const troupe_msg *m)
         clog_add(s, op);
     if (!op->build)
         vmap_publish(s, op->key, op->klen,
-                     atomic_load(&op->cver) ? atomic_load(&op->cver)
-                                            : vnext(s));
+                     atomic_load(&op->cver) ? atomic_load(&op->cver) : vnext(s),
+                     atomic_load(&op->cver) ? atomic_load(&op->cms)
+                                            : s->cfg.clock(s->cfg.clock_ctx));
     release_and_next(self, s, op, true);
     if (s->nrunning == 0)
         clog_clear(s); /* nobody can have read before those commits */
@@ -1726,11 +1842,13 @@ rwait_retry(troupe_actor *self, tstate *s)
     while (w != NULL) {
         wop *nx = w->next;
         if (attach(self, s, w) != TROUPE_OK) {
-            bool build = w->build;
+            bool build = w->build, purge = w->kind == TABLE_PURGE_OP;
             answer(w->rt, w->asker, w->corr, TROUPE_ENOMEM, NULL);
             wop_free(w);
             if (build)
                 build_op_done(self, s, TROUPE_ENOMEM);
+            else if (purge)
+                purge_op_done(self, s, TROUPE_ENOMEM, false);
         }
         w = nx;
     }
@@ -1813,7 +1931,8 @@ tpart_end(troupe_actor *self, tstate *s, tpart *tp, bool publish)
         if (publish) {
             if (op->nuq > 0)
                 clog_add(s, op);
-            vmap_publish(s, op->key, op->klen, ver);
+            vmap_publish(s, op->key, op->klen, ver,
+                         s->cfg.clock(s->cfg.clock_ctx));
         }
         op->batch = NULL;
         release_and_next(self, s, op, true);
@@ -2372,7 +2491,8 @@ qver_run(troupe_actor *self, tstate *s, ttxn_qver *q, troupe_addr asker,
             }
         if (!known) { /* the key's first version, created once */
             ver = vnext(s);
-            vmap_publish(s, q->key, q->klen, ver);
+            vmap_publish(s, q->key, q->klen, ver,
+                         s->cfg.clock(s->cfg.clock_ctx));
             if (vmap_get(s, q->key, q->klen) != ver)
                 ver = vmap_get(s, q->key, q->klen); /* map was full */
         }
@@ -2437,6 +2557,317 @@ h_txn_qver_done(troupe_actor *self, void *st, const troupe_msg *m)
     qjob_free(m->ptr);
     s->nreads--;
     check_quiesced(s);
+    return TROUPE_OK;
+}
+
+/* ---- key-version eviction and counters ----------------------------------- */
+
+/* Evicts up to VEVICT_BATCH records from the head of the publish list. */
+static uint32_t
+vevict_batch(tstate *s)
+{
+    uint64_t ttl = s->cfg.ts != NULL ? s->cfg.ts->vttl_ms : 0;
+    if (ttl == 0 || s->lhead == NULL)
+        return 0;
+    int64_t now = s->cfg.clock(s->cfg.clock_ctx);
+    uint64_t oldest = troupe__tables_txn_oldest(s->cfg.ts);
+    uint32_t n = 0;
+    while (n < VEVICT_BATCH && s->lhead != NULL) {
+        vent *v = s->lhead;
+        if (now < v->pub_ms || (uint64_t)(now - v->pub_ms) < ttl ||
+            v->ver > oldest)
+            break;
+        vmap_remove(s, v);
+        s->vevicted++;
+        n++;
+    }
+    return n;
+}
+
+static void
+vevict_step(troupe_actor *self, tstate *s)
+{
+    uint32_t n = s->closing ? 0 : vevict_batch(s);
+    s->ev_total += n;
+    if (n > 0)
+        s->ev_batches++;
+    if (n > s->ev_largest)
+        s->ev_largest = n;
+    if (n == VEVICT_BATCH && s->lhead != NULL) {
+        /* yield: the next batch queues behind what arrived meanwhile */
+        troupe_msg *m = NULL;
+        if (troupe_msg_create(&m, TABLE_VEVICT_NEXT, NULL, 0) == TROUPE_OK &&
+            troupe_runtime_send(troupe_actor_runtime(self), troupe_self(self),
+                                &m) == TROUPE_OK)
+            return;
+    }
+    troupe_packer pk;
+    troupe_pack_init(&pk);
+    troupe_pack_array(&pk, 3);
+    troupe_pack_uint(&pk, s->ev_total);
+    troupe_pack_uint(&pk, s->ev_batches);
+    troupe_pack_uint(&pk, s->ev_largest);
+    troupe_body *b = NULL;
+    troupe_err e = troupe_pack_take_body(&pk, &b);
+    answer(troupe_actor_runtime(self), s->ev_asker, s->ev_corr, e,
+           e == TROUPE_OK ? &b : NULL);
+    s->evicting = false;
+    check_quiesced(s);
+}
+
+static troupe_err
+h_vevict(troupe_actor *self, void *st, const troupe_msg *m)
+{
+    tstate *s = st;
+    if (s->closing || s->evicting) {
+        answer(troupe_actor_runtime(self), m->from, m->corr,
+               s->closing ? TROUPE_ECLOSED : TROUPE_EBUSY, NULL);
+        return TROUPE_OK;
+    }
+    s->evicting = true;
+    s->ev_asker = m->from;
+    s->ev_corr = m->corr;
+    s->ev_total = 0;
+    s->ev_batches = s->ev_largest = 0;
+    vevict_step(self, s);
+    return TROUPE_OK;
+}
+
+static troupe_err
+h_vevict_next(troupe_actor *self, void *st, const troupe_msg *m)
+{
+    (void)m;
+    tstate *s = st;
+    if (s->evicting)
+        vevict_step(self, s);
+    return TROUPE_OK;
+}
+
+static troupe_err
+h_stats(troupe_actor *self, void *st, const troupe_msg *m)
+{
+    tstate *s = st;
+    troupe_packer pk;
+    troupe_pack_init(&pk);
+    troupe_pack_array(&pk, 3);
+    troupe_pack_uint(&pk, s->nv);
+    troupe_pack_uint(&pk, s->vbytes);
+    troupe_pack_uint(&pk, s->vevicted);
+    troupe_body *b = NULL;
+    troupe_err e = troupe_pack_take_body(&pk, &b);
+    answer(troupe_actor_runtime(self), m->from, m->corr, e,
+           e == TROUPE_OK ? &b : NULL);
+    return TROUPE_OK;
+}
+
+/* ---- expired rows ------------------------------------------------------- */
+
+/*
+ * A purge pass walks the row family in steps of PURGE_BATCH rows (a scan
+ * on a worker that keeps the keys whose envelope expired by the clock)
+ * and queues one TABLE_PURGE_OP per expired key behind that key's lock,
+ * like an index build: the op reads row and manifest again and deletes
+ * row, manifest and every index entry in one batch only if the row is
+ * still there and still expired (a write since the scan may have renewed
+ * it). The next step starts when every op of this one finished, so at
+ * most PURGE_BATCH deletes are in flight and other requests run between
+ * steps. A malformed envelope is left alone (verify reports it).
+ */
+#define PURGE_BATCH 256
+
+typedef struct tpurge {
+    troupe_addr asker;
+    uint64_t corr;
+    unsigned char *cursor;
+    size_t clen;
+    bool more;
+    size_t outstanding;
+    uint64_t scanned;
+    uint64_t purged;
+    uint32_t steps;
+    troupe_err err;
+} tpurge;
+
+typedef struct pjob {
+    troupe_db *db;
+    troupe_cf *cf_t;
+    int64_t now;
+    unsigned char *after;
+    size_t alen;
+    troupe_err err;
+    troupe_page *page;
+    size_t nexp;
+    size_t *exp; /* indexes into page->items of the expired rows */
+} pjob;
+
+static void
+pjob_free(void *arg)
+{
+    pjob *j = arg;
+    troupe_page_destroy(j->page);
+    troupe_free(j->after);
+    troupe_free(j->exp);
+    troupe_free(j);
+}
+
+static void
+purge_work(void *arg)
+{
+    pjob *j = arg;
+    j->err = troupe_db_scan(j->db, j->cf_t, NULL, NULL, j->after, j->alen,
+                            PURGE_BATCH, false, &j->page);
+    if (j->err != TROUPE_OK || j->page->n == 0)
+        return;
+    j->exp = troupe_malloc(j->page->n * sizeof(*j->exp));
+    if (j->exp == NULL) {
+        j->err = TROUPE_ENOMEM;
+        return;
+    }
+    for (size_t i = 0; i < j->page->n; i++) {
+        int64_t exp = 0;
+        const void *doc;
+        size_t dl;
+        const troupe_kv *kv = &j->page->items[i];
+        if (troupe__envelope_parse(kv->val, kv->val_len, &exp, &doc, &dl) ==
+                TROUPE_OK &&
+            !is_live(exp, j->now))
+            j->exp[j->nexp++] = i;
+    }
+}
+
+static void
+purge_finish(troupe_actor *self, tstate *s)
+{
+    tpurge *p = s->purge;
+    s->purge = NULL;
+    troupe_err e = p->err;
+    troupe_body *b = NULL;
+    if (e == TROUPE_OK) {
+        troupe_packer pk;
+        troupe_pack_init(&pk);
+        troupe_pack_array(&pk, 3);
+        troupe_pack_uint(&pk, p->scanned);
+        troupe_pack_uint(&pk, p->purged);
+        troupe_pack_uint(&pk, p->steps);
+        e = troupe_pack_take_body(&pk, &b);
+    }
+    answer(troupe_actor_runtime(self), p->asker, p->corr, e,
+           e == TROUPE_OK ? &b : NULL);
+    troupe_free(p->cursor);
+    troupe_free(p);
+    check_quiesced(s);
+}
+
+static void
+purge_step(troupe_actor *self, tstate *s)
+{
+    tpurge *p = s->purge;
+    if (p->err == TROUPE_OK && s->closing)
+        p->err = TROUPE_ECLOSED;
+    if (p->err != TROUPE_OK || (p->steps > 0 && !p->more)) {
+        purge_finish(self, s);
+        return;
+    }
+    pjob *j = troupe_calloc(1, sizeof(*j));
+    if (j != NULL && p->clen > 0 && (j->after = troupe_malloc(p->clen)))
+        memcpy(j->after, p->cursor, j->alen = p->clen);
+    if (j == NULL || (p->clen > 0 && j->after == NULL)) {
+        troupe_free(j);
+        p->err = TROUPE_ENOMEM;
+        purge_finish(self, s);
+        return;
+    }
+    j->db = s->cfg.db;
+    j->cf_t = s->cfg.cf_t;
+    j->now = s->cfg.clock(s->cfg.clock_ctx);
+    troupe_err e =
+        troupe_work_submit(self, purge_work, j, TABLE_PURGE_KEYS, pjob_free);
+    if (e != TROUPE_OK) {
+        pjob_free(j);
+        p->err = e;
+        purge_finish(self, s);
+    }
+}
+
+static void
+purge_op_done(troupe_actor *self, tstate *s, troupe_err err, bool hit)
+{
+    tpurge *p = s->purge;
+    if (p == NULL)
+        return;
+    if (err != TROUPE_OK && p->err == TROUPE_OK)
+        p->err = err;
+    if (err == TROUPE_OK && hit)
+        p->purged++;
+    if (--p->outstanding == 0)
+        purge_step(self, s);
+}
+
+static troupe_err
+h_purge(troupe_actor *self, void *st, const troupe_msg *m)
+{
+    tstate *s = st;
+    tpurge *p = NULL;
+    if (s->closing || s->purge != NULL ||
+        (p = troupe_calloc(1, sizeof(*p))) == NULL) {
+        answer(troupe_actor_runtime(self), m->from, m->corr,
+               s->closing         ? TROUPE_ECLOSED
+               : s->purge != NULL ? TROUPE_EBUSY
+                                  : TROUPE_ENOMEM,
+               NULL);
+        return TROUPE_OK;
+    }
+    p->asker = m->from;
+    p->corr = m->corr;
+    s->purge = p;
+    purge_step(self, s);
+    return TROUPE_OK;
+}
+
+static troupe_err
+h_purge_keys(troupe_actor *self, void *st, const troupe_msg *m)
+{
+    tstate *s = st;
+    pjob *j = m->ptr;
+    tpurge *p = s->purge;
+    if (p == NULL) {
+        pjob_free(j);
+        return TROUPE_OK;
+    }
+    p->steps++;
+    if (j->err != TROUPE_OK || j->page->n == 0) {
+        if (j->err != TROUPE_OK && p->err == TROUPE_OK)
+            p->err = j->err;
+        p->more = false;
+        pjob_free(j);
+        purge_finish(self, s);
+        return TROUPE_OK;
+    }
+    const troupe_page *pg = j->page;
+    unsigned char *c = troupe_realloc(p->cursor, pg->cursor_len);
+    if (c == NULL) {
+        pjob_free(j);
+        p->err = TROUPE_ENOMEM;
+        purge_finish(self, s);
+        return TROUPE_OK;
+    }
+    memcpy(c, pg->cursor, pg->cursor_len);
+    p->cursor = c;
+    p->clen = pg->cursor_len;
+    p->more = pg->more;
+    p->scanned += pg->n;
+    /* Count them all first: an op may finish inside enqueue. */
+    p->outstanding = j->nexp + 1;
+    for (size_t i = 0; i < j->nexp; i++) {
+        const troupe_kv *kv = &pg->items[j->exp[i]];
+        troupe_err e =
+            enqueue(self, s, TABLE_PURGE_OP, kv->key, kv->key_len, NULL, 0, 0,
+                    TROUPE_SYNC_DEFAULT, TROUPE_ADDR_NONE, 0, false);
+        if (e != TROUPE_OK)
+            purge_op_done(self, s, e, false);
+    }
+    pjob_free(j);
+    purge_op_done(self, s, TROUPE_OK, false);
     return TROUPE_OK;
 }
 
@@ -2526,6 +2957,13 @@ table_stop(troupe_actor *self, void *st, troupe_err reason)
     clog_clear(s);
     if (s->build != NULL)
         build_finish(s, TROUPE_ECLOSED);
+    if (s->purge != NULL) { /* quiescing waits for it; only a hard stop */
+        answer(troupe_actor_runtime(self), s->purge->asker, s->purge->corr,
+               TROUPE_ECLOSED, NULL);
+        troupe_free(s->purge->cursor);
+        troupe_free(s->purge);
+        s->purge = NULL;
+    }
 }
 
 static const troupe_handler_fn table_handlers[TABLE_NKINDS] = {
@@ -2548,6 +2986,11 @@ static const troupe_handler_fn table_handlers[TABLE_NKINDS] = {
     [TABLE_TXN_EXPIRE] = h_txn_expire,
     [TABLE_TXN_QVER] = h_txn_qver,
     [TABLE_TXN_QVER_DONE] = h_txn_qver_done,
+    [TABLE_VEVICT] = h_vevict,
+    [TABLE_VEVICT_NEXT] = h_vevict_next,
+    [TABLE_STATS] = h_stats,
+    [TABLE_PURGE] = h_purge,
+    [TABLE_PURGE_KEYS] = h_purge_keys,
 };
 
 static const troupe_actor_def table_def = {

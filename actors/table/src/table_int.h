@@ -4,6 +4,7 @@
 #define TROUPE_TABLE_INT_H
 
 #include <stdatomic.h>
+#include <uv.h>
 
 #include "troupe/actor.h"
 #include "troupe/table.h"
@@ -27,6 +28,11 @@ enum table_kind {
     TABLE_TXN_PREPARE, /* ptr: ttxn_prep (txn.c's two-phase commit) */
     TABLE_TXN_FINISH,  /* ptr: ttxn_fin */
     TABLE_TXN_QVER,    /* ptr: ttxn_qver (query with version) */
+    TABLE_VEVICT,      /* one eviction pass over key-version records;
+                          replies [evicted u64, batches u32, largest u32] */
+    TABLE_STATS,       /* replies [records u64, bytes u64, evicted u64] */
+    TABLE_PURGE,       /* one expired-row pass; replies [scanned u64,
+                          purged u64, steps u32] */
     TABLE_NKINDS_
 };
 
@@ -129,6 +135,42 @@ typedef struct ttxn_fin {
 void
 troupe__ttxn_fin_free(void *p);
 
+/* A running transaction's begin point, linked in ttables_shared from
+ * troupe_txn_begin to troupe_txn_destroy. */
+typedef struct ttxn_active {
+    struct ttxn_active *prev;
+    struct ttxn_active *next;
+    uint64_t seq0;
+} ttxn_active;
+
+/*
+ * What the catalog shares with every table actor and transaction of one
+ * troupe_tables: the key-version TTL, the running transactions in begin
+ * order (so the oldest begin point is the head's, O(1)), and the
+ * data-layer counters (relaxed atomics: read by the stats call only).
+ */
+typedef struct ttables_shared {
+    uint64_t vttl_ms; /* key-version TTL after quantization; 0: off */
+    uv_mutex_t mu;    /* guards the list below */
+    ttxn_active *head;
+    ttxn_active *tail;
+    _Atomic uint64_t qver_ok, qver_fail;
+    _Atomic uint64_t vprep_ok, vprep_fail, vcommit_ok, vcommit_fail;
+    _Atomic uint64_t txn_created, txn_closed;
+} ttables_shared;
+
+/* Links a into the running list, taking its seq0 from *vseq under the
+ * lock, so a later entry never has a smaller seq0. Any thread. */
+void
+troupe__tables_txn_enter(ttables_shared *ts, _Atomic uint64_t *vseq,
+                         ttxn_active *a);
+/* Unlinks a (entered before). Any thread. */
+void
+troupe__tables_txn_leave(ttables_shared *ts, ttxn_active *a);
+/* The oldest running transaction's seq0; UINT64_MAX when none runs. */
+uint64_t
+troupe__tables_txn_oldest(ttables_shared *ts);
+
 /* What a transaction needs from the catalog. */
 typedef struct ttxn_env {
     troupe_runtime *rt;
@@ -138,6 +180,7 @@ typedef struct ttxn_env {
     void *clock_ctx;
     uint32_t timeout_ms;
     _Atomic uint64_t *vseq;
+    ttables_shared *ts;
 } ttxn_env;
 
 troupe_err
@@ -231,6 +274,7 @@ typedef struct ttable_cfg {
     /* The catalog's version counter: every committed write of a key
      * publishes the next value as the key's version. */
     _Atomic uint64_t *vseq;
+    ttables_shared *ts;
 } ttable_cfg;
 
 troupe_err

@@ -92,6 +92,8 @@ struct troupe_txn {
     ttxn_env env;
     ttxn_shared *sh;
     uint64_t seq0;
+    ttxn_active act; /* in env.ts's running list from begin to destroy */
+    bool vprepped;   /* a versioned commit passed its prepare phase */
     size_t max_keys;
     size_t max_bytes;
     size_t bytes;
@@ -271,13 +273,17 @@ troupe_txn_begin(troupe_tables *t, const troupe_txn_opts *o, troupe_txn **out)
     atomic_init(&tx->sh->refs, 1);
     atomic_init(&tx->sh->state, TTXN_OPEN);
     /* The counter first, then the snapshot (see the note at the top). */
-    tx->seq0 = atomic_load(tx->env.vseq);
+    troupe__tables_txn_enter(tx->env.ts, tx->env.vseq, &tx->act);
+    tx->seq0 = tx->act.seq0;
     e = troupe_snapshot_create(tx->env.db, &tx->sh->snap);
     if (e != TROUPE_OK) {
+        troupe__tables_txn_leave(tx->env.ts, &tx->act);
         troupe__ttxn_release(tx->sh);
         troupe_free(tx);
         return e;
     }
+    atomic_fetch_add_explicit(&tx->env.ts->txn_created, 1,
+                              memory_order_relaxed);
     *out = tx;
     return TROUPE_OK;
 }
@@ -318,6 +324,8 @@ troupe_txn_destroy(troupe_txn *tx)
         troupe_free((void *)tx->rcpt[i].key);
     troupe_free(tx->rcpt);
     troupe__ttxn_release(tx->sh);
+    troupe__tables_txn_leave(tx->env.ts, &tx->act);
+    atomic_fetch_add_explicit(&tx->env.ts->txn_closed, 1, memory_order_relaxed);
     troupe_free(tx);
 }
 
@@ -1100,6 +1108,11 @@ complete(troupe_txn *tx)
     tx->state = TX_DONE;
     keys_free(tx);
     if (tx->vcb != NULL)
+        atomic_fetch_add_explicit(!tx->vprepped    ? &tx->env.ts->vprep_fail
+                                  : e == TROUPE_OK ? &tx->env.ts->vcommit_ok
+                                                   : &tx->env.ts->vcommit_fail,
+                                  1, memory_order_relaxed);
+    if (tx->vcb != NULL)
         tx->vcb(tx, e, e == TROUPE_ECONFLICT ? tx->conf : NULL,
                 e == TROUPE_ECONFLICT ? tx->nconf : 0,
                 e == TROUPE_OK ? tx->rcpt : NULL,
@@ -1373,6 +1386,11 @@ all_prepared(troupe_txn *tx, bool on_s0)
         finish_all(tx, false, TROUPE_ETIMEDOUT, on_s0);
         return;
     }
+    if (tx->vcb != NULL) {
+        tx->vprepped = true;
+        atomic_fetch_add_explicit(&tx->env.ts->vprep_ok, 1,
+                                  memory_order_relaxed);
+    }
     if (!tx->writes) { /* versioned reads only: validated, nothing to write */
         finish_all(tx, false, TROUPE_OK, on_s0);
         return;
@@ -1621,6 +1639,7 @@ troupe_txn_run_wait(troupe_tables *t, const troupe_txn_opts *o,
 typedef struct qcall {
     troupe_txn_version_cb cb;
     void *arg;
+    ttables_shared *ts;
 } qcall;
 
 static void
@@ -1651,6 +1670,9 @@ on_qver(troupe_runtime *rt, troupe_err err, troupe_msg *reply, void *arg)
     }
     troupe_txn_version_cb cb = c->cb;
     void *cb_arg = c->arg;
+    atomic_fetch_add_explicit(err == TROUPE_OK ? &c->ts->qver_ok
+                                               : &c->ts->qver_fail,
+                              1, memory_order_relaxed);
     troupe_free(c);
     cb(err, rows, err == TROUPE_OK ? ver : 0, cb_arg);
 }
@@ -1685,6 +1707,7 @@ troupe_txn_query_version(troupe_tables *t, const char *table, const void *key,
     m->ptr_drop = troupe_free;
     c->cb = cb;
     c->arg = arg;
+    c->ts = env.ts;
     e = troupe_runtime_ask(env.rt, a, &m, env.timeout_ms, on_qver, c);
     if (e != TROUPE_OK)
         troupe_free(c);

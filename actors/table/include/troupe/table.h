@@ -78,6 +78,10 @@ typedef struct troupe_tables_opts {
     int64_t (*clock)(void *ctx);
     void *clock_ctx;
     uint32_t timeout_ms; /* deadline of each request; 0: 30000 */
+    /* Key-version TTL in microseconds, kept with pi_db's 1 ms quantum:
+     * 0 disables eviction, 1..999 is 1 ms, larger values drop the part
+     * below 1 ms (20999 is 20 ms). See troupe_tables_evict_versions. */
+    uint64_t version_ttl_us;
 } troupe_tables_opts;
 
 /* One row. key and doc (one msgpack map) point into the owning rows. */
@@ -356,5 +360,103 @@ troupe_table_get_many_wait(troupe_tables *t, const char *table,
 troupe_err
 troupe_table_scan_wait(troupe_tables *t, const char *table,
                        const troupe_scan_opts *so, troupe_rows **rows);
+
+/* ---- key-version TTL and counters ----------------------------------- */
+
+typedef struct troupe_vevict_result {
+    uint64_t evicted; /* records removed by the pass */
+    uint32_t batches; /* non-empty batches it took */
+    uint32_t largest; /* the largest batch (<= 256) */
+} troupe_vevict_result;
+
+typedef void (*troupe_vevict_cb)(troupe_err err, const troupe_vevict_result *r,
+                                 void *arg);
+
+/*
+ * One eviction pass over the key-version records of `table` (the TTL
+ * scanner, troupe/ttl.h, runs these on a timer). A record is evicted when
+ * the TTL (troupe_tables_opts.version_ttl_us) has passed since its version
+ * was last published (never earlier: a TTL is a minimum) and no running
+ * transaction (begun, not yet destroyed) began before that version. The
+ * pass works in batches of at most 256 records, each one message of the
+ * table actor, so other requests run between them. With the TTL off it
+ * evicts nothing. r (borrowed for the callback) says what it did. cb
+ * errors: EBUSY (a pass of this table is running), ECLOSED, ETIMEDOUT.
+ * Call errors: EINVAL (NULL, bad name), ENOENT (no such table), ESTATE,
+ * ENOMEM. Any thread.
+ */
+troupe_err
+troupe_tables_evict_versions(troupe_tables *t, const char *table,
+                             troupe_vevict_cb cb, void *arg);
+/* Same, blocking; *r is zeroed on error. Blocks. */
+troupe_err
+troupe_tables_evict_versions_wait(troupe_tables *t, const char *table,
+                                  troupe_vevict_result *r);
+
+typedef struct troupe_purge_result {
+    uint64_t scanned; /* rows looked at */
+    uint64_t purged;  /* expired rows deleted */
+    uint32_t steps;   /* scan steps of at most 256 rows each */
+} troupe_purge_result;
+
+typedef void (*troupe_purge_cb)(troupe_err err, const troupe_purge_result *r,
+                                void *arg);
+
+/*
+ * One pass that deletes the expired rows of `table` (expires_at_ms > 0 and
+ * <= the clock): it scans the rows in steps of at most 256 on a worker and
+ * deletes each expired one behind its key's write lock, its row, manifest
+ * and index entries in one batch, and only if the row is still there and
+ * still expired then (a write since the scan may have renewed it). The
+ * next step starts once every delete of this one finished. Expired rows
+ * are invisible to reads already; this frees their space. r (borrowed for
+ * the callback) says what it did. cb errors: EBUSY (a pass of this table
+ * is running), ECLOSED, EIO, EFAILSTOP, ECORRUPT (a manifest of an expired
+ * row is malformed: that row stays), EUNKNOWN, ENOMEM, ETIMEDOUT. Call
+ * errors: EINVAL (NULL, bad name), ENOENT (no such table), ESTATE, ENOMEM.
+ * Any thread.
+ */
+troupe_err
+troupe_tables_purge_expired(troupe_tables *t, const char *table,
+                            troupe_purge_cb cb, void *arg);
+/* Same, blocking; *r is zeroed on error. Blocks. */
+troupe_err
+troupe_tables_purge_expired_wait(troupe_tables *t, const char *table,
+                                 troupe_purge_result *r);
+
+typedef struct troupe_table_stats {
+    const char *name;         /* into the owning troupe_tables_stats */
+    uint64_t version_records; /* key-version records in memory */
+    uint64_t version_bytes;   /* their estimated heap bytes (record and
+                                 key; not allocator rounding or buckets) */
+    uint64_t version_evicted; /* records evicted since open */
+} troupe_table_stats;
+
+/* Counters since troupe_tables_open (versions and counters live in memory
+ * only and start afresh on every open). */
+typedef struct troupe_tables_stats {
+    uint64_t qver_ok; /* troupe_txn_query_version callbacks, by result */
+    uint64_t qver_failed;
+    uint64_t vprepare_ok; /* versioned commits: prepare phase by result */
+    uint64_t vprepare_failed;
+    uint64_t vcommit_ok; /* and the commit phase of those prepared */
+    uint64_t vcommit_failed;
+    uint64_t txn_created; /* troupe_txn_begin successes */
+    uint64_t txn_closed;  /* troupe_txn_destroy calls */
+    uint64_t txn_running; /* begun and not yet destroyed */
+    size_t n;             /* tables, sorted by name */
+    troupe_table_stats *tables;
+} troupe_tables_stats;
+
+/*
+ * Reads the counters and asks every table actor for its records. On OK
+ * *out is owned by the caller (troupe_tables_stats_destroy). Errors:
+ * EINVAL, ESTATE (stopped), ENOMEM, ETIMEDOUT. Blocks.
+ */
+troupe_err
+troupe_tables_stats_wait(troupe_tables *t, troupe_tables_stats **out);
+/* NULL is a no-op. Any thread. */
+void
+troupe_tables_stats_destroy(troupe_tables_stats *s);
 
 #endif

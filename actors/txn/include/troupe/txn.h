@@ -58,9 +58,11 @@ typedef struct troupe_txn_conflict {
 
 /*
  * Begins a transaction: takes a storage snapshot that every read of the
- * transaction uses. o may be NULL (defaults). On OK *out is owned by the
- * caller. Errors: EINVAL (NULL, limit over its maximum), ESTATE (tables
- * stopping), ENOMEM. Never blocks on the disk.
+ * transaction uses. Until it is destroyed it counts as running: the key
+ * versions it may need are kept (troupe_tables_evict_versions), so do not
+ * leave finished transactions undestroyed. o may be NULL (defaults). On
+ * OK *out is owned by the caller. Errors: EINVAL (NULL, limit over its
+ * maximum), ESTATE (tables stopping), ENOMEM. Never blocks on the disk.
  */
 troupe_err
 troupe_txn_begin(troupe_tables *t, const troupe_txn_opts *o, troupe_txn **out);
@@ -200,9 +202,12 @@ troupe_txn_commit_wait(troupe_txn *tx, troupe_sync sync);
  *
  * Versions live in memory, in the table actors, and start afresh at every
  * open of the tables (a restart, or a table's actor respawned): a version
- * cached before that names nothing and conflicts; read again. Versions are
- * positive and grow with every committed write of a key, but are not
- * consecutive per key.
+ * cached before that names nothing and conflicts; read again. With a
+ * key-version TTL (troupe_tables_opts.version_ttl_us) a key's record is
+ * also evicted once the TTL has passed since its last publish and no
+ * running transaction began before that version: a version cached from
+ * before then conflicts the same way. Versions are positive and grow with
+ * every committed write of a key, but are not consecutive per key.
  *
  * troupe_txn_query_version: the live row at key (rows->n == 1) or its
  * absence (rows->n == 0, err OK), and the key's current version, taken at

@@ -1,0 +1,371 @@
+/*
+ * Key-version eviction passes, expired-row purge passes and the data-layer
+ * counters, as calls on a troupe_tables. The records, rows and their
+ * counts live with each table actor (table.c), so these calls are asks to
+ * the actors; the transaction counters are relaxed atomics in the
+ * catalog's ttables_shared, read here without a lock (a snapshot of
+ * monotonic counters, not a consistent cut).
+ */
+#include <string.h>
+
+#include "table_int.h"
+#include "troupe/alloc.h"
+#include "troupe/pack.h"
+
+/* ---- eviction ------------------------------------------------------------ */
+
+typedef struct evcall {
+    troupe_vevict_cb cb;
+    void *arg;
+} evcall;
+
+static void
+on_evicted(troupe_runtime *rt, troupe_err err, troupe_msg *reply, void *arg)
+{
+    (void)rt;
+    evcall *c = arg;
+    troupe_vevict_result r = {0};
+    if (err == TROUPE_OK && (reply == NULL || reply->body == NULL))
+        err = TROUPE_EPROTO;
+    if (err == TROUPE_OK) {
+        troupe_reader rd;
+        uint64_t b = 0, l = 0;
+        troupe_reader_init(&rd, troupe_body_data(reply->body),
+                           troupe_body_len(reply->body));
+        troupe_read_array_n(&rd, 3);
+        troupe_read_uint(&rd, &r.evicted);
+        troupe_read_uint(&rd, &b);
+        troupe_read_uint(&rd, &l);
+        if (troupe_read_end(&rd) != TROUPE_OK || b > UINT32_MAX ||
+            l > UINT32_MAX) {
+            err = TROUPE_EPROTO;
+            r = (troupe_vevict_result){0};
+        } else {
+            r.batches = (uint32_t)b;
+            r.largest = (uint32_t)l;
+        }
+    }
+    troupe_vevict_cb cb = c->cb;
+    void *cb_arg = c->arg;
+    troupe_free(c);
+    cb(err, &r, cb_arg);
+}
+
+troupe_err
+troupe_tables_evict_versions(troupe_tables *t, const char *table,
+                             troupe_vevict_cb cb, void *arg)
+{
+    if (t == NULL || table == NULL || cb == NULL)
+        return TROUPE_EINVAL;
+    troupe_addr a;
+    uint32_t timeout = 0;
+    troupe_runtime *rt = NULL;
+    troupe_err e = troupe__tables_lookup(t, table, &a, &timeout, &rt);
+    if (e != TROUPE_OK)
+        return e;
+    evcall *c = troupe_malloc(sizeof(*c));
+    troupe_msg *m = NULL;
+    if (c == NULL ||
+        troupe_msg_create(&m, TABLE_VEVICT, NULL, 0) != TROUPE_OK) {
+        troupe_free(c);
+        return TROUPE_ENOMEM;
+    }
+    c->cb = cb;
+    c->arg = arg;
+    e = troupe_runtime_ask(rt, a, &m, timeout, on_evicted, c);
+    if (e != TROUPE_OK)
+        troupe_free(c);
+    return e;
+}
+
+typedef struct evwait {
+    uv_mutex_t mu;
+    uv_cond_t cv;
+    bool done;
+    troupe_err err;
+    troupe_vevict_result r;
+} evwait;
+
+static void
+wake_evict(troupe_err err, const troupe_vevict_result *r, void *arg)
+{
+    evwait *w = arg;
+    uv_mutex_lock(&w->mu);
+    w->err = err;
+    w->r = *r;
+    w->done = true;
+    uv_cond_signal(&w->cv);
+    uv_mutex_unlock(&w->mu);
+}
+
+troupe_err
+troupe_tables_evict_versions_wait(troupe_tables *t, const char *table,
+                                  troupe_vevict_result *r)
+{
+    if (r == NULL)
+        return TROUPE_EINVAL;
+    *r = (troupe_vevict_result){0};
+    evwait w = {.done = false};
+    uv_mutex_init(&w.mu);
+    uv_cond_init(&w.cv);
+    troupe_err e = troupe_tables_evict_versions(t, table, wake_evict, &w);
+    if (e == TROUPE_OK) {
+        uv_mutex_lock(&w.mu);
+        while (!w.done)
+            uv_cond_wait(&w.cv, &w.mu);
+        uv_mutex_unlock(&w.mu);
+        e = w.err;
+        if (e == TROUPE_OK)
+            *r = w.r;
+    }
+    uv_cond_destroy(&w.cv);
+    uv_mutex_destroy(&w.mu);
+    return e;
+}
+
+/* ---- expired rows ------------------------------------------------------ */
+
+typedef struct pucall {
+    troupe_purge_cb cb;
+    void *arg;
+} pucall;
+
+static void
+on_purged(troupe_runtime *rt, troupe_err err, troupe_msg *reply, void *arg)
+{
+    (void)rt;
+    pucall *c = arg;
+    troupe_purge_result r = {0};
+    if (err == TROUPE_OK && (reply == NULL || reply->body == NULL))
+        err = TROUPE_EPROTO;
+    if (err == TROUPE_OK) {
+        troupe_reader rd;
+        uint64_t st = 0;
+        troupe_reader_init(&rd, troupe_body_data(reply->body),
+                           troupe_body_len(reply->body));
+        troupe_read_array_n(&rd, 3);
+        troupe_read_uint(&rd, &r.scanned);
+        troupe_read_uint(&rd, &r.purged);
+        troupe_read_uint(&rd, &st);
+        if (troupe_read_end(&rd) != TROUPE_OK || st > UINT32_MAX) {
+            err = TROUPE_EPROTO;
+            r = (troupe_purge_result){0};
+        } else {
+            r.steps = (uint32_t)st;
+        }
+    }
+    troupe_purge_cb cb = c->cb;
+    void *cb_arg = c->arg;
+    troupe_free(c);
+    cb(err, &r, cb_arg);
+}
+
+troupe_err
+troupe_tables_purge_expired(troupe_tables *t, const char *table,
+                            troupe_purge_cb cb, void *arg)
+{
+    if (t == NULL || table == NULL || cb == NULL)
+        return TROUPE_EINVAL;
+    troupe_addr a;
+    uint32_t timeout = 0;
+    troupe_runtime *rt = NULL;
+    troupe_err e = troupe__tables_lookup(t, table, &a, &timeout, &rt);
+    if (e != TROUPE_OK)
+        return e;
+    pucall *c = troupe_malloc(sizeof(*c));
+    troupe_msg *m = NULL;
+    if (c == NULL || troupe_msg_create(&m, TABLE_PURGE, NULL, 0) != TROUPE_OK) {
+        troupe_free(c);
+        return TROUPE_ENOMEM;
+    }
+    c->cb = cb;
+    c->arg = arg;
+    e = troupe_runtime_ask(rt, a, &m, timeout, on_purged, c);
+    if (e != TROUPE_OK)
+        troupe_free(c);
+    return e;
+}
+
+typedef struct puwait {
+    uv_mutex_t mu;
+    uv_cond_t cv;
+    bool done;
+    troupe_err err;
+    troupe_purge_result r;
+} puwait;
+
+static void
+wake_purge(troupe_err err, const troupe_purge_result *r, void *arg)
+{
+    puwait *w = arg;
+    uv_mutex_lock(&w->mu);
+    w->err = err;
+    w->r = *r;
+    w->done = true;
+    uv_cond_signal(&w->cv);
+    uv_mutex_unlock(&w->mu);
+}
+
+troupe_err
+troupe_tables_purge_expired_wait(troupe_tables *t, const char *table,
+                                 troupe_purge_result *r)
+{
+    if (r == NULL)
+        return TROUPE_EINVAL;
+    *r = (troupe_purge_result){0};
+    puwait w = {.done = false};
+    uv_mutex_init(&w.mu);
+    uv_cond_init(&w.cv);
+    troupe_err e = troupe_tables_purge_expired(t, table, wake_purge, &w);
+    if (e == TROUPE_OK) {
+        uv_mutex_lock(&w.mu);
+        while (!w.done)
+            uv_cond_wait(&w.cv, &w.mu);
+        uv_mutex_unlock(&w.mu);
+        e = w.err;
+        if (e == TROUPE_OK)
+            *r = w.r;
+    }
+    uv_cond_destroy(&w.cv);
+    uv_mutex_destroy(&w.mu);
+    return e;
+}
+
+/* ---- stats ------------------------------------------------------------- */
+
+typedef struct stwait {
+    uv_mutex_t mu;
+    uv_cond_t cv;
+    bool done;
+    troupe_err err;
+    uint64_t v[3];
+} stwait;
+
+static void
+on_stats(troupe_runtime *rt, troupe_err err, troupe_msg *reply, void *arg)
+{
+    (void)rt;
+    stwait *w = arg;
+    uint64_t v[3] = {0};
+    if (err == TROUPE_OK && (reply == NULL || reply->body == NULL))
+        err = TROUPE_EPROTO;
+    if (err == TROUPE_OK) {
+        troupe_reader rd;
+        troupe_reader_init(&rd, troupe_body_data(reply->body),
+                           troupe_body_len(reply->body));
+        troupe_read_array_n(&rd, 3);
+        for (int i = 0; i < 3; i++)
+            troupe_read_uint(&rd, &v[i]);
+        if (troupe_read_end(&rd) != TROUPE_OK)
+            err = TROUPE_EPROTO;
+    }
+    uv_mutex_lock(&w->mu);
+    w->err = err;
+    memcpy(w->v, v, sizeof(v));
+    w->done = true;
+    uv_cond_signal(&w->cv);
+    uv_mutex_unlock(&w->mu);
+}
+
+/* One table's counters; ENOENT when it was dropped meanwhile. */
+static troupe_err
+table_stats(troupe_tables *t, const char *name, troupe_table_stats *ts)
+{
+    troupe_addr a;
+    uint32_t timeout = 0;
+    troupe_runtime *rt = NULL;
+    troupe_err e = troupe__tables_lookup(t, name, &a, &timeout, &rt);
+    if (e != TROUPE_OK)
+        return e;
+    troupe_msg *m = NULL;
+    if (troupe_msg_create(&m, TABLE_STATS, NULL, 0) != TROUPE_OK)
+        return TROUPE_ENOMEM;
+    stwait w = {.done = false};
+    uv_mutex_init(&w.mu);
+    uv_cond_init(&w.cv);
+    e = troupe_runtime_ask(rt, a, &m, timeout, on_stats, &w);
+    if (e == TROUPE_OK) {
+        uv_mutex_lock(&w.mu);
+        while (!w.done)
+            uv_cond_wait(&w.cv, &w.mu);
+        uv_mutex_unlock(&w.mu);
+        e = w.err;
+    }
+    uv_cond_destroy(&w.cv);
+    uv_mutex_destroy(&w.mu);
+    if (e == TROUPE_OK) {
+        ts->name = name;
+        ts->version_records = w.v[0];
+        ts->version_bytes = w.v[1];
+        ts->version_evicted = w.v[2];
+    }
+    return e;
+}
+
+/* The stats and, behind them, the tables array and the list of names the
+ * entries point into. */
+typedef struct stats_block {
+    troupe_tables_stats s;
+    char **names;
+} stats_block;
+
+troupe_err
+troupe_tables_stats_wait(troupe_tables *t, troupe_tables_stats **out)
+{
+    if (out != NULL)
+        *out = NULL;
+    if (t == NULL || out == NULL)
+        return TROUPE_EINVAL;
+    ttxn_env env;
+    troupe_err e = troupe__tables_txn_env(t, &env);
+    if (e != TROUPE_OK)
+        return e;
+    stats_block *b = troupe_calloc(1, sizeof(*b));
+    if (b == NULL)
+        return TROUPE_ENOMEM;
+    size_t n = 0;
+    if ((e = troupe_tables_list(t, &b->names, &n)) != TROUPE_OK) {
+        troupe_free(b);
+        return e;
+    }
+    b->s.tables = troupe_calloc(n ? n : 1, sizeof(*b->s.tables));
+    if (b->s.tables == NULL) {
+        troupe_tables_stats_destroy(&b->s);
+        return TROUPE_ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        e = table_stats(t, b->names[i], &b->s.tables[b->s.n]);
+        if (e == TROUPE_OK)
+            b->s.n++;
+        else if (e != TROUPE_ENOENT) { /* dropped meanwhile: left out */
+            troupe_tables_stats_destroy(&b->s);
+            return e;
+        }
+    }
+    ttables_shared *ts = env.ts;
+#define LOAD(f) atomic_load_explicit(&ts->f, memory_order_relaxed)
+    b->s.qver_ok = LOAD(qver_ok);
+    b->s.qver_failed = LOAD(qver_fail);
+    b->s.vprepare_ok = LOAD(vprep_ok);
+    b->s.vprepare_failed = LOAD(vprep_fail);
+    b->s.vcommit_ok = LOAD(vcommit_ok);
+    b->s.vcommit_failed = LOAD(vcommit_fail);
+    /* closed first: created >= closed in the snapshot */
+    b->s.txn_closed = LOAD(txn_closed);
+    b->s.txn_created = LOAD(txn_created);
+#undef LOAD
+    b->s.txn_running = b->s.txn_created - b->s.txn_closed;
+    *out = &b->s;
+    return TROUPE_OK;
+}
+
+void
+troupe_tables_stats_destroy(troupe_tables_stats *s)
+{
+    if (s == NULL)
+        return;
+    stats_block *b = (stats_block *)s; /* s is b's first member */
+    troupe_free(b->s.tables);
+    troupe_free(b->names);
+    troupe_free(b);
+}

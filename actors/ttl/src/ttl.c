@@ -1,0 +1,307 @@
+/*
+ * The TTL scanner actor. A repeating timer (or a kick) starts a pass: the
+ * actor lists the tables and asks each in turn for one key-version
+ * eviction pass, then one expired-row purge pass; the table actor does
+ * the work in batches of at most 256 (records, or rows), a message per
+ * batch, so a large table never holds its loop. Tables go
+ * one at a time so a pass costs one table's batch at a time across the
+ * runtime, and a tick that arrives while a pass runs is dropped: passes
+ * never pile up behind a slow table.
+ *
+ * The asynchronous evict call completes on scheduler 0, not on this
+ * actor's thread, so its callback only sends the outcome here as a
+ * message; it holds a copy of the address, never the scanner object,
+ * which may be gone by then (a send to a dead actor fails cleanly).
+ */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <uv.h>
+
+#include "troupe/actor.h"
+#include "troupe/alloc.h"
+#include "troupe/pack.h"
+#include "troupe/ttl.h"
+
+enum { TTL_TICK = 0, TTL_DONE, TTL_NKINDS };
+
+enum { ST_RUNNING = 0, ST_STOPPING, ST_STOPPED };
+
+struct troupe_ttl {
+    troupe_runtime *rt;
+    troupe_tables *tables;
+    uint32_t interval_ms;
+    troupe_addr addr;
+    _Atomic uint64_t passes;
+    _Atomic uint64_t evicted;
+    _Atomic uint64_t purged;
+    uv_mutex_t mu;
+    uv_cond_t cv;
+    int state; /* under mu */
+};
+
+typedef struct sstate {
+    troupe_ttl *o;
+    char **names; /* the pass's tables (troupe_tables_list) */
+    size_t n;
+    size_t next;  /* the table being asked */
+    bool purging; /* its purge pass (else its eviction pass) runs */
+    bool busy;
+} sstate;
+
+typedef struct evarg {
+    troupe_runtime *rt;
+    troupe_addr to;
+} evarg;
+
+static void
+done_send(evarg *a, troupe_err err, uint64_t n)
+{
+    troupe_packer p;
+    troupe_pack_init(&p);
+    troupe_pack_array(&p, 2);
+    troupe_pack_uint(&p, (uint64_t)err);
+    troupe_pack_uint(&p, err == TROUPE_OK ? n : 0);
+    troupe_msg *m = NULL;
+    if (troupe_pack_take_msg(&p, TTL_DONE, &m) == TROUPE_OK)
+        troupe_runtime_send(a->rt, a->to, &m); /* fails once we are gone */
+    troupe_free(a);
+}
+
+static void
+on_evicted(troupe_err err, const troupe_vevict_result *r, void *arg)
+{
+    done_send(arg, err, r->evicted);
+}
+
+static void
+on_purged(troupe_err err, const troupe_purge_result *r, void *arg)
+{
+    done_send(arg, err, r->purged);
+}
+
+static void
+pass_end(sstate *s)
+{
+    troupe_free(s->names);
+    s->names = NULL;
+    s->n = s->next = 0;
+    s->busy = false;
+    atomic_fetch_add(&s->o->passes, 1);
+}
+
+/* Moves to the next step: the current table's purge after its eviction,
+ * else the next table. */
+static void
+advance(sstate *s)
+{
+    if (!s->purging) {
+        s->purging = true;
+    } else {
+        s->purging = false;
+        s->next++;
+    }
+}
+
+/* Asks for the current step of a table that still exists; ends the pass
+ * after the last table. */
+static void
+pass_step(troupe_actor *self, sstate *s)
+{
+    while (s->next < s->n) {
+        evarg *a = troupe_malloc(sizeof(*a));
+        if (a == NULL)
+            break;
+        a->rt = troupe_actor_runtime(self);
+        a->to = troupe_self(self);
+        const char *name = s->names[s->next];
+        troupe_err e =
+            s->purging
+                ? troupe_tables_purge_expired(s->o->tables, name, on_purged, a)
+                : troupe_tables_evict_versions(s->o->tables, name, on_evicted,
+                                               a);
+        if (e == TROUPE_OK)
+            return; /* TTL_DONE goes on */
+        troupe_free(a);
+        advance(s); /* dropped meanwhile: skip it */
+    }
+    pass_end(s);
+}
+
+static troupe_err
+h_tick(troupe_actor *self, void *st, const troupe_msg *m)
+{
+    (void)m;
+    sstate *s = st;
+    if (s->busy)
+        return TROUPE_OK;
+    if (troupe_tables_list(s->o->tables, &s->names, &s->n) != TROUPE_OK)
+        return TROUPE_OK; /* stopping, or no memory: try next tick */
+    s->busy = true;
+    s->next = 0;
+    s->purging = false;
+    pass_step(self, s);
+    return TROUPE_OK;
+}
+
+static troupe_err
+h_done(troupe_actor *self, void *st, const troupe_msg *m)
+{
+    sstate *s = st;
+    uint64_t err = 0, n = 0;
+    if (m->body != NULL) {
+        troupe_reader r;
+        troupe_reader_init(&r, troupe_body_data(m->body),
+                           troupe_body_len(m->body));
+        troupe_read_array_n(&r, 2);
+        troupe_read_uint(&r, &err);
+        troupe_read_uint(&r, &n);
+        if (troupe_read_end(&r) == TROUPE_OK && err == TROUPE_OK)
+            atomic_fetch_add(s->purging ? &s->o->purged : &s->o->evicted, n);
+    }
+    if (!s->busy)
+        return TROUPE_OK;
+    advance(s);
+    pass_step(self, s);
+    return TROUPE_OK;
+}
+
+static troupe_err
+s_init(troupe_actor *self, void *st, void *arg)
+{
+    sstate *s = st;
+    s->o = arg;
+    s->names = NULL;
+    s->n = s->next = 0;
+    s->busy = false;
+    return troupe_timer_start(self, TTL_TICK, s->o->interval_ms,
+                              s->o->interval_ms, NULL);
+}
+
+static void
+s_stop(troupe_actor *self, void *st, troupe_err reason)
+{
+    (void)self;
+    (void)reason;
+    sstate *s = st;
+    troupe_free(s->names);
+    s->names = NULL;
+}
+
+static const troupe_handler_fn s_handlers[TTL_NKINDS] = {
+    [TTL_TICK] = h_tick,
+    [TTL_DONE] = h_done,
+};
+
+static const troupe_actor_def ttl_def = {
+    .name = "troupe.ttl_scanner",
+    .state_size = sizeof(sstate),
+    .init = s_init,
+    .stop = s_stop,
+    .handlers = s_handlers,
+    .n_handlers = TTL_NKINDS,
+};
+
+troupe_err
+troupe_ttl_start(const troupe_ttl_opts *o, troupe_ttl **out)
+{
+    if (out != NULL)
+        *out = NULL;
+    if (o == NULL || out == NULL || o->rt == NULL || o->tables == NULL)
+        return TROUPE_EINVAL;
+    troupe_ttl *s = troupe_calloc(1, sizeof(*s));
+    if (s == NULL)
+        return TROUPE_ENOMEM;
+    s->rt = o->rt;
+    s->tables = o->tables;
+    s->interval_ms = o->interval_ms ? o->interval_ms : 1000;
+    uv_mutex_init(&s->mu);
+    uv_cond_init(&s->cv);
+    troupe_spawn_opts so = TROUPE_SPAWN_OPTS_INIT;
+    so.arg = s;
+    troupe_err e = troupe_actor_spawn(s->rt, &ttl_def, &so, &s->addr);
+    if (e != TROUPE_OK) {
+        s->state = ST_STOPPED;
+        troupe_ttl_destroy(s);
+        return e;
+    }
+    *out = s;
+    return TROUPE_OK;
+}
+
+troupe_err
+troupe_ttl_kick(troupe_ttl *s)
+{
+    if (s == NULL)
+        return TROUPE_EINVAL;
+    uv_mutex_lock(&s->mu);
+    int st = s->state;
+    uv_mutex_unlock(&s->mu);
+    if (st != ST_RUNNING)
+        return TROUPE_ESTATE;
+    troupe_msg *m = NULL;
+    troupe_err e = troupe_msg_create(&m, TTL_TICK, NULL, 0);
+    return e == TROUPE_OK ? troupe_runtime_send(s->rt, s->addr, &m) : e;
+}
+
+uint64_t
+troupe_ttl_passes(const troupe_ttl *s)
+{
+    return s != NULL ? atomic_load(&((troupe_ttl *)s)->passes) : 0;
+}
+
+uint64_t
+troupe_ttl_evicted(const troupe_ttl *s)
+{
+    return s != NULL ? atomic_load(&((troupe_ttl *)s)->evicted) : 0;
+}
+
+uint64_t
+troupe_ttl_purged(const troupe_ttl *s)
+{
+    return s != NULL ? atomic_load(&((troupe_ttl *)s)->purged) : 0;
+}
+
+static void
+on_stopped(troupe_runtime *rt, troupe_addr a, void *arg)
+{
+    (void)rt;
+    (void)a;
+    troupe_ttl *s = arg;
+    uv_mutex_lock(&s->mu);
+    s->state = ST_STOPPED;
+    uv_cond_signal(&s->cv);
+    uv_mutex_unlock(&s->mu);
+}
+
+troupe_err
+troupe_ttl_stop_wait(troupe_ttl *s)
+{
+    if (s == NULL)
+        return TROUPE_EINVAL;
+    uv_mutex_lock(&s->mu);
+    if (s->state != ST_RUNNING) {
+        uv_mutex_unlock(&s->mu);
+        return TROUPE_ESTATE;
+    }
+    s->state = ST_STOPPING;
+    uv_mutex_unlock(&s->mu);
+    if (troupe_actor_stop(s->rt, s->addr, on_stopped, s) != TROUPE_OK)
+        on_stopped(s->rt, s->addr, s); /* already gone */
+    uv_mutex_lock(&s->mu);
+    while (s->state != ST_STOPPED)
+        uv_cond_wait(&s->cv, &s->mu);
+    uv_mutex_unlock(&s->mu);
+    return TROUPE_OK;
+}
+
+void
+troupe_ttl_destroy(troupe_ttl *s)
+{
+    if (s == NULL)
+        return;
+    if (s->state != ST_STOPPED)
+        abort(); /* the actor still runs: stop_wait first */
+    uv_cond_destroy(&s->cv);
+    uv_mutex_destroy(&s->mu);
+    troupe_free(s);
+}

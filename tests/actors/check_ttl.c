@@ -1,0 +1,586 @@
+/* Key-version TTL and data-layer counters: the 1 ms quantum, never early,
+ * refreshed only by a publish, 0 disables, batches of at most 256, running
+ * transactions protect the versions they need, the counters of the stats
+ * call, the TTL scanner actor, bad arguments. Real RocksDB in a temp dir, a
+ * standalone runtime, an injected clock that only the test moves. */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "troupe/alloc.h"
+#include "troupe/index.h"
+#include "troupe/pack.h"
+#include "troupe/table.h"
+#include "troupe/ttl.h"
+#include "troupe/txn.h"
+#include "tsupport.h"
+
+typedef struct ttl_fx {
+    troupe_runtime *rt;
+    troupe_db *db;
+    troupe_commit *commit;
+    troupe_tables *tables;
+    char *dir;
+    _Atomic int64_t now;
+} ttl_fx;
+
+static ttl_fx fx;
+
+static int64_t
+fake_clock(void *ctx)
+{
+    return atomic_load(&((ttl_fx *)ctx)->now);
+}
+
+static void
+set_now(int64_t t)
+{
+    atomic_store(&fx.now, t);
+}
+
+/* Opens everything with a key-version TTL of ttl_us and a table "t". */
+static void
+open_fx(uint64_t ttl_us)
+{
+    memset(&fx, 0, sizeof(fx));
+    atomic_store(&fx.now, 1000000);
+    fx.dir = ts_tempdir("ttl");
+    troupe_runtime_opts o = {.schedulers = 2, .workers = 4};
+    ck_assert_ok(troupe_runtime_create(&fx.rt, &o));
+    ck_assert_ok(troupe_db_open(fx.dir, NULL, &fx.db));
+    ck_assert_ok(troupe_commit_create(fx.db, NULL, &fx.commit));
+    troupe_tables_opts to = {.rt = fx.rt,
+                             .db = fx.db,
+                             .commit = fx.commit,
+                             .clock = fake_clock,
+                             .clock_ctx = &fx,
+                             .version_ttl_us = ttl_us};
+    ck_assert_ok(troupe_tables_open(&to, &fx.tables));
+    ck_assert_ok(troupe_tables_create_wait(fx.tables, "t", NULL, 0));
+}
+
+static void
+teardown(void)
+{
+    if (fx.tables == NULL)
+        return;
+    ck_assert_ok(troupe_tables_stop_wait(fx.tables));
+    troupe_tables_destroy(fx.tables);
+    ck_assert_ok(troupe_runtime_shutdown_wait(fx.rt));
+    troupe_runtime_destroy(fx.rt);
+    troupe_commit_destroy(fx.commit);
+    ck_assert_ok(troupe_db_close(fx.db));
+    ts_rmtree(fx.dir);
+    free(fx.dir);
+    fx.tables = NULL;
+}
+
+static const unsigned char DOC[] = {0x81, 0xa1, 'v', 0x01}; /* {"v": 1} */
+
+static void
+put(const char *key)
+{
+    ck_assert_ok(troupe_table_upsert_wait(fx.tables, "t", key, strlen(key), DOC,
+                                          sizeof(DOC), NULL));
+}
+
+static uint64_t
+evict(void)
+{
+    troupe_vevict_result r;
+    ck_assert_ok(troupe_tables_evict_versions_wait(fx.tables, "t", &r));
+    ck_assert_uint_le(r.largest, 256);
+    return r.evicted;
+}
+
+/* The version records of table "t" (and their bytes in *bytes). */
+static uint64_t
+records(uint64_t *bytes)
+{
+    troupe_tables_stats *s = NULL;
+    ck_assert_ok(troupe_tables_stats_wait(fx.tables, &s));
+    ck_assert_uint_eq(s->n, 1);
+    ck_assert_str_eq(s->tables[0].name, "t");
+    uint64_t n = s->tables[0].version_records;
+    if (bytes != NULL)
+        *bytes = s->tables[0].version_bytes;
+    troupe_tables_stats_destroy(s);
+    return n;
+}
+
+START_TEST(test_vttl_truncated_to_ms_never_early)
+{
+    open_fx(20999); /* 20 ms */
+    put("a");
+    ck_assert_uint_eq(records(NULL), 1);
+    set_now(1000000 + 19);
+    ck_assert_uint_eq(evict(), 0);
+    ck_assert_uint_eq(records(NULL), 1);
+    set_now(1000000 + 20);
+    ck_assert_uint_eq(evict(), 1);
+    ck_assert_uint_eq(records(NULL), 0);
+}
+END_TEST
+
+START_TEST(test_vttl_below_ms_rounds_up_to_1ms)
+{
+    open_fx(1);
+    put("a");
+    ck_assert_uint_eq(evict(), 0); /* same millisecond: not yet */
+    set_now(1000001);
+    ck_assert_uint_eq(evict(), 1);
+}
+END_TEST
+
+START_TEST(test_vttl_zero_disables)
+{
+    open_fx(0);
+    put("a");
+    put("b");
+    set_now(INT64_MAX / 2);
+    ck_assert_uint_eq(evict(), 0);
+    ck_assert_uint_eq(records(NULL), 2);
+}
+END_TEST
+
+START_TEST(test_vttl_refreshed_by_publish_only)
+{
+    open_fx(100000); /* 100 ms */
+    put("a");
+    troupe_rows *rows = NULL;
+    uint64_t v1 = 0, v2 = 0;
+    /* a versioned query of a known key is a cache hit: no refresh */
+    set_now(1000000 + 50);
+    ck_assert_ok(
+        troupe_txn_query_version_wait(fx.tables, "t", "a", 1, &rows, &v1));
+    troupe_rows_destroy(rows);
+    ck_assert_ok(troupe_table_get_wait(fx.tables, "t", "a", 1, &rows));
+    troupe_rows_destroy(rows);
+    /* a write publishes: "b" written at +50 lives to +150 */
+    put("b");
+    set_now(1000000 + 99);
+    ck_assert_uint_eq(evict(), 0);
+    set_now(1000000 + 100);
+    ck_assert_uint_eq(evict(), 1); /* "a" only */
+    set_now(1000000 + 149);
+    put("b"); /* refreshed again: to +249 */
+    set_now(1000000 + 248);
+    ck_assert_uint_eq(evict(), 0);
+    set_now(1000000 + 249);
+    ck_assert_uint_eq(evict(), 1);
+    ck_assert_uint_eq(records(NULL), 0);
+    /* evicted "a" gets a new first version on its next versioned query,
+     * which publishes (and so refreshes) it */
+    ck_assert_ok(
+        troupe_txn_query_version_wait(fx.tables, "t", "a", 1, &rows, &v2));
+    ck_assert_uint_eq(rows->n, 1);
+    troupe_rows_destroy(rows);
+    ck_assert_uint_ne(v1, v2);
+    ck_assert_uint_eq(records(NULL), 1);
+    set_now(1000000 + 249 + 99);
+    ck_assert_uint_eq(evict(), 0);
+}
+END_TEST
+
+START_TEST(test_vttl_batches_of_at_most_256)
+{
+    open_fx(1000);
+    char k[16];
+    for (int i = 0; i < 600; i++) {
+        snprintf(k, sizeof(k), "k%04d", i);
+        put(k);
+    }
+    uint64_t bytes = 0;
+    ck_assert_uint_eq(records(&bytes), 600);
+    ck_assert_uint_ge(bytes, 600 * 5);
+    set_now(1000000 + 1);
+    troupe_vevict_result r;
+    ck_assert_ok(troupe_tables_evict_versions_wait(fx.tables, "t", &r));
+    ck_assert_uint_eq(r.evicted, 600);
+    ck_assert_uint_eq(r.batches, 3);
+    ck_assert_uint_eq(r.largest, 256);
+    ck_assert_uint_eq(records(&bytes), 0);
+    ck_assert_uint_eq(bytes, 0);
+    troupe_tables_stats *s = NULL;
+    ck_assert_ok(troupe_tables_stats_wait(fx.tables, &s));
+    ck_assert_uint_eq(s->tables[0].version_evicted, 600);
+    troupe_tables_stats_destroy(s);
+}
+END_TEST
+
+START_TEST(test_vttl_running_txn_keeps_newer_versions)
+{
+    open_fx(1000);
+    put("k1");
+    troupe_txn *tx = NULL;
+    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx));
+    troupe_rows *rows = NULL;
+    ck_assert_err(troupe_txn_get_wait(tx, "t", "k2", 2, &rows), TROUPE_ENOENT);
+    put("k2"); /* newer than tx's snapshot: tx must still see it change */
+    set_now(1000000 + 10);
+    ck_assert_uint_eq(evict(), 1); /* k1 only */
+    ck_assert_uint_eq(records(NULL), 1);
+    ck_assert_ok(troupe_txn_upsert(tx, "t", "k3", 2, DOC, sizeof(DOC), NULL));
+    ck_assert_err(troupe_txn_commit_wait(tx, TROUPE_SYNC_DEFAULT),
+                  TROUPE_ECONFLICT);
+    troupe_txn_destroy(tx);
+    ck_assert_uint_eq(evict(), 1); /* k2, no longer needed */
+    ck_assert_uint_eq(records(NULL), 0);
+}
+END_TEST
+
+START_TEST(test_stats_counters_move)
+{
+    open_fx(0);
+    troupe_tables_stats *s0 = NULL, *s1 = NULL;
+    ck_assert_ok(troupe_tables_stats_wait(fx.tables, &s0));
+    ck_assert_uint_eq(s0->txn_created, 0);
+    ck_assert_uint_eq(s0->qver_ok, 0);
+    troupe_txn *tx = NULL;
+    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx));
+    troupe_txn *tx2 = NULL;
+    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx2));
+    troupe_txn_destroy(tx2);
+    /* versioned: query, then a commit that passes and one that conflicts */
+    troupe_rows *rows = NULL;
+    uint64_t v = 0;
+    ck_assert_ok(
+        troupe_txn_query_version_wait(fx.tables, "t", "a", 1, &rows, &v));
+    troupe_rows_destroy(rows);
+    ck_assert_ok(troupe_txn_read_version(tx, "t", "a", 1, v));
+    ck_assert_ok(troupe_txn_upsert(tx, "t", "a", 1, DOC, sizeof(DOC), NULL));
+    ck_assert_ok(troupe_txn_commit_version_wait(tx, TROUPE_SYNC_DEFAULT));
+    troupe_txn_destroy(tx);
+    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx));
+    ck_assert_ok(troupe_txn_read_version(tx, "t", "a", 1, v)); /* stale */
+    ck_assert_ok(troupe_txn_upsert(tx, "t", "a", 1, DOC, sizeof(DOC), NULL));
+    ck_assert_err(troupe_txn_commit_version_wait(tx, TROUPE_SYNC_DEFAULT),
+                  TROUPE_ECONFLICT);
+    ck_assert_ok(troupe_tables_stats_wait(fx.tables, &s1));
+    ck_assert_uint_eq(s1->txn_created, 3);
+    ck_assert_uint_eq(s1->txn_closed, 2);
+    ck_assert_uint_eq(s1->txn_running, 1);
+    ck_assert_uint_eq(s1->qver_ok, 1);
+    ck_assert_uint_eq(s1->qver_failed, 0);
+    ck_assert_uint_eq(s1->vprepare_ok, 1);
+    ck_assert_uint_eq(s1->vprepare_failed, 1);
+    ck_assert_uint_eq(s1->vcommit_ok, 1);
+    ck_assert_uint_eq(s1->vcommit_failed, 0);
+    ck_assert_uint_eq(s1->tables[0].version_records, 1);
+    ck_assert_uint_gt(s1->tables[0].version_bytes, 0);
+    troupe_txn_destroy(tx);
+    troupe_tables_stats_destroy(s0);
+    troupe_tables_stats_destroy(s1);
+}
+END_TEST
+
+static bool
+passes_reached(void *arg);
+
+/* ---- expired rows ------------------------------------------------------ */
+
+static const troupe_index_field EF = {.path = "e", .type = TROUPE_FIELD_STRING};
+static const troupe_index_spec ESPEC = {
+    .name = "by_e", .fields = &EF, .n_fields = 1};
+
+/* Table "r" with index by_e on {"e": key}. */
+static void
+open_rows(void)
+{
+    open_fx(0);
+    ck_assert_ok(troupe_tables_create_wait(fx.tables, "r", &ESPEC, 1));
+}
+
+static void
+put_row(const char *key, int64_t expires)
+{
+    troupe_packer p;
+    troupe_pack_init(&p);
+    troupe_pack_map(&p, 1);
+    troupe_pack_str(&p, "e", 1);
+    troupe_pack_str(&p, key, strlen(key));
+    size_t n = 0;
+    const void *d = troupe_pack_data(&p, &n);
+    troupe_write_opts wo = {.expires_at_ms = expires};
+    ck_assert_ok(
+        troupe_table_upsert_wait(fx.tables, "r", key, strlen(key), d, n, &wo));
+    troupe_pack_fini(&p);
+}
+
+/* Entries of family `name` ("t.2"...); -1 when there is no such family. */
+static long
+cf_count(const char *name)
+{
+    troupe_cf *cf = NULL;
+    if (troupe_db_cf(fx.db, name, &cf) != TROUPE_OK)
+        return -1;
+    troupe_page *pg = NULL;
+    ck_assert_ok(
+        troupe_db_scan(fx.db, cf, NULL, NULL, NULL, 0, 100000, false, &pg));
+    long n = (long)pg->n;
+    troupe_page_destroy(pg);
+    return n;
+}
+
+/* The families of table "r" (created after "t": the highest ids). */
+typedef struct rfams {
+    uint64_t tid, xid;
+} rfams;
+
+static rfams
+find_r(void)
+{
+    rfams f = {0, 0};
+    char b[32];
+    for (uint64_t id = 1; id < 64; id++) {
+        snprintf(b, sizeof(b), "t.%llu", (unsigned long long)id);
+        if (cf_count(b) >= 0)
+            f.tid = id;
+        snprintf(b, sizeof(b), "x.%llu", (unsigned long long)id);
+        if (cf_count(b) >= 0)
+            f.xid = id;
+    }
+    ck_assert_uint_gt(f.tid, 0);
+    ck_assert_uint_gt(f.xid, 0);
+    return f;
+}
+
+static long
+fam(char kind, uint64_t id)
+{
+    char b[32];
+    snprintf(b, sizeof(b), "%c.%llu", kind, (unsigned long long)id);
+    return cf_count(b);
+}
+
+static void
+on_mismatch(void *ctx, const troupe_index_mismatch *m)
+{
+    (void)m;
+    (*(int *)ctx)++;
+}
+
+/* Runs verify (with derive) over table "r"; returns the mismatches. */
+static int
+verify_r(rfams f)
+{
+    troupe_index_def *def = NULL;
+    ck_assert_ok(troupe_index_def_create(&ESPEC, f.xid, &def));
+    int bad = 0;
+    const troupe_index_def *defs[1] = {def};
+    troupe_index_verify_opts vo = {.table_id = f.tid,
+                                   .defs = defs,
+                                   .n_defs = 1,
+                                   .derive = true,
+                                   .budget = 1000,
+                                   .cb = on_mismatch,
+                                   .cb_ctx = &bad};
+    void *cur = NULL;
+    size_t cl = 0;
+    bool done = false;
+    while (!done) {
+        void *nx = NULL;
+        size_t nl = 0;
+        ck_assert_ok(
+            troupe_index_verify_step(fx.db, &vo, cur, cl, &nx, &nl, &done));
+        troupe_free(cur);
+        cur = nx;
+        cl = nl;
+    }
+    troupe_free(cur);
+    troupe_index_def_destroy(def);
+    return bad;
+}
+
+START_TEST(test_purge_deletes_expired_rows_entries_manifests)
+{
+    open_rows();
+    char k[16];
+    /* 600 rows: every third expires at +10, every third at +1000, the
+     * rest never; 600 > 256 makes the pass take several steps */
+    for (int i = 0; i < 600; i++) {
+        snprintf(k, sizeof(k), "k%04d", i);
+        put_row(k, i % 3 == 0 ? 1000000 + 10 : i % 3 == 1 ? 1000000 + 1000 : 0);
+    }
+    rfams f = find_r();
+    ck_assert_int_eq(fam('t', f.tid), 600);
+    ck_assert_int_eq(fam('m', f.tid), 600);
+    ck_assert_int_eq(fam('x', f.xid), 600);
+    troupe_purge_result r;
+    /* nothing expired yet: never early */
+    set_now(1000000 + 9);
+    ck_assert_ok(troupe_tables_purge_expired_wait(fx.tables, "r", &r));
+    ck_assert_uint_eq(r.scanned, 600);
+    ck_assert_uint_eq(r.purged, 0);
+    ck_assert_uint_ge(r.steps, 3);
+    ck_assert_int_eq(fam('t', f.tid), 600);
+    /* renew one that is about to expire: it must stay */
+    put_row("k0000", 0);
+    set_now(1000000 + 10);
+    ck_assert_ok(troupe_tables_purge_expired_wait(fx.tables, "r", &r));
+    ck_assert_uint_eq(r.purged, 199);
+    ck_assert_int_eq(fam('t', f.tid), 401);
+    ck_assert_int_eq(fam('m', f.tid), 401);
+    ck_assert_int_eq(fam('x', f.xid), 401);
+    troupe_rows *rows = NULL;
+    ck_assert_ok(troupe_table_get_wait(fx.tables, "r", "k0000", 5, &rows));
+    troupe_rows_destroy(rows);
+    ck_assert_int_eq(verify_r(f), 0);
+    /* a second pass finds nothing more */
+    ck_assert_ok(troupe_tables_purge_expired_wait(fx.tables, "r", &r));
+    ck_assert_uint_eq(r.purged, 0);
+    /* and the scanner purges the rest once they expire */
+    set_now(1000000 + 1000);
+    troupe_ttl_opts o = {
+        .rt = fx.rt, .tables = fx.tables, .interval_ms = 3600000};
+    troupe_ttl *sc = NULL;
+    ck_assert_ok(troupe_ttl_start(&o, &sc));
+    ck_assert_ok(troupe_ttl_kick(sc));
+    ck_assert(ts_wait_until(passes_reached, sc, 10000));
+    ck_assert_uint_eq(troupe_ttl_purged(sc), 200);
+    ck_assert_ok(troupe_ttl_stop_wait(sc));
+    troupe_ttl_destroy(sc);
+    ck_assert_int_eq(fam('t', f.tid), 201);
+    ck_assert_int_eq(fam('m', f.tid), 201);
+    ck_assert_int_eq(fam('x', f.xid), 201);
+    ck_assert_int_eq(verify_r(f), 0);
+}
+END_TEST
+
+static bool
+passes_reached(void *arg)
+{
+    return troupe_ttl_passes(arg) >= 1;
+}
+
+typedef struct pwait {
+    troupe_ttl *sc;
+    uint64_t want;
+} pwait;
+
+static bool
+passes_at_least(void *arg)
+{
+    pwait *w = arg;
+    return troupe_ttl_passes(w->sc) >= w->want;
+}
+
+START_TEST(test_ttl_scanner_kick_evicts)
+{
+    open_fx(5000);
+    ck_assert_ok(troupe_tables_create_wait(fx.tables, "u", NULL, 0));
+    put("a");
+    ck_assert_ok(troupe_table_upsert_wait(fx.tables, "u", "b", 1, DOC,
+                                          sizeof(DOC), NULL));
+    troupe_ttl_opts o = {
+        .rt = fx.rt, .tables = fx.tables, .interval_ms = 3600000};
+    troupe_ttl *sc = NULL;
+    ck_assert_ok(troupe_ttl_start(&o, &sc));
+    ck_assert_ok(troupe_ttl_kick(sc)); /* too early: evicts nothing */
+    ck_assert(ts_wait_until(passes_reached, sc, 10000));
+    ck_assert_uint_eq(troupe_ttl_evicted(sc), 0);
+    set_now(1000000 + 5);
+    pwait pw = {sc, troupe_ttl_passes(sc) + 1};
+    ck_assert_ok(troupe_ttl_kick(sc));
+    ck_assert(ts_wait_until(passes_at_least, &pw, 10000));
+    ck_assert_uint_eq(troupe_ttl_evicted(sc), 2);
+    ck_assert_ok(troupe_ttl_stop_wait(sc));
+    ck_assert_err(troupe_ttl_stop_wait(sc), TROUPE_ESTATE);
+    ck_assert_err(troupe_ttl_kick(sc), TROUPE_ESTATE);
+    troupe_ttl_destroy(sc);
+}
+END_TEST
+
+static void
+never(troupe_err err, const troupe_vevict_result *r, void *arg)
+{
+    (void)err;
+    (void)r;
+    (void)arg;
+    ck_abort_msg("callback of a refused call");
+}
+
+START_TEST(test_ttl_bad_arguments)
+{
+    open_fx(1000);
+    troupe_vevict_result r;
+    ck_assert_err(troupe_tables_evict_versions(NULL, "t", never, NULL),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_tables_evict_versions(fx.tables, NULL, never, NULL),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_tables_evict_versions(fx.tables, "t", NULL, NULL),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_tables_evict_versions(fx.tables, "", never, NULL),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_tables_evict_versions(fx.tables, "nope", never, NULL),
+                  TROUPE_ENOENT);
+    ck_assert_err(troupe_tables_evict_versions_wait(fx.tables, "t", NULL),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_tables_evict_versions_wait(fx.tables, "nope", &r),
+                  TROUPE_ENOENT);
+    ck_assert_uint_eq(r.evicted, 0);
+    troupe_purge_result pr;
+    ck_assert_err(troupe_tables_purge_expired(NULL, "t", NULL, NULL),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_tables_purge_expired_wait(NULL, "t", &pr),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_tables_purge_expired_wait(fx.tables, NULL, &pr),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_tables_purge_expired_wait(fx.tables, "t", NULL),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_tables_purge_expired_wait(fx.tables, "nope", &pr),
+                  TROUPE_ENOENT);
+    ck_assert_err(troupe_tables_purge_expired_wait(fx.tables, "", &pr),
+                  TROUPE_EINVAL);
+    troupe_tables_stats *s = NULL;
+    ck_assert_err(troupe_tables_stats_wait(NULL, &s), TROUPE_EINVAL);
+    ck_assert_err(troupe_tables_stats_wait(fx.tables, NULL), TROUPE_EINVAL);
+    troupe_tables_stats_destroy(NULL);
+    troupe_ttl *sc = (troupe_ttl *)&r;
+    ck_assert_err(troupe_ttl_start(NULL, &sc), TROUPE_EINVAL);
+    ck_assert_ptr_null(sc);
+    troupe_ttl_opts o = {.rt = fx.rt};
+    ck_assert_err(troupe_ttl_start(&o, &sc), TROUPE_EINVAL);
+    o.tables = fx.tables;
+    ck_assert_err(troupe_ttl_start(&o, NULL), TROUPE_EINVAL);
+    ck_assert_err(troupe_ttl_kick(NULL), TROUPE_EINVAL);
+    ck_assert_err(troupe_ttl_stop_wait(NULL), TROUPE_EINVAL);
+    ck_assert_uint_eq(troupe_ttl_passes(NULL), 0);
+    troupe_ttl_destroy(NULL);
+    /* stopped tables refuse both calls */
+    ck_assert_ok(troupe_tables_stop_wait(fx.tables));
+    ck_assert_err(troupe_tables_stats_wait(fx.tables, &s), TROUPE_ESTATE);
+    ck_assert_err(troupe_tables_evict_versions_wait(fx.tables, "t", &r),
+                  TROUPE_ESTATE);
+    troupe_tables_destroy(fx.tables);
+    fx.tables = NULL;
+    ck_assert_ok(troupe_runtime_shutdown_wait(fx.rt));
+    troupe_runtime_destroy(fx.rt);
+    troupe_commit_destroy(fx.commit);
+    ck_assert_ok(troupe_db_close(fx.db));
+    ts_rmtree(fx.dir);
+    free(fx.dir);
+}
+END_TEST
+
+Suite *
+ttl_suite(void)
+{
+    Suite *s = suite_create("ttl");
+    TCase *tc = tcase_create("ttl");
+    tcase_set_timeout(tc, 60);
+    tcase_add_checked_fixture(tc, NULL, teardown);
+    tcase_add_test(tc, test_vttl_truncated_to_ms_never_early);
+    tcase_add_test(tc, test_vttl_below_ms_rounds_up_to_1ms);
+    tcase_add_test(tc, test_vttl_zero_disables);
+    tcase_add_test(tc, test_vttl_refreshed_by_publish_only);
+    tcase_add_test(tc, test_vttl_batches_of_at_most_256);
+    tcase_add_test(tc, test_vttl_running_txn_keeps_newer_versions);
+    tcase_add_test(tc, test_stats_counters_move);
+    tcase_add_test(tc, test_ttl_scanner_kick_evicts);
+    tcase_add_test(tc, test_ttl_bad_arguments);
+    tcase_add_test(tc, test_purge_deletes_expired_rows_entries_manifests);
+    suite_add_tcase(s, tc);
+    return s;
+}
