@@ -836,6 +836,21 @@ troupe_reply(troupe_actor *self, const troupe_msg *req, troupe_msg **reply)
     return troupe__post(self->sched->rt, self->sched, req->from, reply, true);
 }
 
+troupe_err
+troupe_reply_error(troupe_actor *self, const troupe_msg *req, troupe_err err)
+{
+    if (self == NULL || req == NULL)
+        return TROUPE_EINVAL;
+    if (req->corr == 0 || (req->flags & TROUPE_MSG_REPLY))
+        return TROUPE_OK; /* a plain send or a reply: nobody to tell */
+    troupe_msg *r = NULL;
+    troupe_err e = troupe_msg_create(&r, 0, NULL, 0);
+    if (e != TROUPE_OK)
+        return e;
+    r->err = err;
+    return troupe_reply(self, req, &r);
+}
+
 static void
 on_timer(uv_timer_t *h)
 {

@@ -191,6 +191,31 @@ troupe_runtime_deliver(troupe_runtime *rt, troupe_msg **m)
     return troupe__post(rt, NULL, (*m)->to, m, reply);
 }
 
+troupe_err
+troupe_runtime_reply(troupe_runtime *rt, troupe_addr to, uint64_t corr,
+                     troupe_err err, troupe_body **body)
+{
+    troupe_body *b = body != NULL ? *body : NULL;
+    if (body != NULL)
+        *body = NULL;
+    if (rt == NULL || (corr != 0 && troupe_addr_is_none(to))) {
+        troupe_body_release(b);
+        return TROUPE_EINVAL;
+    }
+    if (corr == 0) {
+        troupe_body_release(b);
+        return TROUPE_OK;
+    }
+    troupe_msg *r = NULL;
+    troupe_err e = troupe_msg_create_body(&r, 0, &b);
+    if (e != TROUPE_OK)
+        return e;
+    r->corr = corr;
+    r->err = err;
+    r->flags = TROUPE_MSG_REPLY;
+    return troupe_runtime_send(rt, to, &r);
+}
+
 struct host_ask {
     troupe_addr to;
     troupe_msg *m;

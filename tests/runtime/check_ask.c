@@ -287,6 +287,72 @@ START_TEST(test_host_ask_to_dead_actor_returns_edead_without_callback)
 }
 END_TEST
 
+/* A worker answers the ask the server handed off, from its own thread. */
+static troupe_addr handed_from;
+static uint64_t handed_corr;
+static troupe_runtime *handed_rt;
+
+static void
+answer_off_thread(void *arg)
+{
+    troupe_body *b = NULL;
+    uint64_t v = 77;
+    ck_assert_ok(troupe_body_copy(&v, sizeof(v), &b));
+    ck_assert_ok(troupe_runtime_reply(handed_rt, handed_from, handed_corr,
+                                      TROUPE_EIO, &b));
+    ck_assert_ptr_null(b);
+}
+
+static troupe_err
+srv_handoff(troupe_actor *self, void *s, const troupe_msg *m)
+{
+    handed_from = m->from;
+    handed_corr = m->corr;
+    handed_rt = troupe_actor_runtime(self);
+    return troupe_work_submit(self, answer_off_thread, NULL, 99, NULL);
+}
+
+static troupe_err
+srv_bad(troupe_actor *self, void *s, const troupe_msg *m)
+{
+    return troupe_reply_error(self, m, TROUPE_EPROTO);
+}
+
+static const troupe_handler_fn off_h[K_N] = {
+    [K_Q] = srv_handoff, [K_SLOW] = srv_bad};
+static const troupe_actor_def off_def = {
+    .name = "off", .handlers = off_h, .n_handlers = K_N};
+
+START_TEST(test_reply_from_another_thread_and_reply_error)
+{
+    rt_fixture f;
+    rtf_start(&f, 2);
+    troupe_addr srv = spawn_on(f.rt, &off_def, 1);
+    troupe_msg *m = mk(K_Q);
+    ck_assert_ok(troupe_runtime_ask(f.rt, srv, &m, 5000, host_cb, &st));
+    ck_assert(ts_run_until(&f.loop, cb_called, NULL, 5000));
+    ck_assert_err(st.cb_err, TROUPE_EIO);
+    ck_assert_uint_eq(st.cb_v, 77);
+    st.cb_calls = 0;
+    m = mk(K_SLOW);
+    ck_assert_ok(troupe_runtime_ask(f.rt, srv, &m, 5000, host_cb, &st));
+    ck_assert(ts_run_until(&f.loop, cb_called, NULL, 5000));
+    ck_assert_err(st.cb_err, TROUPE_EPROTO);
+    /* bad arguments; corr 0 is a plain send: nothing to answer */
+    troupe_body *b = NULL;
+    ck_assert_ok(troupe_body_copy("x", 1, &b));
+    ck_assert_err(troupe_runtime_reply(NULL, srv, 5, TROUPE_OK, &b),
+                  TROUPE_EINVAL);
+    ck_assert_ptr_null(b);
+    ck_assert_err(
+        troupe_runtime_reply(f.rt, TROUPE_ADDR_NONE, 5, TROUPE_OK, NULL),
+        TROUPE_EINVAL);
+    ck_assert_ok(troupe_runtime_reply(f.rt, srv, 0, TROUPE_OK, NULL));
+    ck_assert_err(troupe_reply_error(NULL, NULL, TROUPE_OK), TROUPE_EINVAL);
+    rtf_stop(&f);
+}
+END_TEST
+
 Suite *
 ask_suite(void)
 {
@@ -303,6 +369,7 @@ ask_suite(void)
     tcase_add_test(tc, test_ask_queued_behind_stop_gets_edead_reply);
     tcase_add_test(tc,
                    test_host_ask_to_dead_actor_returns_edead_without_callback);
+    tcase_add_test(tc, test_reply_from_another_thread_and_reply_error);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -60,32 +60,12 @@ cfg_release(void *arg)
     troupe_free(c);
 }
 
-static void
-answer(troupe_runtime *rt, troupe_addr to, uint64_t corr, troupe_err err,
-       troupe_body **body)
-{
-    troupe_msg *r = NULL;
-    troupe_err e = body != NULL ? troupe_msg_create_body(&r, 0, body)
-                                : troupe_msg_create(&r, 0, NULL, 0);
-    if (e != TROUPE_OK)
-        return; /* the asker's deadline reports it */
-    r->corr = corr;
-    r->err = err;
-    r->flags = TROUPE_MSG_REPLY;
-    troupe_runtime_send(rt, to, &r);
-}
-
+/* Bad input never fails the actor: it is answered. */
 static troupe_err
 reply_err(troupe_actor *self, const troupe_msg *req, troupe_err err)
 {
-    if (req->corr == 0)
-        return TROUPE_OK; /* a plain send: nobody to tell */
-    troupe_msg *r = NULL;
-    if (troupe_msg_create(&r, 0, NULL, 0) != TROUPE_OK)
-        return TROUPE_OK;
-    r->err = err;
-    troupe_reply(self, req, &r);
-    return TROUPE_OK; /* bad input never fails the actor */
+    troupe_reply_error(self, req, err);
+    return TROUPE_OK;
 }
 
 static void
@@ -257,7 +237,8 @@ do_work(void *arg)
             e = troupe_pack_take_body(&p, &body);
         }
     }
-    answer(j->rt, j->asker, j->corr, e, e == TROUPE_OK ? &body : NULL);
+    troupe_runtime_reply(j->rt, j->asker, j->corr, e,
+                         e == TROUPE_OK ? &body : NULL);
 }
 
 /* ---- actor side ---------------------------------------------------------- */

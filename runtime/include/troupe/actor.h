@@ -135,6 +135,14 @@ troupe_err
 troupe_reply(troupe_actor *self, const troupe_msg *req, troupe_msg **reply);
 
 /*
+ * Replies to `req` with an empty body and `err`: the usual answer to bad
+ * input. A request that was not an ask (corr 0) is ignored. Returns what
+ * troupe_reply returns (OK for an ignored request).
+ */
+troupe_err
+troupe_reply_error(troupe_actor *self, const troupe_msg *req, troupe_err err);
+
+/*
  * Timer owned by self: a message of `kind` (corr = the timer id, body
  * empty) arrives after `after_ms`, then every `repeat_ms` if non-zero.
  * Cancelled when the actor stops or restarts. *id may be NULL.

@@ -94,6 +94,18 @@ troupe_runtime_loop(troupe_runtime *rt, unsigned i);
 troupe_err
 troupe_runtime_send(troupe_runtime *rt, troupe_addr to, troupe_msg **m);
 
+/*
+ * Answers an ask from any thread, given the asker's address and the ask's
+ * correlation id: for work an actor handed off (a worker, the storage
+ * writer) that finishes elsewhere. The reply carries err and takes over
+ * *body (may be NULL for an empty body; NULLed). corr 0 (a plain send) is
+ * ignored and returns OK: nobody waits. Failures are returned but leave
+ * the asker to its deadline. Errors as troupe_runtime_send, and EINVAL.
+ */
+troupe_err
+troupe_runtime_reply(troupe_runtime *rt, troupe_addr to, uint64_t corr,
+                     troupe_err err, troupe_body **body);
+
 /* Callback form of ask for host code. Exactly once per successful call. */
 typedef void (*troupe_reply_cb)(troupe_runtime *rt, troupe_err err,
                                 troupe_msg *reply, void *arg);
