@@ -47,6 +47,7 @@ enum {
     TABLE_TXN_QVER_DONE,
     TABLE_VEVICT_NEXT, /* the next batch of the running eviction pass */
     TABLE_PURGE_KEYS,  /* a purge step's expired keys, back from a worker */
+    TABLE_READ_FLUSH,  /* hand the queued reads to workers */
     TABLE_NKINDS,
     TABLE_REINDEX, /* an op kind only: rewrite a row's index entries */
     TABLE_PURGE_OP /* an op kind only: delete the row if still expired */
@@ -214,8 +215,10 @@ typedef struct tstate {
     uint64_t clog_floor;
     clog *clog;
     size_t nclog;
-    size_t nreads; /* reads on workers */
-    bool closing;  /* quiescing: new requests get ECLOSED */
+    size_t nreads; /* read jobs on workers, and a pending READ_FLUSH */
+    struct rjob *rq_head, *rq_tail; /* reads waiting for READ_FLUSH */
+    bool rq_flush_sent;
+    bool closing; /* quiescing: new requests get ECLOSED */
     void (*quiesced)(void *arg);
     void *quiesced_arg;
 } tstate;
@@ -240,6 +243,7 @@ typedef struct rjob {
     uint32_t kind;
     ttable_cfg cfg;
     troupe_body *req;
+    struct rjob *next; /* the rest of this job's batch */
 } rjob;
 
 /* ---- shared helpers --------------------------------------------------- */
@@ -264,26 +268,6 @@ troupe__tschema_release(tschema *s)
     troupe_free(s);
 }
 
-static void
-answer(troupe_runtime *rt, troupe_addr to, uint64_t corr, troupe_err err,
-       troupe_body **body)
-{
-    if (corr == 0) {
-        if (body != NULL)
-            troupe_body_release(*body);
-        return; /* a plain send: nobody to tell */
-    }
-    troupe_msg *r = NULL;
-    troupe_err e = body != NULL ? troupe_msg_create_body(&r, 0, body)
-                                : troupe_msg_create(&r, 0, NULL, 0);
-    if (e != TROUPE_OK)
-        return; /* the asker's deadline reports it */
-    r->corr = corr;
-    r->err = err;
-    r->flags = TROUPE_MSG_REPLY;
-    troupe_runtime_send(rt, to, &r);
-}
-
 troupe_err
 troupe__envelope_parse(const void *env, size_t len, int64_t *expires,
                        const void **doc, size_t *doc_len)
@@ -294,11 +278,13 @@ troupe__envelope_parse(const void *env, size_t len, int64_t *expires,
     troupe_read_array_n(&r, 3);
     troupe_read_uint(&r, &ver);
     troupe_read_int(&r, expires);
-    if (troupe_read_peek(&r) != TROUPE_MP_MAP)
+    /* One walk: troupe_reader_init checked that env is exactly one
+     * well-formed object, so the doc, its last element, is the rest. */
+    if (r.err != TROUPE_OK || troupe_read_peek(&r) != TROUPE_MP_MAP ||
+        ver != 1 || *expires < 0)
         return TROUPE_ECORRUPT;
-    troupe_read_raw(&r, doc, doc_len);
-    if (troupe_read_end(&r) != TROUPE_OK || ver != 1 || *expires < 0)
-        return TROUPE_ECORRUPT;
+    *doc = r.p;
+    *doc_len = (size_t)(r.end - r.p);
     return TROUPE_OK;
 }
 
@@ -806,7 +792,7 @@ static void
 prep_drop(void *arg)
 {
     wop *op = arg;
-    answer(op->rt, op->asker, op->corr, TROUPE_ECLOSED, NULL);
+    troupe_runtime_reply(op->rt, op->asker, op->corr, TROUPE_ECLOSED, NULL);
     wop_free(op);
 }
 
@@ -847,7 +833,7 @@ static void
 release_inner(troupe_actor *self, tstate *s, wop *op, bool answered)
 {
     if (!answered)
-        answer(op->rt, op->asker, op->corr, op->err, NULL);
+        troupe_runtime_reply(op->rt, op->asker, op->corr, op->err, NULL);
     klock *l = op->lock;
     if (op->counted) {
         s->nrunning--;
@@ -950,13 +936,15 @@ h_write(troupe_actor *self, void *st, const troupe_msg *m)
     if (e == TROUPE_OK && s->closing)
         e = TROUPE_ECLOSED;
     if (e != TROUPE_OK) {
-        answer(troupe_actor_runtime(self), m->from, m->corr, e, NULL);
+        troupe_runtime_reply(troupe_actor_runtime(self), m->from, m->corr, e,
+                             NULL);
         return TROUPE_OK;
     }
     e = enqueue(self, s, m->kind, key, klen, doc, dlen, expires,
                 (troupe_sync)sync, m->from, m->corr, false);
     if (e != TROUPE_OK)
-        answer(troupe_actor_runtime(self), m->from, m->corr, e, NULL);
+        troupe_runtime_reply(troupe_actor_runtime(self), m->from, m->corr, e,
+                             NULL);
     return TROUPE_OK;
 }
 
@@ -1037,7 +1025,7 @@ on_commit(troupe_err err, void *arg)
         atomic_store(&op->cms, op->cfg.clock(op->cfg.clock_ctx));
         atomic_store(&op->cver, atomic_fetch_add(op->cfg.vseq, 1) + 1);
     }
-    answer(op->rt, op->asker, op->corr, err, NULL);
+    troupe_runtime_reply(op->rt, op->asker, op->corr, err, NULL);
     troupe_msg *m = NULL;
     if (troupe_msg_create(&m, TABLE_COMMIT_DONE, NULL, 0) == TROUPE_OK) {
         m->ptr = op;
@@ -1430,19 +1418,24 @@ rows_body(troupe_packer *items, const size_t *off, size_t n, const void *cursor,
     return troupe_pack_take_body(&p, out);
 }
 
+/* A get's key from its request body [key]; EPROTO if malformed. */
 static troupe_err
-read_get(rjob *j, troupe_reader *r, int64_t now, troupe_body **out)
+get_key(troupe_reader *r, const void **key, size_t *klen)
 {
-    const void *key;
-    size_t klen;
     troupe_read_array_n(r, 1);
-    troupe_read_bin(r, TROUPE_KEY_MAX, &key, &klen);
-    troupe_err e = troupe_read_end(r);
-    if (e != TROUPE_OK || klen == 0)
+    troupe_read_bin(r, TROUPE_KEY_MAX, key, klen);
+    if (troupe_read_end(r) != TROUPE_OK || *klen == 0)
         return TROUPE_EPROTO;
-    void *val = NULL;
-    size_t vlen = 0;
-    e = troupe_db_get(j->cfg.db, j->cfg.cf_t, NULL, key, klen, &val, &vlen);
+    return TROUPE_OK;
+}
+
+/* The reply to a get from the storage's answer (e, val): the body
+ * [[[key, expires, doc]], nil, false] in one packer, or the error
+ * (ENOENT for an absent or expired row, ECORRUPT for a corrupt one). */
+static troupe_err
+get_reply(const void *key, size_t klen, troupe_err e, const void *val,
+          size_t vlen, int64_t now, troupe_body **out)
+{
     int64_t exp = 0;
     const void *doc = NULL;
     size_t dlen = 0;
@@ -1450,14 +1443,35 @@ read_get(rjob *j, troupe_reader *r, int64_t now, troupe_body **out)
         e = troupe__envelope_parse(val, vlen, &exp, &doc, &dlen);
     if (e == TROUPE_OK && !is_live(exp, now))
         e = TROUPE_ENOENT;
-    if (e == TROUPE_OK) {
-        troupe_packer items;
-        size_t off = 0;
-        troupe_pack_init(&items);
-        pack_row(&items, key, klen, exp, doc, dlen);
-        e = rows_body(&items, &off, 1, NULL, 0, false, out);
-        troupe_pack_fini(&items);
+    if (e != TROUPE_OK)
+        return e;
+    troupe_packer p;
+    troupe_pack_init(&p);
+    troupe_pack_array(&p, 3);
+    troupe_pack_array(&p, 1);
+    pack_row(&p, key, klen, exp, doc, dlen);
+    troupe_pack_nil(&p);
+    troupe_pack_bool(&p, false);
+    if (p.err != TROUPE_OK) {
+        e = p.err;
+        troupe_pack_fini(&p);
+        return e;
     }
+    return troupe_pack_take_body(&p, out);
+}
+
+static troupe_err
+read_get(rjob *j, troupe_reader *r, int64_t now, troupe_body **out)
+{
+    const void *key;
+    size_t klen;
+    troupe_err e = get_key(r, &key, &klen);
+    if (e != TROUPE_OK)
+        return e;
+    void *val = NULL;
+    size_t vlen = 0;
+    e = troupe_db_get(j->cfg.db, j->cfg.cf_t, NULL, key, klen, &val, &vlen);
+    e = get_reply(key, klen, e, val, vlen, now, out);
     troupe_free(val);
     return e;
 }
@@ -1557,16 +1571,19 @@ read_scan(rjob *j, troupe_reader *r, int64_t now, troupe_body **out)
                                       alen, rev, &it);
     if (e != TROUPE_OK)
         return e;
-    size_t *off = troupe_calloc(limit, sizeof(*off));
-    unsigned char *cur = NULL;
-    size_t clen = 0, n = 0;
+    /* The page is packed straight into the reply: the rows array's
+     * header is reserved in its 5-byte form and shrunk to the shortest
+     * one at the end; each envelope is walked once (by the parse); the
+     * cursor, the last row's key, is copied once, at the end. */
+    size_t n = 0, koff = 0, klen = 0;
     bool more = false;
-    troupe_packer items;
-    troupe_pack_init(&items);
-    if (off == NULL)
-        e = TROUPE_ENOMEM;
+    troupe_packer p;
+    troupe_pack_init(&p);
+    troupe_pack_array(&p, 3);
+    size_t hdr = p.len;
+    troupe_pack_array(&p, 0x10000); /* array32: 5 bytes */
     troupe_kv kv;
-    while (e == TROUPE_OK && (e = troupe_iter_next(it, &kv)) == TROUPE_OK) {
+    while (p.err == TROUPE_OK && (e = troupe_iter_next(it, &kv)) == TROUPE_OK) {
         int64_t exp;
         const void *doc;
         size_t dlen;
@@ -1587,26 +1604,64 @@ read_scan(rjob *j, troupe_reader *r, int64_t now, troupe_body **out)
         }
         if (!is_live(exp, now))
             continue;
-        troupe_pack_data(&items, &off[n++]);
-        pack_row(&items, kv.key, kv.key_len, exp, doc, dlen);
-        unsigned char *c = troupe_realloc(cur, kv.key_len);
-        if (c == NULL) {
-            e = TROUPE_ENOMEM;
-            break;
-        }
-        cur = c;
-        memcpy(cur, kv.key, kv.key_len);
-        clen = kv.key_len;
+        troupe_pack_array(&p, 3);
+        troupe_pack_bin(&p, kv.key, kv.key_len);
+        koff = p.len - kv.key_len;
+        klen = kv.key_len;
+        troupe_pack_int(&p, exp);
+        troupe_pack_raw(&p, doc, dlen);
+        n++;
     }
+    troupe_iter_destroy(it);
     if (e == TROUPE_ENOENT)
         e = TROUPE_OK;
     if (e == TROUPE_OK)
-        e = rows_body(&items, off, n, n ? cur : NULL, clen, more, out);
-    troupe_pack_fini(&items);
-    troupe_iter_destroy(it);
-    troupe_free(cur);
-    troupe_free(off);
-    return e;
+        e = p.err;
+    if (e == TROUPE_OK) {
+        size_t hl = n < 16 ? 1 : n < 0x10000 ? 3 : 5;
+        unsigned char *h = p.data + hdr;
+        if (hl < 5) {
+            memmove(h + hl, h + 5, p.len - hdr - 5);
+            p.len -= 5 - hl;
+            koff -= 5 - hl;
+        }
+        if (hl == 1) {
+            h[0] = (unsigned char)(0x90 | n);
+        } else if (hl == 3) {
+            h[0] = 0xdc;
+            h[1] = (unsigned char)(n >> 8);
+            h[2] = (unsigned char)n;
+        } else {
+            h[0] = 0xdd;
+            h[1] = (unsigned char)(n >> 24);
+            h[2] = (unsigned char)(n >> 16);
+            h[3] = (unsigned char)(n >> 8);
+            h[4] = (unsigned char)n;
+        }
+        if (n > 0) {
+            /* copied out first: packing may move p.data */
+            unsigned char buf[256];
+            unsigned char *c = klen <= sizeof(buf) ? buf : troupe_malloc(klen);
+            if (c == NULL) {
+                e = TROUPE_ENOMEM;
+            } else {
+                memcpy(c, p.data + koff, klen);
+                troupe_pack_bin(&p, c, klen);
+                if (c != buf)
+                    troupe_free(c);
+            }
+        } else {
+            troupe_pack_nil(&p);
+        }
+        troupe_pack_bool(&p, more);
+        if (e == TROUPE_OK)
+            e = p.err;
+    }
+    if (e != TROUPE_OK) {
+        troupe_pack_fini(&p);
+        return e;
+    }
+    return troupe_pack_take_body(&p, out);
 }
 
 static void
@@ -1628,16 +1683,105 @@ read_work(void *arg)
     } else {
         e = TROUPE_EPROTO;
     }
-    answer(j->rt, j->asker, j->corr, e, e == TROUPE_OK ? &body : NULL);
+    troupe_runtime_reply(j->rt, j->asker, j->corr, e,
+                         e == TROUPE_OK ? &body : NULL);
 }
 
 static void
 rjob_free(void *arg)
 {
     rjob *j = arg;
-    troupe_body_release(j->req);
-    troupe__tschema_release(j->cfg.schema);
-    troupe_free(j);
+    while (j != NULL) {
+        rjob *nx = j->next;
+        troupe_body_release(j->req);
+        troupe__tschema_release(j->cfg.schema);
+        troupe_free(j);
+        j = nx;
+    }
+}
+
+/* Reads per worker job: enough to amortise the wakeup, few enough that
+ * a burst of scans still spreads over the workers. */
+#define READ_BATCH 16
+
+/* One worker job: the batch's point gets in one multi-get (each answered
+ * as read_get would), everything else (and every get when the multi-get
+ * cannot run) one by one. */
+static void
+read_batch_work(void *arg)
+{
+    rjob *gj[READ_BATCH];
+    const void *keys[READ_BATCH];
+    size_t klens[READ_BATCH];
+    size_t ng = 0;
+    for (rjob *j = arg; j != NULL; j = j->next) {
+        troupe_reader r;
+        if (j->kind == TABLE_GET && ng < READ_BATCH &&
+            (ng == 0 ||
+             (j->cfg.db == gj[0]->cfg.db && j->cfg.cf_t == gj[0]->cfg.cf_t)) &&
+            troupe_reader_init(&r, troupe_body_data(j->req),
+                               troupe_body_len(j->req)) == TROUPE_OK &&
+            get_key(&r, &keys[ng], &klens[ng]) == TROUPE_OK)
+            gj[ng++] = j;
+        else
+            read_work(j);
+    }
+    if (ng < 2) {
+        if (ng == 1)
+            read_work(gj[0]);
+        return;
+    }
+    void *vals[READ_BATCH];
+    size_t vlens[READ_BATCH];
+    troupe_err errs[READ_BATCH];
+    int64_t now = gj[0]->cfg.clock(gj[0]->cfg.clock_ctx);
+    troupe_err e = troupe_db_multi_get(gj[0]->cfg.db, gj[0]->cfg.cf_t, NULL, ng,
+                                       keys, klens, vals, vlens, errs);
+    if (e != TROUPE_OK) { /* filled nothing: each get says why itself */
+        for (size_t i = 0; i < ng; i++)
+            read_work(gj[i]);
+        return;
+    }
+    for (size_t i = 0; i < ng; i++) {
+        troupe_body *body = NULL;
+        troupe_err re = get_reply(keys[i], klens[i], errs[i], vals[i], vlens[i],
+                                  now, &body);
+        troupe_runtime_reply(gj[i]->rt, gj[i]->asker, gj[i]->corr, re,
+                             re == TROUPE_OK ? &body : NULL);
+        troupe_free(vals[i]);
+    }
+}
+
+/* Sent to itself by h_read when the first read queues: runs after every
+ * read already in the mailbox, and hands them to workers in jobs of
+ * READ_BATCH (one wakeup and one READ_DONE per job, not per read). */
+static troupe_err
+h_read_flush(troupe_actor *self, void *st, const troupe_msg *m)
+{
+    tstate *s = st;
+    (void)m;
+    rjob *list = s->rq_head;
+    s->rq_head = s->rq_tail = NULL;
+    s->rq_flush_sent = false;
+    while (list != NULL) {
+        rjob *head = list, *t = list;
+        for (int k = 1; k < READ_BATCH && t->next != NULL; k++)
+            t = t->next;
+        list = t->next;
+        t->next = NULL;
+        troupe_err e = troupe_work_submit(self, read_batch_work, head,
+                                          TABLE_READ_DONE, rjob_free);
+        if (e != TROUPE_OK) {
+            for (rjob *j = head; j != NULL; j = j->next)
+                troupe_runtime_reply(j->rt, j->asker, j->corr, e, NULL);
+            rjob_free(head);
+        } else {
+            s->nreads++;
+        }
+    }
+    s->nreads--; /* the flush itself */
+    check_quiesced(s);
+    return TROUPE_OK;
 }
 
 static troupe_err
@@ -1648,13 +1792,13 @@ h_read(troupe_actor *self, void *st, const troupe_msg *m)
     if (m->corr == 0)
         return TROUPE_OK; /* a read nobody waits for */
     if (m->body == NULL || s->closing) {
-        answer(rt, m->from, m->corr,
-               s->closing ? TROUPE_ECLOSED : TROUPE_EPROTO, NULL);
+        troupe_runtime_reply(rt, m->from, m->corr,
+                             s->closing ? TROUPE_ECLOSED : TROUPE_EPROTO, NULL);
         return TROUPE_OK;
     }
     rjob *j = troupe_malloc(sizeof(*j));
     if (j == NULL) {
-        answer(rt, m->from, m->corr, TROUPE_ENOMEM, NULL);
+        troupe_runtime_reply(rt, m->from, m->corr, TROUPE_ENOMEM, NULL);
         return TROUPE_OK;
     }
     j->rt = rt;
@@ -1664,14 +1808,30 @@ h_read(troupe_actor *self, void *st, const troupe_msg *m)
     j->cfg = s->cfg;
     troupe__tschema_retain(j->cfg.schema);
     j->req = troupe_body_retain(m->body);
-    troupe_err e =
-        troupe_work_submit(self, read_work, j, TABLE_READ_DONE, rjob_free);
-    if (e != TROUPE_OK) {
-        rjob_free(j);
-        answer(rt, m->from, m->corr, e, NULL);
-        return TROUPE_OK;
+    j->next = NULL;
+    if (!s->rq_flush_sent) {
+        troupe_msg *fm = NULL;
+        troupe_err e = troupe_msg_create(&fm, TABLE_READ_FLUSH, NULL, 0);
+        if (e == TROUPE_OK) {
+            /* ptr set: a completion, exempt from the mailbox bound and
+             * from shutdown's ECLOSED, as each read's own job was; no
+             * drop (table_stop answers what is still queued) */
+            fm->ptr = s;
+            e = troupe_runtime_send(rt, troupe_self(self), &fm);
+        }
+        if (e != TROUPE_OK) {
+            rjob_free(j);
+            troupe_runtime_reply(rt, m->from, m->corr, e, NULL);
+            return TROUPE_OK;
+        }
+        s->rq_flush_sent = true;
+        s->nreads++; /* until the flush ran: quiescing waits for it */
     }
-    s->nreads++;
+    if (s->rq_tail != NULL)
+        s->rq_tail->next = j;
+    else
+        s->rq_head = j;
+    s->rq_tail = j;
     return TROUPE_OK;
 }
 
@@ -1731,7 +1891,8 @@ troupe__table_quiesce(troupe_runtime *rt, troupe_addr a, void (*fn)(void *),
 static troupe_err
 h_unknown(troupe_actor *self, void *st, const troupe_msg *m)
 {
-    answer(troupe_actor_runtime(self), m->from, m->corr, TROUPE_ENOTSUP, NULL);
+    troupe_runtime_reply(troupe_actor_runtime(self), m->from, m->corr,
+                         TROUPE_ENOTSUP, NULL);
     return TROUPE_OK;
 }
 
@@ -1843,7 +2004,7 @@ rwait_retry(troupe_actor *self, tstate *s)
         wop *nx = w->next;
         if (attach(self, s, w) != TROUPE_OK) {
             bool build = w->build, purge = w->kind == TABLE_PURGE_OP;
-            answer(w->rt, w->asker, w->corr, TROUPE_ENOMEM, NULL);
+            troupe_runtime_reply(w->rt, w->asker, w->corr, TROUPE_ENOMEM, NULL);
             wop_free(w);
             if (build)
                 build_op_done(self, s, TROUPE_ENOMEM);
@@ -1993,10 +2154,10 @@ answer_keys(troupe_runtime *rt, troupe_addr to, uint64_t corr, const kref *keys,
         troupe_pack_bin(&p, keys[i].k, keys[i].n);
     troupe_body *b = NULL;
     if (troupe_pack_take_body(&p, &b) != TROUPE_OK) {
-        answer(rt, to, corr, TROUPE_ENOMEM, NULL);
+        troupe_runtime_reply(rt, to, corr, TROUPE_ENOMEM, NULL);
         return;
     }
-    answer(rt, to, corr, TROUPE_ECONFLICT, &b);
+    troupe_runtime_reply(rt, to, corr, TROUPE_ECONFLICT, &b);
 }
 
 static void
@@ -2013,7 +2174,7 @@ static void
 tprep_drop(void *arg)
 {
     tpart *tp = arg;
-    answer(tp->rt, tp->asker, tp->corr, TROUPE_ECLOSED, NULL);
+    troupe_runtime_reply(tp->rt, tp->asker, tp->corr, TROUPE_ECLOSED, NULL);
     tpart_free(tp);
 }
 
@@ -2111,7 +2272,7 @@ h_txn_prepare(troupe_actor *self, void *st, const troupe_msg *m)
     troupe_runtime *rt = troupe_actor_runtime(self);
     ttxn_prep *p = m->ptr;
     if (p == NULL || p->sh == NULL) {
-        answer(rt, m->from, m->corr, TROUPE_EPROTO, NULL);
+        troupe_runtime_reply(rt, m->from, m->corr, TROUPE_EPROTO, NULL);
         troupe__ttxn_prep_free(p);
         return TROUPE_OK;
     }
@@ -2193,7 +2354,7 @@ txn_prepare(troupe_actor *self, tstate *s, ttxn_prep *p, troupe_addr asker,
         e = TROUPE_ENOMEM;
     }
     if (e != TROUPE_OK || p->check_only) {
-        answer(rt, asker, corr, e, NULL);
+        troupe_runtime_reply(rt, asker, corr, e, NULL);
         troupe__ttxn_prep_free(p);
         return;
     }
@@ -2212,7 +2373,7 @@ txn_prepare(troupe_actor *self, tstate *s, ttxn_prep *p, troupe_addr asker,
         }
     }
     if (tp == NULL) {
-        answer(rt, asker, corr, TROUPE_ENOMEM, NULL);
+        troupe_runtime_reply(rt, asker, corr, TROUPE_ENOMEM, NULL);
         troupe__ttxn_prep_free(p);
         return;
     }
@@ -2276,7 +2437,7 @@ txn_prepare(troupe_actor *self, tstate *s, ttxn_prep *p, troupe_addr asker,
         e = troupe_work_submit(self, tprep_work, tp, TABLE_TXN_PREP_DONE,
                                tprep_drop);
     if (e != TROUPE_OK) {
-        answer(rt, tp->asker, tp->corr, e, NULL);
+        troupe_runtime_reply(rt, tp->asker, tp->corr, e, NULL);
         tpart_end(self, s, tp, false);
     }
 }
@@ -2299,7 +2460,7 @@ h_txn_prep_done(troupe_actor *self, void *st, const troupe_msg *m)
     if (e == TROUPE_OK && atomic_load(&tp->sh->state) != TTXN_OPEN)
         e = TROUPE_ECANCELED; /* aborted while on the worker */
     if (e != TROUPE_OK) {
-        answer(rt, tp->asker, tp->corr, e, NULL);
+        troupe_runtime_reply(rt, tp->asker, tp->corr, e, NULL);
         tpart_end(self, s, tp, false);
         return TROUPE_OK;
     }
@@ -2326,7 +2487,7 @@ h_txn_prep_done(troupe_actor *self, void *st, const troupe_msg *m)
         tp->timed = e == TROUPE_OK;
     }
     if (e != TROUPE_OK) {
-        answer(rt, tp->asker, tp->corr, e, NULL);
+        troupe_runtime_reply(rt, tp->asker, tp->corr, e, NULL);
         tpart_end(self, s, tp, false);
         return TROUPE_OK;
     }
@@ -2335,7 +2496,7 @@ h_txn_prep_done(troupe_actor *self, void *st, const troupe_msg *m)
             tp->ops[i]->inext = s->inflight;
             s->inflight = tp->ops[i];
         }
-    answer(rt, tp->asker, tp->corr, TROUPE_OK, NULL);
+    troupe_runtime_reply(rt, tp->asker, tp->corr, TROUPE_OK, NULL);
     return TROUPE_OK;
 }
 
@@ -2378,10 +2539,11 @@ h_txn_finish(troupe_actor *self, void *st, const troupe_msg *m)
     troupe_pack_uint(&pk, ver);
     troupe_body *b = NULL;
     if (f == NULL || troupe_pack_take_body(&pk, &b) != TROUPE_OK)
-        answer(troupe_actor_runtime(self), m->from, m->corr,
-               f != NULL ? TROUPE_ENOMEM : TROUPE_EPROTO, NULL);
+        troupe_runtime_reply(troupe_actor_runtime(self), m->from, m->corr,
+                             f != NULL ? TROUPE_ENOMEM : TROUPE_EPROTO, NULL);
     else
-        answer(troupe_actor_runtime(self), m->from, m->corr, TROUPE_OK, &b);
+        troupe_runtime_reply(troupe_actor_runtime(self), m->from, m->corr,
+                             TROUPE_OK, &b);
     return TROUPE_OK;
 }
 
@@ -2448,7 +2610,8 @@ qver_work(void *arg)
         e = troupe_pack_take_body(&p, &body);
     }
     troupe_free(val);
-    answer(j->rt, j->asker, j->corr, e, e == TROUPE_OK ? &body : NULL);
+    troupe_runtime_reply(j->rt, j->asker, j->corr, e,
+                         e == TROUPE_OK ? &body : NULL);
 }
 
 static void
@@ -2457,7 +2620,7 @@ qver_run(troupe_actor *self, tstate *s, ttxn_qver *q, troupe_addr asker,
 {
     troupe_runtime *rt = troupe_actor_runtime(self);
     if (s->closing) {
-        answer(rt, asker, corr, TROUPE_ECLOSED, NULL);
+        troupe_runtime_reply(rt, asker, corr, TROUPE_ECLOSED, NULL);
         troupe_free(q);
         return;
     }
@@ -2468,7 +2631,7 @@ qver_run(troupe_actor *self, tstate *s, ttxn_qver *q, troupe_addr asker,
         if (ver == 0) { /* a write in flight: answer after it */
             qdefer *d = troupe_malloc(sizeof(*d));
             if (d == NULL) {
-                answer(rt, asker, corr, TROUPE_ENOMEM, NULL);
+                troupe_runtime_reply(rt, asker, corr, TROUPE_ENOMEM, NULL);
                 troupe_free(q);
                 return;
             }
@@ -2501,7 +2664,7 @@ qver_run(troupe_actor *self, tstate *s, ttxn_qver *q, troupe_addr asker,
     troupe_err e =
         j != NULL ? troupe_snapshot_create(s->cfg.db, &j->snap) : TROUPE_ENOMEM;
     if (e != TROUPE_OK) {
-        answer(rt, asker, corr, e, NULL);
+        troupe_runtime_reply(rt, asker, corr, e, NULL);
         troupe_free(j);
         troupe_free(q);
         return;
@@ -2515,7 +2678,7 @@ qver_run(troupe_actor *self, tstate *s, ttxn_qver *q, troupe_addr asker,
     j->q = q;
     e = troupe_work_submit(self, qver_work, j, TABLE_TXN_QVER_DONE, qjob_free);
     if (e != TROUPE_OK) {
-        answer(rt, asker, corr, e, NULL);
+        troupe_runtime_reply(rt, asker, corr, e, NULL);
         qjob_free(j);
         return;
     }
@@ -2541,8 +2704,8 @@ h_txn_qver(troupe_actor *self, void *st, const troupe_msg *m)
     tstate *s = st;
     ttxn_qver *q = m->ptr;
     if (q == NULL || q->klen == 0) {
-        answer(troupe_actor_runtime(self), m->from, m->corr, TROUPE_EPROTO,
-               NULL);
+        troupe_runtime_reply(troupe_actor_runtime(self), m->from, m->corr,
+                             TROUPE_EPROTO, NULL);
         troupe_free(q);
         return TROUPE_OK;
     }
@@ -2609,8 +2772,8 @@ vevict_step(troupe_actor *self, tstate *s)
     troupe_pack_uint(&pk, s->ev_largest);
     troupe_body *b = NULL;
     troupe_err e = troupe_pack_take_body(&pk, &b);
-    answer(troupe_actor_runtime(self), s->ev_asker, s->ev_corr, e,
-           e == TROUPE_OK ? &b : NULL);
+    troupe_runtime_reply(troupe_actor_runtime(self), s->ev_asker, s->ev_corr, e,
+                         e == TROUPE_OK ? &b : NULL);
     s->evicting = false;
     check_quiesced(s);
 }
@@ -2620,8 +2783,8 @@ h_vevict(troupe_actor *self, void *st, const troupe_msg *m)
 {
     tstate *s = st;
     if (s->closing || s->evicting) {
-        answer(troupe_actor_runtime(self), m->from, m->corr,
-               s->closing ? TROUPE_ECLOSED : TROUPE_EBUSY, NULL);
+        troupe_runtime_reply(troupe_actor_runtime(self), m->from, m->corr,
+                             s->closing ? TROUPE_ECLOSED : TROUPE_EBUSY, NULL);
         return TROUPE_OK;
     }
     s->evicting = true;
@@ -2655,8 +2818,8 @@ h_stats(troupe_actor *self, void *st, const troupe_msg *m)
     troupe_pack_uint(&pk, s->vevicted);
     troupe_body *b = NULL;
     troupe_err e = troupe_pack_take_body(&pk, &b);
-    answer(troupe_actor_runtime(self), m->from, m->corr, e,
-           e == TROUPE_OK ? &b : NULL);
+    troupe_runtime_reply(troupe_actor_runtime(self), m->from, m->corr, e,
+                         e == TROUPE_OK ? &b : NULL);
     return TROUPE_OK;
 }
 
@@ -2751,8 +2914,8 @@ purge_finish(troupe_actor *self, tstate *s)
         troupe_pack_uint(&pk, p->steps);
         e = troupe_pack_take_body(&pk, &b);
     }
-    answer(troupe_actor_runtime(self), p->asker, p->corr, e,
-           e == TROUPE_OK ? &b : NULL);
+    troupe_runtime_reply(troupe_actor_runtime(self), p->asker, p->corr, e,
+                         e == TROUPE_OK ? &b : NULL);
     troupe_free(p->cursor);
     troupe_free(p);
     check_quiesced(s);
@@ -2810,11 +2973,11 @@ h_purge(troupe_actor *self, void *st, const troupe_msg *m)
     tpurge *p = NULL;
     if (s->closing || s->purge != NULL ||
         (p = troupe_calloc(1, sizeof(*p))) == NULL) {
-        answer(troupe_actor_runtime(self), m->from, m->corr,
-               s->closing         ? TROUPE_ECLOSED
-               : s->purge != NULL ? TROUPE_EBUSY
-                                  : TROUPE_ENOMEM,
-               NULL);
+        troupe_runtime_reply(troupe_actor_runtime(self), m->from, m->corr,
+                             s->closing         ? TROUPE_ECLOSED
+                             : s->purge != NULL ? TROUPE_EBUSY
+                                                : TROUPE_ENOMEM,
+                             NULL);
         return TROUPE_OK;
     }
     p->asker = m->from;
@@ -2899,6 +3062,15 @@ static void
 table_stop(troupe_actor *self, void *st, troupe_err reason)
 {
     tstate *s = st;
+    /* Reads still waiting for their READ_FLUSH: answered, never run. */
+    while (s->rq_head != NULL) {
+        rjob *j = s->rq_head;
+        s->rq_head = j->next;
+        j->next = NULL;
+        troupe_runtime_reply(j->rt, j->asker, j->corr, TROUPE_ECLOSED, NULL);
+        rjob_free(j);
+    }
+    s->rq_tail = NULL;
     /* Prepared transactions lose their part: their finish finds nothing,
      * and one not yet submitted cannot be (the prepare's locks are gone). */
     while (s->tparts != NULL) {
@@ -2911,22 +3083,22 @@ table_stop(troupe_actor *self, void *st, troupe_err reason)
     while (s->qdeferred != NULL) {
         qdefer *d = s->qdeferred;
         s->qdeferred = d->next;
-        answer(troupe_actor_runtime(self), d->asker, d->corr, TROUPE_ECLOSED,
-               NULL);
+        troupe_runtime_reply(troupe_actor_runtime(self), d->asker, d->corr,
+                             TROUPE_ECLOSED, NULL);
         troupe_free(d->q);
         troupe_free(d);
     }
     while (s->deferred != NULL) {
         struct tdefer *d = s->deferred;
         s->deferred = d->next;
-        answer(troupe_actor_runtime(self), d->asker, d->corr, TROUPE_ECLOSED,
-               NULL);
+        troupe_runtime_reply(troupe_actor_runtime(self), d->asker, d->corr,
+                             TROUPE_ECLOSED, NULL);
         troupe__ttxn_prep_free(d->p);
         troupe_free(d);
     }
     for (wop *w = s->rwait_head; w != NULL;) {
         wop *nx = w->next;
-        answer(w->rt, w->asker, w->corr, TROUPE_ECLOSED, NULL);
+        troupe_runtime_reply(w->rt, w->asker, w->corr, TROUPE_ECLOSED, NULL);
         wop_free(w);
         w = nx;
     }
@@ -2934,7 +3106,7 @@ table_stop(troupe_actor *self, void *st, troupe_err reason)
     troupe_free(s->vmap);
     for (wop *p = s->parked; p != NULL;) {
         wop *nx = p->pnext;
-        answer(p->rt, p->asker, p->corr, TROUPE_ECLOSED, NULL);
+        troupe_runtime_reply(p->rt, p->asker, p->corr, TROUPE_ECLOSED, NULL);
         wop_free(p);
         p = nx;
     }
@@ -2944,7 +3116,8 @@ table_stop(troupe_actor *self, void *st, troupe_err reason)
             klock *ln = l->next;
             for (wop *w = l->whead; w != NULL;) {
                 wop *nx = w->next;
-                answer(w->rt, w->asker, w->corr, TROUPE_ECLOSED, NULL);
+                troupe_runtime_reply(w->rt, w->asker, w->corr, TROUPE_ECLOSED,
+                                     NULL);
                 wop_free(w);
                 w = nx;
             }
@@ -2958,8 +3131,8 @@ table_stop(troupe_actor *self, void *st, troupe_err reason)
     if (s->build != NULL)
         build_finish(s, TROUPE_ECLOSED);
     if (s->purge != NULL) { /* quiescing waits for it; only a hard stop */
-        answer(troupe_actor_runtime(self), s->purge->asker, s->purge->corr,
-               TROUPE_ECLOSED, NULL);
+        troupe_runtime_reply(troupe_actor_runtime(self), s->purge->asker,
+                             s->purge->corr, TROUPE_ECLOSED, NULL);
         troupe_free(s->purge->cursor);
         troupe_free(s->purge);
         s->purge = NULL;
@@ -2977,6 +3150,7 @@ static const troupe_handler_fn table_handlers[TABLE_NKINDS] = {
     [TABLE_PREP_DONE] = h_prep_done,
     [TABLE_COMMIT_DONE] = h_commit_done,
     [TABLE_READ_DONE] = h_read_done,
+    [TABLE_READ_FLUSH] = h_read_flush,
     [TABLE_SWITCH] = h_switch,
     [TABLE_BUILD_KEYS] = h_build_keys,
     [TABLE_QUIESCE] = h_quiesce,
