@@ -1,4 +1,5 @@
 # Thin wrapper over CMake: the two commands README.md gives, plus bench.
+MAKEFLAGS += --no-print-directory
 BUILD ?= build
 JOBS  ?= $(shell nproc)
 CMAKE_FLAGS ?=
