@@ -79,10 +79,7 @@ troupe_tables_evict_versions(troupe_tables *t, const char *table,
 }
 
 typedef struct evwait {
-    uv_mutex_t mu;
-    uv_cond_t cv;
-    bool done;
-    troupe_err err;
+    twaiter w;
     troupe_vevict_result r;
 } evwait;
 
@@ -90,12 +87,8 @@ static void
 wake_evict(troupe_err err, const troupe_vevict_result *r, void *arg)
 {
     evwait *w = arg;
-    uv_mutex_lock(&w->mu);
-    w->err = err;
     w->r = *r;
-    w->done = true;
-    uv_cond_signal(&w->cv);
-    uv_mutex_unlock(&w->mu);
+    troupe__twaiter_wake(&w->w, err, NULL);
 }
 
 troupe_err
@@ -105,21 +98,14 @@ troupe_tables_evict_versions_wait(troupe_tables *t, const char *table,
     if (r == NULL)
         return TROUPE_EINVAL;
     *r = (troupe_vevict_result){0};
-    evwait w = {.done = false};
-    uv_mutex_init(&w.mu);
-    uv_cond_init(&w.cv);
+    evwait w = {0};
+    troupe__twaiter_init(&w.w);
     troupe_err e = troupe_tables_evict_versions(t, table, wake_evict, &w);
-    if (e == TROUPE_OK) {
-        uv_mutex_lock(&w.mu);
-        while (!w.done)
-            uv_cond_wait(&w.cv, &w.mu);
-        uv_mutex_unlock(&w.mu);
-        e = w.err;
-        if (e == TROUPE_OK)
-            *r = w.r;
-    }
-    uv_cond_destroy(&w.cv);
-    uv_mutex_destroy(&w.mu);
+    if (e != TROUPE_OK)
+        troupe__twaiter_wake(&w.w, e, NULL);
+    e = troupe__twaiter_wait(&w.w, NULL);
+    if (e == TROUPE_OK)
+        *r = w.r;
     return e;
 }
 
@@ -187,10 +173,7 @@ troupe_tables_purge_expired(troupe_tables *t, const char *table,
 }
 
 typedef struct puwait {
-    uv_mutex_t mu;
-    uv_cond_t cv;
-    bool done;
-    troupe_err err;
+    twaiter w;
     troupe_purge_result r;
 } puwait;
 
@@ -198,12 +181,8 @@ static void
 wake_purge(troupe_err err, const troupe_purge_result *r, void *arg)
 {
     puwait *w = arg;
-    uv_mutex_lock(&w->mu);
-    w->err = err;
     w->r = *r;
-    w->done = true;
-    uv_cond_signal(&w->cv);
-    uv_mutex_unlock(&w->mu);
+    troupe__twaiter_wake(&w->w, err, NULL);
 }
 
 troupe_err
@@ -213,31 +192,21 @@ troupe_tables_purge_expired_wait(troupe_tables *t, const char *table,
     if (r == NULL)
         return TROUPE_EINVAL;
     *r = (troupe_purge_result){0};
-    puwait w = {.done = false};
-    uv_mutex_init(&w.mu);
-    uv_cond_init(&w.cv);
+    puwait w = {0};
+    troupe__twaiter_init(&w.w);
     troupe_err e = troupe_tables_purge_expired(t, table, wake_purge, &w);
-    if (e == TROUPE_OK) {
-        uv_mutex_lock(&w.mu);
-        while (!w.done)
-            uv_cond_wait(&w.cv, &w.mu);
-        uv_mutex_unlock(&w.mu);
-        e = w.err;
-        if (e == TROUPE_OK)
-            *r = w.r;
-    }
-    uv_cond_destroy(&w.cv);
-    uv_mutex_destroy(&w.mu);
+    if (e != TROUPE_OK)
+        troupe__twaiter_wake(&w.w, e, NULL);
+    e = troupe__twaiter_wait(&w.w, NULL);
+    if (e == TROUPE_OK)
+        *r = w.r;
     return e;
 }
 
 /* ---- stats ------------------------------------------------------------- */
 
 typedef struct stwait {
-    uv_mutex_t mu;
-    uv_cond_t cv;
-    bool done;
-    troupe_err err;
+    twaiter w;
     uint64_t v[3];
 } stwait;
 
@@ -259,12 +228,8 @@ on_stats(troupe_runtime *rt, troupe_err err, troupe_msg *reply, void *arg)
         if (troupe_read_end(&rd) != TROUPE_OK)
             err = TROUPE_EPROTO;
     }
-    uv_mutex_lock(&w->mu);
-    w->err = err;
     memcpy(w->v, v, sizeof(v));
-    w->done = true;
-    uv_cond_signal(&w->cv);
-    uv_mutex_unlock(&w->mu);
+    troupe__twaiter_wake(&w->w, err, NULL);
 }
 
 /* One table's counters; ENOENT when it was dropped meanwhile. */
@@ -280,19 +245,12 @@ table_stats(troupe_tables *t, const char *name, troupe_table_stats *ts)
     troupe_msg *m = NULL;
     if (troupe_msg_create(&m, TABLE_STATS, NULL, 0) != TROUPE_OK)
         return TROUPE_ENOMEM;
-    stwait w = {.done = false};
-    uv_mutex_init(&w.mu);
-    uv_cond_init(&w.cv);
+    stwait w = {0};
+    troupe__twaiter_init(&w.w);
     e = troupe_runtime_ask(rt, a, &m, timeout, on_stats, &w);
-    if (e == TROUPE_OK) {
-        uv_mutex_lock(&w.mu);
-        while (!w.done)
-            uv_cond_wait(&w.cv, &w.mu);
-        uv_mutex_unlock(&w.mu);
-        e = w.err;
-    }
-    uv_cond_destroy(&w.cv);
-    uv_mutex_destroy(&w.mu);
+    if (e != TROUPE_OK)
+        troupe__twaiter_wake(&w.w, e, NULL);
+    e = troupe__twaiter_wait(&w.w, NULL);
     if (e == TROUPE_OK) {
         ts->name = name;
         ts->version_records = w.v[0];
