@@ -1,5 +1,6 @@
 /* The index module: specs, catalog form, derivation (sparse rules),
- * keys, queries over RocksDB, verify. */
+ * keys, queries over RocksDB, verify; and changing a table's indexes
+ * online (rebuild, drop, resumed builds) through the catalog. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -2472,6 +2473,1038 @@ START_TEST(test_null_arguments_are_noops_or_einval)
 }
 END_TEST
 
+/* ---- part 5: rebuild, drop and resumed builds through the catalog -------
+ * Real RocksDB in a temp dir, the runtime embedded on the test's loop
+ * (scheduler 0), except for the blocking twins' test. The function index
+ * "gate" is the test's handle on a running build: it counts its calls, can
+ * hold one call on its worker until the test opens it (a build paused
+ * deterministically), and can fail its Nth call with ECLOSED, which ends
+ * the build exactly as a stopping actor does. */
+
+#include <stdatomic.h>
+
+#include "troupe/table.h"
+
+typedef struct ifx {
+    uv_loop_t loop;
+    bool embedded;
+    troupe_runtime *rt;
+    troupe_db *db;
+    troupe_commit *commit;
+    troupe_index_fns *fns;
+    troupe_tables *tables;
+    char *dir;
+    int done;
+    int calls, want;
+    troupe_err err, werr;
+    int built;
+    troupe_err built_err;
+    uint64_t count;
+    troupe_index_result *res;
+} ifx;
+
+static ifx X;
+
+static atomic_int g_calls;
+static atomic_int g_fail_at; /* 0: never; else this call returns ECLOSED */
+static atomic_int g_armed;   /* the next call waits for the gate */
+static atomic_int g_held;    /* a call is waiting */
+static int g_open;
+static uv_mutex_t g_mu;
+static uv_cond_t g_cv;
+
+/* The string at key "email" of doc, if any. */
+static bool
+doc_email(const void *doc, size_t len, const char **s, size_t *sl)
+{
+    troupe_reader r;
+    uint32_t n = 0;
+    troupe_reader_init(&r, doc, len);
+    troupe_read_map(&r, &n);
+    for (uint32_t i = 0; i < n && r.err == TROUPE_OK; i++) {
+        const char *k;
+        size_t kl;
+        troupe_read_str(&r, 64, &k, &kl);
+        if (kl == 5 && memcmp(k, "email", 5) == 0 &&
+            troupe_read_peek(&r) == TROUPE_MP_STR) {
+            troupe_read_str(&r, 256, s, sl);
+            return r.err == TROUPE_OK;
+        }
+        troupe_read_skip(&r);
+    }
+    return false;
+}
+
+static troupe_err
+fn_gate(void *ctx, const void *doc, size_t doc_len, const void *pk,
+        size_t pk_len, troupe_index_emit_fn emit, void *emit_ctx)
+{
+    (void)ctx;
+    int n = atomic_fetch_add(&g_calls, 1) + 1;
+    int one = 1;
+    if (atomic_compare_exchange_strong(&g_armed, &one, 0)) {
+        uv_mutex_lock(&g_mu);
+        atomic_store(&g_held, 1);
+        while (!g_open)
+            uv_cond_wait(&g_cv, &g_mu);
+        uv_mutex_unlock(&g_mu);
+    }
+    if (n == atomic_load(&g_fail_at))
+        return TROUPE_ECLOSED;
+    const char *s;
+    size_t sl;
+    if (!doc_email(doc, doc_len, &s, &sl) || sl == 0)
+        return TROUPE_OK;
+    troupe_key_writer w;
+    troupe_key_writer_init(&w);
+    troupe_key_put_string(&w, s, sl);
+    const uint8_t *v;
+    size_t vl;
+    troupe_err e = troupe_key_writer_finish(&w, &v, &vl);
+    if (e == TROUPE_OK)
+        e = emit(emit_ctx, v, vl, NULL, 0);
+    troupe_key_writer_fini(&w);
+    return e;
+}
+
+static int
+gate_calls(void)
+{
+    return atomic_load(&g_calls);
+}
+
+static void
+gate_open(void)
+{
+    uv_mutex_lock(&g_mu);
+    g_open = 1;
+    uv_cond_broadcast(&g_cv);
+    uv_mutex_unlock(&g_mu);
+}
+
+static bool
+gate_held(void *arg)
+{
+    return atomic_load(&g_held) != 0;
+}
+
+static void
+i_open(void)
+{
+    troupe_runtime_opts o = {.schedulers = 2, .workers = 4};
+    if (X.embedded) {
+        ck_assert_int_eq(uv_loop_init(&X.loop), 0);
+        o.loop = &X.loop;
+    }
+    ck_assert_ok(troupe_runtime_create(&X.rt, &o));
+    ck_assert_ok(troupe_db_open(X.dir, NULL, &X.db));
+    ck_assert_ok(troupe_commit_create(X.db, NULL, &X.commit));
+    troupe_tables_opts to = {
+        .rt = X.rt, .db = X.db, .commit = X.commit, .fns = X.fns};
+    ck_assert_ok(troupe_tables_open(&to, &X.tables));
+}
+
+static bool
+i_is_done(void *arg)
+{
+    return X.done != 0;
+}
+
+static void
+i_on_stopped(troupe_tables *t, void *arg)
+{
+    X.done = 1;
+}
+
+static void
+i_on_shutdown(troupe_runtime *rt, void *arg)
+{
+    X.done = 1;
+}
+
+static void
+i_close(void)
+{
+    gate_open();
+    if (X.embedded) {
+        X.done = 0;
+        ck_assert_ok(troupe_tables_stop(X.tables, i_on_stopped, NULL));
+        ck_assert(ts_run_until(&X.loop, i_is_done, NULL, 20000));
+        troupe_tables_destroy(X.tables);
+        X.done = 0;
+        ck_assert_ok(troupe_runtime_shutdown(X.rt, i_on_shutdown, NULL));
+        ck_assert(ts_run_until(&X.loop, i_is_done, NULL, 10000));
+        troupe_runtime_destroy(X.rt);
+        ck_assert_int_eq(ts_loop_close(&X.loop), 0);
+    } else {
+        ck_assert_ok(troupe_tables_stop_wait(X.tables));
+        troupe_tables_destroy(X.tables);
+        ck_assert_ok(troupe_runtime_shutdown_wait(X.rt));
+        troupe_runtime_destroy(X.rt);
+    }
+    X.tables = NULL;
+    troupe_commit_destroy(X.commit);
+    ck_assert_ok(troupe_db_close(X.db));
+}
+
+/* The gate closed again for the next use (after a reopen). */
+static void
+gate_reset(void)
+{
+    uv_mutex_lock(&g_mu);
+    g_open = 0;
+    uv_mutex_unlock(&g_mu);
+    atomic_store(&g_held, 0);
+    atomic_store(&g_armed, 0);
+}
+
+static void
+i_setup_common(bool embedded)
+{
+    memset(&X, 0, sizeof(X));
+    X.embedded = embedded;
+    atomic_store(&g_calls, 0);
+    atomic_store(&g_fail_at, 0);
+    atomic_store(&g_armed, 0);
+    atomic_store(&g_held, 0);
+    g_open = 0;
+    ck_assert_int_eq(uv_mutex_init(&g_mu), 0);
+    ck_assert_int_eq(uv_cond_init(&g_cv), 0);
+    X.dir = ts_tempdir("index");
+    ck_assert_ok(troupe_index_fns_create(&X.fns));
+    ck_assert_ok(troupe_index_register_fn(X.fns, "gate", fn_gate, NULL));
+    i_open();
+}
+
+static void
+i_setup(void)
+{
+    i_setup_common(true);
+}
+
+static void
+i_setup_standalone(void)
+{
+    i_setup_common(false);
+}
+
+static void
+i_teardown(void)
+{
+    troupe_index_result_destroy(X.res);
+    i_close();
+    troupe_index_fns_destroy(X.fns);
+    uv_cond_destroy(&g_cv);
+    uv_mutex_destroy(&g_mu);
+    ts_rmtree(X.dir);
+    free(X.dir);
+}
+
+static bool
+i_have(void *arg)
+{
+    return X.calls >= X.want;
+}
+
+static void
+i_on_write(troupe_err err, troupe_rows *rows, void *arg)
+{
+    X.calls++;
+    if (err != TROUPE_OK)
+        X.werr = err;
+    troupe_rows_destroy(rows);
+}
+
+static void
+i_on_ddl(troupe_tables *t, troupe_err err, void *arg)
+{
+    X.calls++;
+    X.err = err;
+}
+
+static void
+i_on_built(troupe_tables *t, troupe_err err, void *arg)
+{
+    X.built++;
+    X.built_err = err;
+}
+
+static bool
+i_is_built(void *arg)
+{
+    return X.built > 0;
+}
+
+static void
+i_on_count(troupe_err err, uint64_t n, void *arg)
+{
+    X.calls++;
+    X.err = err;
+    X.count = n;
+}
+
+static void
+i_on_query(troupe_err err, troupe_index_result *res, void *arg)
+{
+    X.calls++;
+    X.err = err;
+    troupe_index_result_destroy(X.res);
+    X.res = res;
+}
+
+static troupe_err
+i_drive(troupe_err started)
+{
+    if (started != TROUPE_OK)
+        return started;
+    X.want = X.calls + 1;
+    ck_assert(ts_run_until(&X.loop, i_have, NULL, 20000));
+    return X.err;
+}
+
+/* Waits for the build callback started by the last call. */
+static troupe_err
+i_wait_built(troupe_err started)
+{
+    if (started != TROUPE_OK)
+        return started;
+    ck_assert(ts_run_until(&X.loop, i_is_built, NULL, 30000));
+    X.built = 0;
+    return X.built_err;
+}
+
+static const troupe_index_field i_email_f = {"email", TROUPE_FIELD_STRING};
+static const troupe_index_field i_city_f = {"city", TROUPE_FIELD_STRING};
+
+static troupe_index_spec
+spec_email(bool unique)
+{
+    troupe_index_spec s = {.name = "by_email",
+                           .unique = unique,
+                           .fields = &i_email_f,
+                           .n_fields = 1};
+    return s;
+}
+
+static troupe_index_spec
+spec_city(void)
+{
+    troupe_index_spec s = {
+        .name = "by_city", .fields = &i_city_f, .n_fields = 1};
+    return s;
+}
+
+static troupe_index_spec
+spec_gate(void)
+{
+    troupe_index_spec s = {.name = "gate", .fn_name = "gate"};
+    return s;
+}
+
+/* {"email": email, "city": city}; NULL leaves a field out. */
+static void
+i_doc(troupe_packer *p, const char *email, const char *city)
+{
+    troupe_pack_init(p);
+    troupe_pack_map(p, (email != NULL) + (city != NULL));
+    if (email != NULL) {
+        troupe_pack_cstr(p, "email");
+        troupe_pack_cstr(p, email);
+    }
+    if (city != NULL) {
+        troupe_pack_cstr(p, "city");
+        troupe_pack_cstr(p, city);
+    }
+}
+
+/* Starts a write (kind 'i'nsert, 'u'psert, 'd'elete); the caller drives. */
+static void
+i_write(char kind, const char *table, const char *key, const char *email,
+        const char *city)
+{
+    troupe_packer p;
+    i_doc(&p, email, city);
+    size_t dl;
+    const void *d = troupe_pack_data(&p, &dl);
+    troupe_err e;
+    if (kind == 'i')
+        e = troupe_table_insert(X.tables, table, key, strlen(key), d, dl, NULL,
+                                i_on_write, NULL);
+    else if (kind == 'u')
+        e = troupe_table_upsert(X.tables, table, key, strlen(key), d, dl, NULL,
+                                i_on_write, NULL);
+    else
+        e = troupe_table_delete(X.tables, table, key, strlen(key), NULL,
+                                i_on_write, NULL);
+    ck_assert_ok(e);
+    troupe_pack_fini(&p);
+}
+
+static void
+i_wait_writes(int n)
+{
+    X.want = X.calls + n;
+    ck_assert(ts_run_until(&X.loop, i_have, NULL, 30000));
+    ck_assert_ok(X.werr);
+}
+
+/* Rows <prefix>000.. with email e<i>@x and city c<i % 7>. */
+static void
+i_fill(const char *table, const char *prefix, int n)
+{
+    for (int i = 0; i < n; i++) {
+        char k[16], e[32], c[8];
+        snprintf(k, sizeof(k), "%s%03d", prefix, i);
+        snprintf(e, sizeof(e), "e%03d@x", i);
+        snprintf(c, sizeof(c), "c%d", i % 7);
+        i_write('i', table, k, e, c);
+    }
+    i_wait_writes(n);
+}
+
+static void
+i_on_rows(troupe_err err, troupe_rows *rows, void *arg)
+{
+    X.calls++;
+    X.err = err;
+    troupe_rows_destroy(rows);
+}
+
+static troupe_err
+i_ins(const char *table, const char *key, const char *email)
+{
+    troupe_packer p;
+    i_doc(&p, email, NULL);
+    size_t dl;
+    const void *d = troupe_pack_data(&p, &dl);
+    troupe_err e = i_drive(troupe_table_insert(
+        X.tables, table, key, strlen(key), d, dl, NULL, i_on_rows, NULL));
+    troupe_pack_fini(&p);
+    return e;
+}
+
+static troupe_err
+i_count(const char *table, const char *index, uint64_t *n)
+{
+    troupe_index_query q = {.limit = 1};
+    troupe_err e = i_drive(
+        troupe_tables_count(X.tables, table, index, &q, i_on_count, NULL));
+    *n = X.count;
+    return e;
+}
+
+/* Exact query on a one-string index; returns the error, X.res the hits. */
+static troupe_err
+i_query(const char *table, const char *index, const char *value)
+{
+    troupe_packer p;
+    troupe_pack_init(&p);
+    troupe_pack_array(&p, 1);
+    troupe_pack_cstr(&p, value);
+    size_t vl;
+    const void *v = troupe_pack_data(&p, &vl);
+    troupe_index_query q = {.values = v, .values_len = vl, .limit = 10};
+    troupe_err e = i_drive(
+        troupe_tables_query(X.tables, table, index, &q, i_on_query, NULL));
+    troupe_pack_fini(&p);
+    return e;
+}
+
+typedef struct vcount {
+    int by_kind[16];
+    int total;
+} vcount;
+
+static void
+i_on_mismatch(void *ctx, const troupe_index_mismatch *m)
+{
+    vcount *c = ctx;
+    ck_assert_int_lt((int)m->kind, 16);
+    c->by_kind[m->kind]++;
+    c->total++;
+}
+
+/* Verify (with derive) of table 1 whose indexes are specs[i] under ids[i],
+ * all ready. */
+static vcount
+i_verify(const troupe_index_spec *specs, const uint64_t *ids, size_t n)
+{
+    troupe_index_def *defs[8];
+    ck_assert_uint_le(n, 8);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_ok(troupe_index_def_create(&specs[i], ids[i], &defs[i]));
+    vcount c;
+    memset(&c, 0, sizeof(c));
+    troupe_index_verify_opts o = {.table_id = 1,
+                                  .defs = (const troupe_index_def *const *)defs,
+                                  .n_defs = n,
+                                  .derive = true,
+                                  .fns = X.fns,
+                                  .budget = 100,
+                                  .cb = i_on_mismatch,
+                                  .cb_ctx = &c};
+    void *cur = NULL;
+    size_t cur_len = 0;
+    bool done = false;
+    for (int steps = 0; !done; steps++) {
+        void *next;
+        size_t next_len;
+        ck_assert_ok(troupe_index_verify_step(X.db, &o, cur, cur_len, &next,
+                                              &next_len, &done));
+        troupe_free(cur);
+        cur = next;
+        cur_len = next_len;
+        ck_assert_int_lt(steps, 100000);
+    }
+    for (size_t i = 0; i < n; i++)
+        troupe_index_def_destroy(defs[i]);
+    return c;
+}
+
+static bool
+i_has_cf(const char *name)
+{
+    troupe_cf *c = NULL;
+    troupe_err e = troupe_db_cf(X.db, name, &c);
+    ck_assert(e == TROUPE_OK || e == TROUPE_ENOENT);
+    return e == TROUPE_OK;
+}
+
+static troupe_cf *
+i_cf(const char *name)
+{
+    troupe_cf *c = NULL;
+    ck_assert_ok(troupe_db_cf(X.db, name, &c));
+    return c;
+}
+
+static void
+i_raw(const char *cf, const void *k, size_t kn, const void *v, size_t vn)
+{
+    troupe_batch *b;
+    ck_assert_ok(troupe_batch_create(&b));
+    if (v != NULL)
+        ck_assert_ok(troupe_batch_put(b, i_cf(cf), k, kn, v, vn));
+    else
+        ck_assert_ok(troupe_batch_delete(b, i_cf(cf), k, kn));
+    ck_assert_ok(troupe_db_write(X.db, b, TROUPE_SYNC_ON));
+    troupe_batch_destroy(b);
+}
+
+/* The by_email entry key of (email, pk) as derive makes it. */
+static void
+i_email_key(const char *email, const char *pk, unsigned char *out, size_t *len)
+{
+    troupe_index_spec s = spec_email(false);
+    troupe_index_def *d;
+    ck_assert_ok(troupe_index_def_create(&s, 2, &d));
+    troupe_packer p;
+    i_doc(&p, email, NULL);
+    size_t dl;
+    const void *doc = troupe_pack_data(&p, &dl);
+    troupe_index_entries es;
+    troupe_index_entries_init(&es);
+    ck_assert_ok(troupe_index_derive(d, NULL, doc, dl, pk, strlen(pk), &es));
+    ck_assert_uint_eq(es.n, 1);
+    ck_assert_uint_le(es.v[0].key_len, 256);
+    memcpy(out, es.v[0].key, es.v[0].key_len);
+    *len = es.v[0].key_len;
+    troupe_index_entries_fini(&es);
+    troupe_pack_fini(&p);
+    troupe_index_def_destroy(d);
+}
+
+static size_t
+i_family_count(const char *cf)
+{
+    troupe_page *pg = NULL;
+    ck_assert_ok(
+        troupe_db_scan(X.db, i_cf(cf), NULL, NULL, NULL, 0, 10000, false, &pg));
+    size_t n = pg->n;
+    troupe_page_destroy(pg);
+    return n;
+}
+
+START_TEST(test_rebuild_repairs_entries_while_writes_go_on)
+{
+    troupe_index_spec specs[] = {spec_email(true), spec_gate()};
+    ck_assert_ok(
+        i_drive(troupe_tables_create(X.tables, "u", specs, 2, i_on_ddl, NULL)));
+    i_fill("u", "p", 200); /* table 1, by_email 2, gate 3 */
+    /* damage x.2: three entries gone, two orphans */
+    troupe_page *pg = NULL;
+    ck_assert_ok(
+        troupe_db_scan(X.db, i_cf("x.2"), NULL, NULL, NULL, 0, 3, false, &pg));
+    ck_assert_uint_eq(pg->n, 3);
+    for (size_t i = 0; i < pg->n; i++)
+        i_raw("x.2", pg->items[i].key, pg->items[i].key_len, NULL, 0);
+    troupe_page_destroy(pg);
+    unsigned char k[256];
+    size_t kl;
+    i_email_key("ghost1@x", "p010", k, &kl);
+    i_raw("x.2", k, kl, "\xc0", 1);
+    i_email_key("ghost2@x", "p011", k, &kl);
+    i_raw("x.2", k, kl, "\xc0", 1);
+    uint64_t ids0[] = {2, 3};
+    vcount c = i_verify(specs, ids0, 2);
+    ck_assert_int_eq(c.by_kind[TROUPE_VERIFY_MISSING_ENTRY], 3);
+    ck_assert_int_eq(c.by_kind[TROUPE_VERIFY_ORPHAN_ENTRY], 2);
+    ck_assert_int_eq(c.total, 5);
+
+    /* rebuild, held at its first row */
+    atomic_store(&g_armed, 1);
+    ck_assert_ok(troupe_tables_rebuild_index(X.tables, "u", "by_email",
+                                             i_on_built, NULL));
+    ck_assert(ts_run_until(&X.loop, gate_held, NULL, 20000));
+    bool ready = true;
+    ck_assert_ok(troupe_tables_index_state(X.tables, "u", "by_email", &ready));
+    ck_assert(!ready);
+    ck_assert_err(i_query("u", "by_email", "e001@x"), TROUPE_ESTATE);
+    uint64_t n = 0;
+    ck_assert_err(i_count("u", "by_email", &n), TROUPE_ESTATE);
+    ck_assert_ok(i_query("u", "gate", "e001@x")); /* the others answer */
+    ck_assert_uint_eq(X.res->n, 1);
+    ck_assert_err(troupe_tables_rebuild_index(X.tables, "u", "by_email",
+                                              i_on_built, NULL),
+                  TROUPE_EBUSY);
+    ck_assert_err(
+        troupe_tables_drop_index(X.tables, "u", "gate", i_on_built, NULL),
+        TROUPE_EBUSY);
+    troupe_index_spec more = spec_city();
+    ck_assert_err(
+        i_drive(troupe_tables_add_index(X.tables, "u", &more, i_on_ddl, NULL)),
+        TROUPE_EBUSY);
+    /* writes during the rebuild: changed emails, new rows, deletes, and a
+     * duplicate the building unique index refuses */
+    int sent = 0;
+    for (int i = 0; i < 40; i++) {
+        char key[16], e[32];
+        snprintf(key, sizeof(key), "p%03d", i * 3);
+        snprintf(e, sizeof(e), "new%03d@x", i);
+        i_write('u', "u", key, e, "moved");
+        snprintf(key, sizeof(key), "q%03d", i);
+        snprintf(e, sizeof(e), "q%03d@x", i);
+        i_write('i', "u", key, e, NULL);
+        sent += 2;
+    }
+    for (int i = 150; i < 160; i++) {
+        char key[16];
+        snprintf(key, sizeof(key), "p%03d", i);
+        i_write('d', "u", key, NULL, NULL);
+        sent++;
+    }
+    gate_open();
+    i_wait_writes(sent);
+    ck_assert_ok(i_wait_built(TROUPE_OK));
+    ck_assert_err(i_ins("u", "z", "q001@x"), TROUPE_ECONSTRAINT);
+    ck_assert_ok(troupe_tables_index_state(X.tables, "u", "by_email", &ready));
+    ck_assert(ready);
+    /* a fresh family; the old one with its orphans is gone */
+    ck_assert(!i_has_cf("x.2"));
+    ck_assert(i_has_cf("x.4"));
+    uint64_t ids1[] = {4, 3};
+    c = i_verify(specs, ids1, 2);
+    ck_assert_int_eq(c.total, 0);
+    ck_assert_uint_eq(i_family_count("x.4"), 230);
+    ck_assert_ok(i_count("u", "by_email", &n));
+    ck_assert_uint_eq(n, 230);
+    ck_assert_ok(i_query("u", "by_email", "new007@x"));
+    ck_assert_uint_eq(X.res->n, 1);
+    ck_assert_mem_eq(X.res->hits[0].pk, "p021", 4);
+    ck_assert_ok(i_query("u", "by_email", "e021@x")); /* moved away */
+    ck_assert_uint_eq(X.res->n, 0);
+    ck_assert_ok(i_query("u", "by_email", "e001@x")); /* entry was deleted */
+    ck_assert_uint_eq(X.res->n, 1);
+    ck_assert_mem_eq(X.res->hits[0].pk, "p001", 4);
+    ck_assert_ok(i_query("u", "by_email", "ghost1@x"));
+    ck_assert_uint_eq(X.res->n, 0);
+    ck_assert_ok(i_query("u", "by_email", "e155@x"));
+    ck_assert_uint_eq(X.res->n, 0);
+    /* and it survives a reopen as it is */
+    i_close();
+    i_open();
+    ck_assert_ok(troupe_tables_index_state(X.tables, "u", "by_email", &ready));
+    ck_assert(ready);
+    ck_assert_int_eq(i_verify(specs, ids1, 2).total, 0);
+}
+END_TEST
+
+START_TEST(test_rebuild_unique_duplicate_removes_index)
+{
+    troupe_index_spec specs[] = {spec_email(true), spec_city()};
+    ck_assert_ok(
+        i_drive(troupe_tables_create(X.tables, "u", specs, 2, i_on_ddl, NULL)));
+    i_fill("u", "p", 20); /* table 1, by_email 2, by_city 3 */
+    /* a row written behind the table's back, duplicating e005@x */
+    troupe_packer p;
+    troupe_pack_init(&p);
+    troupe_pack_array(&p, 3);
+    troupe_pack_uint(&p, 1);
+    troupe_pack_int(&p, 0);
+    troupe_pack_map(&p, 1);
+    troupe_pack_cstr(&p, "email");
+    troupe_pack_cstr(&p, "e005@x");
+    size_t el;
+    const void *env = troupe_pack_data(&p, &el);
+    i_raw("t.1", "zz", 2, env, el);
+    troupe_pack_fini(&p);
+    i_raw("m.1", "zz", 2, "\x92\x01\x90", 3); /* [1, []] */
+    ck_assert_err(i_wait_built(troupe_tables_rebuild_index(
+                      X.tables, "u", "by_email", i_on_built, NULL)),
+                  TROUPE_ECONSTRAINT);
+    bool ready;
+    ck_assert_err(troupe_tables_index_state(X.tables, "u", "by_email", &ready),
+                  TROUPE_ENOENT);
+    ck_assert_err(i_query("u", "by_email", "e005@x"), TROUPE_ENOENT);
+    ck_assert(!i_has_cf("x.2"));
+    ck_assert(!i_has_cf("x.4"));
+    /* the other index is untouched, the constraint gone */
+    ck_assert_ok(troupe_tables_index_state(X.tables, "u", "by_city", &ready));
+    ck_assert(ready);
+    ck_assert_ok(i_ins("u", "y", "e006@x"));
+    uint64_t n = 0;
+    ck_assert_ok(i_count("u", "by_city", &n));
+    ck_assert_uint_eq(n, 20);
+    /* the name is free again: adding it back finds the duplicate too */
+    troupe_index_spec again = spec_email(true);
+    ck_assert_err(i_wait_built(troupe_tables_add_index(X.tables, "u", &again,
+                                                       i_on_built, NULL)),
+                  TROUPE_ECONSTRAINT);
+}
+END_TEST
+
+START_TEST(test_drop_index_gone_at_once_then_swept)
+{
+    troupe_index_spec specs[] = {spec_email(true), spec_city(), spec_gate()};
+    ck_assert_ok(
+        i_drive(troupe_tables_create(X.tables, "u", specs, 3, i_on_ddl, NULL)));
+    i_fill("u", "p", 150); /* table 1, by_email 2, by_city 3, gate 4 */
+    ck_assert_uint_eq(i_family_count("x.2"), 150);
+    ck_assert_err(i_ins("u", "dup", "e001@x"), TROUPE_ECONSTRAINT);
+    atomic_store(&g_armed, 1);
+    ck_assert_ok(
+        troupe_tables_drop_index(X.tables, "u", "by_email", i_on_built, NULL));
+    ck_assert(ts_run_until(&X.loop, gate_held, NULL, 20000));
+    /* the sweep is held at its first row: the index is gone already */
+    bool ready;
+    ck_assert_err(troupe_tables_index_state(X.tables, "u", "by_email", &ready),
+                  TROUPE_ENOENT);
+    ck_assert_err(i_query("u", "by_email", "e001@x"), TROUPE_ENOENT);
+    ck_assert_ok(i_ins("u", "dup", "e001@x")); /* no constraint */
+    ck_assert_err(
+        troupe_tables_drop_index(X.tables, "u", "by_email", i_on_built, NULL),
+        TROUPE_ENOENT);
+    ck_assert_err(
+        troupe_tables_drop_index(X.tables, "u", "by_city", i_on_built, NULL),
+        TROUPE_EBUSY);
+    troupe_index_spec rest[] = {spec_city(), spec_gate()};
+    uint64_t ids[] = {3, 4};
+    vcount c = i_verify(rest, ids, 2);
+    ck_assert_int_gt(c.by_kind[TROUPE_VERIFY_UNKNOWN_INDEX], 0);
+    ck_assert_int_eq(c.total, c.by_kind[TROUPE_VERIFY_UNKNOWN_INDEX]);
+    gate_open();
+    ck_assert_ok(i_wait_built(TROUPE_OK));
+    ck_assert(!i_has_cf("x.2"));
+    ck_assert_int_eq(i_verify(rest, ids, 2).total, 0);
+    uint64_t n = 0;
+    ck_assert_ok(i_count("u", "by_city", &n));
+    ck_assert_uint_eq(n, 150);
+    ck_assert_ok(i_count("u", "gate", &n));
+    ck_assert_uint_eq(n, 151);
+    /* the catalog has nothing pending: a reopen starts no sweep */
+    i_close();
+    gate_reset();
+    atomic_store(&g_calls, 0);
+    i_open();
+    ck_assert_err(troupe_tables_index_state(X.tables, "u", "by_email", &ready),
+                  TROUPE_ENOENT);
+    ck_assert_ok(troupe_tables_index_state(X.tables, "u", "by_city", &ready));
+    ck_assert(ready);
+    ck_assert_ok(i_ins("u", "dup2", "e001@x"));
+    ck_assert_int_eq(gate_calls(), 1); /* that insert only */
+    /* the name can be used again, under a new id */
+    troupe_index_spec again = spec_email(false);
+    ck_assert_ok(i_wait_built(
+        troupe_tables_add_index(X.tables, "u", &again, i_on_built, NULL)));
+    ck_assert_ok(i_count("u", "by_email", &n));
+    ck_assert_uint_eq(n, 152);
+}
+END_TEST
+
+/* The build position stored in meta for table 1: [1, index id, after]. */
+static bool
+i_position(uint64_t *index_id, char *after, size_t cap)
+{
+    troupe_key_writer w;
+    troupe_key_writer_init(&w);
+    troupe_key_put_string(&w, "build", 5);
+    troupe_key_put_uint64(&w, 1);
+    const uint8_t *k;
+    size_t kl;
+    ck_assert_ok(troupe_key_writer_finish(&w, &k, &kl));
+    void *v = NULL;
+    size_t vl = 0;
+    troupe_err e = troupe_db_get(X.db, i_cf("meta"), NULL, k, kl, &v, &vl);
+    troupe_key_writer_fini(&w);
+    if (e == TROUPE_ENOENT)
+        return false;
+    ck_assert_ok(e);
+    troupe_reader r;
+    uint64_t ver = 0;
+    const void *a;
+    size_t al;
+    troupe_reader_init(&r, v, vl);
+    troupe_read_array_n(&r, 3);
+    troupe_read_uint(&r, &ver);
+    troupe_read_uint(&r, index_id);
+    troupe_read_bin(&r, 64, &a, &al);
+    ck_assert_ok(troupe_read_end(&r));
+    ck_assert_uint_eq(ver, 1);
+    ck_assert_uint_lt(al, cap);
+    memcpy(after, a, al);
+    after[al] = '\0';
+    troupe_free(v);
+    return true;
+}
+
+static bool
+i_gate_ready(void *arg)
+{
+    bool ready = false;
+    return troupe_tables_index_state(X.tables, "r", "gate", &ready) ==
+               TROUPE_OK &&
+           ready;
+}
+
+START_TEST(test_build_interrupted_resumes_after_saved_position)
+{
+    ck_assert_ok(
+        i_drive(troupe_tables_create(X.tables, "r", NULL, 0, i_on_ddl, NULL)));
+    i_fill("r", "r", 300); /* table 1 */
+    /* steps of 64 rows: calls 1..128 finish two steps, call 150 (in the
+     * third) fails it and so ends the build as a stopping actor would */
+    atomic_store(&g_calls, 0);
+    atomic_store(&g_fail_at, 150);
+    troupe_index_spec g = spec_gate();
+    ck_assert_err(i_wait_built(troupe_tables_add_index(X.tables, "r", &g,
+                                                       i_on_built, NULL)),
+                  TROUPE_ECLOSED);
+    ck_assert_int_eq(gate_calls(), 192); /* three steps, no more */
+    bool ready = true;
+    ck_assert_ok(troupe_tables_index_state(X.tables, "r", "gate", &ready));
+    ck_assert(!ready);
+    uint64_t id = 0;
+    char after[64];
+    ck_assert(i_position(&id, after, sizeof(after)));
+    ck_assert_uint_eq(id, 2);
+    ck_assert_str_eq(after, "r127"); /* the last row of step two */
+    /* a crash here, then an open: the build goes on from r128 */
+    i_close();
+    atomic_store(&g_calls, 0);
+    atomic_store(&g_fail_at, 0);
+    i_open();
+    ck_assert(ts_run_until(&X.loop, i_gate_ready, NULL, 30000));
+    ck_assert_int_eq(gate_calls(), 300 - 128);
+    ck_assert(!i_position(&id, after, sizeof(after))); /* cleared */
+    troupe_index_spec specs[] = {spec_gate()};
+    uint64_t ids[] = {2};
+    ck_assert_int_eq(i_verify(specs, ids, 1).total, 0);
+    uint64_t n = 0;
+    ck_assert_ok(i_count("r", "gate", &n));
+    ck_assert_uint_eq(n, 300);
+}
+END_TEST
+
+static bool
+i_x2_gone(void *arg)
+{
+    troupe_cf *c;
+    return troupe_db_cf(X.db, "x.2", &c) == TROUPE_ENOENT;
+}
+
+START_TEST(test_drop_sweep_interrupted_resumes_at_open)
+{
+    troupe_index_spec specs[] = {spec_email(false), spec_gate()};
+    ck_assert_ok(
+        i_drive(troupe_tables_create(X.tables, "s", specs, 2, i_on_ddl, NULL)));
+    i_fill("s", "s", 200); /* table 1, by_email 2, gate 3 */
+    atomic_store(&g_calls, 0);
+    atomic_store(&g_fail_at, 100); /* in the sweep's second step */
+    ck_assert_err(i_wait_built(troupe_tables_drop_index(
+                      X.tables, "s", "by_email", i_on_built, NULL)),
+                  TROUPE_ECLOSED);
+    ck_assert(i_has_cf("x.2")); /* still listed as dropped */
+    uint64_t id = 9;
+    char after[64];
+    ck_assert(i_position(&id, after, sizeof(after)));
+    ck_assert_uint_eq(id, 0); /* a sweep */
+    ck_assert_str_eq(after, "s063");
+    ck_assert_err(
+        troupe_tables_drop_index(X.tables, "s", "gate", i_on_built, NULL),
+        TROUPE_EBUSY);
+    i_close();
+    atomic_store(&g_calls, 0);
+    atomic_store(&g_fail_at, 0);
+    i_open();
+    ck_assert(ts_run_until(&X.loop, i_x2_gone, NULL, 30000));
+    ck_assert_int_eq(gate_calls(), 200 - 64);
+    troupe_index_spec rest[] = {spec_gate()};
+    uint64_t ids[] = {3};
+    ck_assert_int_eq(i_verify(rest, ids, 1).total, 0);
+    /* nothing pending any more: another change is accepted */
+    ck_assert_ok(i_wait_built(
+        troupe_tables_rebuild_index(X.tables, "s", "gate", i_on_built, NULL)));
+    uint64_t ids2[] = {4};
+    ck_assert_int_eq(i_verify(rest, ids2, 1).total, 0);
+}
+END_TEST
+
+static bool
+i_email_ready(void *arg)
+{
+    bool ready = false;
+    return troupe_tables_index_state(X.tables, "u", "by_email", &ready) ==
+               TROUPE_OK &&
+           ready;
+}
+
+START_TEST(test_rebuild_interrupted_resumes_and_drops_old_family)
+{
+    troupe_index_spec specs[] = {spec_email(true), spec_gate()};
+    ck_assert_ok(
+        i_drive(troupe_tables_create(X.tables, "u", specs, 2, i_on_ddl, NULL)));
+    i_fill("u", "p", 200); /* table 1, by_email 2, gate 3 */
+    atomic_store(&g_calls, 0);
+    atomic_store(&g_fail_at, 70); /* in the rebuild's second step */
+    ck_assert_err(i_wait_built(troupe_tables_rebuild_index(
+                      X.tables, "u", "by_email", i_on_built, NULL)),
+                  TROUPE_ECLOSED);
+    ck_assert(i_has_cf("x.2") && i_has_cf("x.4"));
+    uint64_t id = 0;
+    char after[64];
+    ck_assert(i_position(&id, after, sizeof(after)));
+    ck_assert_uint_eq(id, 4);
+    ck_assert_str_eq(after, "p063");
+    i_close();
+    atomic_store(&g_calls, 0);
+    atomic_store(&g_fail_at, 0);
+    i_open();
+    ck_assert(ts_run_until(&X.loop, i_email_ready, NULL, 30000));
+    ck_assert_int_eq(gate_calls(), 200 - 64);
+    ck_assert(ts_run_until(&X.loop, i_x2_gone, NULL, 30000));
+    uint64_t ids[] = {4, 3};
+    ck_assert_int_eq(i_verify(specs, ids, 2).total, 0);
+    ck_assert_err(i_ins("u", "z", "e001@x"), TROUPE_ECONSTRAINT);
+}
+END_TEST
+
+START_TEST(test_rebuild_drop_bad_arguments_write_nothing)
+{
+    troupe_index_spec specs[] = {spec_city()};
+    ck_assert_ok(
+        i_drive(troupe_tables_create(X.tables, "u", specs, 1, i_on_ddl, NULL)));
+    char long_name[300];
+    memset(long_name, 'n', 256);
+    long_name[256] = '\0';
+    troupe_err (*fns[])(troupe_tables *, const char *, const char *,
+                        troupe_tables_cb, void *) = {
+        troupe_tables_rebuild_index, troupe_tables_drop_index};
+    troupe_err (*waits[])(troupe_tables *, const char *, const char *) = {
+        troupe_tables_rebuild_index_wait, troupe_tables_drop_index_wait};
+    for (int i = 0; i < 2; i++) {
+        ck_assert_err(fns[i](NULL, "u", "by_city", i_on_built, NULL),
+                      TROUPE_EINVAL);
+        ck_assert_err(fns[i](X.tables, NULL, "by_city", i_on_built, NULL),
+                      TROUPE_EINVAL);
+        ck_assert_err(fns[i](X.tables, "", "by_city", i_on_built, NULL),
+                      TROUPE_EINVAL);
+        ck_assert_err(fns[i](X.tables, "u", NULL, i_on_built, NULL),
+                      TROUPE_EINVAL);
+        ck_assert_err(fns[i](X.tables, "u", "", i_on_built, NULL),
+                      TROUPE_EINVAL);
+        ck_assert_err(fns[i](X.tables, "u", long_name, i_on_built, NULL),
+                      TROUPE_EINVAL);
+        ck_assert_err(fns[i](X.tables, "u", "by_city", NULL, NULL),
+                      TROUPE_EINVAL);
+        ck_assert_err(fns[i](X.tables, "nope", "by_city", i_on_built, NULL),
+                      TROUPE_ENOENT);
+        ck_assert_err(fns[i](X.tables, "u", "nope", i_on_built, NULL),
+                      TROUPE_ENOENT);
+        ck_assert_err(waits[i](NULL, "u", "by_city"), TROUPE_EINVAL);
+        ck_assert_err(waits[i](X.tables, "u", ""), TROUPE_EINVAL);
+        ck_assert_err(waits[i](X.tables, "nope", "by_city"), TROUPE_ENOENT);
+        ck_assert_err(waits[i](X.tables, "u", "nope"), TROUPE_ENOENT);
+    }
+    ck_assert_int_eq(X.built, 0);
+    /* nothing written: the index is as it was, and no id was used up */
+    bool ready;
+    ck_assert_ok(troupe_tables_index_state(X.tables, "u", "by_city", &ready));
+    ck_assert(ready);
+    ck_assert(i_has_cf("x.2"));
+    troupe_index_spec e = spec_email(false);
+    ck_assert_ok(i_wait_built(
+        troupe_tables_add_index(X.tables, "u", &e, i_on_built, NULL)));
+    ck_assert(i_has_cf("x.3"));
+    i_close();
+    i_open();
+    X.done = 0;
+    ck_assert_ok(troupe_tables_stop(X.tables, i_on_stopped, NULL));
+    ck_assert_err(
+        troupe_tables_rebuild_index(X.tables, "u", "by_city", i_on_built, NULL),
+        TROUPE_ESTATE);
+    ck_assert_err(
+        troupe_tables_drop_index(X.tables, "u", "by_city", i_on_built, NULL),
+        TROUPE_ESTATE);
+    ck_assert(ts_run_until(&X.loop, i_is_done, NULL, 20000));
+    troupe_tables_destroy(X.tables);
+    troupe_tables_opts to = {
+        .rt = X.rt, .db = X.db, .commit = X.commit, .fns = X.fns};
+    ck_assert_ok(troupe_tables_open(&to, &X.tables));
+}
+END_TEST
+
+START_TEST(test_rebuild_and_drop_wait_twins)
+{
+    troupe_index_spec specs[] = {spec_email(true), spec_city()};
+    ck_assert_ok(troupe_tables_create_wait(X.tables, "u", specs, 2));
+    for (int i = 0; i < 100; i++) {
+        char k[16], e[32];
+        snprintf(k, sizeof(k), "p%03d", i);
+        snprintf(e, sizeof(e), "e%03d@x", i);
+        troupe_packer p;
+        i_doc(&p, e, "c");
+        size_t dl;
+        const void *d = troupe_pack_data(&p, &dl);
+        ck_assert_ok(
+            troupe_table_insert_wait(X.tables, "u", k, strlen(k), d, dl, NULL));
+        troupe_pack_fini(&p);
+    }
+    /* damage, then repair */
+    unsigned char k[256];
+    size_t kl;
+    i_email_key("e050@x", "p050", k, &kl);
+    i_raw("x.2", k, kl, NULL, 0);
+    uint64_t ids0[] = {2, 3};
+    ck_assert_int_eq(i_verify(specs, ids0, 2).total, 1);
+    ck_assert_ok(troupe_tables_rebuild_index_wait(X.tables, "u", "by_email"));
+    uint64_t ids1[] = {4, 3};
+    ck_assert_int_eq(i_verify(specs, ids1, 2).total, 0);
+    troupe_index_query q = {.limit = 1};
+    uint64_t n = 0;
+    ck_assert_ok(troupe_tables_count_wait(X.tables, "u", "by_email", &q, &n));
+    ck_assert_uint_eq(n, 100);
+    ck_assert_ok(troupe_tables_drop_index_wait(X.tables, "u", "by_email"));
+    ck_assert_err(troupe_tables_count_wait(X.tables, "u", "by_email", &q, &n),
+                  TROUPE_ENOENT);
+    ck_assert(!i_has_cf("x.4"));
+    troupe_index_spec rest[] = {spec_city()};
+    uint64_t ids2[] = {3};
+    ck_assert_int_eq(i_verify(rest, ids2, 1).total, 0);
+    ck_assert_err(troupe_tables_drop_index_wait(X.tables, "u", "by_email"),
+                  TROUPE_ENOENT);
+}
+END_TEST
+
 /* ---- suite ---------------------------------------------------------- */
 
 Suite *
@@ -2533,6 +3566,22 @@ index_suite(void)
     tcase_add_test(t, test_actor_query_count_and_pages);
     tcase_add_test(t, test_actor_bad_requests_clear_errors);
     tcase_add_test(t, test_actor_verify_in_steps_reports_mismatches);
+    suite_add_tcase(s, t);
+    t = tcase_create("change");
+    tcase_add_checked_fixture(t, i_setup, i_teardown);
+    tcase_set_timeout(t, 120);
+    tcase_add_test(t, test_rebuild_repairs_entries_while_writes_go_on);
+    tcase_add_test(t, test_rebuild_unique_duplicate_removes_index);
+    tcase_add_test(t, test_drop_index_gone_at_once_then_swept);
+    tcase_add_test(t, test_build_interrupted_resumes_after_saved_position);
+    tcase_add_test(t, test_drop_sweep_interrupted_resumes_at_open);
+    tcase_add_test(t, test_rebuild_interrupted_resumes_and_drops_old_family);
+    tcase_add_test(t, test_rebuild_drop_bad_arguments_write_nothing);
+    suite_add_tcase(s, t);
+    t = tcase_create("change_wait");
+    tcase_add_checked_fixture(t, i_setup_standalone, i_teardown);
+    tcase_set_timeout(t, 120);
+    tcase_add_test(t, test_rebuild_and_drop_wait_twins);
     suite_add_tcase(s, t);
     return s;
 }

@@ -14,6 +14,16 @@
  * Catalog changes are not actor messages: they block on RocksDB's family
  * management, which has no asynchronous form, so they run on the worker
  * pool (the async forms) or on the caller's thread (the _wait forms).
+ *
+ * Index changes (add, rebuild, drop) write the new index list first and
+ * then let the table actor walk the rows (a build, or for a drop a sweep
+ * that only rewrites manifests). A rebuild is a drop plus an add under a
+ * fresh id rather than clearing x.<id> in place: entries written by
+ * writes during the rebuild would race a range delete, and a fresh family
+ * makes "every orphan gone" a family drop. Removed ids stay in the entry's
+ * "dropped" list until the walk is over, and the walk stores its position
+ * under ("build", table id) as it goes, so both survive a crash; every
+ * entry write that starts or ends a walk deletes that position with it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +34,9 @@
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
 
+/* Most ids a catalog entry's "dropped" list may hold. */
+#define DROPPED_MAX TROUPE_TABLE_INDEX_MAX
+
 typedef struct tentry {
     struct tentry *next; /* sorted by name */
     char *name;
@@ -33,6 +46,11 @@ typedef struct tentry {
                           change of the table's indexes */
     tschema *schema;
     troupe_cf *cf_t;
+    /* Indexes removed from the schema (dropped, or replaced by a rebuild)
+     * whose manifest keys a sweep still has to clear; their families are
+     * dropped once it is done. Stored in the catalog entry. */
+    uint64_t *dropped;
+    size_t ndropped;
 } tentry;
 
 enum { RUNNING = 0, STOPPING, STOPPED };
@@ -228,6 +246,16 @@ meta_key(troupe_key_writer *w, const char *name)
     return troupe_key_put_string(w, name, strlen(name));
 }
 
+/* meta key ("build", table id): the position of the table's running
+ * build, [1, index id, last primary key done]. */
+static troupe_err
+pos_key(troupe_key_writer *w, uint64_t table_id)
+{
+    troupe_key_writer_init(w);
+    troupe_key_put_string(w, "build", 5);
+    return troupe_key_put_uint64(w, table_id);
+}
+
 static void
 cf_name(char *buf, size_t n, char kind, uint64_t id)
 {
@@ -258,6 +286,7 @@ entry_free(tentry *e)
     if (e == NULL)
         return;
     troupe__tschema_release(e->schema);
+    troupe_free(e->dropped);
     troupe_free(e->name);
     troupe_free(e);
 }
@@ -319,8 +348,8 @@ entry_parse(const void *val, size_t len, tentry **out)
     uint64_t id = 0, ver = 0;
     const char *name = NULL;
     size_t nlen = 0;
-    const void *idx = NULL;
-    size_t idx_len = 0;
+    const void *idx = NULL, *drp = NULL;
+    size_t idx_len = 0, drp_len = 0;
     troupe_reader_init(&r, val, len);
     troupe_read_map(&r, &n);
     for (uint32_t i = 0; i < n && r.err == TROUPE_OK; i++) {
@@ -335,6 +364,8 @@ entry_parse(const void *val, size_t len, tentry **out)
             troupe_read_uint(&r, &ver);
         else if (kl == 7 && memcmp(k, "indexes", 7) == 0)
             troupe_read_raw(&r, &idx, &idx_len);
+        else if (kl == 7 && memcmp(k, "dropped", 7) == 0)
+            troupe_read_raw(&r, &drp, &drp_len);
         else
             troupe_read_skip(&r);
     }
@@ -368,6 +399,25 @@ entry_parse(const void *val, size_t len, tentry **out)
     }
     if (err == TROUPE_OK && troupe_read_end(&r) != TROUPE_OK)
         err = TROUPE_ECORRUPT;
+    if (err == TROUPE_OK && drp != NULL) {
+        uint32_t nd = 0;
+        troupe_reader_init(&r, drp, drp_len);
+        troupe_read_array(&r, &nd);
+        if (r.err != TROUPE_OK || nd > DROPPED_MAX)
+            err = TROUPE_ECORRUPT;
+        else if (nd > 0 &&
+                 (e->dropped = troupe_calloc(nd, sizeof(uint64_t))) == NULL)
+            err = TROUPE_ENOMEM;
+        for (uint32_t i = 0; err == TROUPE_OK && i < nd; i++) {
+            troupe_read_uint(&r, &e->dropped[i]);
+            if (r.err != TROUPE_OK || e->dropped[i] == 0)
+                err = TROUPE_ECORRUPT;
+            else
+                e->ndropped++;
+        }
+        if (err == TROUPE_OK && troupe_read_end(&r) != TROUPE_OK)
+            err = TROUPE_ECORRUPT;
+    }
     if (err != TROUPE_OK) {
         entry_free(e);
         return err;
@@ -415,6 +465,9 @@ load(troupe_tables *t)
             break;
         if (en->id > t->seq)
             e = TROUPE_ECORRUPT;
+        for (size_t i = 0; i < en->ndropped; i++)
+            if (en->dropped[i] > t->seq)
+                e = TROUPE_ECORRUPT;
         if (e == TROUPE_OK)
             e = entry_start(t, en);
         if (e != TROUPE_OK)
@@ -820,9 +873,13 @@ typedef struct ddl_job {
     char name[];
 } ddl_job;
 
+/* One synced batch: the counter (put_seq), the entry of table `name`
+ * (val NULL: deleted) and, when clear_pos is a table id, that table's build
+ * position deleted with it, so a catalog change that starts or ends a build
+ * never leaves a position another build could resume from. */
 static troupe_err
 write_meta(troupe_tables *t, const char *name, const void *val, size_t vlen,
-           bool put_seq)
+           bool put_seq, uint64_t clear_pos)
 {
     troupe_batch *b = NULL;
     troupe_key_writer w;
@@ -856,17 +913,28 @@ write_meta(troupe_tables *t, const char *name, const void *val, size_t vlen,
                             : troupe_batch_delete(b, t->meta, k, klen);
         troupe_key_writer_fini(&w);
     }
+    if (e == TROUPE_OK && clear_pos != 0) {
+        e = pos_key(&w, clear_pos);
+        if (e == TROUPE_OK)
+            e = troupe_key_writer_finish(&w, &k, &klen);
+        if (e == TROUPE_OK)
+            e = troupe_batch_delete(b, t->meta, k, klen);
+        troupe_key_writer_fini(&w);
+    }
     if (e == TROUPE_OK)
         e = troupe_db_write(t->db, b, TROUPE_SYNC_ON);
     troupe_batch_destroy(b);
     return e;
 }
 
+/* The catalog entry; "dropped" only when a sweep is pending, so a table
+ * that never dropped an index keeps the four-key form. */
 static troupe_err
-entry_pack_named(const ddl_job *j, const char *name, troupe_packer *p)
+entry_pack_named(const ddl_job *j, const char *name, const uint64_t *dropped,
+                 size_t nd, troupe_packer *p)
 {
     troupe_pack_init(p);
-    troupe_pack_map(p, 4);
+    troupe_pack_map(p, nd > 0 ? 5 : 4);
     troupe_pack_cstr(p, "id");
     troupe_pack_uint(p, j->id);
     troupe_pack_cstr(p, "name");
@@ -883,6 +951,12 @@ entry_pack_named(const ddl_job *j, const char *name, troupe_packer *p)
             return e;
         troupe_pack_raw(p, d, dl);
         troupe_free(d);
+    }
+    if (nd > 0) {
+        troupe_pack_cstr(p, "dropped");
+        troupe_pack_array(p, (uint32_t)nd);
+        for (size_t i = 0; i < nd; i++)
+            troupe_pack_uint(p, dropped[i]);
     }
     return p->err;
 }
@@ -901,6 +975,16 @@ drop_families(troupe_tables *t, uint64_t id, const tschema *s)
     }
 }
 
+static void
+drop_x_families(troupe_tables *t, const uint64_t *ids, size_t n)
+{
+    char buf[32];
+    for (size_t i = 0; i < n; i++) {
+        cf_name(buf, sizeof(buf), 'x', ids[i]);
+        troupe_db_cf_drop(t->db, buf);
+    }
+}
+
 static troupe_err
 do_create(ddl_job *j)
 {
@@ -914,7 +998,7 @@ do_create(ddl_job *j)
     if (e != TROUPE_OK)
         return e;
     /* The counter first: see the design note. */
-    if ((e = write_meta(t, NULL, NULL, 0, true)) != TROUPE_OK)
+    if ((e = write_meta(t, NULL, NULL, 0, true, 0)) != TROUPE_OK)
         return e;
     char buf[32];
     cf_name(buf, sizeof(buf), 't', j->id);
@@ -928,11 +1012,11 @@ do_create(ddl_job *j)
     }
     troupe_packer p;
     if (e == TROUPE_OK)
-        e = entry_pack_named(j, j->name, &p);
+        e = entry_pack_named(j, j->name, NULL, 0, &p);
     if (e == TROUPE_OK) {
         size_t len;
         const void *d = troupe_pack_data(&p, &len);
-        e = write_meta(t, j->name, d, len, false);
+        e = write_meta(t, j->name, d, len, false, 0);
     }
     troupe_pack_fini(&p);
     tentry *en = NULL;
@@ -946,7 +1030,7 @@ do_create(ddl_job *j)
         en->schema = troupe__tschema_retain(j->schema);
         e = entry_start(t, en);
         if (e != TROUPE_OK)
-            write_meta(t, j->name, NULL, 0, false);
+            write_meta(t, j->name, NULL, 0, false, 0);
     }
     if (e != TROUPE_OK) {
         entry_free(en);
@@ -993,9 +1077,11 @@ do_drop(ddl_job *j)
     if (troupe_actor_stop(t->rt, en->addr, wake_stop, &w) != TROUPE_OK)
         troupe__twaiter_wake(&w, TROUPE_OK, NULL);
     troupe__twaiter_wait(&w, NULL);
-    troupe_err e = write_meta(t, en->name, NULL, 0, false);
-    if (e == TROUPE_OK)
+    troupe_err e = write_meta(t, en->name, NULL, 0, false, en->id);
+    if (e == TROUPE_OK) {
         drop_families(t, en->id, en->schema);
+        drop_x_families(t, en->dropped, en->ndropped);
+    }
     entry_free(en);
     return e;
 }
@@ -1197,22 +1283,45 @@ entry_find(troupe_tables *t, const char *name)
     return NULL;
 }
 
-/* Writes en's catalog entry with schema s and makes s current (also for
- * the actor, with build b to run). Called with ddl held. */
+/* Whether a build or sweep of en is running or pending (then another
+ * index change is EBUSY). Called with mu held. */
+static bool
+entry_busy(const tentry *en)
+{
+    if (en->ndropped > 0)
+        return true;
+    for (size_t i = 0; i < en->schema->n; i++)
+        if (!troupe_index_def_ready(en->schema->defs[i]))
+            return true;
+    return false;
+}
+
+/* Writes en's catalog entry with schema s and dropped list (copied), and
+ * clears the table's build position in the same batch; then makes s
+ * current (also for the actor, with build b to run). Called with ddl
+ * held. */
 static troupe_err
-entry_update(troupe_tables *t, tentry *en, tschema *s, tbuild *b)
+entry_update(troupe_tables *t, tentry *en, tschema *s, const uint64_t *dropped,
+             size_t nd, tbuild *b)
 {
     ddl_job tmp = {.id = en->id, .schema = s};
+    uint64_t *dc = NULL;
+    if (nd > 0 && (dc = troupe_malloc(nd * sizeof(*dc))) == NULL)
+        return TROUPE_ENOMEM;
+    if (nd > 0)
+        memcpy(dc, dropped, nd * sizeof(*dc));
     troupe_packer p;
-    troupe_err e = entry_pack_named(&tmp, en->name, &p);
+    troupe_err e = entry_pack_named(&tmp, en->name, dropped, nd, &p);
     if (e == TROUPE_OK) {
         size_t len;
         const void *d = troupe_pack_data(&p, &len);
-        e = write_meta(t, en->name, d, len, false);
+        e = write_meta(t, en->name, d, len, false, en->id);
     }
     troupe_pack_fini(&p);
-    if (e != TROUPE_OK)
+    if (e != TROUPE_OK) {
+        troupe_free(dc);
         return e;
+    }
     /* Queries see the new index list (and states) through a new index
      * actor; if none can be spawned the old one keeps answering. */
     troupe_addr ia;
@@ -1220,6 +1329,9 @@ entry_update(troupe_tables *t, tentry *en, tschema *s, tbuild *b)
     uv_mutex_lock(&t->mu);
     tschema *old = en->schema;
     en->schema = troupe__tschema_retain(s);
+    troupe_free(en->dropped);
+    en->dropped = dc;
+    en->ndropped = nd;
     troupe_addr old_ia = en->iaddr;
     if (respawned)
         en->iaddr = ia;
@@ -1238,6 +1350,16 @@ build_free(tbuild *b)
     troupe_free(b);
 }
 
+/*
+ * Records a build's outcome. OK: the index (if any) becomes ready and the
+ * families of the dropped indexes go, their manifest keys being swept.
+ * ECLOSED (the actor stopped): nothing changes, so the next open resumes
+ * from the saved position. Any other error (a duplicate in a unique index,
+ * a corrupt row): the index being built is removed as well, and the
+ * dropped families go anyway (the manifests of rows not reached yet keep
+ * naming them; writes skip such keys and drop them, as ids are never
+ * reused).
+ */
 static void
 finalize_work(void *arg)
 {
@@ -1246,30 +1368,43 @@ finalize_work(void *arg)
     uv_mutex_lock(&t->ddl);
     uv_mutex_lock(&t->mu);
     tentry *en = entry_find(t, b->table);
+    uint64_t *gone = NULL;
+    size_t ngone = 0;
+    if (en != NULL && en->ndropped > 0 &&
+        (gone = troupe_malloc((en->ndropped + 1) * sizeof(*gone))) != NULL) {
+        memcpy(gone, en->dropped, en->ndropped * sizeof(*gone));
+        ngone = en->ndropped;
+    }
+    bool nomem = en != NULL && en->ndropped > 0 && gone == NULL;
     uv_mutex_unlock(&t->mu);
     if (en == NULL) {
         if (b->err == TROUPE_OK)
             b->err = TROUPE_ENOENT; /* dropped meanwhile */
-    } else if (b->err == TROUPE_OK || b->err != TROUPE_ECLOSED) {
-        /* Ready, or failed for good (a duplicate in a unique index, a
-         * corrupt row): either way the catalog says so. ECLOSED (the
-         * actor stopped) leaves it building; open resumes it. */
+    } else if (nomem) {
+        if (b->err == TROUPE_OK)
+            b->err = TROUPE_ENOMEM; /* still building: open resumes */
+    } else if (b->err != TROUPE_ECLOSED) {
         bool ok = b->err == TROUPE_OK;
         tschema *s = NULL;
         troupe_err e =
             schema_clone(t->db, en->schema, NULL, ok ? 0 : b->index_id,
                          ok ? b->index_id : 0, &s);
         if (e == TROUPE_OK)
-            e = entry_update(t, en, s, NULL);
+            e = entry_update(t, en, s, NULL, 0, NULL);
         troupe__tschema_release(s);
-        if (e == TROUPE_OK && !ok) {
-            char buf[32];
-            cf_name(buf, sizeof(buf), 'x', b->index_id);
-            troupe_db_cf_drop(t->db, buf);
+        if (e == TROUPE_OK) {
+            if (!ok && b->index_id != 0) {
+                if (gone == NULL)
+                    gone = troupe_malloc(sizeof(*gone));
+                if (gone != NULL)
+                    gone[ngone++] = b->index_id;
+            }
+            drop_x_families(t, gone, ngone);
         }
         if (e != TROUPE_OK && ok)
             b->err = e;
     }
+    troupe_free(gone);
     uv_mutex_unlock(&t->ddl);
 }
 
@@ -1295,12 +1430,84 @@ troupe__tables_build_done(tbuild *b, troupe_err err)
     }
 }
 
+troupe_err
+troupe__tables_build_save(troupe_db *db, troupe_cf *meta, uint64_t table_id,
+                          uint64_t index_id, const void *after, size_t alen)
+{
+    troupe_key_writer w;
+    troupe_packer p;
+    troupe_batch *b = NULL;
+    const uint8_t *k;
+    size_t klen, vlen;
+    troupe_pack_init(&p);
+    troupe_pack_array(&p, 3);
+    troupe_pack_uint(&p, 1);
+    troupe_pack_uint(&p, index_id);
+    troupe_pack_bin(&p, after, alen);
+    const void *v = troupe_pack_data(&p, &vlen);
+    troupe_err e = p.err;
+    if (e == TROUPE_OK)
+        e = pos_key(&w, table_id);
+    else
+        troupe_key_writer_init(&w);
+    if (e == TROUPE_OK)
+        e = troupe_key_writer_finish(&w, &k, &klen);
+    if (e == TROUPE_OK)
+        e = troupe_batch_create(&b);
+    if (e == TROUPE_OK)
+        e = troupe_batch_put(b, meta, k, klen, v, vlen);
+    /* Not synced: the reindexed rows it covers went through the WAL
+     * before it, so a crash may lose the position (that part is redone)
+     * but never keep it without them. */
+    if (e == TROUPE_OK)
+        e = troupe_db_write(db, b, TROUPE_SYNC_DEFAULT);
+    troupe_batch_destroy(b);
+    troupe_key_writer_fini(&w);
+    troupe_pack_fini(&p);
+    return e;
+}
+
+/* The saved position of en's build of index_id, if there is one (a
+ * malformed or foreign record is ignored: the build starts over). */
+static void
+load_position(troupe_tables *t, const tentry *en, uint64_t index_id, tbuild *b)
+{
+    troupe_key_writer w;
+    const uint8_t *k;
+    size_t klen;
+    void *v = NULL;
+    size_t vlen = 0;
+    troupe_err e = pos_key(&w, en->id);
+    if (e == TROUPE_OK)
+        e = troupe_key_writer_finish(&w, &k, &klen);
+    if (e == TROUPE_OK)
+        e = troupe_db_get(t->db, t->meta, NULL, k, klen, &v, &vlen);
+    troupe_key_writer_fini(&w);
+    if (e != TROUPE_OK)
+        return;
+    troupe_reader r;
+    uint64_t ver = 0, id = 0;
+    const void *after = NULL;
+    size_t alen = 0;
+    troupe_reader_init(&r, v, vlen);
+    troupe_read_array_n(&r, 3);
+    troupe_read_uint(&r, &ver);
+    troupe_read_uint(&r, &id);
+    troupe_read_bin(&r, TROUPE_KEY_MAX, &after, &alen);
+    if (troupe_read_end(&r) == TROUPE_OK && ver == 1 && id == index_id &&
+        alen > 0 && (b->cursor = troupe_malloc(alen)) != NULL) {
+        memcpy(b->cursor, after, alen);
+        b->clen = alen;
+    }
+    troupe_free(v);
+}
+
 static tbuild *
-build_new(troupe_tables *t, const char *table, uint64_t index_id,
+build_new(troupe_tables *t, const tentry *en, uint64_t index_id,
           troupe_tables_cb cb, void *arg)
 {
     tbuild *b = troupe_calloc(1, sizeof(*b));
-    if (b == NULL || (b->table = troupe_strdup(table)) == NULL) {
+    if (b == NULL || (b->table = troupe_strdup(en->name)) == NULL) {
         troupe_free(b);
         return NULL;
     }
@@ -1308,37 +1515,89 @@ build_new(troupe_tables *t, const char *table, uint64_t index_id,
     b->cb = cb;
     b->arg = arg;
     b->index_id = index_id;
+    b->meta = t->meta;
+    b->table_id = en->id;
     return b;
 }
 
-/* At open: an index left building is built again from the start. */
+/* At open: a build or sweep left unfinished resumes after its saved
+ * position. */
 static void
 resume_builds(troupe_tables *t, tentry *en)
 {
-    for (size_t i = 0; i < en->schema->n; i++) {
-        if (troupe_index_def_ready(en->schema->defs[i]))
-            continue;
-        tbuild *b = build_new(
-            t, en->name, troupe_index_def_id(en->schema->defs[i]), NULL, NULL);
-        if (b == NULL)
-            return;
-        uv_mutex_lock(&t->mu);
-        t->ddl_jobs++;
-        uv_mutex_unlock(&t->mu);
-        troupe__table_switch(t->rt, en->addr,
-                             troupe__tschema_retain(en->schema), b);
-        return; /* one at a time; the next open resumes the others */
-    }
+    bool pending = en->ndropped > 0;
+    uint64_t id = 0;
+    for (size_t i = 0; i < en->schema->n; i++)
+        if (!troupe_index_def_ready(en->schema->defs[i])) {
+            /* one at a time (EBUSY otherwise): the first is the one */
+            id = troupe_index_def_id(en->schema->defs[i]);
+            pending = true;
+            break;
+        }
+    if (!pending)
+        return;
+    tbuild *b = build_new(t, en, id, NULL, NULL);
+    if (b == NULL)
+        return;
+    load_position(t, en, id, b);
+    uv_mutex_lock(&t->mu);
+    t->ddl_jobs++;
+    uv_mutex_unlock(&t->mu);
+    troupe__table_switch(t->rt, en->addr, troupe__tschema_retain(en->schema),
+                         b);
 }
+
+/* add, rebuild and drop of one index: validated at the call, run as a
+ * catalog job, completed by the build (cb fires then) unless the job
+ * itself fails. */
+enum { IDX_ADD = 0, IDX_REBUILD, IDX_DROP };
 
 typedef struct add_job {
     troupe_tables *t;
     troupe_tables_cb cb;
     void *arg;
-    troupe_index_def *def;
+    int op;
+    uint64_t new_id;       /* add, rebuild: the id reserved */
+    troupe_index_def *def; /* add: the new index */
+    char index[256];       /* rebuild, drop: its name */
     troupe_err err;
     char table[];
 } add_job;
+
+/* The index of en named `name`; its position in *at. Called with mu. */
+static const troupe_index_def *
+index_find(const tentry *en, const char *name, size_t *at)
+{
+    for (size_t i = 0; i < en->schema->n; i++)
+        if (strcmp(troupe_index_def_name(en->schema->defs[i]), name) == 0) {
+            if (at != NULL)
+                *at = i;
+            return en->schema->defs[i];
+        }
+    return NULL;
+}
+
+/* Checks a rebuild or drop of index j->index of en: *old_id is its id;
+ * for a rebuild *def is its copy, building, under id j->new_id (the
+ * caller's). Called with ddl held; errors: ENOENT, EBUSY, ENOMEM. */
+static troupe_err
+replan(troupe_tables *t, tentry *en, const add_job *j, uint64_t *old_id,
+       troupe_index_def **def)
+{
+    uv_mutex_lock(&t->mu);
+    const troupe_index_def *d = index_find(en, j->index, NULL);
+    troupe_err e = d == NULL        ? TROUPE_ENOENT
+                   : entry_busy(en) ? TROUPE_EBUSY
+                                    : TROUPE_OK;
+    if (e == TROUPE_OK) {
+        *old_id = troupe_index_def_id(d);
+        if (j->op == IDX_REBUILD &&
+            (e = troupe_index_def_clone(d, j->new_id, def)) == TROUPE_OK)
+            troupe_index_def_set_ready(*def, false);
+    }
+    uv_mutex_unlock(&t->mu);
+    return e;
+}
 
 static void
 add_work(void *arg)
@@ -1349,50 +1608,59 @@ add_work(void *arg)
     uv_mutex_lock(&t->mu);
     tentry *en = entry_find(t, j->table);
     troupe_err e = en == NULL ? TROUPE_ENOENT : TROUPE_OK;
-    for (size_t i = 0; e == TROUPE_OK && i < en->schema->n; i++) {
-        if (strcmp(troupe_index_def_name(en->schema->defs[i]),
-                   troupe_index_def_name(j->def)) == 0)
+    if (e == TROUPE_OK && j->op == IDX_ADD) {
+        if (index_find(en, troupe_index_def_name(j->def), NULL) != NULL)
             e = TROUPE_EEXIST;
-        else if (!troupe_index_def_ready(en->schema->defs[i]))
+        else if (entry_busy(en))
             e = TROUPE_EBUSY;
+        else if (en->schema->n >= TROUPE_TABLE_INDEX_MAX)
+            e = TROUPE_EINVAL;
     }
-    if (e == TROUPE_OK && en->schema->n >= TROUPE_TABLE_INDEX_MAX)
-        e = TROUPE_EINVAL;
     uv_mutex_unlock(&t->mu);
-    uint64_t id = troupe_index_def_id(j->def);
     char buf[32];
-    cf_name(buf, sizeof(buf), 'x', id);
-    if (e == TROUPE_OK)
-        e = write_meta(t, NULL, NULL, 0, true); /* the counter first */
-    if (e == TROUPE_OK)
-        e = troupe_db_cf_create(t->db, buf, NULL);
+    cf_name(buf, sizeof(buf), 'x', j->new_id);
+    uint64_t old_id = 0;
+    if (e == TROUPE_OK && j->op == IDX_REBUILD)
+        e = replan(t, en, j, &old_id, &j->def);
+    else if (e == TROUPE_OK && j->op == IDX_DROP)
+        e = replan(t, en, j, &old_id, NULL);
+    bool fam = false;
+    if (e == TROUPE_OK && j->op != IDX_DROP) {
+        e = write_meta(t, NULL, NULL, 0, true, 0); /* the counter first */
+        if (e == TROUPE_OK)
+            e = troupe_db_cf_create(t->db, buf, NULL);
+        fam = e == TROUPE_OK;
+    }
+    /* Not busy, so nothing was pending: the dropped list is just the
+     * index replaced or removed. en->schema changes only under ddl. */
     tschema *s = NULL;
-    tbuild *b = NULL;
     if (e == TROUPE_OK) {
-        troupe_index_def_set_ready(j->def, false);
-        e = schema_clone(t->db, en->schema, j->def, 0, 0, &s);
+        if (j->op == IDX_ADD)
+            troupe_index_def_set_ready(j->def, false);
+        e = schema_clone(t->db, en->schema, j->def, old_id, 0, &s);
         if (e == TROUPE_OK)
             j->def = NULL; /* s owns it */
-        else
-            troupe_db_cf_drop(t->db, buf);
     }
+    tbuild *b = NULL;
     if (e == TROUPE_OK &&
-        (b = build_new(t, j->table, id, j->cb, j->arg)) == NULL)
+        (b = build_new(t, en, j->op == IDX_DROP ? 0 : j->new_id, j->cb,
+                       j->arg)) == NULL)
         e = TROUPE_ENOMEM;
     if (e == TROUPE_OK) {
         /* The job's count moves to the build: finalize_done drops it. */
         uv_mutex_lock(&t->mu);
         t->ddl_jobs++;
         uv_mutex_unlock(&t->mu);
-        e = entry_update(t, en, s, b);
+        e = entry_update(t, en, s, &old_id, old_id != 0 ? 1 : 0, b);
         if (e != TROUPE_OK) {
             uv_mutex_lock(&t->mu);
             t->ddl_jobs--;
             uv_mutex_unlock(&t->mu);
             build_free(b);
-            troupe_db_cf_drop(t->db, buf);
         }
     }
+    if (e != TROUPE_OK && fam)
+        troupe_db_cf_drop(t->db, buf);
     troupe__tschema_release(s);
     uv_mutex_unlock(&t->ddl);
     j->err = e;
@@ -1420,37 +1688,80 @@ add_done(void *arg, troupe_runtime *rt)
     add_end(j);
 }
 
-troupe_err
-troupe_tables_add_index(troupe_tables *t, const char *table,
-                        const troupe_index_spec *spec, troupe_tables_cb cb,
-                        void *arg)
+/* Validates and starts add (spec), rebuild or drop (index) of `table`. */
+static troupe_err
+index_change(troupe_tables *t, int op, const char *table,
+             const troupe_index_spec *spec, const char *index,
+             troupe_tables_cb cb, void *arg)
 {
-    size_t len;
-    if (t == NULL || spec == NULL || cb == NULL || !name_valid(table, &len))
+    size_t len, ilen = 0;
+    if (t == NULL || cb == NULL || !name_valid(table, &len))
+        return TROUPE_EINVAL;
+    if (op == IDX_ADD && spec == NULL)
+        return TROUPE_EINVAL;
+    if (op != IDX_ADD &&
+        (index == NULL || (ilen = strnlen(index, 256)) == 0 || ilen > 255))
         return TROUPE_EINVAL;
     add_job *j = troupe_calloc(1, sizeof(*j) + len + 1);
     if (j == NULL)
         return TROUPE_ENOMEM;
     memcpy(j->table, table, len + 1);
+    if (op != IDX_ADD)
+        memcpy(j->index, index, ilen + 1);
     j->t = t;
     j->cb = cb;
     j->arg = arg;
+    j->op = op;
     uv_mutex_lock(&t->mu);
     troupe_err e = t->state == RUNNING ? TROUPE_OK : TROUPE_ESTATE;
-    uint64_t id = ++t->seq;
-    if (e == TROUPE_OK)
+    if (e == TROUPE_OK && op != IDX_ADD) {
+        /* Checked again by the job: a change queued before it may
+         * still alter the answer. */
+        tentry *en = entry_find(t, table);
+        e = en == NULL                            ? TROUPE_ENOENT
+            : index_find(en, index, NULL) == NULL ? TROUPE_ENOENT
+            : entry_busy(en)                      ? TROUPE_EBUSY
+                                                  : TROUPE_OK;
+    }
+    if (e == TROUPE_OK) {
+        if (op != IDX_DROP)
+            j->new_id = ++t->seq;
         t->ddl_jobs++;
+    }
     uv_mutex_unlock(&t->mu);
     if (e != TROUPE_OK) {
         troupe_free(j);
         return e;
     }
-    e = troupe_index_def_create(spec, id, &j->def);
+    if (op == IDX_ADD)
+        e = troupe_index_def_create(spec, j->new_id, &j->def);
     if (e == TROUPE_OK)
         e = ddl_submit(t, add_work, add_done, j);
     if (e != TROUPE_OK)
         add_end(j);
     return e;
+}
+
+troupe_err
+troupe_tables_add_index(troupe_tables *t, const char *table,
+                        const troupe_index_spec *spec, troupe_tables_cb cb,
+                        void *arg)
+{
+    return index_change(t, IDX_ADD, table, spec, NULL, cb, arg);
+}
+
+troupe_err
+troupe_tables_rebuild_index(troupe_tables *t, const char *table,
+                            const char *index, troupe_tables_cb cb, void *arg)
+{
+    return index_change(t, IDX_REBUILD, table, NULL, index, cb, arg);
+}
+
+troupe_err
+troupe_tables_drop_index(troupe_tables *t, const char *table, const char *index,
+                         troupe_tables_cb cb, void *arg)
+{
+    return index_change(t, IDX_DROP, table, NULL, index, cb, arg);
 }
 
 static void
@@ -1459,19 +1770,40 @@ wake_ddl(troupe_tables *t, troupe_err err, void *arg)
     troupe__twaiter_wake(arg, err, NULL);
 }
 
-troupe_err
-troupe_tables_add_index_wait(troupe_tables *t, const char *table,
-                             const troupe_index_spec *spec)
+static troupe_err
+index_change_wait(troupe_tables *t, int op, const char *table,
+                  const troupe_index_spec *spec, const char *index)
 {
     twaiter w;
     troupe__twaiter_init(&w);
-    troupe_err e = troupe_tables_add_index(t, table, spec, wake_ddl, &w);
+    troupe_err e = index_change(t, op, table, spec, index, wake_ddl, &w);
     if (e != TROUPE_OK) {
         troupe__twaiter_wake(&w, e, NULL);
         troupe__twaiter_wait(&w, NULL);
         return e;
     }
     return troupe__twaiter_wait(&w, NULL);
+}
+
+troupe_err
+troupe_tables_add_index_wait(troupe_tables *t, const char *table,
+                             const troupe_index_spec *spec)
+{
+    return index_change_wait(t, IDX_ADD, table, spec, NULL);
+}
+
+troupe_err
+troupe_tables_rebuild_index_wait(troupe_tables *t, const char *table,
+                                 const char *index)
+{
+    return index_change_wait(t, IDX_REBUILD, table, NULL, index);
+}
+
+troupe_err
+troupe_tables_drop_index_wait(troupe_tables *t, const char *table,
+                              const char *index)
+{
+    return index_change_wait(t, IDX_DROP, table, NULL, index);
 }
 
 troupe_err

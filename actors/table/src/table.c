@@ -1216,6 +1216,8 @@ h_commit_done(troupe_actor *self, void *st, const troupe_msg *m)
 typedef struct kjob {
     troupe_db *db;
     troupe_cf *cf_t;
+    troupe_cf *meta; /* the build's, copied: the build may end first */
+    uint64_t table_id, index_id;
     unsigned char *after;
     size_t alen;
     troupe_err err;
@@ -1235,8 +1237,13 @@ static void
 keys_work(void *arg)
 {
     kjob *j = arg;
-    j->err = troupe_db_scan(j->db, j->cf_t, NULL, NULL, j->after, j->alen,
-                            BUILD_BATCH, false, &j->page);
+    j->err = TROUPE_OK;
+    if (j->meta != NULL && j->alen > 0)
+        j->err = troupe__tables_build_save(j->db, j->meta, j->table_id,
+                                           j->index_id, j->after, j->alen);
+    if (j->err == TROUPE_OK)
+        j->err = troupe_db_scan(j->db, j->cf_t, NULL, NULL, j->after, j->alen,
+                                BUILD_BATCH, false, &j->page);
 }
 
 static void
@@ -1274,6 +1281,9 @@ build_step(troupe_actor *self, tstate *s)
     }
     j->db = s->cfg.db;
     j->cf_t = s->cfg.cf_t;
+    j->meta = b->meta;
+    j->table_id = b->table_id;
+    j->index_id = b->index_id;
     troupe_err e =
         troupe_work_submit(self, keys_work, j, TABLE_BUILD_KEYS, kjob_free);
     if (e != TROUPE_OK) {

@@ -204,8 +204,13 @@ typedef struct tbuild {
     troupe_tables *t;
     troupe_tables_cb cb; /* may be NULL (a build resumed at open) */
     void *arg;
-    uint64_t index_id;
+    uint64_t index_id; /* 0: a sweep that only rewrites manifests */
     char *table;
+    /* Where each scan step first saves the position reached (the last
+     * primary key of the steps before it, every row of which committed),
+     * so an interrupted build resumes after it; NULL: not saved. */
+    troupe_cf *meta;
+    uint64_t table_id;
     /* actor side */
     bool started;
     bool scanning;
@@ -240,6 +245,12 @@ troupe__table_quiesce(troupe_runtime *rt, troupe_addr a, void (*fn)(void *),
 void
 troupe__table_switch(troupe_runtime *rt, troupe_addr a, tschema *schema,
                      tbuild *build);
+
+/* Stores build position `after` of index_id in meta (catalog.c owns the
+ * format). Blocks: the table actor calls it on a worker. */
+troupe_err
+troupe__tables_build_save(troupe_db *db, troupe_cf *meta, uint64_t table_id,
+                          uint64_t index_id, const void *after, size_t alen);
 
 /* The actor finished (or abandoned) build b: the catalog records the
  * outcome on a worker, then calls b->cb on scheduler 0. Any thread. */

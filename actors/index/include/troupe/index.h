@@ -163,6 +163,12 @@ bool
 troupe_index_def_ready(const troupe_index_def *d);
 void
 troupe_index_def_set_ready(troupe_index_def *d, bool ready);
+/* A copy of d (spec and state) under catalog id `id` (a rebuild gives the
+ * index a fresh id and family). *out is the caller's. Errors: EINVAL (NULL,
+ * id 0), ENOMEM. Pure; any thread. */
+troupe_err
+troupe_index_def_clone(const troupe_index_def *d, uint64_t id,
+                       troupe_index_def **out);
 /* Declared fields (0 for a function index) and the function's name (NULL
  * for a declared index); the string lives as long as the def. */
 size_t

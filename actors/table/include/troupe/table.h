@@ -200,6 +200,11 @@ troupe_tables_drop_wait(troupe_tables *t, const char *name);
  * the catalog keeps it "building" and the next open builds it again),
  * EIO, EFAILSTOP. Call errors: EINVAL (NULL, bad name or spec), ESTATE,
  * ENOMEM. troupe_tables_stop waits for a running build to finish.
+ * Each step of 64 rows first stores the position reached (the last primary
+ * key of the steps before it, all committed) under ("build", table id) in
+ * meta; a build cut short (ECLOSED, or a crash) resumes after it at the
+ * next open instead of starting over. EBUSY also covers a rebuild or a
+ * drop of another index of the table that is still running.
  * A unique index under construction cannot see rows not yet reindexed, so
  * a write during the build may duplicate one of them; the build then
  * finds it and fails with ECONSTRAINT (as PostgreSQL's CREATE UNIQUE INDEX
@@ -213,6 +218,54 @@ troupe_tables_add_index(troupe_tables *t, const char *table,
 troupe_err
 troupe_tables_add_index_wait(troupe_tables *t, const char *table,
                              const troupe_index_spec *spec);
+
+/*
+ * Rebuilds index `index` of `table` online, to repair what verify found
+ * (troupe_index_verify_step): the index gets a fresh id and an empty
+ * family x.<new id> and is built exactly as add_index builds one (state
+ * "building": queries on it fail with ESTATE until cb fires; writes
+ * maintain it meanwhile; steps of 64 rows; resumable). Rewriting each
+ * row's manifest drops the old id's keys from it, and once every row is
+ * done the old family (with every orphan or stale entry in it) is
+ * dropped. The catalog entry lists the old id under "dropped" until then,
+ * so an interrupted rebuild resumes at open. cb errors: as add_index;
+ * ECONSTRAINT (the rows hold a duplicate for a unique index) and ECORRUPT
+ * remove the index altogether, as a failed add does (both families go;
+ * manifests of rows reached keep keys naming them, which writes drop).
+ * Call errors (nothing written, cb never fires): EINVAL (NULL, bad table
+ * name, index name not 1..255 bytes), ENOENT (no such table or index),
+ * EBUSY (a build, rebuild or drop of this table is running), ESTATE,
+ * ENOMEM.
+ */
+troupe_err
+troupe_tables_rebuild_index(troupe_tables *t, const char *table,
+                            const char *index, troupe_tables_cb cb, void *arg);
+/* Same, blocking until the rebuild is done. Blocks. */
+troupe_err
+troupe_tables_rebuild_index_wait(troupe_tables *t, const char *table,
+                                 const char *index);
+
+/*
+ * Drops index `index` of `table`. As soon as the catalog job runs (before
+ * cb), the index is gone for everyone: queries on it fail with ENOENT,
+ * writes no longer maintain it, and a unique index no longer constrains.
+ * Then a sweep rewrites every row's manifest without its keys, in steps of
+ * 64 rows while reads and writes go on (the id stays in the catalog
+ * entry's "dropped" list meanwhile, and an interrupted sweep resumes at
+ * open), and finally its family x.<id> is dropped and cb fires with OK.
+ * Until then verify reports the keys still listed as UNKNOWN_INDEX. cb
+ * errors: ENOENT (table dropped meanwhile), ECORRUPT (a corrupt row or
+ * manifest stopped the sweep: the family is dropped anyway and the keys
+ * left in manifests are dropped by later writes), ECLOSED, EIO, EFAILSTOP.
+ * Call errors as rebuild_index.
+ */
+troupe_err
+troupe_tables_drop_index(troupe_tables *t, const char *table, const char *index,
+                         troupe_tables_cb cb, void *arg);
+/* Same, blocking until the sweep is done. Blocks. */
+troupe_err
+troupe_tables_drop_index_wait(troupe_tables *t, const char *table,
+                              const char *index);
 
 /* Whether index `index` of `table` is ready (false: building), for
  * queries to refuse a building index. Errors: EINVAL, ENOENT (no such
