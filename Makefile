@@ -26,8 +26,18 @@ test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS); rc=$$?; \
 	  ./../scripts/test-summary.sh . ; exit $$rc
 
+# The BullMQ peer's npm packages (pinned in bench/peers/bullmq/package-lock.json)
+# are installed with npm ci when node_modules is missing or older than the lock.
+BULLMQ_PEER := bench/peers/bullmq
+
 bench: deps
 	@./scripts/install-deps.sh --bench
+	@if [ ! -f $(BULLMQ_PEER)/node_modules/.package-lock.json ] || \
+	    [ $(BULLMQ_PEER)/package-lock.json -nt $(BULLMQ_PEER)/node_modules/.package-lock.json ]; then \
+	  echo "make bench: npm ci in $(BULLMQ_PEER)"; \
+	  (cd $(BULLMQ_PEER) && npm ci --no-audit --no-fund) || \
+	    echo "make bench: npm ci failed; the BullMQ peer will be missing" >&2; \
+	fi
 	@cmake -S . -B $(BUILD)-bench -DCMAKE_BUILD_TYPE=Release -DTROUPE_TESTS=OFF \
 	  -DTROUPE_BENCH=ON >/dev/null
 	@cmake --build $(BUILD)-bench -j $(JOBS)

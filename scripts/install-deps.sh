@@ -7,8 +7,15 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config libuv1-dev libnng-dev libmsgpack-dev
       librocksdb-dev check clang libclang-rt-14-dev clang-format)
 # Extra packages for `make bench` (peers): pass --bench.
+# redis-server and Node (nodejs, npm) are for the BullMQ peer
+# (bench/peers/bullmq). Node and npm are checked as commands, not packages:
+# a machine with another build of Node (say NodeSource's nodejs, which ships
+# npm itself and conflicts with Debian's npm package) keeps it; a fresh
+# Debian 12 gets its own nodejs 18 and npm 9.
 if [ "${1:-}" = "--bench" ]; then
-    pkgs+=(libcaf-dev g++)
+    pkgs+=(libcaf-dev g++ redis-server)
+    command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
+    command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 fi
 
 missing=()
