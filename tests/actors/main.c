@@ -10,11 +10,13 @@ Suite *
 txn_suite(void);
 Suite *
 ttl_suite(void);
+Suite *
+queue_suite(void);
 
 int
 main(void)
 {
-    Suite *s[] = {kv_suite(), table_suite(), index_suite(), txn_suite(),
-                  ttl_suite()};
+    Suite *s[] = {kv_suite(),  table_suite(), index_suite(),
+                  txn_suite(), ttl_suite(),   queue_suite()};
     return ts_run_suites(s, (int)(sizeof(s) / sizeof(s[0])));
 }

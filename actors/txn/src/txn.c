@@ -126,6 +126,8 @@ struct troupe_txn {
     troupe_txn_conflict *conf;
     size_t nconf;
     size_t capconf;
+    troupe_txn_part *parts; /* troupe_txn_attach; done fires once each */
+    size_t nparts;
 };
 
 /* ---- the key map ------------------------------------------------------- */
@@ -307,6 +309,37 @@ keys_free(troupe_txn *tx)
     tx->nranges = 0;
 }
 
+/* Tells every participant the outcome, once (the list is emptied). */
+static void
+parts_done(troupe_txn *tx, troupe_err outcome)
+{
+    troupe_txn_part *p = tx->parts;
+    size_t n = tx->nparts;
+    tx->parts = NULL;
+    tx->nparts = 0;
+    for (size_t i = 0; i < n; i++)
+        p[i].done(p[i].arg, outcome);
+    troupe_free(p);
+}
+
+troupe_err
+troupe_txn_attach(troupe_txn *tx, const troupe_txn_part *p)
+{
+    if (tx == NULL || p == NULL || p->done == NULL)
+        return TROUPE_EINVAL;
+    if (tx->state != TX_OPEN)
+        return TROUPE_ESTATE;
+    if (tx->nparts >= TROUPE_TXN_PARTS_MAX)
+        return TROUPE_ETOOBIG;
+    troupe_txn_part *np =
+        troupe_realloc(tx->parts, (tx->nparts + 1) * sizeof(*np));
+    if (np == NULL)
+        return TROUPE_ENOMEM;
+    tx->parts = np;
+    tx->parts[tx->nparts++] = *p;
+    return TROUPE_OK;
+}
+
 void
 troupe_txn_destroy(troupe_txn *tx)
 {
@@ -314,6 +347,7 @@ troupe_txn_destroy(troupe_txn *tx)
         return;
     if (tx->state == TX_COMMITTING)
         abort(); /* its commit still runs and will call back into tx */
+    parts_done(tx, TROUPE_ECANCELED);
     keys_free(tx);
     for (size_t i = 0; i < tx->ntabs; i++)
         troupe_free(tx->tabs[i].name);
@@ -339,6 +373,7 @@ troupe_txn_rollback(troupe_txn *tx)
     tx->state = TX_DONE;
     keys_free(tx);
     tx->bytes = 0;
+    parts_done(tx, TROUPE_ECANCELED);
     return TROUPE_OK;
 }
 
@@ -1107,6 +1142,7 @@ complete(troupe_txn *tx)
         e = receipts_build(tx);
     tx->state = TX_DONE;
     keys_free(tx);
+    parts_done(tx, e);
     if (tx->vcb != NULL)
         atomic_fetch_add_explicit(!tx->vprepped    ? &tx->env.ts->vprep_fail
                                   : e == TROUPE_OK ? &tx->env.ts->vcommit_ok
@@ -1379,6 +1415,15 @@ all_prepared(troupe_txn *tx, bool on_s0)
         abort_all(tx, tx->err, on_s0);
         return;
     }
+    /* participants append to the one batch, which is ours again now that
+     * every table prepared; a rejected participant writes nothing */
+    for (size_t i = 0; i < tx->nparts && tx->err == TROUPE_OK; i++)
+        if (tx->parts[i].write != NULL)
+            tx->err = tx->parts[i].write(tx->parts[i].arg, tx->sh->batch);
+    if (tx->err != TROUPE_OK) {
+        abort_all(tx, tx->err, on_s0);
+        return;
+    }
     int want = TTXN_OPEN;
     if (!atomic_compare_exchange_strong(&tx->sh->state, &want,
                                         TTXN_SUBMITTED)) {
@@ -1474,6 +1519,7 @@ commit_start(troupe_txn *tx, troupe_sync sync)
         writes = writes || tx->keys[i]->kind != K_NONE;
         vreads = vreads || tx->keys[i]->ver != 0;
     }
+    writes = writes || tx->nparts > 0; /* participants write too */
     tx->writes = writes;
     if (!writes && !vreads) {
         tx->state = TX_COMMITTING;

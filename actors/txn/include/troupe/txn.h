@@ -182,6 +182,33 @@ troupe_err
 troupe_txn_conflicts(const troupe_txn *tx, const troupe_txn_conflict **c,
                      size_t *n);
 
+/*
+ * Participants: other modules' writes that must commit in the SAME batch
+ * as the transaction's rows (a queue event published inside the
+ * transaction, troupe/queue.h). `write(arg, b)` runs once, when the
+ * commit has prepared every table and before the one batch is submitted,
+ * on whichever thread drives the commit; it appends puts and deletes to b
+ * and must not block. An error from it aborts the commit with that error
+ * and nothing is written. `done(arg, outcome)` runs exactly once per
+ * attached part: with the commit's outcome (as its callback gets it) just
+ * before the commit callback, or ECANCELED when the transaction is rolled
+ * back or destroyed without committing; after done, `arg` is the part's
+ * own to free. A transaction with participants but no row writes still
+ * commits its participants' writes. write may be NULL (done only).
+ * troupe_txn_attach copies *p. Errors: EINVAL (NULL tx, p or p->done),
+ * ESTATE (not open: committing, committed or rolled back; done is then
+ * never called), ETOOBIG (more than TROUPE_TXN_PARTS_MAX parts), ENOMEM.
+ */
+#define TROUPE_TXN_PARTS_MAX 1024
+typedef struct troupe_txn_part {
+    troupe_err (*write)(void *arg, troupe_batch *b);
+    void (*done)(void *arg, troupe_err outcome);
+    void *arg;
+} troupe_txn_part;
+
+troupe_err
+troupe_txn_attach(troupe_txn *tx, const troupe_txn_part *p);
+
 /* Blocking twins. Block. */
 troupe_err
 troupe_txn_get_wait(troupe_txn *tx, const char *table, const void *key,

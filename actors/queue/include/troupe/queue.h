@@ -1,0 +1,426 @@
+/*
+ * The partitioned scheduled durable queue (issue 4): Tito's queue as
+ * queue_partition actors, its events in the same RocksDB as the tables.
+ * Formats, guarantees and limits: docs/queue.md.
+ *
+ * Objects and owners:
+ *  - troupe_queues: one per db, created by troupe_queues_open and owned by
+ *    the caller; stopped with troupe_queues_stop_wait, then freed with
+ *    troupe_queues_destroy. It borrows the runtime, db and commit pipeline
+ *    of its options: they must outlive it (stop it before shutting the
+ *    runtime down, destroy it before destroying the pipeline), and it must
+ *    outlive the asynchronous calls made on it (destroy it only once their
+ *    callbacks fired).
+ *  - troupe_queue_worker: started by troupe_queue_worker_start, owned by
+ *    the caller, stopped and freed by troupe_queue_worker_stop_wait (or by
+ *    troupe_queues_stop_wait, which stops the workers still running; the
+ *    caller then only frees them with troupe_queue_worker_stop_wait, which
+ *    returns at once).
+ *  - troupe_queue_page: the result of an inspection, owned by the caller,
+ *    freed with troupe_queue_page_destroy; every pointer in it stays valid
+ *    until then.
+ *
+ * Threads. Every function may be called from any thread. Functions marked
+ * "blocks" wait for the disk or the commit pipeline: never call them on a
+ * loop thread of the runtime or of the host. troupe_queue_publish,
+ * troupe_queue_ack and troupe_queue_reschedule return at once and, when
+ * they return OK, call back exactly once on scheduler 0.
+ * troupe_queue_publish_in never blocks and never calls back.
+ *
+ * Times are Unix milliseconds (int64, >= 0). Byte strings (event id,
+ * business key, owner kind and id) are opaque bytes with their lengths.
+ */
+#ifndef TROUPE_QUEUE_H
+#define TROUPE_QUEUE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "troupe/commit.h"
+#include "troupe/runtime.h"
+#include "troupe/storage.h"
+#include "troupe/txn.h"
+
+/* Queue names: 1..TROUPE_QUEUE_NAME_MAX bytes of valid UTF-8, no NUL. */
+#define TROUPE_QUEUE_NAME_MAX 4096
+#define TROUPE_QUEUE_PARTITIONS_MAX 65536
+/* Event id and business key: 1..TROUPE_QUEUE_ID_MAX bytes. */
+#define TROUPE_QUEUE_ID_MAX 1024
+/* Owner kind and owner id: 1..TROUPE_QUEUE_OWNER_MAX bytes each. */
+#define TROUPE_QUEUE_OWNER_MAX 512
+/* Largest serialized event (the stored row value). */
+#define TROUPE_QUEUE_EVENT_MAX (1024u * 1024u)
+/* Storage is read in chunks of at most this many rows. */
+#define TROUPE_QUEUE_CHUNK 16
+/* Most rows one inspection page may return. */
+#define TROUPE_QUEUE_PAGE_MAX 10000
+/* Default handler timeout. */
+#define TROUPE_QUEUE_TIMEOUT_MS (10u * 60u * 1000u)
+
+typedef struct troupe_queues troupe_queues;
+typedef struct troupe_queue_worker troupe_queue_worker;
+
+typedef struct troupe_queues_opts {
+    troupe_runtime *rt;    /* borrowed */
+    troupe_db *db;         /* borrowed */
+    troupe_commit *commit; /* borrowed; a pipeline on db */
+    /* Unix ms for due times, processed times and retention; NULL:
+     * troupe_now_ms. Called on any thread: thread-safe, non-blocking. */
+    int64_t (*clock)(void *ctx);
+    void *clock_ctx;
+} troupe_queues_opts;
+
+/*
+ * Opens the queue catalog of o->db (the `queues` family, created when
+ * missing), loads every queue and spawns one queue_partition actor per
+ * partition, spread over the schedulers. On OK *out owns the object.
+ * Errors: EINVAL (NULL, missing option), ECORRUPT (malformed catalog
+ * entry or order mark), errors of the storage and of troupe_actor_spawn,
+ * ENOMEM. Blocks.
+ */
+troupe_err
+troupe_queues_open(const troupe_queues_opts *o, troupe_queues **out);
+
+/*
+ * Stops every worker still running (gracefully, as
+ * troupe_queue_worker_stop_wait), then every partition actor, and waits.
+ * Later calls on the queues fail with ESTATE (destroy excepted). Errors:
+ * EINVAL, ESTATE (already stopped). Blocks.
+ */
+troupe_err
+troupe_queues_stop_wait(troupe_queues *q);
+
+/* Frees the queues, stopping them first (as troupe_queues_stop_wait) if
+ * that was not done. NULL is a no-op. Blocks. */
+void
+troupe_queues_destroy(troupe_queues *q);
+
+typedef struct troupe_queue_spec {
+    const char *name;
+    uint32_t partitions;  /* 1..TROUPE_QUEUE_PARTITIONS_MAX */
+    int64_t retention_ms; /* completed history kept this long; >= 0 */
+} troupe_queue_spec;
+
+/*
+ * Creates a queue: stores it in the catalog (synced) and spawns its
+ * partition actors. Errors: EINVAL (bad name, partitions or retention),
+ * EEXIST, ESTATE (stopped), storage errors, ENOMEM. Blocks.
+ */
+troupe_err
+troupe_queues_create_wait(troupe_queues *q, const troupe_queue_spec *spec);
+
+/*
+ * Drops a queue: its partition actors stop, its catalog entry goes
+ * (synced) and its family with every event. Errors: EINVAL, ENOENT,
+ * EBUSY (a worker of it is running: stop it first), ESTATE, storage
+ * errors. Blocks.
+ */
+troupe_err
+troupe_queues_drop_wait(troupe_queues *q, const char *name);
+
+typedef struct troupe_queue_info {
+    const char *name;
+    uint64_t id;
+    uint32_t partitions;
+    int64_t retention_ms;
+    bool paused;
+} troupe_queue_info;
+
+/*
+ * The queues, sorted by name. *out is one allocation (array and names)
+ * the caller frees with troupe_free; NULL when *n == 0. Errors: EINVAL,
+ * ESTATE, ENOMEM. Never blocks on the disk.
+ */
+troupe_err
+troupe_queues_list(troupe_queues *q, troupe_queue_info **out, size_t *n);
+
+/* The partition of a business key: FNV-1a 64 of its bytes modulo
+ * `partitions` (part of the on-disk format: docs/queue.md). */
+uint32_t
+troupe_queue_partition_of(const void *key, size_t key_len, uint32_t partitions);
+
+/* ---- events ----------------------------------------------------------- */
+
+typedef struct troupe_queue_event {
+    const void *id; /* 1..TROUPE_QUEUE_ID_MAX bytes */
+    size_t id_len;
+    const void *key; /* business key: 1..TROUPE_QUEUE_ID_MAX bytes */
+    size_t key_len;
+    const void *payload; /* exactly one msgpack object */
+    size_t payload_len;
+    int64_t time_ms; /* runnable time, Unix ms, >= 0 */
+    /* Optional owner: both NULL/0, or both 1..TROUPE_QUEUE_OWNER_MAX. */
+    const void *owner_kind;
+    size_t owner_kind_len;
+    const void *owner_id;
+    size_t owner_id_len;
+} troupe_queue_event;
+
+/*
+ * One stored invocation, as inspection and delivery show it. Pointers
+ * point into the owning page or delivery. owner_kind / owner_id are NULL
+ * without an owner.
+ */
+typedef struct troupe_queue_item {
+    const uint8_t *skey; /* the storage key: handle for ack / reschedule */
+    size_t skey_len;
+    bool completed;
+    uint32_t partition;
+    int64_t time_ms;      /* runnable (event) time */
+    uint64_t order;       /* enqueue order of the invocation */
+    int64_t processed_ms; /* completed rows; 0 pending */
+    const uint8_t *id;
+    size_t id_len;
+    const uint8_t *key;
+    size_t key_len;
+    const uint8_t *payload;
+    size_t payload_len;
+    const uint8_t *owner_kind;
+    size_t owner_kind_len;
+    const uint8_t *owner_id;
+    size_t owner_id_len;
+} troupe_queue_item;
+
+typedef void (*troupe_queue_cb)(troupe_err err, void *arg);
+
+/*
+ * Publishes one event: its pending row, its owner entry and its id entry
+ * in one batch through the commit pipeline. Then the event's partition
+ * actor learns its due time. cb(err, arg) fires once on scheduler 0: OK,
+ * EUNKNOWN (may or may not be stored), EFULL, EFAILSTOP, ENOENT (queue
+ * dropped meanwhile), ENOMEM. Call errors (nothing written, cb never
+ * fires): EINVAL (NULL, empty or oversized id / key / owner part, owner
+ * given by halves, negative time, payload not exactly one msgpack object,
+ * bad sync), ENOENT (no such queue), ETOOBIG (serialized event over
+ * TROUPE_QUEUE_EVENT_MAX), ESTATE (stopped), EFULL (pipeline full, or this
+ * open's enqueue orders used up), ENOMEM.
+ */
+troupe_err
+troupe_queue_publish(troupe_queues *q, const char *queue,
+                     const troupe_queue_event *ev, troupe_sync sync,
+                     troupe_queue_cb cb, void *arg);
+/* Blocking twin: the call errors, or the callback's. Blocks. */
+troupe_err
+troupe_queue_publish_wait(troupe_queues *q, const char *queue,
+                          const troupe_queue_event *ev, troupe_sync sync);
+
+/*
+ * Publishes inside a transaction: the event's rows join the
+ * transaction's one batch (troupe_txn_attach), so they commit exactly
+ * when its rows do; a rolled-back, failed or destroyed transaction
+ * writes nothing and delivers nothing. After a successful commit the
+ * partition actor learns the due time. Validation is done here, with the
+ * errors of troupe_queue_publish, and nothing is attached on error; also
+ * ESTATE when the transaction is not open. Never blocks.
+ */
+troupe_err
+troupe_queue_publish_in(troupe_queues *q, troupe_txn *tx, const char *queue,
+                        const troupe_queue_event *ev);
+
+/* ---- delivery ---------------------------------------------------------- */
+
+typedef enum troupe_queue_outcome_kind {
+    TROUPE_QUEUE_ACK = 1,       /* complete the invocation */
+    TROUPE_QUEUE_RESCHEDULE = 2 /* complete it and insert the replacement
+                                   (same id, key, owner, payload) at
+                                   time_ms */
+} troupe_queue_outcome_kind;
+
+typedef struct troupe_queue_outcome {
+    troupe_queue_outcome_kind kind;
+    int64_t time_ms; /* RESCHEDULE: the new runnable time, >= 0 */
+} troupe_queue_outcome;
+
+typedef struct troupe_queue_delivery {
+    const char *queue;
+    troupe_queue_item ev;
+    /* 1 for the first delivery of this invocation since its partition
+     * actor started; +1 for each redelivery (kept in memory only). */
+    uint32_t attempt;
+} troupe_queue_delivery;
+
+/*
+ * A handler runs on the runtime's worker pool and borrows *d for the call.
+ * Returning OK with *out filled commits that outcome; returning an error
+ * (or OK with an invalid outcome) leaves the invocation pending, and it is
+ * delivered again with attempt + 1.
+ */
+typedef troupe_err (*troupe_queue_handler)(const troupe_queue_delivery *d,
+                                           troupe_queue_outcome *out,
+                                           void *arg);
+
+typedef struct troupe_queue_worker_opts {
+    const char *queue;
+    uint32_t first, last; /* partition range [first, last] */
+    uint32_t credit;      /* most events held at once: 1..65536 */
+    troupe_queue_handler handler;
+    void *arg; /* to handler; must outlive the worker's stop */
+    /* 0: TROUPE_QUEUE_TIMEOUT_MS. A handler still running after this
+     * loses its invocation (no outcome: delivered again once the handler
+     * has returned, never concurrently) and frees its credit. */
+    uint32_t timeout_ms;
+    troupe_sync sync; /* durability of outcome commits */
+} troupe_queue_worker_opts;
+
+/*
+ * Starts a worker: each partition of the range delivers its due events
+ * to it, never more than `credit` at once, fairly (docs/queue.md).
+ * Errors: EINVAL (NULL, no handler, credit 0 or over 65536, range
+ * inverted or past the queue's partitions, bad sync), ENOENT (no such
+ * queue), ESTATE (stopped), ENOMEM.
+ */
+troupe_err
+troupe_queue_worker_start(troupe_queues *q, const troupe_queue_worker_opts *o,
+                          troupe_queue_worker **out);
+
+/*
+ * Graceful stop: no new deliveries to this worker; handlers already
+ * started are drained (each bounded by the timeout) and their outcomes
+ * committed before it returns; then frees the worker and NULLs *w.
+ * NULL or *w NULL is a no-op. Blocks.
+ */
+void
+troupe_queue_worker_stop_wait(troupe_queue_worker **w);
+
+/* Pause / resume delivery of a queue (not persisted: a reopened queue
+ * delivers). Handlers already running finish. Errors: EINVAL, ENOENT,
+ * ESTATE. Never block. */
+troupe_err
+troupe_queue_pause(troupe_queues *q, const char *queue);
+troupe_err
+troupe_queue_resume(troupe_queues *q, const char *queue);
+
+/*
+ * Wakes every partition of a queue to re-read the clock: for hosts with
+ * an injected clock that jumped. Errors as troupe_queue_pause.
+ */
+troupe_err
+troupe_queue_kick(troupe_queues *q, const char *queue);
+
+/*
+ * Outcomes by storage key, outside a handler (Tito's ack / reschedule).
+ * ack: one batch moves the pending row and its owner / id entries to the
+ * completed row and its entries. reschedule: the same, plus the
+ * replacement at time_ms. Errors: OK also when the key no longer exists
+ * (a no-op); EINVAL (NULL, a key outside the pending space or naming a
+ * partition the queue does not have, negative time); ECORRUPT (the row
+ * is undecodable: left untouched); EBUSY (the invocation is being
+ * delivered right now); ENOENT (no such queue); ESTATE; EUNKNOWN,
+ * EFAILSTOP, EIO, ENOMEM. Blocks.
+ */
+troupe_err
+troupe_queue_ack_wait(troupe_queues *q, const char *queue, const void *skey,
+                      size_t skey_len, troupe_sync sync);
+troupe_err
+troupe_queue_reschedule_wait(troupe_queues *q, const char *queue,
+                             const void *skey, size_t skey_len, int64_t time_ms,
+                             troupe_sync sync);
+
+/*
+ * Asynchronous twins: the blocking call runs on the runtime's worker pool,
+ * then cb(err, arg) fires once on scheduler 0 with its result. The
+ * storage key is copied. Call errors (cb never fires): EINVAL (NULL cb,
+ * a key outside the pending space, negative time, bad sync), ENOENT (no
+ * such queue), ESTATE, ECLOSED (runtime shutting down), ENOMEM.
+ */
+troupe_err
+troupe_queue_ack(troupe_queues *q, const char *queue, const void *skey,
+                 size_t skey_len, troupe_sync sync, troupe_queue_cb cb,
+                 void *arg);
+troupe_err
+troupe_queue_reschedule(troupe_queues *q, const char *queue, const void *skey,
+                        size_t skey_len, int64_t time_ms, troupe_sync sync,
+                        troupe_queue_cb cb, void *arg);
+
+/* ---- inspection, owners, retention -------------------------------------- */
+
+typedef struct troupe_queue_stats {
+    uint32_t partitions;
+    uint64_t pending;         /* total */
+    uint64_t completed;       /* total */
+    uint64_t malformed;       /* rows that do not decode (either state) */
+    int64_t oldest_due_ms;    /* -1 when nothing is pending */
+    uint64_t *pending_by_p;   /* [partitions] */
+    uint64_t *completed_by_p; /* [partitions] */
+} troupe_queue_stats;
+
+/*
+ * Counts per state and partition and the oldest due time (one scan of
+ * one consistent view). *out is one allocation the caller frees with
+ * troupe_free. Errors: EINVAL, ENOENT, ESTATE, EIO, ENOMEM. Blocks.
+ */
+troupe_err
+troupe_queue_stats_wait(troupe_queues *q, const char *queue,
+                        troupe_queue_stats **out);
+
+typedef struct troupe_queue_page {
+    size_t n;
+    const troupe_queue_item *items;
+    const uint8_t *cursor; /* last item's skey; NULL when n == 0 */
+    size_t cursor_len;
+    bool more; /* another row follows in the range */
+} troupe_queue_page;
+
+/* NULL is a no-op. */
+void
+troupe_queue_page_destroy(troupe_queue_page *p);
+
+typedef enum troupe_queue_state {
+    TROUPE_QUEUE_PENDING = 1,  /* in due order: partition, time, order */
+    TROUPE_QUEUE_COMPLETED = 2 /* by processed time */
+} troupe_queue_state;
+
+/*
+ * One page of pending or completed invocations, after `cursor` (NULL:
+ * from the start; else the previous page's cursor). Errors: EINVAL (NULL,
+ * bad state, limit 0 or over TROUPE_QUEUE_PAGE_MAX, empty cursor),
+ * ERANGE (cursor outside the state's key space), ECORRUPT (a malformed
+ * row in the page), ENOENT, ESTATE, EIO, ENOMEM. Blocks.
+ */
+troupe_err
+troupe_queue_list_wait(troupe_queues *q, const char *queue,
+                       troupe_queue_state state, const void *cursor,
+                       size_t cursor_len, size_t limit,
+                       troupe_queue_page **out);
+
+/*
+ * Every stored invocation (pending and completed) of event id `id`,
+ * through the id entries. n == 0 when none. Errors: EINVAL, ENOENT (no
+ * such queue), ECORRUPT (an id entry naming a missing or malformed row),
+ * ESTATE, EIO, ENOMEM. Blocks.
+ */
+troupe_err
+troupe_queue_lookup_wait(troupe_queues *q, const char *queue, const void *id,
+                         size_t id_len, troupe_queue_page **out);
+
+/*
+ * Deletes the pending and completed invocations of one owner with their
+ * owner and id entries, touching nothing else. `spare` (may be NULL)
+ * sees each invocation and returns true to keep it; an invocation being
+ * delivered right now is kept too. *deleted (may be NULL) receives the
+ * count. Errors: EINVAL (bad owner parts), ENOENT, ECORRUPT (an owner
+ * entry naming a malformed row: nothing of that batch written), ESTATE,
+ * EUNKNOWN, EFAILSTOP, EIO, ENOMEM. Blocks.
+ */
+typedef bool (*troupe_queue_spare_fn)(const troupe_queue_item *it, void *arg);
+troupe_err
+troupe_queue_delete_by_owner_wait(troupe_queues *q, const char *queue,
+                                  const void *kind, size_t kind_len,
+                                  const void *id, size_t id_len,
+                                  troupe_queue_spare_fn spare, void *arg,
+                                  troupe_sync sync, size_t *deleted);
+
+/*
+ * Retention: removes completed rows whose processed time is older than
+ * now - retention, with their owner and id entries, at most `max` rows
+ * across all queues in one batch (malformed expired rows too; pending
+ * rows are never touched). *full (may be NULL) is true when `max` rows
+ * were removed: call again at once; false: caught up. Errors: EINVAL
+ * (NULL, max 0), ESTATE, EUNKNOWN, EFAILSTOP, EIO, ENOMEM. Blocks.
+ */
+troupe_err
+troupe_queues_purge_completed(troupe_queues *q, int64_t now_ms, size_t max,
+                              bool *full);
+
+#endif

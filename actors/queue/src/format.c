@@ -1,0 +1,411 @@
+/*
+ * The queue's stored formats (docs/queue.md, "Key formats"): tuple keys
+ * whose order is Tito's string layout's order, the event value, the
+ * partition hash, and input validation. Everything here is pure except
+ * troupe__tq_commit_wait.
+ *
+ * Tito writes zero-padded decimal strings so that string order is due
+ * order; the tuple codec gives the same order with exact integers and
+ * escaped byte strings, so an event id or owner part may hold any byte
+ * (Tito base64url-encodes owner parts for the same reason).
+ */
+#include <string.h>
+
+#include "queue_int.h"
+#include "troupe/alloc.h"
+#include "troupe/keycodec.h"
+#include "troupe/pack.h"
+
+int64_t
+troupe__tq_now(const tq_queue *q)
+{
+    return q->clock != NULL ? q->clock(q->clock_ctx) : troupe_now_ms();
+}
+
+/* Strict UTF-8 (no overlong forms, surrogates, or code points past
+ * U+10FFFF), no NUL: the table names' rule. */
+bool
+troupe__tq_name_valid(const char *name, size_t *len)
+{
+    if (name == NULL)
+        return false;
+    size_t n = strnlen(name, TROUPE_QUEUE_NAME_MAX + 1);
+    if (n == 0 || n > TROUPE_QUEUE_NAME_MAX)
+        return false;
+    const unsigned char *p = (const unsigned char *)name, *end = p + n;
+    while (p < end) {
+        unsigned c = *p++;
+        if (c < 0x80)
+            continue;
+        int k;
+        unsigned min, cp;
+        if ((c & 0xE0) == 0xC0) {
+            k = 1, min = 0x80, cp = c & 0x1F;
+        } else if ((c & 0xF0) == 0xE0) {
+            k = 2, min = 0x800, cp = c & 0x0F;
+        } else if ((c & 0xF8) == 0xF0) {
+            k = 3, min = 0x10000, cp = c & 0x07;
+        } else {
+            return false;
+        }
+        if (end - p < k)
+            return false;
+        for (int i = 0; i < k; i++, p++) {
+            if ((*p & 0xC0) != 0x80)
+                return false;
+            cp = (cp << 6) | (*p & 0x3F);
+        }
+        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+            return false;
+    }
+    if (len != NULL)
+        *len = n;
+    return true;
+}
+
+uint32_t
+troupe_queue_partition_of(const void *key, size_t key_len, uint32_t partitions)
+{
+    /* FNV-1a 64: offset basis and prime of the published algorithm. */
+    uint64_t h = UINT64_C(0xcbf29ce484222325);
+    const unsigned char *p = key;
+    for (size_t i = 0; i < key_len; i++) {
+        h ^= p[i];
+        h *= UINT64_C(0x100000001b3);
+    }
+    return partitions == 0 ? 0 : (uint32_t)(h % partitions);
+}
+
+static bool
+part_ok(const void *p, size_t n, size_t max)
+{
+    return p != NULL && n >= 1 && n <= max;
+}
+
+troupe_err
+troupe__tq_event_check(const troupe_queue_event *ev)
+{
+    if (ev == NULL || !part_ok(ev->id, ev->id_len, TROUPE_QUEUE_ID_MAX) ||
+        !part_ok(ev->key, ev->key_len, TROUPE_QUEUE_ID_MAX) ||
+        ev->time_ms < 0 || ev->payload == NULL || ev->payload_len == 0)
+        return TROUPE_EINVAL;
+    bool k = ev->owner_kind != NULL || ev->owner_kind_len != 0;
+    bool o = ev->owner_id != NULL || ev->owner_id_len != 0;
+    if (k != o)
+        return TROUPE_EINVAL;
+    if (k &&
+        (!part_ok(ev->owner_kind, ev->owner_kind_len, TROUPE_QUEUE_OWNER_MAX) ||
+         !part_ok(ev->owner_id, ev->owner_id_len, TROUPE_QUEUE_OWNER_MAX)))
+        return TROUPE_EINVAL;
+    if (ev->payload_len > TROUPE_QUEUE_EVENT_MAX)
+        return TROUPE_ETOOBIG;
+    troupe_reader r;
+    troupe_reader_init(&r, ev->payload, ev->payload_len);
+    troupe_read_skip(&r);
+    if (troupe_read_end(&r) != TROUPE_OK)
+        return TROUPE_EINVAL;
+    return TROUPE_OK;
+}
+
+troupe_err
+troupe__tq_value_pack(const troupe_queue_event *ev, uint8_t **out, size_t *len)
+{
+    troupe_packer p;
+    troupe_pack_init(&p);
+    troupe_pack_array(&p, 5);
+    troupe_pack_uint(&p, 1);
+    troupe_pack_bin(&p, ev->id, ev->id_len);
+    troupe_pack_bin(&p, ev->key, ev->key_len);
+    troupe_pack_raw(&p, ev->payload, ev->payload_len);
+    if (ev->owner_kind != NULL) {
+        troupe_pack_array(&p, 2);
+        troupe_pack_bin(&p, ev->owner_kind, ev->owner_kind_len);
+        troupe_pack_bin(&p, ev->owner_id, ev->owner_id_len);
+    } else {
+        troupe_pack_nil(&p);
+    }
+    size_t n = 0;
+    const void *d = troupe_pack_data(&p, &n);
+    troupe_err e = p.err;
+    if (e == TROUPE_OK && n > TROUPE_QUEUE_EVENT_MAX)
+        e = TROUPE_ETOOBIG;
+    uint8_t *c = NULL;
+    if (e == TROUPE_OK && (c = troupe_malloc(n)) == NULL)
+        e = TROUPE_ENOMEM;
+    if (e == TROUPE_OK) {
+        memcpy(c, d, n);
+        *out = c;
+        *len = n;
+    }
+    troupe_pack_fini(&p);
+    return e;
+}
+
+troupe_err
+troupe__tq_value_decode(const void *v, size_t len, troupe_queue_item *it)
+{
+    troupe_reader r;
+    const void *id, *key, *pl, *ok = NULL, *oi = NULL;
+    size_t idl = 0, keyl = 0, pll = 0, okl = 0, oil = 0;
+    uint64_t ver = 0;
+    troupe_reader_init(&r, v, len);
+    troupe_read_array_n(&r, 5);
+    troupe_read_uint(&r, &ver);
+    troupe_read_bin(&r, TROUPE_QUEUE_ID_MAX, &id, &idl);
+    troupe_read_bin(&r, TROUPE_QUEUE_ID_MAX, &key, &keyl);
+    troupe_read_raw(&r, &pl, &pll);
+    if (!troupe_read_try_nil(&r)) {
+        troupe_read_array_n(&r, 2);
+        troupe_read_bin(&r, TROUPE_QUEUE_OWNER_MAX, &ok, &okl);
+        troupe_read_bin(&r, TROUPE_QUEUE_OWNER_MAX, &oi, &oil);
+        if (r.err == TROUPE_OK && (okl == 0 || oil == 0))
+            return TROUPE_ECORRUPT;
+    }
+    if (troupe_read_end(&r) != TROUPE_OK || ver != 1 || idl == 0 || keyl == 0)
+        return TROUPE_ECORRUPT;
+    it->id = id;
+    it->id_len = idl;
+    it->key = key;
+    it->key_len = keyl;
+    it->payload = pl;
+    it->payload_len = pll;
+    it->owner_kind = ok;
+    it->owner_kind_len = okl;
+    it->owner_id = oi;
+    it->owner_id_len = oil;
+    return TROUPE_OK;
+}
+
+troupe_err
+troupe__tq_pkey(troupe_key_writer *w, uint32_t part, int64_t time,
+                uint64_t order, const void *id, size_t idlen)
+{
+    troupe_key_writer_reset(w);
+    troupe_key_put_string(w, TQ_PENDING, 1);
+    troupe_key_put_int64(w, part);
+    troupe_key_put_int64(w, time);
+    troupe_key_put_uint64(w, order);
+    return troupe_key_put_bytes(w, id, idlen);
+}
+
+/* Reads one element of the wanted type. */
+static bool
+rd(troupe_key_reader *r, troupe_key_type t, troupe_key_item *it)
+{
+    return troupe_key_read(r, it) == TROUPE_OK && it->type == t;
+}
+
+static bool
+rd_space(troupe_key_reader *r, const char *space)
+{
+    troupe_key_item it;
+    return rd(r, TROUPE_KEY_STRING, &it) && it.v.s.len == 1 &&
+           it.v.s.ptr[0] == (uint8_t)space[0];
+}
+
+static bool
+rd_end(troupe_key_reader *r)
+{
+    troupe_key_item it;
+    return troupe_key_read(r, &it) == TROUPE_ENOENT;
+}
+
+troupe_err
+troupe__tq_pkey_decode(const void *k, size_t len, uint32_t *part, int64_t *time,
+                       uint64_t *order)
+{
+    troupe_key_reader r;
+    troupe_key_item a, b, c, d;
+    troupe_key_reader_init(&r, k, len);
+    bool ok = rd_space(&r, TQ_PENDING) && rd(&r, TROUPE_KEY_INT64, &a) &&
+              rd(&r, TROUPE_KEY_INT64, &b) && rd(&r, TROUPE_KEY_UINT64, &c) &&
+              rd(&r, TROUPE_KEY_BYTES, &d) && d.v.s.len > 0 && rd_end(&r) &&
+              a.v.i64 >= 0 && a.v.i64 < TROUPE_QUEUE_PARTITIONS_MAX &&
+              b.v.i64 >= 0;
+    troupe_key_reader_fini(&r);
+    if (!ok)
+        return TROUPE_EINVAL;
+    *part = (uint32_t)a.v.i64;
+    *time = b.v.i64;
+    *order = c.v.u64;
+    return TROUPE_OK;
+}
+
+troupe_err
+troupe__tq_ckey(troupe_key_writer *w, int64_t processed, int64_t time,
+                const void *id, size_t idlen, uint64_t order)
+{
+    troupe_key_writer_reset(w);
+    troupe_key_put_string(w, TQ_COMPLETED, 1);
+    troupe_key_put_int64(w, processed);
+    troupe_key_put_int64(w, time);
+    troupe_key_put_bytes(w, id, idlen);
+    return troupe_key_put_uint64(w, order);
+}
+
+troupe_err
+troupe__tq_ckey_decode(const void *k, size_t len, int64_t *processed,
+                       int64_t *time, uint64_t *order)
+{
+    troupe_key_reader r;
+    troupe_key_item a, b, c, d;
+    troupe_key_reader_init(&r, k, len);
+    bool ok = rd_space(&r, TQ_COMPLETED) && rd(&r, TROUPE_KEY_INT64, &a) &&
+              rd(&r, TROUPE_KEY_INT64, &b) && rd(&r, TROUPE_KEY_BYTES, &d) &&
+              d.v.s.len > 0 && rd(&r, TROUPE_KEY_UINT64, &c) && rd_end(&r);
+    troupe_key_reader_fini(&r);
+    if (!ok)
+        return TROUPE_EINVAL;
+    *processed = a.v.i64;
+    *time = b.v.i64;
+    *order = c.v.u64;
+    return TROUPE_OK;
+}
+
+troupe_err
+troupe__tq_okey(troupe_key_writer *w, const void *kind, size_t klen,
+                const void *oid, size_t olen, bool completed, const void *skey,
+                size_t slen)
+{
+    troupe_key_writer_reset(w);
+    troupe_key_put_string(w, TQ_OWNER, 1);
+    troupe_key_put_bytes(w, kind, klen);
+    troupe_key_put_bytes(w, oid, olen);
+    troupe_key_put_string(w, completed ? "completed" : "pending",
+                          completed ? 9 : 7);
+    return troupe_key_put_bytes(w, skey, slen);
+}
+
+troupe_err
+troupe__tq_ikey(troupe_key_writer *w, const void *id, size_t idlen,
+                const void *skey, size_t slen)
+{
+    troupe_key_writer_reset(w);
+    troupe_key_put_string(w, TQ_IDS, 1);
+    troupe_key_put_bytes(w, id, idlen);
+    return troupe_key_put_bytes(w, skey, slen);
+}
+
+troupe_err
+troupe__tq_key_id(const void *k, size_t len, troupe_key_reader *r,
+                  const uint8_t **id, size_t *idlen)
+{
+    troupe_key_item it;
+    troupe_key_reader_init(r, k, len);
+    if (troupe_key_read(r, &it) != TROUPE_OK || it.type != TROUPE_KEY_STRING ||
+        it.v.s.len != 1)
+        return TROUPE_EINVAL;
+    int n = it.v.s.ptr[0] == 'p' ? 3 : it.v.s.ptr[0] == 'c' ? 2 : -1;
+    if (n < 0)
+        return TROUPE_EINVAL;
+    for (int i = 0; i < n; i++)
+        if (troupe_key_read(r, &it) != TROUPE_OK)
+            return TROUPE_EINVAL;
+    if (!rd(r, TROUPE_KEY_BYTES, &it) || it.v.s.len == 0)
+        return TROUPE_EINVAL;
+    *id = it.v.s.ptr;
+    *idlen = it.v.s.len;
+    return TROUPE_OK;
+}
+
+troupe_err
+troupe__tq_item(const tq_queue *q, const void *k, size_t klen, const void *v,
+                size_t vlen, troupe_queue_item *it)
+{
+    memset(it, 0, sizeof(*it));
+    it->skey = k;
+    it->skey_len = klen;
+    uint32_t part;
+    if (troupe__tq_pkey_decode(k, klen, &part, &it->time_ms, &it->order) ==
+        TROUPE_OK) {
+        it->partition = part;
+    } else if (troupe__tq_ckey_decode(k, klen, &it->processed_ms, &it->time_ms,
+                                      &it->order) == TROUPE_OK) {
+        it->completed = true;
+    } else {
+        return TROUPE_ECORRUPT;
+    }
+    if (troupe__tq_value_decode(v, vlen, it) != TROUPE_OK)
+        return TROUPE_ECORRUPT;
+    /* the key's id must be the value's */
+    troupe_key_reader r;
+    const uint8_t *kid = NULL;
+    size_t kidl = 0;
+    troupe_err e = troupe__tq_key_id(k, klen, &r, &kid, &kidl);
+    bool same =
+        e == TROUPE_OK && kidl == it->id_len && memcmp(kid, it->id, kidl) == 0;
+    troupe_key_reader_fini(&r);
+    if (!same)
+        return TROUPE_ECORRUPT;
+    uint32_t hp =
+        troupe_queue_partition_of(it->key, it->key_len, q->partitions);
+    if (!it->completed && hp != it->partition)
+        return TROUPE_ECORRUPT;
+    it->partition = hp;
+    return TROUPE_OK;
+}
+
+troupe_err
+troupe__tq_entries(troupe_batch *b, troupe_cf *cf, const troupe_queue_item *it,
+                   const void *skey, size_t slen, bool completed, bool put)
+{
+    troupe_key_writer w;
+    troupe_key_writer_init(&w);
+    const uint8_t *k;
+    size_t kl;
+    troupe_err e = TROUPE_OK;
+    if (it->owner_kind != NULL) {
+        troupe__tq_okey(&w, it->owner_kind, it->owner_kind_len, it->owner_id,
+                        it->owner_id_len, completed, skey, slen);
+        e = troupe_key_writer_finish(&w, &k, &kl);
+        if (e == TROUPE_OK)
+            e = put ? troupe_batch_put(b, cf, k, kl, "", 0)
+                    : troupe_batch_delete(b, cf, k, kl);
+    }
+    if (e == TROUPE_OK) {
+        troupe__tq_ikey(&w, it->id, it->id_len, skey, slen);
+        e = troupe_key_writer_finish(&w, &k, &kl);
+        if (e == TROUPE_OK)
+            e = put ? troupe_batch_put(b, cf, k, kl, "", 0)
+                    : troupe_batch_delete(b, cf, k, kl);
+    }
+    troupe_key_writer_fini(&w);
+    return e;
+}
+
+typedef struct cwait {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+    troupe_err err;
+} cwait;
+
+static void
+cwait_cb(troupe_err err, void *arg)
+{
+    cwait *w = arg;
+    pthread_mutex_lock(&w->mu);
+    w->err = err;
+    w->done = true;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+troupe_err
+troupe__tq_commit_wait(troupe_commit *c, troupe_batch **b, troupe_sync sync)
+{
+    cwait w = {.done = false};
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_cond_init(&w.cv, NULL);
+    troupe_err e = troupe_commit_submit(c, b, sync, cwait_cb, &w);
+    if (e == TROUPE_OK) {
+        pthread_mutex_lock(&w.mu);
+        while (!w.done)
+            pthread_cond_wait(&w.cv, &w.mu);
+        pthread_mutex_unlock(&w.mu);
+        e = w.err;
+    }
+    pthread_mutex_destroy(&w.mu);
+    pthread_cond_destroy(&w.cv);
+    return e;
+}

@@ -1,0 +1,746 @@
+/*
+ * queue_partition: one actor per partition of a queue. It owns the
+ * partition's delivery: the fairness pass, the one due timer, the
+ * workers subscribed to it, the deliveries in flight and their attempt
+ * counts. Storage is read on the worker pool, in chunks of at most
+ * TROUPE_QUEUE_CHUNK rows; handlers run on the worker pool too, and their
+ * outcome is committed there (the pool thread waits for the group
+ * commit), so an actor's loop never waits on the disk.
+ *
+ * The pass (Tito's): its first chunk freezes the due boundary (the clock
+ * now) and the enqueue horizon (the queue's next order). The pass reads
+ * [("p", part), ("p", part, boundary + 1)) in key order, that is due
+ * order, and advances by raw row: a row whose key or value does not
+ * decode is skipped and left in place; a row enqueued at or after the
+ * horizon makes the pass jump past its whole due-time bucket (so a
+ * handler that publishes same-time events cannot keep later buckets
+ * behind them forever); an invocation in flight is skipped. When no
+ * worker has credit the pass stops at that row and resumes there when
+ * credit frees. At the end of the range the pass is over: if it
+ * delivered anything (or a due event was published meanwhile) a new pass
+ * wraps to the oldest due row at once; otherwise the actor reads the
+ * first row due after the boundary and arms one timer for it. So nothing
+ * polls while nothing is due, and an event that fails is delivered again
+ * by the next pass, which a freed credit starts.
+ *
+ * A claim (queue_int.h) keeps an invocation from a second delivery while
+ * it is in flight. A chunk read before an outcome committed may still
+ * show the row after its claim is released, so the pool thread reads the
+ * row again once claimed and does not deliver one that is gone.
+ *
+ * Why handlers commit their own outcome on the pool thread rather than
+ * sending it back here first: the outcome must be durable before the
+ * worker's credit frees and before a graceful stop may finish, and the
+ * pool thread is the one place that may wait for the disk.
+ */
+#include <string.h>
+
+#include "queue_int.h"
+#include "troupe/alloc.h"
+#include "troupe/keycodec.h"
+#include "troupe/pack.h"
+
+/* Attempt counts kept per partition (oldest dropped beyond). */
+#define ATT_MAX 65536
+
+enum { J_RUN = 0, J_SETTLING, J_DONE, J_TIMEDOUT };
+
+typedef struct tq_job {
+    tq_queue *q;
+    troupe_queue_worker *w;
+    uint32_t attempt;
+    _Atomic int state;
+    troupe_err result;
+    uint64_t timer;
+    uint8_t *skey;
+    size_t sklen;
+    uint8_t *val;
+    size_t vlen;
+} tq_job;
+
+typedef struct tq_att {
+    uint8_t *key;
+    size_t len;
+    uint32_t n;
+} tq_att;
+
+typedef struct tq_scan {
+    troupe_db *db;
+    troupe_cf *cf;
+    uint8_t *start, *end;
+    size_t slen, elen;
+    troupe_page *page;
+    troupe_err err;
+} tq_scan;
+
+typedef struct tq_part {
+    tq_queue *q;
+    uint32_t p;
+    troupe_queue_worker **ws;
+    size_t nws, rr;
+    bool busy; /* a scan or peek is on the pool */
+    bool pass;
+    bool dirty; /* a due event appeared while busy */
+    int64_t boundary;
+    uint64_t horizon;
+    uint8_t *cur; /* the pass resumes at this key (inclusive) */
+    size_t curlen;
+    uint8_t *end;
+    size_t endlen;
+    size_t delivered; /* in this pass */
+    bool timer_on;
+    int64_t timer_at;
+    uint64_t timer_id;
+    tq_job **jobs;
+    size_t njobs, capjobs;
+    tq_att *att;
+    size_t natt, capatt;
+} tq_part;
+
+void
+troupe__tq_part_arg_free(void *arg)
+{
+    tq_part_arg *a = arg;
+    troupe__tq_release(a->q);
+    troupe_free(a);
+}
+
+/* ---- small helpers ------------------------------------------------------- */
+
+static bool
+set_bytes(uint8_t **dst, size_t *dlen, const void *src, size_t n, bool zero)
+{
+    uint8_t *c = troupe_malloc(n + (zero ? 1 : 0));
+    if (c == NULL)
+        return false;
+    memcpy(c, src, n);
+    if (zero)
+        c[n] = 0; /* key + 0x00: the first key strictly after */
+    troupe_free(*dst);
+    *dst = c;
+    *dlen = n + (zero ? 1 : 0);
+    return true;
+}
+
+static int
+kcmp(const void *a, size_t al, const void *b, size_t bl)
+{
+    int c = memcmp(a, b, al < bl ? al : bl);
+    return c != 0 ? c : (al > bl) - (al < bl);
+}
+
+/* Encodes ("p", part) or ("p", part, time) into a fresh copy. */
+static bool
+bucket_key(tq_part *s, int64_t time, bool with_time, uint8_t **out, size_t *len)
+{
+    troupe_key_writer w;
+    troupe_key_writer_init(&w);
+    troupe_key_put_string(&w, TQ_PENDING, 1);
+    troupe_key_put_int64(&w, s->p);
+    if (with_time)
+        troupe_key_put_int64(&w, time);
+    const uint8_t *k;
+    size_t kl;
+    bool ok = troupe_key_writer_finish(&w, &k, &kl) == TROUPE_OK &&
+              set_bytes(out, len, k, kl, false);
+    troupe_key_writer_fini(&w);
+    return ok;
+}
+
+static uint32_t
+att_bump(tq_part *s, const uint8_t *k, size_t len)
+{
+    for (size_t i = 0; i < s->natt; i++)
+        if (s->att[i].len == len && memcmp(s->att[i].key, k, len) == 0)
+            return ++s->att[i].n;
+    if (s->natt == ATT_MAX) {
+        troupe_free(s->att[0].key);
+        memmove(s->att, s->att + 1, (--s->natt) * sizeof(*s->att));
+    }
+    if (s->natt == s->capatt) {
+        size_t nc = s->capatt ? 2 * s->capatt : 16;
+        tq_att *a = troupe_realloc(s->att, nc * sizeof(*a));
+        if (a == NULL)
+            return 1;
+        s->att = a;
+        s->capatt = nc;
+    }
+    uint8_t *c = troupe_malloc(len);
+    if (c == NULL)
+        return 1;
+    memcpy(c, k, len);
+    s->att[s->natt++] = (tq_att){c, len, 1};
+    return 1;
+}
+
+static void
+att_del(tq_part *s, const uint8_t *k, size_t len)
+{
+    for (size_t i = 0; i < s->natt; i++)
+        if (s->att[i].len == len && memcmp(s->att[i].key, k, len) == 0) {
+            troupe_free(s->att[i].key);
+            memmove(s->att + i, s->att + i + 1,
+                    (s->natt - i - 1) * sizeof(*s->att));
+            s->natt--;
+            return;
+        }
+}
+
+/* ---- credit ----------------------------------------------------------------
+ */
+
+static bool
+credit_take(troupe_queue_worker *w)
+{
+    uint32_t h = atomic_load(&w->held);
+    while (h < w->credit)
+        if (atomic_compare_exchange_weak(&w->held, &h, h + 1))
+            return true;
+    return false;
+}
+
+static void
+credit_give(troupe_queue_worker *w)
+{
+    atomic_fetch_sub(&w->held, 1);
+    if (atomic_exchange(&w->starved, false))
+        troupe__tq_kick_range(w->q, w->first, w->last);
+}
+
+static void
+running_done(troupe_queue_worker *w)
+{
+    pthread_mutex_lock(&w->mu);
+    if (atomic_fetch_sub(&w->running, 1) == 1)
+        pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* Drops workers that are stopping. */
+static void
+prune(tq_part *s)
+{
+    size_t j = 0;
+    for (size_t i = 0; i < s->nws; i++) {
+        if (atomic_load(&s->ws[i]->stopping))
+            troupe__tq_worker_release(s->ws[i]);
+        else
+            s->ws[j++] = s->ws[i];
+    }
+    s->nws = j;
+}
+
+/* A worker with credit taken, or NULL (every worker then marked
+ * starved, so that the next credit freed kicks this partition). */
+static troupe_queue_worker *
+pick(tq_part *s)
+{
+    for (int round = 0; round < 2; round++) {
+        for (size_t k = 0; k < s->nws; k++) {
+            troupe_queue_worker *w = s->ws[(s->rr + k) % s->nws];
+            if (!atomic_load(&w->stopping) && credit_take(w)) {
+                s->rr = (s->rr + k + 1) % s->nws;
+                return w;
+            }
+        }
+        /* mark first, then look again: a credit freed in between either
+         * sees the mark or is seen by the second look */
+        for (size_t k = 0; k < s->nws; k++)
+            atomic_store(&s->ws[k]->starved, true);
+    }
+    return NULL;
+}
+
+/* ---- jobs ---------------------------------------------------------------- */
+
+static void
+job_free(tq_job *j)
+{
+    troupe__tq_unclaim(j->q, j->skey, j->sklen);
+    troupe__tq_worker_release(j->w);
+    troupe__tq_release(j->q);
+    troupe_free(j->skey);
+    troupe_free(j);
+}
+
+static void
+job_run(void *arg)
+{
+    tq_job *j = arg;
+    troupe_queue_worker *w = j->w;
+    troupe_queue_delivery d = {.queue = j->q->name, .attempt = j->attempt};
+    troupe_queue_outcome out = {0};
+    /* The chunk that offered this row may have been read before another
+     * outcome (an earlier delivery's, or an explicit ack) committed and
+     * released its claim: the row is read again now that it is claimed,
+     * and a row that is gone is not delivered. */
+    void *cur = NULL;
+    size_t curlen = 0;
+    troupe_err he = troupe_db_get(j->q->db, j->q->cf, NULL, j->skey, j->sklen,
+                                  &cur, &curlen);
+    troupe_free(cur);
+    bool gone = he == TROUPE_ENOENT;
+    if (he == TROUPE_OK)
+        he = troupe__tq_item(j->q, j->skey, j->sklen, j->val, j->vlen, &d.ev);
+    if (he == TROUPE_OK)
+        he = w->handler(&d, &out, w->arg);
+    int want = J_RUN;
+    if (!atomic_compare_exchange_strong(&j->state, &want, J_SETTLING)) {
+        j->result = TROUPE_ETIMEDOUT; /* the timeout settled it: no outcome */
+        return;
+    }
+    if (gone)
+        j->result = TROUPE_OK; /* nothing left to deliver */
+    else if (he == TROUPE_OK &&
+             (out.kind == TROUPE_QUEUE_ACK ||
+              (out.kind == TROUPE_QUEUE_RESCHEDULE && out.time_ms >= 0)))
+        j->result = troupe__tq_outcome(j->q, j->skey, j->sklen, out.kind,
+                                       out.time_ms, w->sync);
+    else
+        j->result = he != TROUPE_OK ? he : TROUPE_EINVAL;
+    atomic_store(&j->state, J_DONE);
+    credit_give(w);
+    running_done(w);
+}
+
+static void
+job_drop(void *arg)
+{
+    job_free(arg);
+}
+
+static void
+pump(troupe_actor *self, tq_part *s);
+
+static bool
+deliver(troupe_actor *self, tq_part *s, troupe_queue_worker *w,
+        const troupe_kv *kv)
+{
+    tq_job *j = troupe_calloc(1, sizeof(*j));
+    uint8_t *buf = troupe_malloc(kv->key_len + kv->val_len + 1);
+    if (j == NULL || buf == NULL) {
+        troupe__tq_unclaim(s->q, kv->key, kv->key_len);
+        troupe_free(j);
+        troupe_free(buf);
+        return false;
+    }
+    memcpy(buf, kv->key, kv->key_len);
+    memcpy(buf + kv->key_len, kv->val, kv->val_len);
+    j->q = troupe__tq_retain(s->q);
+    atomic_fetch_add(&w->refs, 1);
+    j->w = w;
+    j->skey = buf;
+    j->sklen = kv->key_len;
+    j->val = buf + kv->key_len;
+    j->vlen = kv->val_len;
+    atomic_init(&j->state, J_RUN);
+    if (s->njobs == s->capjobs) {
+        size_t nc = s->capjobs ? 2 * s->capjobs : 16;
+        tq_job **a = troupe_realloc(s->jobs, nc * sizeof(*a));
+        if (a == NULL) {
+            job_free(j); /* unclaims */
+            return false;
+        }
+        s->jobs = a;
+        s->capjobs = nc;
+    }
+    atomic_fetch_add(&w->running, 1);
+    if (atomic_load(&w->stopping)) { /* see troupe_queue_worker_stop_wait */
+        running_done(w);
+        job_free(j);
+        return false;
+    }
+    j->attempt = att_bump(s, j->skey, j->sklen);
+    if (troupe_work_submit(self, job_run, j, TQ_JOB_DONE, job_drop) !=
+        TROUPE_OK) {
+        running_done(w);
+        job_free(j);
+        return false;
+    }
+    /* j is the pool's now, but freed only through this actor's JOB_DONE
+     * (or drop once this actor is gone), so j->timer may be set here */
+    if (troupe_timer_start(self, TQ_TIMEOUT, w->timeout_ms, 0, &j->timer) !=
+        TROUPE_OK)
+        j->timer = 0;
+    s->jobs[s->njobs++] = j;
+    return true;
+}
+
+/* ---- the pass ------------------------------------------------------------ */
+
+static void
+scan_free(tq_scan *sc)
+{
+    troupe_page_destroy(sc->page);
+    troupe_free(sc->start);
+    troupe_free(sc);
+}
+
+static void
+scan_drop(void *arg)
+{
+    scan_free(arg);
+}
+
+static void
+scan_run(void *arg)
+{
+    tq_scan *sc = arg;
+    troupe_range r;
+    troupe_range_init_bounds(&r, sc->start, sc->slen, sc->end, sc->elen);
+    sc->err = troupe_db_scan(sc->db, sc->cf, NULL, &r, NULL, 0,
+                             TROUPE_QUEUE_CHUNK, false, &sc->page);
+}
+
+/* Reads [start, end) (end NULL: to the partition's end) on the pool. */
+static bool
+scan_start(troupe_actor *self, tq_part *s, const uint8_t *start, size_t slen,
+           const uint8_t *end, size_t elen, uint32_t kind)
+{
+    tq_scan *sc = troupe_calloc(1, sizeof(*sc));
+    if (sc == NULL)
+        return false;
+    sc->db = s->q->db;
+    sc->cf = s->q->cf;
+    sc->start = troupe_malloc(slen + elen);
+    if (sc->start == NULL) {
+        troupe_free(sc);
+        return false;
+    }
+    memcpy(sc->start, start, slen);
+    memcpy(sc->start + slen, end, elen);
+    sc->slen = slen;
+    sc->end = sc->start + slen;
+    sc->elen = elen;
+    if (troupe_work_submit(self, scan_run, sc, kind, scan_drop) != TROUPE_OK) {
+        scan_free(sc);
+        return false;
+    }
+    s->busy = true;
+    return true;
+}
+
+static void
+arm(troupe_actor *self, tq_part *s, int64_t t)
+{
+    if (s->timer_on && s->timer_at <= t)
+        return;
+    if (s->timer_on)
+        (void)troupe_timer_cancel(self, s->timer_id);
+    int64_t now = troupe__tq_now(s->q);
+    uint64_t after = t > now ? (uint64_t)(t - now) : 0;
+    s->timer_on =
+        troupe_timer_start(self, TQ_DUE, after, 0, &s->timer_id) == TROUPE_OK;
+    s->timer_at = t;
+}
+
+/* Reads the first row due after the boundary, to arm the timer. */
+static void
+peek(troupe_actor *self, tq_part *s)
+{
+    uint8_t *a = NULL, *b = NULL;
+    size_t al = 0, bl = 0;
+    if (s->boundary < INT64_MAX &&
+        bucket_key(s, s->boundary + 1, true, &a, &al)) {
+        /* the end: ("p", part + 1) */
+        tq_part t = *s;
+        t.p = s->p + 1;
+        if (bucket_key(&t, 0, false, &b, &bl))
+            (void)scan_start(self, s, a, al, b, bl, TQ_PEEK_DONE);
+    }
+    troupe_free(a);
+    troupe_free(b);
+}
+
+static void
+pass_end(troupe_actor *self, tq_part *s)
+{
+    s->pass = false;
+    if (s->delivered > 0 || s->dirty) {
+        pump(self, s);
+        return;
+    }
+    peek(self, s);
+}
+
+static void
+pump(troupe_actor *self, tq_part *s)
+{
+    if (s->busy) {
+        s->dirty = true;
+        return;
+    }
+    if (atomic_load(&s->q->paused))
+        return;
+    prune(s);
+    if (s->nws == 0)
+        return;
+    if (!s->pass) {
+        s->boundary = troupe__tq_now(s->q);
+        s->horizon = atomic_load(&s->q->next_order);
+        s->delivered = 0;
+        s->dirty = false;
+        if (s->boundary < 0 || s->boundary == INT64_MAX ||
+            !bucket_key(s, 0, false, &s->cur, &s->curlen) ||
+            !bucket_key(s, s->boundary + 1, true, &s->end, &s->endlen))
+            return;
+        s->pass = true;
+    }
+    /* no credit anywhere: wait for a kick (pick marks the workers) */
+    bool credit = false;
+    for (size_t k = 0; k < s->nws && !credit; k++) {
+        troupe_queue_worker *w = s->ws[k];
+        credit =
+            !atomic_load(&w->stopping) && atomic_load(&w->held) < w->credit;
+    }
+    if (!credit) {
+        for (size_t k = 0; k < s->nws; k++)
+            atomic_store(&s->ws[k]->starved, true);
+        for (size_t k = 0; k < s->nws && !credit; k++)
+            credit = atomic_load(&s->ws[k]->held) < s->ws[k]->credit;
+        if (!credit)
+            return;
+    }
+    if (kcmp(s->cur, s->curlen, s->end, s->endlen) >= 0) {
+        pass_end(self, s);
+        return;
+    }
+    if (!scan_start(self, s, s->cur, s->curlen, s->end, s->endlen,
+                    TQ_SCAN_DONE))
+        arm(self, s, troupe__tq_now(s->q) + 1000); /* try again */
+}
+
+static troupe_err
+on_scan(troupe_actor *self, void *state, const troupe_msg *m)
+{
+    tq_part *s = state;
+    tq_scan *sc = m->ptr;
+    s->busy = false;
+    if (sc->err != TROUPE_OK) {
+        /* a read error: end the pass, try again in a second */
+        s->pass = false;
+        scan_free(sc);
+        arm(self, s, troupe__tq_now(s->q) + 1000);
+        return TROUPE_OK;
+    }
+    troupe_page *pg = sc->page;
+    bool stalled = false;
+    for (size_t i = 0; i < pg->n && !stalled; i++) {
+        const troupe_kv *kv = &pg->items[i];
+        if (kcmp(kv->key, kv->key_len, s->cur, s->curlen) < 0)
+            continue; /* inside a bucket the pass jumped over */
+        uint32_t part;
+        int64_t time;
+        uint64_t order;
+        troupe_queue_item it;
+        if (troupe__tq_pkey_decode(kv->key, kv->key_len, &part, &time,
+                                   &order) != TROUPE_OK ||
+            part != s->p) {
+            set_bytes(&s->cur, &s->curlen, kv->key, kv->key_len, true);
+            continue; /* malformed: skipped, left in place */
+        }
+        if (order >= s->horizon) {
+            uint8_t *k = NULL;
+            size_t kl = 0;
+            if (bucket_key(s, time + 1, true, &k, &kl)) {
+                troupe_free(s->cur);
+                s->cur = k;
+                s->curlen = kl;
+            } else {
+                set_bytes(&s->cur, &s->curlen, kv->key, kv->key_len, true);
+            }
+            continue;
+        }
+        if (troupe__tq_claimed(s->q, kv->key, kv->key_len) ||
+            troupe__tq_item(s->q, kv->key, kv->key_len, kv->val, kv->val_len,
+                            &it) != TROUPE_OK) {
+            set_bytes(&s->cur, &s->curlen, kv->key, kv->key_len, true);
+            continue; /* in flight, or a malformed value left in place */
+        }
+        troupe_queue_worker *w = pick(s);
+        if (w == NULL) {
+            set_bytes(&s->cur, &s->curlen, kv->key, kv->key_len, false);
+            stalled = true;
+            break;
+        }
+        if (troupe__tq_claim(s->q, kv->key, kv->key_len)) {
+            if (deliver(self, s, w, kv))
+                s->delivered++;
+            else
+                credit_give(w);
+        } else {
+            credit_give(w);
+        }
+        set_bytes(&s->cur, &s->curlen, kv->key, kv->key_len, true);
+    }
+    bool more = pg->more;
+    scan_free(sc);
+    if (!stalled && !more)
+        pass_end(self, s);
+    else
+        pump(self, s);
+    return TROUPE_OK;
+}
+
+static troupe_err
+on_peek(troupe_actor *self, void *state, const troupe_msg *m)
+{
+    tq_part *s = state;
+    tq_scan *sc = m->ptr;
+    s->busy = false;
+    if (sc->err == TROUPE_OK)
+        for (size_t i = 0; i < sc->page->n; i++) {
+            uint32_t part;
+            int64_t time;
+            uint64_t order;
+            const troupe_kv *kv = &sc->page->items[i];
+            if (troupe__tq_pkey_decode(kv->key, kv->key_len, &part, &time,
+                                       &order) == TROUPE_OK) {
+                arm(self, s, time);
+                break;
+            }
+        }
+    scan_free(sc);
+    if (s->dirty)
+        pump(self, s);
+    return TROUPE_OK;
+}
+
+static troupe_err
+on_job_done(troupe_actor *self, void *state, const troupe_msg *m)
+{
+    tq_part *s = state;
+    tq_job *j = m->ptr;
+    for (size_t i = 0; i < s->njobs; i++)
+        if (s->jobs[i] == j) {
+            s->jobs[i] = s->jobs[--s->njobs];
+            break;
+        }
+    if (j->timer != 0 && atomic_load(&j->state) != J_TIMEDOUT)
+        (void)troupe_timer_cancel(self, j->timer);
+    if (j->result == TROUPE_OK)
+        att_del(s, j->skey, j->sklen);
+    job_free(j);
+    pump(self, s);
+    return TROUPE_OK;
+}
+
+static troupe_err
+on_timeout(troupe_actor *self, void *state, const troupe_msg *m)
+{
+    (void)self;
+    tq_part *s = state;
+    for (size_t i = 0; i < s->njobs; i++) {
+        tq_job *j = s->jobs[i];
+        if (j->timer != m->corr)
+            continue;
+        int want = J_RUN;
+        if (atomic_compare_exchange_strong(&j->state, &want, J_TIMEDOUT)) {
+            credit_give(j->w);
+            running_done(j->w);
+        }
+        break;
+    }
+    return TROUPE_OK;
+}
+
+static troupe_err
+on_kick(troupe_actor *self, void *state, const troupe_msg *m)
+{
+    (void)m;
+    pump(self, state);
+    return TROUPE_OK;
+}
+
+static troupe_err
+on_due(troupe_actor *self, void *state, const troupe_msg *m)
+{
+    tq_part *s = state;
+    if (s->timer_on && m->corr == s->timer_id)
+        s->timer_on = false;
+    pump(self, s);
+    return TROUPE_OK;
+}
+
+static troupe_err
+on_notify(troupe_actor *self, void *state, const troupe_msg *m)
+{
+    tq_part *s = state;
+    troupe_reader r;
+    int64_t t = 0;
+    troupe_reader_init_msg(&r, m);
+    troupe_read_int(&r, &t);
+    if (troupe_read_end(&r) != TROUPE_OK)
+        return TROUPE_OK; /* not ours: ignore */
+    if (t <= troupe__tq_now(s->q))
+        pump(self, s);
+    else
+        arm(self, s, t);
+    return TROUPE_OK;
+}
+
+static troupe_err
+on_subscribe(troupe_actor *self, void *state, const troupe_msg *m)
+{
+    tq_part *s = state;
+    troupe_queue_worker *w = m->ptr;
+    troupe_queue_worker **a = troupe_realloc(s->ws, (s->nws + 1) * sizeof(*a));
+    if (a == NULL) {
+        troupe__tq_worker_release(w);
+        return TROUPE_OK;
+    }
+    s->ws = a;
+    s->ws[s->nws++] = w;
+    pump(self, s);
+    return TROUPE_OK;
+}
+
+static troupe_err
+part_init(troupe_actor *self, void *state, void *arg)
+{
+    (void)self;
+    tq_part *s = state;
+    tq_part_arg *a = arg;
+    memset(s, 0, sizeof(*s));
+    s->q = a->q;
+    s->p = a->p;
+    return TROUPE_OK;
+}
+
+static void
+part_stop(troupe_actor *self, void *state, troupe_err reason)
+{
+    (void)self;
+    (void)reason;
+    tq_part *s = state;
+    for (size_t i = 0; i < s->nws; i++)
+        troupe__tq_worker_release(s->ws[i]);
+    troupe_free(s->ws);
+    troupe_free(s->cur);
+    troupe_free(s->end);
+    for (size_t i = 0; i < s->natt; i++)
+        troupe_free(s->att[i].key);
+    troupe_free(s->att);
+    troupe_free(s->jobs); /* the jobs are the pool's (or drop's) */
+    memset(s, 0, sizeof(*s));
+}
+
+static const troupe_handler_fn part_handlers[TQ_KINDS] = {
+    [TQ_KICK] = on_kick,
+    [TQ_NOTIFY] = on_notify,
+    [TQ_SUBSCRIBE] = on_subscribe,
+    [TQ_SCAN_DONE] = on_scan,
+    [TQ_PEEK_DONE] = on_peek,
+    [TQ_JOB_DONE] = on_job_done,
+    [TQ_DUE] = on_due,
+    [TQ_TIMEOUT] = on_timeout,
+};
+
+const troupe_actor_def troupe__tq_partition_def = {
+    .name = "queue_partition",
+    .state_size = sizeof(tq_part),
+    .init = part_init,
+    .stop = part_stop,
+    .handlers = part_handlers,
+    .n_handlers = TQ_KINDS,
+};

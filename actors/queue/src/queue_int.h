@@ -1,0 +1,197 @@
+/* Private to actors/queue: the shared objects behind troupe_queues. */
+#ifndef TROUPE_QUEUE_INT_H
+#define TROUPE_QUEUE_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "troupe/actor.h"
+#include "troupe/keycodec.h"
+#include "troupe/queue.h"
+
+/* The key spaces of one queue's family (first tuple element). */
+#define TQ_PENDING "p"
+#define TQ_COMPLETED "c"
+#define TQ_OWNER "o"
+#define TQ_IDS "i"
+#define TQ_MARK "s"
+
+/* Enqueue orders reserved per open of a queue (docs/queue.md). */
+#define TQ_ORDER_BLOCK (UINT64_C(1) << 32)
+
+typedef struct tq_claim {
+    uint8_t *key;
+    size_t len;
+} tq_claim;
+
+/* One queue. Refcounted: the catalog map, partition actors, workers,
+ * jobs and API calls in progress each hold a reference. */
+typedef struct tq_queue {
+    _Atomic long refs;
+    troupe_queues *qs; /* valid while the queues are; what runs on after
+                          their destroy (a timed-out handler) uses only
+                          the copies below */
+    troupe_runtime *rt;
+    troupe_db *db;
+    troupe_commit *commit;
+    int64_t (*clock)(void *ctx);
+    void *clock_ctx;
+    uint64_t id;
+    char *name;
+    uint32_t partitions;
+    int64_t retention_ms;
+    troupe_cf *cf;
+    _Atomic uint64_t next_order;
+    uint64_t order_end; /* first order not reserved */
+    _Atomic bool paused;
+    troupe_addr *parts; /* [partitions]: the partition actors */
+    /* Invocations being delivered or changed right now: no second
+     * delivery, outcome or owner delete touches them meanwhile. */
+    pthread_mutex_t mu;
+    tq_claim *claims;
+    size_t nclaims, capclaims;
+    size_t workers; /* running workers (under qs->mu) */
+} tq_queue;
+
+struct troupe_queues {
+    troupe_runtime *rt;
+    troupe_db *db;
+    troupe_commit *commit;
+    troupe_cf *meta;
+    int64_t (*clock)(void *ctx);
+    void *clock_ctx;
+    pthread_mutex_t mu; /* the map, the worker list, catalog changes */
+    tq_queue **qs;
+    size_t nq;
+    uint64_t seq;
+    bool stopped;
+    troupe_queue_worker **ws; /* running workers */
+    size_t nws;
+};
+
+struct troupe_queue_worker {
+    _Atomic long refs;
+    troupe_queues *qs;
+    tq_queue *q;
+    uint32_t first, last, credit;
+    troupe_queue_handler handler;
+    void *arg;
+    uint32_t timeout_ms;
+    troupe_sync sync;
+    _Atomic uint32_t held;    /* credit in use */
+    _Atomic uint32_t running; /* deliveries whose outcome is not settled */
+    _Atomic bool stopping;
+    _Atomic bool starved;  /* a partition waits for credit */
+    _Atomic bool unlisted; /* out of qs->ws: qs is not touched again */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+};
+
+/* ---- format.c ---- */
+int64_t
+troupe__tq_now(const tq_queue *q);
+bool
+troupe__tq_name_valid(const char *name, size_t *len);
+/* Validates an event; EINVAL / ETOOBIG as troupe_queue_publish. */
+troupe_err
+troupe__tq_event_check(const troupe_queue_event *ev);
+/* The stored value of an event: [1, id, key, payload, owner | nil]. */
+troupe_err
+troupe__tq_value_pack(const troupe_queue_event *ev, uint8_t **out, size_t *len);
+/* Decodes a stored value into the item's id, key, payload, owner. */
+troupe_err
+troupe__tq_value_decode(const void *v, size_t len, troupe_queue_item *it);
+/* Pending key (p, partition, time, order, id), completed key (c,
+ * processed, time, id, order), and their decoders (EINVAL for anything
+ * else). */
+troupe_err
+troupe__tq_pkey(troupe_key_writer *w, uint32_t part, int64_t time,
+                uint64_t order, const void *id, size_t idlen);
+troupe_err
+troupe__tq_pkey_decode(const void *k, size_t len, uint32_t *part, int64_t *time,
+                       uint64_t *order);
+troupe_err
+troupe__tq_ckey(troupe_key_writer *w, int64_t processed, int64_t time,
+                const void *id, size_t idlen, uint64_t order);
+troupe_err
+troupe__tq_ckey_decode(const void *k, size_t len, int64_t *processed,
+                       int64_t *time, uint64_t *order);
+/* Owner entry (o, kind, id, state, skey) and id entry (i, id, skey). */
+troupe_err
+troupe__tq_okey(troupe_key_writer *w, const void *kind, size_t klen,
+                const void *oid, size_t olen, bool completed, const void *skey,
+                size_t slen);
+troupe_err
+troupe__tq_ikey(troupe_key_writer *w, const void *id, size_t idlen,
+                const void *skey, size_t slen);
+/* The id element of a pending or completed key (points into k). */
+troupe_err
+troupe__tq_key_id(const void *k, size_t len, troupe_key_reader *r,
+                  const uint8_t **id, size_t *idlen);
+/* Fills a full item from a row; ECORRUPT when it does not decode. */
+troupe_err
+troupe__tq_item(const tq_queue *q, const void *k, size_t klen, const void *v,
+                size_t vlen, troupe_queue_item *it);
+/* Appends the owner and id entry puts (or deletes) of a row. */
+troupe_err
+troupe__tq_entries(troupe_batch *b, troupe_cf *cf, const troupe_queue_item *it,
+                   const void *skey, size_t slen, bool completed, bool put);
+/* Submits through the pipeline and waits. Blocks. */
+troupe_err
+troupe__tq_commit_wait(troupe_commit *c, troupe_batch **b, troupe_sync sync);
+
+/* ---- queues.c ---- */
+tq_queue *
+troupe__tq_retain(tq_queue *q);
+void
+troupe__tq_release(tq_queue *q);
+/* Finds a queue by name and retains it. ENOENT, EINVAL, ESTATE. */
+troupe_err
+troupe__tq_find(troupe_queues *qs, const char *name, tq_queue **out);
+/* Claims: false when already claimed (or out of memory). */
+bool
+troupe__tq_claim(tq_queue *q, const void *k, size_t len);
+bool
+troupe__tq_claimed(tq_queue *q, const void *k, size_t len);
+void
+troupe__tq_unclaim(tq_queue *q, const void *k, size_t len);
+/* Tells partition p of q that an event is due at time_ms. */
+void
+troupe__tq_notify(tq_queue *q, uint32_t p, int64_t time_ms);
+/* The next enqueue order; EFULL once this open's block is used up. */
+troupe_err
+troupe__tq_order(tq_queue *q, uint64_t *out);
+void
+troupe__tq_worker_release(troupe_queue_worker *w);
+/* Sends a KICK to partitions [first, last] of q. */
+void
+troupe__tq_kick_range(tq_queue *q, uint32_t first, uint32_t last);
+
+/* ---- ops.c ---- */
+/* Applies an outcome to a claimed pending key. Blocks. */
+troupe_err
+troupe__tq_outcome(tq_queue *q, const void *skey, size_t slen,
+                   troupe_queue_outcome_kind kind, int64_t time_ms,
+                   troupe_sync sync);
+
+/* ---- partition.c ---- */
+extern const troupe_actor_def troupe__tq_partition_def;
+typedef struct tq_part_arg {
+    tq_queue *q;
+    uint32_t p;
+} tq_part_arg;
+void
+troupe__tq_part_arg_free(void *arg);
+enum {
+    TQ_KICK = 0,  /* re-evaluate (credit freed, resume, clock jump) */
+    TQ_NOTIFY,    /* body: int due time */
+    TQ_SUBSCRIBE, /* ptr: worker (a reference moves in) */
+    TQ_SCAN_DONE, /* work completion */
+    TQ_PEEK_DONE, /* work completion */
+    TQ_JOB_DONE,  /* work completion */
+    TQ_DUE,       /* the due timer */
+    TQ_TIMEOUT,   /* a handler timeout timer */
+    TQ_KINDS
+};
+
+#endif
