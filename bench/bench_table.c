@@ -347,6 +347,10 @@ raw_open(raw *r, const char *dir)
     r->topts = rocksdb_block_based_options_create();
     r->cache = rocksdb_cache_create_lru(32u << 20);
     rocksdb_block_based_options_set_block_cache(r->topts, r->cache);
+    rocksdb_block_based_options_set_filter_policy(
+        r->topts, rocksdb_filterpolicy_create_bloom_full(10));
+    rocksdb_options_set_memtable_prefix_bloom_size_ratio(r->opts, 0.02);
+    rocksdb_options_set_memtable_whole_key_filtering(r->opts, 1);
     rocksdb_options_set_block_based_table_factory(r->opts, r->topts);
     rocksdb_options_set_create_if_missing(r->opts, 1);
     rocksdb_options_set_paranoid_checks(r->opts, 1);
@@ -373,7 +377,8 @@ raw_close(raw *r)
 
 typedef struct rctx {
     raw *r;
-    troupe_db *tdb; /* query peer */
+    troupe_tables *t; /* blocking troupe side */
+    troupe_db *tdb;   /* query peer */
     troupe_cf *xcf, *tcf;
     op_kind op;
     _Atomic unsigned long long *next_key;
@@ -474,10 +479,42 @@ raw_thread(void *arg)
     return NULL;
 }
 
+/* The troupe side of table_get / table_scan100: like raw_thread, each
+ * thread calls the blocking API in a loop. */
+static void *
+twait_thread(void *arg)
+{
+    rctx *c = arg;
+    char key[KEY_LEN];
+    while (!atomic_load_explicit(c->stop, memory_order_relaxed)) {
+        troupe_rows *rows = NULL;
+        troupe_err e;
+        size_t want_n;
+        if (c->op == OP_GET) {
+            mkkey(key, rnd(&c->seed) % c->key_range);
+            e = troupe_table_get_wait(c->t, "kv", key, KEY_LEN, &rows);
+            want_n = 1;
+        } else {
+            mkkey(key, rnd(&c->seed) % (c->key_range - SCAN_N));
+            troupe_scan_opts so = {
+                .start = key, .start_len = KEY_LEN, .limit = SCAN_N};
+            e = troupe_table_scan_wait(c->t, "kv", &so, &rows);
+            want_n = SCAN_N;
+        }
+        if (e != TROUPE_OK)
+            die("blocking read", e);
+        if (rows->n != want_n)
+            die("blocking read: rows", TROUPE_EFAILED);
+        troupe_rows_destroy(rows);
+        c->n++;
+    }
+    return NULL;
+}
+
 static double
 raw_run(rctx *tmpl, double seconds)
 {
-    if (side_only && strcmp(side_only, "raw") != 0)
+    if (side_only && strcmp(side_only, tmpl->t ? "troupe" : "raw") != 0)
         return 0;
     rctx cs[MAX_THREADS];
     atomic_bool stop = false;
@@ -487,7 +524,8 @@ raw_run(rctx *tmpl, double seconds)
         cs[i].stop = &stop;
         cs[i].n = 0;
         cs[i].seed = tmpl->seed + 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1);
-        if (pthread_create(&cs[i].th, NULL, raw_thread, &cs[i]) != 0)
+        if (pthread_create(&cs[i].th, NULL, tmpl->t ? twait_thread : raw_thread,
+                           &cs[i]) != 0)
             die("pthread_create", TROUPE_ESYS);
     }
     while (bench_now() - t0 < seconds)
@@ -680,7 +718,7 @@ main(int argc, char **argv)
 
     double vt[64], vr[64];
     double put_t = 0, put_r = 0, get_t = 0, get_r = 0, scan_t = 0, scan_r = 0,
-           q_t = 0, q_r = 0, ip0 = 0, ip1 = 0, ip3 = 0;
+           q_t = 0, q_r = 0, ip0 = 0, ip1 = 0, ip3 = 0, get_a = 0, scan_a = 0;
 
     if (want("table_get")) {
         /* table_get */
@@ -690,16 +728,24 @@ main(int argc, char **argv)
                     .key_range = PRELOAD,
                     .seed = 88172645463325252ull};
         rctx rg = {.r = &r, .op = OP_GET, .key_range = PRELOAD, .seed = 12345};
+        rctx tg = rg;
+        tg.t = t;
+        double va[64];
         drive_run(&dg, secs / 4); /* warm the caches */
         raw_run(&rg, secs / 4);
         for (int i = 0; i < reps; i++) {
-            vt[i] = drive_run(&dg, secs);
+            vt[i] = raw_run(&tg, secs);
             vr[i] = raw_run(&rg, secs);
+            va[i] = drive_run(&dg, secs);
             report_rep("table_get", i, vt[i], "rocksdb_get", vr[i]);
+            report_rep("table_get_async", i, va[i], "rocksdb_get", vr[i]);
         }
         get_t = bench_median(vt, reps);
         get_r = bench_median(vr, reps);
+        get_a = bench_median(va, reps);
         bench_line_peer("table_get", get_t, "gets/s", "rocksdb_get", get_r);
+        bench_line_peer("table_get_async", get_a, "gets/s", "rocksdb_get",
+                        get_r);
     }
 
     if (want("table_scan100")) {
@@ -710,15 +756,24 @@ main(int argc, char **argv)
                     .key_range = PRELOAD,
                     .seed = 0x2545F4914F6CDD1Dull};
         rctx rs = {.r = &r, .op = OP_SCAN, .key_range = PRELOAD, .seed = 777};
+        rctx ts = rs;
+        ts.t = t;
+        double va[64];
         for (int i = 0; i < reps; i++) {
-            vt[i] = drive_run(&ds, secs);
+            vt[i] = raw_run(&ts, secs);
             vr[i] = raw_run(&rs, secs);
+            va[i] = drive_run(&ds, secs);
             report_rep("table_scan100", i, vt[i], "rocksdb_scan100", vr[i]);
+            report_rep("table_scan100_async", i, va[i], "rocksdb_scan100",
+                       vr[i]);
         }
         scan_t = bench_median(vt, reps);
         scan_r = bench_median(vr, reps);
+        scan_a = bench_median(va, reps);
         bench_line_peer("table_scan100", scan_t, "scans/s", "rocksdb_scan100",
                         scan_r);
+        bench_line_peer("table_scan100_async", scan_a, "scans/s",
+                        "rocksdb_scan100", scan_r);
     }
 
     if (want("index_query100")) {
@@ -801,11 +856,17 @@ main(int argc, char **argv)
     printf("summary (medians):\n");
     if (want("table_put"))
         bench_line_peer("table_put", put_t, "rows/s", "rocksdb_put", put_r);
-    if (want("table_get"))
+    if (want("table_get")) {
         bench_line_peer("table_get", get_t, "gets/s", "rocksdb_get", get_r);
-    if (want("table_scan100"))
+        bench_line_peer("table_get_async", get_a, "gets/s", "rocksdb_get",
+                        get_r);
+    }
+    if (want("table_scan100")) {
         bench_line_peer("table_scan100", scan_t, "scans/s", "rocksdb_scan100",
                         scan_r);
+        bench_line_peer("table_scan100_async", scan_a, "scans/s",
+                        "rocksdb_scan100", scan_r);
+    }
     if (want("index_put")) {
         bench_line_peer("index_put_1", ip1, "rows/s", "index_put_0", ip0);
         bench_line_peer("index_put_3", ip3, "rows/s", "index_put_0", ip0);

@@ -656,7 +656,7 @@ troupe__spawn(troupe_runtime *rt, const troupe_actor_def *def,
     do {
         atomic_store_explicit(&a->qnext, head, memory_order_relaxed);
     } while (!atomic_compare_exchange_weak(&s->inject, &head, a));
-    uv_async_send(&s->wake);
+    troupe__sched_wake(s);
     return TROUPE_OK;
 
 fail_actor:

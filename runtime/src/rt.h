@@ -107,6 +107,7 @@ struct troupe_actor {
 struct ctl {
     struct ctl *next;
     void (*fn)(struct sched *s, void *arg);
+    void (*post)(void *arg, troupe_runtime *rt); /* when fn is NULL */
     void *arg;
 };
 
@@ -120,7 +121,14 @@ struct sched {
     bool embedded;
     pthread_t thread;
     bool thread_started;
-    uv_async_t wake;
+    /* Wakeups from other threads: an eventfd polled by the loop, written
+     * only when wake_pending was clear (troupe__sched_wake). Not a
+     * uv_async_t: its receiver spins while a sender is between its flag
+     * and its write, which on a busy 2-core machine was 20% of a
+     * scheduler's time. */
+    uv_poll_t wake;
+    int wake_fd;
+    atomic_bool wake_pending;
     uv_idle_t runner;
     bool runner_on;
     troupe_actor *_Atomic inject; /* actors made runnable by other threads */
@@ -223,6 +231,17 @@ void
 troupe__local_enqueue(troupe_actor *a, troupe_msg *m);
 troupe_err
 troupe__ctl(struct sched *s, void (*fn)(struct sched *, void *), void *arg);
+/* The same for troupe_runtime_post's callback form. */
+troupe_err
+troupe__ctl_post(struct sched *s, void (*post)(void *, troupe_runtime *),
+                 void *arg);
+/* Makes s's thread look at its inject stack and control queue soon. Any
+ * thread; at most one write(2) until s has looked. */
+void
+troupe__sched_wake(struct sched *s);
+/* Runs the queued deferred calls (on s's thread). */
+void
+troupe__run_ctl(struct sched *s);
 troupe_err
 troupe__sched_init(troupe_runtime *rt, struct sched *s, uv_loop_t *host);
 void

@@ -29,6 +29,9 @@ static void *
 sched_main(void *arg)
 {
     struct sched *s = arg;
+    char name[16];
+    snprintf(name, sizeof(name), "troupe-s%u", s->idx);
+    pthread_setname_np(pthread_self(), name); /* for perf, top, gdb */
     troupe__msg_cache_start();
     uv_run(s->loop, UV_RUN_DEFAULT);
     troupe__msg_cache_stop();
@@ -392,6 +395,8 @@ close_sched_handles(struct sched *s)
     pthread_mutex_lock(&s->ctl_lock);
     s->ctl_closed = true;
     pthread_mutex_unlock(&s->ctl_lock);
+    /* Calls queued before the close still run, exactly once. */
+    troupe__run_ctl(s);
     troupe__ask_close_all(s);
     s->n_open_handles = 3;
     uv_close((uv_handle_t *)&s->wake, sched_handle_closed);
@@ -440,6 +445,10 @@ static void
 sched_handle_closed(uv_handle_t *h)
 {
     struct sched *s = h->data;
+    if (h == (uv_handle_t *)&s->wake) {
+        close(s->wake_fd);
+        s->wake_fd = -1;
+    }
     if (--s->n_open_handles == 0 && s->idx == 0)
         all_done(s->rt);
 }
@@ -579,4 +588,13 @@ troupe_runtime_destroy(troupe_runtime *rt)
     pthread_cond_destroy(&rt->done_cond);
     troupe_free(rt->scheds);
     troupe_free(rt);
+}
+
+troupe_err
+troupe_runtime_post(troupe_runtime *rt,
+                    void (*fn)(void *arg, troupe_runtime *rt), void *arg)
+{
+    if (rt == NULL || fn == NULL)
+        return TROUPE_EINVAL;
+    return troupe__ctl_post(&rt->scheds[0], fn, arg);
 }

@@ -21,10 +21,13 @@
  * owner and reversed: no stub node, so an idle actor stays small, and order
  * per sender is kept.
  */
+#include <errno.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include "rt.h"
 
@@ -48,8 +51,8 @@ inject_push(struct sched *s, troupe_actor *a)
     do {
         atomic_store_explicit(&a->qnext, head, memory_order_relaxed);
     } while (!atomic_compare_exchange_weak_explicit(
-        &s->inject, &head, a, memory_order_release, memory_order_relaxed));
-    uv_async_send(&s->wake);
+        &s->inject, &head, a, memory_order_seq_cst, memory_order_relaxed));
+    troupe__sched_wake(s);
 }
 
 void
@@ -161,14 +164,16 @@ troupe__post(troupe_runtime *rt, struct sched *from, troupe_addr to,
     return TROUPE_OK;
 }
 
-troupe_err
-troupe__ctl(struct sched *s, void (*fn)(struct sched *, void *), void *arg)
+static troupe_err
+ctl_push(struct sched *s, void (*fn)(struct sched *, void *),
+         void (*post)(void *, troupe_runtime *), void *arg)
 {
     struct ctl *c = troupe_malloc(sizeof(*c));
     if (c == NULL)
         return TROUPE_ENOMEM;
     c->next = NULL;
     c->fn = fn;
+    c->post = post;
     c->arg = arg;
     pthread_mutex_lock(&s->ctl_lock);
     if (s->ctl_closed) {
@@ -181,13 +186,26 @@ troupe__ctl(struct sched *s, void (*fn)(struct sched *, void *), void *arg)
     else
         s->ctl_head = c;
     s->ctl_tail = c;
-    uv_async_send(&s->wake);
     pthread_mutex_unlock(&s->ctl_lock);
+    troupe__sched_wake(s);
     return TROUPE_OK;
 }
 
-static void
-run_ctl(struct sched *s)
+troupe_err
+troupe__ctl(struct sched *s, void (*fn)(struct sched *, void *), void *arg)
+{
+    return ctl_push(s, fn, NULL, arg);
+}
+
+troupe_err
+troupe__ctl_post(struct sched *s, void (*post)(void *, troupe_runtime *),
+                 void *arg)
+{
+    return ctl_push(s, NULL, post, arg);
+}
+
+void
+troupe__run_ctl(struct sched *s)
 {
     pthread_mutex_lock(&s->ctl_lock);
     struct ctl *c = s->ctl_head;
@@ -195,18 +213,38 @@ run_ctl(struct sched *s)
     pthread_mutex_unlock(&s->ctl_lock);
     while (c != NULL) {
         struct ctl *next = c->next;
-        c->fn(s, c->arg);
+        if (c->fn != NULL)
+            c->fn(s, c->arg);
+        else
+            c->post(c->arg, s->rt);
         troupe_free(c);
         c = next;
     }
 }
 
-static void
-on_wake(uv_async_t *h)
+void
+troupe__sched_wake(struct sched *s)
 {
+    /* seq_cst with the push before it and with on_wake's clear: a wake
+     * that finds the flag set is one whose push on_wake will still see. */
+    if (atomic_exchange(&s->wake_pending, true))
+        return;
+    uint64_t one = 1;
+    while (write(s->wake_fd, &one, sizeof(one)) < 0 && errno == EINTR)
+        ; /* EAGAIN: the counter is full, so a wakeup is pending anyway */
+}
+
+static void
+on_wake(uv_poll_t *h, int status, int events)
+{
+    (void)status;
+    (void)events;
     struct sched *s = h->data;
-    troupe_actor *a =
-        atomic_exchange_explicit(&s->inject, NULL, memory_order_acquire);
+    uint64_t n;
+    while (read(s->wake_fd, &n, sizeof(n)) < 0 && errno == EINTR)
+        ;
+    atomic_store(&s->wake_pending, false); /* before looking: see above */
+    troupe_actor *a = atomic_exchange(&s->inject, NULL);
     /* The stack is newest first: reverse it so actors run in wake order. */
     troupe_actor *rev = NULL;
     while (a != NULL) {
@@ -222,7 +260,7 @@ on_wake(uv_async_t *h)
         troupe__runq_push(s, rev);
         rev = next;
     }
-    run_ctl(s);
+    troupe__run_ctl(s);
 }
 
 /* Turns per loop iteration: enough to amortise the poll, few enough that
@@ -260,8 +298,19 @@ troupe__sched_init(troupe_runtime *rt, struct sched *s, uv_loop_t *host)
     }
     if (pthread_mutex_init(&s->ctl_lock, NULL) != 0)
         return TROUPE_ESYS;
-    uv_async_init(s->loop, &s->wake, on_wake);
+    s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (s->wake_fd < 0 || uv_poll_init(s->loop, &s->wake, s->wake_fd) != 0) {
+        if (s->wake_fd >= 0)
+            close(s->wake_fd);
+        s->wake_fd = -1;
+        pthread_mutex_destroy(&s->ctl_lock);
+        if (!s->embedded)
+            uv_loop_close(&s->own_loop);
+        return TROUPE_ESYS;
+    }
+    atomic_init(&s->wake_pending, false);
     s->wake.data = s;
+    uv_poll_start(&s->wake, UV_READABLE, on_wake);
     uv_idle_init(s->loop, &s->runner);
     s->runner.data = s;
     uv_timer_init(s->loop, &s->ask_timer);

@@ -53,6 +53,7 @@ worker_main(void *arg)
 {
     troupe_runtime *rt = arg;
     struct workers *w = &rt->pool;
+    pthread_setname_np(pthread_self(), "troupe-work");
     pthread_mutex_lock(&w->lock);
     for (;;) {
         while (w->head == NULL && !w->stopping)

@@ -205,6 +205,7 @@ static void *
 writer_main(void *arg)
 {
     troupe_commit *c = arg;
+    pthread_setname_np(pthread_self(), "troupe-commit");
     size_t last_n = 0;
     int64_t last_sync_ns = 0;
     pthread_mutex_lock(&c->mu);

@@ -46,13 +46,13 @@ troupe_snapshot_destroy(troupe_snapshot *s)
 
 static troupe_err
 read_args(troupe_db *db, troupe_cf *cf, const troupe_snapshot *snap,
-          const rocksdb_readoptions_t **ro)
+          bool cached, const rocksdb_readoptions_t **ro)
 {
     if (db == NULL || cf == NULL || cf->db != db)
         return TROUPE_EINVAL;
     if (snap != NULL && snap->db != db)
         return TROUPE_EINVAL;
-    *ro = snap != NULL ? snap->ro : db->ro;
+    *ro = cached ? db->ro_cached : snap != NULL ? snap->ro : db->ro;
     return troupe__cf_check(db, cf);
 }
 
@@ -68,16 +68,16 @@ copy_out(const char *p, size_t n, void **val)
     return TROUPE_OK;
 }
 
-troupe_err
-troupe_db_get(troupe_db *db, troupe_cf *cf, const troupe_snapshot *snap,
-              const void *key, size_t key_len, void **val, size_t *val_len)
+static troupe_err
+get_impl(troupe_db *db, troupe_cf *cf, const troupe_snapshot *snap, bool cached,
+         const void *key, size_t key_len, void **val, size_t *val_len)
 {
     if (val != NULL)
         *val = NULL;
     if (val_len != NULL)
         *val_len = 0;
     const rocksdb_readoptions_t *ro;
-    troupe_err e = read_args(db, cf, snap, &ro);
+    troupe_err e = read_args(db, cf, snap, cached, &ro);
     if (e == TROUPE_EINVAL || key == NULL || key_len == 0 || val == NULL ||
         val_len == NULL)
         return TROUPE_EINVAL;
@@ -102,12 +102,27 @@ troupe_db_get(troupe_db *db, troupe_cf *cf, const troupe_snapshot *snap,
 }
 
 troupe_err
-troupe_db_multi_get(troupe_db *db, troupe_cf *cf, const troupe_snapshot *snap,
-                    size_t n, const void *const *keys, const size_t *key_lens,
-                    void **vals, size_t *val_lens, troupe_err *errs)
+troupe_db_get(troupe_db *db, troupe_cf *cf, const troupe_snapshot *snap,
+              const void *key, size_t key_len, void **val, size_t *val_len)
+{
+    return get_impl(db, cf, snap, false, key, key_len, val, val_len);
+}
+
+troupe_err
+troupe_db_get_cached(troupe_db *db, troupe_cf *cf, const void *key,
+                     size_t key_len, void **val, size_t *val_len)
+{
+    return get_impl(db, cf, NULL, true, key, key_len, val, val_len);
+}
+
+static troupe_err
+multi_get_impl(troupe_db *db, troupe_cf *cf, const troupe_snapshot *snap,
+               bool cached, size_t n, const void *const *keys,
+               const size_t *key_lens, void **vals, size_t *val_lens,
+               troupe_err *errs)
 {
     const rocksdb_readoptions_t *ro;
-    troupe_err e = read_args(db, cf, snap, &ro);
+    troupe_err e = read_args(db, cf, snap, cached, &ro);
     if (e == TROUPE_EINVAL || n == 0 || keys == NULL || key_lens == NULL ||
         vals == NULL || val_lens == NULL || errs == NULL)
         return TROUPE_EINVAL;
@@ -152,4 +167,22 @@ troupe_db_multi_get(troupe_db *db, troupe_cf *cf, const troupe_snapshot *snap,
     }
     troupe_free(blk);
     return TROUPE_OK;
+}
+
+troupe_err
+troupe_db_multi_get(troupe_db *db, troupe_cf *cf, const troupe_snapshot *snap,
+                    size_t n, const void *const *keys, const size_t *key_lens,
+                    void **vals, size_t *val_lens, troupe_err *errs)
+{
+    return multi_get_impl(db, cf, snap, false, n, keys, key_lens, vals,
+                          val_lens, errs);
+}
+
+troupe_err
+troupe_db_multi_get_cached(troupe_db *db, troupe_cf *cf, size_t n,
+                           const void *const *keys, const size_t *key_lens,
+                           void **vals, size_t *val_lens, troupe_err *errs)
+{
+    return multi_get_impl(db, cf, NULL, true, n, keys, key_lens, vals, val_lens,
+                          errs);
 }

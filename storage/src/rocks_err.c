@@ -47,12 +47,15 @@ troupe__rocks_err(char *errptr, troupe_err io_class, const char *what)
         e = TROUPE_ETIMEDOUT;
     else if (has_prefix(errptr, "Not implemented"))
         e = TROUPE_ENOTSUP;
+    else if (has_prefix(errptr, "Result incomplete"))
+        e = TROUPE_EAGAIN; /* a cache-only read needed the disk */
     else if (has_prefix(errptr, "Shutdown in progress"))
         e = TROUPE_ECLOSED;
     else
         e = io_class;
-    fprintf(stderr, "troupe storage: %s: %s (%s)\n", what, errptr,
-            troupe_err_name(e));
+    if (e != TROUPE_EAGAIN) /* an expected outcome, not a fault */
+        fprintf(stderr, "troupe storage: %s: %s (%s)\n", what, errptr,
+                troupe_err_name(e));
     rocksdb_free(errptr);
     return e;
 }

@@ -155,10 +155,10 @@ resolve(const troupe_range *r, const void *after, size_t after_len,
     return TROUPE_OK;
 }
 
-troupe_err
-troupe_iter_create(troupe_db *db, troupe_cf *cf, const troupe_snapshot *snap,
-                   const troupe_range *range, const void *after,
-                   size_t after_len, bool reverse, troupe_iter **out)
+static troupe_err
+iter_create(troupe_db *db, troupe_cf *cf, const troupe_snapshot *snap,
+            const troupe_range *range, const void *after, size_t after_len,
+            bool reverse, bool cached, troupe_iter **out)
 {
     if (out != NULL)
         *out = NULL;
@@ -201,6 +201,8 @@ troupe_iter_create(troupe_db *db, troupe_cf *cf, const troupe_snapshot *snap,
     it->done = TROUPE_OK;
     if (snap != NULL)
         rocksdb_readoptions_set_snapshot(it->ro, snap->snap);
+    if (cached)
+        rocksdb_readoptions_set_read_tier(it->ro, 1); /* kBlockCacheTier */
     /* An empty range never reaches RocksDB (whose assertion-enabled
      * Debian build is best not fed lower >= upper). */
     if (it->lower != NULL && it->upper != NULL &&
@@ -225,6 +227,25 @@ troupe_iter_create(troupe_db *db, troupe_cf *cf, const troupe_snapshot *snap,
     atomic_fetch_add(&db->users, 1);
     *out = it;
     return TROUPE_OK;
+}
+
+troupe_err
+troupe_iter_create(troupe_db *db, troupe_cf *cf, const troupe_snapshot *snap,
+                   const troupe_range *range, const void *after,
+                   size_t after_len, bool reverse, troupe_iter **out)
+{
+    return iter_create(db, cf, snap, range, after, after_len, reverse, false,
+                       out);
+}
+
+troupe_err
+troupe_iter_create_cached(troupe_db *db, troupe_cf *cf,
+                          const troupe_snapshot *snap,
+                          const troupe_range *range, const void *after,
+                          size_t after_len, bool reverse, troupe_iter **out)
+{
+    return iter_create(db, cf, snap, range, after, after_len, reverse, true,
+                       out);
 }
 
 troupe_err

@@ -31,6 +31,8 @@ struct troupe_db {
     rocksdb_writeoptions_t *wo_sync;
     rocksdb_writeoptions_t *wo_nosync;
     rocksdb_readoptions_t *ro; /* latest view; shared read-only */
+    /* latest view, block-cache tier: never reads the disk */
+    rocksdb_readoptions_t *ro_cached;
     bool sync_default;
     bool disable_wal;
     bool wal_loss;

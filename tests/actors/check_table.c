@@ -1773,6 +1773,53 @@ START_TEST(test_wait_twins_round_trip)
 }
 END_TEST
 
+/* Reads run on the caller's thread from memory and call back later on
+ * scheduler 0; a read that needs the disk (a cold block cache after a
+ * reopen) goes to the table actor's workers and still answers. */
+START_TEST(test_reads_from_memory_here_from_disk_via_the_actor)
+{
+    ck_assert_ok(create("a"));
+    ck_assert_ok(ins("a", "k1", doc(1, "v", "one")));
+    ck_assert_ok(ins("a", "k2", doc(1, "v", "two")));
+    /* in the memtable: served at once, but never inside the call */
+    int calls = fx.calls;
+    ck_assert_ok(troupe_table_get(fx.tables, "a", "k1", 2, on_rows, NULL));
+    ck_assert_int_eq(fx.calls, calls);
+    want = calls + 1;
+    ck_assert(ts_run_until(&fx.loop, have, NULL, 10000));
+    ck_assert_ok(fx.err);
+    ck_assert_str_eq(field(0, "v"), "one");
+    ck_assert_ok(troupe_db_flush(fx.db));
+    close_all();
+    open_all();
+    /* cold: the row family's blocks are not in memory */
+    void *v = NULL;
+    size_t n = 0;
+    ck_assert_err(troupe_db_get_cached(fx.db, cf("t.1"), "k1", 2, &v, &n),
+                  TROUPE_EAGAIN);
+    ck_assert_ok(get("a", "k1"));
+    ck_assert_uint_eq(fx.rows->n, 1);
+    ck_assert_str_eq(field(0, "v"), "one");
+    ck_assert_err(get("a", "nope"), TROUPE_ENOENT);
+    close_all();
+    open_all();
+    ck_assert_ok(scan("a", NULL, NULL, NULL, 0, 10, false));
+    ck_assert_uint_eq(fx.rows->n, 2);
+    ck_assert(row_key_is(1, "k2"));
+    ck_assert_uint_eq(fx.rows->cursor_len, 2);
+    ck_assert_int_eq(memcmp(fx.rows->cursor, "k2", 2), 0);
+    const void *keys[2] = {"k2", "k1"};
+    size_t klens[2] = {2, 2};
+    ck_assert_ok(drive(
+        troupe_table_get_many(fx.tables, "a", keys, klens, 2, on_rows, NULL)));
+    ck_assert_uint_eq(fx.rows->n, 2);
+    ck_assert(row_key_is(0, "k2"));
+    /* the disk read loaded the block: memory serves it now */
+    ck_assert_ok(troupe_db_get_cached(fx.db, cf("t.1"), "k1", 2, &v, &n));
+    troupe_free(v);
+}
+END_TEST
+
 Suite *
 table_suite(void)
 {
@@ -1781,6 +1828,7 @@ table_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_catalog_create_list_drop_round_trip);
+    tcase_add_test(tc, test_reads_from_memory_here_from_disk_via_the_actor);
     tcase_add_test(tc, test_catalog_duplicate_name_is_eexist);
     tcase_add_test(tc, test_catalog_drop_unknown_is_enoent);
     tcase_add_test(tc, test_catalog_bad_names_are_einval);

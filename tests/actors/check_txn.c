@@ -1401,6 +1401,64 @@ START_TEST(test_txn_versioned_api_first_version_once_and_bad_arguments)
 }
 END_TEST
 
+/* Writes keys "<prefix><i>" for i in [from, to) in transactions of
+ * 10000 keys (the default limit). */
+static void
+put_range(const char *prefix, int from, int to)
+{
+    for (int i = from; i < to;) {
+        troupe_txn *tx = NULL;
+        ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx));
+        for (int n = 0; n < 10000 && i < to; n++, i++) {
+            char k[32];
+            snprintf(k, sizeof(k), "%s%06d", prefix, i);
+            ck_assert_ok(txput(tx, "a", k, i));
+        }
+        ck_assert_ok(troupe_txn_commit_wait(tx, TROUPE_SYNC_OFF));
+        troupe_txn_destroy(tx);
+    }
+}
+
+/* The key-version map holds 65536 records. When it is full, the oldest
+ * records no running transaction needs go (no spurious conflict for a
+ * transaction that began after them); the map is emptied (spurious
+ * conflicts, never a missed one) only when every record is needed. */
+START_TEST(test_txn_full_version_map_sheds_unneeded_records_first)
+{
+    ck_assert_ok(troupe_tables_create_wait(fx.tables, "a", NULL, 0));
+    put("a", "x", 1);
+    put_range("old", 0, 10000);
+    troupe_txn *tx = NULL;
+    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx));
+    ck_assert_int_eq(txv(tx, "a", "x"), 1);
+    ck_assert_ok(txput(tx, "a", "y", 2));
+    /* 10001 records older than tx, then 56000 newer: over 65536 */
+    put_range("new", 0, 56000);
+    troupe_tables_stats *st = NULL;
+    ck_assert_ok(troupe_tables_stats_wait(fx.tables, &st));
+    ck_assert_uint_eq(st->n, 1);
+    ck_assert_uint_le(st->tables[0].version_records, 65536);
+    ck_assert_uint_ge(st->tables[0].version_evicted, 1);
+    troupe_tables_stats_destroy(st);
+    /* x's record may be gone, but its version never rose above tx's
+     * snapshot: no conflict */
+    ck_assert_ok(troupe_txn_commit_wait(tx, TROUPE_SYNC_OFF));
+    troupe_txn_destroy(tx);
+    ck_assert_int_eq(stored("a", "y"), 2);
+
+    /* Every record newer than a running transaction: the map is emptied,
+     * and that transaction conflicts on what it read (safe). */
+    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx));
+    ck_assert_int_eq(txv(tx, "a", "x"), 1);
+    ck_assert_ok(txput(tx, "a", "z", 3));
+    put_range("more", 0, 66000);
+    ck_assert_err(troupe_txn_commit_wait(tx, TROUPE_SYNC_OFF),
+                  TROUPE_ECONFLICT);
+    troupe_txn_destroy(tx);
+    ck_assert_int_eq(stored("a", "z"), -1);
+}
+END_TEST
+
 Suite *
 txn_suite(void)
 {
@@ -1429,6 +1487,7 @@ txn_suite(void)
                    test_txn_scan_phantom_in_range_conflicts_outside_does_not);
     tcase_add_test(tc, test_txn_scan_bad_arguments);
     tcase_add_test(tc, test_txn_reserved_range_holds_writes_into_it);
+    tcase_add_test(tc, test_txn_full_version_map_sheds_unneeded_records_first);
     tcase_add_test(tc, test_txn_versioned_query_commit_receipts_and_conflicts);
     tcase_add_test(tc,
                    test_txn_versioned_api_first_version_once_and_bad_arguments);

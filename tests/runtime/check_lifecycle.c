@@ -202,6 +202,72 @@ START_TEST(test_restarted_runtime_does_not_reuse_old_addresses)
 }
 END_TEST
 
+/* troupe_runtime_post: fn runs on scheduler 0 (the host's loop here),
+ * never inside the call, once per post, in post order per thread; calls
+ * posted before the shutdown closed scheduler 0 still run; after, ECLOSED. */
+typedef struct post_log {
+    uv_thread_t loop_thread;
+    int order[64];
+    atomic_int n;
+    atomic_int wrong_thread;
+} post_log;
+
+static post_log plog;
+
+static void
+post_fn(void *arg, troupe_runtime *rt)
+{
+    (void)rt;
+    uv_thread_t self = uv_thread_self();
+    if (!uv_thread_equal(&self, &plog.loop_thread))
+        atomic_fetch_add(&plog.wrong_thread, 1);
+    int i = atomic_fetch_add(&plog.n, 1);
+    if (i < 64)
+        plog.order[i] = (int)(intptr_t)arg;
+}
+
+static void
+post_from_thread(void *arg)
+{
+    troupe_runtime *rt = arg;
+    for (intptr_t i = 32; i < 64; i++)
+        ck_assert_ok(troupe_runtime_post(rt, post_fn, (void *)i));
+}
+
+static bool
+posts_at_least(void *arg)
+{
+    return atomic_load(&plog.n) >= *(int *)arg;
+}
+
+START_TEST(test_post_runs_on_scheduler0_once_in_order)
+{
+    rt_fixture f;
+    rtf_start(&f, 2);
+    memset(&plog, 0, sizeof(plog));
+    plog.loop_thread = uv_thread_self(); /* the host drives the loop here */
+    for (intptr_t i = 0; i < 32; i++)
+        ck_assert_ok(troupe_runtime_post(f.rt, post_fn, (void *)i));
+    ck_assert_int_eq(atomic_load(&plog.n), 0); /* never inside the call */
+    uv_thread_t th;
+    ck_assert_int_eq(uv_thread_create(&th, post_from_thread, f.rt), 0);
+    uv_thread_join(&th);
+    int want = 64;
+    ck_assert(ts_run_until(&f.loop, posts_at_least, &want, 10000));
+    uv_run(&f.loop, UV_RUN_NOWAIT);
+    ck_assert_int_eq(atomic_load(&plog.n), 64); /* once each */
+    ck_assert_int_eq(atomic_load(&plog.wrong_thread), 0);
+    for (int i = 0; i < 64; i++)
+        ck_assert_int_eq(plog.order[i], i);
+    ck_assert_err(troupe_runtime_post(NULL, post_fn, NULL), TROUPE_EINVAL);
+    ck_assert_err(troupe_runtime_post(f.rt, NULL, NULL), TROUPE_EINVAL);
+    /* posted, then shut down before the loop ran it: it still runs */
+    ck_assert_ok(troupe_runtime_post(f.rt, post_fn, (void *)64));
+    rtf_stop(&f);
+    ck_assert_int_eq(atomic_load(&plog.n), 65);
+}
+END_TEST
+
 Suite *
 lifecycle_suite(void)
 {
@@ -215,6 +281,7 @@ lifecycle_suite(void)
     tcase_add_test(tc, test_ten_thousand_actors_spawn_receive_and_stop);
     tcase_add_test(tc, test_embedded_actor_runs_only_when_host_drives_loop);
     tcase_add_test(tc, test_restarted_runtime_does_not_reuse_old_addresses);
+    tcase_add_test(tc, test_post_runs_on_scheduler0_once_in_order);
     suite_add_tcase(s, tc);
     return s;
 }

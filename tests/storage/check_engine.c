@@ -468,6 +468,67 @@ START_TEST(test_wal_torn_tail_opens_clean_without_loss_signal)
 }
 END_TEST
 
+/* Cached reads serve the memtable and the block cache and answer EAGAIN,
+ * never touching the disk, for a key whose block is not in memory. */
+START_TEST(test_cached_reads_never_touch_the_disk)
+{
+    troupe_db *db = st_open(dir, NULL, 0);
+    troupe_cf *cf = st_cf(db, TROUPE_CF_DEFAULT);
+    st_put(db, cf, "a", "1", TROUPE_SYNC_ON);
+    st_put(db, cf, "b", "2", TROUPE_SYNC_ON);
+    void *v = NULL;
+    size_t n = 0;
+    /* in the memtable */
+    ck_assert_ok(troupe_db_get_cached(db, cf, "a", 1, &v, &n));
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_eq(memcmp(v, "1", 1), 0);
+    troupe_free(v);
+    ck_assert_ok(troupe_db_flush(db));
+    ck_assert_ok(troupe_db_close(db));
+    /* reopened: in a table file, nothing cached */
+    db = st_open(dir, NULL, 0);
+    cf = st_cf(db, TROUPE_CF_DEFAULT);
+    ck_assert_err(troupe_db_get_cached(db, cf, "a", 1, &v, &n), TROUPE_EAGAIN);
+    ck_assert_ptr_null(v);
+    const void *keys[2] = {"a", "b"};
+    size_t klens[2] = {1, 1};
+    void *vals[2];
+    size_t vlens[2];
+    troupe_err errs[2];
+    ck_assert_ok(
+        troupe_db_multi_get_cached(db, cf, 2, keys, klens, vals, vlens, errs));
+    ck_assert_err(errs[0], TROUPE_EAGAIN);
+    ck_assert_err(errs[1], TROUPE_EAGAIN);
+    troupe_iter *it = NULL;
+    troupe_kv kv;
+    ck_assert_ok(
+        troupe_iter_create_cached(db, cf, NULL, NULL, NULL, 0, false, &it));
+    ck_assert_err(troupe_iter_next(it, &kv), TROUPE_EAGAIN);
+    ck_assert_err(troupe_iter_next(it, &kv), TROUPE_EAGAIN); /* stays */
+    troupe_iter_destroy(it);
+    /* a blocking read loads the block; then the cached reads hit */
+    st_assert_value(db, cf, "a", "1");
+    ck_assert_ok(troupe_db_get_cached(db, cf, "b", 1, &v, &n));
+    ck_assert_int_eq(memcmp(v, "2", 1), 0);
+    troupe_free(v);
+    ck_assert_err(troupe_db_get_cached(db, cf, "zz", 2, &v, &n), TROUPE_ENOENT);
+    ck_assert_ok(
+        troupe_iter_create_cached(db, cf, NULL, NULL, NULL, 0, false, &it));
+    ck_assert_ok(troupe_iter_next(it, &kv));
+    ck_assert_ok(troupe_iter_next(it, &kv));
+    ck_assert_err(troupe_iter_next(it, &kv), TROUPE_ENOENT);
+    troupe_iter_destroy(it);
+    /* argument checks as the blocking twins */
+    ck_assert_err(troupe_db_get_cached(NULL, cf, "a", 1, &v, &n),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_db_get_cached(db, cf, "a", 0, &v, &n), TROUPE_EINVAL);
+    ck_assert_err(
+        troupe_db_multi_get_cached(db, cf, 0, keys, klens, vals, vlens, errs),
+        TROUPE_EINVAL);
+    ck_assert_ok(troupe_db_close(db));
+}
+END_TEST
+
 Suite *
 storage_engine_suite(void)
 {
@@ -483,6 +544,7 @@ storage_engine_suite(void)
     tcase_add_test(tc, test_close_null_is_ok_and_getters_on_null_are_false);
     tcase_add_test(tc, test_close_with_live_snapshot_or_iterator_is_ebusy);
     tcase_add_test(tc, test_synced_write_survives_reopen);
+    tcase_add_test(tc, test_cached_reads_never_touch_the_disk);
     tcase_add_test(tc, test_disable_wal_refuses_sync_writes);
     tcase_add_test(tc, test_cf_create_drop_lifecycle);
     tcase_add_test(tc, test_cf_calls_bad_args_einval);

@@ -17,6 +17,7 @@ troupe_rows_destroy(troupe_rows *r)
     if (r == NULL)
         return;
     troupe_body_release(r->body_);
+    troupe_free(r->mem_);
     troupe_free(r);
 }
 
@@ -118,12 +119,205 @@ call(troupe_tables *t, const char *table, troupe_packer *p, uint32_t kind,
     return e;
 }
 
+/* ---- reads without the actor ------------------------------------------- */
+
+/*
+ * Reads need no serialisation with the table's writes (a read sees what
+ * is committed, on any thread), so they run where they are called: a
+ * blocking twin reads on the caller's thread; an asynchronous call reads
+ * memory only (memtables and block cache) on the caller's thread and
+ * posts its callback to scheduler 0, and only a read that needs the disk
+ * goes to the table actor, which runs it on a worker. The row family's
+ * handle stays valid until the db closes (a dropped table reads as
+ * ENOENT), and troupe_tables outlives every call.
+ */
+typedef struct tdirect {
+    troupe_table_cb cb;
+    void *arg;
+    troupe_err err;
+    troupe_rows *rows;
+} tdirect;
+
+static void
+direct_done(void *arg, troupe_runtime *rt)
+{
+    (void)rt;
+    tdirect *d = arg;
+    troupe_table_cb cb = d->cb;
+    void *cb_arg = d->arg;
+    troupe_err err = d->err;
+    troupe_rows *rows = d->rows;
+    troupe_free(d);
+    cb(err, rows, cb_arg);
+}
+
+/* One read's arguments, kept so that a read that needs the disk can still
+ * be sent to the actor. */
+typedef struct treq {
+    uint32_t kind;
+    const void *key; /* TABLE_GET */
+    size_t klen;
+    const void *const *keys; /* TABLE_GET_MANY */
+    const size_t *klens;
+    size_t n;
+    const troupe_scan_opts *so; /* TABLE_SCAN */
+} treq;
+
+/* Runs q on this thread: OK with the read's own outcome in *rerr (and
+ * *rows on success), or the error that stops the call (EAGAIN: cached
+ * and the disk is needed). */
+static troupe_err
+read_here(troupe_tables *t, const char *table, const treq *q, bool cached,
+          troupe_runtime **rt, troupe_err *rerr, troupe_rows **rows)
+{
+    ttxn_env env;
+    troupe_addr a;
+    tread_src src = {.cached = cached};
+    *rows = NULL;
+    troupe_err e = troupe__tables_txn_env(t, &env);
+    if (e == TROUPE_OK)
+        e = troupe__tables_lookup_cf(t, table, &a, &src.cf);
+    if (e != TROUPE_OK)
+        return e;
+    *rt = env.rt;
+    src.db = env.db;
+    src.now = env.clock(env.clock_ctx);
+    if (q->kind == TABLE_GET)
+        e = troupe__read_get(&src, q->key, q->klen, rows);
+    else if (q->kind == TABLE_GET_MANY)
+        e = troupe__read_get_many(&src, q->keys, q->klens, q->n, rows);
+    else
+        e = troupe__read_scan(&src, q->so, rows);
+    if (e == TROUPE_EAGAIN && cached)
+        return e;
+    *rerr = e;
+    return TROUPE_OK;
+}
+
+static troupe_err
+get_req(troupe_packer *p, const treq *q);
+
+/* An asynchronous read: here from memory, else through the actor. */
+static troupe_err
+read_call(troupe_tables *t, const char *table, const treq *q,
+          troupe_table_cb cb, void *arg)
+{
+    if (cb == NULL)
+        return TROUPE_EINVAL;
+    troupe_runtime *rt = NULL;
+    troupe_err rerr = TROUPE_OK;
+    troupe_rows *rows = NULL;
+    troupe_err e = read_here(t, table, q, true, &rt, &rerr, &rows);
+    if (e == TROUPE_EAGAIN) {
+        troupe_packer p;
+        get_req(&p, q);
+        return call(t, table, &p, q->kind, cb, arg);
+    }
+    tdirect *d = e == TROUPE_OK ? troupe_malloc(sizeof(*d)) : NULL;
+    if (e == TROUPE_OK && d == NULL)
+        e = TROUPE_ENOMEM;
+    if (e == TROUPE_OK) {
+        *d = (tdirect){cb, arg, rerr, rows};
+        e = troupe_runtime_post(rt, direct_done, d);
+    }
+    if (e != TROUPE_OK) {
+        troupe_free(d);
+        troupe_rows_destroy(rows);
+    }
+    return e;
+}
+
+/* A blocking read: on this thread, disk included. */
+static troupe_err
+read_wait(troupe_tables *t, const char *table, const treq *q,
+          troupe_rows **rows)
+{
+    troupe_runtime *rt = NULL;
+    troupe_err rerr = TROUPE_OK;
+    troupe_err e = read_here(t, table, q, false, &rt, &rerr, rows);
+    return e != TROUPE_OK ? e : rerr;
+}
+
 static troupe_err
 check_key(const void *key, size_t klen)
 {
     if (key == NULL || klen == 0)
         return TROUPE_EINVAL;
     return klen > TROUPE_KEY_MAX ? TROUPE_ETOOBIG : TROUPE_OK;
+}
+
+static void
+pack_opt_bin(troupe_packer *p, const void *b, size_t n)
+{
+    if (b == NULL)
+        troupe_pack_nil(p);
+    else
+        troupe_pack_bin(p, b, n);
+}
+
+/* The request body of q for the actor (table_int.h). */
+static troupe_err
+get_req(troupe_packer *p, const treq *q)
+{
+    troupe_pack_init(p);
+    if (q->kind == TABLE_GET) {
+        troupe_pack_array(p, 1);
+        troupe_pack_bin(p, q->key, q->klen);
+    } else if (q->kind == TABLE_GET_MANY) {
+        troupe_pack_array(p, 1);
+        troupe_pack_array(p, (uint32_t)q->n);
+        for (size_t i = 0; i < q->n; i++)
+            troupe_pack_bin(p, q->keys[i], q->klens[i]);
+    } else {
+        const troupe_scan_opts *so = q->so;
+        troupe_pack_array(p, 5);
+        pack_opt_bin(p, so->start, so->start_len);
+        pack_opt_bin(p, so->end, so->end_len);
+        pack_opt_bin(p, so->after, so->after_len);
+        troupe_pack_uint(p, so->limit);
+        troupe_pack_bool(p, so->reverse);
+    }
+    return p->err;
+}
+
+static int
+bcmp_len(const void *a, size_t alen, const void *b, size_t blen)
+{
+    int c = memcmp(a, b, alen < blen ? alen : blen);
+    return c != 0 ? c : (alen > blen) - (alen < blen);
+}
+
+/* Checks a read's arguments (the errors the calls return at once). */
+static troupe_err
+check_req(const treq *q)
+{
+    if (q->kind == TABLE_GET)
+        return check_key(q->key, q->klen);
+    if (q->kind == TABLE_GET_MANY) {
+        if (q->keys == NULL || q->klens == NULL || q->n == 0 ||
+            q->n > TROUPE_TABLE_PAGE_MAX)
+            return TROUPE_EINVAL;
+        for (size_t i = 0; i < q->n; i++) {
+            troupe_err e = check_key(q->keys[i], q->klens[i]);
+            if (e != TROUPE_OK)
+                return e;
+        }
+        return TROUPE_OK;
+    }
+    const troupe_scan_opts *so = q->so;
+    if (so == NULL || so->limit == 0 || so->limit > TROUPE_TABLE_PAGE_MAX)
+        return TROUPE_EINVAL;
+    if ((so->start == NULL) != (so->start_len == 0) ||
+        (so->end == NULL) != (so->end_len == 0) ||
+        (so->after == NULL) != (so->after_len == 0))
+        return TROUPE_EINVAL;
+    if (so->start_len > TROUPE_KEY_MAX || so->end_len > TROUPE_KEY_MAX ||
+        so->after_len > TROUPE_KEY_MAX)
+        return TROUPE_ETOOBIG;
+    if (so->start != NULL && so->end != NULL &&
+        bcmp_len(so->start, so->start_len, so->end, so->end_len) > 0)
+        return TROUPE_EINVAL;
+    return TROUPE_OK;
 }
 
 static troupe_err
@@ -184,18 +378,31 @@ troupe_table_delete(troupe_tables *t, const char *table, const void *key,
     return write_req(t, table, TABLE_DELETE, key, klen, NULL, 0, wo, cb, arg);
 }
 
+static troupe_err
+read_async(troupe_tables *t, const char *table, const treq *q,
+           troupe_table_cb cb, void *arg)
+{
+    troupe_err e = check_req(q);
+    return e != TROUPE_OK ? e : read_call(t, table, q, cb, arg);
+}
+
+static troupe_err
+read_block(troupe_tables *t, const char *table, const treq *q,
+           troupe_rows **rows)
+{
+    if (rows == NULL)
+        return TROUPE_EINVAL;
+    *rows = NULL;
+    troupe_err e = check_req(q);
+    return e != TROUPE_OK ? e : read_wait(t, table, q, rows);
+}
+
 troupe_err
 troupe_table_get(troupe_tables *t, const char *table, const void *key,
                  size_t klen, troupe_table_cb cb, void *arg)
 {
-    troupe_err e = check_key(key, klen);
-    if (e != TROUPE_OK)
-        return e;
-    troupe_packer p;
-    troupe_pack_init(&p);
-    troupe_pack_array(&p, 1);
-    troupe_pack_bin(&p, key, klen);
-    return call(t, table, &p, TABLE_GET, cb, arg);
+    treq q = {.kind = TABLE_GET, .key = key, .klen = klen};
+    return read_async(t, table, &q, cb, arg);
 }
 
 troupe_err
@@ -203,63 +410,16 @@ troupe_table_get_many(troupe_tables *t, const char *table,
                       const void *const *keys, const size_t *klens, size_t n,
                       troupe_table_cb cb, void *arg)
 {
-    if (keys == NULL || klens == NULL || n == 0 || n > TROUPE_TABLE_PAGE_MAX)
-        return TROUPE_EINVAL;
-    for (size_t i = 0; i < n; i++) {
-        troupe_err e = check_key(keys[i], klens[i]);
-        if (e != TROUPE_OK)
-            return e;
-    }
-    troupe_packer p;
-    troupe_pack_init(&p);
-    troupe_pack_array(&p, 1);
-    troupe_pack_array(&p, (uint32_t)n);
-    for (size_t i = 0; i < n; i++)
-        troupe_pack_bin(&p, keys[i], klens[i]);
-    return call(t, table, &p, TABLE_GET_MANY, cb, arg);
-}
-
-static void
-pack_opt_bin(troupe_packer *p, const void *b, size_t n)
-{
-    if (b == NULL)
-        troupe_pack_nil(p);
-    else
-        troupe_pack_bin(p, b, n);
-}
-
-static int
-bcmp_len(const void *a, size_t alen, const void *b, size_t blen)
-{
-    int c = memcmp(a, b, alen < blen ? alen : blen);
-    return c != 0 ? c : (alen > blen) - (alen < blen);
+    treq q = {.kind = TABLE_GET_MANY, .keys = keys, .klens = klens, .n = n};
+    return read_async(t, table, &q, cb, arg);
 }
 
 troupe_err
 troupe_table_scan(troupe_tables *t, const char *table,
                   const troupe_scan_opts *so, troupe_table_cb cb, void *arg)
 {
-    if (so == NULL || so->limit == 0 || so->limit > TROUPE_TABLE_PAGE_MAX)
-        return TROUPE_EINVAL;
-    if ((so->start == NULL) != (so->start_len == 0) ||
-        (so->end == NULL) != (so->end_len == 0) ||
-        (so->after == NULL) != (so->after_len == 0))
-        return TROUPE_EINVAL;
-    if (so->start_len > TROUPE_KEY_MAX || so->end_len > TROUPE_KEY_MAX ||
-        so->after_len > TROUPE_KEY_MAX)
-        return TROUPE_ETOOBIG;
-    if (so->start != NULL && so->end != NULL &&
-        bcmp_len(so->start, so->start_len, so->end, so->end_len) > 0)
-        return TROUPE_EINVAL;
-    troupe_packer p;
-    troupe_pack_init(&p);
-    troupe_pack_array(&p, 5);
-    pack_opt_bin(&p, so->start, so->start_len);
-    pack_opt_bin(&p, so->end, so->end_len);
-    pack_opt_bin(&p, so->after, so->after_len);
-    troupe_pack_uint(&p, so->limit);
-    troupe_pack_bool(&p, so->reverse);
-    return call(t, table, &p, TABLE_SCAN, cb, arg);
+    treq q = {.kind = TABLE_SCAN, .so = so};
+    return read_async(t, table, &q, cb, arg);
 }
 
 /* ---- blocking twins ---------------------------------------------------- */
@@ -374,11 +534,8 @@ troupe_err
 troupe_table_get_wait(troupe_tables *t, const char *table, const void *key,
                       size_t klen, troupe_rows **rows)
 {
-    if (rows == NULL)
-        return TROUPE_EINVAL;
-    twaiter w;
-    troupe__twaiter_init(&w);
-    return finish(&w, troupe_table_get(t, table, key, klen, wake_cb, &w), rows);
+    treq q = {.kind = TABLE_GET, .key = key, .klen = klen};
+    return read_block(t, table, &q, rows);
 }
 
 troupe_err
@@ -386,21 +543,14 @@ troupe_table_get_many_wait(troupe_tables *t, const char *table,
                            const void *const *keys, const size_t *klens,
                            size_t n, troupe_rows **rows)
 {
-    if (rows == NULL)
-        return TROUPE_EINVAL;
-    twaiter w;
-    troupe__twaiter_init(&w);
-    return finish(
-        &w, troupe_table_get_many(t, table, keys, klens, n, wake_cb, &w), rows);
+    treq q = {.kind = TABLE_GET_MANY, .keys = keys, .klens = klens, .n = n};
+    return read_block(t, table, &q, rows);
 }
 
 troupe_err
 troupe_table_scan_wait(troupe_tables *t, const char *table,
                        const troupe_scan_opts *so, troupe_rows **rows)
 {
-    if (rows == NULL)
-        return TROUPE_EINVAL;
-    twaiter w;
-    troupe__twaiter_init(&w);
-    return finish(&w, troupe_table_scan(t, table, so, wake_cb, &w), rows);
+    treq q = {.kind = TABLE_SCAN, .so = so};
+    return read_block(t, table, &q, rows);
 }

@@ -28,6 +28,7 @@
  * Reads need no lock: they run on a worker against RocksDB's latest state
  * (a scan against one implicit snapshot) and answer from there.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "table_int.h"
@@ -74,6 +75,7 @@ typedef struct wop {
     bool build;        /* a build's reindex op */
     bool ext;          /* a transaction's op: batch is the shared one */
     bool purge_hit;    /* TABLE_PURGE_OP: prepared a delete */
+    bool cached;       /* prepare on the actor: memory-only reads */
     /* The version this write publishes, taken on the writer thread once
      * the write is stored and before its caller hears of it (0 until
      * then): a transaction that began after the reply has seq0 >= cver. */
@@ -125,12 +127,13 @@ typedef struct clog {
 #define CLOG_MAX 1024
 
 /* The key-version map: the version each key got at its last committed
- * write. A key not in it has version `vfloor`; when the map is full it is
- * emptied and vfloor raised to the newest version, so a transaction that
- * began before then conflicts on those keys (safe, never a missed
- * conflict). That cap is a last resort: with a key-version TTL, records
- * older than it are evicted in passes (TTL and counters in
- * docs/data-model.md).
+ * write. A key not in it has version `vfloor`. With a key-version TTL,
+ * records older than it are evicted in passes (TTL and counters in
+ * docs/data-model.md). The map holds at most VMAP_MAX records: when full,
+ * the oldest records no running transaction needs go first, TTL or not
+ * (vmap_shed); only when every record is still needed is the map emptied
+ * and vfloor raised to the newest version, so a transaction that began
+ * before then conflicts on those keys (safe, never a missed conflict).
  *
  * Eviction. Every record is also on an intrusive list in publish order
  * (a publish moves it to the tail), so the head is the oldest publish and
@@ -153,8 +156,10 @@ typedef struct vent {
     unsigned char key[];
 } vent;
 
-#define VMAP_BUCKETS 4096
+#define VMAP_BUCKETS_MIN 256
 #define VMAP_MAX 65536
+/* Records one pass frees when the map is full (see vmap_publish). */
+#define VMAP_SHED (VMAP_MAX / 8)
 #define VEVICT_BATCH 256
 
 /* A transaction's part at this table, from its prepare to its finish. */
@@ -180,6 +185,7 @@ typedef struct tpart {
 typedef struct tstate {
     ttable_cfg cfg;
     vent **vmap;
+    size_t vnb; /* buckets of vmap: a power of two, grown with nv */
     size_t nv;
     size_t vbytes;     /* estimated bytes of the records */
     uint64_t vevicted; /* records evicted since spawn */
@@ -218,7 +224,8 @@ typedef struct tstate {
     size_t nreads; /* read jobs on workers, and a pending READ_FLUSH */
     struct rjob *rq_head, *rq_tail; /* reads waiting for READ_FLUSH */
     bool rq_flush_sent;
-    bool closing; /* quiescing: new requests get ECLOSED */
+    bool closing;  /* quiescing: new requests get ECLOSED */
+    bool inlining; /* a write is being prepared on the actor's thread */
     void (*quiesced)(void *arg);
     void *quiesced_arg;
 } tstate;
@@ -288,12 +295,6 @@ troupe__envelope_parse(const void *env, size_t len, int64_t *expires,
     return TROUPE_OK;
 }
 
-static bool
-is_live(int64_t expires, int64_t now)
-{
-    return expires == 0 || expires > now;
-}
-
 static int
 bytes_cmp(const void *a, size_t alen, const void *b, size_t blen)
 {
@@ -317,8 +318,8 @@ key_hash(const void *k, size_t n);
 static uint64_t
 vmap_get(const tstate *s, const void *key, size_t klen)
 {
-    for (const vent *v = s->vmap[key_hash(key, klen) & (VMAP_BUCKETS - 1)];
-         v != NULL; v = v->next)
+    for (const vent *v = s->vmap[key_hash(key, klen) & (s->vnb - 1)]; v != NULL;
+         v = v->next)
         if (v->klen == klen && memcmp(v->key, key, klen) == 0)
             return v->ver;
     return s->vfloor;
@@ -327,7 +328,7 @@ vmap_get(const tstate *s, const void *key, size_t klen)
 static void
 vmap_clear(tstate *s)
 {
-    for (size_t i = 0; s->vmap != NULL && i < VMAP_BUCKETS; i++) {
+    for (size_t i = 0; s->vmap != NULL && i < s->vnb; i++) {
         while (s->vmap[i] != NULL) {
             vent *v = s->vmap[i];
             s->vmap[i] = v->next;
@@ -372,11 +373,55 @@ vlist_append(tstate *s, vent *v)
 }
 
 static void
+vmap_remove(tstate *s, vent *v);
+
+/* Doubles the buckets once the chains average two records (keeps the
+ * old table when memory is short: longer chains, still correct). */
+static void
+vmap_grow(tstate *s)
+{
+    if (s->nv < 2 * s->vnb || s->vnb >= VMAP_MAX / 2)
+        return;
+    size_t nb = s->vnb * 2;
+    vent **t = troupe_calloc(nb, sizeof(*t));
+    if (t == NULL)
+        return;
+    for (size_t i = 0; i < s->vnb; i++)
+        while (s->vmap[i] != NULL) {
+            vent *v = s->vmap[i];
+            s->vmap[i] = v->next;
+            vent **pp = &t[key_hash(v->key, v->klen) & (nb - 1)];
+            v->next = *pp;
+            *pp = v;
+        }
+    troupe_free(s->vmap);
+    s->vmap = t;
+    s->vnb = nb;
+}
+
+/* The map is full: frees up to VMAP_SHED of the oldest records that no
+ * running transaction needs (version <= the oldest one's seq0), as an
+ * eviction pass would but without waiting for their TTL. Returns how
+ * many went. */
+static size_t
+vmap_shed(tstate *s)
+{
+    uint64_t oldest = troupe__tables_txn_oldest(s->cfg.ts);
+    size_t n = 0;
+    while (n < VMAP_SHED && s->lhead != NULL && s->lhead->ver <= oldest) {
+        vmap_remove(s, s->lhead);
+        s->vevicted++;
+        n++;
+    }
+    return n;
+}
+
+static void
 vmap_publish(tstate *s, const void *key, size_t klen, uint64_t ver, int64_t now)
 {
     if (ver > s->vmax)
         s->vmax = ver;
-    vent **pp = &s->vmap[key_hash(key, klen) & (VMAP_BUCKETS - 1)];
+    vent **pp = &s->vmap[key_hash(key, klen) & (s->vnb - 1)];
     for (vent *v = *pp; v != NULL; v = v->next)
         if (v->klen == klen && memcmp(v->key, key, klen) == 0) {
             v->ver = ver;
@@ -385,8 +430,11 @@ vmap_publish(tstate *s, const void *key, size_t klen, uint64_t ver, int64_t now)
             vlist_append(s, v);
             return;
         }
+    if (s->nv >= VMAP_MAX && vmap_shed(s) > 0)
+        pp = &s->vmap[key_hash(key, klen) & (s->vnb - 1)];
     vent *v = s->nv < VMAP_MAX ? troupe_malloc(sizeof(*v) + klen) : NULL;
-    if (v == NULL) { /* full (or no memory): every key is this new now */
+    if (v == NULL) { /* full of needed records (or no memory): every key
+                        is new now */
         vmap_clear(s);
         s->vfloor = s->vmax;
         return;
@@ -400,13 +448,14 @@ vmap_publish(tstate *s, const void *key, size_t klen, uint64_t ver, int64_t now)
     vlist_append(s, v);
     s->nv++;
     s->vbytes += vent_bytes(v);
+    vmap_grow(s);
 }
 
 /* Removes v from the map and the list. */
 static void
 vmap_remove(tstate *s, vent *v)
 {
-    vent **pp = &s->vmap[key_hash(v->key, v->klen) & (VMAP_BUCKETS - 1)];
+    vent **pp = &s->vmap[key_hash(v->key, v->klen) & (s->vnb - 1)];
     while (*pp != v)
         pp = &(*pp)->next;
     *pp = v->next;
@@ -697,11 +746,20 @@ prepare(wop *op)
     if (e == TROUPE_OK)
         e = troupe_key_writer_finish(&kw, &suffix, &slen);
     troupe_err er = TROUPE_ENOENT, em = TROUPE_ENOENT;
-    if (e == TROUPE_OK) {
+    if (e == TROUPE_OK && op->cached) {
+        er = troupe_db_get_cached(op->cfg.db, op->cfg.cf_t, op->key, op->klen,
+                                  &row, &rlen);
+        em = er == TROUPE_EAGAIN
+                 ? er
+                 : troupe_db_get_cached(op->cfg.db, op->cfg.cf_m, op->key,
+                                        op->klen, &man, &mlen);
+    } else if (e == TROUPE_OK) {
         er = troupe_db_get(op->cfg.db, op->cfg.cf_t, NULL, op->key, op->klen,
                            &row, &rlen);
         em = troupe_db_get(op->cfg.db, op->cfg.cf_m, NULL, op->key, op->klen,
                            &man, &mlen);
+    }
+    if (e == TROUPE_OK) {
         if (er != TROUPE_OK && er != TROUPE_ENOENT)
             e = er;
         else if (em != TROUPE_OK && em != TROUPE_ENOENT)
@@ -717,7 +775,7 @@ prepare(wop *op)
         e = troupe__envelope_parse(row, rlen, &exp, &old_doc, &old_len);
         if (e == TROUPE_OK)
             e = manifest_parse(man, mlen, suffix, slen, &old, &nold);
-        live = is_live(exp, now);
+        live = troupe__row_live(exp, now);
     }
     if (e == TROUPE_OK) {
         if (op->kind == TABLE_INSERT && live)
@@ -877,6 +935,27 @@ release_and_next(troupe_actor *self, tstate *s, wop *op, bool answered)
         purge_op_done(self, s, err, hit);
 }
 
+/* Whether op may be prepared on the actor's thread: a plain write whose
+ * reads may all hit memory, with no unique index (its check scans) and no
+ * function index (a host callback, which may block). */
+static bool
+prepare_here(const tstate *s, const wop *op)
+{
+    if (s->inlining || s->closing || op->ext ||
+        (op->kind != TABLE_INSERT && op->kind != TABLE_UPDATE &&
+         op->kind != TABLE_UPSERT && op->kind != TABLE_DELETE))
+        return false;
+    const tschema *sc = op->cfg.schema;
+    for (size_t i = 0; i < sc->n; i++)
+        if (troupe_index_def_unique(sc->defs[i]) ||
+            troupe_index_def_fn_name(sc->defs[i]) != NULL)
+            return false;
+    return true;
+}
+
+static troupe_err
+prep_done(troupe_actor *self, tstate *s, wop *op);
+
 static void
 start_op(troupe_actor *self, tstate *s, wop *op)
 {
@@ -893,6 +972,22 @@ start_op(troupe_actor *self, tstate *s, wop *op)
     }
     op->gen = s->gen;
     op->cseq0 = s->cseq;
+    if (prepare_here(s, op)) {
+        /* Prepared on this thread from memory: no worker round trip. Not
+         * nested (a failed write starts the next one of its key, which
+         * then goes to a worker), so the stack stays flat. */
+        s->inlining = true;
+        op->cached = true;
+        troupe_err pe = prepare(op);
+        op->cached = false;
+        if (pe != TROUPE_EAGAIN) {
+            op->err = pe;
+            prep_done(self, s, op);
+            s->inlining = false;
+            return;
+        }
+        s->inlining = false;
+    }
     troupe_err e =
         troupe_work_submit(self, prep_work, op, TABLE_PREP_DONE, prep_drop);
     if (e != TROUPE_OK) {
@@ -1025,15 +1120,23 @@ on_commit(troupe_err err, void *arg)
         atomic_store(&op->cms, op->cfg.clock(op->cfg.clock_ctx));
         atomic_store(&op->cver, atomic_fetch_add(op->cfg.vseq, 1) + 1);
     }
-    troupe_runtime_reply(op->rt, op->asker, op->corr, err, NULL);
+    /* The actor hears first, so that whatever the caller asks it after
+     * the reply finds this write's version recorded. The op is the
+     * actor's once sent: copy what the reply needs. */
+    troupe_runtime *rt = op->rt;
+    troupe_addr asker = op->asker;
+    uint64_t corr = op->corr;
     troupe_msg *m = NULL;
     if (troupe_msg_create(&m, TABLE_COMMIT_DONE, NULL, 0) == TROUPE_OK) {
         m->ptr = op;
-        if (troupe_runtime_send(op->rt, op->self, &m) == TROUPE_OK)
+        if (troupe_runtime_send(rt, op->self, &m) == TROUPE_OK) {
+            troupe_runtime_reply(rt, asker, corr, err, NULL);
             return;
+        }
     }
-    /* The actor is gone (its locks with it), or no memory: the reply went
-     * out; only the op is left to free. */
+    /* The actor is gone (its locks with it), or no memory: only the op is
+     * left to free. */
+    troupe_runtime_reply(rt, asker, corr, err, NULL);
     wop_free(op);
 }
 
@@ -1388,311 +1491,16 @@ troupe__table_switch(troupe_runtime *rt, troupe_addr a, tschema *schema,
         troupe__tables_build_done(build, TROUPE_ECLOSED);
 }
 
-/* ---- reads (worker thread) --------------------------------------------- */
-
-/* Appends [key, expires, doc] of a live row to p; *n counts them. */
-static void
-pack_row(troupe_packer *p, const void *key, size_t klen, int64_t exp,
-         const void *doc, size_t dlen)
-{
-    troupe_pack_array(p, 3);
-    troupe_pack_bin(p, key, klen);
-    troupe_pack_int(p, exp);
-    troupe_pack_raw(p, doc, dlen);
-}
-
-/* Finishes a reply body [[rows...], cursor, more] from the rows packed
- * one by one into `items` (offsets in off[0..n]). */
-static troupe_err
-rows_body(troupe_packer *items, const size_t *off, size_t n, const void *cursor,
-          size_t clen, bool more, troupe_body **out)
-{
-    size_t len = 0;
-    const unsigned char *d = troupe_pack_data(items, &len);
-    troupe_packer p;
-    troupe_pack_init(&p);
-    troupe_pack_array(&p, 3);
-    troupe_pack_array(&p, (uint32_t)n);
-    for (size_t i = 0; i < n; i++)
-        troupe_pack_raw(&p, d + off[i],
-                        (i + 1 < n ? off[i + 1] : len) - off[i]);
-    if (cursor != NULL)
-        troupe_pack_bin(&p, cursor, clen);
-    else
-        troupe_pack_nil(&p);
-    troupe_pack_bool(&p, more);
-    if (items->err != TROUPE_OK) {
-        troupe_pack_fini(&p);
-        return items->err;
-    }
-    return troupe_pack_take_body(&p, out);
-}
-
-/* A get's key from its request body [key]; EPROTO if malformed. */
-static troupe_err
-get_key(troupe_reader *r, const void **key, size_t *klen)
-{
-    troupe_read_array_n(r, 1);
-    troupe_read_bin(r, TROUPE_KEY_MAX, key, klen);
-    if (troupe_read_end(r) != TROUPE_OK || *klen == 0)
-        return TROUPE_EPROTO;
-    return TROUPE_OK;
-}
-
-/* The reply to a get from the storage's answer (e, val): the body
- * [[[key, expires, doc]], nil, false] in one packer, or the error
- * (ENOENT for an absent or expired row, ECORRUPT for a corrupt one). */
-static troupe_err
-get_reply(const void *key, size_t klen, troupe_err e, const void *val,
-          size_t vlen, int64_t now, troupe_body **out)
-{
-    int64_t exp = 0;
-    const void *doc = NULL;
-    size_t dlen = 0;
-    if (e == TROUPE_OK)
-        e = troupe__envelope_parse(val, vlen, &exp, &doc, &dlen);
-    if (e == TROUPE_OK && !is_live(exp, now))
-        e = TROUPE_ENOENT;
-    if (e != TROUPE_OK)
-        return e;
-    troupe_packer p;
-    troupe_pack_init(&p);
-    troupe_pack_array(&p, 3);
-    troupe_pack_array(&p, 1);
-    pack_row(&p, key, klen, exp, doc, dlen);
-    troupe_pack_nil(&p);
-    troupe_pack_bool(&p, false);
-    if (p.err != TROUPE_OK) {
-        e = p.err;
-        troupe_pack_fini(&p);
-        return e;
-    }
-    return troupe_pack_take_body(&p, out);
-}
-
-static troupe_err
-read_get(rjob *j, troupe_reader *r, int64_t now, troupe_body **out)
-{
-    const void *key;
-    size_t klen;
-    troupe_err e = get_key(r, &key, &klen);
-    if (e != TROUPE_OK)
-        return e;
-    void *val = NULL;
-    size_t vlen = 0;
-    e = troupe_db_get(j->cfg.db, j->cfg.cf_t, NULL, key, klen, &val, &vlen);
-    e = get_reply(key, klen, e, val, vlen, now, out);
-    troupe_free(val);
-    return e;
-}
-
-static troupe_err
-read_get_many(rjob *j, troupe_reader *r, int64_t now, troupe_body **out)
-{
-    uint32_t n = 0;
-    troupe_read_array_n(r, 1);
-    troupe_read_array(r, &n);
-    if (r->err != TROUPE_OK || n == 0 || n > TROUPE_TABLE_PAGE_MAX)
-        return TROUPE_EPROTO;
-    const void **keys = troupe_calloc(n, sizeof(*keys));
-    size_t *klens = troupe_calloc(n, sizeof(*klens));
-    void **vals = troupe_calloc(n, sizeof(*vals));
-    size_t *vlens = troupe_calloc(n, sizeof(*vlens));
-    troupe_err *errs = troupe_calloc(n, sizeof(*errs));
-    size_t *off = troupe_calloc(n, sizeof(*off));
-    troupe_err e = TROUPE_OK;
-    if (!keys || !klens || !vals || !vlens || !errs || !off)
-        e = TROUPE_ENOMEM;
-    for (uint32_t i = 0; e == TROUPE_OK && i < n; i++) {
-        troupe_read_bin(r, TROUPE_KEY_MAX, &keys[i], &klens[i]);
-        if (r->err == TROUPE_OK && klens[i] == 0)
-            e = TROUPE_EPROTO;
-    }
-    if (e == TROUPE_OK && troupe_read_end(r) != TROUPE_OK)
-        e = TROUPE_EPROTO;
-    if (e == TROUPE_OK)
-        e = troupe_db_multi_get(j->cfg.db, j->cfg.cf_t, NULL, n,
-                                (const void *const *)keys, klens, vals, vlens,
-                                errs);
-    troupe_packer items;
-    troupe_pack_init(&items);
-    size_t cnt = 0;
-    for (uint32_t i = 0; e == TROUPE_OK && i < n; i++) {
-        if (errs[i] == TROUPE_ENOENT)
-            continue;
-        if ((e = errs[i]) != TROUPE_OK)
-            break;
-        int64_t exp;
-        const void *doc;
-        size_t dlen;
-        e = troupe__envelope_parse(vals[i], vlens[i], &exp, &doc, &dlen);
-        if (e != TROUPE_OK || !is_live(exp, now))
-            continue;
-        troupe_pack_data(&items, &off[cnt++]);
-        pack_row(&items, keys[i], klens[i], exp, doc, dlen);
-    }
-    if (e == TROUPE_OK)
-        e = rows_body(&items, off, cnt, NULL, 0, false, out);
-    troupe_pack_fini(&items);
-    for (uint32_t i = 0; vals != NULL && i < n; i++)
-        troupe_free(vals[i]);
-    troupe_free(keys);
-    troupe_free(klens);
-    troupe_free(vals);
-    troupe_free(vlens);
-    troupe_free(errs);
-    troupe_free(off);
-    return e;
-}
-
-static void
-read_opt_bin(troupe_reader *r, const void **p, size_t *n)
-{
-    *p = NULL;
-    *n = 0;
-    if (!troupe_read_try_nil(r)) {
-        troupe_read_bin(r, TROUPE_KEY_MAX, p, n);
-        if (r->err == TROUPE_OK && *n == 0)
-            r->err = TROUPE_EPROTO;
-    }
-}
-
-static troupe_err
-read_scan(rjob *j, troupe_reader *r, int64_t now, troupe_body **out)
-{
-    const void *start, *end, *after;
-    size_t slen, elen, alen;
-    uint32_t limit = 0;
-    bool rev = false;
-    troupe_read_array_n(r, 5);
-    read_opt_bin(r, &start, &slen);
-    read_opt_bin(r, &end, &elen);
-    read_opt_bin(r, &after, &alen);
-    troupe_read_u32(r, &limit);
-    troupe_read_bool(r, &rev);
-    if (troupe_read_end(r) != TROUPE_OK)
-        return TROUPE_EPROTO;
-    if (limit == 0 || limit > TROUPE_TABLE_PAGE_MAX)
-        return TROUPE_EINVAL;
-    troupe_range rg;
-    troupe_range_init_bounds(&rg, start, slen, end, elen);
-    troupe_iter *it = NULL;
-    troupe_err e = troupe_iter_create(j->cfg.db, j->cfg.cf_t, NULL, &rg, after,
-                                      alen, rev, &it);
-    if (e != TROUPE_OK)
-        return e;
-    /* The page is packed straight into the reply: the rows array's
-     * header is reserved in its 5-byte form and shrunk to the shortest
-     * one at the end; each envelope is walked once (by the parse); the
-     * cursor, the last row's key, is copied once, at the end. */
-    size_t n = 0, koff = 0, klen = 0;
-    bool more = false;
-    troupe_packer p;
-    troupe_pack_init(&p);
-    troupe_pack_array(&p, 3);
-    size_t hdr = p.len;
-    troupe_pack_array(&p, 0x10000); /* array32: 5 bytes */
-    troupe_kv kv;
-    while (p.err == TROUPE_OK && (e = troupe_iter_next(it, &kv)) == TROUPE_OK) {
-        int64_t exp;
-        const void *doc;
-        size_t dlen;
-        troupe_err pe =
-            troupe__envelope_parse(kv.val, kv.val_len, &exp, &doc, &dlen);
-        if (n == limit) {
-            /* one row past the page: corrupt or live, the next page has
-             * something to say; expired ones do not count */
-            if (pe != TROUPE_OK || is_live(exp, now)) {
-                more = true;
-                break;
-            }
-            continue;
-        }
-        if (pe != TROUPE_OK) {
-            e = pe;
-            break;
-        }
-        if (!is_live(exp, now))
-            continue;
-        troupe_pack_array(&p, 3);
-        troupe_pack_bin(&p, kv.key, kv.key_len);
-        koff = p.len - kv.key_len;
-        klen = kv.key_len;
-        troupe_pack_int(&p, exp);
-        troupe_pack_raw(&p, doc, dlen);
-        n++;
-    }
-    troupe_iter_destroy(it);
-    if (e == TROUPE_ENOENT)
-        e = TROUPE_OK;
-    if (e == TROUPE_OK)
-        e = p.err;
-    if (e == TROUPE_OK) {
-        size_t hl = n < 16 ? 1 : n < 0x10000 ? 3 : 5;
-        unsigned char *h = p.data + hdr;
-        if (hl < 5) {
-            memmove(h + hl, h + 5, p.len - hdr - 5);
-            p.len -= 5 - hl;
-            koff -= 5 - hl;
-        }
-        if (hl == 1) {
-            h[0] = (unsigned char)(0x90 | n);
-        } else if (hl == 3) {
-            h[0] = 0xdc;
-            h[1] = (unsigned char)(n >> 8);
-            h[2] = (unsigned char)n;
-        } else {
-            h[0] = 0xdd;
-            h[1] = (unsigned char)(n >> 24);
-            h[2] = (unsigned char)(n >> 16);
-            h[3] = (unsigned char)(n >> 8);
-            h[4] = (unsigned char)n;
-        }
-        if (n > 0) {
-            /* copied out first: packing may move p.data */
-            unsigned char buf[256];
-            unsigned char *c = klen <= sizeof(buf) ? buf : troupe_malloc(klen);
-            if (c == NULL) {
-                e = TROUPE_ENOMEM;
-            } else {
-                memcpy(c, p.data + koff, klen);
-                troupe_pack_bin(&p, c, klen);
-                if (c != buf)
-                    troupe_free(c);
-            }
-        } else {
-            troupe_pack_nil(&p);
-        }
-        troupe_pack_bool(&p, more);
-        if (e == TROUPE_OK)
-            e = p.err;
-    }
-    if (e != TROUPE_OK) {
-        troupe_pack_fini(&p);
-        return e;
-    }
-    return troupe_pack_take_body(&p, out);
-}
+/* ---- reads (worker thread; read.c does the reading) -------------------- */
 
 static void
 read_work(void *arg)
 {
     rjob *j = arg;
-    int64_t now = j->cfg.clock(j->cfg.clock_ctx);
-    troupe_reader r;
     troupe_body *body = NULL;
-    troupe_err e = troupe_reader_init(&r, troupe_body_data(j->req),
-                                      troupe_body_len(j->req));
-    if (e == TROUPE_OK) {
-        if (j->kind == TABLE_GET)
-            e = read_get(j, &r, now, &body);
-        else if (j->kind == TABLE_GET_MANY)
-            e = read_get_many(j, &r, now, &body);
-        else
-            e = read_scan(j, &r, now, &body);
-    } else {
-        e = TROUPE_EPROTO;
-    }
+    troupe_err e = troupe__table_read(
+        j->cfg.db, j->cfg.cf_t, j->cfg.clock(j->cfg.clock_ctx), j->kind,
+        troupe_body_data(j->req), troupe_body_len(j->req), &body);
     troupe_runtime_reply(j->rt, j->asker, j->corr, e,
                          e == TROUPE_OK ? &body : NULL);
 }
@@ -1714,52 +1522,13 @@ rjob_free(void *arg)
  * a burst of scans still spreads over the workers. */
 #define READ_BATCH 16
 
-/* One worker job: the batch's point gets in one multi-get (each answered
- * as read_get would), everything else (and every get when the multi-get
- * cannot run) one by one. */
+/* One worker job: the batch's reads one after another. (They are the
+ * reads the caller could not serve from memory: each needs the disk.) */
 static void
 read_batch_work(void *arg)
 {
-    rjob *gj[READ_BATCH];
-    const void *keys[READ_BATCH];
-    size_t klens[READ_BATCH];
-    size_t ng = 0;
-    for (rjob *j = arg; j != NULL; j = j->next) {
-        troupe_reader r;
-        if (j->kind == TABLE_GET && ng < READ_BATCH &&
-            (ng == 0 ||
-             (j->cfg.db == gj[0]->cfg.db && j->cfg.cf_t == gj[0]->cfg.cf_t)) &&
-            troupe_reader_init(&r, troupe_body_data(j->req),
-                               troupe_body_len(j->req)) == TROUPE_OK &&
-            get_key(&r, &keys[ng], &klens[ng]) == TROUPE_OK)
-            gj[ng++] = j;
-        else
-            read_work(j);
-    }
-    if (ng < 2) {
-        if (ng == 1)
-            read_work(gj[0]);
-        return;
-    }
-    void *vals[READ_BATCH];
-    size_t vlens[READ_BATCH];
-    troupe_err errs[READ_BATCH];
-    int64_t now = gj[0]->cfg.clock(gj[0]->cfg.clock_ctx);
-    troupe_err e = troupe_db_multi_get(gj[0]->cfg.db, gj[0]->cfg.cf_t, NULL, ng,
-                                       keys, klens, vals, vlens, errs);
-    if (e != TROUPE_OK) { /* filled nothing: each get says why itself */
-        for (size_t i = 0; i < ng; i++)
-            read_work(gj[i]);
-        return;
-    }
-    for (size_t i = 0; i < ng; i++) {
-        troupe_body *body = NULL;
-        troupe_err re = get_reply(keys[i], klens[i], errs[i], vals[i], vlens[i],
-                                  now, &body);
-        troupe_runtime_reply(gj[i]->rt, gj[i]->asker, gj[i]->corr, re,
-                             re == TROUPE_OK ? &body : NULL);
-        troupe_free(vals[i]);
-    }
+    for (rjob *j = arg; j != NULL; j = j->next)
+        read_work(j);
 }
 
 /* Sent to itself by h_read when the first read queues: runs after every
@@ -2228,7 +1997,7 @@ range_conflicts(const tstate *s, const ttxn_range *r, uint64_t seq0, kset *ks)
             kset_add(ks, &zero, 1);
         return;
     }
-    for (size_t b = 0; b < VMAP_BUCKETS; b++)
+    for (size_t b = 0; b < s->vnb; b++)
         for (const vent *v = s->vmap[b]; v != NULL; v = v->next)
             if (v->ver > seq0 && range_has(r, v->key, v->klen))
                 kset_add(ks, v->key, v->klen);
@@ -2601,7 +2370,7 @@ qver_work(void *arg)
     bool found = false;
     if (e == TROUPE_OK) {
         e = troupe__envelope_parse(val, vlen, &exp, &doc, &dlen);
-        found = e == TROUPE_OK && is_live(exp, now);
+        found = e == TROUPE_OK && troupe__row_live(exp, now);
     } else if (e == TROUPE_ENOENT) {
         e = TROUPE_OK;
     }
@@ -2614,7 +2383,7 @@ qver_work(void *arg)
         troupe_pack_array(&p, 3);
         troupe_pack_array(&p, found ? 1 : 0);
         if (found)
-            pack_row(&p, j->q->key, j->q->klen, exp, doc, dlen);
+            troupe__table_pack_row(&p, j->q->key, j->q->klen, exp, doc, dlen);
         troupe_pack_nil(&p);
         troupe_pack_bool(&p, false);
         e = troupe_pack_take_body(&p, &body);
@@ -2655,8 +2424,7 @@ qver_run(troupe_actor *self, tstate *s, ttxn_qver *q, troupe_addr asker,
     }
     if (ver == 0) {
         bool known = false;
-        for (const vent *v =
-                 s->vmap[key_hash(q->key, q->klen) & (VMAP_BUCKETS - 1)];
+        for (const vent *v = s->vmap[key_hash(q->key, q->klen) & (s->vnb - 1)];
              v != NULL; v = v->next)
             if (v->klen == q->klen && memcmp(v->key, q->key, q->klen) == 0) {
                 ver = v->ver;
@@ -2903,7 +2671,7 @@ purge_work(void *arg)
         const troupe_kv *kv = &j->page->items[i];
         if (troupe__envelope_parse(kv->val, kv->val_len, &exp, &doc, &dl) ==
                 TROUPE_OK &&
-            !is_live(exp, j->now))
+            !troupe__row_live(exp, j->now))
             j->exp[j->nexp++] = i;
     }
 }
@@ -3055,7 +2823,8 @@ table_init(troupe_actor *self, void *st, void *arg)
     troupe__tschema_retain(s->cfg.schema);
     s->nbuckets = 256;
     s->buckets = troupe_calloc(s->nbuckets, sizeof(*s->buckets));
-    s->vmap = troupe_calloc(VMAP_BUCKETS, sizeof(*s->vmap));
+    s->vnb = VMAP_BUCKETS_MIN;
+    s->vmap = troupe_calloc(s->vnb, sizeof(*s->vmap));
     if (s->buckets == NULL || s->vmap == NULL) {
         troupe_free(s->buckets);
         troupe_free(s->vmap);
@@ -3207,6 +2976,13 @@ troupe__table_spawn(troupe_runtime *rt, const ttable_cfg *cfg, troupe_addr *out)
     troupe_spawn_opts so = TROUPE_SPAWN_OPTS_INIT;
     so.arg = c;
     so.arg_free = cfg_free;
+    /* Scheduler 0 runs the host's callbacks (and in embedded mode is the
+     * host's own loop): tables go to the others, spread by table id
+     * (family "t.<id>"), so a host and its busiest table use two cores. */
+    unsigned n = troupe_runtime_schedulers(rt);
+    unsigned long long id = 0;
+    if (n > 1 && sscanf(troupe_cf_name(cfg->cf_t), "t.%llu", &id) == 1)
+        so.scheduler = (int)(1 + id % (n - 1));
     troupe_err e = troupe_actor_spawn(rt, &table_def, &so, out);
     if (e != TROUPE_OK)
         cfg_free(c);

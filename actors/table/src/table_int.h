@@ -7,6 +7,7 @@
 #include <uv.h>
 
 #include "troupe/actor.h"
+#include "troupe/pack.h"
 #include "troupe/table.h"
 
 /* Request kinds of the table actor. Bodies:
@@ -306,6 +307,52 @@ troupe__tables_lookup_index(troupe_tables *t, const char *name, troupe_addr *a,
 troupe_err
 troupe__envelope_parse(const void *env, size_t len, int64_t *expires,
                        const void **doc, size_t *doc_len);
+
+/* A row is live until its expiry (0: never expires). */
+static inline bool
+troupe__row_live(int64_t expires, int64_t now)
+{
+    return expires == 0 || expires > now;
+}
+
+/* Where and how a read reads (read.c): memory only when cached (EAGAIN
+ * when a block is not in memory); `now` (Unix ms) decides expiry. */
+typedef struct tread_src {
+    troupe_db *db;
+    troupe_cf *cf; /* the table's row family */
+    bool cached;
+    int64_t now;
+} tread_src;
+
+/* The reads of table.h straight into troupe_rows (arguments checked by
+ * the caller). Errors: get ENOENT (absent or expired), ECORRUPT, EIO,
+ * ENOMEM, EAGAIN (cached); scans also EINVAL, ERANGE. Any thread; block
+ * unless cached. */
+troupe_err
+troupe__read_get(const tread_src *s, const void *key, size_t klen,
+                 troupe_rows **out);
+troupe_err
+troupe__read_get_many(const tread_src *s, const void *const *keys,
+                      const size_t *klens, size_t n, troupe_rows **out);
+troupe_err
+troupe__read_scan(const tread_src *s, const troupe_scan_opts *so,
+                  troupe_rows **out);
+
+/* The reply body of rows: [[[key, expires, doc], ...], cursor, more]. */
+troupe_err
+troupe__rows_pack(const troupe_rows *r, troupe_body **out);
+
+/* Runs one read request body (kind TABLE_GET, TABLE_GET_MANY or
+ * TABLE_SCAN, bodies as above) from the disk: the reply body, or the
+ * read's error, EPROTO for a malformed request. Blocks. */
+troupe_err
+troupe__table_read(troupe_db *db, troupe_cf *cf, int64_t now, uint32_t kind,
+                   const void *req, size_t len, troupe_body **out);
+
+/* Appends [key, expires, doc] to p (a row of a reply body). */
+void
+troupe__table_pack_row(troupe_packer *p, const void *key, size_t klen,
+                       int64_t exp, const void *doc, size_t dlen);
 
 /* A blocking waiter for the _wait twins. */
 typedef struct twaiter {

@@ -35,7 +35,8 @@
     X(ECONSTRAINT, 21, "constraint violated")                                  \
     X(ENOTSUP, 22, "operation not supported by this object")                   \
     X(ECANCELED, 23, "operation canceled")                                     \
-    X(EFAILED, 24, "handler failed")
+    X(EFAILED, 24, "handler failed")                                           \
+    X(EAGAIN, 25, "would block: the data is not in memory")
 
 typedef enum troupe_err {
 #define TROUPE_ERR_ENUM(name, num, text) TROUPE_##name = num,

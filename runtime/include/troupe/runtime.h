@@ -166,4 +166,17 @@ troupe_err
 troupe_runtime_work(troupe_runtime *rt, void (*fn)(void *arg),
                     void (*done)(void *arg, troupe_runtime *rt), void *arg);
 
+/*
+ * Runs fn(arg, rt) once on scheduler 0 (the host's loop in embedded mode),
+ * never inside this call: for adapters that finish on another thread, or
+ * on scheduler 0 itself, and must not call back from inside the call.
+ * Calls posted by one thread run in post order. On OK fn runs exactly once
+ * (also at shutdown: calls posted before scheduler 0 closed still run);
+ * on error never. Errors: EINVAL (NULL rt or fn), ENOMEM, ECLOSED
+ * (scheduler 0 has closed). Any thread; never blocks.
+ */
+troupe_err
+troupe_runtime_post(troupe_runtime *rt,
+                    void (*fn)(void *arg, troupe_runtime *rt), void *arg);
+
 #endif

@@ -268,6 +268,22 @@ troupe_db_multi_get(troupe_db *db, troupe_cf *cf, const troupe_snapshot *snap,
                     size_t n, const void *const *keys, const size_t *key_lens,
                     void **vals, size_t *val_lens, troupe_err *errs);
 
+/*
+ * The same reads of the latest state, but never touching the disk: served
+ * from the memtables and the block cache, or answered EAGAIN when a block
+ * they need is not in memory (then read again where blocking is allowed,
+ * e.g. on a worker). For event-loop threads. In the multi-get, errs[i] may
+ * be EAGAIN for some keys only. Otherwise as troupe_db_get and
+ * troupe_db_multi_get. Never blocks on the disk.
+ */
+troupe_err
+troupe_db_get_cached(troupe_db *db, troupe_cf *cf, const void *key,
+                     size_t key_len, void **val, size_t *val_len);
+troupe_err
+troupe_db_multi_get_cached(troupe_db *db, troupe_cf *cf, size_t n,
+                           const void *const *keys, const size_t *key_lens,
+                           void **vals, size_t *val_lens, troupe_err *errs);
+
 /* ---- ranges, iterators, pages ---------------------------------------- */
 
 /*
@@ -324,10 +340,23 @@ troupe_iter_create(troupe_db *db, troupe_cf *cf, const troupe_snapshot *snap,
                    size_t after_len, bool reverse, troupe_iter **out);
 
 /*
+ * The same iterator, never touching the disk: troupe_iter_next answers
+ * EAGAIN (and so on every later call) when the next entry needs a block
+ * that is not in memory. For event-loop threads; on EAGAIN, scan again
+ * where blocking is allowed.
+ */
+troupe_err
+troupe_iter_create_cached(troupe_db *db, troupe_cf *cf,
+                          const troupe_snapshot *snap,
+                          const troupe_range *range, const void *after,
+                          size_t after_len, bool reverse, troupe_iter **out);
+
+/*
  * Next entry into *kv. The pointers in *kv stay valid until the next call
  * on this iterator or its destruction. Returns OK, ENOENT at the end of the
  * range (and on every later call), ECORRUPT (a corrupt block: the iteration
- * is over, never silently shortened), EIO, EINVAL (NULL).
+ * is over, never silently shortened), EIO, EAGAIN (cached iterators only),
+ * EINVAL (NULL).
  * Blocks (may read the disk).
  */
 troupe_err

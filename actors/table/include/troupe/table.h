@@ -22,6 +22,14 @@
  * "blocks" (the _wait twins, open, stop_wait) wait for the disk or for
  * scheduler 0: never call them on a loop thread of the runtime or of the
  * host (in embedded mode that would wait for the very loop it blocks).
+ *
+ * Reads (get, get_many, scan) see what is committed and need no actor: an
+ * asynchronous read runs on the calling thread from memory (memtables and
+ * block cache, never the disk) and its callback is posted to scheduler 0;
+ * only a read that needs the disk goes to the table actor, which runs it
+ * on a worker. A blocking read runs entirely on the calling thread, disk
+ * included. Either way a read started after a write's callback sees that
+ * write.
  * Catalog jobs (create, drop, index builds' bookkeeping) run one at a time
  * on the runtime's worker pool; a drop waits there for its table's work in
  * flight, which needs another worker: run the runtime with at least 2
@@ -103,6 +111,7 @@ typedef struct troupe_rows {
     size_t cursor_len;
     bool more;
     troupe_body *body_; /* private */
+    void *mem_;         /* private */
 } troupe_rows;
 
 /* NULL is a no-op. Any thread. */

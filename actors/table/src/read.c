@@ -1,0 +1,390 @@
+/*
+ * The table's reads: get, get_many and scan of the row family, straight
+ * into troupe_rows. The client calls (api.c) run them on the caller's
+ * thread (memory only on a loop thread: `cached`, EAGAIN when a block is
+ * not in memory); the table actor runs the rest on workers and packs the
+ * rows into its reply body (troupe__table_read).
+ *
+ * The rows of one read live in one buffer (keys and documents copied out
+ * of the iterator) or, for a get, in the value the storage handed out;
+ * troupe_rows owns it through mem_.
+ */
+#include <string.h>
+
+#include "table_int.h"
+#include "troupe/alloc.h"
+#include "troupe/pack.h"
+
+/* ---- building troupe_rows ---------------------------------------------- */
+
+typedef struct rent {
+    size_t koff, klen, doff, dlen;
+    int64_t exp;
+} rent;
+
+typedef struct rbuild {
+    unsigned char *data;
+    size_t len, cap;
+    rent *ents;
+    size_t n, ecap;
+    troupe_err err;
+} rbuild;
+
+static bool
+rb_reserve(rbuild *b, size_t more)
+{
+    if (b->len + more <= b->cap)
+        return true;
+    size_t cap = b->cap ? b->cap * 2 : 4096;
+    while (cap < b->len + more)
+        cap *= 2;
+    unsigned char *d = troupe_realloc(b->data, cap);
+    if (d == NULL) {
+        b->err = TROUPE_ENOMEM;
+        return false;
+    }
+    b->data = d;
+    b->cap = cap;
+    return true;
+}
+
+static void
+rb_add(rbuild *b, const void *key, size_t klen, int64_t exp, const void *doc,
+       size_t dlen)
+{
+    if (b->err != TROUPE_OK)
+        return;
+    if (b->n == b->ecap) {
+        size_t cap = b->ecap ? b->ecap * 2 : 16;
+        rent *e = troupe_realloc(b->ents, cap * sizeof(*e));
+        if (e == NULL) {
+            b->err = TROUPE_ENOMEM;
+            return;
+        }
+        b->ents = e;
+        b->ecap = cap;
+    }
+    if (!rb_reserve(b, klen + dlen))
+        return;
+    rent *e = &b->ents[b->n++];
+    e->koff = b->len;
+    e->klen = klen;
+    memcpy(b->data + b->len, key, klen);
+    b->len += klen;
+    e->doff = b->len;
+    e->dlen = dlen;
+    memcpy(b->data + b->len, doc, dlen);
+    b->len += dlen;
+    e->exp = exp;
+}
+
+static void
+rb_fini(rbuild *b)
+{
+    troupe_free(b->data);
+    troupe_free(b->ents);
+}
+
+/* The rows; for scans the cursor is the last row's key. Frees b. */
+static troupe_err
+rb_finish(rbuild *b, bool scan, bool more, troupe_rows **out)
+{
+    troupe_err e = b->err;
+    troupe_rows *r = NULL;
+    if (e == TROUPE_OK) {
+        r = troupe_calloc(1, sizeof(*r) + b->n * sizeof(troupe_row));
+        if (r == NULL)
+            e = TROUPE_ENOMEM;
+    }
+    if (e != TROUPE_OK) {
+        rb_fini(b);
+        return e;
+    }
+    troupe_row *v = (troupe_row *)(r + 1);
+    for (size_t i = 0; i < b->n; i++) {
+        const rent *en = &b->ents[i];
+        v[i] = (troupe_row){b->data + en->koff, en->klen, b->data + en->doff,
+                            en->dlen, en->exp};
+    }
+    r->n = b->n;
+    r->rows = v;
+    if (scan && b->n > 0) {
+        r->cursor = v[b->n - 1].key;
+        r->cursor_len = v[b->n - 1].key_len;
+    }
+    r->more = more;
+    r->mem_ = b->data;
+    troupe_free(b->ents);
+    *out = r;
+    return TROUPE_OK;
+}
+
+/* ---- reads -------------------------------------------------------------- */
+
+troupe_err
+troupe__read_get(const tread_src *s, const void *key, size_t klen,
+                 troupe_rows **out)
+{
+    void *val = NULL;
+    size_t vlen = 0;
+    troupe_err e =
+        s->cached ? troupe_db_get_cached(s->db, s->cf, key, klen, &val, &vlen)
+                  : troupe_db_get(s->db, s->cf, NULL, key, klen, &val, &vlen);
+    int64_t exp = 0;
+    const void *doc = NULL;
+    size_t dlen = 0;
+    if (e == TROUPE_OK)
+        e = troupe__envelope_parse(val, vlen, &exp, &doc, &dlen);
+    if (e == TROUPE_OK && !troupe__row_live(exp, s->now))
+        e = TROUPE_ENOENT;
+    /* One block: rows, the row and the key; the doc stays in val. */
+    troupe_rows *r = NULL;
+    if (e == TROUPE_OK) {
+        r = troupe_calloc(1, sizeof(*r) + sizeof(troupe_row) + klen);
+        if (r == NULL)
+            e = TROUPE_ENOMEM;
+    }
+    if (e != TROUPE_OK) {
+        troupe_free(val);
+        return e;
+    }
+    troupe_row *v = (troupe_row *)(r + 1);
+    unsigned char *k = (unsigned char *)(v + 1);
+    memcpy(k, key, klen);
+    *v = (troupe_row){k, klen, doc, dlen, exp};
+    r->n = 1;
+    r->rows = v;
+    r->mem_ = val;
+    *out = r;
+    return TROUPE_OK;
+}
+
+troupe_err
+troupe__read_get_many(const tread_src *s, const void *const *keys,
+                      const size_t *klens, size_t n, troupe_rows **out)
+{
+    void **vals = troupe_calloc(n, sizeof(*vals));
+    size_t *vlens = troupe_calloc(n, sizeof(*vlens));
+    troupe_err *errs = troupe_calloc(n, sizeof(*errs));
+    troupe_err e = TROUPE_OK;
+    if (!vals || !vlens || !errs)
+        e = TROUPE_ENOMEM;
+    if (e == TROUPE_OK)
+        e = s->cached ? troupe_db_multi_get_cached(s->db, s->cf, n, keys, klens,
+                                                   vals, vlens, errs)
+                      : troupe_db_multi_get(s->db, s->cf, NULL, n, keys, klens,
+                                            vals, vlens, errs);
+    rbuild b = {0};
+    for (size_t i = 0; e == TROUPE_OK && i < n; i++) {
+        if (errs[i] == TROUPE_ENOENT)
+            continue;
+        if ((e = errs[i]) != TROUPE_OK)
+            break;
+        int64_t exp;
+        const void *doc;
+        size_t dlen;
+        e = troupe__envelope_parse(vals[i], vlens[i], &exp, &doc, &dlen);
+        if (e == TROUPE_OK && troupe__row_live(exp, s->now))
+            rb_add(&b, keys[i], klens[i], exp, doc, dlen);
+    }
+    for (size_t i = 0; vals != NULL && i < n; i++)
+        troupe_free(vals[i]);
+    troupe_free(vals);
+    troupe_free(vlens);
+    troupe_free(errs);
+    if (e != TROUPE_OK) {
+        rb_fini(&b);
+        return e;
+    }
+    return rb_finish(&b, false, false, out);
+}
+
+troupe_err
+troupe__read_scan(const tread_src *s, const troupe_scan_opts *so,
+                  troupe_rows **out)
+{
+    if (so->limit == 0 || so->limit > TROUPE_TABLE_PAGE_MAX)
+        return TROUPE_EINVAL;
+    troupe_range rg;
+    troupe_range_init_bounds(&rg, so->start, so->start_len, so->end,
+                             so->end_len);
+    troupe_iter *it = NULL;
+    troupe_err e =
+        s->cached
+            ? troupe_iter_create_cached(s->db, s->cf, NULL, &rg, so->after,
+                                        so->after_len, so->reverse, &it)
+            : troupe_iter_create(s->db, s->cf, NULL, &rg, so->after,
+                                 so->after_len, so->reverse, &it);
+    if (e != TROUPE_OK)
+        return e;
+    rbuild b = {0};
+    bool more = false;
+    troupe_kv kv;
+    while (b.err == TROUPE_OK && (e = troupe_iter_next(it, &kv)) == TROUPE_OK) {
+        int64_t exp;
+        const void *doc;
+        size_t dlen;
+        troupe_err pe =
+            troupe__envelope_parse(kv.val, kv.val_len, &exp, &doc, &dlen);
+        if (b.n == so->limit) {
+            /* one row past the page: corrupt or live, the next page has
+             * something to say; expired ones do not count */
+            if (pe != TROUPE_OK || troupe__row_live(exp, s->now)) {
+                more = true;
+                break;
+            }
+            continue;
+        }
+        if (pe != TROUPE_OK) {
+            e = pe;
+            break;
+        }
+        if (troupe__row_live(exp, s->now))
+            rb_add(&b, kv.key, kv.key_len, exp, doc, dlen);
+    }
+    troupe_iter_destroy(it);
+    if (e == TROUPE_ENOENT)
+        e = TROUPE_OK;
+    if (e != TROUPE_OK) {
+        rb_fini(&b);
+        return e;
+    }
+    return rb_finish(&b, true, more, out);
+}
+
+/* ---- the actor's side: request and reply bodies ------------------------ */
+
+/* Appends [key, expires, doc] of a live row to p. */
+void
+troupe__table_pack_row(troupe_packer *p, const void *key, size_t klen,
+                       int64_t exp, const void *doc, size_t dlen)
+{
+    troupe_pack_array(p, 3);
+    troupe_pack_bin(p, key, klen);
+    troupe_pack_int(p, exp);
+    troupe_pack_raw(p, doc, dlen);
+}
+
+troupe_err
+troupe__rows_pack(const troupe_rows *r, troupe_body **out)
+{
+    troupe_packer p;
+    troupe_pack_init(&p);
+    troupe_pack_array(&p, 3);
+    troupe_pack_array(&p, (uint32_t)r->n);
+    for (size_t i = 0; i < r->n; i++)
+        troupe__table_pack_row(&p, r->rows[i].key, r->rows[i].key_len,
+                               r->rows[i].expires_at_ms, r->rows[i].doc,
+                               r->rows[i].doc_len);
+    if (r->cursor != NULL)
+        troupe_pack_bin(&p, r->cursor, r->cursor_len);
+    else
+        troupe_pack_nil(&p);
+    troupe_pack_bool(&p, r->more);
+    if (p.err != TROUPE_OK) {
+        troupe_err e = p.err;
+        troupe_pack_fini(&p);
+        return e;
+    }
+    return troupe_pack_take_body(&p, out);
+}
+
+/* A get's key from its request body [key]; EPROTO if malformed. */
+static troupe_err
+get_key(troupe_reader *r, const void **key, size_t *klen)
+{
+    troupe_read_array_n(r, 1);
+    troupe_read_bin(r, TROUPE_KEY_MAX, key, klen);
+    if (troupe_read_end(r) != TROUPE_OK || *klen == 0)
+        return TROUPE_EPROTO;
+    return TROUPE_OK;
+}
+
+static troupe_err
+parse_get_many(troupe_reader *r, const void ***keys, size_t **klens, size_t *n)
+{
+    uint32_t cnt = 0;
+    troupe_read_array_n(r, 1);
+    troupe_read_array(r, &cnt);
+    if (r->err != TROUPE_OK || cnt == 0 || cnt > TROUPE_TABLE_PAGE_MAX)
+        return TROUPE_EPROTO;
+    *keys = troupe_calloc(cnt, sizeof(**keys));
+    *klens = troupe_calloc(cnt, sizeof(**klens));
+    if (*keys == NULL || *klens == NULL)
+        return TROUPE_ENOMEM;
+    for (uint32_t i = 0; i < cnt; i++) {
+        troupe_read_bin(r, TROUPE_KEY_MAX, &(*keys)[i], &(*klens)[i]);
+        if (r->err == TROUPE_OK && (*klens)[i] == 0)
+            return TROUPE_EPROTO;
+    }
+    if (troupe_read_end(r) != TROUPE_OK)
+        return TROUPE_EPROTO;
+    *n = cnt;
+    return TROUPE_OK;
+}
+
+static void
+read_opt_bin(troupe_reader *r, const void **p, size_t *n)
+{
+    *p = NULL;
+    *n = 0;
+    if (!troupe_read_try_nil(r)) {
+        troupe_read_bin(r, TROUPE_KEY_MAX, p, n);
+        if (r->err == TROUPE_OK && *n == 0)
+            r->err = TROUPE_EPROTO;
+    }
+}
+
+static troupe_err
+parse_scan(troupe_reader *r, troupe_scan_opts *so)
+{
+    uint32_t limit = 0;
+    troupe_read_array_n(r, 5);
+    read_opt_bin(r, &so->start, &so->start_len);
+    read_opt_bin(r, &so->end, &so->end_len);
+    read_opt_bin(r, &so->after, &so->after_len);
+    troupe_read_u32(r, &limit);
+    troupe_read_bool(r, &so->reverse);
+    if (troupe_read_end(r) != TROUPE_OK)
+        return TROUPE_EPROTO;
+    so->limit = limit;
+    return TROUPE_OK;
+}
+
+troupe_err
+troupe__table_read(troupe_db *db, troupe_cf *cf, int64_t now, uint32_t kind,
+                   const void *req, size_t len, troupe_body **out)
+{
+    const tread_src s = {db, cf, false, now};
+    troupe_reader r;
+    if (troupe_reader_init(&r, req, len) != TROUPE_OK)
+        return TROUPE_EPROTO;
+    troupe_rows *rows = NULL;
+    troupe_err e;
+    if (kind == TABLE_GET) {
+        const void *key;
+        size_t klen;
+        e = get_key(&r, &key, &klen);
+        if (e == TROUPE_OK)
+            e = troupe__read_get(&s, key, klen, &rows);
+    } else if (kind == TABLE_GET_MANY) {
+        const void **keys = NULL;
+        size_t *klens = NULL, n = 0;
+        e = parse_get_many(&r, &keys, &klens, &n);
+        if (e == TROUPE_OK)
+            e = troupe__read_get_many(&s, keys, klens, n, &rows);
+        troupe_free(keys);
+        troupe_free(klens);
+    } else if (kind == TABLE_SCAN) {
+        troupe_scan_opts so = {0};
+        e = parse_scan(&r, &so);
+        if (e == TROUPE_OK)
+            e = troupe__read_scan(&s, &so, &rows);
+    } else {
+        e = TROUPE_EINVAL;
+    }
+    if (e == TROUPE_OK)
+        e = troupe__rows_pack(rows, out);
+    troupe_rows_destroy(rows);
+    return e;
+}
