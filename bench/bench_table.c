@@ -490,6 +490,23 @@ twait_thread(void *arg)
         troupe_rows *rows = NULL;
         troupe_err e;
         size_t want_n;
+        if (c->op == OP_QUERY) {
+            uint8_t v[6] = {0x91};
+            put_u32(v + 1, (uint32_t)(rnd(&c->seed) % GROUPS));
+            troupe_index_query q = {.values = v,
+                                    .values_len = sizeof(v),
+                                    .limit = 100,
+                                    .rows = true};
+            troupe_index_result *res = NULL;
+            e = troupe_tables_query_wait(c->t, "q", "g", &q, &res);
+            if (e != TROUPE_OK)
+                die("blocking query", e);
+            if (res->n != 100)
+                die("blocking query: rows", TROUPE_EFAILED);
+            troupe_index_result_destroy(res);
+            c->n++;
+            continue;
+        }
         if (c->op == OP_GET) {
             mkkey(key, rnd(&c->seed) % c->key_range);
             e = troupe_table_get_wait(c->t, "kv", key, KEY_LEN, &rows);
@@ -718,7 +735,8 @@ main(int argc, char **argv)
 
     double vt[64], vr[64];
     double put_t = 0, put_r = 0, get_t = 0, get_r = 0, scan_t = 0, scan_r = 0,
-           q_t = 0, q_r = 0, ip0 = 0, ip1 = 0, ip3 = 0, get_a = 0, scan_a = 0;
+           q_t = 0, q_r = 0, ip0 = 0, ip1 = 0, ip3 = 0, get_a = 0, scan_a = 0,
+           q_a = 0;
 
     if (want("table_get")) {
         /* table_get */
@@ -785,15 +803,23 @@ main(int argc, char **argv)
                    .tcf = qt,
                    .op = OP_QUERY,
                    .seed = 4242};
+        rctx tq = rq;
+        tq.t = t;
+        double va[64];
         for (int i = 0; i < reps; i++) {
-            vt[i] = drive_run(&dq, secs);
+            vt[i] = raw_run(&tq, secs);
             vr[i] = raw_run(&rq, secs);
+            va[i] = drive_run(&dq, secs);
             report_rep("index_query100", i, vt[i], "raw_query100", vr[i]);
+            report_rep("index_query100_async", i, va[i], "raw_query100", vr[i]);
         }
         q_t = bench_median(vt, reps);
         q_r = bench_median(vr, reps);
+        q_a = bench_median(va, reps);
         bench_line_peer("index_query100", q_t, "queries/s", "raw_query100",
                         q_r);
+        bench_line_peer("index_query100_async", q_a, "queries/s",
+                        "raw_query100", q_r);
     }
 
     if (want("table_put")) {
@@ -871,8 +897,11 @@ main(int argc, char **argv)
         bench_line_peer("index_put_1", ip1, "rows/s", "index_put_0", ip0);
         bench_line_peer("index_put_3", ip3, "rows/s", "index_put_0", ip0);
     }
-    if (want("index_query100"))
+    if (want("index_query100")) {
         bench_line_peer("index_query100", q_t, "queries/s", "raw_query100",
                         q_r);
+        bench_line_peer("index_query100_async", q_a, "queries/s",
+                        "raw_query100", q_r);
+    }
     return 0;
 }

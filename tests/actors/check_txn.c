@@ -1401,6 +1401,70 @@ START_TEST(test_txn_versioned_api_first_version_once_and_bad_arguments)
 }
 END_TEST
 
+/* The batch form answers each key as the single query does, in one
+ * request: versions in the order asked, rows for the live keys only. */
+START_TEST(test_txn_query_versions_batch_matches_single_queries)
+{
+    ck_assert_ok(troupe_tables_create_wait(fx.tables, "a", NULL, 0));
+    put("a", "k1", 1);
+    put("a", "k2", 2);
+    const void *keys[4] = {"k1", "none", "k2", "k1"};
+    size_t klens[4] = {2, 4, 2, 2};
+    troupe_rows *rows = NULL;
+    uint64_t *vers = NULL;
+    ck_assert_ok(troupe_txn_query_versions_wait(fx.tables, "a", keys, klens, 4,
+                                                &rows, &vers));
+    ck_assert_uint_eq(rows->n, 3);
+    ck_assert_int_eq(vof(&rows->rows[0]), 1);
+    ck_assert_int_eq(vof(&rows->rows[1]), 2);
+    ck_assert_int_eq(vof(&rows->rows[2]), 1);
+    ck_assert_uint_eq(vers[0], vers[3]);
+    for (int i = 0; i < 3; i++) {
+        troupe_rows *r1 = NULL;
+        uint64_t v1 = 0;
+        ck_assert_ok(troupe_txn_query_version_wait(fx.tables, "a", keys[i],
+                                                   klens[i], &r1, &v1));
+        ck_assert_uint_gt(vers[i], 0);
+        ck_assert_uint_eq(v1, vers[i]); /* "none" got its first version once */
+        troupe_rows_destroy(r1);
+    }
+    troupe_rows_destroy(rows);
+    /* the versions work as a read set */
+    troupe_txn *tx = NULL;
+    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx));
+    ck_assert_ok(troupe_txn_read_version(tx, "a", "k1", 2, vers[0]));
+    ck_assert_ok(troupe_txn_read_version(tx, "a", "k2", 2, vers[2]));
+    ck_assert_ok(txput(tx, "a", "k1", 10));
+    ck_assert_ok(troupe_txn_commit_version_wait(tx, TROUPE_SYNC_OFF));
+    troupe_txn_destroy(tx);
+    troupe_free(vers);
+    ck_assert_int_eq(stored("a", "k1"), 10);
+    /* bad arguments: nothing asked */
+    vers = NULL;
+    ck_assert_err(troupe_txn_query_versions_wait(fx.tables, "a", keys, klens, 0,
+                                                 &rows, &vers),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_txn_query_versions_wait(fx.tables, "a", NULL, klens, 1,
+                                                 &rows, &vers),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_txn_query_versions_wait(fx.tables, "a", keys, klens,
+                                                 TROUPE_TABLE_PAGE_MAX + 1,
+                                                 &rows, &vers),
+                  TROUPE_EINVAL);
+    size_t zero[1] = {0};
+    ck_assert_err(troupe_txn_query_versions_wait(fx.tables, "a", keys, zero, 1,
+                                                 &rows, &vers),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_txn_query_versions_wait(fx.tables, "nosuch", keys,
+                                                 klens, 1, &rows, &vers),
+                  TROUPE_ENOENT);
+    ck_assert_err(
+        troupe_txn_query_versions(fx.tables, "a", keys, klens, 1, NULL, NULL),
+        TROUPE_EINVAL);
+    ck_assert_ptr_null(vers);
+}
+END_TEST
+
 /* Writes keys "<prefix><i>" for i in [from, to) in transactions of
  * 10000 keys (the default limit). */
 static void
@@ -1488,6 +1552,7 @@ txn_suite(void)
     tcase_add_test(tc, test_txn_scan_bad_arguments);
     tcase_add_test(tc, test_txn_reserved_range_holds_writes_into_it);
     tcase_add_test(tc, test_txn_full_version_map_sheds_unneeded_records_first);
+    tcase_add_test(tc, test_txn_query_versions_batch_matches_single_queries);
     tcase_add_test(tc, test_txn_versioned_query_commit_receipts_and_conflicts);
     tcase_add_test(tc,
                    test_txn_versioned_api_first_version_once_and_bad_arguments);

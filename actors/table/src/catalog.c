@@ -730,6 +730,36 @@ troupe_tables_list(troupe_tables *t, char ***names, size_t *n)
     return TROUPE_OK;
 }
 
+static tentry *
+entry_find(troupe_tables *t, const char *name);
+
+troupe_err
+troupe__tables_index_env(troupe_tables *t, const char *table, const char *index,
+                         tindex_env *env)
+{
+    size_t len;
+    if (t == NULL || index == NULL || env == NULL || !name_valid(table, &len))
+        return TROUPE_EINVAL;
+    memset(env, 0, sizeof(*env));
+    uv_mutex_lock(&t->mu);
+    troupe_err e = t->state == RUNNING ? TROUPE_ENOENT : TROUPE_ESTATE;
+    tentry *en = e == TROUPE_ENOENT ? entry_find(t, table) : NULL;
+    for (size_t i = 0; en != NULL && e == TROUPE_ENOENT && i < en->schema->n;
+         i++)
+        if (strcmp(troupe_index_def_name(en->schema->defs[i]), index) == 0) {
+            env->schema = troupe__tschema_retain(en->schema);
+            env->def = en->schema->defs[i];
+            env->table_id = en->id;
+            e = TROUPE_OK;
+        }
+    uv_mutex_unlock(&t->mu);
+    if (e == TROUPE_OK) {
+        env->db = t->db;
+        env->now_ms = t->clock(t->clock_ctx);
+    }
+    return e;
+}
+
 troupe_err
 troupe__tables_lookup_index(troupe_tables *t, const char *name, troupe_addr *a,
                             uint32_t *timeout_ms, troupe_runtime **rt)

@@ -3,7 +3,9 @@
  * (actors/index) holding a copy of its index list, respawned by the
  * catalog whenever that list or an index's state changes. These calls
  * look it up and ask it, so a query on an index still building answers
- * ESTATE until the build is done.
+ * ESTATE until the build is done. The blocking twins need no actor: they
+ * run the query on the caller's thread against the catalog's current
+ * schema (same checks, same answers).
  */
 #include "table_int.h"
 #include "troupe/alloc.h"
@@ -81,26 +83,26 @@ troupe_tables_count(troupe_tables *t, const char *table, const char *index,
     return ask_index(t, table, index, q, NULL, cb, arg);
 }
 
-typedef struct qwait {
-    twaiter w;
-    troupe_index_result *res;
-    uint64_t n;
-} qwait;
-
-static void
-wake_query(troupe_err err, troupe_index_result *res, void *arg)
+/* Runs q on this thread: count when n != NULL, else query into *out. */
+static troupe_err
+run_here(troupe_tables *t, const char *table, const char *index,
+         const troupe_index_query *q, troupe_index_result **out, uint64_t *n)
 {
-    qwait *q = arg;
-    q->res = res;
-    troupe__twaiter_wake(&q->w, err, NULL);
-}
-
-static void
-wake_count(troupe_err err, uint64_t n, void *arg)
-{
-    qwait *q = arg;
-    q->n = n;
-    troupe__twaiter_wake(&q->w, err, NULL);
+    if (q == NULL)
+        return TROUPE_EINVAL;
+    tindex_env env;
+    troupe_err e = troupe__tables_index_env(t, table, index, &env);
+    if (e != TROUPE_OK)
+        return e;
+    troupe_index_query rq = *q; /* a building index answers ESTATE */
+    rq.def = env.def;
+    rq.table_id = env.table_id;
+    rq.now_ms = env.now_ms > 0 ? (uint64_t)env.now_ms : 0;
+    rq.snap = NULL;
+    e = n != NULL ? troupe_index_count(env.db, &rq, n)
+                  : troupe_index_query_run(env.db, &rq, out);
+    troupe__tschema_release(env.schema);
+    return e;
 }
 
 troupe_err
@@ -110,17 +112,7 @@ troupe_tables_query_wait(troupe_tables *t, const char *table, const char *index,
     if (out == NULL)
         return TROUPE_EINVAL;
     *out = NULL;
-    qwait w = {0};
-    troupe__twaiter_init(&w.w);
-    troupe_err e = troupe_tables_query(t, table, index, q, wake_query, &w);
-    if (e != TROUPE_OK)
-        troupe__twaiter_wake(&w.w, e, NULL);
-    e = troupe__twaiter_wait(&w.w, NULL);
-    if (e == TROUPE_OK)
-        *out = w.res;
-    else
-        troupe_index_result_destroy(w.res);
-    return e;
+    return run_here(t, table, index, q, out, NULL);
 }
 
 troupe_err
@@ -129,12 +121,6 @@ troupe_tables_count_wait(troupe_tables *t, const char *table, const char *index,
 {
     if (n == NULL)
         return TROUPE_EINVAL;
-    qwait w = {0};
-    troupe__twaiter_init(&w.w);
-    troupe_err e = troupe_tables_count(t, table, index, q, wake_count, &w);
-    if (e != TROUPE_OK)
-        troupe__twaiter_wake(&w.w, e, NULL);
-    e = troupe__twaiter_wait(&w.w, NULL);
-    *n = e == TROUPE_OK ? w.n : 0;
-    return e;
+    *n = 0;
+    return run_here(t, table, index, q, NULL, n);
 }

@@ -2335,13 +2335,36 @@ typedef struct qdefer {
     uint64_t corr;
 } qdefer;
 
+ttxn_qver *
+troupe__ttxn_qver_new(const void *const *keys, const size_t *klens, size_t n)
+{
+    size_t bytes = 0;
+    for (size_t i = 0; i < n; i++)
+        bytes += klens[i];
+    ttxn_qver *q = troupe_malloc(sizeof(*q) +
+                                 n * (sizeof(void *) + sizeof(size_t)) + bytes);
+    if (q == NULL)
+        return NULL;
+    q->n = n;
+    q->keys = (const unsigned char **)(q + 1);
+    q->klens = (size_t *)(q->keys + n);
+    unsigned char *k = (unsigned char *)(q->klens + n);
+    for (size_t i = 0; i < n; i++) {
+        memcpy(k, keys[i], klens[i]);
+        q->keys[i] = k;
+        q->klens[i] = klens[i];
+        k += klens[i];
+    }
+    return q;
+}
+
 typedef struct qjob {
     troupe_runtime *rt;
     troupe_addr asker;
     uint64_t corr;
     ttable_cfg cfg;
     troupe_snapshot *snap;
-    uint64_t ver;
+    uint64_t *vers;
     ttxn_qver *q;
 } qjob;
 
@@ -2351,46 +2374,122 @@ qjob_free(void *arg)
     qjob *j = arg;
     troupe_snapshot_destroy(j->snap);
     troupe__tschema_release(j->cfg.schema);
+    troupe_free(j->vers);
     troupe_free(j->q);
     troupe_free(j);
+}
+
+/* The reply [[version, ...], rows] from the storage's answers. */
+static troupe_err
+qver_body(const ttxn_qver *q, const uint64_t *vers, const troupe_err *errs,
+          void *const *vals, const size_t *vlens, int64_t now,
+          troupe_body **out)
+{
+    size_t found = 0;
+    for (size_t i = 0; i < q->n; i++) {
+        int64_t exp;
+        const void *doc;
+        size_t dlen;
+        if (errs[i] == TROUPE_ENOENT)
+            continue;
+        if (errs[i] != TROUPE_OK)
+            return errs[i];
+        troupe_err e =
+            troupe__envelope_parse(vals[i], vlens[i], &exp, &doc, &dlen);
+        if (e != TROUPE_OK)
+            return e;
+        found += troupe__row_live(exp, now);
+    }
+    troupe_packer p;
+    troupe_pack_init(&p);
+    troupe_pack_array(&p, 2);
+    troupe_pack_array(&p, (uint32_t)q->n);
+    for (size_t i = 0; i < q->n; i++)
+        troupe_pack_uint(&p, vers[i]);
+    troupe_pack_array(&p, 3);
+    troupe_pack_array(&p, (uint32_t)found);
+    for (size_t i = 0; i < q->n; i++) {
+        int64_t exp;
+        const void *doc;
+        size_t dlen;
+        if (errs[i] == TROUPE_OK &&
+            troupe__envelope_parse(vals[i], vlens[i], &exp, &doc, &dlen) ==
+                TROUPE_OK &&
+            troupe__row_live(exp, now))
+            troupe__table_pack_row(&p, q->keys[i], q->klens[i], exp, doc, dlen);
+    }
+    troupe_pack_nil(&p);
+    troupe_pack_bool(&p, false);
+    if (p.err != TROUPE_OK) {
+        troupe_err e = p.err;
+        troupe_pack_fini(&p);
+        return e;
+    }
+    return troupe_pack_take_body(&p, out);
+}
+
+/* Reads q's keys (cached: memory only) and answers with vers, unless the
+ * read needs the disk (EAGAIN: nothing answered). */
+static troupe_err
+qver_answer(troupe_runtime *rt, troupe_addr asker, uint64_t corr,
+            const ttable_cfg *cfg, const troupe_snapshot *snap, bool cached,
+            const ttxn_qver *q, const uint64_t *vers)
+{
+    size_t n = q->n;
+    void **vals = troupe_calloc(n, sizeof(*vals));
+    size_t *vlens = troupe_calloc(n, sizeof(*vlens));
+    troupe_err *errs = troupe_calloc(n, sizeof(*errs));
+    troupe_err e = vals && vlens && errs ? TROUPE_OK : TROUPE_ENOMEM;
+    if (e == TROUPE_OK)
+        e = cached ? troupe_db_multi_get_cached(cfg->db, cfg->cf_t, n,
+                                                (const void *const *)q->keys,
+                                                q->klens, vals, vlens, errs)
+                   : troupe_db_multi_get(cfg->db, cfg->cf_t, snap, n,
+                                         (const void *const *)q->keys, q->klens,
+                                         vals, vlens, errs);
+    for (size_t i = 0; e == TROUPE_OK && cached && i < n; i++)
+        if (errs[i] == TROUPE_EAGAIN)
+            e = TROUPE_EAGAIN;
+    if (e != TROUPE_EAGAIN) {
+        troupe_body *body = NULL;
+        if (e == TROUPE_OK)
+            e = qver_body(q, vers, errs, vals, vlens,
+                          cfg->clock(cfg->clock_ctx), &body);
+        troupe_runtime_reply(rt, asker, corr, e, e == TROUPE_OK ? &body : NULL);
+    }
+    for (size_t i = 0; vals != NULL && i < n; i++)
+        troupe_free(vals[i]);
+    troupe_free(vals);
+    troupe_free(vlens);
+    troupe_free(errs);
+    return e;
 }
 
 static void
 qver_work(void *arg)
 {
     qjob *j = arg;
-    int64_t now = j->cfg.clock(j->cfg.clock_ctx);
-    void *val = NULL;
-    size_t vlen = 0;
-    troupe_err e = troupe_db_get(j->cfg.db, j->cfg.cf_t, j->snap, j->q->key,
-                                 j->q->klen, &val, &vlen);
-    int64_t exp = 0;
-    const void *doc = NULL;
-    size_t dlen = 0;
-    bool found = false;
-    if (e == TROUPE_OK) {
-        e = troupe__envelope_parse(val, vlen, &exp, &doc, &dlen);
-        found = e == TROUPE_OK && troupe__row_live(exp, now);
-    } else if (e == TROUPE_ENOENT) {
-        e = TROUPE_OK;
-    }
-    troupe_body *body = NULL;
-    if (e == TROUPE_OK) {
-        troupe_packer p;
-        troupe_pack_init(&p);
-        troupe_pack_array(&p, 2);
-        troupe_pack_uint(&p, j->ver);
-        troupe_pack_array(&p, 3);
-        troupe_pack_array(&p, found ? 1 : 0);
-        if (found)
-            troupe__table_pack_row(&p, j->q->key, j->q->klen, exp, doc, dlen);
-        troupe_pack_nil(&p);
-        troupe_pack_bool(&p, false);
-        e = troupe_pack_take_body(&p, &body);
-    }
-    troupe_free(val);
-    troupe_runtime_reply(j->rt, j->asker, j->corr, e,
-                         e == TROUPE_OK ? &body : NULL);
+    qver_answer(j->rt, j->asker, j->corr, &j->cfg, j->snap, false, j->q,
+                j->vers);
+}
+
+/* The key's version now (no write of it in flight: checked before). */
+static uint64_t
+qver_of(tstate *s, const unsigned char *key, size_t klen)
+{
+    klock *l = *lock_slot(s, key, klen);
+    if (l != NULL && l->running != NULL) /* stored, not yet published */
+        return atomic_load(&l->running->cver);
+    for (const vent *v = s->vmap[key_hash(key, klen) & (s->vnb - 1)]; v != NULL;
+         v = v->next)
+        if (v->klen == klen && memcmp(v->key, key, klen) == 0)
+            return v->ver;
+    /* the key's first version, created once */
+    uint64_t ver = vnext(s);
+    vmap_publish(s, key, klen, ver, s->cfg.clock(s->cfg.clock_ctx));
+    if (vmap_get(s, key, klen) != ver)
+        ver = vmap_get(s, key, klen); /* map was full */
+    return ver;
 }
 
 static void
@@ -2403,11 +2502,12 @@ qver_run(troupe_actor *self, tstate *s, ttxn_qver *q, troupe_addr asker,
         troupe_free(q);
         return;
     }
-    klock *l = *lock_slot(s, q->key, q->klen);
-    uint64_t ver = 0;
-    if (l != NULL && l->running != NULL) {
-        ver = l->running->ext ? 0 : atomic_load(&l->running->cver);
-        if (ver == 0) { /* a write in flight: answer after it */
+    /* A write of one of the keys in flight: answer after it. (Checked for
+     * every key first, so that no first version is created twice.) */
+    for (size_t i = 0; i < q->n; i++) {
+        klock *l = *lock_slot(s, q->keys[i], q->klens[i]);
+        if (l != NULL && l->running != NULL &&
+            (l->running->ext || atomic_load(&l->running->cver) == 0)) {
             qdefer *d = troupe_malloc(sizeof(*d));
             if (d == NULL) {
                 troupe_runtime_reply(rt, asker, corr, TROUPE_ENOMEM, NULL);
@@ -2422,21 +2522,22 @@ qver_run(troupe_actor *self, tstate *s, ttxn_qver *q, troupe_addr asker,
             return;
         }
     }
-    if (ver == 0) {
-        bool known = false;
-        for (const vent *v = s->vmap[key_hash(q->key, q->klen) & (s->vnb - 1)];
-             v != NULL; v = v->next)
-            if (v->klen == q->klen && memcmp(v->key, q->key, q->klen) == 0) {
-                ver = v->ver;
-                known = true;
-            }
-        if (!known) { /* the key's first version, created once */
-            ver = vnext(s);
-            vmap_publish(s, q->key, q->klen, ver,
-                         s->cfg.clock(s->cfg.clock_ctx));
-            if (vmap_get(s, q->key, q->klen) != ver)
-                ver = vmap_get(s, q->key, q->klen); /* map was full */
-        }
+    uint64_t *vers = troupe_calloc(q->n, sizeof(*vers));
+    if (vers == NULL) {
+        troupe_runtime_reply(rt, asker, corr, TROUPE_ENOMEM, NULL);
+        troupe_free(q);
+        return;
+    }
+    for (size_t i = 0; i < q->n; i++)
+        vers[i] = qver_of(s, q->keys[i], q->klens[i]);
+    /* No write of the keys is in flight, and none can start while this
+     * handler runs: the latest values go with `vers`. Read them here when
+     * they are in memory; else on a worker, from a snapshot taken now. */
+    if (qver_answer(rt, asker, corr, &s->cfg, NULL, true, q, vers) !=
+        TROUPE_EAGAIN) {
+        troupe_free(vers);
+        troupe_free(q);
+        return;
     }
     qjob *j = troupe_calloc(1, sizeof(*j));
     troupe_err e =
@@ -2444,6 +2545,7 @@ qver_run(troupe_actor *self, tstate *s, ttxn_qver *q, troupe_addr asker,
     if (e != TROUPE_OK) {
         troupe_runtime_reply(rt, asker, corr, e, NULL);
         troupe_free(j);
+        troupe_free(vers);
         troupe_free(q);
         return;
     }
@@ -2452,7 +2554,7 @@ qver_run(troupe_actor *self, tstate *s, ttxn_qver *q, troupe_addr asker,
     j->corr = corr;
     j->cfg = s->cfg;
     troupe__tschema_retain(j->cfg.schema);
-    j->ver = ver;
+    j->vers = vers;
     j->q = q;
     e = troupe_work_submit(self, qver_work, j, TABLE_TXN_QVER_DONE, qjob_free);
     if (e != TROUPE_OK) {
@@ -2481,7 +2583,7 @@ h_txn_qver(troupe_actor *self, void *st, const troupe_msg *m)
 {
     tstate *s = st;
     ttxn_qver *q = m->ptr;
-    if (q == NULL || q->klen == 0) {
+    if (q == NULL || q->n == 0) {
         troupe_runtime_reply(troupe_actor_runtime(self), m->from, m->corr,
                              TROUPE_EPROTO, NULL);
         troupe_free(q);

@@ -80,14 +80,20 @@ typedef struct ttxn_key {
     uint64_t ver;
 } ttxn_key;
 
-/* A query with version: replies [version uint, rows body] where rows body
- * is the read reply of table.h's GET ([[[key, expires, doc]] or [], nil,
- * false]). The value and the version are taken at one instant (no write
- * of the key in flight); a key without a version gets its first one. */
+/* A query with version of n keys (one allocation, troupe_free): replies
+ * [[version uint, ...n], rows body] where rows body is the read reply of
+ * table.h's GET_MANY (the live rows among the keys, in the order asked).
+ * Each value and its version are taken at one instant (no write of the
+ * key in flight); a key without a version gets its first one. */
 typedef struct ttxn_qver {
-    size_t klen;
-    unsigned char key[];
+    size_t n;
+    const unsigned char **keys; /* into the allocation */
+    size_t *klens;
 } ttxn_qver;
+
+/* Copies n keys into a new ttxn_qver; NULL when out of memory. */
+ttxn_qver *
+troupe__ttxn_qver_new(const void *const *keys, const size_t *klens, size_t n);
 
 /* A prepare request, sent as a message's ptr (owned by the message, then
  * by the table actor). Keys are distinct and sorted. Reply: OK (keys
@@ -297,6 +303,22 @@ troupe__table_spawn(troupe_runtime *rt, const ttable_cfg *cfg,
 troupe_err
 troupe__tables_lookup(troupe_tables *t, const char *name, troupe_addr *a,
                       uint32_t *timeout_ms, troupe_runtime **rt);
+
+/* What a query run on the caller's thread needs: the index's def in a
+ * retained schema (immutable: a change of the table's indexes publishes
+ * a new schema), the table's id, the db and the tables' clock now. */
+typedef struct tindex_env {
+    tschema *schema; /* one reference: troupe__tschema_release it */
+    const troupe_index_def *def;
+    uint64_t table_id;
+    troupe_db *db;
+    int64_t now_ms;
+} tindex_env;
+
+/* EINVAL, ENOENT (no such table or index), ESTATE (tables stopped). */
+troupe_err
+troupe__tables_index_env(troupe_tables *t, const char *table, const char *index,
+                         tindex_env *env);
 
 /* The same for the table's index actor (queries). */
 troupe_err

@@ -1683,10 +1683,54 @@ troupe_txn_run_wait(troupe_tables *t, const troupe_txn_opts *o,
 /* ---- the versioned API (pi_db) ----------------------------------------- */
 
 typedef struct qcall {
-    troupe_txn_version_cb cb;
+    troupe_txn_version_cb cb;   /* one key */
+    troupe_txn_versions_cb mcb; /* many */
     void *arg;
+    size_t n;
     ttables_shared *ts;
 } qcall;
+
+/* Decodes [[version, ...n], rows body] into *vers (troupe_malloc'ed) and
+ * *rows. */
+static troupe_err
+qver_decode(const troupe_msg *reply, size_t n, uint64_t **vers,
+            troupe_rows **rows)
+{
+    if (reply == NULL || reply->body == NULL)
+        return TROUPE_EPROTO;
+    troupe_reader r;
+    uint32_t cnt = 0;
+    troupe_reader_init(&r, troupe_body_data(reply->body),
+                       troupe_body_len(reply->body));
+    troupe_read_array_n(&r, 2);
+    troupe_read_array(&r, &cnt);
+    if (r.err != TROUPE_OK || cnt != n)
+        return TROUPE_EPROTO;
+    uint64_t *v = troupe_calloc(n, sizeof(*v));
+    if (v == NULL)
+        return TROUPE_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        troupe_read_uint(&r, &v[i]);
+        if (r.err == TROUPE_OK && v[i] == 0)
+            r.err = TROUPE_EPROTO;
+    }
+    const void *raw = NULL;
+    size_t rlen = 0;
+    troupe_read_raw(&r, &raw, &rlen);
+    troupe_body *b = NULL;
+    troupe_err e = troupe_read_end(&r) != TROUPE_OK
+                       ? TROUPE_EPROTO
+                       : troupe_body_copy(raw, rlen, &b);
+    if (e == TROUPE_OK)
+        e = troupe__rows_from_body(b, rows);
+    troupe_body_release(b);
+    if (e != TROUPE_OK) {
+        troupe_free(v);
+        return e;
+    }
+    *vers = v;
+    return TROUPE_OK;
+}
 
 static void
 on_qver(troupe_runtime *rt, troupe_err err, troupe_msg *reply, void *arg)
@@ -1694,51 +1738,41 @@ on_qver(troupe_runtime *rt, troupe_err err, troupe_msg *reply, void *arg)
     (void)rt;
     qcall *c = arg;
     troupe_rows *rows = NULL;
-    uint64_t ver = 0;
-    if (err == TROUPE_OK && (reply == NULL || reply->body == NULL))
-        err = TROUPE_EPROTO;
-    if (err == TROUPE_OK) {
-        troupe_reader r;
-        const void *raw = NULL;
-        size_t rlen = 0;
-        troupe_reader_init(&r, troupe_body_data(reply->body),
-                           troupe_body_len(reply->body));
-        troupe_read_array_n(&r, 2);
-        troupe_read_uint(&r, &ver);
-        troupe_read_raw(&r, &raw, &rlen);
-        troupe_body *b = NULL;
-        err = troupe_read_end(&r) != TROUPE_OK || ver == 0
-                  ? TROUPE_EPROTO
-                  : troupe_body_copy(raw, rlen, &b);
-        if (err == TROUPE_OK)
-            err = troupe__rows_from_body(b, &rows);
-        troupe_body_release(b);
-    }
-    troupe_txn_version_cb cb = c->cb;
-    void *cb_arg = c->arg;
+    uint64_t *vers = NULL;
+    if (err == TROUPE_OK)
+        err = qver_decode(reply, c->n, &vers, &rows);
     atomic_fetch_add_explicit(err == TROUPE_OK ? &c->ts->qver_ok
                                                : &c->ts->qver_fail,
-                              1, memory_order_relaxed);
+                              c->n, memory_order_relaxed);
+    qcall cc = *c;
     troupe_free(c);
-    cb(err, rows, err == TROUPE_OK ? ver : 0, cb_arg);
+    if (cc.mcb != NULL) {
+        cc.mcb(err, rows, vers, cc.arg);
+        return;
+    }
+    uint64_t ver = err == TROUPE_OK ? vers[0] : 0;
+    troupe_free(vers);
+    cc.cb(err, rows, ver, cc.arg);
 }
 
-troupe_err
-troupe_txn_query_version(troupe_tables *t, const char *table, const void *key,
-                         size_t klen, troupe_txn_version_cb cb, void *arg)
+static troupe_err
+query_versions(troupe_tables *t, const char *table, const void *const *keys,
+               const size_t *klens, size_t n, troupe_txn_version_cb cb,
+               troupe_txn_versions_cb mcb, void *arg)
 {
-    if (t == NULL || table == NULL || cb == NULL)
+    if (t == NULL || table == NULL || (cb == NULL && mcb == NULL) ||
+        keys == NULL || klens == NULL || n == 0 || n > TROUPE_TABLE_PAGE_MAX)
         return TROUPE_EINVAL;
-    troupe_err e = check_key(key, klen);
-    if (e != TROUPE_OK)
-        return e;
+    troupe_err e = TROUPE_OK;
+    for (size_t i = 0; e == TROUPE_OK && i < n; i++)
+        e = check_key(keys[i], klens[i]);
     ttxn_env env;
     troupe_addr a;
     troupe_cf *cf;
-    if ((e = troupe__tables_txn_env(t, &env)) != TROUPE_OK ||
+    if (e != TROUPE_OK || (e = troupe__tables_txn_env(t, &env)) != TROUPE_OK ||
         (e = troupe__tables_lookup_cf(t, table, &a, &cf)) != TROUPE_OK)
         return e;
-    ttxn_qver *q = troupe_malloc(sizeof(*q) + klen);
+    ttxn_qver *q = troupe__ttxn_qver_new(keys, klens, n);
     qcall *c = troupe_malloc(sizeof(*c));
     troupe_msg *m = NULL;
     if (q == NULL || c == NULL ||
@@ -1747,22 +1781,38 @@ troupe_txn_query_version(troupe_tables *t, const char *table, const void *key,
         troupe_free(c);
         return TROUPE_ENOMEM;
     }
-    q->klen = klen;
-    memcpy(q->key, key, klen);
     m->ptr = q;
     m->ptr_drop = troupe_free;
-    c->cb = cb;
-    c->arg = arg;
-    c->ts = env.ts;
+    *c = (qcall){cb, mcb, arg, n, env.ts};
     e = troupe_runtime_ask(env.rt, a, &m, env.timeout_ms, on_qver, c);
     if (e != TROUPE_OK)
         troupe_free(c);
     return e;
 }
 
+troupe_err
+troupe_txn_query_version(troupe_tables *t, const char *table, const void *key,
+                         size_t klen, troupe_txn_version_cb cb, void *arg)
+{
+    if (cb == NULL)
+        return TROUPE_EINVAL;
+    return query_versions(t, table, &key, &klen, 1, cb, NULL, arg);
+}
+
+troupe_err
+troupe_txn_query_versions(troupe_tables *t, const char *table,
+                          const void *const *keys, const size_t *klens,
+                          size_t n, troupe_txn_versions_cb cb, void *arg)
+{
+    if (cb == NULL)
+        return TROUPE_EINVAL;
+    return query_versions(t, table, keys, klens, n, NULL, cb, arg);
+}
+
 typedef struct qwait {
     twaiter w;
     uint64_t ver;
+    uint64_t *vers;
 } qwait;
 
 static void
@@ -1770,6 +1820,14 @@ wake_qver(troupe_err err, troupe_rows *rows, uint64_t ver, void *arg)
 {
     qwait *q = arg;
     q->ver = ver;
+    troupe__twaiter_wake(&q->w, err, rows);
+}
+
+static void
+wake_qvers(troupe_err err, troupe_rows *rows, uint64_t *vers, void *arg)
+{
+    qwait *q = arg;
+    q->vers = vers;
     troupe__twaiter_wake(&q->w, err, rows);
 }
 
@@ -1788,6 +1846,28 @@ troupe_txn_query_version_wait(troupe_tables *t, const char *table,
         rows);
     if (e == TROUPE_OK)
         *version = q.ver;
+    return e;
+}
+
+troupe_err
+troupe_txn_query_versions_wait(troupe_tables *t, const char *table,
+                               const void *const *keys, const size_t *klens,
+                               size_t n, troupe_rows **rows,
+                               uint64_t **versions)
+{
+    if (rows == NULL || versions == NULL)
+        return TROUPE_EINVAL;
+    *versions = NULL;
+    qwait q = {0};
+    troupe__twaiter_init(&q.w);
+    troupe_err e = finish_wait(
+        &q.w,
+        troupe_txn_query_versions(t, table, keys, klens, n, wake_qvers, &q),
+        rows);
+    if (e == TROUPE_OK)
+        *versions = q.vers;
+    else
+        troupe_free(q.vers);
     return e;
 }
 

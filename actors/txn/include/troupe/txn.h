@@ -268,6 +268,28 @@ troupe_txn_query_version_wait(troupe_tables *t, const char *table,
                               const void *key, size_t klen, troupe_rows **rows,
                               uint64_t *version);
 
+/*
+ * troupe_txn_query_versions: the same for n keys of one table (1..
+ * TROUPE_TABLE_PAGE_MAX, duplicates allowed) in one request, each value
+ * and its version taken as troupe_txn_query_version takes them:
+ * versions[i] is keys[i]'s version, and rows holds the live rows among the
+ * keys in the order asked (an absent key has no row: match rows to keys by
+ * key). cb(err, rows, versions, arg) on scheduler 0 owns both (rows with
+ * troupe_rows_destroy, versions with troupe_free; both NULL on error).
+ * Errors as troupe_txn_query_version.
+ */
+typedef void (*troupe_txn_versions_cb)(troupe_err err, troupe_rows *rows,
+                                       uint64_t *versions, void *arg);
+troupe_err
+troupe_txn_query_versions(troupe_tables *t, const char *table,
+                          const void *const *keys, const size_t *klens,
+                          size_t n, troupe_txn_versions_cb cb, void *arg);
+troupe_err
+troupe_txn_query_versions_wait(troupe_tables *t, const char *table,
+                               const void *const *keys, const size_t *klens,
+                               size_t n, troupe_rows **rows,
+                               uint64_t **versions);
+
 /* Errors: EINVAL (NULL, empty key, version 0), ETOOBIG (key, or the key
  * limit), ENOENT (no such table), ESTATE (ordinary reads used, or not
  * open), ENOMEM. */
