@@ -148,7 +148,9 @@ typedef struct clog {
  * run between batches. */
 typedef struct vent {
     struct vent *next;
-    struct vent *lprev; /* publish order */
+    struct vent **pprev; /* the pointer to it in its chain: O(1) removal */
+    size_t hash;         /* key_hash of key */
+    struct vent *lprev;  /* publish order */
     struct vent *lnext;
     int64_t pub_ms; /* when it was last published */
     uint64_t ver;
@@ -315,14 +317,32 @@ vnext(tstate *s)
 static size_t
 key_hash(const void *k, size_t n);
 
+/* The record of key (hash h = key_hash(key, klen)), or NULL. */
+static vent *
+vmap_find(const tstate *s, const void *key, size_t klen, size_t h)
+{
+    for (vent *v = s->vmap[h & (s->vnb - 1)]; v != NULL; v = v->next)
+        if (v->hash == h && v->klen == klen && memcmp(v->key, key, klen) == 0)
+            return v;
+    return NULL;
+}
+
 static uint64_t
 vmap_get(const tstate *s, const void *key, size_t klen)
 {
-    for (const vent *v = s->vmap[key_hash(key, klen) & (s->vnb - 1)]; v != NULL;
-         v = v->next)
-        if (v->klen == klen && memcmp(v->key, key, klen) == 0)
-            return v->ver;
-    return s->vfloor;
+    const vent *v = vmap_find(s, key, klen, key_hash(key, klen));
+    return v != NULL ? v->ver : s->vfloor;
+}
+
+/* Links v at the head of its chain. */
+static void
+vmap_link(vent **head, vent *v)
+{
+    v->next = *head;
+    if (v->next != NULL)
+        v->next->pprev = &v->next;
+    v->pprev = head;
+    *head = v;
 }
 
 static void
@@ -390,9 +410,7 @@ vmap_grow(tstate *s)
         while (s->vmap[i] != NULL) {
             vent *v = s->vmap[i];
             s->vmap[i] = v->next;
-            vent **pp = &t[key_hash(v->key, v->klen) & (nb - 1)];
-            v->next = *pp;
-            *pp = v;
+            vmap_link(&t[v->hash & (nb - 1)], v);
         }
     troupe_free(s->vmap);
     s->vmap = t;
@@ -421,18 +439,18 @@ vmap_publish(tstate *s, const void *key, size_t klen, uint64_t ver, int64_t now)
 {
     if (ver > s->vmax)
         s->vmax = ver;
-    vent **pp = &s->vmap[key_hash(key, klen) & (s->vnb - 1)];
-    for (vent *v = *pp; v != NULL; v = v->next)
-        if (v->klen == klen && memcmp(v->key, key, klen) == 0) {
-            v->ver = ver;
-            v->pub_ms = now; /* a publish refreshes its TTL */
-            vlist_unlink(s, v);
-            vlist_append(s, v);
-            return;
-        }
-    if (s->nv >= VMAP_MAX && vmap_shed(s) > 0)
-        pp = &s->vmap[key_hash(key, klen) & (s->vnb - 1)];
-    vent *v = s->nv < VMAP_MAX ? troupe_malloc(sizeof(*v) + klen) : NULL;
+    size_t h = key_hash(key, klen);
+    vent *v = vmap_find(s, key, klen, h);
+    if (v != NULL) {
+        v->ver = ver;
+        v->pub_ms = now; /* a publish refreshes its TTL */
+        vlist_unlink(s, v);
+        vlist_append(s, v);
+        return;
+    }
+    if (s->nv >= VMAP_MAX)
+        vmap_shed(s);
+    v = s->nv < VMAP_MAX ? troupe_malloc(sizeof(*v) + klen) : NULL;
     if (v == NULL) { /* full of needed records (or no memory): every key
                         is new now */
         vmap_clear(s);
@@ -441,10 +459,10 @@ vmap_publish(tstate *s, const void *key, size_t klen, uint64_t ver, int64_t now)
     }
     v->ver = ver;
     v->pub_ms = now;
+    v->hash = h;
     v->klen = klen;
     memcpy(v->key, key, klen);
-    v->next = *pp;
-    *pp = v;
+    vmap_link(&s->vmap[h & (s->vnb - 1)], v);
     vlist_append(s, v);
     s->nv++;
     s->vbytes += vent_bytes(v);
@@ -455,10 +473,9 @@ vmap_publish(tstate *s, const void *key, size_t klen, uint64_t ver, int64_t now)
 static void
 vmap_remove(tstate *s, vent *v)
 {
-    vent **pp = &s->vmap[key_hash(v->key, v->klen) & (s->vnb - 1)];
-    while (*pp != v)
-        pp = &(*pp)->next;
-    *pp = v->next;
+    *v->pprev = v->next;
+    if (v->next != NULL)
+        v->next->pprev = v->pprev;
     vlist_unlink(s, v);
     s->nv--;
     s->vbytes -= vent_bytes(v);
@@ -2480,10 +2497,9 @@ qver_of(tstate *s, const unsigned char *key, size_t klen)
     klock *l = *lock_slot(s, key, klen);
     if (l != NULL && l->running != NULL) /* stored, not yet published */
         return atomic_load(&l->running->cver);
-    for (const vent *v = s->vmap[key_hash(key, klen) & (s->vnb - 1)]; v != NULL;
-         v = v->next)
-        if (v->klen == klen && memcmp(v->key, key, klen) == 0)
-            return v->ver;
+    const vent *v = vmap_find(s, key, klen, key_hash(key, klen));
+    if (v != NULL)
+        return v->ver;
     /* the key's first version, created once */
     uint64_t ver = vnext(s);
     vmap_publish(s, key, klen, ver, s->cfg.clock(s->cfg.clock_ctx));
