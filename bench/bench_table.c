@@ -23,12 +23,20 @@
  * write path, not fdatasync (bench_group_commit measures synced commits).
  *
  * Concurrency. troupe: a standalone runtime with default options (one
- * scheduler per core, 4 worker-pool threads); the host keeps 64
- * requests in flight through the asynchronous API: each callback (it runs
- * on scheduler 0) issues the next request. Raw: one thread per online core,
- * each calling the C API in a loop (rocksdb_put / rocksdb_get /
+ * scheduler per core, 4 worker-pool threads). Raw: one thread per online
+ * core, each calling the C API in a loop (rocksdb_put / rocksdb_get /
  * iterator seek + 100 nexts). On the 2-core machine that is 2 threads: as
  * many as can run at once, so the raw side gets all the CPU it can use.
+ *  - Reads (table_get, table_scan100, index_query100): troupe runs the same
+ *    shape as raw, one thread per core calling the blocking API in a loop
+ *    (troupe_table_get_wait, _scan_wait, troupe_tables_query_wait), which
+ *    reads on the calling thread. The *_async lines (informative) are the
+ *    asynchronous API with 64 requests in flight from callbacks on
+ *    scheduler 0: memory reads on scheduler 0's thread, one core.
+ *  - Writes (table_put, index_put_*): the asynchronous API, 64 requests in
+ *    flight, each callback issuing the next (a blocking write waits for
+ *    its commit: two threads of those would measure latency, not the
+ *    write path).
  *
  * index_query100 (rows = true, limit 100, one int value matching exactly
  * 100 rows): its peer uses the same database and families through the
