@@ -1016,6 +1016,64 @@ create_indexed(void)
     ck_assert_ok(create_idx("u", specs, 2));
 }
 
+/* AND of two indexes through the catalog, on the caller's thread. */
+START_TEST(test_query_and_of_two_indexes_by_name)
+{
+    static const troupe_index_field kind_f = {"kind", TROUPE_FIELD_STRING};
+    troupe_index_spec specs[2] = {
+        {.name = "by_city", .fields = &city_f, .n_fields = 1},
+        {.name = "by_kind", .fields = &kind_f, .n_fields = 1},
+    };
+    ck_assert_ok(create_idx("s", specs, 2));
+    ck_assert_ok(ins("s", "p1", doc(2, "city", "oslo", "kind", "cafe")));
+    ck_assert_ok(ins("s", "p2", doc(2, "city", "oslo", "kind", "shop")));
+    ck_assert_ok(ins("s", "p3", doc(2, "city", "rome", "kind", "cafe")));
+    ck_assert_ok(ins("s", "p4", doc(2, "city", "oslo", "kind", "cafe")));
+    troupe_packer pa, pb;
+    troupe_pack_init(&pa);
+    troupe_pack_array(&pa, 1);
+    troupe_pack_cstr(&pa, "oslo");
+    troupe_pack_init(&pb);
+    troupe_pack_array(&pb, 1);
+    troupe_pack_cstr(&pb, "cafe");
+    troupe_index_query qa = {.values = pa.data, .values_len = pa.len};
+    troupe_index_query qb = {.values = pb.data, .values_len = pb.len};
+    troupe_index_result *r = NULL;
+    ck_assert_ok(troupe_tables_query_and_wait(fx.tables, "s", "by_city", &qa,
+                                              "by_kind", &qb, NULL, 0, 1, &r));
+    ck_assert_uint_eq(r->n, 1);
+    ck_assert_mem_eq(r->hits[0].pk, "p1", 2);
+    ck_assert(r->more);
+    troupe_index_result *r2 = NULL;
+    ck_assert_ok(troupe_tables_query_and_wait(fx.tables, "s", "by_city", &qa,
+                                              "by_kind", &qb, r->cursor,
+                                              r->cursor_len, 10, &r2));
+    troupe_index_result_destroy(r);
+    r = r2;
+    ck_assert_uint_eq(r->n, 1);
+    ck_assert_mem_eq(r->hits[0].pk, "p4", 2);
+    ck_assert(!r->more);
+    troupe_index_result_destroy(r);
+    r = NULL;
+    ck_assert_err(troupe_tables_query_and_wait(fx.tables, "s", "by_city", &qa,
+                                               "nope", &qb, NULL, 0, 10, &r),
+                  TROUPE_ENOENT);
+    ck_assert_err(troupe_tables_query_and_wait(fx.tables, "nope", "by_city",
+                                               &qa, "by_kind", &qb, NULL, 0, 10,
+                                               &r),
+                  TROUPE_ENOENT);
+    ck_assert_err(troupe_tables_query_and_wait(fx.tables, "s", "by_city", &qa,
+                                               "by_kind", &qb, NULL, 0, 0, &r),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_tables_query_and_wait(fx.tables, "s", "by_city", NULL,
+                                               "by_kind", &qb, NULL, 0, 10, &r),
+                  TROUPE_EINVAL);
+    ck_assert_ptr_null(r);
+    troupe_pack_fini(&pa);
+    troupe_pack_fini(&pb);
+}
+END_TEST
+
 START_TEST(test_index_entries_and_manifest_follow_writes)
 {
     create_indexed();
@@ -1862,6 +1920,7 @@ table_suite(void)
     tcase_add_test(tc, test_scan_corrupt_row_fails_page_never_shortens);
     tcase_add_test(tc, test_scan_skips_expired_rows_and_fills_the_page);
     tcase_add_test(tc, test_index_entries_and_manifest_follow_writes);
+    tcase_add_test(tc, test_query_and_of_two_indexes_by_name);
     tcase_add_test(tc,
                    test_index_unique_second_row_econstraint_nothing_written);
     tcase_add_test(tc, test_index_concurrent_unique_inserts_exactly_one_ok);

@@ -124,3 +124,37 @@ troupe_tables_count_wait(troupe_tables *t, const char *table, const char *index,
     *n = 0;
     return run_here(t, table, index, q, NULL, n);
 }
+
+troupe_err
+troupe_tables_query_and_wait(troupe_tables *t, const char *table,
+                             const char *index_a, const troupe_index_query *qa,
+                             const char *index_b, const troupe_index_query *qb,
+                             const void *after, size_t after_len, size_t limit,
+                             troupe_index_result **out)
+{
+    if (out == NULL)
+        return TROUPE_EINVAL;
+    *out = NULL;
+    if (qa == NULL || qb == NULL)
+        return TROUPE_EINVAL;
+    tindex_env ea, eb = {0};
+    troupe_err e = troupe__tables_index_env(t, table, index_a, &ea);
+    if (e != TROUPE_OK)
+        return e;
+    e = troupe__tables_index_env(t, table, index_b, &eb);
+    troupe_snapshot *snap = NULL; /* both sides read one instant */
+    if (e == TROUPE_OK)
+        e = troupe_snapshot_create(ea.db, &snap);
+    if (e == TROUPE_OK) {
+        troupe_index_query a = *qa, b = *qb;
+        a.def = ea.def;
+        b.def = eb.def;
+        a.table_id = b.table_id = ea.table_id;
+        a.snap = b.snap = snap;
+        e = troupe_index_query_and(ea.db, &a, &b, after, after_len, limit, out);
+    }
+    troupe_snapshot_destroy(snap);
+    troupe__tschema_release(ea.schema);
+    troupe__tschema_release(eb.schema);
+    return e;
+}

@@ -317,6 +317,24 @@ troupe_err
 troupe_tables_count_wait(troupe_tables *t, const char *table, const char *index,
                          const troupe_index_query *q, uint64_t *n);
 
+/*
+ * AND of two indexes of one table (mokuroku's query_all_keys): the primary
+ * keys that both `qa` on index_a and `qb` on index_b match, ascending,
+ * deduplicated, at most `limit`, continuing strictly after the primary key
+ * `after` (the previous result's cursor; NULL: from the start). Only
+ * values / from / to of qa and qb are used; hits carry pk only. Each side
+ * may match at most TROUPE_INDEX_AND_MAX entries (ETOOBIG beyond). Runs on
+ * the calling thread. Errors: EINVAL (NULL, limit 0, bad query), ENOENT
+ * (no such table or index), ESTATE (an index still building, or stopped),
+ * ETOOBIG, ECORRUPT, EIO, ENOMEM. Blocks.
+ */
+troupe_err
+troupe_tables_query_and_wait(troupe_tables *t, const char *table,
+                             const char *index_a, const troupe_index_query *qa,
+                             const char *index_b, const troupe_index_query *qb,
+                             const void *after, size_t after_len, size_t limit,
+                             troupe_index_result **out);
+
 /* ---- rows ------------------------------------------------------------- */
 
 /* rows is NULL for writes and on error; otherwise the callback owns it. */
