@@ -60,10 +60,14 @@ struct troupe_queues {
     troupe_cf *meta;
     int64_t (*clock)(void *ctx);
     void *clock_ctx;
-    pthread_mutex_t mu; /* the map, the worker list, catalog changes */
+    /* Held across a create's or a drop's disk work and actor stops, so
+     * those run one at a time without holding `mu`, which loop threads
+     * take to find a queue (a publish must never wait for an fsync). */
+    pthread_mutex_t ddl;
+    pthread_mutex_t mu; /* the map, the worker list, `stopped` */
     tq_queue **qs;
     size_t nq;
-    uint64_t seq;
+    uint64_t seq; /* under ddl */
     bool stopped;
     troupe_queue_worker **ws; /* running workers */
     size_t nws;

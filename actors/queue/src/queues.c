@@ -442,6 +442,7 @@ troupe_queues_open(const troupe_queues_opts *o, troupe_queues **out)
     qs->clock = o->clock;
     qs->clock_ctx = o->clock_ctx;
     pthread_mutex_init(&qs->mu, NULL);
+    pthread_mutex_init(&qs->ddl, NULL);
     troupe_err e = troupe_db_cf(qs->db, CATALOG_CF, &qs->meta);
     if (e == TROUPE_ENOENT)
         e = troupe_db_cf_create(qs->db, CATALOG_CF, &qs->meta);
@@ -454,6 +455,7 @@ troupe_queues_open(const troupe_queues_opts *o, troupe_queues **out)
         }
         troupe_free(qs->qs);
         pthread_mutex_destroy(&qs->mu);
+        pthread_mutex_destroy(&qs->ddl);
         troupe_free(qs);
         return e;
     }
@@ -486,8 +488,10 @@ troupe_queues_stop_wait(troupe_queues *qs)
         troupe_queue_worker_stop_wait(&tmp); /* unlists it; caller's ref
                                                 stays for its own stop */
     }
+    pthread_mutex_lock(&qs->ddl); /* no create or drop midway */
     for (size_t i = 0; i < qs->nq; i++)
         queue_stop(qs, qs->qs[i]);
+    pthread_mutex_unlock(&qs->ddl);
     return TROUPE_OK;
 }
 
@@ -506,6 +510,7 @@ troupe_queues_destroy(troupe_queues *qs)
     troupe_free(qs->qs);
     troupe_free(qs->ws);
     pthread_mutex_destroy(&qs->mu);
+    pthread_mutex_destroy(&qs->ddl);
     troupe_free(qs);
 }
 
@@ -517,12 +522,14 @@ troupe_queues_create_wait(troupe_queues *qs, const troupe_queue_spec *spec)
         spec->partitions > TROUPE_QUEUE_PARTITIONS_MAX ||
         spec->retention_ms < 0)
         return TROUPE_EINVAL;
+    pthread_mutex_lock(&qs->ddl);
     pthread_mutex_lock(&qs->mu);
     size_t at;
     troupe_err e = qs->stopped ? TROUPE_ESTATE
                    : find_locked(qs, spec->name, &at) == TROUPE_OK
                        ? TROUPE_EEXIST
                        : TROUPE_OK;
+    pthread_mutex_unlock(&qs->mu);
     uint64_t id = qs->seq;
     char cfn[32];
     cf_name(cfn, sizeof(cfn), id);
@@ -561,14 +568,17 @@ troupe_queues_create_wait(troupe_queues *qs, const troupe_queue_spec *spec)
         troupe_batch_destroy(b);
         troupe_pack_fini(&p);
         troupe_key_writer_fini(&w);
-        if (e == TROUPE_OK)
-            e = map_add(qs, q);
+        if (e == TROUPE_OK) {
+            pthread_mutex_lock(&qs->mu);
+            e = qs->stopped ? TROUPE_ESTATE : map_add(qs, q);
+            pthread_mutex_unlock(&qs->mu);
+        }
         if (e != TROUPE_OK) {
             queue_stop(qs, q);
             troupe__tq_release(q);
         }
     }
-    pthread_mutex_unlock(&qs->mu);
+    pthread_mutex_unlock(&qs->ddl);
     return e;
 }
 
@@ -577,6 +587,7 @@ troupe_queues_drop_wait(troupe_queues *qs, const char *name)
 {
     if (qs == NULL || !troupe__tq_name_valid(name, NULL))
         return TROUPE_EINVAL;
+    pthread_mutex_lock(&qs->ddl);
     pthread_mutex_lock(&qs->mu);
     size_t at = 0;
     troupe_err e = qs->stopped ? TROUPE_ESTATE : find_locked(qs, name, &at);
@@ -584,10 +595,12 @@ troupe_queues_drop_wait(troupe_queues *qs, const char *name)
         e = TROUPE_EBUSY;
     if (e != TROUPE_OK) {
         pthread_mutex_unlock(&qs->mu);
+        pthread_mutex_unlock(&qs->ddl);
         return e;
     }
     tq_queue *q = qs->qs[at];
-    qs->qs[at] = qs->qs[--qs->nq];
+    qs->qs[at] = qs->qs[--qs->nq]; /* gone for lookups from now on */
+    pthread_mutex_unlock(&qs->mu);
     queue_stop(qs, q);
     troupe_key_writer w;
     troupe_key_writer_init(&w);
@@ -608,7 +621,7 @@ troupe_queues_drop_wait(troupe_queues *qs, const char *name)
     cf_name(cfn, sizeof(cfn), q->id);
     if (e == TROUPE_OK)
         e = troupe_db_cf_drop(qs->db, cfn);
-    pthread_mutex_unlock(&qs->mu);
+    pthread_mutex_unlock(&qs->ddl);
     troupe__tq_release(q);
     return e;
 }
