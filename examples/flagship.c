@@ -15,6 +15,13 @@
  *    transaction), queries a customer's orders by index, pages
  *    through customers with a cursor, and watches a row with a short
  *    expiry disappear. Customers and stock persist; each run adds orders.
+ * 4. Events on the durable queue (same database): each order transaction
+ *    also publishes an "order placed" event (troupe_queue_publish_in: the
+ *    event commits with the order rows or not at all, so the refused
+ *    duplicate order publishes nothing), and a worker on the runtime's
+ *    pool handles the events: it prints each order, a reminder scheduled
+ *    a second ahead, and a restock check that reschedules itself once
+ *    before it is acknowledged. The queue's counts close the section.
  *
  * Usage: flagship [--data DIR] [--count N] [--pings N]
  */
@@ -30,6 +37,7 @@
 #include "troupe/keycodec.h"
 #include "troupe/kv.h"
 #include "troupe/pack.h"
+#include "troupe/queue.h"
 #include "troupe/storage.h"
 #include "troupe/table.h"
 #include "troupe/transport.h"
@@ -451,6 +459,10 @@ static const struct {
 static const char *const items[] = {"widget", "gadget"};
 enum { RESTOCK = 20, HOLD_MS = 200 };
 
+/* The shop's event queue. */
+#define EVENTS "shop.events"
+enum { EVENT_PARTS = 2, REMIND_MS = 1000, RECHECK_MS = 300 };
+
 /* Leaves r on the value of key k of document doc (one msgpack map);
  * false when the document has no such key. */
 static bool
@@ -655,11 +667,67 @@ shop_customers(troupe_tables *t)
  * troupe_txn_run_wait replays the function from a fresh snapshot.
  */
 typedef struct order_txn {
+    troupe_queues *qs;
     int64_t run;
     int i;
     int64_t left;   /* stock after the order */
     bool restocked; /* the last attempt restocked first */
 } order_txn;
+
+/* Packs an event payload: {"kind", "run", "t0", "order", "customer",
+ * "item", "qty"} (the last four for orders). */
+static troupe_err
+event_payload(troupe_packer *p, const char *kind, int64_t run, int64_t t0,
+              int order)
+{
+    troupe_pack_init(p);
+    troupe_pack_map(p, order > 0 ? 7 : 3);
+    troupe_pack_cstr(p, "kind");
+    troupe_pack_cstr(p, kind);
+    troupe_pack_cstr(p, "run");
+    troupe_pack_int(p, run);
+    troupe_pack_cstr(p, "t0");
+    troupe_err e = troupe_pack_int(p, t0);
+    if (order > 0) {
+        troupe_pack_cstr(p, "order");
+        troupe_pack_int(p, order);
+        troupe_pack_cstr(p, "customer");
+        troupe_pack_cstr(p, orders[order - 1].customer);
+        troupe_pack_cstr(p, "item");
+        troupe_pack_cstr(p, orders[order - 1].item);
+        troupe_pack_cstr(p, "qty");
+        e = troupe_pack_int(p, orders[order - 1].qty);
+    }
+    return e;
+}
+
+/* "order placed", inside the order's transaction: due now, business key
+ * the customer (so one customer's events share a partition), owned by the
+ * customer. */
+static troupe_err
+publish_order(order_txn *o, troupe_txn *tx)
+{
+    char id[64];
+    snprintf(id, sizeof(id), "order:%lld:%d", (long long)o->run, o->i + 1);
+    const char *cust = orders[o->i].customer;
+    int64_t now = troupe_now_ms();
+    troupe_packer p;
+    troupe_err e = event_payload(&p, "order placed", o->run, now, o->i + 1);
+    troupe_queue_event ev = {.id = id,
+                             .id_len = strlen(id),
+                             .key = cust,
+                             .key_len = strlen(cust),
+                             .time_ms = now,
+                             .owner_kind = "customer",
+                             .owner_kind_len = 8,
+                             .owner_id = cust,
+                             .owner_id_len = strlen(cust)};
+    ev.payload = troupe_pack_data(&p, &ev.payload_len);
+    if (e == TROUPE_OK)
+        e = troupe_queue_publish_in(o->qs, tx, EVENTS, &ev);
+    troupe_pack_fini(&p);
+    return e;
+}
 
 static troupe_err
 order_fn(troupe_txn *tx, void *arg)
@@ -717,13 +785,15 @@ order_fn(troupe_txn *tx, void *arg)
         e = troupe_txn_insert(tx, "orders", key, klen, doc, len, NULL);
     troupe_pack_fini(&p);
     troupe_key_writer_fini(&w);
+    if (e == TROUPE_OK)
+        e = publish_order(o, tx);
     return e;
 }
 
 static troupe_err
-place_order(troupe_tables *t, int64_t run, int i)
+place_order(troupe_tables *t, troupe_queues *qs, int64_t run, int i)
 {
-    order_txn o = {.run = run, .i = i};
+    order_txn o = {.qs = qs, .run = run, .i = i};
     uint32_t attempts = 0;
     troupe_txn_retry r = {.sync = TROUPE_SYNC_ON, .attempts = &attempts};
     troupe_err e = troupe_txn_run_wait(t, NULL, &r, order_fn, &o);
@@ -741,7 +811,7 @@ place_order(troupe_tables *t, int64_t run, int i)
 }
 
 static troupe_err
-shop_orders(troupe_tables *t, int64_t run)
+shop_orders(troupe_tables *t, troupe_queues *qs, int64_t run)
 {
     troupe_err e = TROUPE_OK;
     printf("shop: stock");
@@ -757,14 +827,14 @@ shop_orders(troupe_tables *t, int64_t run)
     printf("\n");
     for (int i = 0;
          e == TROUPE_OK && i < (int)(sizeof(orders) / sizeof(orders[0])); i++)
-        e = place_order(t, run, i);
+        e = place_order(t, qs, run, i);
     if (e != TROUPE_OK)
         return e;
 
     /* Order 1 again, same id: the commit finds the order already there and
      * fails as a whole, so its stock decrement is not written either. */
     int64_t before = 0, after = 0;
-    order_txn again = {.run = run, .i = 0};
+    order_txn again = {.qs = qs, .run = run, .i = 0};
     e = read_qty(t, orders[0].item, &before);
     troupe_err ae = e == TROUPE_OK
                         ? troupe_txn_run_wait(t, NULL, NULL, order_fn, &again)
@@ -892,6 +962,161 @@ shop_expiry(troupe_tables *t)
     return TROUPE_OK;
 }
 
+/* ---- 4. events on the queue ---- */
+
+typedef struct shop_queue {
+    troupe_queues *qs;
+    troupe_queue_worker *worker;
+    int64_t run;
+    latch handled; /* this run's events, finally acknowledged */
+} shop_queue;
+
+/* Reads the integer field k of an event payload (0 when absent). */
+static int64_t
+pay_int(const troupe_queue_delivery *d, const char *k)
+{
+    return doc_int(d->ev.payload, d->ev.payload_len, k);
+}
+
+/* The worker's handler: on the runtime's worker pool, one event at a
+ * time (credit 1). Acknowledges, except the restock check's first
+ * invocation, which it reschedules. */
+static troupe_err
+on_event(const troupe_queue_delivery *d, troupe_queue_outcome *out, void *arg)
+{
+    shop_queue *sq = arg;
+    char kind[32], cust[32], item[32];
+    doc_str(d->ev.payload, d->ev.payload_len, "kind", kind, sizeof(kind));
+    int64_t t0 = pay_int(d, "t0");
+    int64_t late = troupe_now_ms() - t0;
+    out->kind = TROUPE_QUEUE_ACK;
+    if (strcmp(kind, "order placed") == 0) {
+        doc_str(d->ev.payload, d->ev.payload_len, "customer", cust,
+                sizeof(cust));
+        doc_str(d->ev.payload, d->ev.payload_len, "item", item, sizeof(item));
+        printf("shop: worker: order placed: order %lld, %s buys %lld %s "
+               "(partition %u, attempt %u)\n",
+               (long long)pay_int(d, "order"), cust,
+               (long long)pay_int(d, "qty"), item, d->ev.partition, d->attempt);
+    } else if (strcmp(kind, "reminder") == 0) {
+        /* Due REMIND_MS after its publication: never handled before. */
+        printf("shop: worker: reminder for carol, scheduled %d ms ahead: "
+               "%s\n",
+               REMIND_MS,
+               late >= REMIND_MS ? "handled when due, not before"
+                                 : "handled EARLY");
+    } else if (strcmp(kind, "restock check") == 0 && d->ev.time_ms == t0) {
+        out->kind = TROUPE_QUEUE_RESCHEDULE;
+        out->time_ms = troupe_now_ms() + RECHECK_MS;
+        printf("shop: worker: restock check: gadget still short, "
+               "rescheduled %d ms later\n",
+               RECHECK_MS);
+    } else if (strcmp(kind, "restock check") == 0) {
+        printf("shop: worker: restock check again, %lld ms after the first: "
+               "done, acknowledged\n",
+               (long long)(d->ev.time_ms - t0));
+    } else {
+        printf("shop: worker: unknown event kind '%s': acknowledged\n", kind);
+    }
+    /* Only this run's events count; a run killed earlier may have left
+     * some, and they are handled the same way. */
+    if (pay_int(d, "run") == sq->run && out->kind == TROUPE_QUEUE_ACK)
+        latch_hit(&sq->handled, TROUPE_OK);
+    return TROUPE_OK;
+}
+
+static troupe_err
+shop_queue_open(troupe_runtime *rt, troupe_db *db, troupe_commit *commit,
+                int64_t run, shop_queue *sq)
+{
+    sq->run = run;
+    /* five orders, the reminder, the restock check */
+    latch_init(&sq->handled, (int)(sizeof(orders) / sizeof(orders[0])) + 2);
+    troupe_queues_opts qo = {.rt = rt, .db = db, .commit = commit};
+    troupe_err e = troupe_queues_open(&qo, &sq->qs);
+    if (e != TROUPE_OK)
+        return e;
+    troupe_queue_spec spec = {.name = EVENTS,
+                              .partitions = EVENT_PARTS,
+                              .retention_ms = 24 * 3600 * 1000};
+    e = troupe_queues_create_wait(sq->qs, &spec);
+    if (e == TROUPE_OK)
+        printf("shop: created queue %s, %d partitions, completed events kept "
+               "a day\n",
+               EVENTS, EVENT_PARTS);
+    else if (e == TROUPE_EEXIST)
+        printf("shop: queue %s already exists (EEXIST)\n", EVENTS);
+    else
+        return e;
+    troupe_queue_worker_opts wo = {.queue = EVENTS,
+                                   .first = 0,
+                                   .last = EVENT_PARTS - 1,
+                                   .credit = 1,
+                                   .handler = on_event,
+                                   .arg = sq,
+                                   .sync = TROUPE_SYNC_ON};
+    return troupe_queue_worker_start(sq->qs, &wo, &sq->worker);
+}
+
+static void
+shop_queue_close(shop_queue *sq)
+{
+    troupe_queue_worker_stop_wait(&sq->worker);
+    troupe_queues_destroy(sq->qs);
+    sq->qs = NULL;
+}
+
+static troupe_err
+shop_events(shop_queue *sq)
+{
+    /* A reminder due a second from now, and a restock check due now whose
+     * handler reschedules it once. */
+    int64_t now = troupe_now_ms();
+    char id[64];
+    troupe_packer p;
+    snprintf(id, sizeof(id), "reminder:%lld", (long long)sq->run);
+    troupe_err e = event_payload(&p, "reminder", sq->run, now, 0);
+    troupe_queue_event ev = {.id = id,
+                             .id_len = strlen(id),
+                             .key = "carol",
+                             .key_len = 5,
+                             .time_ms = now + REMIND_MS};
+    ev.payload = troupe_pack_data(&p, &ev.payload_len);
+    if (e == TROUPE_OK)
+        e = troupe_queue_publish_wait(sq->qs, EVENTS, &ev, TROUPE_SYNC_ON);
+    troupe_pack_fini(&p);
+    if (e != TROUPE_OK)
+        return e;
+    printf("shop: reminder published, due in %d ms\n", REMIND_MS);
+    snprintf(id, sizeof(id), "restock:%lld", (long long)sq->run);
+    e = event_payload(&p, "restock check", sq->run, now, 0);
+    ev = (troupe_queue_event){.id = id,
+                              .id_len = strlen(id),
+                              .key = "gadget",
+                              .key_len = 6,
+                              .time_ms = now};
+    ev.payload = troupe_pack_data(&p, &ev.payload_len);
+    if (e == TROUPE_OK)
+        e = troupe_queue_publish_wait(sq->qs, EVENTS, &ev, TROUPE_SYNC_ON);
+    troupe_pack_fini(&p);
+    if (e != TROUPE_OK)
+        return e;
+    printf("shop: restock check published, due now\n");
+    if ((e = latch_wait(&sq->handled)) != TROUPE_OK)
+        return e;
+    /* Drain the worker (every outcome committed), then count. */
+    troupe_queue_worker_stop_wait(&sq->worker);
+    troupe_queue_stats *st = NULL;
+    if ((e = troupe_queue_stats_wait(sq->qs, EVENTS, &st)) != TROUPE_OK)
+        return e;
+    printf("shop: queue %s: %llu pending, %llu completed in all (the "
+           "refused order published nothing)\n",
+           EVENTS, (unsigned long long)st->pending,
+           (unsigned long long)st->completed);
+    troupe_free(st);
+    return TROUPE_OK;
+}
+
 static int
 run_shop(const char *dir)
 {
@@ -900,6 +1125,7 @@ run_shop(const char *dir)
     troupe_commit *commit = NULL;
     troupe_runtime *rt = NULL;
     troupe_tables *t = NULL;
+    shop_queue sq = {0};
     const char *what = "open database";
     troupe_err e = troupe_db_open(dir, NULL, &db);
     if (e == TROUPE_OK) {
@@ -921,12 +1147,18 @@ run_shop(const char *dir)
         what = "create tables";
     if (e == TROUPE_OK && (e = shop_customers(t)) != TROUPE_OK)
         what = "customers";
-    if (e == TROUPE_OK && (e = shop_orders(t, run)) != TROUPE_OK)
+    if (e == TROUPE_OK &&
+        (e = shop_queue_open(rt, db, commit, run, &sq)) != TROUPE_OK)
+        what = "open queue";
+    if (e == TROUPE_OK && (e = shop_orders(t, sq.qs, run)) != TROUPE_OK)
         what = "orders";
     if (e == TROUPE_OK && (e = shop_scan(t)) != TROUPE_OK)
         what = "scan";
     if (e == TROUPE_OK && (e = shop_expiry(t)) != TROUPE_OK)
         what = "expiry";
+    if (e == TROUPE_OK && (e = shop_events(&sq)) != TROUPE_OK)
+        what = "events";
+    shop_queue_close(&sq);
     if (t != NULL) {
         troupe_err se = troupe_tables_stop_wait(t);
         if (e == TROUPE_OK && se != TROUPE_OK) {

@@ -6,6 +6,11 @@
  *               [--schedulers N]
  *   troupe ping URL [--count N] [--timeout MS] [--listen URL]
  *   troupe stats --data DIR
+ *   troupe queue list --data DIR
+ *   troupe queue stats --data DIR --queue NAME
+ *   troupe queue pending|completed --data DIR --queue NAME [--limit N]
+ *                                  [--after CURSOR-HEX]
+ *   troupe queue show --data DIR --queue NAME (--id ID | --id-hex HEX)
  *
  * `node` runs a node until SIGINT or SIGTERM, then shuts down cleanly: it
  * opens the database under DIR, serves a kv actor registered as "kv" (the
@@ -15,7 +20,17 @@
  * RocksDB's lock refuses it while a node holds it), opens its tables and
  * prints the data-layer counters, one `key value...` line each. Key
  * versions live in memory, so a fresh open shows the catalog and zero
- * records: the command reports this process's view. Bad flags and unreachable
+ * records: the command reports this process's view. `queue` opens the
+ * queues of the database under DIR (which must exist, and no node may
+ * hold it) and inspects them through troupe/queue.h: the queues, counts
+ * per state and partition with the oldest due time and its lag, pages of
+ * pending or completed invocations with the cursor of the next page, and
+ * every stored invocation of one event id. Opening the queues reserves a
+ * block of enqueue orders (one synced write, docs/queue.md) and creates
+ * the empty `queues` family in a database that has none: nothing else is
+ * written. Pause and resume are not commands: a pause lives in the memory
+ * of the process that paused (queue.h), so a command could not make one
+ * outlast itself. Bad flags and unreachable
  * URLs print a clear message and exit non-zero (2 for usage, 1 for failures).
  */
 #include <errno.h>
@@ -28,8 +43,10 @@
 #include <unistd.h>
 
 #include "troupe/actor.h"
+#include "troupe/alloc.h"
 #include "troupe/commit.h"
 #include "troupe/kv.h"
+#include "troupe/queue.h"
 #include "troupe/storage.h"
 #include "troupe/table.h"
 #include "troupe/transport.h"
@@ -45,7 +62,13 @@ usage(void)
             "  troupe node --data DIR --listen URL [--peer URL]... [--id N]"
             " [--schedulers N]\n"
             "  troupe ping URL [--count N] [--timeout MS] [--listen URL]\n"
-            "  troupe stats --data DIR\n");
+            "  troupe stats --data DIR\n"
+            "  troupe queue list --data DIR\n"
+            "  troupe queue stats --data DIR --queue NAME\n"
+            "  troupe queue pending|completed --data DIR --queue NAME"
+            " [--limit N] [--after CURSOR-HEX]\n"
+            "  troupe queue show --data DIR --queue NAME"
+            " (--id ID | --id-hex HEX)\n");
     return 2;
 }
 
@@ -405,6 +428,366 @@ out:
     return rc;
 }
 
+/* ---- queue ---- */
+
+typedef struct qenv {
+    troupe_db *db;
+    troupe_commit *commit;
+    troupe_runtime *rt;
+    troupe_queues *qs;
+} qenv;
+
+static void
+qenv_close(qenv *q)
+{
+    troupe_queues_destroy(q->qs); /* stops them first */
+    if (q->rt != NULL) {
+        troupe_runtime_shutdown_wait(q->rt);
+        troupe_runtime_destroy(q->rt);
+    }
+    troupe_commit_destroy(q->commit);
+    if (q->db != NULL)
+        troupe_db_close(q->db);
+}
+
+/* 0, or 1 with the message printed (and everything closed). */
+static int
+qenv_open(const char *data, qenv *q)
+{
+    memset(q, 0, sizeof(*q));
+    if (access(data, F_OK) != 0) { /* opening would create it */
+        fprintf(stderr, "troupe queue: no database at %s\n", data);
+        return 1;
+    }
+    troupe_db_opts o;
+    troupe_db_opts_init(&o);
+    o.create_if_missing = false;
+    troupe_err e = troupe_db_open(data, &o, &q->db);
+    if (e != TROUPE_OK)
+        return failed("open database", e);
+    troupe_runtime_opts ro = {.schedulers = 1, .workers = 2};
+    const char *what = "start";
+    if ((e = troupe_commit_create(q->db, NULL, &q->commit)) == TROUPE_OK &&
+        (e = troupe_runtime_create(&q->rt, &ro)) == TROUPE_OK) {
+        what = "open queues";
+        troupe_queues_opts qo = {.rt = q->rt, .db = q->db, .commit = q->commit};
+        e = troupe_queues_open(&qo, &q->qs);
+    }
+    if (e != TROUPE_OK) {
+        qenv_close(q);
+        return failed(what, e);
+    }
+    return 0;
+}
+
+static void
+print_hex(const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        printf("%02x", p[i]);
+}
+
+/* Printable ASCII as "text", anything else as 0x<hex>. */
+static void
+print_bytes(const uint8_t *p, size_t n)
+{
+    bool text = n > 0;
+    for (size_t i = 0; i < n && text; i++)
+        text = p[i] >= 0x20 && p[i] < 0x7f && p[i] != '"' && p[i] != '\\';
+    if (text) {
+        printf("\"%.*s\"", (int)n, (const char *)p);
+    } else {
+        printf("0x");
+        print_hex(p, n);
+    }
+}
+
+/* Decodes HEX into a new buffer (troupe_free); false when it is not an
+ * even number of hex digits, at least one byte. */
+static bool
+parse_hex(const char *s, uint8_t **out, size_t *n)
+{
+    size_t len = strlen(s);
+    if (len == 0 || len % 2 != 0)
+        return false;
+    uint8_t *b = troupe_malloc(len / 2);
+    if (b == NULL)
+        return false;
+    for (size_t i = 0; i < len / 2; i++) {
+        unsigned v = 0;
+        for (int k = 0; k < 2; k++) {
+            char c = s[2 * i + (size_t)k];
+            unsigned d = c >= '0' && c <= '9'   ? (unsigned)(c - '0')
+                         : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
+                         : c >= 'A' && c <= 'F' ? (unsigned)(c - 'A' + 10)
+                                                : 16u;
+            if (d == 16) {
+                troupe_free(b);
+                return false;
+            }
+            v = v << 4 | d;
+        }
+        b[i] = (uint8_t)v;
+    }
+    *out = b;
+    *n = len / 2;
+    return true;
+}
+
+/* One invocation, one line; `full`: the whole payload and the storage
+ * key (show), else payloads past 64 bytes are cut. */
+static void
+print_item(const troupe_queue_item *it, bool full)
+{
+    printf("%s partition %u time_ms %lld order %llu",
+           it->completed ? "completed" : "pending", it->partition,
+           (long long)it->time_ms, (unsigned long long)it->order);
+    if (it->completed)
+        printf(" processed_ms %lld", (long long)it->processed_ms);
+    printf(" id ");
+    print_bytes(it->id, it->id_len);
+    printf(" key ");
+    print_bytes(it->key, it->key_len);
+    printf(" owner ");
+    if (it->owner_kind != NULL) {
+        print_bytes(it->owner_kind, it->owner_kind_len);
+        printf("/");
+        print_bytes(it->owner_id, it->owner_id_len);
+    } else {
+        printf("-");
+    }
+    size_t pl = full || it->payload_len <= 64 ? it->payload_len : 64;
+    printf(" payload %zu bytes 0x", it->payload_len);
+    print_hex(it->payload, pl);
+    if (pl < it->payload_len)
+        printf("...");
+    if (full) {
+        printf(" skey ");
+        print_hex(it->skey, it->skey_len);
+    }
+    printf("\n");
+}
+
+static int
+queue_failed(const char *queue, const char *what, troupe_err e)
+{
+    if (e == TROUPE_ENOENT && queue != NULL) {
+        fprintf(stderr, "troupe queue: no queue named '%s'\n", queue);
+        return 1;
+    }
+    return failed(what, e);
+}
+
+static int
+queue_list(qenv *q)
+{
+    troupe_queue_info *info = NULL;
+    size_t n = 0;
+    troupe_err e = troupe_queues_list(q->qs, &info, &n);
+    if (e != TROUPE_OK)
+        return failed("list queues", e);
+    printf("queues %zu\n", n);
+    for (size_t i = 0; i < n; i++)
+        printf("queue %s id %llu partitions %u retention_ms %lld\n",
+               info[i].name, (unsigned long long)info[i].id, info[i].partitions,
+               (long long)info[i].retention_ms);
+    troupe_free(info);
+    return 0;
+}
+
+static int
+queue_stats(qenv *q, const char *queue)
+{
+    troupe_queue_stats *st = NULL;
+    troupe_err e = troupe_queue_stats_wait(q->qs, queue, &st);
+    if (e != TROUPE_OK)
+        return queue_failed(queue, "stats", e);
+    printf("queue %s partitions %u pending %llu completed %llu malformed "
+           "%llu\n",
+           queue, st->partitions, (unsigned long long)st->pending,
+           (unsigned long long)st->completed,
+           (unsigned long long)st->malformed);
+    if (st->oldest_due_ms < 0) {
+        printf("oldest_due_ms - lag_ms -\n");
+    } else {
+        int64_t lag = troupe_now_ms() - st->oldest_due_ms;
+        printf("oldest_due_ms %lld lag_ms %lld\n", (long long)st->oldest_due_ms,
+               (long long)(lag > 0 ? lag : 0));
+    }
+    for (uint32_t p = 0; p < st->partitions; p++)
+        printf("partition %u pending %llu completed %llu\n", p,
+               (unsigned long long)st->pending_by_p[p],
+               (unsigned long long)st->completed_by_p[p]);
+    troupe_free(st);
+    return 0;
+}
+
+static int
+queue_page(qenv *q, const char *queue, troupe_queue_state state,
+           const uint8_t *after, size_t after_len, long limit)
+{
+    troupe_queue_page *pg = NULL;
+    troupe_err e = troupe_queue_list_wait(q->qs, queue, state, after, after_len,
+                                          (size_t)limit, &pg);
+    if (e == TROUPE_ERANGE) {
+        fprintf(stderr,
+                "troupe queue: --after is not a %s cursor of this "
+                "queue\n",
+                state == TROUPE_QUEUE_PENDING ? "pending" : "completed");
+        return 1;
+    }
+    if (e != TROUPE_OK)
+        return queue_failed(queue, "list", e);
+    for (size_t i = 0; i < pg->n; i++)
+        print_item(&pg->items[i], false);
+    printf("page %zu more %s cursor ", pg->n, pg->more ? "yes" : "no");
+    if (pg->n > 0)
+        print_hex(pg->cursor, pg->cursor_len);
+    else
+        printf("-");
+    printf("\n");
+    troupe_queue_page_destroy(pg);
+    return 0;
+}
+
+static int
+queue_show(qenv *q, const char *queue, const uint8_t *id, size_t id_len)
+{
+    troupe_queue_page *pg = NULL;
+    troupe_err e = troupe_queue_lookup_wait(q->qs, queue, id, id_len, &pg);
+    if (e != TROUPE_OK)
+        return queue_failed(queue, "show", e);
+    for (size_t i = 0; i < pg->n; i++)
+        print_item(&pg->items[i], true);
+    size_t n = pg->n;
+    troupe_queue_page_destroy(pg);
+    if (n == 0) {
+        fprintf(stderr, "troupe queue: no event with that id in '%s'\n", queue);
+        return 1;
+    }
+    printf("invocations %zu\n", n);
+    return 0;
+}
+
+static int
+cmd_queue(int argc, char **argv)
+{
+    if (argc < 1)
+        return usage();
+    const char *sub = argv[0];
+    enum { Q_LIST, Q_STATS, Q_PENDING, Q_COMPLETED, Q_SHOW } kind;
+    if (strcmp(sub, "list") == 0)
+        kind = Q_LIST;
+    else if (strcmp(sub, "stats") == 0)
+        kind = Q_STATS;
+    else if (strcmp(sub, "pending") == 0)
+        kind = Q_PENDING;
+    else if (strcmp(sub, "completed") == 0)
+        kind = Q_COMPLETED;
+    else if (strcmp(sub, "show") == 0)
+        kind = Q_SHOW;
+    else {
+        if (strcmp(sub, "pause") == 0 || strcmp(sub, "resume") == 0)
+            fprintf(stderr,
+                    "troupe queue: %s is not a command: a pause "
+                    "lives in the memory of the process that "
+                    "paused, so a command could not make it "
+                    "last\n",
+                    sub);
+        else
+            fprintf(stderr, "troupe queue: unknown subcommand '%s'\n", sub);
+        return usage();
+    }
+    const char *data = NULL, *queue = NULL, *after = NULL, *id = NULL,
+               *id_hex = NULL;
+    long limit = 100;
+    for (int i = 1; i < argc; i += 2) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (v == NULL) {
+            fprintf(stderr, "troupe queue %s: %s needs a value\n", sub, a);
+            return usage();
+        }
+        bool paged = kind == Q_PENDING || kind == Q_COMPLETED;
+        if (strcmp(a, "--data") == 0) {
+            data = v;
+        } else if (strcmp(a, "--queue") == 0 && kind != Q_LIST) {
+            queue = v;
+        } else if (strcmp(a, "--limit") == 0 && paged) {
+            if (!parse_num("--limit", v, 1, TROUPE_QUEUE_PAGE_MAX, &limit))
+                return 2;
+        } else if (strcmp(a, "--after") == 0 && paged) {
+            after = v;
+        } else if (strcmp(a, "--id") == 0 && kind == Q_SHOW) {
+            id = v;
+        } else if (strcmp(a, "--id-hex") == 0 && kind == Q_SHOW) {
+            id_hex = v;
+        } else {
+            fprintf(stderr, "troupe queue %s: unknown flag %s\n", sub, a);
+            return usage();
+        }
+    }
+    if (data == NULL || (kind != Q_LIST && queue == NULL)) {
+        fprintf(stderr, "troupe queue %s: --data%s required\n", sub,
+                kind != Q_LIST ? " and --queue are" : " is");
+        return usage();
+    }
+    if (kind == Q_SHOW && (id == NULL) == (id_hex == NULL)) {
+        fprintf(stderr, "troupe queue show: give --id or --id-hex\n");
+        return usage();
+    }
+    uint8_t *cur = NULL, *idb = NULL;
+    size_t cur_len = 0, idb_len = 0;
+    if (after != NULL && !parse_hex(after, &cur, &cur_len)) {
+        fprintf(stderr,
+                "troupe queue %s: --after wants the hex cursor a "
+                "page printed, got '%s'\n",
+                sub, after);
+        return 2;
+    }
+    if (id_hex != NULL && !parse_hex(id_hex, &idb, &idb_len)) {
+        fprintf(stderr,
+                "troupe queue show: --id-hex wants hex digits, got "
+                "'%s'\n",
+                id_hex);
+        troupe_free(cur);
+        return 2;
+    }
+    if (id != NULL && (*id == '\0' || strlen(id) > TROUPE_QUEUE_ID_MAX)) {
+        fprintf(stderr, "troupe queue show: --id wants 1..%d bytes\n",
+                TROUPE_QUEUE_ID_MAX);
+        troupe_free(cur);
+        return 2;
+    }
+    qenv q;
+    int rc = qenv_open(data, &q);
+    if (rc == 0) {
+        switch (kind) {
+        case Q_LIST:
+            rc = queue_list(&q);
+            break;
+        case Q_STATS:
+            rc = queue_stats(&q, queue);
+            break;
+        case Q_PENDING:
+        case Q_COMPLETED:
+            rc = queue_page(&q, queue,
+                            kind == Q_PENDING ? TROUPE_QUEUE_PENDING
+                                              : TROUPE_QUEUE_COMPLETED,
+                            cur, cur_len, limit);
+            break;
+        case Q_SHOW:
+            rc = id != NULL
+                     ? queue_show(&q, queue, (const uint8_t *)id, strlen(id))
+                     : queue_show(&q, queue, idb, idb_len);
+            break;
+        }
+        qenv_close(&q);
+    }
+    troupe_free(cur);
+    troupe_free(idb);
+    return rc;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -421,6 +804,8 @@ main(int argc, char **argv)
         return cmd_ping(argc - 2, argv + 2);
     if (strcmp(argv[1], "stats") == 0)
         return cmd_stats(argc - 2, argv + 2);
+    if (strcmp(argv[1], "queue") == 0)
+        return cmd_queue(argc - 2, argv + 2);
     fprintf(stderr, "troupe: unknown command '%s'\n", argv[1]);
     return usage();
 }

@@ -1459,14 +1459,20 @@ START_TEST(test_purge_completed_in_bounded_batches)
     ck_assert_uint_eq(ncompleted("q"), 3);
     bool full = true;
     /* processed at T0: not older than the retention yet */
-    ck_assert_ok(troupe_queues_purge_completed(fx.qs, T0 + 1000, 10, &full));
+    ck_assert_ok(
+        troupe_queues_purge_completed(fx.qs, T0 + 1000, 10, NULL, &full));
     ck_assert(!full);
     ck_assert_uint_eq(ncompleted("q"), 3);
-    ck_assert_ok(troupe_queues_purge_completed(fx.qs, T0 + 1001, 2, &full));
+    size_t purged = 0;
+    ck_assert_ok(
+        troupe_queues_purge_completed(fx.qs, T0 + 1001, 2, &purged, &full));
     ck_assert(full);
+    ck_assert_uint_eq(purged, 2);
     ck_assert_uint_eq(ncompleted("q"), 1);
-    ck_assert_ok(troupe_queues_purge_completed(fx.qs, T0 + 1001, 2, &full));
+    ck_assert_ok(
+        troupe_queues_purge_completed(fx.qs, T0 + 1001, 2, &purged, &full));
     ck_assert(!full);
+    ck_assert_uint_eq(purged, 1);
     ck_assert_uint_eq(ncompleted("q"), 0);
     ck_assert_uint_eq(npending("q"), 1);
     /* the owner entries went with the rows */
@@ -1474,9 +1480,9 @@ START_TEST(test_purge_completed_in_bounded_batches)
     ck_assert_ok(troupe_queue_delete_by_owner_wait(
         fx.qs, "q", "user", 4, "u", 1, NULL, NULL, TROUPE_SYNC_OFF, &del));
     ck_assert_uint_eq(del, 0);
-    ck_assert_err(troupe_queues_purge_completed(fx.qs, T0, 0, &full),
+    ck_assert_err(troupe_queues_purge_completed(fx.qs, T0, 0, NULL, &full),
                   TROUPE_EINVAL);
-    ck_assert_err(troupe_queues_purge_completed(NULL, T0, 1, &full),
+    ck_assert_err(troupe_queues_purge_completed(NULL, T0, 1, NULL, &full),
                   TROUPE_EINVAL);
 }
 END_TEST
@@ -1508,7 +1514,7 @@ START_TEST(test_purge_removes_malformed_expired_rows)
     ck_assert_uint_eq(st->malformed, 1);
     troupe_free(st);
     bool full = false;
-    ck_assert_ok(troupe_queues_purge_completed(fx.qs, 100, 5, &full));
+    ck_assert_ok(troupe_queues_purge_completed(fx.qs, 100, 5, NULL, &full));
     st = stats("q");
     ck_assert_uint_eq(st->malformed, 0);
     troupe_free(st);

@@ -11,6 +11,7 @@
 #include "troupe/alloc.h"
 #include "troupe/index.h"
 #include "troupe/pack.h"
+#include "troupe/queue.h"
 #include "troupe/table.h"
 #include "troupe/ttl.h"
 #include "troupe/txn.h"
@@ -21,6 +22,7 @@ typedef struct ttl_fx {
     troupe_db *db;
     troupe_commit *commit;
     troupe_tables *tables;
+    troupe_queues *qs; /* the queue retention tests */
     char *dir;
     _Atomic int64_t now;
 } ttl_fx;
@@ -63,6 +65,11 @@ open_fx(uint64_t ttl_us)
 static void
 teardown(void)
 {
+    if (fx.qs != NULL) {
+        ck_assert_ok(troupe_queues_stop_wait(fx.qs));
+        troupe_queues_destroy(fx.qs);
+        fx.qs = NULL;
+    }
     if (fx.tables == NULL)
         return;
     ck_assert_ok(troupe_tables_stop_wait(fx.tables));
@@ -564,6 +571,238 @@ START_TEST(test_ttl_bad_arguments)
 }
 END_TEST
 
+/* ---- queue retention ---------------------------------------------------- */
+
+#define QT0 1000000 /* the fixture's clock at start */
+
+/* Opens the fixture and the queues on its clock, with queue "q" keeping
+ * completed rows retention_ms. */
+static void
+open_queues(int64_t retention_ms)
+{
+    open_fx(0);
+    troupe_queues_opts qo = {.rt = fx.rt,
+                             .db = fx.db,
+                             .commit = fx.commit,
+                             .clock = fake_clock,
+                             .clock_ctx = &fx};
+    ck_assert_ok(troupe_queues_open(&qo, &fx.qs));
+    troupe_queue_spec sp = {
+        .name = "q", .partitions = 2, .retention_ms = retention_ms};
+    ck_assert_ok(troupe_queues_create_wait(fx.qs, &sp));
+}
+
+/* Publishes event `id` (owner "user"/"u") due at `t`. */
+static void
+qpub(const char *id, int64_t t)
+{
+    static const unsigned char nil = 0xc0;
+    troupe_queue_event ev = {.id = id,
+                             .id_len = strlen(id),
+                             .key = id,
+                             .key_len = strlen(id),
+                             .payload = &nil,
+                             .payload_len = 1,
+                             .time_ms = t,
+                             .owner_kind = "user",
+                             .owner_kind_len = 4,
+                             .owner_id = "u",
+                             .owner_id_len = 1};
+    ck_assert_ok(troupe_queue_publish_wait(fx.qs, "q", &ev, TROUPE_SYNC_OFF));
+}
+
+/* Publishes n events (prefix `tag`) and completes them now. */
+static void
+qcomplete(const char *tag, int n)
+{
+    for (int i = 0; i < n; i++) {
+        char id[32];
+        snprintf(id, sizeof(id), "%s%d", tag, i);
+        qpub(id, 0);
+    }
+    for (int i = 0; i < n; i++) {
+        char id[32];
+        snprintf(id, sizeof(id), "%s%d", tag, i);
+        troupe_queue_page *pg = NULL;
+        ck_assert_ok(troupe_queue_lookup_wait(fx.qs, "q", id, strlen(id), &pg));
+        ck_assert_uint_eq(pg->n, 1);
+        ck_assert(!pg->items[0].completed);
+        ck_assert_ok(troupe_queue_ack_wait(fx.qs, "q", pg->items[0].skey,
+                                           pg->items[0].skey_len,
+                                           TROUPE_SYNC_OFF));
+        troupe_queue_page_destroy(pg);
+    }
+}
+
+static void
+qcounts(uint64_t *pending, uint64_t *completed)
+{
+    troupe_queue_stats *st = NULL;
+    ck_assert_ok(troupe_queue_stats_wait(fx.qs, "q", &st));
+    *pending = st->pending;
+    *completed = st->completed;
+    troupe_free(st);
+}
+
+/* Invocations of id stored (lookup goes through the id entries). */
+static size_t
+qlookup(const char *id)
+{
+    troupe_queue_page *pg = NULL;
+    ck_assert_ok(troupe_queue_lookup_wait(fx.qs, "q", id, strlen(id), &pg));
+    size_t n = pg->n;
+    troupe_queue_page_destroy(pg);
+    return n;
+}
+
+typedef struct qwait {
+    troupe_ttl *sc;
+    uint64_t want;
+} qwait;
+
+static bool
+qpasses_at_least(void *arg)
+{
+    qwait *w = arg;
+    return troupe_ttl_queue_passes(w->sc) >= w->want;
+}
+
+/* Kicks the scanner and waits for its next queue pass to end. */
+static void
+qkick_pass(troupe_ttl *sc)
+{
+    qwait w = {sc, troupe_ttl_queue_passes(sc) + 1};
+    ck_assert_ok(troupe_ttl_kick(sc));
+    ck_assert(ts_wait_until(qpasses_at_least, &w, 10000));
+}
+
+static troupe_ttl *
+qscanner(uint32_t batch)
+{
+    troupe_ttl_opts o = {.rt = fx.rt,
+                         .tables = fx.tables,
+                         .interval_ms = 3600000, /* only kicks run passes */
+                         .queues = fx.qs,
+                         .queue_batch = batch,
+                         .clock = fake_clock,
+                         .clock_ctx = &fx};
+    troupe_ttl *sc = NULL;
+    ck_assert_ok(troupe_ttl_start(&o, &sc));
+    return sc;
+}
+
+START_TEST(test_ttl_queue_retention_old_completed_go_pending_stay)
+{
+    open_queues(100);
+    qcomplete("done", 10); /* processed at QT0 */
+    qpub("later", QT0 + 50);
+    qpub("old", 0); /* pending and far older than the retention */
+    qpub("future", QT0 + 999999);
+    uint64_t p, c;
+    qcounts(&p, &c);
+    ck_assert_uint_eq(p, 3);
+    ck_assert_uint_eq(c, 10);
+    troupe_ttl *sc = qscanner(0);
+    /* processed == now - retention: not older than it yet */
+    set_now(QT0 + 100);
+    qkick_pass(sc);
+    ck_assert_uint_eq(troupe_ttl_queue_purged(sc), 0);
+    qcounts(&p, &c);
+    ck_assert_uint_eq(c, 10);
+    set_now(QT0 + 101);
+    qkick_pass(sc);
+    ck_assert_uint_eq(troupe_ttl_queue_purged(sc), 10);
+    qcounts(&p, &c);
+    ck_assert_uint_eq(c, 0);
+    ck_assert_uint_eq(p, 3);                /* pending rows are never touched */
+    ck_assert_uint_eq(qlookup("done3"), 0); /* id entries went with rows */
+    ck_assert_uint_eq(qlookup("old"), 1);
+    size_t del = 9;
+    ck_assert_ok(troupe_queue_delete_by_owner_wait(
+        fx.qs, "q", "user", 4, "u", 1, NULL, NULL, TROUPE_SYNC_OFF, &del));
+    ck_assert_uint_eq(del, 3); /* only the pending rows' owner entries */
+    /* pending rows stay whatever the clock says */
+    qpub("old2", 0);
+    set_now(INT64_MAX / 2);
+    qkick_pass(sc);
+    qcounts(&p, &c);
+    ck_assert_uint_eq(p, 1);
+    ck_assert_uint_eq(troupe_ttl_queue_purged(sc), 10);
+    ck_assert_ok(troupe_ttl_stop_wait(sc));
+    troupe_ttl_destroy(sc);
+}
+END_TEST
+
+START_TEST(test_ttl_queue_full_batch_continues_short_waits)
+{
+    open_queues(10);
+    qcomplete("a", 10);
+    set_now(QT0 + 11);
+    troupe_ttl *sc = qscanner(4);
+    /* one kick: batches of 4, 4, 2; the full ones go on without a tick */
+    qkick_pass(sc);
+    ck_assert_uint_eq(troupe_ttl_queue_batches(sc), 3);
+    ck_assert_uint_eq(troupe_ttl_queue_purged(sc), 10);
+    ck_assert_uint_eq(troupe_ttl_queue_passes(sc), 1);
+    uint64_t p, c;
+    qcounts(&p, &c);
+    ck_assert_uint_eq(c, 0);
+    /* 8 more: 4, 4, then an empty short batch ends the pass */
+    qcomplete("b", 8);
+    set_now(QT0 + 30);
+    qkick_pass(sc);
+    ck_assert_uint_eq(troupe_ttl_queue_batches(sc), 6);
+    ck_assert_uint_eq(troupe_ttl_queue_purged(sc), 18);
+    /* a short batch waits for the next tick: rows that expire after it
+     * stay until then (the pass is over: nothing is queued or running) */
+    qcomplete("c", 3);
+    set_now(QT0 + 50);
+    ck_assert_uint_eq(troupe_ttl_queue_batches(sc), 6);
+    qcounts(&p, &c);
+    ck_assert_uint_eq(c, 3);
+    qkick_pass(sc);
+    ck_assert_uint_eq(troupe_ttl_queue_batches(sc), 7);
+    ck_assert_uint_eq(troupe_ttl_queue_purged(sc), 21);
+    qcounts(&p, &c);
+    ck_assert_uint_eq(c, 0);
+    ck_assert_uint_eq(p, 0);
+    ck_assert_ok(troupe_ttl_stop_wait(sc));
+    troupe_ttl_destroy(sc);
+}
+END_TEST
+
+START_TEST(test_ttl_queue_only_and_stop_waits)
+{
+    /* queues without tables; a scanner with neither is refused */
+    open_queues(0);
+    troupe_ttl_opts o = {.rt = fx.rt};
+    troupe_ttl *sc = NULL;
+    ck_assert_err(troupe_ttl_start(&o, &sc), TROUPE_EINVAL);
+    o.queues = fx.qs;
+    o.interval_ms = 3600000;
+    o.queue_batch = 1;
+    o.clock = fake_clock;
+    o.clock_ctx = &fx;
+    ck_assert_ok(troupe_ttl_start(&o, &sc));
+    qcomplete("x", 5);
+    set_now(QT0 + 1);
+    qkick_pass(sc);
+    ck_assert_uint_eq(troupe_ttl_queue_batches(sc), 6); /* 5 full, 1 empty */
+    ck_assert_uint_eq(troupe_ttl_queue_purged(sc), 5);
+    ck_assert_uint_eq(troupe_ttl_passes(sc), 0); /* no table pass */
+    /* stop in the middle of a long pass: it returns once the running
+     * batch is done, and the queues can be stopped right after */
+    qcomplete("y", 50);
+    set_now(QT0 + 2);
+    ck_assert_ok(troupe_ttl_kick(sc));
+    ck_assert_ok(troupe_ttl_stop_wait(sc));
+    troupe_ttl_destroy(sc);
+    ck_assert_uint_eq(troupe_ttl_queue_purged(NULL), 0);
+    ck_assert_uint_eq(troupe_ttl_queue_batches(NULL), 0);
+    ck_assert_uint_eq(troupe_ttl_queue_passes(NULL), 0);
+}
+END_TEST
+
 Suite *
 ttl_suite(void)
 {
@@ -581,6 +820,9 @@ ttl_suite(void)
     tcase_add_test(tc, test_ttl_scanner_kick_evicts);
     tcase_add_test(tc, test_ttl_bad_arguments);
     tcase_add_test(tc, test_purge_deletes_expired_rows_entries_manifests);
+    tcase_add_test(tc, test_ttl_queue_retention_old_completed_go_pending_stay);
+    tcase_add_test(tc, test_ttl_queue_full_batch_continues_short_waits);
+    tcase_add_test(tc, test_ttl_queue_only_and_stop_waits);
     suite_add_tcase(s, tc);
     return s;
 }

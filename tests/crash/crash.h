@@ -31,7 +31,10 @@ enum crash_rec_type {
     REC_CHECK = 7,   /* id: bitmask of failed fail-stop checks (0: good) */
     REC_CLOSE = 8,   /* err: troupe_db_close */
     REC_HITS = 9,    /* id: calls the fault shim failed */
-    REC_DONE = 10
+    REC_DONE = 10,
+    REC_QPUB = 11,   /* id: event key of a publish that completed OK */
+    REC_QDELIV = 12, /* id: event key, err: invocation; a handler started */
+    REC_QDONE = 13   /* id: event key, err: invocation; outcome committed */
 };
 
 typedef struct crash_rec {
@@ -101,5 +104,35 @@ crash_table_check(const char *dir, uint64_t cycle, bool txn,
                   char *msg, size_t cap);
 void
 crash_table_reset(void);
+
+/* The queue workload (queue.c): the child, the parent's bookkeeping of its
+ * records (crash_queue_note: 0, or -1 with the reason in msg when a
+ * completed invocation is delivered again), and the check after each
+ * cycle, which reads the queue's family directly and keeps what it saw
+ * for the next check (the same process must check every cycle in order).
+ * An event key is cycle << 40 | seq. */
+int
+crash_child_queue(int argc, char **argv);
+typedef struct crash_queue_stats {
+    /* from the cycle's records */
+    uint64_t published; /* publishes acknowledged */
+    uint64_t completed; /* outcomes acknowledged committed */
+    uint64_t delivered; /* handler starts */
+    uint64_t older;     /* of them, events of earlier cycles */
+    /* from the check */
+    uint64_t acked;          /* acknowledged publishes of the cycle */
+    uint64_t lost;           /* acknowledged publishes not there */
+    uint64_t pending_rows;   /* in the queue's family */
+    uint64_t completed_rows; /* ... */
+    uint64_t entries;        /* owner and id entries */
+    uint64_t done_events;    /* events whose last invocation completed */
+} crash_queue_stats;
+int
+crash_queue_note(const crash_rec *r, uint64_t cycle, char *msg, size_t cap);
+int
+crash_queue_check(const char *dir, uint64_t cycle, crash_queue_stats *st,
+                  char *msg, size_t cap);
+void
+crash_queue_reset(void);
 
 #endif

@@ -1,7 +1,7 @@
 /*
  * crash_loop: the crash-safety harness (docs/crash-testing.md).
  *
- *   crash_loop storage|kv|table [--txn] [--nosync]
+ *   crash_loop storage|kv|table|queue [--txn] [--nosync]
  *              [--powerloss off|on|mixed]
  *              [--expect-loss] [--cycles N] [--seconds S] [--kill-ms T]
  *              [--shim PATH]
@@ -23,7 +23,11 @@
  * The table loop (tables.c) checks rows, index entries and manifests
  * instead: verify finds no mismatch, every row is a document some write
  * made, no write or transaction is applied in part, and every
- * acknowledged write is there.
+ * acknowledged write is there. The queue loop (queue.c) checks the
+ * queue's rows and entries: every acknowledged publish is pending or
+ * completed, never both, no invocation completed twice, every acknowledged
+ * outcome committed, no completed invocation delivered again (the child
+ * reports deliveries), and every row has exactly its owner and id entries.
  * Bounds: --cycles/--seconds, overridden by TROUPE_CRASH_CYCLES and
  * TROUPE_CRASH_SECONDS. TROUPE_CRASH_KEEP=1 keeps the directory;
  * TROUPE_CRASH_VERBOSE=1 prints every cycle. On a failed check the
@@ -195,7 +199,7 @@ reap(child *c)
 
 /* ---- the database check ------------------------------------------------- */
 
-enum workload { WL_STORAGE, WL_KV, WL_TABLE };
+enum workload { WL_STORAGE, WL_KV, WL_TABLE, WL_QUEUE };
 
 /* What the checks saw of each cycle: its prefix length. */
 static uint64_t *seen;
@@ -376,6 +380,27 @@ on_ack(const crash_rec *r, void *arg)
         a->max = r->id + 1;
 }
 
+/* The queue child's records: publishes count as acknowledgements. */
+typedef struct qacks {
+    acks a;
+    uint64_t cycle;
+} qacks;
+
+static void
+on_queue_rec(const crash_rec *r, void *arg)
+{
+    qacks *q = arg;
+    if (r->type == REC_READY) {
+        q->a.ready = true;
+        return;
+    }
+    char msg[512];
+    if (crash_queue_note(r, q->cycle, msg, sizeof(msg)) != 0)
+        fail("cycle %llu: %s", (unsigned long long)q->cycle, msg);
+    if (r->type == REC_QPUB)
+        q->a.n++;
+}
+
 /* Acknowledged seqs >= k: acknowledged but not present. */
 static uint64_t
 lost(const acks *a, uint64_t k)
@@ -434,8 +459,11 @@ run_loop(const loop_opts *o)
     long kill_ms = env_or("TROUPE_CRASH_KILL_MS", o->kill_ms);
     uint64_t end = now_ms() + (uint64_t)seconds * 1000u;
     uint64_t acked = 0, pl_cycles = 0, pl_lost = 0, pl_lossy = 0;
-    uint64_t kill_lost = 0, early = 0, present = 0, dropped = 0, rows = 0,
-             txns = 0;
+    uint64_t kill_lost = 0, early = 0, present = 0, rows = 0, txns = 0;
+    /* Net: a restore also brings back files whose unlink was not durable
+     * (RocksDB deleting obsolete files), so a cycle can add bytes. */
+    int64_t dropped = 0;
+    crash_queue_stats qsum = {0}, qlast = {0};
     long c = 0;
     char env_preload[PATH_MAX + 16], env_dir[PATH_MAX + 32],
         env_j[PATH_MAX + 32];
@@ -449,7 +477,8 @@ run_loop(const loop_opts *o)
         snprintf(cyc, sizeof(cyc), "%ld", c);
         snprintf(syncarg, sizeof(syncarg), "%d", o->sync ? 1 : 0);
         snprintf(win, sizeof(win), "%ld", o->window);
-        const char *args[] = {o->wl == WL_KV ? "child-kv"
+        const char *args[] = {o->wl == WL_KV      ? "child-kv"
+                              : o->wl == WL_QUEUE ? "child-queue"
                               : o->wl == WL_TABLE
                                   ? (o->txn ? "child-table-txn" : "child-table")
                                   : "child-storage",
@@ -469,29 +498,39 @@ run_loop(const loop_opts *o)
             env[2] = env_dir;
             env[3] = env_j;
         }
+        qacks qa = {.cycle = (uint64_t)c};
         acks a = {0};
+        void (*on_rec)(const crash_rec *, void *) = on_ack;
+        void *rarg = &a;
+        if (o->wl == WL_QUEUE) {
+            on_rec = on_queue_rec;
+            rarg = &qa;
+        }
         child ch = spawn(args, env);
         uint64_t t0 = now_ms();
         bool kill_early = rnd(&rs) % 8 == 0;
         uint64_t delay =
             kill_early ? rnd(&rs) % 200 : rnd(&rs) % (uint64_t)kill_ms;
         int eof = 0;
+        bool *ready = o->wl == WL_QUEUE ? &qa.a.ready : &a.ready;
         if (kill_early) {
-            eof = pump(&ch, t0 + delay + 1, on_ack, &a);
+            eof = pump(&ch, t0 + delay + 1, on_rec, rarg);
         } else {
             /* Wait for READY (bounded), then the random delay. */
             uint64_t lim = t0 + 30000;
-            while (!a.ready && !eof && now_ms() < lim)
-                eof = pump(&ch, now_ms() + 5, on_ack, &a);
+            while (!*ready && !eof && now_ms() < lim)
+                eof = pump(&ch, now_ms() + 5, on_rec, rarg);
             if (!eof)
-                eof = pump(&ch, now_ms() + delay + 1, on_ack, &a);
+                eof = pump(&ch, now_ms() + delay + 1, on_rec, rarg);
         }
         if (eof)
             fail("cycle %ld: the workload died on its own (status 0x%x)", c,
                  reap(&ch));
         kill(ch.pid, SIGKILL);
-        pump(&ch, 0, on_ack, &a);
+        pump(&ch, 0, on_rec, rarg);
         int st = reap(&ch);
+        if (o->wl == WL_QUEUE)
+            a = qa.a;
         if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL)
             fail("cycle %ld: the workload ended with status 0x%x, not by "
                  "the kill",
@@ -501,9 +540,29 @@ run_loop(const loop_opts *o)
         pl_restore_stats rst = {0};
         if (pl && pl_restore(dbdir, jdir, &rst) != 0)
             fail("cycle %ld: restore failed", c);
-        dropped += rst.bytes_before - rst.bytes_after;
+        dropped += (int64_t)rst.bytes_before - (int64_t)rst.bytes_after;
         uint64_t k, l;
-        if (o->wl == WL_TABLE) {
+        if (o->wl == WL_QUEUE) {
+            /* Queue: publishes and outcomes complete out of order; the
+             * check counts acknowledged publishes missing. */
+            crash_queue_stats qs;
+            char msg[512];
+            if (crash_queue_check(dbdir, (uint64_t)c, &qs, msg, sizeof(msg)) !=
+                0)
+                fail("cycle %ld (%s): %s", c, pl ? "power loss" : "kill -9",
+                     msg);
+            if (qs.acked != a.n)
+                fail("cycle %ld: %llu publishes acknowledged, the check "
+                     "counted %llu",
+                     c, (unsigned long long)a.n, (unsigned long long)qs.acked);
+            l = qs.lost;
+            k = a.n - l;
+            qsum.published += qs.published;
+            qsum.completed += qs.completed;
+            qsum.delivered += qs.delivered;
+            qsum.older += qs.older;
+            qlast = qs;
+        } else if (o->wl == WL_TABLE) {
             /* Tables: writes complete out of order across keys, so the
              * check counts acknowledged writes missing, not a prefix. */
             crash_table_stats ts;
@@ -551,14 +610,14 @@ run_loop(const loop_opts *o)
     printf("%s: %ld cycles (%llu power loss, %llu kill -9, %llu killed "
            "before READY) in %.1f s; acked %llu, present %llu; lost after "
            "kill -9: %llu; lost after power loss: %llu, in %llu of %llu "
-           "cycles; restore dropped %llu bytes\n",
+           "cycles; restore dropped %lld bytes (net)\n",
            label, c, (unsigned long long)pl_cycles,
            (unsigned long long)(c - (long)pl_cycles), (unsigned long long)early,
            (double)(now_ms() + (uint64_t)seconds * 1000u - end) / 1000.0,
            (unsigned long long)acked, (unsigned long long)present,
            (unsigned long long)kill_lost, (unsigned long long)pl_lost,
            (unsigned long long)pl_lossy, (unsigned long long)pl_cycles,
-           (unsigned long long)dropped);
+           (long long)dropped);
     if (o->wl == WL_TABLE)
         printf("%s: %llu rows in the tables at the end; every check ran "
                "verify (derive) over every index: no mismatch%s\n",
@@ -568,8 +627,24 @@ run_loop(const loop_opts *o)
         printf("%s: %llu transactions found whole after their cycle's "
                "crash\n",
                label, (unsigned long long)txns);
+    if (o->wl == WL_QUEUE)
+        printf("%s: queue: %llu publishes and %llu outcomes acknowledged, "
+               "%llu deliveries (%llu of events of earlier cycles), none "
+               "after its completion; at the end %llu pending and %llu "
+               "completed rows, %llu owner and id entries, all matching; "
+               "%llu events done\n",
+               label, (unsigned long long)qsum.published,
+               (unsigned long long)qsum.completed,
+               (unsigned long long)qsum.delivered,
+               (unsigned long long)qsum.older,
+               (unsigned long long)qlast.pending_rows,
+               (unsigned long long)qlast.completed_rows,
+               (unsigned long long)qlast.entries,
+               (unsigned long long)qlast.done_events);
     if (o->wl == WL_TABLE)
         crash_table_reset();
+    if (o->wl == WL_QUEUE)
+        crash_queue_reset();
     if (c == 0)
         fail("no cycle ran");
     if (o->expect_loss && pl_lost == 0)
@@ -948,15 +1023,15 @@ run_model(const char *shim)
 static void
 usage(void)
 {
-    fprintf(
-        stderr,
-        "usage: crash_loop storage|kv|table [--txn] [--nosync] [--powerloss "
-        "off|on|mixed] [--expect-loss]\n"
-        "                  [--cycles N] [--seconds S] [--kill-ms T] "
-        "[--window W] [--shim PATH]\n"
-        "       crash_loop eio --fault-shim PATH [--sfr-shim PATH] "
-        "[--seconds S]\n"
-        "       crash_loop model --shim PATH\n");
+    fprintf(stderr,
+            "usage: crash_loop storage|kv|table|queue [--txn] [--nosync] "
+            "[--powerloss "
+            "off|on|mixed] [--expect-loss]\n"
+            "                  [--cycles N] [--seconds S] [--kill-ms T] "
+            "[--window W] [--shim PATH]\n"
+            "       crash_loop eio --fault-shim PATH [--sfr-shim PATH] "
+            "[--seconds S]\n"
+            "       crash_loop model --shim PATH\n");
     exit(2);
 }
 
@@ -971,6 +1046,8 @@ main(int argc, char **argv)
         return crash_child_table_txn(argc - 2, argv + 2);
     if (strcmp(argv[1], "child-table") == 0)
         return crash_child_table(argc - 2, argv + 2);
+    if (strcmp(argv[1], "child-queue") == 0)
+        return crash_child_queue(argc - 2, argv + 2);
     if (strcmp(argv[1], "child-kv") == 0)
         return crash_child_kv(argc - 2, argv + 2);
     if (strcmp(argv[1], "child-eio") == 0)
@@ -994,6 +1071,8 @@ main(int argc, char **argv)
         o.wl = WL_KV;
     else if (strcmp(argv[1], "table") == 0)
         o.wl = WL_TABLE;
+    else if (strcmp(argv[1], "queue") == 0)
+        o.wl = WL_QUEUE;
     else if (!eio && !model && strcmp(argv[1], "storage") != 0)
         usage();
     for (int i = 2; i < argc; i++) {
@@ -1035,6 +1114,12 @@ main(int argc, char **argv)
     }
     if (o.kill_ms < 1 || o.window < 1 || o.seconds < 1 || o.cycles < 1)
         usage();
+    /* The queue check holds every acknowledged outcome to be there: an
+     * unsynced loop under power loss would need it to count losses. */
+    if (o.wl == WL_QUEUE && !o.sync) {
+        fprintf(stderr, "crash_loop: queue runs synced only\n");
+        usage();
+    }
     if (model) {
         if (o.shim == NULL)
             usage();
@@ -1048,6 +1133,7 @@ main(int argc, char **argv)
     static char lbl[64];
     snprintf(lbl, sizeof(lbl), "crash_%s_%s%s",
              o.wl == WL_KV      ? "kv"
+             : o.wl == WL_QUEUE ? "queue"
              : o.wl == WL_TABLE ? (o.txn ? "table_txn" : "table")
                                 : "storage",
              o.sync ? "sync" : "nosync",

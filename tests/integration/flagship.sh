@@ -2,8 +2,9 @@
 # The flagship example (what `make run` runs): the counter must continue
 # from the stored value on a second run, the two-node ping must finish, and
 # the shop must create its tables once, refuse a duplicate email, move
-# stock in transactions, find orders by index and lose an expired row, on
-# both runs.
+# stock in transactions, find orders by index and lose an expired row, and
+# publish its order events in the order transactions, handle them, a
+# scheduled reminder and a rescheduled check, on both runs.
 set -u
 bin=${1:?usage: flagship.sh PATH/TO/flagship}
 dir=$(mktemp -d)
@@ -37,8 +38,25 @@ check 2.out "shop: table stock already exists (EEXIST)" "stock reused"
 check 2.out "shop: customers: 0 added, 4 already there" "customers durable"
 check 2.out "shop: stock widget 14 gadget 18" "stock durable"
 check 2.out "shop: alice has 6 orders in all" "order count, run 2"
+# events: the queue is created once; completed history accumulates
+check 1.out "shop: created queue shop.events, 2 partitions" "create queue"
+check 2.out "shop: queue shop.events already exists (EEXIST)" "queue reused"
+check 1.out "shop: queue shop.events: 0 pending, 8 completed in all" "events, run 1"
+check 2.out "shop: queue shop.events: 0 pending, 16 completed in all" "events, run 2"
 # shop, both runs
 for r in 1.out 2.out; do
+    for i in 1 2 3 4 5; do
+        n=$(grep -c "shop: worker: order placed: order $i, " "$dir/$r")
+        # once each: the refused duplicate of order 1 published nothing
+        [ "$n" -eq 1 ] || { echo "FAIL: order $i handled $n times in run ${r%.out}"; exit 1; }
+        pass=$((pass + 1))
+    done
+    check $r "shop: worker: order placed: order 5, alice buys 3 widget" "order event payload"
+    check $r "shop: reminder published, due in 1000 ms" "reminder scheduled"
+    check $r "shop: worker: reminder for carol, scheduled 1000 ms ahead: handled when due, not before" "reminder on time"
+    check $r "shop: worker: restock check: gadget still short, rescheduled 300 ms later" "reschedule"
+    check $r "shop: worker: restock check again, " "rescheduled event delivered again"
+    check $r "done, acknowledged" "rescheduled event acknowledged"
     check $r "shop: mallory with alice@example.com refused: ECONSTRAINT" "duplicate email"
     check $r "mallory not stored" "refused write stored nothing"
     check $r "shop: by_email carol@example.com -> carol (Carol Jones)" "unique lookup"

@@ -733,8 +733,10 @@ troupe_queue_delete_by_owner_wait(troupe_queues *qs, const char *queue,
 
 troupe_err
 troupe_queues_purge_completed(troupe_queues *qs, int64_t now_ms, size_t max,
-                              bool *full)
+                              size_t *purged, bool *full)
 {
+    if (purged != NULL)
+        *purged = 0;
     if (qs == NULL || max == 0)
         return TROUPE_EINVAL;
     pthread_mutex_lock(&qs->mu);
@@ -804,5 +806,7 @@ troupe_queues_purge_completed(troupe_queues *qs, int64_t now_ms, size_t max,
     troupe_free(list);
     if (e == TROUPE_OK && full != NULL)
         *full = n == max;
+    if (e == TROUPE_OK && purged != NULL)
+        *purged = n;
     return e;
 }

@@ -12,9 +12,18 @@
  * actor's thread, so its callback only sends the outcome here as a
  * message; it holds a copy of the address, never the scanner object,
  * which may be gone by then (a send to a dead actor fails cleanly).
+ *
+ * Queue retention is a second, independent pass: the purge call blocks,
+ * so each batch runs on the worker pool (troupe_work_submit) and comes
+ * back as TTL_QDONE; a full batch sends TTL_QNEXT to this actor, so the
+ * next batch starts only after the mailbox had its turn (a long backlog
+ * never holds the loop), and a short or failed one ends the pass. A batch
+ * borrows the queues, so stop_wait waits for a running one (the object
+ * counts them under mu) before the caller may stop the queues.
  */
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <uv.h>
 
 #include "troupe/actor.h"
@@ -22,21 +31,31 @@
 #include "troupe/pack.h"
 #include "troupe/ttl.h"
 
-enum { TTL_TICK = 0, TTL_DONE, TTL_NKINDS };
+enum { TTL_TICK = 0, TTL_DONE, TTL_QDONE, TTL_QNEXT, TTL_NKINDS };
+
+#define QUEUE_BATCH_DEFAULT 256
 
 enum { ST_RUNNING = 0, ST_STOPPING, ST_STOPPED };
 
 struct troupe_ttl {
     troupe_runtime *rt;
     troupe_tables *tables;
+    troupe_queues *queues;
     uint32_t interval_ms;
+    uint32_t queue_batch;
+    int64_t (*clock)(void *ctx);
+    void *clock_ctx;
     troupe_addr addr;
     _Atomic uint64_t passes;
     _Atomic uint64_t evicted;
     _Atomic uint64_t purged;
+    _Atomic uint64_t qpurged;
+    _Atomic uint64_t qbatches;
+    _Atomic uint64_t qpasses;
     uv_mutex_t mu;
     uv_cond_t cv;
-    int state; /* under mu */
+    int state;    /* under mu */
+    int qrunning; /* purge batches on the pool; under mu */
 };
 
 typedef struct sstate {
@@ -46,6 +65,7 @@ typedef struct sstate {
     size_t next;  /* the table being asked */
     bool purging; /* its purge pass (else its eviction pass) runs */
     bool busy;
+    bool qbusy; /* a queue pass runs */
 } sstate;
 
 typedef struct evarg {
@@ -127,12 +147,111 @@ pass_step(troupe_actor *self, sstate *s)
     pass_end(s);
 }
 
+/* ---- queue retention ---- */
+
+typedef struct qjob {
+    troupe_ttl *o;
+    troupe_err err;
+    bool full;
+    uint64_t purged;
+} qjob;
+
+static void
+qjob_run(void *arg)
+{
+    qjob *j = arg;
+    troupe_ttl *o = j->o;
+    int64_t now = o->clock != NULL ? o->clock(o->clock_ctx) : troupe_now_ms();
+    size_t n = 0;
+    j->err = troupe_queues_purge_completed(o->queues, now, o->queue_batch, &n,
+                                           &j->full);
+    j->purged = n;
+    /* The last touch of the queues: stop_wait may return after this. */
+    uv_mutex_lock(&o->mu);
+    o->qrunning--;
+    uv_cond_broadcast(&o->cv);
+    uv_mutex_unlock(&o->mu);
+}
+
+static void
+qjob_drop(void *arg)
+{
+    troupe_free(arg);
+}
+
+/* Submits the next purge batch; ends the pass when that fails. */
+static void
+queue_step(troupe_actor *self, sstate *s)
+{
+    troupe_ttl *o = s->o;
+    qjob *j = troupe_calloc(1, sizeof(*j));
+    if (j != NULL) {
+        j->o = o;
+        uv_mutex_lock(&o->mu);
+        bool running = o->state == ST_RUNNING; /* stopping: no new batch */
+        if (running)
+            o->qrunning++;
+        uv_mutex_unlock(&o->mu);
+        if (running && troupe_work_submit(self, qjob_run, j, TTL_QDONE,
+                                          qjob_drop) == TROUPE_OK)
+            return;
+        if (running) {
+            uv_mutex_lock(&o->mu);
+            o->qrunning--;
+            uv_cond_broadcast(&o->cv);
+            uv_mutex_unlock(&o->mu);
+        }
+        troupe_free(j);
+    }
+    s->qbusy = false; /* try again next tick */
+    atomic_fetch_add(&o->qpasses, 1);
+}
+
+static troupe_err
+h_qdone(troupe_actor *self, void *st, const troupe_msg *m)
+{
+    sstate *s = st;
+    qjob *j = m->ptr;
+    if (j == NULL)
+        return TROUPE_OK;
+    bool full = j->err == TROUPE_OK && j->full;
+    atomic_fetch_add(&s->o->qpurged, j->purged);
+    atomic_fetch_add(&s->o->qbatches, 1);
+    troupe_free(j);
+    if (full) {
+        /* Yield: the next batch starts from the mailbox, after whatever
+         * queued up behind this one. */
+        troupe_msg *next = NULL;
+        if (troupe_msg_create(&next, TTL_QNEXT, NULL, 0) == TROUPE_OK &&
+            troupe_runtime_send(troupe_actor_runtime(self), troupe_self(self),
+                                &next) == TROUPE_OK)
+            return TROUPE_OK;
+    }
+    s->qbusy = false;
+    atomic_fetch_add(&s->o->qpasses, 1);
+    return TROUPE_OK;
+}
+
+static troupe_err
+h_qnext(troupe_actor *self, void *st, const troupe_msg *m)
+{
+    (void)m;
+    sstate *s = st;
+    if (s->qbusy)
+        queue_step(self, s);
+    return TROUPE_OK;
+}
+
 static troupe_err
 h_tick(troupe_actor *self, void *st, const troupe_msg *m)
 {
     (void)m;
     sstate *s = st;
-    if (s->busy)
+    if (s->o->queues != NULL && !s->qbusy) {
+        s->qbusy = true;
+        queue_step(self, s);
+    }
+    if (s->busy || s->o->tables == NULL)
         return TROUPE_OK;
     if (troupe_tables_list(s->o->tables, &s->names, &s->n) != TROUPE_OK)
         return TROUPE_OK; /* stopping, or no memory: try next tick */
@@ -173,6 +292,7 @@ s_init(troupe_actor *self, void *st, void *arg)
     s->names = NULL;
     s->n = s->next = 0;
     s->busy = false;
+    s->qbusy = false;
     return troupe_timer_start(self, TTL_TICK, s->o->interval_ms,
                               s->o->interval_ms, NULL);
 }
@@ -190,6 +310,8 @@ s_stop(troupe_actor *self, void *st, troupe_err reason)
 static const troupe_handler_fn s_handlers[TTL_NKINDS] = {
     [TTL_TICK] = h_tick,
     [TTL_DONE] = h_done,
+    [TTL_QDONE] = h_qdone,
+    [TTL_QNEXT] = h_qnext,
 };
 
 static const troupe_actor_def ttl_def = {
@@ -206,14 +328,19 @@ troupe_ttl_start(const troupe_ttl_opts *o, troupe_ttl **out)
 {
     if (out != NULL)
         *out = NULL;
-    if (o == NULL || out == NULL || o->rt == NULL || o->tables == NULL)
+    if (o == NULL || out == NULL || o->rt == NULL ||
+        (o->tables == NULL && o->queues == NULL))
         return TROUPE_EINVAL;
     troupe_ttl *s = troupe_calloc(1, sizeof(*s));
     if (s == NULL)
         return TROUPE_ENOMEM;
     s->rt = o->rt;
     s->tables = o->tables;
+    s->queues = o->queues;
     s->interval_ms = o->interval_ms ? o->interval_ms : 1000;
+    s->queue_batch = o->queue_batch ? o->queue_batch : QUEUE_BATCH_DEFAULT;
+    s->clock = o->clock;
+    s->clock_ctx = o->clock_ctx;
     uv_mutex_init(&s->mu);
     uv_cond_init(&s->cv);
     troupe_spawn_opts so = TROUPE_SPAWN_OPTS_INIT;
@@ -261,6 +388,24 @@ troupe_ttl_purged(const troupe_ttl *s)
     return s != NULL ? atomic_load(&((troupe_ttl *)s)->purged) : 0;
 }
 
+uint64_t
+troupe_ttl_queue_purged(const troupe_ttl *s)
+{
+    return s != NULL ? atomic_load(&((troupe_ttl *)s)->qpurged) : 0;
+}
+
+uint64_t
+troupe_ttl_queue_batches(const troupe_ttl *s)
+{
+    return s != NULL ? atomic_load(&((troupe_ttl *)s)->qbatches) : 0;
+}
+
+uint64_t
+troupe_ttl_queue_passes(const troupe_ttl *s)
+{
+    return s != NULL ? atomic_load(&((troupe_ttl *)s)->qpasses) : 0;
+}
+
 static void
 on_stopped(troupe_runtime *rt, troupe_addr a, void *arg)
 {
@@ -288,7 +433,7 @@ troupe_ttl_stop_wait(troupe_ttl *s)
     if (troupe_actor_stop(s->rt, s->addr, on_stopped, s) != TROUPE_OK)
         on_stopped(s->rt, s->addr, s); /* already gone */
     uv_mutex_lock(&s->mu);
-    while (s->state != ST_STOPPED)
+    while (s->state != ST_STOPPED || s->qrunning > 0)
         uv_cond_wait(&s->cv, &s->mu);
     uv_mutex_unlock(&s->mu);
     return TROUPE_OK;

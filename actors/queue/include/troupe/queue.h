@@ -415,12 +415,13 @@ troupe_queue_delete_by_owner_wait(troupe_queues *q, const char *queue,
  * Retention: removes completed rows whose processed time is older than
  * now - retention, with their owner and id entries, at most `max` rows
  * across all queues in one batch (malformed expired rows too; pending
- * rows are never touched). *full (may be NULL) is true when `max` rows
- * were removed: call again at once; false: caught up. Errors: EINVAL
- * (NULL, max 0), ESTATE, EUNKNOWN, EFAILSTOP, EIO, ENOMEM. Blocks.
+ * rows are never touched). *purged (may be NULL) is how many rows went;
+ * *full (may be NULL) is true when that is `max`: call again at once;
+ * false: caught up. Errors: EINVAL (NULL, max 0), ESTATE, EUNKNOWN,
+ * EFAILSTOP, EIO, ENOMEM. Blocks.
  */
 troupe_err
 troupe_queues_purge_completed(troupe_queues *q, int64_t now_ms, size_t max,
-                              bool *full);
+                              size_t *purged, bool *full);
 
 #endif

@@ -7,17 +7,26 @@
  * publish, running transactions protect what they need, batches of at
  * most 256) are the tables' (troupe/table.h, docs/data-model.md).
  *
+ * With `queues` set it also trims the queues' completed history
+ * (troupe_queues_purge_completed: rows older than their queue's
+ * retention; pending rows are never touched), in batches of at most
+ * `queue_batch` rows on the runtime's worker pool: a full batch is
+ * followed at once by the next (the actor yields between them), a short
+ * one ends the queue pass until the next tick. The queue pass runs beside
+ * the table pass, never two at once.
+ *
  * Owners: troupe_ttl_start creates the object, owned by the caller;
  * troupe_ttl_stop_wait stops the actor, then troupe_ttl_destroy frees it.
- * It borrows the runtime and the tables: stop it before stopping the
- * tables. Threads: every call may come from any thread; stop_wait blocks
- * (never call it on a loop thread of the runtime).
+ * It borrows the runtime, the tables and the queues: stop it before
+ * stopping them. Threads: every call may come from any thread; stop_wait
+ * blocks (never call it on a loop thread of the runtime).
  */
 #ifndef TROUPE_TTL_H
 #define TROUPE_TTL_H
 
 #include <stdint.h>
 
+#include "troupe/queue.h"
 #include "troupe/runtime.h"
 #include "troupe/table.h"
 
@@ -25,12 +34,19 @@ typedef struct troupe_ttl troupe_ttl;
 
 typedef struct troupe_ttl_opts {
     troupe_runtime *rt;    /* borrowed */
-    troupe_tables *tables; /* borrowed */
+    troupe_tables *tables; /* borrowed; may be NULL when queues is set */
     uint32_t interval_ms;  /* between passes; 0: 1000 */
+    troupe_queues *queues; /* borrowed; NULL: no queue retention */
+    uint32_t queue_batch;  /* rows per purge batch; 0: 256 */
+    /* "Now" for queue retention, Unix ms; NULL: troupe_now_ms. Called on
+     * the worker pool: thread-safe, non-blocking. (The tables use their
+     * own clock.) */
+    int64_t (*clock)(void *ctx);
+    void *clock_ctx;
 } troupe_ttl_opts;
 
 /* Spawns the scanner; its first pass runs after one interval. Errors:
- * EINVAL (NULL, missing option), ENOMEM, the errors of
+ * EINVAL (NULL, no rt, neither tables nor queues), ENOMEM, the errors of
  * troupe_actor_spawn. */
 troupe_err
 troupe_ttl_start(const troupe_ttl_opts *o, troupe_ttl **out);
@@ -49,8 +65,19 @@ troupe_ttl_evicted(const troupe_ttl *s);
 uint64_t
 troupe_ttl_purged(const troupe_ttl *s);
 
+/* Queue retention: completed rows purged, purge batches run (full or
+ * short, failed ones included) and queue passes ended (by a short or a
+ * failed batch). NULL: 0. Never blocks. */
+uint64_t
+troupe_ttl_queue_purged(const troupe_ttl *s);
+uint64_t
+troupe_ttl_queue_batches(const troupe_ttl *s);
+uint64_t
+troupe_ttl_queue_passes(const troupe_ttl *s);
+
 /* Stops the actor and waits until it is gone; a pass in flight is
- * abandoned (the table finishes its batch and its reply is dropped).
+ * abandoned (the table finishes its batch and its reply is dropped; a
+ * queue purge batch already running finishes before this returns).
  * Errors: EINVAL, ESTATE (already stopped). Blocks. */
 troupe_err
 troupe_ttl_stop_wait(troupe_ttl *s);

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# The `troupe queue ...` commands, as an operator runs them, on a database
+# queue_seed filled with known events (see queue_seed.c): list, stats,
+# pending and completed pages followed by their cursors, show by id (text
+# and hex); bad flags exit 2 with the usage, failures (a missing database,
+# an unknown queue or id, a foreign cursor) exit 1 with a message.
+set -u
+troupe=${1:?usage: queue_cli.sh PATH/TO/troupe PATH/TO/queue_seed}
+seed=${2:?usage: queue_cli.sh PATH/TO/troupe PATH/TO/queue_seed}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+passes=0
+ok() { passes=$((passes + 1)); echo "ok: $*"; }
+bad() { fails=$((fails + 1)); echo "FAIL: $*"; }
+
+# expect CODE DESCRIPTION -- COMMAND...: runs it, checks the exit code.
+expect() {
+    local want=$1 what=$2
+    shift 3
+    "$@" >"$tmp/out" 2>"$tmp/err"
+    local rc=$?
+    if [ "$rc" -eq "$want" ]; then ok "$what (exit $rc)"; else
+        bad "$what: exit $rc, want $want"; cat "$tmp/out" "$tmp/err"; fi
+}
+# has FILE PATTERN WHAT: grep -E PATTERN in FILE.
+has() {
+    grep -qE -- "$2" "$tmp/$1" && ok "$3" || { bad "$3 (no /$2/ in $1)"; cat "$tmp/$1"; }
+}
+
+db="$tmp/db"
+"$seed" "$db" || { echo "FAIL: queue_seed"; exit 1; }
+
+expect 0 "queue list" -- "$troupe" queue list --data "$db"
+has out '^queues 2$' "two queues"
+[ "$(sed -n 2p "$tmp/out")" = "queue audit id 2 partitions 1 retention_ms 0" ] &&
+    [ "$(sed -n 3p "$tmp/out")" = "queue orders id 1 partitions 4 retention_ms 3600000" ] &&
+    ok "queues by name, with id, partitions, retention" || { bad "list lines"; cat "$tmp/out"; }
+
+expect 0 "queue stats" -- "$troupe" queue stats --data "$db" --queue orders
+has out '^queue orders partitions 4 pending 5 completed 3 malformed 0$' "counts per state"
+has out '^oldest_due_ms 1000 lag_ms [0-9]+$' "oldest due time and lag"
+[ "$(grep -c '^partition [0-3] pending [0-9]+ completed [0-9]+$' -E "$tmp/out")" -eq 4 ] &&
+    ok "one line per partition" || bad "partition lines"
+sum=$(awk '/^partition/ {p += $4; c += $6} END {print p, c}' "$tmp/out")
+[ "$sum" = "5 3" ] && ok "partitions add up" || bad "partitions add up to $sum"
+expect 0 "stats of an empty queue" -- "$troupe" queue stats --data "$db" --queue audit
+has out '^oldest_due_ms - lag_ms -$' "no lag when nothing is pending"
+
+# pending, two at a time, following the cursors
+ids=""
+after=()
+for page in 1 2 3; do
+    expect 0 "pending page $page" -- "$troupe" queue pending --data "$db" --queue orders --limit 2 "${after[@]}"
+    ids="$ids $(grep -oE '^pending .* id ("[^"]*"|0x[0-9a-f]+)' "$tmp/out" | awk '{print $NF}' | tr '\n' ' ')"
+    cur=$(grep -oE '^page [0-9]+ more (yes|no) cursor [0-9a-f-]+' "$tmp/out" | awk '{print $6}')
+    more=$(grep -oE '^page [0-9]+ more (yes|no)' "$tmp/out" | awk '{print $4}')
+    after=(--after "$cur")
+done
+[ "$more" = "no" ] && ok "last page says no more" || bad "last page more=$more"
+got=$(echo $ids | tr ' ' '\n' | sort | tr '\n' ' ')
+want=$(printf '%s\n' '"o3"' '"o4"' '"o5"' '"o6"' '0x000162696e' | sort | tr '\n' ' ')
+[ "$got" = "$want" ] && ok "pages cover every pending event once" || bad "pending ids: $got, want $want"
+
+expect 0 "completed" -- "$troupe" queue completed --data "$db" --queue orders
+[ "$(grep -c '^completed partition' "$tmp/out")" -eq 3 ] && ok "three completed" || bad "completed count"
+has out '^completed .* processed_ms [0-9]+ id "o1" key "o1" owner "customer"/"alice" payload 6 bytes 0x81a371747902$' "completed line"
+has out '^page 3 more no cursor [0-9a-f]+$' "completed page"
+ccur=$(grep -oE '^page 3 more no cursor [0-9a-f]+' "$tmp/out" | awk '{print $6}')
+
+expect 0 "show o3" -- "$troupe" queue show --data "$db" --queue orders --id o3
+has out '^completed .* id "o3" .* skey [0-9a-f]+$' "o3's first invocation completed"
+has out '^pending .* id "o3" .* skey [0-9a-f]+$' "o3's replacement pending"
+has out '^invocations 2$' "o3 has two invocations"
+expect 0 "show by hex id" -- "$troupe" queue show --data "$db" --queue orders --id-hex 000162696E
+has out '^pending partition [0-3] time_ms 2000 .* id 0x000162696e ' "binary id shown as hex"
+
+# bad input: usage errors exit 2
+expect 2 "queue without subcommand" -- "$troupe" queue
+expect 2 "unknown subcommand" -- "$troupe" queue frobnicate --data "$db"
+expect 2 "pause is not a command" -- "$troupe" queue pause --data "$db" --queue orders
+has err "memory of the process that paused" "pause refusal explained"
+expect 2 "resume is not a command" -- "$troupe" queue resume --data "$db" --queue orders
+expect 2 "list with --queue" -- "$troupe" queue list --data "$db" --queue orders
+expect 2 "stats without --queue" -- "$troupe" queue stats --data "$db"
+expect 2 "pending without --data" -- "$troupe" queue pending --queue orders
+expect 2 "flag without value" -- "$troupe" queue pending --data "$db" --queue
+expect 2 "limit 0" -- "$troupe" queue pending --data "$db" --queue orders --limit 0
+expect 2 "limit too big" -- "$troupe" queue pending --data "$db" --queue orders --limit 10001
+expect 2 "limit not a number" -- "$troupe" queue completed --data "$db" --queue orders --limit x
+expect 2 "cursor not hex" -- "$troupe" queue pending --data "$db" --queue orders --after zz
+expect 2 "cursor odd length" -- "$troupe" queue pending --data "$db" --queue orders --after abc
+expect 2 "show without id" -- "$troupe" queue show --data "$db" --queue orders
+expect 2 "show with both ids" -- "$troupe" queue show --data "$db" --queue orders --id o1 --id-hex 00
+expect 2 "show with --limit" -- "$troupe" queue show --data "$db" --queue orders --id o1 --limit 3
+grep -q "^usage:" "$tmp/err" && ok "usage printed" || bad "no usage on bad flags"
+# failures exit 1
+expect 1 "missing database" -- "$troupe" queue list --data "$tmp/nothing-here"
+has err "no database at" "missing database explained"
+[ ! -e "$tmp/nothing-here" ] && ok "nothing created" || bad "a database was created"
+expect 1 "unknown queue" -- "$troupe" queue stats --data "$db" --queue nope
+has err "no queue named 'nope'" "unknown queue explained"
+expect 1 "unknown queue, pending" -- "$troupe" queue pending --data "$db" --queue nope
+expect 1 "unknown id" -- "$troupe" queue show --data "$db" --queue orders --id o99
+has err "no event with that id" "unknown id explained"
+expect 1 "a completed cursor given to pending" -- "$troupe" queue pending --data "$db" --queue orders --after "$ccur"
+expect 1 "a cursor outside the pending space" -- "$troupe" queue pending --data "$db" --queue orders --after 00
+has err "not a pending cursor" "foreign cursor explained"
+
+# the commands changed nothing
+expect 0 "stats again" -- "$troupe" queue stats --data "$db" --queue orders
+has out '^queue orders partitions 4 pending 5 completed 3 malformed 0$' "inspection wrote no event"
+
+echo "$passes passed, $fails failed"
+[ "$fails" -eq 0 ]
