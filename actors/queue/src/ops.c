@@ -217,10 +217,13 @@ troupe_queue_publish_wait(troupe_queues *qs, const char *queue,
  * ---------------------------------------------------------------- */
 
 troupe_err
-troupe__tq_outcome(tq_queue *q, const void *skey, size_t slen,
-                   troupe_queue_outcome_kind kind, int64_t time_ms,
-                   troupe_sync sync)
+troupe__tq_outcome_batch(tq_queue *q, const void *skey, size_t slen,
+                         const void *val, size_t vlen,
+                         troupe_queue_outcome_kind kind, int64_t time_ms,
+                         troupe_batch **out, uint32_t *resched_part)
 {
+    *out = NULL;
+    *resched_part = UINT32_MAX;
     uint32_t part;
     int64_t time;
     uint64_t order;
@@ -229,15 +232,8 @@ troupe__tq_outcome(tq_queue *q, const void *skey, size_t slen,
         (kind != TROUPE_QUEUE_ACK && kind != TROUPE_QUEUE_RESCHEDULE) ||
         (kind == TROUPE_QUEUE_RESCHEDULE && time_ms < 0))
         return TROUPE_EINVAL;
-    void *val = NULL;
-    size_t vlen = 0;
-    troupe_err e = troupe_db_get(q->db, q->cf, NULL, skey, slen, &val, &vlen);
-    if (e == TROUPE_ENOENT)
-        return TROUPE_OK; /* already completed or deleted: a no-op */
-    if (e != TROUPE_OK)
-        return e;
     troupe_queue_item it;
-    e = troupe__tq_item(q, skey, slen, val, vlen, &it);
+    troupe_err e = troupe__tq_item(q, skey, slen, val, vlen, &it);
     troupe_key_writer w;
     troupe_key_writer_init(&w);
     troupe_batch *b = NULL;
@@ -277,14 +273,48 @@ troupe__tq_outcome(tq_queue *q, const void *skey, size_t slen,
             e = troupe_batch_put(b, q->cf, k, kl, val, vlen);
         if (e == TROUPE_OK)
             e = troupe__tq_entries(b, q->cf, &it, k, kl, false, true);
+        if (e == TROUPE_OK)
+            *resched_part = part;
     }
-    if (e == TROUPE_OK)
-        e = troupe__tq_commit_wait(q->commit, &b, sync);
-    if (e == TROUPE_OK && kind == TROUPE_QUEUE_RESCHEDULE)
-        troupe__tq_notify(q, part, time_ms);
-    troupe_batch_destroy(b);
     troupe_key_writer_fini(&w);
     troupe_free(ck);
+    if (e != TROUPE_OK) {
+        troupe_batch_destroy(b);
+        *resched_part = UINT32_MAX;
+        return e;
+    }
+    *out = b;
+    return TROUPE_OK;
+}
+
+troupe_err
+troupe__tq_outcome(tq_queue *q, const void *skey, size_t slen,
+                   troupe_queue_outcome_kind kind, int64_t time_ms,
+                   troupe_sync sync)
+{
+    uint32_t part;
+    int64_t time;
+    uint64_t order;
+    if (troupe__tq_pkey_decode(skey, slen, &part, &time, &order) != TROUPE_OK ||
+        part >= q->partitions ||
+        (kind != TROUPE_QUEUE_ACK && kind != TROUPE_QUEUE_RESCHEDULE) ||
+        (kind == TROUPE_QUEUE_RESCHEDULE && time_ms < 0))
+        return TROUPE_EINVAL;
+    void *val = NULL;
+    size_t vlen = 0;
+    troupe_err e = troupe_db_get(q->db, q->cf, NULL, skey, slen, &val, &vlen);
+    if (e == TROUPE_ENOENT)
+        return TROUPE_OK; /* already completed or deleted: a no-op */
+    troupe_batch *b = NULL;
+    uint32_t rp = UINT32_MAX;
+    if (e == TROUPE_OK)
+        e = troupe__tq_outcome_batch(q, skey, slen, val, vlen, kind, time_ms,
+                                     &b, &rp);
+    if (e == TROUPE_OK)
+        e = troupe__tq_commit_wait(q->commit, &b, sync);
+    if (e == TROUPE_OK && rp != UINT32_MAX)
+        troupe__tq_notify(q, rp, time_ms);
+    troupe_batch_destroy(b);
     troupe_free(val);
     return e;
 }

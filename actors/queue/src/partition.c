@@ -48,8 +48,16 @@ enum { J_RUN = 0, J_SETTLING, J_DONE, J_TIMEDOUT };
 typedef struct tq_job {
     tq_queue *q;
     troupe_queue_worker *w;
+    troupe_runtime *rt;
+    troupe_addr part; /* the partition actor */
     uint32_t attempt;
     _Atomic int state;
+    /* The pool's completion holds one reference, an outcome commit in
+     * flight another; the last one frees the job. */
+    atomic_int refs;
+    bool async; /* its outcome commit completes as TQ_SETTLED */
+    uint32_t resched_part;
+    int64_t resched_time;
     troupe_err result;
     uint64_t timer;
     uint8_t *skey;
@@ -85,6 +93,18 @@ typedef struct tq_part {
     uint64_t horizon;
     uint8_t *cur; /* the pass resumes at this key (inclusive) */
     size_t curlen;
+    /* Where the next pass starts: no pending row lies below it (NULL:
+     * the partition's start). Acknowledged rows leave tombstones at the
+     * front of the partition, and a pass that started at the front would
+     * step over all of them every time. It is the first row the last pass
+     * saw (every row it saw may still be pending), lowered by every
+     * publication's due time (`nlow` collects those during a pass). */
+    uint8_t *low;
+    size_t lowlen;
+    uint8_t *nlow;
+    size_t nlowlen;
+    uint8_t *first; /* the first row this pass saw */
+    size_t firstlen;
     uint8_t *end;
     size_t endlen;
     size_t delivered; /* in this pass */
@@ -204,7 +224,7 @@ credit_give(troupe_queue_worker *w)
 {
     atomic_fetch_sub(&w->held, 1);
     if (atomic_exchange(&w->starved, false))
-        troupe__tq_kick_range(w->q, w->first, w->last);
+        troupe__tq_kick_range(w->q, w->first, w->last, TQ_CREDIT);
 }
 
 static void
@@ -264,6 +284,47 @@ job_free(tq_job *j)
 }
 
 static void
+job_unref(tq_job *j)
+{
+    if (atomic_fetch_sub(&j->refs, 1) == 1)
+        job_free(j);
+}
+
+static void
+settle_drop(void *arg)
+{
+    job_unref(arg);
+}
+
+/* The outcome commit completed (on the pipeline's writer thread): the
+ * outcome is durable (or failed), so the credit frees and the partition
+ * hears of it. */
+static void
+job_committed(troupe_err err, void *arg)
+{
+    tq_job *j = arg;
+    troupe_queue_worker *w = j->w;
+    j->result = err;
+    if (err == TROUPE_OK && j->resched_part != UINT32_MAX)
+        troupe__tq_notify(j->q, j->resched_part, j->resched_time);
+    atomic_store(&j->state, J_DONE);
+    /* Before the notice: once it is handled the job (and the partition's
+     * reference to w) may go; j stays until then (this reference). */
+    credit_give(w);
+    running_done(w);
+    troupe_msg *m = NULL;
+    if (troupe_msg_create(&m, TQ_SETTLED, NULL, 0) == TROUPE_OK) {
+        m->ptr = j;
+        m->ptr_drop = settle_drop;
+        (void)troupe_runtime_send(j->rt, j->part, &m); /* consumes m: a
+                                                          failed send drops
+                                                          the reference */
+    } else {
+        job_unref(j);
+    }
+}
+
+static void
 job_run(void *arg)
 {
     tq_job *j = arg;
@@ -278,7 +339,6 @@ job_run(void *arg)
     size_t curlen = 0;
     troupe_err he = troupe_db_get(j->q->db, j->q->cf, NULL, j->skey, j->sklen,
                                   &cur, &curlen);
-    troupe_free(cur);
     bool gone = he == TROUPE_ENOENT;
     if (he == TROUPE_OK)
         he = troupe__tq_item(j->q, j->skey, j->sklen, j->val, j->vlen, &d.ev);
@@ -287,17 +347,36 @@ job_run(void *arg)
     int want = J_RUN;
     if (!atomic_compare_exchange_strong(&j->state, &want, J_SETTLING)) {
         j->result = TROUPE_ETIMEDOUT; /* the timeout settled it: no outcome */
+        troupe_free(cur);
         return;
     }
+    troupe_batch *b = NULL;
     if (gone)
         j->result = TROUPE_OK; /* nothing left to deliver */
     else if (he == TROUPE_OK &&
              (out.kind == TROUPE_QUEUE_ACK ||
               (out.kind == TROUPE_QUEUE_RESCHEDULE && out.time_ms >= 0)))
-        j->result = troupe__tq_outcome(j->q, j->skey, j->sklen, out.kind,
-                                       out.time_ms, w->sync);
+        j->result = troupe__tq_outcome_batch(j->q, j->skey, j->sklen, cur,
+                                             curlen, out.kind, out.time_ms, &b,
+                                             &j->resched_part);
     else
         j->result = he != TROUPE_OK ? he : TROUPE_EINVAL;
+    troupe_free(cur);
+    if (b != NULL) {
+        /* Committed asynchronously: this pool thread is free at once, and
+         * many handlers' outcomes share one group commit (and fsync). */
+        j->resched_time = out.time_ms;
+        j->async = true;
+        atomic_fetch_add(&j->refs, 1);
+        troupe_err e =
+            troupe_commit_submit(j->q->commit, &b, w->sync, job_committed, j);
+        troupe_batch_destroy(b); /* NULL once submitted */
+        if (e == TROUPE_OK)
+            return;
+        j->async = false;
+        atomic_fetch_sub(&j->refs, 1);
+        j->result = e;
+    }
     atomic_store(&j->state, J_DONE);
     credit_give(w);
     running_done(w);
@@ -306,7 +385,7 @@ job_run(void *arg)
 static void
 job_drop(void *arg)
 {
-    job_free(arg);
+    job_unref(arg);
 }
 
 static void
@@ -329,6 +408,10 @@ deliver(troupe_actor *self, tq_part *s, troupe_queue_worker *w,
     j->q = troupe__tq_retain(s->q);
     atomic_fetch_add(&w->refs, 1);
     j->w = w;
+    j->rt = troupe_actor_runtime(self);
+    j->part = troupe_self(self);
+    j->resched_part = UINT32_MAX;
+    atomic_init(&j->refs, 1);
     j->skey = buf;
     j->sklen = kv->key_len;
     j->val = buf + kv->key_len;
@@ -338,7 +421,7 @@ deliver(troupe_actor *self, tq_part *s, troupe_queue_worker *w,
         size_t nc = s->capjobs ? 2 * s->capjobs : 16;
         tq_job **a = troupe_realloc(s->jobs, nc * sizeof(*a));
         if (a == NULL) {
-            job_free(j); /* unclaims */
+            job_unref(j); /* unclaims */
             return false;
         }
         s->jobs = a;
@@ -347,14 +430,14 @@ deliver(troupe_actor *self, tq_part *s, troupe_queue_worker *w,
     atomic_fetch_add(&w->running, 1);
     if (atomic_load(&w->stopping)) { /* see troupe_queue_worker_stop_wait */
         running_done(w);
-        job_free(j);
+        job_unref(j);
         return false;
     }
     j->attempt = att_bump(s, j->skey, j->sklen);
     if (troupe_work_submit(self, job_run, j, TQ_JOB_DONE, job_drop) !=
         TROUPE_OK) {
         running_done(w);
-        job_free(j);
+        job_unref(j);
         return false;
     }
     /* j is the pool's now, but freed only through this actor's JOB_DONE
@@ -452,11 +535,31 @@ peek(troupe_actor *self, tq_part *s)
     troupe_free(b);
 }
 
+/* Lowers *k to (a copy of) c when c is below it or *k is unset. */
+static void
+lower_to(uint8_t **k, size_t *kl, const uint8_t *c, size_t cl)
+{
+    if (*k == NULL || kcmp(c, cl, *k, *kl) < 0)
+        (void)set_bytes(k, kl, c, cl, false);
+}
+
 static void
 pass_end(troupe_actor *self, tq_part *s)
 {
     s->pass = false;
-    if (s->delivered > 0 || s->dirty) {
+    /* The next pass starts at the first row this one saw, or, when it saw
+     * none, at its end; lowered by what was published meanwhile. On a
+     * copy failure the start stays where it was (lower: still correct). */
+    const uint8_t *nl = s->first != NULL ? s->first : s->end;
+    size_t nll = s->first != NULL ? s->firstlen : s->endlen;
+    if (s->nlow != NULL && kcmp(s->nlow, s->nlowlen, nl, nll) < 0) {
+        nl = s->nlow;
+        nll = s->nlowlen;
+    }
+    (void)set_bytes(&s->low, &s->lowlen, nl, nll, false);
+    /* Wrap at once when this pass delivered (failures come round again)
+     * or something was published meanwhile (maybe behind the cursor). */
+    if (s->delivered > 0 || s->dirty || s->nlow != NULL) {
         pump(self, s);
         return;
     }
@@ -481,9 +584,15 @@ pump(troupe_actor *self, tq_part *s)
         s->delivered = 0;
         s->dirty = false;
         if (s->boundary < 0 || s->boundary == INT64_MAX ||
-            !bucket_key(s, 0, false, &s->cur, &s->curlen) ||
+            !(s->low != NULL
+                  ? set_bytes(&s->cur, &s->curlen, s->low, s->lowlen, false)
+                  : bucket_key(s, 0, false, &s->cur, &s->curlen)) ||
             !bucket_key(s, s->boundary + 1, true, &s->end, &s->endlen))
             return;
+        troupe_free(s->first);
+        s->first = NULL;
+        troupe_free(s->nlow);
+        s->nlow = NULL;
         s->pass = true;
     }
     /* no credit anywhere: wait for a kick (pick marks the workers) */
@@ -527,6 +636,9 @@ on_scan(troupe_actor *self, void *state, const troupe_msg *m)
     bool stalled = false;
     for (size_t i = 0; i < pg->n && !stalled; i++) {
         const troupe_kv *kv = &pg->items[i];
+        if (s->first == NULL) /* may still be pending after this pass */
+            (void)set_bytes(&s->first, &s->firstlen, kv->key, kv->key_len,
+                            false);
         if (kcmp(kv->key, kv->key_len, s->cur, s->curlen) < 0)
             continue; /* inside a bucket the pass jumped over */
         uint32_t part;
@@ -606,11 +718,10 @@ on_peek(troupe_actor *self, void *state, const troupe_msg *m)
     return TROUPE_OK;
 }
 
-static troupe_err
-on_job_done(troupe_actor *self, void *state, const troupe_msg *m)
+/* A job is over (its outcome committed, failed or given up). */
+static void
+job_finish(troupe_actor *self, tq_part *s, tq_job *j)
 {
-    tq_part *s = state;
-    tq_job *j = m->ptr;
     for (size_t i = 0; i < s->njobs; i++)
         if (s->jobs[i] == j) {
             s->jobs[i] = s->jobs[--s->njobs];
@@ -618,10 +729,42 @@ on_job_done(troupe_actor *self, void *state, const troupe_msg *m)
         }
     if (j->timer != 0 && atomic_load(&j->state) != J_TIMEDOUT)
         (void)troupe_timer_cancel(self, j->timer);
-    if (j->result == TROUPE_OK)
+    bool done = j->result == TROUPE_OK;
+    if (done)
         att_del(s, j->skey, j->sklen);
-    job_free(j);
-    pump(self, s);
+    job_unref(j);
+    /* An outcome left the row pending (error, timeout): the next pass
+     * delivers it again; continue or start one. A completed row needs no
+     * pass (a reschedule's replacement comes with its notice). */
+    if (!done || s->pass)
+        pump(self, s);
+}
+
+static troupe_err
+on_job_done(troupe_actor *self, void *state, const troupe_msg *m)
+{
+    tq_job *j = m->ptr;
+    if (j->async) /* the outcome commit finishes it (TQ_SETTLED) */
+        job_unref(j);
+    else
+        job_finish(self, state, j);
+    return TROUPE_OK;
+}
+
+static troupe_err
+on_settled(troupe_actor *self, void *state, const troupe_msg *m)
+{
+    job_finish(self, state, m->ptr);
+    return TROUPE_OK;
+}
+
+static troupe_err
+on_credit(troupe_actor *self, void *state, const troupe_msg *m)
+{
+    (void)m;
+    tq_part *s = state;
+    if (s->pass) /* a pass stalled for credit: go on (else nothing waits) */
+        pump(self, s);
     return TROUPE_OK;
 }
 
@@ -672,6 +815,21 @@ on_notify(troupe_actor *self, void *state, const troupe_msg *m)
     troupe_read_int(&r, &t);
     if (troupe_read_end(&r) != TROUPE_OK)
         return TROUPE_OK; /* not ours: ignore */
+    uint8_t *k = NULL;
+    size_t kl = 0;
+    if (t >= 0 && bucket_key(s, t, true, &k, &kl)) {
+        lower_to(&s->nlow, &s->nlowlen, k, kl);
+        if (!s->pass)
+            lower_to(&s->low, &s->lowlen, k, kl);
+    } else { /* cannot place it: the next pass starts at the front */
+        troupe_free(s->low);
+        s->low = NULL;
+        troupe_free(s->nlow);
+        s->nlow = NULL;
+        if (bucket_key(s, 0, false, &k, &kl))
+            (void)set_bytes(&s->nlow, &s->nlowlen, k, kl, false);
+    }
+    troupe_free(k);
     if (t <= troupe__tq_now(s->q))
         pump(self, s);
     else
@@ -718,6 +876,9 @@ part_stop(troupe_actor *self, void *state, troupe_err reason)
     troupe_free(s->ws);
     troupe_free(s->cur);
     troupe_free(s->end);
+    troupe_free(s->low);
+    troupe_free(s->nlow);
+    troupe_free(s->first);
     for (size_t i = 0; i < s->natt; i++)
         troupe_free(s->att[i].key);
     troupe_free(s->att);
@@ -734,6 +895,8 @@ static const troupe_handler_fn part_handlers[TQ_KINDS] = {
     [TQ_JOB_DONE] = on_job_done,
     [TQ_DUE] = on_due,
     [TQ_TIMEOUT] = on_timeout,
+    [TQ_CREDIT] = on_credit,
+    [TQ_SETTLED] = on_settled,
 };
 
 const troupe_actor_def troupe__tq_partition_def = {

@@ -167,9 +167,11 @@ troupe_err
 troupe__tq_order(tq_queue *q, uint64_t *out);
 void
 troupe__tq_worker_release(troupe_queue_worker *w);
-/* Sends a KICK to partitions [first, last] of q. */
+/* Sends `kind` (TQ_KICK, or TQ_CREDIT: a credit freed) to partitions
+ * [first, last] of q. */
 void
-troupe__tq_kick_range(tq_queue *q, uint32_t first, uint32_t last);
+troupe__tq_kick_range(tq_queue *q, uint32_t first, uint32_t last,
+                      uint32_t kind);
 
 /* ---- ops.c ---- */
 /* Applies an outcome to a claimed pending key. Blocks. */
@@ -177,6 +179,17 @@ troupe_err
 troupe__tq_outcome(tq_queue *q, const void *skey, size_t slen,
                    troupe_queue_outcome_kind kind, int64_t time_ms,
                    troupe_sync sync);
+
+/* The batch of an outcome for the claimed pending row (skey, val): the
+ * row and its entries become the completed row and its entries, and a
+ * reschedule inserts the replacement (*resched_part set to its partition,
+ * else UINT32_MAX). EINVAL for a bad key or outcome, ECORRUPT for a value
+ * that does not decode; nothing to commit then. Never blocks. */
+troupe_err
+troupe__tq_outcome_batch(tq_queue *q, const void *skey, size_t slen,
+                         const void *val, size_t vlen,
+                         troupe_queue_outcome_kind kind, int64_t time_ms,
+                         troupe_batch **out, uint32_t *resched_part);
 
 /* ---- partition.c ---- */
 extern const troupe_actor_def troupe__tq_partition_def;
@@ -187,7 +200,7 @@ typedef struct tq_part_arg {
 void
 troupe__tq_part_arg_free(void *arg);
 enum {
-    TQ_KICK = 0,  /* re-evaluate (credit freed, resume, clock jump) */
+    TQ_KICK = 0,  /* re-evaluate (resume, clock jump) */
     TQ_NOTIFY,    /* body: int due time */
     TQ_SUBSCRIBE, /* ptr: worker (a reference moves in) */
     TQ_SCAN_DONE, /* work completion */
@@ -195,6 +208,8 @@ enum {
     TQ_JOB_DONE,  /* work completion */
     TQ_DUE,       /* the due timer */
     TQ_TIMEOUT,   /* a handler timeout timer */
+    TQ_CREDIT,    /* a worker's credit freed: continue a stalled pass */
+    TQ_SETTLED,   /* ptr: a job whose outcome commit completed */
     TQ_KINDS
 };
 

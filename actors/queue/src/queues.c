@@ -669,11 +669,11 @@ troupe_queues_list(troupe_queues *qs, troupe_queue_info **out, size_t *n)
 }
 
 void
-troupe__tq_kick_range(tq_queue *q, uint32_t first, uint32_t last)
+troupe__tq_kick_range(tq_queue *q, uint32_t first, uint32_t last, uint32_t kind)
 {
     for (uint32_t p = first; p <= last && p < q->partitions; p++) {
         troupe_msg *m = NULL;
-        if (troupe_msg_create(&m, TQ_KICK, NULL, 0) == TROUPE_OK)
+        if (troupe_msg_create(&m, kind, NULL, 0) == TROUPE_OK)
             (void)troupe_runtime_send(q->rt, q->parts[p], &m);
     }
 }
@@ -688,7 +688,7 @@ set_paused(troupe_queues *qs, const char *name, int paused)
     if (paused >= 0)
         atomic_store(&q->paused, paused != 0);
     if (paused <= 0)
-        troupe__tq_kick_range(q, 0, q->partitions - 1);
+        troupe__tq_kick_range(q, 0, q->partitions - 1, TQ_KICK);
     troupe__tq_release(q);
     return TROUPE_OK;
 }
