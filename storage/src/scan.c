@@ -97,7 +97,7 @@ bound_copy(const bound *b, uint8_t **out, size_t *len)
 
 /*
  * Resolves range + cursor into [lower, upper) (see the cursor rules in
- * storage.h). prefix_end is written to pe_buf (TROUPE_KEY_MAX bytes).
+ * storage.h). prefix_end is written to pe_buf (the prefix's length).
  */
 static troupe_err
 resolve(const troupe_range *r, const void *after, size_t after_len,
@@ -165,8 +165,11 @@ iter_create(troupe_db *db, troupe_cf *cf, const troupe_snapshot *snap,
     if (db == NULL || cf == NULL || out == NULL || cf->db != db ||
         (snap != NULL && snap->db != db))
         return TROUPE_EINVAL;
-    uint8_t *pe = troupe_malloc(TROUPE_KEY_MAX);
-    if (pe == NULL)
+    /* the prefix's end: only prefix ranges need the buffer (a 16 KiB
+     * allocation per iterator was a visible share of short scans) */
+    uint8_t *pe = NULL;
+    if (range != NULL && range->prefix &&
+        (pe = troupe_malloc(range->start_len ? range->start_len : 1)) == NULL)
         return TROUPE_ENOMEM;
     bound lo, hi;
     troupe_err e = resolve(range, after, after_len, reverse, pe, &lo, &hi);

@@ -48,22 +48,30 @@ rb_reserve(rbuild *b, size_t more)
     return true;
 }
 
+/* Room for at least cap entries. */
+static bool
+rb_ents(rbuild *b, size_t cap)
+{
+    if (cap <= b->ecap)
+        return true;
+    rent *e = troupe_realloc(b->ents, cap * sizeof(*e));
+    if (e == NULL) {
+        b->err = TROUPE_ENOMEM;
+        return false;
+    }
+    b->ents = e;
+    b->ecap = cap;
+    return true;
+}
+
 static void
 rb_add(rbuild *b, const void *key, size_t klen, int64_t exp, const void *doc,
        size_t dlen)
 {
     if (b->err != TROUPE_OK)
         return;
-    if (b->n == b->ecap) {
-        size_t cap = b->ecap ? b->ecap * 2 : 16;
-        rent *e = troupe_realloc(b->ents, cap * sizeof(*e));
-        if (e == NULL) {
-            b->err = TROUPE_ENOMEM;
-            return;
-        }
-        b->ents = e;
-        b->ecap = cap;
-    }
+    if (b->n == b->ecap && !rb_ents(b, b->ecap ? b->ecap * 2 : 16))
+        return;
     if (!rb_reserve(b, klen + dlen))
         return;
     rent *e = &b->ents[b->n++];
@@ -218,6 +226,14 @@ troupe__read_scan(const tread_src *s, const troupe_scan_opts *so,
     if (e != TROUPE_OK)
         return e;
     rbuild b = {0};
+    /* room for a typical page at once (rows of ~100 B): growing the
+     * buffer row by row showed up as realloc copies in scan profiles */
+    size_t hint = so->limit < 64 ? so->limit : 64;
+    if (!rb_reserve(&b, hint * 128) || !rb_ents(&b, so->limit)) {
+        rb_fini(&b);
+        troupe_iter_destroy(it);
+        return TROUPE_ENOMEM;
+    }
     bool more = false;
     troupe_kv kv;
     while (b.err == TROUPE_OK && (e = troupe_iter_next(it, &kv)) == TROUPE_OK) {
