@@ -4,8 +4,10 @@
  * workers subscribed to it, the deliveries in flight and their attempt
  * counts. Storage is read on the worker pool, in chunks of at most
  * TROUPE_QUEUE_CHUNK rows; handlers run on the worker pool too, and their
- * outcome is committed there (the pool thread waits for the group
- * commit), so an actor's loop never waits on the disk.
+ * outcome is submitted to the commit pipeline from there; it completes on
+ * the pipeline's callback (job_committed), so neither an actor's loop nor
+ * a pool thread waits on the disk, and outcomes in flight share a group
+ * commit.
  *
  * The pass (Tito's): its first chunk freezes the due boundary (the clock
  * now) and the enqueue horizon (the queue's next order). The pass reads
@@ -21,17 +23,19 @@
  * wraps to the oldest due row at once; otherwise the actor reads the
  * first row due after the boundary and arms one timer for it. So nothing
  * polls while nothing is due, and an event that fails is delivered again
- * by the next pass, which a freed credit starts.
+ * by the next pass, which the failed job starts. A pass starts at a
+ * low-water key (tq_part.low), not at the partition's front, so it does
+ * not step over the tombstones of every row acknowledged so far.
  *
  * A claim (queue_int.h) keeps an invocation from a second delivery while
  * it is in flight. A chunk read before an outcome committed may still
  * show the row after its claim is released, so the pool thread reads the
  * row again once claimed and does not deliver one that is gone.
  *
- * Why handlers commit their own outcome on the pool thread rather than
- * sending it back here first: the outcome must be durable before the
- * worker's credit frees and before a graceful stop may finish, and the
- * pool thread is the one place that may wait for the disk.
+ * Why the outcome is built on the pool thread rather than sent back here
+ * first: the row is at hand there, and the outcome must be durable before
+ * the worker's credit frees and before a graceful stop may finish, which
+ * the pipeline's callback guarantees without anyone waiting.
  */
 #include <string.h>
 
