@@ -170,18 +170,16 @@ static troupe_err
 read_here(troupe_tables *t, const char *table, const treq *q, bool cached,
           troupe_runtime **rt, troupe_err *rerr, troupe_rows **rows)
 {
-    ttxn_env env;
-    troupe_addr a;
-    tread_src src = {.cached = cached};
+    tread_env env;
     *rows = NULL;
-    troupe_err e = troupe__tables_txn_env(t, &env);
-    if (e == TROUPE_OK)
-        e = troupe__tables_lookup_cf(t, table, &a, &src.cf);
+    troupe_err e = troupe__tables_read_env(t, table, &env);
     if (e != TROUPE_OK)
         return e;
+    tread_src src = {.db = env.db,
+                     .cf = env.cf_t,
+                     .cached = cached,
+                     .now = env.clock(env.clock_ctx)};
     *rt = env.rt;
-    src.db = env.db;
-    src.now = env.clock(env.clock_ctx);
     if (q->kind == TABLE_GET)
         e = troupe__read_get(&src, q->key, q->klen, rows);
     else if (q->kind == TABLE_GET_MANY)

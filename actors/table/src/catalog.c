@@ -829,6 +829,30 @@ troupe__tables_lookup_cf(troupe_tables *t, const char *name, troupe_addr *a,
 }
 
 troupe_err
+troupe__tables_read_env(troupe_tables *t, const char *name, tread_env *env)
+{
+    size_t len;
+    if (t == NULL || env == NULL || !name_valid(name, &len))
+        return TROUPE_EINVAL;
+    troupe_err e = TROUPE_ENOENT;
+    uv_mutex_lock(&t->mu);
+    if (t->state != RUNNING)
+        e = TROUPE_ESTATE;
+    for (tentry *en = t->entries; e == TROUPE_ENOENT && en != NULL;
+         en = en->next)
+        if (strcmp(en->name, name) == 0) {
+            env->cf_t = en->cf_t;
+            e = TROUPE_OK;
+        }
+    uv_mutex_unlock(&t->mu);
+    env->rt = t->rt;
+    env->db = t->db;
+    env->clock = t->clock;
+    env->clock_ctx = t->clock_ctx;
+    return e;
+}
+
+troupe_err
 troupe__tables_txn_env(troupe_tables *t, ttxn_env *env)
 {
     if (t == NULL || env == NULL)

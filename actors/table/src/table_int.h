@@ -192,6 +192,20 @@ typedef struct ttxn_env {
 
 troupe_err
 troupe__tables_txn_env(troupe_tables *t, ttxn_env *env);
+
+/* What a read on the caller's thread needs, from one lookup: the live
+ * table `name`'s row family, the db, runtime and clock. EINVAL, ENOENT,
+ * ESTATE. */
+typedef struct tread_env {
+    troupe_runtime *rt;
+    troupe_db *db;
+    troupe_cf *cf_t;
+    int64_t (*clock)(void *ctx);
+    void *clock_ctx;
+} tread_env;
+
+troupe_err
+troupe__tables_read_env(troupe_tables *t, const char *name, tread_env *env);
 /* The live table `name`: its actor and row family. EINVAL, ENOENT,
  * ESTATE. */
 troupe_err
