@@ -282,8 +282,11 @@ troupe_iter_next(troupe_iter *it, troupe_kv *kv)
     size_t kl = 0, vl = 0;
     const char *k = rocksdb_iter_key(it->it, &kl);
     const char *v = rocksdb_iter_value(it->it, &vl);
-    if ((it->lower != NULL && bytes_cmp(k, kl, it->lower, it->lower_len) < 0) ||
-        (it->upper != NULL &&
+    /* RocksDB keeps to both bounds; each side checks the bound it moves
+     * towards (the seek placed it past the other) as a guard. */
+    if ((it->reverse && it->lower != NULL &&
+         bytes_cmp(k, kl, it->lower, it->lower_len) < 0) ||
+        (!it->reverse && it->upper != NULL &&
          bytes_cmp(k, kl, it->upper, it->upper_len) >= 0)) {
         it->done = TROUPE_ENOENT;
         return it->done;

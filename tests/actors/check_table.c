@@ -881,6 +881,31 @@ START_TEST(test_integrity_malformed_envelope_is_ecorrupt_not_absent)
                                               on_rows, NULL)),
                   TROUPE_ECORRUPT);
     ck_assert_err(upd("t", "k", doc(1, "v", "b")), TROUPE_ECORRUPT);
+    /* every form, the common one (version 1, expires 0) and the general
+     * one, checks the whole row: a truncated doc, trailing bytes, a bad
+     * version, a negative expiry */
+    static const unsigned char bads[][8] = {
+        {0x93, 0x01, 0x00, 0x81, 0xa1, 'v'},        /* map misses its value */
+        {0x93, 0x01, 0x00, 0x80, 0x00},             /* a byte after the doc */
+        {0x93, 0x02, 0x00, 0x80},                   /* version 2 */
+        {0x93, 0x01, 0xcd, 0x01, 0x00, 0x81, 0xa1}, /* truncated, uint16 */
+        {0x93, 0x01, 0xff, 0x80},                   /* expires -1 */
+    };
+    static const size_t blen[] = {6, 5, 4, 7, 4};
+    for (size_t i = 0; i < sizeof(blen) / sizeof(blen[0]); i++) {
+        raw_put("t.1", "k", bads[i], blen[i]);
+        ck_assert_err(get("t", "k"), TROUPE_ECORRUPT);
+        ck_assert_err(scan("t", NULL, NULL, NULL, 0, 5, false),
+                      TROUPE_ECORRUPT);
+    }
+    /* the general form still reads: expires as uint16 (far future) */
+    static const unsigned char good[] = {0x93, 0x01, 0xcd, 0x7f, 0xff,
+                                         0x81, 0xa1, 'v',  0xa1, 'z'};
+    raw_put("t.1", "k", good, sizeof(good));
+    atomic_store(&fx.now, 1);
+    ck_assert_ok(get("t", "k"));
+    ck_assert_int_eq(fx.rows->rows[0].expires_at_ms, 0x7fff);
+    ck_assert_str_eq(field(0, "v"), "z");
 }
 END_TEST
 
