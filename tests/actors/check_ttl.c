@@ -88,6 +88,15 @@ static const unsigned char DOC[] = {0x81, 0xa1, 'v', 0x01}; /* {"v": 1} */
 static void
 put(const char *key)
 {
+    /* A versioned client's key: its query makes the record (a plain write
+     * of a key nobody holds a version of, with no transaction running,
+     * makes none: test_vttl_plain_write_makes_no_record), and the write
+     * publishes a new version into it, refreshing its TTL. */
+    troupe_rows *rows = NULL;
+    uint64_t v = 0;
+    ck_assert_ok(troupe_txn_query_version_wait(fx.tables, "t", key, strlen(key),
+                                               &rows, &v));
+    troupe_rows_destroy(rows);
     ck_assert_ok(troupe_table_upsert_wait(fx.tables, "t", key, strlen(key), DOC,
                                           sizeof(DOC), NULL));
 }
@@ -137,6 +146,41 @@ START_TEST(test_vttl_below_ms_rounds_up_to_1ms)
     ck_assert_uint_eq(evict(), 0); /* same millisecond: not yet */
     set_now(1000001);
     ck_assert_uint_eq(evict(), 1);
+}
+END_TEST
+
+/* A plain write of a key without a record makes none when no running
+ * transaction can need its version; with one running it does; a version a
+ * client got before still conflicts after such writes. */
+START_TEST(test_vttl_plain_write_makes_no_record)
+{
+    open_fx(1000);
+    ck_assert_ok(troupe_table_upsert_wait(fx.tables, "t", "p", 1, DOC,
+                                          sizeof(DOC), NULL));
+    ck_assert_uint_eq(records(NULL), 0);
+    troupe_txn *tx = NULL;
+    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx));
+    ck_assert_ok(troupe_table_upsert_wait(fx.tables, "t", "q", 1, DOC,
+                                          sizeof(DOC), NULL));
+    ck_assert_uint_eq(records(NULL), 1); /* newer than tx's snapshot */
+    troupe_txn_destroy(tx);
+    /* a client's version of "p", then "p" is evicted and written again */
+    troupe_rows *rows = NULL;
+    uint64_t v = 0;
+    ck_assert_ok(
+        troupe_txn_query_version_wait(fx.tables, "t", "p", 1, &rows, &v));
+    troupe_rows_destroy(rows);
+    set_now(1000000 + 5);
+    ck_assert_uint_eq(evict(), 2);
+    ck_assert_ok(troupe_table_upsert_wait(fx.tables, "t", "p", 1, DOC,
+                                          sizeof(DOC), NULL));
+    ck_assert_uint_eq(records(NULL), 0);
+    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx));
+    ck_assert_ok(troupe_txn_read_version(tx, "t", "p", 1, v));
+    ck_assert_ok(troupe_txn_upsert(tx, "t", "p", 1, DOC, sizeof(DOC), NULL));
+    ck_assert_err(troupe_txn_commit_version_wait(tx, TROUPE_SYNC_DEFAULT),
+                  TROUPE_ECONFLICT);
+    troupe_txn_destroy(tx);
 }
 END_TEST
 
@@ -478,6 +522,11 @@ START_TEST(test_ttl_scanner_kick_evicts)
     open_fx(5000);
     ck_assert_ok(troupe_tables_create_wait(fx.tables, "u", NULL, 0));
     put("a");
+    troupe_rows *rows = NULL;
+    uint64_t v = 0; /* a record in the second table too */
+    ck_assert_ok(
+        troupe_txn_query_version_wait(fx.tables, "u", "b", 1, &rows, &v));
+    troupe_rows_destroy(rows);
     ck_assert_ok(troupe_table_upsert_wait(fx.tables, "u", "b", 1, DOC,
                                           sizeof(DOC), NULL));
     troupe_ttl_opts o = {
@@ -813,6 +862,7 @@ ttl_suite(void)
     tcase_add_test(tc, test_vttl_truncated_to_ms_never_early);
     tcase_add_test(tc, test_vttl_below_ms_rounds_up_to_1ms);
     tcase_add_test(tc, test_vttl_zero_disables);
+    tcase_add_test(tc, test_vttl_plain_write_makes_no_record);
     tcase_add_test(tc, test_vttl_refreshed_by_publish_only);
     tcase_add_test(tc, test_vttl_batches_of_at_most_256);
     tcase_add_test(tc, test_vttl_running_txn_keeps_newer_versions);

@@ -449,8 +449,18 @@ vmap_shed(tstate *s)
     return n;
 }
 
+/* Records that key got version ver. A write of a key that has no record
+ * (`create` false) and that no running transaction can need (ver <= the
+ * oldest one's seq0: each already has the write in its snapshot) makes no
+ * record: the floor rises to ver instead. That changes nothing for running
+ * transactions (their seq0 >= ver), and no client holds a version of such
+ * a key (a versioned query or a versioned commit made a record, and one
+ * evicted since conflicts against any floor). So an insert-heavy table
+ * without transactions keeps no records at all. A versioned query's first
+ * version (`create`) is always recorded: the client holds it. */
 static void
-vmap_publish(tstate *s, const void *key, size_t klen, uint64_t ver, int64_t now)
+vmap_publish(tstate *s, const void *key, size_t klen, uint64_t ver, int64_t now,
+             bool create)
 {
     if (ver > s->vmax)
         s->vmax = ver;
@@ -461,6 +471,11 @@ vmap_publish(tstate *s, const void *key, size_t klen, uint64_t ver, int64_t now)
         v->pub_ms = now; /* a publish refreshes its TTL */
         vlist_unlink(s, v);
         vlist_append(s, v);
+        return;
+    }
+    if (!create && ver <= troupe__tables_txn_oldest(s->cfg.ts)) {
+        if (ver > s->vfloor)
+            s->vfloor = ver;
         return;
     }
     if (s->nv >= VMAP_MAX)
@@ -1317,7 +1332,8 @@ h_commit_done(troupe_actor *self, void *st, const troupe_msg *m)
         vmap_publish(s, op->key, op->klen,
                      atomic_load(&op->cver) ? atomic_load(&op->cver) : vnext(s),
                      atomic_load(&op->cver) ? atomic_load(&op->cms)
-                                            : s->cfg.clock(s->cfg.clock_ctx));
+                                            : s->cfg.clock(s->cfg.clock_ctx),
+                     false);
     release_and_next(self, s, op, true);
     if (s->nrunning == 0)
         clog_clear(s); /* nobody can have read before those commits */
@@ -1904,7 +1920,7 @@ tpart_end(troupe_actor *self, tstate *s, tpart *tp, bool publish)
             if (op->nuq > 0)
                 clog_add(s, op);
             vmap_publish(s, op->key, op->klen, ver,
-                         s->cfg.clock(s->cfg.clock_ctx));
+                         s->cfg.clock(s->cfg.clock_ctx), false);
         }
         op->batch = NULL;
         release_and_next(self, s, op, true);
@@ -2517,7 +2533,7 @@ qver_of(tstate *s, const unsigned char *key, size_t klen)
         return v->ver;
     /* the key's first version, created once */
     uint64_t ver = vnext(s);
-    vmap_publish(s, key, klen, ver, s->cfg.clock(s->cfg.clock_ctx));
+    vmap_publish(s, key, klen, ver, s->cfg.clock(s->cfg.clock_ctx), true);
     if (vmap_get(s, key, klen) != ver)
         ver = vmap_get(s, key, klen); /* map was full */
     return ver;
