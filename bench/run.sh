@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs every benchmark in BUILD_DIR/bench (bench_*), then reprints all their
-# `bench ...` lines as one summary block. The peer binaries (CAF, nng) are in
+# Runs every benchmark in BUILD_DIR/bench (bench_*), each after a sync(1)
+# so that none inherits the previous one's disk writeback, then reprints
+# all their `bench ...` lines as one summary block. The peer binaries (CAF, nng) are in
 # BUILD_DIR/bench/peers; benches find them through $TROUPE_PEERS_DIR
 # (bench/peers/peer_run.h). If no bench_* exists yet, runs the peers alone.
 #
@@ -55,6 +56,9 @@ run_one() {
     ran=$((ran + 1))
     echo
     echo "== $label"
+    # Write back what earlier benchmarks left dirty in the page cache, so
+    # this one's fsyncs do not queue behind their writeback.
+    sync
     start=$(date +%s)
     timeout --kill-after=10 "$timeout_s" "$@" | tee "$out"
     rc=${PIPESTATUS[0]}
