@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs every benchmark in BUILD_DIR/bench (bench_*), each after a sync(1)
 # so that none inherits the previous one's disk writeback, then reprints
-# all their `bench ...` lines as one summary block. The peer binaries (CAF, nng) are in
-# BUILD_DIR/bench/peers; benches find them through $TROUPE_PEERS_DIR
-# (bench/peers/peer_run.h). If no bench_* exists yet, runs the peers alone.
+# all their `bench ...` lines as one summary block. The peer binaries
+# (CAF, nng, the BullMQ wrapper) are in BUILD_DIR/bench/peers; benches
+# find them through $TROUPE_PEERS_DIR (bench/peers/peer_run.h). If no
+# bench_* exists yet, runs the peers alone.
 #
 #   bench/run.sh BUILD_DIR
 #   BENCH_REPS=3 bench/run.sh build-bench        # fewer reps (default 5)
