@@ -94,8 +94,6 @@ struct troupe_queue_worker {
 /* ---- format.c ---- */
 int64_t
 troupe__tq_now(const tq_queue *q);
-bool
-troupe__tq_name_valid(const char *name, size_t *len);
 /* Validates an event; EINVAL / ETOOBIG as troupe_queue_publish. */
 troupe_err
 troupe__tq_event_check(const troupe_queue_event *ev);

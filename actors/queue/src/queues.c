@@ -26,6 +26,9 @@
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
 
+_Static_assert(TROUPE_QUEUE_NAME_MAX == TROUPE_TABLE_NAME_MAX,
+               "queue names follow the catalogs' rule");
+
 #define CATALOG_CF "queues"
 
 tq_queue *
@@ -74,7 +77,7 @@ find_locked(troupe_queues *qs, const char *name, size_t *at)
 troupe_err
 troupe__tq_find(troupe_queues *qs, const char *name, tq_queue **out)
 {
-    if (qs == NULL || !troupe__tq_name_valid(name, NULL))
+    if (qs == NULL || !troupe_catalog_name_valid(name, NULL))
         return TROUPE_EINVAL;
     pthread_mutex_lock(&qs->mu);
     size_t at = 0;
@@ -393,7 +396,7 @@ load(troupe_queues *qs)
         if (ok) {
             memcpy(name, b.v.s.ptr, b.v.s.len);
             name[b.v.s.len] = 0;
-            ok = troupe__tq_name_valid(name, NULL) &&
+            ok = troupe_catalog_name_valid(name, NULL) &&
                  troupe_key_read(&kr, &a) == TROUPE_ENOENT;
         }
         troupe_key_reader_fini(&kr);
@@ -518,7 +521,7 @@ troupe_err
 troupe_queues_create_wait(troupe_queues *qs, const troupe_queue_spec *spec)
 {
     if (qs == NULL || spec == NULL ||
-        !troupe__tq_name_valid(spec->name, NULL) || spec->partitions == 0 ||
+        !troupe_catalog_name_valid(spec->name, NULL) || spec->partitions == 0 ||
         spec->partitions > TROUPE_QUEUE_PARTITIONS_MAX ||
         spec->retention_ms < 0)
         return TROUPE_EINVAL;
@@ -585,7 +588,7 @@ troupe_queues_create_wait(troupe_queues *qs, const troupe_queue_spec *spec)
 troupe_err
 troupe_queues_drop_wait(troupe_queues *qs, const char *name)
 {
-    if (qs == NULL || !troupe__tq_name_valid(name, NULL))
+    if (qs == NULL || !troupe_catalog_name_valid(name, NULL))
         return TROUPE_EINVAL;
     pthread_mutex_lock(&qs->ddl);
     pthread_mutex_lock(&qs->mu);

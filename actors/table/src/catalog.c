@@ -195,10 +195,8 @@ default_clock(void *ctx)
     return troupe_now_ms();
 }
 
-/* Strict UTF-8: no overlong forms, surrogates, or code points past
- * U+10FFFF; NUL is refused too (names are C strings). */
-static bool
-name_valid(const char *name, size_t *len)
+bool
+troupe_catalog_name_valid(const char *name, size_t *len)
 {
     if (name == NULL)
         return false;
@@ -231,7 +229,8 @@ name_valid(const char *name, size_t *len)
         if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
             return false;
     }
-    *len = n;
+    if (len != NULL)
+        *len = n;
     return true;
 }
 
@@ -738,7 +737,8 @@ troupe__tables_index_env(troupe_tables *t, const char *table, const char *index,
                          tindex_env *env)
 {
     size_t len;
-    if (t == NULL || index == NULL || env == NULL || !name_valid(table, &len))
+    if (t == NULL || index == NULL || env == NULL ||
+        !troupe_catalog_name_valid(table, &len))
         return TROUPE_EINVAL;
     memset(env, 0, sizeof(*env));
     uv_mutex_lock(&t->mu);
@@ -765,7 +765,7 @@ troupe__tables_lookup_index(troupe_tables *t, const char *name, troupe_addr *a,
                             uint32_t *timeout_ms, troupe_runtime **rt)
 {
     size_t len;
-    if (t == NULL || !name_valid(name, &len))
+    if (t == NULL || !troupe_catalog_name_valid(name, &len))
         return TROUPE_EINVAL;
     troupe_err e = TROUPE_ENOENT;
     uv_mutex_lock(&t->mu);
@@ -788,7 +788,7 @@ troupe__tables_lookup(troupe_tables *t, const char *name, troupe_addr *a,
                       uint32_t *timeout_ms, troupe_runtime **rt)
 {
     size_t len;
-    if (t == NULL || !name_valid(name, &len))
+    if (t == NULL || !troupe_catalog_name_valid(name, &len))
         return TROUPE_EINVAL;
     troupe_err e = TROUPE_ENOENT;
     uv_mutex_lock(&t->mu);
@@ -811,7 +811,7 @@ troupe__tables_lookup_cf(troupe_tables *t, const char *name, troupe_addr *a,
                          troupe_cf **cf_t)
 {
     size_t len;
-    if (t == NULL || !name_valid(name, &len))
+    if (t == NULL || !troupe_catalog_name_valid(name, &len))
         return TROUPE_EINVAL;
     troupe_err e = TROUPE_ENOENT;
     uv_mutex_lock(&t->mu);
@@ -832,7 +832,7 @@ troupe_err
 troupe__tables_read_env(troupe_tables *t, const char *name, tread_env *env)
 {
     size_t len;
-    if (t == NULL || env == NULL || !name_valid(name, &len))
+    if (t == NULL || env == NULL || !troupe_catalog_name_valid(name, &len))
         return TROUPE_EINVAL;
     troupe_err e = TROUPE_ENOENT;
     uv_mutex_lock(&t->mu);
@@ -1176,7 +1176,7 @@ ddl_job_new(troupe_tables *t, const char *name, bool drop,
             const troupe_index_spec *idx, size_t n_idx, ddl_job **out)
 {
     size_t len;
-    if (t == NULL || !name_valid(name, &len) ||
+    if (t == NULL || !troupe_catalog_name_valid(name, &len) ||
         n_idx > TROUPE_TABLE_INDEX_MAX || (idx == NULL && n_idx > 0))
         return TROUPE_EINVAL;
     for (size_t i = 0; i < n_idx; i++)
@@ -1749,7 +1749,7 @@ index_change(troupe_tables *t, int op, const char *table,
              troupe_tables_cb cb, void *arg)
 {
     size_t len, ilen = 0;
-    if (t == NULL || cb == NULL || !name_valid(table, &len))
+    if (t == NULL || cb == NULL || !troupe_catalog_name_valid(table, &len))
         return TROUPE_EINVAL;
     if (op == IDX_ADD && spec == NULL)
         return TROUPE_EINVAL;
@@ -1865,7 +1865,8 @@ troupe_tables_index_state(troupe_tables *t, const char *table,
                           const char *index, bool *ready)
 {
     size_t len;
-    if (t == NULL || index == NULL || ready == NULL || !name_valid(table, &len))
+    if (t == NULL || index == NULL || ready == NULL ||
+        !troupe_catalog_name_valid(table, &len))
         return TROUPE_EINVAL;
     uv_mutex_lock(&t->mu);
     troupe_err e = t->state == RUNNING ? TROUPE_ENOENT : TROUPE_ESTATE;

@@ -42,7 +42,8 @@
 #include "troupe/storage.h"
 #include "troupe/txn.h"
 
-/* Queue names: 1..TROUPE_QUEUE_NAME_MAX bytes of valid UTF-8, no NUL. */
+/* Queue names: 1..TROUPE_QUEUE_NAME_MAX bytes of valid UTF-8, no NUL:
+ * the catalogs' rule, troupe_catalog_name_valid (troupe/table.h). */
 #define TROUPE_QUEUE_NAME_MAX 4096
 #define TROUPE_QUEUE_PARTITIONS_MAX 65536
 /* Event id and business key: 1..TROUPE_QUEUE_ID_MAX bytes. */

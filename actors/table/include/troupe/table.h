@@ -119,6 +119,15 @@ void
 troupe_rows_destroy(troupe_rows *r);
 
 /*
+ * The catalogs' name rule (tables here, queues in troupe/queue.h): 1..
+ * TROUPE_TABLE_NAME_MAX bytes of strict UTF-8 (no overlong forms,
+ * surrogates or code points past U+10FFFF) and no NUL. *len (may be NULL)
+ * gets the length of a valid name. Any thread.
+ */
+bool
+troupe_catalog_name_valid(const char *name, size_t *len);
+
+/*
  * Opens the catalog of o->db: creates the `meta` family if missing, loads
  * every table and spawns one table actor per table. On OK *out owns the
  * object. Errors: EINVAL (NULL, missing option), ECORRUPT (malformed
