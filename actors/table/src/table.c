@@ -749,11 +749,16 @@ prepare_put(wop *op, troupe_batch *b, const void *old_doc, size_t old_len,
                 e = add_uniq(op, id, x->key, x->key_len - slen);
         }
     }
+    /* The manifest [1, [[id, key], ...]]; a row without index keys has
+     * the constant [1, []] (no packer needed) */
+    static const unsigned char no_keys[] = {0x92, 0x01, 0x90};
     troupe_packer m;
     troupe_pack_init(&m);
-    troupe_pack_array(&m, 2);
-    troupe_pack_uint(&m, 1);
-    troupe_pack_array(&m, (uint32_t)total);
+    if (total > 0) {
+        troupe_pack_array(&m, 2);
+        troupe_pack_uint(&m, 1);
+        troupe_pack_array(&m, (uint32_t)total);
+    }
     for (size_t i = 0; e == TROUPE_OK && i < s->n; i++)
         for (size_t j = 0; j < ents[i].n; j++) {
             troupe_pack_array(&m, 2);
@@ -765,8 +770,8 @@ prepare_put(wop *op, troupe_batch *b, const void *old_doc, size_t old_len,
     if (e == TROUPE_OK && !reindex)
         e = troupe_batch_put(b, op->cfg.cf_t, op->key, op->klen, env, elen);
     if (e == TROUPE_OK) {
-        size_t mlen;
-        const void *md = troupe_pack_data(&m, &mlen);
+        size_t mlen = sizeof(no_keys);
+        const void *md = total > 0 ? troupe_pack_data(&m, &mlen) : no_keys;
         e = troupe_batch_put(b, op->cfg.cf_m, op->key, op->klen, md, mlen);
     }
     for (size_t i = 0; ents != NULL && i < s->n; i++)
@@ -789,9 +794,7 @@ prepare(wop *op)
     troupe_key_writer_init(&kw);
     const uint8_t *suffix = NULL;
     size_t slen = 0;
-    troupe_err e = troupe_key_put_bytes(&kw, op->key, op->klen);
-    if (e == TROUPE_OK)
-        e = troupe_key_writer_finish(&kw, &suffix, &slen);
+    troupe_err e = TROUPE_OK;
     troupe_err er = TROUPE_ENOENT, em = TROUPE_ENOENT;
     if (e == TROUPE_OK && op->cached) {
         er = troupe_db_get_cached(op->cfg.db, op->cfg.cf_t, op->key, op->klen,
@@ -813,6 +816,14 @@ prepare(wop *op)
             e = em;
         else if ((er == TROUPE_OK) != (em == TROUPE_OK))
             e = TROUPE_ECORRUPT; /* missing or orphaned manifest */
+    }
+    /* The encoded primary key that ends every index key and manifest
+     * entry of this row: needed for an old manifest or for indexes (a
+     * fresh row of a table without indexes has neither). */
+    if (e == TROUPE_OK && (er == TROUPE_OK || op->cfg.schema->n > 0)) {
+        e = troupe_key_put_bytes(&kw, op->key, op->klen);
+        if (e == TROUPE_OK)
+            e = troupe_key_writer_finish(&kw, &suffix, &slen);
     }
     int64_t exp = 0;
     const void *old_doc = NULL;
