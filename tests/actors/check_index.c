@@ -2058,7 +2058,7 @@ START_TEST(test_verify_cross_record_unknown_and_missing_entries)
     load_people();
     /* p06 = {"city": "Oslo\0", "age": 39}: entries in 10 and 12 */
     jbuf keys[4] = {ekey("[\"Oslo\"]", "p01", 3),    /* another row's */
-                    ekey("[\"Oslo\\z\"]", "p06", 3), /* placeholder */
+                    ekey("[\"Oslo\\z\"]", "p06", 3), /* replaced below */
                     ekey("[39]", "p06", 3), ekey("[1]", "p06", 3)};
     free(keys[1].p);
     /* the real key of p06 in index 10 ("Oslo\0" as the doc holds it) */
