@@ -760,24 +760,42 @@ troupe__tables_index_env(troupe_tables *t, const char *table, const char *index,
     return e;
 }
 
-troupe_err
-troupe__tables_lookup_index(troupe_tables *t, const char *name, troupe_addr *a,
-                            uint32_t *timeout_ms, troupe_runtime **rt)
+/* What the lookups below copy out of a live table's entry. */
+typedef struct tentry_view {
+    troupe_addr addr;
+    troupe_addr iaddr;
+    troupe_cf *cf_t;
+} tentry_view;
+
+/* Finds the live table `name` under the lock and copies its view:
+ * EINVAL (bad name), ESTATE (stopped), ENOENT. */
+static troupe_err
+entry_view(troupe_tables *t, const char *name, tentry_view *v)
 {
     size_t len;
     if (t == NULL || !troupe_catalog_name_valid(name, &len))
         return TROUPE_EINVAL;
-    troupe_err e = TROUPE_ENOENT;
     uv_mutex_lock(&t->mu);
-    if (t->state != RUNNING)
-        e = TROUPE_ESTATE;
-    for (tentry *en = t->entries; e == TROUPE_ENOENT && en != NULL;
-         en = en->next)
-        if (strcmp(en->name, name) == 0) {
-            *a = en->iaddr;
-            e = TROUPE_OK;
-        }
+    troupe_err e = t->state == RUNNING ? TROUPE_ENOENT : TROUPE_ESTATE;
+    tentry *en = e == TROUPE_ENOENT ? entry_find(t, name) : NULL;
+    if (en != NULL) {
+        *v = (tentry_view){en->addr, en->iaddr, en->cf_t};
+        e = TROUPE_OK;
+    }
     uv_mutex_unlock(&t->mu);
+    return e;
+}
+
+troupe_err
+troupe__tables_lookup_index(troupe_tables *t, const char *name, troupe_addr *a,
+                            uint32_t *timeout_ms, troupe_runtime **rt)
+{
+    tentry_view v;
+    troupe_err e = entry_view(t, name, &v);
+    if (e == TROUPE_EINVAL)
+        return e;
+    if (e == TROUPE_OK)
+        *a = v.iaddr;
     *timeout_ms = t->timeout_ms;
     *rt = t->rt;
     return e;
@@ -787,20 +805,12 @@ troupe_err
 troupe__tables_lookup(troupe_tables *t, const char *name, troupe_addr *a,
                       uint32_t *timeout_ms, troupe_runtime **rt)
 {
-    size_t len;
-    if (t == NULL || !troupe_catalog_name_valid(name, &len))
-        return TROUPE_EINVAL;
-    troupe_err e = TROUPE_ENOENT;
-    uv_mutex_lock(&t->mu);
-    if (t->state != RUNNING)
-        e = TROUPE_ESTATE;
-    for (tentry *en = t->entries; e == TROUPE_ENOENT && en != NULL;
-         en = en->next)
-        if (strcmp(en->name, name) == 0) {
-            *a = en->addr;
-            e = TROUPE_OK;
-        }
-    uv_mutex_unlock(&t->mu);
+    tentry_view v;
+    troupe_err e = entry_view(t, name, &v);
+    if (e == TROUPE_EINVAL)
+        return e;
+    if (e == TROUPE_OK)
+        *a = v.addr;
     *timeout_ms = t->timeout_ms;
     *rt = t->rt;
     return e;
@@ -810,41 +820,25 @@ troupe_err
 troupe__tables_lookup_cf(troupe_tables *t, const char *name, troupe_addr *a,
                          troupe_cf **cf_t)
 {
-    size_t len;
-    if (t == NULL || !troupe_catalog_name_valid(name, &len))
-        return TROUPE_EINVAL;
-    troupe_err e = TROUPE_ENOENT;
-    uv_mutex_lock(&t->mu);
-    if (t->state != RUNNING)
-        e = TROUPE_ESTATE;
-    for (tentry *en = t->entries; e == TROUPE_ENOENT && en != NULL;
-         en = en->next)
-        if (strcmp(en->name, name) == 0) {
-            *a = en->addr;
-            *cf_t = en->cf_t;
-            e = TROUPE_OK;
-        }
-    uv_mutex_unlock(&t->mu);
+    tentry_view v;
+    troupe_err e = entry_view(t, name, &v);
+    if (e == TROUPE_OK) {
+        *a = v.addr;
+        *cf_t = v.cf_t;
+    }
     return e;
 }
 
 troupe_err
 troupe__tables_read_env(troupe_tables *t, const char *name, tread_env *env)
 {
-    size_t len;
-    if (t == NULL || env == NULL || !troupe_catalog_name_valid(name, &len))
+    if (env == NULL)
         return TROUPE_EINVAL;
-    troupe_err e = TROUPE_ENOENT;
-    uv_mutex_lock(&t->mu);
-    if (t->state != RUNNING)
-        e = TROUPE_ESTATE;
-    for (tentry *en = t->entries; e == TROUPE_ENOENT && en != NULL;
-         en = en->next)
-        if (strcmp(en->name, name) == 0) {
-            env->cf_t = en->cf_t;
-            e = TROUPE_OK;
-        }
-    uv_mutex_unlock(&t->mu);
+    tentry_view v;
+    troupe_err e = entry_view(t, name, &v);
+    if (e == TROUPE_EINVAL)
+        return e;
+    env->cf_t = e == TROUPE_OK ? v.cf_t : NULL;
     env->rt = t->rt;
     env->db = t->db;
     env->clock = t->clock;
