@@ -943,6 +943,27 @@ build_step(troupe_actor *self, tstate *s);
 static void
 purge_op_done(troupe_actor *self, tstate *s, troupe_err err, bool hit);
 
+/* l runs no write: unless a read reservation holds writes back, starts
+ * its next waiting write, or frees l when none waits. */
+static void
+lock_advance(troupe_actor *self, tstate *s, klock *l)
+{
+    if (l->rsv > 0)
+        return;
+    wop *next = l->whead;
+    if (next == NULL) {
+        klock **pp = lock_slot(s, l->key, l->klen);
+        *pp = l->next;
+        troupe_free(l);
+        return;
+    }
+    l->whead = next->next;
+    if (l->whead == NULL)
+        l->wtail = NULL;
+    l->running = next;
+    start_op(self, s, next);
+}
+
 /* The running write of a key is done: answer it unless the pipeline
  * already did, and start the next write of that key. */
 static void
@@ -963,21 +984,8 @@ release_inner(troupe_actor *self, tstate *s, wop *op, bool answered)
         build_op_done(self, s, berr);
     else if (s->build != NULL && !s->build->started)
         build_step(self, s);
-    wop *next = l->whead;
-    if (next == NULL || l->rsv > 0) {
-        l->running = NULL;
-        if (next == NULL && l->rsv == 0) {
-            klock **pp = lock_slot(s, l->key, l->klen);
-            *pp = l->next;
-            troupe_free(l);
-        }
-        return;
-    }
-    l->whead = next->next;
-    if (l->whead == NULL)
-        l->wtail = NULL;
-    l->running = next;
-    start_op(self, s, next);
+    l->running = NULL;
+    lock_advance(self, s, l);
 }
 
 /* A purge pass hears of its op only once the key's next write started,
@@ -1874,18 +1882,7 @@ rsv_release(troupe_actor *self, tstate *s, klock *l)
 {
     if (--l->rsv > 0 || l->running != NULL)
         return;
-    wop *next = l->whead;
-    if (next == NULL) {
-        klock **pp = lock_slot(s, l->key, l->klen);
-        *pp = l->next;
-        troupe_free(l);
-        return;
-    }
-    l->whead = next->next;
-    if (l->whead == NULL)
-        l->wtail = NULL;
-    l->running = next;
-    start_op(self, s, next);
+    lock_advance(self, s, l);
 }
 
 static void
