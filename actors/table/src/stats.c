@@ -14,6 +14,24 @@
 
 /* ---- eviction ------------------------------------------------------------ */
 
+/* Asks table's actor a request of `kind` without a body: on OK cb(arg)
+ * fires exactly once; on error it never does. */
+static troupe_err
+ask_table(troupe_tables *t, const char *table, uint32_t kind,
+          troupe_reply_cb cb, void *arg)
+{
+    troupe_addr a;
+    uint32_t timeout = 0;
+    troupe_runtime *rt = NULL;
+    troupe_err e = troupe__tables_lookup(t, table, &a, &timeout, &rt);
+    if (e != TROUPE_OK)
+        return e;
+    troupe_msg *m = NULL;
+    if (troupe_msg_create(&m, kind, NULL, 0) != TROUPE_OK)
+        return TROUPE_ENOMEM;
+    return troupe_runtime_ask(rt, a, &m, timeout, cb, arg);
+}
+
 typedef struct evcall {
     troupe_vevict_cb cb;
     void *arg;
@@ -57,22 +75,12 @@ troupe_tables_evict_versions(troupe_tables *t, const char *table,
 {
     if (t == NULL || table == NULL || cb == NULL)
         return TROUPE_EINVAL;
-    troupe_addr a;
-    uint32_t timeout = 0;
-    troupe_runtime *rt = NULL;
-    troupe_err e = troupe__tables_lookup(t, table, &a, &timeout, &rt);
-    if (e != TROUPE_OK)
-        return e;
     evcall *c = troupe_malloc(sizeof(*c));
-    troupe_msg *m = NULL;
-    if (c == NULL ||
-        troupe_msg_create(&m, TABLE_VEVICT, NULL, 0) != TROUPE_OK) {
-        troupe_free(c);
+    if (c == NULL)
         return TROUPE_ENOMEM;
-    }
     c->cb = cb;
     c->arg = arg;
-    e = troupe_runtime_ask(rt, a, &m, timeout, on_evicted, c);
+    troupe_err e = ask_table(t, table, TABLE_VEVICT, on_evicted, c);
     if (e != TROUPE_OK)
         troupe_free(c);
     return e;
@@ -152,21 +160,12 @@ troupe_tables_purge_expired(troupe_tables *t, const char *table,
 {
     if (t == NULL || table == NULL || cb == NULL)
         return TROUPE_EINVAL;
-    troupe_addr a;
-    uint32_t timeout = 0;
-    troupe_runtime *rt = NULL;
-    troupe_err e = troupe__tables_lookup(t, table, &a, &timeout, &rt);
-    if (e != TROUPE_OK)
-        return e;
     pucall *c = troupe_malloc(sizeof(*c));
-    troupe_msg *m = NULL;
-    if (c == NULL || troupe_msg_create(&m, TABLE_PURGE, NULL, 0) != TROUPE_OK) {
-        troupe_free(c);
+    if (c == NULL)
         return TROUPE_ENOMEM;
-    }
     c->cb = cb;
     c->arg = arg;
-    e = troupe_runtime_ask(rt, a, &m, timeout, on_purged, c);
+    troupe_err e = ask_table(t, table, TABLE_PURGE, on_purged, c);
     if (e != TROUPE_OK)
         troupe_free(c);
     return e;
@@ -236,18 +235,9 @@ on_stats(troupe_runtime *rt, troupe_err err, troupe_msg *reply, void *arg)
 static troupe_err
 table_stats(troupe_tables *t, const char *name, troupe_table_stats *ts)
 {
-    troupe_addr a;
-    uint32_t timeout = 0;
-    troupe_runtime *rt = NULL;
-    troupe_err e = troupe__tables_lookup(t, name, &a, &timeout, &rt);
-    if (e != TROUPE_OK)
-        return e;
-    troupe_msg *m = NULL;
-    if (troupe_msg_create(&m, TABLE_STATS, NULL, 0) != TROUPE_OK)
-        return TROUPE_ENOMEM;
     stwait w = {0};
     troupe__twaiter_init(&w.w);
-    e = troupe_runtime_ask(rt, a, &m, timeout, on_stats, &w);
+    troupe_err e = ask_table(t, name, TABLE_STATS, on_stats, &w);
     if (e != TROUPE_OK)
         troupe__twaiter_wake(&w.w, e, NULL);
     e = troupe__twaiter_wait(&w.w, NULL);
