@@ -312,10 +312,10 @@ job_committed(troupe_err err, void *arg)
     if (err == TROUPE_OK && j->resched_part != UINT32_MAX)
         troupe__tq_notify(j->q, j->resched_part, j->resched_time);
     atomic_store(&j->state, J_DONE);
-    /* Before the notice: once it is handled the job (and the partition's
-     * reference to w) may go; j stays until then (this reference). */
-    credit_give(w);
-    running_done(w);
+    /* The notice first, while `running` still holds off a graceful stop
+     * (and so the runtime's shutdown); once it is handled the job may go,
+     * so w is held by a reference of its own until the end. */
+    atomic_fetch_add(&w->refs, 1);
     troupe_msg *m = NULL;
     if (troupe_msg_create(&m, TQ_SETTLED, NULL, 0) == TROUPE_OK) {
         m->ptr = j;
@@ -326,6 +326,9 @@ job_committed(troupe_err err, void *arg)
     } else {
         job_unref(j);
     }
+    credit_give(w);
+    running_done(w); /* the last touch of the runtime */
+    troupe__tq_worker_release(w);
 }
 
 static void
