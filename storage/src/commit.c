@@ -55,6 +55,11 @@
 #define DEFAULT_QUEUE_MAX 4096
 #define DEFAULT_GROUP_BATCHES 1024
 #define DEFAULT_GROUP_BYTES (4u * 1024u * 1024u)
+/* Completed batches kept for troupe_commit_batch: at most POOL_MAX, each
+ * of at most POOL_BATCH_BYTES (a larger one is freed, so the pool holds at
+ * most 4 MiB of capacity). */
+#define POOL_MAX 256
+#define POOL_BATCH_BYTES (16u * 1024u)
 
 struct troupe_commit {
     troupe_db *db;
@@ -68,6 +73,9 @@ struct troupe_commit {
     size_t gather_target; /* while gathering: wake at this many queued */
     troupe_commit_stop_cb stop_cb;
     void *stop_arg;
+    pthread_mutex_t pool_mu; /* guards pool, npool */
+    troupe_batch *pool;      /* cleared batches, linked by next */
+    size_t npool;
     size_t queue_max, group_max_batches, group_max_bytes;
     /* Writer-only scratch. */
     char *merge;
@@ -201,6 +209,43 @@ gather(troupe_commit *c, size_t last_n, int64_t last_sync_ns)
     c->gather_target = 0;
 }
 
+/*
+ * Puts the completed batches of a group back in the pool, cleared but with
+ * their capacity, so that a steady stream of writes allocates no batches:
+ * without it each batch is allocated by a submitter's thread and freed by
+ * the writer, and those cross-thread frees contend on the allocator's
+ * locks. What the pool cannot take is freed.
+ */
+static void
+recycle(troupe_commit *c, troupe_batch *head)
+{
+    troupe_batch *keep = NULL, *keep_tail = NULL;
+    size_t nkeep = 0;
+    pthread_mutex_lock(&c->pool_mu);
+    size_t room = POOL_MAX - c->npool;
+    pthread_mutex_unlock(&c->pool_mu);
+    for (troupe_batch *b = head, *nx; b != NULL; b = nx) {
+        nx = b->next;
+        if (nkeep < room && troupe__batch_bytes(b) <= POOL_BATCH_BYTES) {
+            troupe_batch_clear(b);
+            b->next = keep;
+            keep = b;
+            if (keep_tail == NULL)
+                keep_tail = b;
+            nkeep++;
+        } else {
+            troupe_batch_destroy(b);
+        }
+    }
+    if (keep == NULL)
+        return;
+    pthread_mutex_lock(&c->pool_mu);
+    keep_tail->next = c->pool;
+    c->pool = keep;
+    c->npool += nkeep;
+    pthread_mutex_unlock(&c->pool_mu);
+}
+
 static void *
 writer_main(void *arg)
 {
@@ -242,14 +287,11 @@ writer_main(void *arg)
             last_sync_ns = mono_ns() - t0;
         }
         atomic_fetch_add_explicit(&c->n_batches, n, memory_order_relaxed);
-        /* Callbacks first, frees after: submitters waiting on a
+        /* Callbacks first, recycling after: submitters waiting on a
          * completion get going sooner. */
         for (troupe_batch *b = head; b != NULL; b = b->next)
             b->cb(b->result, b->cb_arg);
-        for (troupe_batch *b = head, *nx; b != NULL; b = nx) {
-            nx = b->next;
-            troupe_batch_destroy(b);
-        }
+        recycle(c, head);
         pthread_mutex_lock(&c->mu);
     }
     troupe_commit_stop_cb cb = c->stop_cb;
@@ -283,6 +325,7 @@ troupe_commit_create(troupe_db *db, const troupe_commit_opts *opts,
     atomic_init(&c->n_groups, 0);
     atomic_init(&c->n_syncs, 0);
     pthread_mutex_init(&c->mu, NULL);
+    pthread_mutex_init(&c->pool_mu, NULL);
     pthread_condattr_t ca; /* gather() waits against CLOCK_MONOTONIC */
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -293,10 +336,32 @@ troupe_commit_create(troupe_db *db, const troupe_commit_opts *opts,
         atomic_fetch_sub(&db->users, 1);
         pthread_cond_destroy(&c->cv);
         pthread_mutex_destroy(&c->mu);
+        pthread_mutex_destroy(&c->pool_mu);
         troupe_free(c);
         return TROUPE_ESYS;
     }
     *out = c;
+    return TROUPE_OK;
+}
+
+troupe_err
+troupe_commit_batch(troupe_commit *c, troupe_batch **out)
+{
+    if (out != NULL)
+        *out = NULL;
+    if (c == NULL || out == NULL)
+        return TROUPE_EINVAL;
+    pthread_mutex_lock(&c->pool_mu);
+    troupe_batch *b = c->pool;
+    if (b != NULL) {
+        c->pool = b->next;
+        c->npool--;
+    }
+    pthread_mutex_unlock(&c->pool_mu);
+    if (b == NULL)
+        return troupe_batch_create(out);
+    b->next = NULL;
+    *out = b;
     return TROUPE_OK;
 }
 
@@ -387,6 +452,11 @@ troupe_commit_destroy(troupe_commit *c)
     atomic_fetch_sub(&c->db->users, 1);
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->mu);
+    for (troupe_batch *b = c->pool, *nx; b != NULL; b = nx) {
+        nx = b->next;
+        troupe_batch_destroy(b);
+    }
+    pthread_mutex_destroy(&c->pool_mu);
     troupe_free(c->merge);
     troupe_free(c);
 }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "stest.h"
+#include "troupe/alloc.h"
 #include "troupe/commit.h"
 
 static char *dir;
@@ -511,6 +512,54 @@ START_TEST(test_batch_on_dropped_cf_completes_enoent_rest_of_group_ok)
 }
 END_TEST
 
+/* troupe_commit_batch hands out the batches the writer completed, cleared:
+ * with allocation failing, an empty pool fails, and a pool holding a
+ * completed batch still serves it. A recycled batch is empty and binds
+ * anew. */
+START_TEST(test_commit_batch_recycles_completed_batches)
+{
+    troupe_commit *c;
+    ck_assert_ok(troupe_commit_create(db, NULL, &c));
+    troupe_batch *b = NULL;
+    ck_assert_err(troupe_commit_batch(NULL, &b), TROUPE_EINVAL);
+    ck_assert_err(troupe_commit_batch(c, NULL), TROUPE_EINVAL);
+    troupe_alloc_fail_after(0);
+    troupe_err e = troupe_commit_batch(c, &b); /* nothing to recycle yet */
+    troupe_alloc_fail_after(-1);
+    ck_assert_err(e, TROUPE_ENOMEM);
+    ck_assert_ptr_null(b);
+    ck_assert_ok(troupe_commit_batch(c, &b));
+    ck_assert_ok(troupe_batch_put(b, cfa, "k1", 2, "v1", 2));
+    slot s[3];
+    memset(s, 0, sizeof(s));
+    submit_ok(c, b, TROUPE_SYNC_OFF, slot_cb, &s[0]);
+    slots s0 = {s, 1};
+    ck_assert(ts_wait_until(all_fired, &s0, 10000));
+    /* The writer recycles a group after its callbacks, before it takes
+     * the next group: once this second commit completed, the first batch
+     * is in the pool. */
+    submit_ok(c, batch_put(cfa, "k2", "v2"), TROUPE_SYNC_OFF, slot_cb, &s[1]);
+    slots s1 = {s, 2};
+    ck_assert(ts_wait_until(all_fired, &s1, 10000));
+    troupe_batch *r = NULL;
+    troupe_alloc_fail_after(0);
+    e = troupe_commit_batch(c, &r);
+    troupe_alloc_fail_after(-1);
+    ck_assert_ok(e);
+    ck_assert_uint_eq(troupe_batch_count(r), 0);
+    ck_assert_ok(troupe_batch_put(r, cfb, "k3", 2, "v3", 2));
+    submit_ok(c, r, TROUPE_SYNC_OFF, slot_cb, &s[2]);
+    slots s2 = {s, 3};
+    ck_assert(ts_wait_until(all_fired, &s2, 10000));
+    for (int i = 0; i < 3; i++)
+        ck_assert_ok(atomic_load(&s[i].err));
+    st_assert_value(db, cfa, "k1", "v1");
+    st_assert_value(db, cfa, "k2", "v2");
+    st_assert_value(db, cfb, "k3", "v3");
+    troupe_commit_destroy(c);
+}
+END_TEST
+
 Suite *
 storage_commit_suite(void)
 {
@@ -528,6 +577,7 @@ storage_commit_suite(void)
     tcase_add_test(tc, test_full_queue_is_efull_and_leaves_the_batch);
     tcase_add_test(tc, test_stop_writes_queued_batches_then_fires_stop_cb);
     tcase_add_test(tc, test_destroy_drains_pending_batches);
+    tcase_add_test(tc, test_commit_batch_recycles_completed_batches);
     tcase_add_test(tc,
                    test_batch_on_dropped_cf_completes_enoent_rest_of_group_ok);
     suite_add_tcase(s, tc);

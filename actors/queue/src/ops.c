@@ -160,7 +160,7 @@ pub_committed(troupe_err err, void *arg)
 static troupe_err
 pub_batch(tq_pub *p, troupe_batch **b)
 {
-    troupe_err e = troupe_batch_create(b);
+    troupe_err e = troupe_commit_batch(p->q->commit, b);
     if (e == TROUPE_OK && (e = pub_write(p, *b)) != TROUPE_OK) {
         troupe_batch_destroy(*b);
         *b = NULL;
@@ -242,7 +242,7 @@ troupe__tq_outcome_batch(tq_queue *q, const void *skey, size_t slen,
     uint8_t *ck = NULL;
     size_t ckl = 0;
     if (e == TROUPE_OK)
-        e = troupe_batch_create(&b);
+        e = troupe_commit_batch(q->commit, &b);
     if (e == TROUPE_OK) {
         troupe__tq_ckey(&w, troupe__tq_now(q), it.time_ms, it.id, it.id_len,
                         order);

@@ -855,7 +855,7 @@ prepare(wop *op)
     if (e == TROUPE_OK && op->ext)
         b = op->batch; /* the transaction's one batch, borrowed */
     else if (e == TROUPE_OK)
-        e = troupe_batch_create(&b);
+        e = troupe_commit_batch(op->cfg.commit, &b);
     for (size_t i = 0; e == TROUPE_OK && i < nold; i++) {
         troupe_cf *xcf = schema_cf(op->cfg.schema, old[i].id, NULL);
         if (xcf != NULL) /* else the index is gone with its family */

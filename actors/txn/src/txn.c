@@ -1530,7 +1530,8 @@ commit_start(troupe_txn *tx, troupe_sync sync)
             tx->state = TX_OPEN;
         return e;
     }
-    troupe_err e = writes ? troupe_batch_create(&tx->sh->batch) : TROUPE_OK;
+    troupe_err e = writes ? troupe_commit_batch(tx->env.commit, &tx->sh->batch)
+                          : TROUPE_OK;
     if (e != TROUPE_OK)
         return e;
     tx->norder = 0;

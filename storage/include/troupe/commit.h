@@ -89,6 +89,16 @@ troupe_commit_submit(troupe_commit *c, troupe_batch **b, troupe_sync sync,
                      troupe_commit_cb cb, void *arg);
 
 /*
+ * An empty batch for a submit to c: one the writer completed and cleared
+ * (its buffers kept, so a steady stream of writes allocates none), or a
+ * new one (troupe_batch_create) when none is free. The caller owns it
+ * exactly as a created one: it may submit it to any pipeline of the same
+ * db, or destroy it. Errors: EINVAL (NULL c or out), ENOMEM. Any thread.
+ */
+troupe_err
+troupe_commit_batch(troupe_commit *c, troupe_batch **out);
+
+/*
  * Stops accepting batches; the writer writes the queued ones, completes
  * them, then calls cb(arg) (may be NULL) on the writer thread and exits.
  * Returns OK (cb will fire once) or ESTATE (already stopping; cb never
