@@ -242,6 +242,10 @@ troupe__sched_wake(struct sched *s);
 /* Runs the queued deferred calls (on s's thread). */
 void
 troupe__run_ctl(struct sched *s);
+/* The scheduler whose loop callback (an actor turn, the wakeup) is
+ * running on this thread, or NULL outside them. */
+struct sched *
+troupe__sched_current(void);
 troupe_err
 troupe__sched_init(troupe_runtime *rt, struct sched *s, uv_loop_t *host);
 void

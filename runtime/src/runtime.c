@@ -227,26 +227,35 @@ struct host_ask {
     void *arg;
 };
 
+/* On scheduler 0's thread: registers the ask with the host proxy and
+ * posts *m (consumed). On error cb is not registered and never fires. */
+static troupe_err
+ask_on_sched0(struct sched *s, troupe_addr to, troupe_msg **m,
+              uint32_t timeout_ms, troupe_reply_cb cb, void *arg)
+{
+    troupe_runtime *rt = s->rt;
+    uint64_t c = atomic_fetch_add(&rt->next_corr, 1) + 1;
+    troupe_err e =
+        troupe__ask_register(s, c, rt->proxy_addr, 0, timeout_ms, cb, arg);
+    if (e != TROUPE_OK)
+        return reject(m, e);
+    (*m)->corr = c;
+    (*m)->from = rt->proxy_addr;
+    (*m)->deadline = troupe_now_ms() + timeout_ms;
+    e = troupe__post(rt, s, to, m, false);
+    if (e != TROUPE_OK)
+        troupe__ask_unregister(s, c);
+    return e;
+}
+
 static void
 host_ask_on_sched0(struct sched *s, void *arg)
 {
     struct host_ask *ha = arg;
-    troupe_runtime *rt = s->rt;
-    uint64_t c = atomic_fetch_add(&rt->next_corr, 1) + 1;
-    troupe_err e = troupe__ask_register(s, c, rt->proxy_addr, 0, ha->timeout_ms,
-                                        ha->cb, ha->arg);
-    if (e == TROUPE_OK) {
-        ha->m->corr = c;
-        ha->m->from = rt->proxy_addr;
-        ha->m->deadline = troupe_now_ms() + ha->timeout_ms;
-        e = troupe__post(rt, s, ha->to, &ha->m, false);
-        if (e != TROUPE_OK)
-            troupe__ask_unregister(s, c);
-    } else {
-        troupe_msg_destroy(ha->m);
-    }
+    troupe_err e =
+        ask_on_sched0(s, ha->to, &ha->m, ha->timeout_ms, ha->cb, ha->arg);
     if (e != TROUPE_OK)
-        ha->cb(rt, e, NULL, ha->arg);
+        ha->cb(s->rt, e, NULL, ha->arg);
     troupe_free(ha);
 }
 
@@ -262,14 +271,19 @@ troupe_runtime_ask(troupe_runtime *rt, troupe_addr to, troupe_msg **m,
         return reject(m, TROUPE_ECLOSED);
     if (to.node == rt->node_id && !troupe__addr_alive(rt, to))
         return reject(m, TROUPE_EDEAD);
+    (*m)->flags &= ~(uint32_t)(TROUPE__MSG_INTERNAL | TROUPE__MSG_MATCHED |
+                               TROUPE_MSG_SYSTEM | TROUPE_MSG_REPLY);
+    /* Already on scheduler 0 (a host callback asking again, the common
+     * case): register and post here, without the control queue's
+     * allocation and a wakeup of this very thread. */
+    if (troupe__sched_current() == &rt->scheds[0])
+        return ask_on_sched0(&rt->scheds[0], to, m, timeout_ms, cb, arg);
     struct host_ask *ha = troupe_malloc(sizeof(*ha));
     if (ha == NULL)
         return reject(m, TROUPE_ENOMEM);
     ha->to = to;
     ha->m = *m;
     *m = NULL;
-    ha->m->flags &= ~(uint32_t)(TROUPE__MSG_INTERNAL | TROUPE__MSG_MATCHED |
-                                TROUPE_MSG_SYSTEM | TROUPE_MSG_REPLY);
     ha->timeout_ms = timeout_ms;
     ha->cb = cb;
     ha->arg = arg;

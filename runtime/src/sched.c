@@ -34,6 +34,18 @@
 static void
 on_run(uv_idle_t *h);
 
+/* Set while a scheduler's loop callback runs on this thread: host code
+ * called from an actor turn or a control call (a reply callback, say)
+ * can tell it is on that scheduler. Per thread, like the message cache
+ * (msg.c); only ever compared, never followed across threads. */
+static _Thread_local struct sched *current;
+
+struct sched *
+troupe__sched_current(void)
+{
+    return current;
+}
+
 static void
 push_msg(troupe_actor *a, troupe_msg *m)
 {
@@ -260,7 +272,10 @@ on_wake(uv_poll_t *h, int status, int events)
         troupe__runq_push(s, rev);
         rev = next;
     }
+    struct sched *prev = current;
+    current = s;
     troupe__run_ctl(s);
+    current = prev;
 }
 
 /* Turns per loop iteration: enough to amortise the poll, few enough that
@@ -271,6 +286,8 @@ static void
 on_run(uv_idle_t *h)
 {
     struct sched *s = h->data;
+    struct sched *prev = current;
+    current = s;
     for (int turns = 0; turns < TURNS_PER_ITERATION && s->rq_head; turns++) {
         troupe_actor *a = s->rq_head;
         s->rq_head = atomic_load_explicit(&a->qnext, memory_order_relaxed);
@@ -278,6 +295,7 @@ on_run(uv_idle_t *h)
             s->rq_tail = NULL;
         troupe__actor_run(a);
     }
+    current = prev;
     if (s->rq_head == NULL && s->runner_on) {
         s->runner_on = false;
         uv_idle_stop(&s->runner);

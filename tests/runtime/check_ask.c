@@ -287,6 +287,82 @@ START_TEST(test_host_ask_to_dead_actor_returns_edead_without_callback)
 }
 END_TEST
 
+/* Host callbacks run on scheduler 0 and ask again from there (a client
+ * keeping requests in flight): each of those asks completes exactly once,
+ * never inside the call that made it, and one that fails returns its
+ * error without a callback. */
+typedef struct chain {
+    troupe_addr srv;
+    int left;        /* asks still to make */
+    int done;        /* callbacks */
+    bool in_ask;     /* inside troupe_runtime_ask, made from a callback */
+    bool reentered;  /* a callback ran inside that call */
+    troupe_err dead; /* what an ask of a dead address returned */
+    int bad_calls;   /* callbacks of that failed ask */
+} chain;
+
+static void
+chain_bad_cb(troupe_runtime *rt, troupe_err err, troupe_msg *reply, void *arg)
+{
+    (void)rt;
+    (void)err;
+    (void)reply;
+    ((chain *)arg)->bad_calls++;
+}
+
+static void
+chain_cb(troupe_runtime *rt, troupe_err err, troupe_msg *reply, void *arg)
+{
+    chain *c = arg;
+    if (c->in_ask)
+        c->reentered = true;
+    ck_assert_err(err, TROUPE_OK);
+    ck_assert_uint_eq(msgv(reply), (uint64_t)c->done + 1);
+    c->done++;
+    if (c->done == 1) {
+        troupe_msg *m = mk(K_Q);
+        c->dead = troupe_runtime_ask(rt, (troupe_addr){1, 50, 1}, &m, 100,
+                                     chain_bad_cb, c);
+        ck_assert_ptr_null(m);
+    }
+    if (c->left == 0)
+        return;
+    c->left--;
+    troupe_msg *m = mkv(K_Q, (uint64_t)c->done);
+    c->in_ask = true;
+    ck_assert_ok(troupe_runtime_ask(rt, c->srv, &m, 5000, chain_cb, c));
+    c->in_ask = false;
+}
+
+static bool
+chain_done(void *arg)
+{
+    chain *c = arg;
+    return c->left == 0 && c->done == 101;
+}
+
+START_TEST(test_host_ask_from_a_callback_completes_once_later)
+{
+    rt_fixture f;
+    rtf_start(&f, 2);
+    chain c = {.left = 100};
+    /* one server beside the host on scheduler 0, and one elsewhere */
+    for (int on = 0; on < 2; on++) {
+        memset(&c, 0, sizeof(c));
+        c.left = 100;
+        c.srv = spawn_on(f.rt, &srv_def, (unsigned)on);
+        troupe_msg *m = mkv(K_Q, 0);
+        ck_assert_ok(troupe_runtime_ask(f.rt, c.srv, &m, 5000, chain_cb, &c));
+        ck_assert(ts_run_until(&f.loop, chain_done, &c, 10000));
+        ck_assert(!c.reentered);
+        ck_assert_err(c.dead, TROUPE_EDEAD);
+    }
+    rtf_stop(&f);
+    ck_assert_int_eq(c.done, 101);
+    ck_assert_int_eq(c.bad_calls, 0);
+}
+END_TEST
+
 /* A worker answers the ask the server handed off, from its own thread. */
 static troupe_addr handed_from;
 static uint64_t handed_corr;
@@ -370,6 +446,7 @@ ask_suite(void)
     tcase_add_test(tc,
                    test_host_ask_to_dead_actor_returns_edead_without_callback);
     tcase_add_test(tc, test_reply_from_another_thread_and_reply_error);
+    tcase_add_test(tc, test_host_ask_from_a_callback_completes_once_later);
     suite_add_tcase(s, tc);
     return s;
 }
