@@ -7,7 +7,8 @@
  * troupe_malloc/calloc/realloc return NULL on failure, never abort.
  *
  * The fault hook is process-wide test instrumentation, not runtime state:
- * it is the single exception to "no global state" and is never set outside
+ * it is the only process-wide state (the runtime's two thread-locals are
+ * per thread: msg.c, sched.c) and is never set outside
  * tests. It is read with relaxed atomics, so it may be set from any thread.
  */
 #ifndef TROUPE_ALLOC_H
