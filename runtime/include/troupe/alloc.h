@@ -7,9 +7,9 @@
  * troupe_malloc/calloc/realloc return NULL on failure, never abort.
  *
  * The fault hook is process-wide test instrumentation, not runtime state:
- * it is the only process-wide state (the runtime's two thread-locals are
- * per thread: msg.c, sched.c) and is never set outside
- * tests. It is read with relaxed atomics, so it may be set from any thread.
+ * it is the only process-wide state (the runtime's two thread-locals,
+ * in msg.c and sched.c, are per thread) and is never set outside tests.
+ * It is read with relaxed atomics, so it may be set from any thread.
  */
 #ifndef TROUPE_ALLOC_H
 #define TROUPE_ALLOC_H
