@@ -38,6 +38,7 @@ troupe_batch_destroy(troupe_batch *b)
         return;
     rocksdb_writebatch_destroy(b->wb);
     troupe_free(b->cfs);
+    troupe_free(b->puts);
     troupe_free(b);
 }
 
@@ -49,9 +50,9 @@ troupe__batch_bytes(const troupe_batch *b)
     return n;
 }
 
-/* Validates and binds; records cf in the touched set. */
+/* Validates and binds; records cf in the touched set, at *idx. */
 static troupe_err
-batch_admit(troupe_batch *b, troupe_cf *cf, size_t payload)
+batch_admit(troupe_batch *b, troupe_cf *cf, size_t payload, size_t *idx)
 {
     if (b == NULL || cf == NULL)
         return TROUPE_EINVAL;
@@ -63,8 +64,10 @@ batch_admit(troupe_batch *b, troupe_cf *cf, size_t payload)
     if (troupe__batch_bytes(b) + payload + RECORD_OVERHEAD > TROUPE_BATCH_MAX)
         return TROUPE_ETOOBIG;
     for (size_t i = 0; i < b->ncfs; i++) {
-        if (b->cfs[i] == cf)
+        if (b->cfs[i] == cf) {
+            *idx = i;
             goto bind;
+        }
     }
     if (b->ncfs == b->cfs_cap) {
         size_t cap = b->cfs_cap ? b->cfs_cap * 2 : 4;
@@ -72,8 +75,14 @@ batch_admit(troupe_batch *b, troupe_cf *cf, size_t payload)
         if (v == NULL)
             return TROUPE_ENOMEM;
         b->cfs = v;
+        troupe_kbound *pv = troupe_realloc(b->puts, cap * sizeof(*pv));
+        if (pv == NULL)
+            return TROUPE_ENOMEM; /* cfs grew: harmless, cap unchanged */
+        b->puts = pv;
         b->cfs_cap = cap;
     }
+    b->puts[b->ncfs] = (troupe_kbound){.any = false};
+    *idx = b->ncfs;
     b->cfs[b->ncfs++] = cf;
 bind:
     b->db = cf->db;
@@ -99,11 +108,13 @@ troupe_batch_put(troupe_batch *b, troupe_cf *cf, const void *key,
         return TROUPE_EINVAL;
     if (val_len > TROUPE_VALUE_MAX)
         return b == NULL || cf == NULL ? TROUPE_EINVAL : TROUPE_ETOOBIG;
-    e = batch_admit(b, cf, key_len + val_len);
+    size_t idx;
+    e = batch_admit(b, cf, key_len + val_len, &idx);
     if (e != TROUPE_OK)
         return e;
     rocksdb_writebatch_put_cf(b->wb, cf->h, key, key_len,
                               val != NULL ? val : "", val_len);
+    troupe__kbound_max(&b->puts[idx], key, key_len);
     return TROUPE_OK;
 }
 
@@ -114,7 +125,8 @@ troupe_batch_delete(troupe_batch *b, troupe_cf *cf, const void *key,
     troupe_err e = key_check(key, key_len);
     if (e != TROUPE_OK)
         return b == NULL || cf == NULL ? TROUPE_EINVAL : e;
-    e = batch_admit(b, cf, key_len);
+    size_t idx;
+    e = batch_admit(b, cf, key_len, &idx);
     if (e != TROUPE_OK)
         return e;
     rocksdb_writebatch_delete_cf(b->wb, cf->h, key, key_len);
@@ -141,7 +153,8 @@ troupe_batch_delete_range(troupe_batch *b, troupe_cf *cf, const void *start,
         return b == NULL || cf == NULL ? TROUPE_EINVAL : e;
     if (bytes_cmp(start, start_len, end, end_len) >= 0)
         return TROUPE_EINVAL;
-    e = batch_admit(b, cf, start_len + end_len);
+    size_t idx;
+    e = batch_admit(b, cf, start_len + end_len, &idx);
     if (e != TROUPE_OK)
         return e;
     rocksdb_writebatch_delete_range_cf(b->wb, cf->h, start, start_len, end,

@@ -115,7 +115,8 @@ write_group(troupe_commit *c, troupe_batch *head, size_t n)
             continue;
         int cnt = rocksdb_writebatch_count(b->wb);
         if (cnt == 0)
-            continue; /* nothing to write: OK */
+            continue;                  /* nothing to write: OK */
+        troupe__batch_raise_bounds(b); /* before RocksDB sees the keys */
         sync |= b->sync;
         live++;
         count += (uint64_t)cnt;

@@ -92,6 +92,7 @@ cf_add_locked(troupe_db *db, const char *name,
     cf->h = h;
     cf->name = nm;
     atomic_init(&cf->dropped, false);
+    troupe__cf_bound_init(cf);
     db->cfs[db->ncfs++] = cf;
     if (out != NULL)
         *out = cf;
@@ -108,6 +109,7 @@ db_free(troupe_db *db)
     if (db->rdb != NULL)
         rocksdb_close(db->rdb);
     for (size_t i = 0; i < db->ncfs; i++) {
+        troupe__cf_bound_fini(db->cfs[i]);
         troupe_free(db->cfs[i]->name);
         troupe_free(db->cfs[i]);
     }
@@ -395,6 +397,7 @@ troupe_db_write(troupe_db *db, troupe_batch *b, troupe_sync sync)
     e = troupe__batch_check_cfs(b);
     if (e != TROUPE_OK)
         return e;
+    troupe__batch_raise_bounds(b);
     return troupe__db_write_wb(db, b->wb, s);
 }
 

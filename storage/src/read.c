@@ -85,6 +85,8 @@ get_impl(troupe_db *db, troupe_cf *cf, const troupe_snapshot *snap, bool cached,
         return TROUPE_ETOOBIG;
     if (e != TROUPE_OK)
         return e;
+    if (troupe__cf_above(cf, key, key_len))
+        return TROUPE_ENOENT; /* above every key it holds (bound.c) */
     char *err = NULL;
     rocksdb_pinnableslice_t *ps =
         rocksdb_get_pinned_cf(db->rdb, ro, cf->h, key, key_len, &err);

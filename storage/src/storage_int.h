@@ -10,9 +10,20 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "troupe/commit.h"
 #include "troupe/storage.h"
+
+/*
+ * A key bound (bound.c): the first 16 bytes of a key, zero-padded, as a
+ * big-endian 128-bit number in two halves. If bound(k) > bound(x), then
+ * k > x bytewise (they differ within 16 bytes, or x is a prefix of k).
+ */
+typedef struct troupe_kbound {
+    uint64_t hi, lo;
+    bool any; /* false: no key at all, below every key */
+} troupe_kbound;
 
 struct troupe_cf {
     troupe_db *db;
@@ -21,6 +32,15 @@ struct troupe_cf {
     /* Set once by drop; the handle itself lives until close so that a
      * racing reader never touches freed memory. */
     atomic_bool dropped;
+    /* The bound of the largest key the family may hold: of its last key
+     * at open or create, raised before every write that puts a key above
+     * it (troupe__batch_raise_bounds), never lowered. A point read of a
+     * key above it is ENOENT without RocksDB (bound.c). Writers hold
+     * bound_mu; readers use the sequence (odd while a raise runs). */
+    pthread_mutex_t bound_mu;
+    _Atomic uint64_t bound_seq;
+    _Atomic uint64_t bound_hi, bound_lo;
+    atomic_bool bound_any;
 };
 
 struct troupe_db {
@@ -48,8 +68,9 @@ struct troupe_db {
 
 struct troupe_batch {
     rocksdb_writebatch_t *wb;
-    troupe_db *db;   /* bound by the first put/delete; NULL when empty */
-    troupe_cf **cfs; /* distinct families touched */
+    troupe_db *db;       /* bound by the first put/delete; NULL when empty */
+    troupe_cf **cfs;     /* distinct families touched */
+    troupe_kbound *puts; /* [i]: bound of the keys put in cfs[i] */
     size_t ncfs;
     size_t cfs_cap;
     /* Pipeline fields: valid while the commit pipeline owns the batch. */
@@ -65,6 +86,29 @@ struct troupe_snapshot {
     const rocksdb_snapshot_t *snap;
     rocksdb_readoptions_t *ro;
 };
+
+/* Key bounds (bound.c). */
+void
+troupe__kbound_of(const void *key, size_t len, troupe_kbound *out);
+/* *acc = the larger of *acc and the key's bound. */
+void
+troupe__kbound_max(troupe_kbound *acc, const void *key, size_t len);
+/* Sets cf's bound from its last key (blocking; at open and create). A
+ * family whose last key cannot be read gets the highest bound: no key is
+ * ever above it, so reads always ask RocksDB. */
+void
+troupe__cf_bound_init(troupe_cf *cf);
+void
+troupe__cf_bound_fini(troupe_cf *cf);
+/* Raises cf's bound to at least *b. Before the write that stores b's key. */
+void
+troupe__cf_bound_raise(troupe_cf *cf, const troupe_kbound *b);
+/* Whether key is above every key cf holds: then it is absent. */
+bool
+troupe__cf_above(troupe_cf *cf, const void *key, size_t len);
+/* Raises the bounds of every family b puts keys in. Before writing b. */
+void
+troupe__batch_raise_bounds(const troupe_batch *b);
 
 /*
  * The RocksDB adapter (rocks_err.c): translates an errptr string to a

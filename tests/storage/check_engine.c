@@ -4,11 +4,13 @@
  */
 #include <dirent.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "stest.h"
+#include "troupe/commit.h"
 
 static char *dir;
 
@@ -468,6 +470,87 @@ START_TEST(test_wal_torn_tail_opens_clean_without_loss_signal)
 }
 END_TEST
 
+/* Key bounds (bound.c): a point read of a key above every key a family
+ * holds answers ENOENT without RocksDB. The bound must be exact: what is
+ * written above it, by a direct write or through the commit pipeline, or
+ * before a reopen, is found; keys that share their first 16 bytes with it
+ * are read. Finding the last key at open leaves the block cache alone. */
+static bool
+fired(void *arg)
+{
+    return atomic_load((atomic_int *)arg) != 0;
+}
+
+static void
+on_done(troupe_err err, void *arg)
+{
+    ck_assert_ok(err);
+    atomic_store((atomic_int *)arg, 1);
+}
+
+START_TEST(test_key_bounds_are_exact)
+{
+    troupe_db *db = st_open(dir, NULL, 0);
+    troupe_cf *cf = st_cf(db, TROUPE_CF_DEFAULT);
+    void *v = NULL;
+    size_t n = 0;
+    /* an empty family: every key is above */
+    st_assert_value(db, cf, "a", NULL);
+    st_put(db, cf, "m", "1", TROUPE_SYNC_ON);
+    /* above, and sharing 16 bytes with the keys read next */
+    st_put(db, cf, "pppppppppppppppp1", "2", TROUPE_SYNC_ON);
+    st_put(db, cf, "q", "3", TROUPE_SYNC_ON);
+    st_assert_value(db, cf, "m", "1");
+    st_assert_value(db, cf, "pppppppppppppppp1", "2");
+    st_assert_value(db, cf, "pppppppppppppppp2", NULL);
+    st_assert_value(db, cf, "pppppppppppppppp", NULL);
+    st_assert_value(db, cf, "q", "3");
+    /* "q" then a zero byte: its bound equals "q"'s, so it is read, and
+     * written above "q", found */
+    const char q0[2] = {'q', 0};
+    ck_assert_err(troupe_db_get(db, cf, NULL, q0, 2, &v, &n), TROUPE_ENOENT);
+    troupe_batch *b;
+    ck_assert_ok(troupe_batch_create(&b));
+    ck_assert_ok(troupe_batch_put(b, cf, q0, 2, "5", 1));
+    ck_assert_ok(troupe_db_write(db, b, TROUPE_SYNC_ON));
+    troupe_batch_destroy(b);
+    ck_assert_ok(troupe_db_get(db, cf, NULL, q0, 2, &v, &n));
+    ck_assert_int_eq(memcmp(v, "5", 1), 0);
+    troupe_free(v);
+    /* a delete does not lower the bound */
+    ck_assert_ok(troupe_batch_create(&b));
+    ck_assert_ok(troupe_batch_delete(b, cf, "q", 1));
+    ck_assert_ok(troupe_db_write(db, b, TROUPE_SYNC_ON));
+    troupe_batch_destroy(b);
+    st_assert_value(db, cf, "q", NULL);
+    ck_assert_ok(troupe_db_get(db, cf, NULL, q0, 2, &v, &n));
+    troupe_free(v);
+    /* the commit pipeline raises the bound before its write */
+    troupe_commit *c;
+    ck_assert_ok(troupe_commit_create(db, NULL, &c));
+    atomic_int done = 0;
+    ck_assert_ok(troupe_commit_batch(c, &b));
+    ck_assert_ok(troupe_batch_put(b, cf, "zz", 2, "6", 1));
+    ck_assert_ok(troupe_commit_submit(c, &b, TROUPE_SYNC_OFF, on_done, &done));
+    ck_assert(ts_wait_until(fired, &done, 10000));
+    st_assert_value(db, cf, "zz", "6");
+    troupe_commit_destroy(c);
+    ck_assert_ok(troupe_db_flush(db));
+    ck_assert_ok(troupe_db_close(db));
+    /* reopened: the bound is the last key on disk, and reading it did not
+     * fill the cache (a memory-only read of it still needs the disk) */
+    db = st_open(dir, NULL, 0);
+    cf = st_cf(db, TROUPE_CF_DEFAULT);
+    ck_assert_err(troupe_db_get_cached(db, cf, "zz", 2, &v, &n), TROUPE_EAGAIN);
+    ck_assert_err(troupe_db_get_cached(db, cf, "zzz", 3, &v, &n),
+                  TROUPE_ENOENT);
+    st_assert_value(db, cf, "zz", "6");
+    st_assert_value(db, cf, "m", "1");
+    st_assert_value(db, cf, "zzz", NULL);
+    ck_assert_ok(troupe_db_close(db));
+}
+END_TEST
+
 /* Cached reads serve the memtable and the block cache and answer EAGAIN,
  * never touching the disk, for a key whose block is not in memory. */
 START_TEST(test_cached_reads_never_touch_the_disk)
@@ -545,6 +628,7 @@ storage_engine_suite(void)
     tcase_add_test(tc, test_close_with_live_snapshot_or_iterator_is_ebusy);
     tcase_add_test(tc, test_synced_write_survives_reopen);
     tcase_add_test(tc, test_cached_reads_never_touch_the_disk);
+    tcase_add_test(tc, test_key_bounds_are_exact);
     tcase_add_test(tc, test_disable_wal_refuses_sync_writes);
     tcase_add_test(tc, test_cf_create_drop_lifecycle);
     tcase_add_test(tc, test_cf_calls_bad_args_einval);
