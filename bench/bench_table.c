@@ -3,6 +3,7 @@
  * RocksDB on identical options and data (16 B keys, 100 B values).
  *
  *   bench table_put <v> rows/s peer rocksdb_put <v> ratio <r>
+ *   bench table_put_random <v> rows/s peer rocksdb_put_random <v> ratio <r>
  *   bench table_get <v> gets/s peer rocksdb_get <v> ratio <r>
  *   bench table_scan100 <v> scans/s peer rocksdb_scan100 <v> ratio <r>
  *   bench index_put_1 <v> rows/s peer index_put_0 <v> ratio <r>
@@ -14,9 +15,13 @@
  *
  * Data. Keys are 16 ASCII digits (a counter, "%016llu"); a troupe document
  * is one 100-byte msgpack map, and the raw side stores the same 100 bytes
- * as the value. Puts insert fresh increasing keys; gets read uniformly
- * random keys of a preloaded, flushed set (so from the block cache); scans
- * read 100 rows from a uniformly random start key.
+ * as the value. Puts insert fresh increasing keys; table_put_random
+ * (informative) inserts fresh keys spread over the whole key space (a
+ * counter times an odd constant, modulo 2^53), so that every insert lands
+ * among stored keys and its absence check reads (storage.md, "Key
+ * bounds"); gets read uniformly random keys of a preloaded, flushed set
+ * (so from the block cache); scans read 100 rows from a uniformly random
+ * start key.
  *
  * Writes are unsynced on both sides (troupe: wo.sync = TROUPE_SYNC_OFF;
  * RocksDB: WriteOptions.sync = false, WAL on): the figures measure the
@@ -107,6 +112,14 @@ rdie(const char *what, char *err)
 {
     fprintf(stderr, "bench_table: rocksdb %s: %s\n", what, err);
     exit(1);
+}
+
+/* A bijection of [0, 2^53): keys in counter order land all over the key
+ * space ("%016llu" of a value below 2^53 < 10^16 keeps 16 digits). */
+static unsigned long long
+scatter_key(unsigned long long i)
+{
+    return (i * 0x9E3779B97F4A7C15ull) & ((1ull << 53) - 1);
 }
 
 static void
@@ -208,6 +221,7 @@ typedef struct drive {
     op_kind op;
     int doc;                              /* 0 plain, 1 indexed */
     _Atomic unsigned long long *next_key; /* inserts */
+    bool scatter;                         /* inserts: scatter_key(next) */
     uint64_t key_range;                   /* gets, scans: keys [0, range) */
     atomic_bool stop;
     atomic_int inflight;
@@ -277,7 +291,7 @@ issue(drive *d)
     switch (d->op) {
     case OP_INSERT: {
         unsigned long long i = atomic_fetch_add(d->next_key, 1);
-        mkkey(key, i);
+        mkkey(key, d->scatter ? scatter_key(i) : i);
         if (d->doc)
             doc_indexed(doc, i);
         else
@@ -391,6 +405,7 @@ typedef struct rctx {
     troupe_cf *xcf, *tcf;
     op_kind op;
     _Atomic unsigned long long *next_key;
+    bool scatter;
     uint64_t key_range;
     atomic_bool *stop;
     uint64_t n;
@@ -441,13 +456,15 @@ raw_thread(void *arg)
     char *err = NULL;
     while (!atomic_load_explicit(c->stop, memory_order_relaxed)) {
         switch (c->op) {
-        case OP_INSERT:
-            mkkey(key, atomic_fetch_add(c->next_key, 1));
+        case OP_INSERT: {
+            unsigned long long i = atomic_fetch_add(c->next_key, 1);
+            mkkey(key, c->scatter ? scatter_key(i) : i);
             rocksdb_put(r->db, r->wo, key, KEY_LEN, (const char *)val, VAL_LEN,
                         &err);
             if (err)
                 rdie("put", err);
             break;
+        }
         case OP_GET: {
             mkkey(key, rnd(&c->seed) % c->key_range);
             size_t vl;
@@ -671,6 +688,7 @@ main(int argc, char **argv)
     troupe_index_spec ig = {.name = "g", .fields = &fg, .n_fields = 1};
     troupe_index_spec i3[3] = {ia, ib, ic};
     if ((e = troupe_tables_create_wait(t, "kv", NULL, 0)) != TROUPE_OK ||
+        (e = troupe_tables_create_wait(t, "kr", NULL, 0)) != TROUPE_OK ||
         (e = troupe_tables_create_wait(t, "i0", NULL, 0)) != TROUPE_OK ||
         (e = troupe_tables_create_wait(t, "i1", &ia, 1)) != TROUPE_OK ||
         (e = troupe_tables_create_wait(t, "i3", i3, 3)) != TROUPE_OK ||
@@ -752,9 +770,8 @@ main(int argc, char **argv)
     }
 
     double vt[64], vr[64];
-    double put_t = 0, put_r = 0, get_t = 0, get_r = 0, scan_t = 0, scan_r = 0,
-           q_t = 0, q_r = 0, ip0 = 0, ip1 = 0, ip3 = 0, get_a = 0, scan_a = 0,
-           q_a = 0;
+    double get_t = 0, get_r = 0, scan_t = 0, scan_r = 0, q_t = 0, q_r = 0,
+           ip0 = 0, ip1 = 0, ip3 = 0, get_a = 0, scan_a = 0, q_a = 0;
 
     if (want("table_get")) {
         /* table_get */
@@ -840,14 +857,33 @@ main(int argc, char **argv)
                         "raw_query100", q_r);
     }
 
-    if (want("table_put")) {
-        /* table_put: fresh keys past the preloaded ones */
+    /* table_put: fresh keys past the preloaded ones, in "kv"; then
+     * table_put_random: fresh keys all over the key space, in "kr" (the
+     * raw side puts them in its one database) */
+    static _Atomic unsigned long long kr_next, rr_next;
+    const struct {
+        const char *name, *peer, *table;
+        _Atomic unsigned long long *tnext, *rnext;
+        bool scatter;
+    } putv[2] = {
+        {"table_put", "rocksdb_put", "kv", &kv_next, &raw_next, false},
+        {"table_put_random", "rocksdb_put_random", "kr", &kr_next, &rr_next,
+         true},
+    };
+    double put_tv[2] = {0, 0}, put_rv[2] = {0, 0};
+    for (int v = 0; v < 2; v++) {
+        if (!want(putv[v].name))
+            continue;
         drive dp = {.t = t,
-                    .table = "kv",
+                    .table = putv[v].table,
                     .op = OP_INSERT,
                     .doc = 0,
-                    .next_key = &kv_next};
-        rctx rp = {.r = &r, .op = OP_INSERT, .next_key = &raw_next};
+                    .next_key = putv[v].tnext,
+                    .scatter = putv[v].scatter};
+        rctx rp = {.r = &r,
+                   .op = OP_INSERT,
+                   .next_key = putv[v].rnext,
+                   .scatter = putv[v].scatter};
         for (int i = 0; i < reps; i++) {
             /* CPU per row (all threads of the process, background
              * flushes included): steadier than the rates on a busy
@@ -858,15 +894,16 @@ main(int argc, char **argv)
             double c1 = cpu_now();
             vr[i] = raw_run(&rp, secs);
             double c2 = cpu_now();
-            report_rep("table_put", i, vt[i], "rocksdb_put", vr[i]);
+            report_rep(putv[v].name, i, vt[i], putv[v].peer, vr[i]);
             if (vt[i] > 0 && vr[i] > 0)
-                printf("  table_put rep %d: cpu per row %.2f us, raw %.2f us\n",
-                       i + 1, (c1 - c0) * 1e6 / (vt[i] * secs),
+                printf("  %s rep %d: cpu per row %.2f us, raw %.2f us\n",
+                       putv[v].name, i + 1, (c1 - c0) * 1e6 / (vt[i] * secs),
                        (c2 - c1) * 1e6 / (vr[i] * secs));
         }
-        put_t = bench_median(vt, reps);
-        put_r = bench_median(vr, reps);
-        bench_line_peer("table_put", put_t, "rows/s", "rocksdb_put", put_r);
+        put_tv[v] = bench_median(vt, reps);
+        put_rv[v] = bench_median(vr, reps);
+        bench_line_peer(putv[v].name, put_tv[v], "rows/s", putv[v].peer,
+                        put_rv[v]);
     }
 
     if (want("index_put")) {
@@ -914,8 +951,10 @@ main(int argc, char **argv)
     nftw(base, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 
     printf("summary (medians):\n");
-    if (want("table_put"))
-        bench_line_peer("table_put", put_t, "rows/s", "rocksdb_put", put_r);
+    for (int v = 0; v < 2; v++)
+        if (want(putv[v].name))
+            bench_line_peer(putv[v].name, put_tv[v], "rows/s", putv[v].peer,
+                            put_rv[v]);
     if (want("table_get")) {
         bench_line_peer("table_get", get_t, "gets/s", "rocksdb_get", get_r);
         bench_line_peer("table_get_async", get_a, "gets/s", "rocksdb_get",
