@@ -50,7 +50,8 @@ troupe__batch_bytes(const troupe_batch *b)
     return n;
 }
 
-/* Validates and binds; records cf in the touched set, at *idx. */
+/* Validates and binds; records cf in the touched set, at *idx (a put
+ * keeps its key bound there; NULL when the caller needs no index). */
 static troupe_err
 batch_admit(troupe_batch *b, troupe_cf *cf, size_t payload, size_t *idx)
 {
@@ -65,7 +66,8 @@ batch_admit(troupe_batch *b, troupe_cf *cf, size_t payload, size_t *idx)
         return TROUPE_ETOOBIG;
     for (size_t i = 0; i < b->ncfs; i++) {
         if (b->cfs[i] == cf) {
-            *idx = i;
+            if (idx != NULL)
+                *idx = i;
             goto bind;
         }
     }
@@ -82,7 +84,8 @@ batch_admit(troupe_batch *b, troupe_cf *cf, size_t payload, size_t *idx)
         b->cfs_cap = cap;
     }
     b->puts[b->ncfs] = (troupe_kbound){.any = false};
-    *idx = b->ncfs;
+    if (idx != NULL)
+        *idx = b->ncfs;
     b->cfs[b->ncfs++] = cf;
 bind:
     b->db = cf->db;
@@ -125,8 +128,7 @@ troupe_batch_delete(troupe_batch *b, troupe_cf *cf, const void *key,
     troupe_err e = key_check(key, key_len);
     if (e != TROUPE_OK)
         return b == NULL || cf == NULL ? TROUPE_EINVAL : e;
-    size_t idx;
-    e = batch_admit(b, cf, key_len, &idx);
+    e = batch_admit(b, cf, key_len, NULL);
     if (e != TROUPE_OK)
         return e;
     rocksdb_writebatch_delete_cf(b->wb, cf->h, key, key_len);
@@ -153,8 +155,7 @@ troupe_batch_delete_range(troupe_batch *b, troupe_cf *cf, const void *start,
         return b == NULL || cf == NULL ? TROUPE_EINVAL : e;
     if (bytes_cmp(start, start_len, end, end_len) >= 0)
         return TROUPE_EINVAL;
-    size_t idx;
-    e = batch_admit(b, cf, start_len + end_len, &idx);
+    e = batch_admit(b, cf, start_len + end_len, NULL);
     if (e != TROUPE_OK)
         return e;
     rocksdb_writebatch_delete_range_cf(b->wb, cf->h, start, start_len, end,

@@ -278,13 +278,6 @@ get_req(troupe_packer *p, const treq *q)
     return p->err;
 }
 
-static int
-bcmp_len(const void *a, size_t alen, const void *b, size_t blen)
-{
-    int c = memcmp(a, b, alen < blen ? alen : blen);
-    return c != 0 ? c : (alen > blen) - (alen < blen);
-}
-
 /* Checks a read's arguments (the errors the calls return at once). */
 static troupe_err
 check_req(const treq *q)
@@ -302,20 +295,7 @@ check_req(const treq *q)
         }
         return TROUPE_OK;
     }
-    const troupe_scan_opts *so = q->so;
-    if (so == NULL || so->limit == 0 || so->limit > TROUPE_TABLE_PAGE_MAX)
-        return TROUPE_EINVAL;
-    if ((so->start == NULL) != (so->start_len == 0) ||
-        (so->end == NULL) != (so->end_len == 0) ||
-        (so->after == NULL) != (so->after_len == 0))
-        return TROUPE_EINVAL;
-    if (so->start_len > TROUPE_KEY_MAX || so->end_len > TROUPE_KEY_MAX ||
-        so->after_len > TROUPE_KEY_MAX)
-        return TROUPE_ETOOBIG;
-    if (so->start != NULL && so->end != NULL &&
-        bcmp_len(so->start, so->start_len, so->end, so->end_len) > 0)
-        return TROUPE_EINVAL;
-    return TROUPE_OK;
+    return troupe__scan_opts_check(q->so);
 }
 
 static troupe_err

@@ -786,34 +786,35 @@ entry_view(troupe_tables *t, const char *name, tentry_view *v)
     return e;
 }
 
-troupe_err
-troupe__tables_lookup_index(troupe_tables *t, const char *name, troupe_addr *a,
-                            uint32_t *timeout_ms, troupe_runtime **rt)
+/* The table actor's (or, with index, the index actor's) address of a
+ * table, with what an ask of it needs. */
+static troupe_err
+lookup_addr(troupe_tables *t, const char *name, bool index, troupe_addr *a,
+            uint32_t *timeout_ms, troupe_runtime **rt)
 {
     tentry_view v;
     troupe_err e = entry_view(t, name, &v);
     if (e == TROUPE_EINVAL)
         return e;
     if (e == TROUPE_OK)
-        *a = v.iaddr;
+        *a = index ? v.iaddr : v.addr;
     *timeout_ms = t->timeout_ms;
     *rt = t->rt;
     return e;
 }
 
 troupe_err
+troupe__tables_lookup_index(troupe_tables *t, const char *name, troupe_addr *a,
+                            uint32_t *timeout_ms, troupe_runtime **rt)
+{
+    return lookup_addr(t, name, true, a, timeout_ms, rt);
+}
+
+troupe_err
 troupe__tables_lookup(troupe_tables *t, const char *name, troupe_addr *a,
                       uint32_t *timeout_ms, troupe_runtime **rt)
 {
-    tentry_view v;
-    troupe_err e = entry_view(t, name, &v);
-    if (e == TROUPE_EINVAL)
-        return e;
-    if (e == TROUPE_OK)
-        *a = v.addr;
-    *timeout_ms = t->timeout_ms;
-    *rt = t->rt;
-    return e;
+    return lookup_addr(t, name, false, a, timeout_ms, rt);
 }
 
 troupe_err

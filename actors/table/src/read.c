@@ -208,6 +208,27 @@ troupe__read_get_many(const tread_src *s, const void *const *keys,
 }
 
 troupe_err
+troupe__scan_opts_check(const troupe_scan_opts *so)
+{
+    if (so == NULL || so->limit == 0 || so->limit > TROUPE_TABLE_PAGE_MAX)
+        return TROUPE_EINVAL;
+    if ((so->start == NULL) != (so->start_len == 0) ||
+        (so->end == NULL) != (so->end_len == 0) ||
+        (so->after == NULL) != (so->after_len == 0))
+        return TROUPE_EINVAL;
+    if (so->start_len > TROUPE_KEY_MAX || so->end_len > TROUPE_KEY_MAX ||
+        so->after_len > TROUPE_KEY_MAX)
+        return TROUPE_ETOOBIG;
+    if (so->start != NULL && so->end != NULL) {
+        size_t n = so->start_len < so->end_len ? so->start_len : so->end_len;
+        int c = memcmp(so->start, so->end, n);
+        if (c > 0 || (c == 0 && so->start_len > so->end_len))
+            return TROUPE_EINVAL;
+    }
+    return TROUPE_OK;
+}
+
+troupe_err
 troupe__read_scan(const tread_src *s, const troupe_scan_opts *so,
                   troupe_rows **out)
 {
@@ -298,12 +319,7 @@ troupe__rows_pack(const troupe_rows *r, troupe_body **out)
     else
         troupe_pack_nil(&p);
     troupe_pack_bool(&p, r->more);
-    if (p.err != TROUPE_OK) {
-        troupe_err e = p.err;
-        troupe_pack_fini(&p);
-        return e;
-    }
-    return troupe_pack_take_body(&p, out);
+    return troupe_pack_take_body(&p, out); /* p.err, if any */
 }
 
 /* A get's key from its request body [key]; EPROTO if malformed. */

@@ -2476,12 +2476,7 @@ qver_body(const ttxn_qver *q, const uint64_t *vers, const troupe_err *errs,
     }
     troupe_pack_nil(&p);
     troupe_pack_bool(&p, false);
-    if (p.err != TROUPE_OK) {
-        troupe_err e = p.err;
-        troupe_pack_fini(&p);
-        return e;
-    }
-    return troupe_pack_take_body(&p, out);
+    return troupe_pack_take_body(&p, out); /* p.err, if any */
 }
 
 /* Reads q's keys (cached: memory only) and answers with vers, unless the

@@ -947,19 +947,11 @@ troupe_err
 troupe_txn_scan(troupe_txn *tx, const char *table, const troupe_scan_opts *so,
                 troupe_table_cb cb, void *arg)
 {
-    if (tx == NULL || table == NULL || cb == NULL || so == NULL ||
-        so->limit == 0 || so->limit > TROUPE_TABLE_PAGE_MAX)
+    if (tx == NULL || table == NULL || cb == NULL)
         return TROUPE_EINVAL;
-    if ((so->start == NULL) != (so->start_len == 0) ||
-        (so->end == NULL) != (so->end_len == 0) ||
-        (so->after == NULL) != (so->after_len == 0))
-        return TROUPE_EINVAL;
-    if (so->start_len > TROUPE_KEY_MAX || so->end_len > TROUPE_KEY_MAX ||
-        so->after_len > TROUPE_KEY_MAX)
-        return TROUPE_ETOOBIG;
-    if (so->start != NULL && so->end != NULL &&
-        bcmp_len(so->start, so->start_len, so->end, so->end_len) > 0)
-        return TROUPE_EINVAL;
+    troupe_err ce = troupe__scan_opts_check(so);
+    if (ce != TROUPE_OK)
+        return ce;
     if (tx->state != TX_OPEN || tx->mode == MODE_VERSIONED)
         return TROUPE_ESTATE;
     uint32_t tab;
