@@ -9,20 +9,7 @@ troupe=${1:?usage: queue_cli.sh PATH/TO/troupe PATH/TO/queue_seed}
 seed=${2:?usage: queue_cli.sh PATH/TO/troupe PATH/TO/queue_seed}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fails=0
-passes=0
-ok() { passes=$((passes + 1)); echo "ok: $*"; }
-bad() { fails=$((fails + 1)); echo "FAIL: $*"; }
-
-# expect CODE DESCRIPTION -- COMMAND...: runs it, checks the exit code.
-expect() {
-    local want=$1 what=$2
-    shift 3
-    "$@" >"$tmp/out" 2>"$tmp/err"
-    local rc=$?
-    if [ "$rc" -eq "$want" ]; then ok "$what (exit $rc)"; else
-        bad "$what: exit $rc, want $want"; cat "$tmp/out" "$tmp/err"; fi
-}
+. "$(dirname "$0")/checks.sh"
 # has FILE PATTERN WHAT: grep -E PATTERN in FILE.
 has() {
     grep -qE -- "$2" "$tmp/$1" && ok "$3" || { bad "$3 (no /$2/ in $1)"; cat "$tmp/$1"; }

@@ -12,20 +12,7 @@ cleanup() {
     rm -rf "$tmp"
 }
 trap cleanup EXIT
-fails=0
-passes=0
-ok() { passes=$((passes + 1)); echo "ok: $*"; }
-bad() { fails=$((fails + 1)); echo "FAIL: $*"; }
-
-# expect CODE DESCRIPTION -- COMMAND...: runs it, checks the exit code.
-expect() {
-    local want=$1 what=$2
-    shift 3
-    "$@" >"$tmp/out" 2>"$tmp/err"
-    local rc=$?
-    if [ "$rc" -eq "$want" ]; then ok "$what (exit $rc)"; else
-        bad "$what: exit $rc, want $want"; cat "$tmp/out" "$tmp/err"; fi
-}
+. "$(dirname "$0")/checks.sh"
 
 # wait_for FILE PATTERN: polls up to 10 s for PATTERN in FILE.
 wait_for() {

@@ -1,0 +1,18 @@
+# Sourced by the integration scripts (tools.sh, queue_cli.sh): counters
+# and the check helpers they share. The sourcing script sets $tmp (a
+# scratch directory) first, and ends by reporting $passes and $fails.
+fails=0
+passes=0
+ok() { passes=$((passes + 1)); echo "ok: $*"; }
+bad() { fails=$((fails + 1)); echo "FAIL: $*"; }
+
+# expect CODE DESCRIPTION -- COMMAND...: runs it, checks the exit code;
+# its output is in $tmp/out and $tmp/err.
+expect() {
+    local want=$1 what=$2
+    shift 3
+    "$@" >"$tmp/out" 2>"$tmp/err"
+    local rc=$?
+    if [ "$rc" -eq "$want" ]; then ok "$what (exit $rc)"; else
+        bad "$what: exit $rc, want $want"; cat "$tmp/out" "$tmp/err"; fi
+}
