@@ -54,7 +54,7 @@ troupe_runtime_create(troupe_runtime **out, const troupe_runtime_opts *opts)
     if (o.workers == 0)
         o.workers = 4;
     if (o.host_workers == 0)
-        o.host_workers = 2;
+        o.host_workers = o.workers;
     if (o.node_id == 0)
         o.node_id = 1;
     if (o.mailbox_bytes == 0)

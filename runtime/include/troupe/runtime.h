@@ -55,7 +55,8 @@ typedef struct troupe_runtime_opts {
     unsigned schedulers;   /* 0: number of online cores; at most 256 */
     unsigned workers;      /* STORAGE lane threads; 0: 4; at most 256 */
     uint32_t node_id;      /* this node's id in addresses; 0: 1 */
-    unsigned host_workers; /* HOST lane threads; 0: 2; at most 256 */
+    unsigned host_workers; /* HOST lane threads; 0: as many as workers;
+                              at most 256 */
     /* Per mailbox: body bytes of queued user messages (not system
      * messages, replies or completions). A message that would pass it
      * fails with EFULL, unless the mailbox holds no counted bytes (so one
