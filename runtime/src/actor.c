@@ -178,7 +178,8 @@ pop(troupe_actor *a)
     a->mhead = atomic_load_explicit(&m->next, memory_order_relaxed);
     if (a->mhead == NULL)
         a->mtail = NULL;
-    troupe__net_release(a->sched->rt, m);
+    if (m->flags & TROUPE__MSG_NETHELD)
+        troupe__net_release(a->sched->rt, m);
     return m;
 }
 

@@ -23,6 +23,10 @@
 #define SLOT_MAX_PAGES 4096u /* 16M live actors */
 #define SLOT_STRIPES 64u
 #define TROUPE__SPECK_ROUNDS 27
+/* Bodies up to this size live inside the message's own allocation
+ * (msg.c); the mailbox byte bound leaves them to the message bound, as it
+ * does headers, so that small sends pay no second atomic. */
+#define TROUPE__INLINE_BODY_MAX 64
 #define TROUPE__LANES 2
 
 /* Internal flags, never accepted from the wire (deliver strips them). */

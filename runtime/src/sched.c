@@ -22,8 +22,11 @@
  * per sender is kept.
  *
  * Bounds. A user message counts against its mailbox's message bound
- * (`count`) and, if it has a body, its byte bound (`bytes`, the message
- * flagged CHARGED so the turn that takes it knows to give the bytes back).
+ * (`count`) and, if its body is larger than an inline one, its byte bound
+ * (`bytes`, the message flagged CHARGED so the turn that takes it knows to
+ * give the bytes back). Headers and inline bodies (up to 64 bytes, in the
+ * header's own allocation) are bounded by the message count alone: that
+ * keeps the second atomic off the small sends that dominate.
  * System messages, replies and completions are exempt: they answer
  * something this node started and must not be lost. A message from
  * another node (NET) is admitted only with a kind its receiver declares
@@ -104,7 +107,7 @@ enqueue(troupe_actor *a, troupe_msg *m, bool system)
         if (prev >= cap)
             goto full;
         uint64_t len = m->body != NULL ? m->body->len : 0;
-        if (len > 0) {
+        if (len > TROUPE__INLINE_BODY_MAX) {
             uint64_t held =
                 atomic_fetch_add_explicit(&a->bytes, len, memory_order_relaxed);
             /* alone, a message larger than the bound still passes */

@@ -149,21 +149,23 @@ START_TEST(
     troupe_addr a = spawn0(&f, &small_def); /* 1 MiB */
     troupe_msg *m = big(K_MSG, 2 * MiB);    /* alone: admitted */
     ck_assert_ok(troupe_runtime_send(f.rt, a, &m));
-    m = big(K_MSG, 1);
+    m = big(K_MSG, 65); /* the smallest body that is counted */
     ck_assert_err(troupe_runtime_send(f.rt, a, &m), TROUPE_EFULL);
+    m = big(K_MSG, 64); /* inline bodies are left to the message bound */
+    ck_assert_ok(troupe_runtime_send(f.rt, a, &m));
     ck_assert_ptr_null(m);
-    drive(&f, &c.msgs, 1);
+    drive(&f, &c.msgs, 2);
     for (int i = 0; i < 16; i++) {
         m = big(K_MSG, 64 << 10);
         ck_assert_ok(troupe_runtime_send(f.rt, a, &m));
     }
-    m = big(K_MSG, 1);
+    m = big(K_MSG, 65);
     ck_assert_err(troupe_runtime_send(f.rt, a, &m), TROUPE_EFULL);
     /* system messages and completions are exempt */
     m = big(K_MSG, 64 << 10);
     m->ptr = &c;
     ck_assert_ok(troupe_runtime_send(f.rt, a, &m));
-    drive(&f, &c.msgs, 18);
+    drive(&f, &c.msgs, 19);
     rtf_stop(&f);
 }
 END_TEST

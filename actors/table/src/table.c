@@ -2411,6 +2411,7 @@ h_txn_finish(troupe_actor *self, void *st, const troupe_msg *m)
     else
         troupe_runtime_reply(troupe_actor_runtime(self), m->from, m->corr,
                              TROUPE_OK, &b);
+    troupe_pack_fini(&pk); /* what was not taken (a finish without one) */
     return TROUPE_OK;
 }
 

@@ -58,10 +58,12 @@ typedef struct troupe_runtime_opts {
     unsigned host_workers; /* HOST lane threads; 0: as many as workers;
                               at most 256 */
     /* Per mailbox: body bytes of queued user messages (not system
-     * messages, replies or completions). A message that would pass it
-     * fails with EFULL, unless the mailbox holds no counted bytes (so one
-     * message larger than the bound still gets through, alone). A def's
-     * own mailbox_bytes overrides it. 0: TROUPE_DEFAULT_MAILBOX_BYTES
+     * messages, replies or completions; bodies of up to 64 bytes, which
+     * live in the message header's allocation, are left to the message
+     * bound like headers). A message that would pass it fails with EFULL,
+     * unless the mailbox holds no counted bytes (so one message larger
+     * than the bound still gets through, alone). A def's own
+     * mailbox_bytes overrides it. 0: TROUPE_DEFAULT_MAILBOX_BYTES
      * (64 MiB). */
     uint64_t mailbox_bytes;
     /* Runtime-wide: bytes of messages delivered from other nodes
