@@ -530,10 +530,9 @@ static void
 sched_handle_closed(uv_handle_t *h)
 {
     struct sched *s = h->data;
-    if (h == (uv_handle_t *)&s->wake) {
-        close(s->wake_fd);
-        s->wake_fd = -1;
-    }
+    /* The eventfd stays open until destroy: a thread that queued the last
+     * control call here (the pool's last worker, another scheduler) may
+     * still be writing its wakeup to it. */
     if (--s->n_open_handles == 0 && s->idx == 0)
         all_done(s->rt);
 }
@@ -654,6 +653,9 @@ troupe_runtime_destroy(troupe_runtime *rt)
         pthread_mutex_destroy(&s->ctl_lock);
     }
     troupe__workers_join(rt);
+    /* Every thread that could wake a scheduler has been joined. */
+    for (unsigned i = 0; i < rt->n_sched; i++)
+        close(rt->scheds[i].wake_fd);
     for (unsigned i = 0; i < SLOT_MAX_PAGES; i++)
         troupe_free(atomic_load(&rt->pages[i]));
     for (unsigned i = 0; i < 64; i++) {

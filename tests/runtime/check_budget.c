@@ -65,10 +65,7 @@ drive(rt_fixture *f, _Atomic int *ctr, int n)
 static troupe_addr
 spawn0(rt_fixture *f, const troupe_actor_def *d)
 {
-    troupe_spawn_opts o = TROUPE_SPAWN_OPTS_INIT;
-    o.scheduler = 0;
-    troupe_addr a;
-    ck_assert_ok(troupe_actor_spawn(f->rt, d, &o, &a));
+    troupe_addr a = rtf_spawn_on(f->rt, d, 0);
     /* a handled marker: init ran, the mailbox is empty */
     int want = atomic_load(&c.marks) + 1;
     troupe_msg *m = mk(K_MARK);

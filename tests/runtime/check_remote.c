@@ -1,67 +1,15 @@
 /* Messages from other nodes (troupe_runtime_deliver): local-only kinds,
  * error replies at once, replies matched on the node that was asked. The
  * transport is simulated: a remote hook that keeps what it is handed. */
-#include <pthread.h>
 #include <stdatomic.h>
 
 #include "rtest.h"
+#include "twire.h"
 
 enum { K_PUB, K_PRIV, K_ASK, K_REPLY, K_GO, K_HOLD, K_N };
 
 #define PEER 7u  /* a node that talks to us */
 #define OTHER 9u /* a node that was not asked */
-#define SENT_MAX 64
-
-/* What the node handed to the transport. */
-static struct {
-    pthread_mutex_t mu;
-    troupe_msg *m[SENT_MAX];
-    int n;
-    troupe_err refuse; /* OK: accept */
-} wire = {.mu = PTHREAD_MUTEX_INITIALIZER};
-
-static troupe_err
-wire_send(void *ctx, troupe_msg **m)
-{
-    (void)ctx;
-    troupe_msg *x = *m;
-    *m = NULL;
-    pthread_mutex_lock(&wire.mu);
-    troupe_err e = wire.refuse;
-    if (e == TROUPE_OK && wire.n < SENT_MAX)
-        wire.m[wire.n++] = x;
-    else
-        troupe_msg_destroy(x);
-    pthread_mutex_unlock(&wire.mu);
-    return e;
-}
-
-static const troupe_remote_ops wire_ops = {.send = wire_send};
-
-static int
-wire_count(void)
-{
-    pthread_mutex_lock(&wire.mu);
-    int n = wire.n;
-    pthread_mutex_unlock(&wire.mu);
-    return n;
-}
-
-static bool
-wire_has(void *arg)
-{
-    return wire_count() >= *(int *)arg;
-}
-
-static void
-wire_clear(void)
-{
-    pthread_mutex_lock(&wire.mu);
-    for (int i = 0; i < wire.n; i++)
-        troupe_msg_destroy(wire.m[i]);
-    wire.n = 0;
-    pthread_mutex_unlock(&wire.mu);
-}
 
 static struct {
     _Atomic int pub, priv, replies;
@@ -69,10 +17,11 @@ static struct {
     uint64_t reply_v;
 } got;
 
+/* Counts each kind it handles; answers an ask with its value + 1. */
 static troupe_err
-h_pub(troupe_actor *self, void *st, const troupe_msg *m)
+h_srv(troupe_actor *self, void *st, const troupe_msg *m)
 {
-    atomic_fetch_add(&got.pub, 1);
+    atomic_fetch_add(m->kind == K_PUB ? &got.pub : &got.priv, 1);
     if (m->corr != 0) {
         troupe_msg *r = mkv(0, msgv(m) + 1);
         return troupe_reply(self, m, &r);
@@ -80,15 +29,7 @@ h_pub(troupe_actor *self, void *st, const troupe_msg *m)
     return TROUPE_OK;
 }
 
-static troupe_err
-h_priv(troupe_actor *self, void *st, const troupe_msg *m)
-{
-    atomic_fetch_add(&got.priv, 1);
-    return TROUPE_OK;
-}
-
-static const troupe_handler_fn srv_h[K_N] = {
-    [K_PUB] = h_pub, [K_PRIV] = h_priv};
+static const troupe_handler_fn srv_h[K_N] = {[K_PUB] = h_srv, [K_PRIV] = h_srv};
 static const troupe_actor_def srv_def = {.name = "srv",
                                          .handlers = srv_h,
                                          .n_handlers = K_N,
@@ -108,45 +49,36 @@ from_peer(uint32_t kind, troupe_addr to, uint64_t corr, uint64_t v)
 static troupe_addr
 spawn0(rt_fixture *f, const troupe_actor_def *d)
 {
-    troupe_spawn_opts o = TROUPE_SPAWN_OPTS_INIT;
-    o.scheduler = 0;
-    troupe_addr a;
-    ck_assert_ok(troupe_actor_spawn(f->rt, d, &o, &a));
-    return a;
+    return rtf_spawn_on(f->rt, d, 0);
 }
 
 static void
 start(rt_fixture *f, unsigned n)
 {
     rtf_start(f, n);
-    wire_clear();
-    wire.refuse = TROUPE_OK;
     memset(&got, 0, sizeof(got));
-    troupe_runtime_set_remote(f->rt, &wire_ops, NULL);
+    ts_wire_install(f->rt);
 }
 
 static void
 stop(rt_fixture *f)
 {
     rtf_stop(f);
-    wire_clear();
+    ts_wire_clear();
 }
 
 /* The reply the node sent for a refused ask. */
 static void
-assert_refusal(int i, troupe_addr target, uint64_t corr, troupe_err err)
+assert_refusal(size_t i, troupe_addr target, uint64_t corr, troupe_err err)
 {
-    pthread_mutex_lock(&wire.mu);
-    ck_assert_int_gt(wire.n, i);
-    troupe_msg *r = wire.m[i];
-    pthread_mutex_unlock(&wire.mu);
-    ck_assert(r->flags & TROUPE_MSG_REPLY);
-    ck_assert_uint_eq(r->to.node, PEER);
-    ck_assert_uint_eq(r->to.slot, 3);
-    ck_assert(troupe_addr_eq(r->from, target));
-    ck_assert_uint_eq(r->corr, corr);
-    ck_assert_err(r->err, err);
-    ck_assert_uint_eq(troupe_msg_len(r), 0);
+    ts_wire_rec r = ts_wire_at(i);
+    ck_assert(r.flags & TROUPE_MSG_REPLY);
+    ck_assert_uint_eq(r.to.node, PEER);
+    ck_assert_uint_eq(r.to.slot, 3);
+    ck_assert(troupe_addr_eq(r.from, target));
+    ck_assert_uint_eq(r.corr, corr);
+    ck_assert_err(r.err, err);
+    ck_assert_uint_eq(r.len, 0);
 }
 
 static bool
@@ -194,13 +126,12 @@ START_TEST(test_local_only_kind_from_network_is_refused_never_handled)
     /* the declared kind goes through, and is answered by the handler */
     m = from_peer(K_PUB, a, 13, 41);
     ck_assert_ok(troupe_runtime_deliver(f.rt, &m));
-    int one = 1, three = 3;
+    int one = 1;
+    size_t three = 3;
     ck_assert(ts_run_until(&f.loop, pub_seen, &one, 5000));
-    ck_assert(ts_run_until(&f.loop, wire_has, &three, 5000));
-    pthread_mutex_lock(&wire.mu);
-    ck_assert_uint_eq(wire.m[2]->corr, 13);
-    ck_assert_uint_eq(msgv(wire.m[2]), 42);
-    pthread_mutex_unlock(&wire.mu);
+    ck_assert(ts_run_until(&f.loop, ts_wire_has, &three, 5000));
+    ck_assert_uint_eq(ts_wire_at(2).corr, 13);
+    ck_assert_uint_eq(ts_wire_at(2).v, 42);
     /* the same local-only kind sent locally is handled */
     m = mk(K_PRIV);
     ck_assert_ok(troupe_runtime_send(f.rt, a, &m));
@@ -226,7 +157,7 @@ START_TEST(test_remote_ask_to_missing_or_stale_actor_is_answered_edead_at_once)
     m = from_peer(K_PUB, stale, 22, 0);
     ck_assert_err(troupe_runtime_deliver(f.rt, &m), TROUPE_EDEAD);
     /* answered inside the call, before any deadline could pass */
-    ck_assert_int_eq(wire_count(), 2);
+    ck_assert_uint_eq(ts_wire_count(), 2);
     assert_refusal(0, never, 21, TROUPE_EDEAD);
     assert_refusal(1, stale, 22, TROUPE_EDEAD);
     /* a refused reply is never answered (no reply to a reply) */
@@ -238,9 +169,9 @@ START_TEST(test_remote_ask_to_missing_or_stale_actor_is_answered_edead_at_once)
     m = from_peer(K_PUB, never, 24, 0);
     m->from = (troupe_addr){1, a.slot, a.gen};
     ck_assert_err(troupe_runtime_deliver(f.rt, &m), TROUPE_EDEAD);
-    ck_assert_int_eq(wire_count(), 2);
+    ck_assert_uint_eq(ts_wire_count(), 2);
     /* the transport may refuse an error reply: counted, not retried */
-    wire.refuse = TROUPE_EFULL;
+    ts_wire_refuse(TROUPE_EFULL);
     m = from_peer(K_PUB, never, 25, 0);
     ck_assert_err(troupe_runtime_deliver(f.rt, &m), TROUPE_EDEAD);
     troupe_runtime_stats st;
@@ -271,7 +202,7 @@ START_TEST(test_remote_ask_to_full_mailbox_is_answered_efull_and_no_bypass)
     m = from_peer(K_PUB, a, 31, 0);
     m->flags = TROUPE_MSG_SYSTEM;
     ck_assert_err(troupe_runtime_deliver(f.rt, &m), TROUPE_EFULL);
-    ck_assert_int_eq(wire_count(), 1);
+    ck_assert_uint_eq(ts_wire_count(), 1);
     assert_refusal(0, a, 31, TROUPE_EFULL);
     int three = 3;
     ck_assert(ts_run_until(&f.loop, pub_seen, &three, 5000));
@@ -369,10 +300,9 @@ START_TEST(test_remote_reply_completes_an_ask_only_from_the_asked_node)
     troupe_msg *m = mk(K_GO);
     ck_assert_ok(troupe_runtime_send(f.rt, cli, &m));
     int one = 1;
-    ck_assert(ts_run_until(&f.loop, wire_has, &one, 5000));
-    pthread_mutex_lock(&wire.mu);
-    uint64_t corr = wire.m[0]->corr;
-    pthread_mutex_unlock(&wire.mu);
+    size_t sent = 1;
+    ck_assert(ts_run_until(&f.loop, ts_wire_has, &sent, 5000));
+    uint64_t corr = ts_wire_at(0).corr;
     ck_assert_uint_eq(corr, last_corr);
     /* Another node that learned the id: its reply must not complete the
      * ask (if it did, the client would see 666 and drop the real one as
@@ -458,12 +388,10 @@ START_TEST(test_host_ask_to_remote_node_matches_only_that_node)
     troupe_addr peer = {PEER, 40, 41};
     troupe_msg *m = mk(K_ASK);
     ck_assert_ok(troupe_runtime_ask(f.rt, peer, &m, 60000, host_cb, NULL));
-    int one = 1;
-    ck_assert(ts_run_until(&f.loop, wire_has, &one, 5000));
-    pthread_mutex_lock(&wire.mu);
-    uint64_t corr = wire.m[0]->corr;
-    troupe_addr asker = wire.m[0]->from;
-    pthread_mutex_unlock(&wire.mu);
+    size_t sent = 1;
+    ck_assert(ts_run_until(&f.loop, ts_wire_has, &sent, 5000));
+    uint64_t corr = ts_wire_at(0).corr;
+    troupe_addr asker = ts_wire_at(0).from;
     m = net_reply(asker, (troupe_addr){OTHER, 40, 41}, corr, 666);
     ck_assert_ok(troupe_runtime_deliver(f.rt, &m));
     m = net_reply(asker, peer, corr, 42);

@@ -52,6 +52,17 @@ rtf_stop(rt_fixture *f)
     ck_assert_int_eq(uv_loop_close(&f->loop), 0);
 }
 
+/* Spawns an actor of d on scheduler `sched` (-1: any). */
+static inline troupe_addr
+rtf_spawn_on(troupe_runtime *rt, const troupe_actor_def *d, int sched)
+{
+    troupe_spawn_opts o = TROUPE_SPAWN_OPTS_INIT;
+    o.scheduler = sched;
+    troupe_addr a;
+    ck_assert_ok(troupe_actor_spawn(rt, d, &o, &a));
+    return a;
+}
+
 static inline troupe_msg *
 mk(uint32_t kind)
 {

@@ -1,5 +1,8 @@
 /*
- * Every built-in actor (kv, table, index, queue partition, TTL scanner)
+ * Hardening of the built-in actors.
+ *
+ * hostile: every built-in actor (kv, table, index, queue partition, TTL
+ * scanner)
  * against every kind it has and many it has not, with bodies a peer can
  * send: empty, garbage, allocation bombs, deep nesting, and valid requests
  * truncated and bit-flipped. Each is sent from a simulated remote node
@@ -8,6 +11,13 @@
  * kinds expect. Afterwards no actor has failed, every remote ask got
  * exactly one reply (a refusal at delivery or the handler's answer), and
  * each actor still serves a real request.
+ *
+ * lanes: queue handlers run on the HOST lane, so handlers that block (host
+ * code waiting on something slow) never hold up the storage work behind
+ * commits and reads. Every HOST thread is taken by a handler that blocks
+ * until the test is done with the storage side, and table commits (a
+ * unique index makes each write prepare on a worker), kv reads and index
+ * counts (both always on a worker) must all complete meanwhile.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -22,6 +32,7 @@
 #include "troupe/pack.h"
 #include "troupe/ttl.h"
 #include "tsupport.h"
+#include "twire.h"
 
 #define PEER 7u
 #define NTARGETS 6
@@ -35,47 +46,7 @@ static struct {
     troupe_ttl *ttl;
     char *dir;
     troupe_addr target[NTARGETS]; /* kv, table, index, 2 partitions, ttl */
-    const char *tname[NTARGETS];
 } X;
-
-/* ---- the simulated transport: every reply to the peer, by corr ---- */
-
-static struct {
-    pthread_mutex_t mu;
-    uint64_t *corr;
-    size_t n, cap;
-} wire = {.mu = PTHREAD_MUTEX_INITIALIZER};
-
-static troupe_err
-wire_send(void *ctx, troupe_msg **m)
-{
-    (void)ctx;
-    troupe_msg *x = *m;
-    *m = NULL;
-    pthread_mutex_lock(&wire.mu);
-    if ((x->flags & TROUPE_MSG_REPLY) && x->to.node == PEER) {
-        if (wire.n == wire.cap) {
-            wire.cap = wire.cap ? 2 * wire.cap : 4096;
-            wire.corr = realloc(wire.corr, wire.cap * sizeof(*wire.corr));
-            ck_assert_ptr_nonnull(wire.corr);
-        }
-        wire.corr[wire.n++] = x->corr;
-    }
-    pthread_mutex_unlock(&wire.mu);
-    troupe_msg_destroy(x);
-    return TROUPE_OK;
-}
-
-static const troupe_remote_ops wire_ops = {.send = wire_send};
-
-static size_t
-wire_count(void)
-{
-    pthread_mutex_lock(&wire.mu);
-    size_t n = wire.n;
-    pthread_mutex_unlock(&wire.mu);
-    return n;
-}
 
 /* ---- a watcher: DOWN of any target counts ---- */
 
@@ -111,60 +82,47 @@ static const troupe_handler_fn w_h[W_N] = {[W_DOWN] = w_down};
 static const troupe_actor_def watch_def = {
     .name = "watch", .init = w_init, .handlers = w_h, .n_handlers = W_N};
 
-/* ---- fixture ---- */
+/* ---- fixture: a node with every built-in actor ---- */
 
 static const troupe_index_field name_f = {"name", TROUPE_FIELD_STRING};
+static const troupe_index_field email_f = {"email", TROUPE_FIELD_STRING};
 
+/* Tables "t" (index by_name) and "u" (unique by_email: every write
+ * prepares on a worker), queue "q" of two partitions, a kv actor. */
 static void
-setup(void)
+open_node(unsigned workers)
 {
     memset(&X, 0, sizeof(X));
     atomic_store(&downs, 0);
-    X.dir = ts_tempdir("hostile");
-    troupe_runtime_opts o = {.schedulers = 2, .workers = 2};
+    X.dir = ts_tempdir("harden");
+    troupe_runtime_opts o = {.schedulers = 2, .workers = workers};
     ck_assert_ok(troupe_runtime_create(&X.rt, &o));
-    troupe_runtime_set_remote(X.rt, &wire_ops, NULL);
+    ts_wire_install(X.rt);
     ck_assert_ok(troupe_db_open(X.dir, NULL, &X.db));
     ck_assert_ok(troupe_commit_create(X.db, NULL, &X.commit));
     troupe_tables_opts to = {.rt = X.rt, .db = X.db, .commit = X.commit};
     ck_assert_ok(troupe_tables_open(&to, &X.tables));
-    troupe_index_spec spec = {
+    troupe_index_spec by_name = {
         .name = "by_name", .fields = &name_f, .n_fields = 1};
-    ck_assert_ok(troupe_tables_create_wait(X.tables, "t", &spec, 1));
+    ck_assert_ok(troupe_tables_create_wait(X.tables, "t", &by_name, 1));
+    troupe_index_spec by_email = {
+        .name = "by_email", .unique = true, .fields = &email_f, .n_fields = 1};
+    ck_assert_ok(troupe_tables_create_wait(X.tables, "u", &by_email, 1));
     troupe_queues_opts qo = {.rt = X.rt, .db = X.db, .commit = X.commit};
     ck_assert_ok(troupe_queues_open(&qo, &X.qs));
     troupe_queue_spec qs = {"q", 2, 0};
     ck_assert_ok(troupe_queues_create_wait(X.qs, &qs));
-    troupe_ttl_opts tto = {
-        .rt = X.rt, .tables = X.tables, .queues = X.qs, .interval_ms = 3600000};
-    ck_assert_ok(troupe_ttl_start(&tto, &X.ttl));
     troupe_kv_opts ko = {.db = X.db, .commit = X.commit, .cf = "kv"};
     ck_assert_ok(troupe_kv_spawn(X.rt, &ko, NULL, &X.target[0]));
-    uint32_t tmo;
-    troupe_runtime *rt;
-    troupe_cf *cf;
-    (void)tmo;
-    ck_assert_ok(troupe__tables_lookup_cf(X.tables, "t", &X.target[1], &cf));
-    ck_assert_ok(
-        troupe__tables_lookup_index(X.tables, "t", &X.target[2], &tmo, &rt));
-    tq_queue *q = NULL;
-    ck_assert_ok(troupe__tq_find(X.qs, "q", &q));
-    X.target[3] = q->parts[0];
-    X.target[4] = q->parts[1];
-    troupe__tq_release(q);
-    X.target[5] = troupe_ttl_addr(X.ttl);
-    const char *names[NTARGETS] = {"kv",        "table",     "index",
-                                   "partition", "partition", "ttl"};
-    memcpy(X.tname, names, sizeof(names));
-    troupe_addr w;
-    ck_assert_ok(troupe_actor_spawn(X.rt, &watch_def, NULL, &w));
 }
 
 static void
-teardown(void)
+close_node(void)
 {
-    ck_assert_ok(troupe_ttl_stop_wait(X.ttl));
-    troupe_ttl_destroy(X.ttl);
+    if (X.ttl != NULL) {
+        ck_assert_ok(troupe_ttl_stop_wait(X.ttl));
+        troupe_ttl_destroy(X.ttl);
+    }
     ck_assert_ok(troupe_queues_stop_wait(X.qs));
     troupe_queues_destroy(X.qs);
     ck_assert_ok(troupe_tables_stop_wait(X.tables));
@@ -175,9 +133,49 @@ teardown(void)
     ck_assert_ok(troupe_db_close(X.db));
     ts_rmtree(X.dir);
     free(X.dir);
-    free(wire.corr);
-    wire.corr = NULL;
-    wire.n = wire.cap = 0;
+    ts_wire_clear();
+}
+
+/* Publishes n due events e0.. with their ids as keys. */
+static void
+publish_n(int n)
+{
+    for (int i = 0; i < n; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "e%d", i);
+        troupe_queue_event ev = {.id = id,
+                                 .id_len = strlen(id),
+                                 .key = id,
+                                 .key_len = strlen(id),
+                                 .payload = "\x07",
+                                 .payload_len = 1,
+                                 .time_ms = 0};
+        ck_assert_ok(
+            troupe_queue_publish_wait(X.qs, "q", &ev, TROUPE_SYNC_OFF));
+    }
+}
+
+static void
+hostile_setup(void)
+{
+    open_node(2);
+    troupe_ttl_opts tto = {
+        .rt = X.rt, .tables = X.tables, .queues = X.qs, .interval_ms = 3600000};
+    ck_assert_ok(troupe_ttl_start(&tto, &X.ttl));
+    uint32_t tmo;
+    troupe_runtime *rt;
+    troupe_cf *cf;
+    ck_assert_ok(troupe__tables_lookup_cf(X.tables, "t", &X.target[1], &cf));
+    ck_assert_ok(
+        troupe__tables_lookup_index(X.tables, "t", &X.target[2], &tmo, &rt));
+    tq_queue *q = NULL;
+    ck_assert_ok(troupe__tq_find(X.qs, "q", &q));
+    X.target[3] = q->parts[0];
+    X.target[4] = q->parts[1];
+    troupe__tq_release(q);
+    X.target[5] = troupe_ttl_addr(X.ttl);
+    troupe_addr w;
+    ck_assert_ok(troupe_actor_spawn(X.rt, &watch_def, NULL, &w));
 }
 
 /* ---- bodies ---- */
@@ -371,13 +369,6 @@ barrage(troupe_addr to, bool remote)
     }
 }
 
-static bool
-all_answered(void *arg)
-{
-    (void)arg;
-    return wire_count() >= remote_asks;
-}
-
 /* ---- real requests afterwards ---- */
 
 static struct {
@@ -478,34 +469,14 @@ check_all_serve(void)
         .queue = "q", .first = 0, .last = 1, .credit = 4, .handler = q_handler};
     troupe_queue_worker *w = NULL;
     ck_assert_ok(troupe_queue_worker_start(X.qs, &wo, &w));
-    int want = 0;
-    for (int i = 0; i < 16; i++) {
-        char id[8];
-        snprintf(id, sizeof(id), "e%d", i);
-        troupe_queue_event ev = {.id = id,
-                                 .id_len = strlen(id),
-                                 .key = id,
-                                 .key_len = strlen(id),
-                                 .payload = "\x07",
-                                 .payload_len = 1,
-                                 .time_ms = 0};
-        ck_assert_ok(
-            troupe_queue_publish_wait(X.qs, "q", &ev, TROUPE_SYNC_OFF));
-        want++;
-    }
+    int want = 16;
+    publish_n(want);
     ck_assert(ts_wait_until(handled_n, &want, 15000));
     troupe_queue_worker_stop_wait(&w);
     /* ttl: a pass on request */
     uint64_t passes = troupe_ttl_passes(X.ttl);
     ck_assert_ok(troupe_ttl_kick(X.ttl));
     ck_assert(ts_wait_until(ttl_passed, &passes, 15000));
-}
-
-static int
-cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
 }
 
 START_TEST(test_every_kind_and_hostile_body_answered_never_crashes)
@@ -519,14 +490,15 @@ START_TEST(test_every_kind_and_hostile_body_answered_never_crashes)
     }
     /* Every remote ask, exactly one reply: refused at delivery or
      * answered by its handler. */
-    ck_assert_msg(ts_wait_until(all_answered, NULL, 60000),
-                  "%zu of %zu remote asks answered", wire_count(), remote_asks);
-    pthread_mutex_lock(&wire.mu);
-    qsort(wire.corr, wire.n, sizeof(*wire.corr), cmp_u64);
-    ck_assert_uint_eq(wire.n, remote_asks);
-    for (size_t i = 0; i < wire.n; i++)
-        ck_assert_uint_eq(wire.corr[i], i + 1);
-    pthread_mutex_unlock(&wire.mu);
+    ck_assert_msg(ts_wait_until(ts_wire_has, &remote_asks, 60000),
+                  "%zu of %zu remote asks answered", ts_wire_count(),
+                  remote_asks);
+    size_t n;
+    uint64_t *corrs = ts_wire_sorted_corrs(&n);
+    ck_assert_uint_eq(n, remote_asks);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_uint_eq(corrs[i], i + 1);
+    free(corrs);
     troupe_runtime_stats st;
     troupe_runtime_stats_get(X.rt, &st);
     fprintf(stderr,
@@ -548,9 +520,188 @@ hostile_suite(void)
 {
     Suite *s = suite_create("hostile");
     TCase *tc = tcase_create("hostile");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, hostile_setup, close_node);
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, test_every_kind_and_hostile_body_answered_never_crashes);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+/* ---- lanes ---- */
+
+#define WORKERS 2 /* per lane */
+
+static struct {
+    _Atomic int live, handled, release;
+} H;
+
+static bool
+released(void *arg)
+{
+    (void)arg;
+    return atomic_load(&H.release) != 0;
+}
+
+static troupe_err
+blocking_handler(const troupe_queue_delivery *d, troupe_queue_outcome *out,
+                 void *arg)
+{
+    (void)d;
+    (void)arg;
+    atomic_fetch_add(&H.live, 1);
+    /* host code that takes a long time: until the test lets it go (the
+     * deadline only bounds a broken run) */
+    ts_wait_until(released, NULL, 60000);
+    atomic_fetch_sub(&H.live, 1);
+    atomic_fetch_add(&H.handled, 1);
+    out->kind = TROUPE_QUEUE_ACK;
+    return TROUPE_OK;
+}
+
+static void
+lanes_setup(void)
+{
+    memset(&H, 0, sizeof(H));
+    open_node(WORKERS);
+}
+
+static void
+lanes_teardown(void)
+{
+    atomic_store(&H.release, 1);
+    close_node();
+}
+
+/* Completions of the storage-side requests, from whichever thread. */
+static struct {
+    _Atomic int writes, reads, counts, errors;
+} S;
+
+static void
+on_write(troupe_err err, troupe_rows *rows, void *arg)
+{
+    (void)arg;
+    troupe_rows_destroy(rows);
+    atomic_fetch_add(err == TROUPE_OK ? &S.writes : &S.errors, 1);
+}
+
+static void
+on_kv(troupe_runtime *rt, troupe_err err, troupe_msg *reply, void *arg)
+{
+    (void)rt;
+    (void)reply;
+    (void)arg;
+    atomic_fetch_add(err == TROUPE_OK ? &S.reads : &S.errors, 1);
+}
+
+static void
+on_count(troupe_err err, uint64_t n, void *arg)
+{
+    (void)n;
+    (void)arg;
+    atomic_fetch_add(err == TROUPE_OK ? &S.counts : &S.errors, 1);
+}
+
+static bool
+live_full(void *arg)
+{
+    (void)arg;
+    return atomic_load(&H.live) == WORKERS;
+}
+
+#define NOPS 32
+
+static bool
+storage_done(void *arg)
+{
+    (void)arg;
+    return atomic_load(&S.errors) > 0 ||
+           (atomic_load(&S.writes) == NOPS && atomic_load(&S.reads) == NOPS &&
+            atomic_load(&S.counts) == NOPS);
+}
+
+static bool
+read_seen(void *arg)
+{
+    return atomic_load(&S.reads) + atomic_load(&S.errors) >= *(int *)arg;
+}
+
+static bool
+all_handled(void *arg)
+{
+    return atomic_load(&H.handled) >= *(int *)arg;
+}
+
+START_TEST(test_blocked_queue_handlers_never_delay_commits_or_reads)
+{
+    memset(&S, 0, sizeof(S));
+    troupe_msg *m = NULL;
+    ck_assert_ok(troupe_kv_put_msg("k", 1, "v", 1, false, &m));
+    ck_assert_ok(troupe_runtime_ask(X.rt, X.target[0], &m, 60000, on_kv, NULL));
+    int one = 1;
+    ck_assert(ts_wait_until(read_seen, &one, 10000)); /* for the reads */
+    ck_assert_int_eq(atomic_load(&S.errors), 0);
+    atomic_store(&S.reads, 0);
+    /* more events than HOST threads, each handler blocking */
+    troupe_queue_worker_opts wo = {.queue = "q",
+                                   .last = 1, /* both partitions */
+                                   .credit = 8,
+                                   .handler = blocking_handler,
+                                   .timeout_ms = 120000};
+    troupe_queue_worker *w = NULL;
+    ck_assert_ok(troupe_queue_worker_start(X.qs, &wo, &w));
+    int nev = 8;
+    publish_n(nev);
+    ck_assert(ts_wait_until(live_full, NULL, 10000));
+    /* every HOST thread is blocked now: storage work must go on */
+    for (int i = 0; i < NOPS; i++) {
+        char key[16], email[16];
+        snprintf(key, sizeof(key), "u%d", i);
+        snprintf(email, sizeof(email), "a%d", i);
+        troupe_packer p;
+        troupe_pack_init(&p);
+        troupe_pack_map(&p, 1);
+        troupe_pack_cstr(&p, "email");
+        troupe_pack_cstr(&p, email);
+        size_t dlen;
+        const void *doc = troupe_pack_data(&p, &dlen);
+        ck_assert_ok(troupe_table_upsert(X.tables, "u", key, strlen(key), doc,
+                                         dlen, NULL, on_write, NULL));
+        troupe_pack_fini(&p);
+        ck_assert_ok(troupe_kv_get_msg("k", 1, &m));
+        ck_assert_ok(
+            troupe_runtime_ask(X.rt, X.target[0], &m, 60000, on_kv, NULL));
+        troupe_index_query q = {0};
+        ck_assert_ok(
+            troupe_tables_count(X.tables, "u", "by_email", &q, on_count, NULL));
+    }
+    ck_assert_msg(ts_wait_until(storage_done, NULL, 10000),
+                  "storage work stalled behind blocked handlers: %d writes, "
+                  "%d reads, %d counts of %d (%d errors)",
+                  atomic_load(&S.writes), atomic_load(&S.reads),
+                  atomic_load(&S.counts), NOPS, atomic_load(&S.errors));
+    ck_assert_int_eq(atomic_load(&S.errors), 0);
+    /* the handlers were blocked all along */
+    ck_assert_int_eq(atomic_load(&H.live), WORKERS);
+    ck_assert_int_eq(atomic_load(&H.handled), 0);
+    troupe_rows *rows = NULL;
+    ck_assert_ok(troupe_table_get_wait(X.tables, "u", "u7", 2, &rows));
+    troupe_rows_destroy(rows);
+    atomic_store(&H.release, 1);
+    ck_assert(ts_wait_until(all_handled, &nev, 20000));
+    troupe_queue_worker_stop_wait(&w);
+}
+END_TEST
+
+Suite *
+lanes_suite(void)
+{
+    Suite *s = suite_create("lanes");
+    TCase *tc = tcase_create("lanes");
+    tcase_add_checked_fixture(tc, lanes_setup, lanes_teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc,
+                   test_blocked_queue_handlers_never_delay_commits_or_reads);
     suite_add_tcase(s, tc);
     return s;
 }
