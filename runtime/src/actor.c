@@ -178,8 +178,6 @@ pop(troupe_actor *a)
     a->mhead = atomic_load_explicit(&m->next, memory_order_relaxed);
     if (a->mhead == NULL)
         a->mtail = NULL;
-    if (m->flags & TROUPE__MSG_NETHELD)
-        troupe__net_release(a->sched->rt, m);
     return m;
 }
 
@@ -277,6 +275,7 @@ drain_dead(troupe_actor *a, troupe_err reason)
     troupe_msg *m;
     /* count is not maintained any more: nothing can reach the actor. */
     while ((m = pop(a)) != NULL) {
+        troupe__net_release(a->sched->rt, m);
         if (m->flags & TROUPE__MSG_INTERNAL) {
             if (m->kind == OP_STOP) {
                 add_stop_req(a, m->ptr);
@@ -524,8 +523,12 @@ troupe__actor_run(troupe_actor *a)
         if (m == NULL)
             break;
         n++;
-        if (m->flags & TROUPE__MSG_CHARGED)
-            bytes += m->body->len;
+        /* what the message held of the budgets (sched.c) */
+        if (m->flags & (TROUPE__MSG_CHARGED | TROUPE__MSG_NETHELD)) {
+            if (m->flags & TROUPE__MSG_CHARGED)
+                bytes += m->body->len;
+            troupe__net_release(a->sched->rt, m);
+        }
         if (m->deadline != 0 && !have_now) {
             now_ms = troupe_now_ms();
             have_now = true;
@@ -806,7 +809,7 @@ troupe_ask(troupe_actor *self, troupe_addr to, troupe_msg **m,
         return TROUPE_EINVAL;
     }
     troupe_runtime *rt = self->sched->rt;
-    uint64_t c = troupe__corr_next(rt);
+    uint64_t c = troupe__corr_next(self->sched);
     troupe_msg *msg = *m;
     msg->corr = c;
     msg->deadline = troupe_now_ms() + timeout_ms;

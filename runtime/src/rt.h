@@ -23,6 +23,7 @@
 #define SLOT_MAX_PAGES 4096u /* 16M live actors */
 #define SLOT_STRIPES 64u
 #define TROUPE__SPECK_ROUNDS 27
+#define TROUPE__IDS_BATCH 8 /* correlation ids a scheduler makes at once */
 /* Bodies up to this size live inside the message's own allocation
  * (msg.c); the mailbox byte bound leaves them to the message bound, as it
  * does headers, so that small sends pay no second atomic. */
@@ -170,6 +171,10 @@ struct sched {
     struct pending **heap;
     uint32_t heap_n, heap_cap;
     uv_timer_t ask_timer;
+    /* correlation ids made ahead (ids.c), high and low words, used from
+     * the end */
+    uint32_t id_x[TROUPE__IDS_BATCH], id_y[TROUPE__IDS_BATCH];
+    unsigned n_ids;
     int n_open_handles;
 };
 
@@ -336,13 +341,20 @@ troupe__speck_schedule(uint32_t rk[TROUPE__SPECK_ROUNDS],
                        const uint32_t key[4]);
 uint64_t
 troupe__speck_encrypt(const uint32_t rk[TROUPE__SPECK_ROUNDS], uint64_t block);
+/* The same on the TROUPE__IDS_BATCH blocks first, first + 1, ..., at once
+ * (first's low word at most UINT32_MAX - BATCH + 1): block i encrypts to
+ * xs[i] << 32 | ys[i]. */
+void
+troupe__speck_encrypt_ctr(const uint32_t rk[TROUPE__SPECK_ROUNDS],
+                          uint64_t first, uint32_t xs[TROUPE__IDS_BATCH],
+                          uint32_t ys[TROUPE__IDS_BATCH]);
 /* Draws the runtime's key (getrandom); ESYS when the kernel gives none. */
 troupe_err
 troupe__ids_init(troupe_runtime *rt);
-/* A fresh correlation id: never 0, never repeated by this runtime. Any
- * thread. */
+/* A fresh correlation id: never 0, never repeated by this runtime. On s's
+ * thread only (it draws from s's ids made ahead). */
 uint64_t
-troupe__corr_next(troupe_runtime *rt);
+troupe__corr_next(struct sched *s);
 /* A fresh generation, never 0 and never `avoid`. Caller holds slot_lock. */
 uint32_t
 troupe__gen_next(troupe_runtime *rt, uint32_t avoid);

@@ -303,7 +303,7 @@ ask_on_sched0(struct sched *s, troupe_addr to, troupe_msg **m,
               uint32_t timeout_ms, troupe_reply_cb cb, void *arg)
 {
     troupe_runtime *rt = s->rt;
-    uint64_t c = troupe__corr_next(rt);
+    uint64_t c = troupe__corr_next(s);
     troupe_err e =
         troupe__ask_register(s, c, rt->proxy_addr, to, 0, timeout_ms, cb, arg);
     if (e != TROUPE_OK)

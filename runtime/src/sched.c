@@ -96,35 +96,50 @@ troupe__runq_push(struct sched *s, troupe_actor *a)
     }
 }
 
-/* Counts and pushes; returns the previous count, or UINT32_MAX if full. */
-static uint32_t
+/* Charges m's body to a's byte bound; false when it does not fit. Out of
+ * line: the sends of small messages, which never get here, keep a short
+ * enqueue. */
+static __attribute__((noinline)) bool
+charge_bytes(troupe_actor *a, troupe_msg *m)
+{
+    uint64_t len = m->body->len;
+    uint64_t held =
+        atomic_fetch_add_explicit(&a->bytes, len, memory_order_relaxed);
+    /* alone, a message larger than the bound still passes */
+    if (held != 0 && held + len > a->byte_cap) {
+        atomic_fetch_sub_explicit(&a->bytes, len, memory_order_relaxed);
+        return false;
+    }
+    m->flags |= TROUPE__MSG_CHARGED;
+    return true;
+}
+
+/* Takes back the count of a message that does not fit (out of line: the
+ * rare path, kept out of the inlined enqueue). */
+static __attribute__((noinline)) uint32_t
+refuse(troupe_actor *a)
+{
+    atomic_fetch_sub_explicit(&a->count, 1, memory_order_acq_rel);
+    atomic_fetch_add_explicit(&a->sched->rt->st_mailbox_full, 1,
+                              memory_order_relaxed);
+    return UINT32_MAX;
+}
+
+/* Counts and pushes; returns the previous count, or UINT32_MAX if full.
+ * Inlined in every send: GCC otherwise keeps it apart since it has three
+ * callers, a call on the hottest path. */
+static inline __attribute__((always_inline)) uint32_t
 enqueue(troupe_actor *a, troupe_msg *m, bool system)
 {
     uint32_t cap = a->def->mailbox_cap ? a->def->mailbox_cap : 65536u;
     uint32_t prev =
         atomic_fetch_add_explicit(&a->count, 1, memory_order_acq_rel);
-    if (!system) {
-        if (prev >= cap)
-            goto full;
-        uint64_t len = m->body != NULL ? m->body->len : 0;
-        if (len > TROUPE__INLINE_BODY_MAX) {
-            uint64_t held =
-                atomic_fetch_add_explicit(&a->bytes, len, memory_order_relaxed);
-            /* alone, a message larger than the bound still passes */
-            if (held != 0 && held + len > a->byte_cap) {
-                atomic_fetch_sub_explicit(&a->bytes, len, memory_order_relaxed);
-                goto full;
-            }
-            m->flags |= TROUPE__MSG_CHARGED;
-        }
-    }
+    if (!system && (prev >= cap || (m->body != NULL &&
+                                    m->body->len > TROUPE__INLINE_BODY_MAX &&
+                                    !charge_bytes(a, m))))
+        return refuse(a);
     push_msg(a, m);
     return prev;
-full:
-    atomic_fetch_sub_explicit(&a->count, 1, memory_order_acq_rel);
-    atomic_fetch_add_explicit(&a->sched->rt->st_mailbox_full, 1,
-                              memory_order_relaxed);
-    return UINT32_MAX;
 }
 
 static uint64_t
