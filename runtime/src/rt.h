@@ -236,9 +236,14 @@ struct troupe_runtime {
     uint64_t gen_ctr;   /* slot_lock: counter behind the generations */
     uint32_t free_head; /* free slots threaded through free_next; 0 = none */
     /* budgets (runtime.h defaults resolved at create) */
-    uint64_t mailbox_bytes;     /* default per-mailbox byte bound */
-    uint64_t net_cap;           /* bound of net_bytes */
-    _Atomic uint64_t net_bytes; /* network messages still in mailboxes */
+    uint64_t mailbox_bytes; /* default per-mailbox byte bound */
+    uint64_t net_cap;       /* bound of net_bytes */
+    /* network messages still in mailboxes: written by the transport's
+     * threads and by every turn that takes one, so padded onto a cache
+     * line of its own (padding, not _Alignas: the runtime is calloc'd) */
+    char net_pad_a_[64];
+    _Atomic uint64_t net_bytes;
+    char net_pad_b_[64];
     /* counters (troupe_runtime_stats) */
     _Atomic uint64_t st_refused_kind, st_refused_dead, st_refused_full;
     _Atomic uint64_t st_error_replies, st_error_replies_lost;

@@ -136,9 +136,9 @@ troupe_runtime_loop(troupe_runtime *rt, unsigned i);
  * thread): `from` is TROUPE_ADDR_NONE unless the message already names one.
  * Consumes *m (NULLed) on success and failure. Errors: EINVAL, EDEAD (no
  * such actor), EFULL (mailbox at its message or byte bound; system
- * messages are exempt),
- * ECLOSED (shutting down), EUNREACHABLE (no route to the node).
- * Completions are exempt from ECLOSED and from the mailbox bound: a reply
+ * messages are exempt), ECLOSED (shutting down), EUNREACHABLE (no route
+ * to the node).
+ * Completions are exempt from ECLOSED and from the mailbox bounds: a reply
  * (TROUPE_MSG_REPLY with the ask's corr, e.g. answered from a storage or
  * worker thread) and a message with ptr set (an adapter's completion) still
  * reach live actors while shutdown drains them.
