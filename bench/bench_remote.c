@@ -448,6 +448,7 @@ static const troupe_actor_def ow_send_def = {
     .init = ow_send_init,
     .handlers = ow_send_handlers,
     .n_handlers = OW_KINDS,
+    .remote_kinds = TROUPE_KIND_BIT(OW_ACK) | TROUPE_KIND_BIT(OW_FIN),
 };
 static const troupe_handler_fn ow_recv_handlers[OW_KINDS] = {
     [OW_DATA] = ow_recv_on_data,
@@ -458,6 +459,7 @@ static const troupe_actor_def ow_recv_def = {
     .init = ow_recv_init,
     .handlers = ow_recv_handlers,
     .n_handlers = OW_KINDS,
+    .remote_kinds = TROUPE_KIND_BIT(OW_DATA),
 };
 
 struct cfg {
@@ -541,6 +543,7 @@ static const troupe_actor_def echo_def = {
     .name = "bench.remote.echo",
     .handlers = echo_handlers,
     .n_handlers = ECHO_KINDS,
+    .remote_kinds = TROUPE_KIND_BIT(ECHO_REQ),
 };
 
 struct ask_arg {

@@ -275,8 +275,11 @@ on_ping(troupe_actor *self, void *st, const troupe_msg *m)
 }
 
 static const troupe_handler_fn ponger_handlers[P_NKINDS] = {[P_PING] = on_ping};
-static const troupe_actor_def ponger_def = {
-    .name = "ponger", .handlers = ponger_handlers, .n_handlers = P_NKINDS};
+static const troupe_actor_def ponger_def = {.name = "ponger",
+                                            .handlers = ponger_handlers,
+                                            .n_handlers = P_NKINDS,
+                                            .remote_kinds =
+                                                TROUPE_KIND_BIT(P_PING)};
 
 typedef struct pinger_cfg {
     uint32_t peer_node;

@@ -72,11 +72,14 @@ slot_alloc(troupe_runtime *rt, uint32_t *idx, uint32_t *gen)
         rt->slot_hwm = i;
         sl = troupe__slot_get(rt, i);
     }
-    uint32_t g = atomic_load_explicit(&sl->gen, memory_order_relaxed);
-    if (g == 0) {
-        g = rt->gen_base;
-        atomic_store_explicit(&sl->gen, g, memory_order_relaxed);
-    }
+    /* A fresh unguessable generation per allocation (ids.c): an address a
+     * peer learned reveals nothing about any other actor's, and differs
+     * from the slot's previous incarnation's so a stale send fails. The
+     * actor pointer is still NULL here, so lock-free readers see no actor
+     * whatever generation they read (sched.c). */
+    uint32_t g = troupe__gen_next(rt, sl->last_gen);
+    sl->last_gen = g;
+    atomic_store_explicit(&sl->gen, g, memory_order_relaxed);
     pthread_mutex_unlock(&rt->slot_lock);
     *idx = i;
     *gen = g;
@@ -272,6 +275,7 @@ drain_dead(troupe_actor *a, troupe_err reason)
     troupe_msg *m;
     /* count is not maintained any more: nothing can reach the actor. */
     while ((m = pop(a)) != NULL) {
+        troupe__net_release(a->sched->rt, m);
         if (m->flags & TROUPE__MSG_INTERNAL) {
             if (m->kind == OP_STOP) {
                 add_stop_req(a, m->ptr);
@@ -511,6 +515,7 @@ troupe__actor_run(troupe_actor *a)
 {
     uint32_t batch = a->def->batch ? a->def->batch : 64;
     uint32_t n = 0;
+    uint64_t bytes = 0; /* charged bytes taken this turn */
     int64_t now_ms = 0;
     bool have_now = false;
     while (n < batch) {
@@ -518,6 +523,12 @@ troupe__actor_run(troupe_actor *a)
         if (m == NULL)
             break;
         n++;
+        /* what the message held of the budgets (sched.c) */
+        if (m->flags & (TROUPE__MSG_CHARGED | TROUPE__MSG_NETHELD)) {
+            if (m->flags & TROUPE__MSG_CHARGED)
+                bytes += m->body->len;
+            troupe__net_release(a->sched->rt, m);
+        }
         if (m->deadline != 0 && !have_now) {
             now_ms = troupe_now_ms();
             have_now = true;
@@ -525,6 +536,10 @@ troupe__actor_run(troupe_actor *a)
         if (!handle(a, m, now_ms))
             return; /* freed */
     }
+    /* Bytes before count: once count says the turn is over a sender may
+     * find the mailbox empty, and must then find its bytes free too. */
+    if (bytes > 0)
+        atomic_fetch_sub_explicit(&a->bytes, bytes, memory_order_relaxed);
     uint32_t prev =
         atomic_fetch_sub_explicit(&a->count, n, memory_order_acq_rel);
     if (prev - n > 0)
@@ -604,6 +619,7 @@ troupe__spawn(troupe_runtime *rt, const troupe_actor_def *def,
     a->def = def;
     a->sched = s;
     a->arg = o ? o->arg : NULL;
+    a->byte_cap = def->mailbox_bytes ? def->mailbox_bytes : rt->mailbox_bytes;
     bool supervised = o && !troupe_addr_is_none(o->supervisor);
     if (supervised ||
         (o && (o->policy != TROUPE_SUPERVISE_STOP || o->arg_free != NULL))) {
@@ -777,8 +793,7 @@ troupe_send(troupe_actor *self, troupe_addr to, troupe_msg **m)
         return TROUPE_EINVAL;
     }
     (*m)->from = addr_of(self);
-    (*m)->flags &= ~(uint32_t)(TROUPE__MSG_INTERNAL | TROUPE__MSG_MATCHED |
-                               TROUPE_MSG_SYSTEM);
+    (*m)->flags &= ~(uint32_t)(TROUPE__MSG_PRIVATE | TROUPE_MSG_SYSTEM);
     return troupe__post(self->sched->rt, self->sched, to, m, false);
 }
 
@@ -794,14 +809,14 @@ troupe_ask(troupe_actor *self, troupe_addr to, troupe_msg **m,
         return TROUPE_EINVAL;
     }
     troupe_runtime *rt = self->sched->rt;
-    uint64_t c = atomic_fetch_add(&rt->next_corr, 1) + 1;
+    uint64_t c = troupe__corr_next(self->sched);
     troupe_msg *msg = *m;
     msg->corr = c;
     msg->deadline = troupe_now_ms() + timeout_ms;
     msg->from = addr_of(self);
-    msg->flags &= ~(uint32_t)(TROUPE__MSG_INTERNAL | TROUPE__MSG_MATCHED |
-                              TROUPE_MSG_SYSTEM | TROUPE_MSG_REPLY);
-    troupe_err e = troupe__ask_register(self->sched, c, addr_of(self),
+    msg->flags &=
+        ~(uint32_t)(TROUPE__MSG_PRIVATE | TROUPE_MSG_SYSTEM | TROUPE_MSG_REPLY);
+    troupe_err e = troupe__ask_register(self->sched, c, addr_of(self), to,
                                         reply_kind, timeout_ms, NULL, NULL);
     if (e != TROUPE_OK) {
         troupe_msg_destroy(msg);

@@ -8,6 +8,16 @@
  * Exactly once: an entry leaves the table either when its reply is matched
  * or when its deadline fires, never both; a reply that finds no entry is
  * late and dropped.
+ *
+ * Matching. Correlation ids are unguessable and unique per runtime (ids.c),
+ * and a reply must also name the asker. A reply from another node (NET)
+ * must moreover come from the node the ask was sent to, as the transport
+ * names the link it arrived on in from.node: a peer that learned or
+ * guessed an id still cannot answer an ask sent to someone else. Replies
+ * made on this node (actors, workers, the storage writer, which may
+ * answer with from = NONE) need only the asker and the id: nothing local
+ * is hostile. A reply that fails the check leaves the entry in place, so
+ * the real reply (or the deadline) still completes the ask.
  */
 #include <string.h>
 
@@ -18,6 +28,7 @@ struct pending {
     uint64_t corr;
     uint64_t deadline; /* uv_now() ms */
     troupe_addr asker;
+    troupe_addr target; /* where the ask went */
     uint32_t reply_kind;
     uint32_t heap_idx;
     troupe_reply_cb cb; /* host ask (proxy) when non-NULL */
@@ -145,8 +156,8 @@ unlink_corr(struct sched *s, uint64_t corr)
 
 troupe_err
 troupe__ask_register(struct sched *s, uint64_t corr, troupe_addr asker,
-                     uint32_t reply_kind, uint32_t timeout_ms,
-                     troupe_reply_cb cb, void *cb_arg)
+                     troupe_addr target, uint32_t reply_kind,
+                     uint32_t timeout_ms, troupe_reply_cb cb, void *cb_arg)
 {
     if (s->ptab_n + 1 > s->ptab_cap / 2 && table_grow(s) != TROUPE_OK)
         return TROUPE_ENOMEM;
@@ -165,6 +176,7 @@ troupe__ask_register(struct sched *s, uint64_t corr, troupe_addr asker,
     p->corr = corr;
     p->deadline = uv_now(s->loop) + timeout_ms;
     p->asker = asker;
+    p->target = target;
     p->reply_kind = reply_kind;
     p->cb = cb;
     p->cb_arg = cb_arg;
@@ -186,13 +198,25 @@ troupe__ask_unregister(struct sched *s, uint64_t corr)
     troupe_free(unlink_corr(s, corr));
 }
 
+/* See the design note. */
+static bool
+reply_fits(const troupe_runtime *rt, const struct pending *p,
+           const troupe_msg *m)
+{
+    if (!troupe_addr_eq(p->asker, m->to))
+        return false;
+    if (!(m->flags & TROUPE__MSG_NET))
+        return true;
+    return p->target.node != rt->node_id && m->from.node == p->target.node;
+}
+
 bool
 troupe__ask_match(struct sched *s, troupe_msg *m, bool *consumed)
 {
     struct pending *p = unlink_corr(s, m->corr);
     if (p == NULL)
         return false;
-    if (!troupe_addr_eq(p->asker, m->to)) {
+    if (!reply_fits(s->rt, p, m)) {
         /* A forged or misrouted reply must not complete someone else's
          * ask: put the entry back. */
         uint32_t h = hash_corr(p->corr, s->ptab_cap);

@@ -11,7 +11,7 @@
  * header: one malloc per message instead of two. The header holds one
  * reference on that body (so the block outlives a header whose body was
  * taken or replaced), m->body another. */
-#define INLINE_BODY_MAX 64
+#define INLINE_BODY_MAX TROUPE__INLINE_BODY_MAX
 #define BODY_IN_MSG 2u
 #define MSG_BODY_INLINE 1u
 _Static_assert(sizeof(troupe_msg) % _Alignof(max_align_t) == 0,

@@ -22,11 +22,32 @@
 #define SLOT_PAGE_SIZE (1u << SLOT_PAGE_BITS)
 #define SLOT_MAX_PAGES 4096u /* 16M live actors */
 #define SLOT_STRIPES 64u
+#define TROUPE__SPECK_ROUNDS 27
+#define TROUPE__IDS_BATCH 8 /* correlation ids a scheduler makes at once */
+/* Bodies up to this size live inside the message's own allocation
+ * (msg.c); the mailbox byte bound leaves them to the message bound, as it
+ * does headers, so that small sends pay no second atomic. */
+#define TROUPE__INLINE_BODY_MAX 64
+#define TROUPE__LANES 2
 
 /* Internal flags, never accepted from the wire (deliver strips them). */
 #define TROUPE__MSG_INTERNAL (1u << 30) /* kind is an internal op below */
 #define TROUPE__MSG_MATCHED (1u << 29)  /* a reply already matched its ask */
+/* Arrived from another node (troupe_runtime_deliver): admitted only with
+ * a kind declared remote, counted in the network budget, and, if a reply,
+ * matched only against an ask sent to the node it claims to come from. */
+#define TROUPE__MSG_NET (1u << 28)
+/* Its body bytes are counted in the receiver's mailbox byte bound. */
+#define TROUPE__MSG_CHARGED (1u << 27)
+/* It holds its share of the network budget (from admission to pop). */
+#define TROUPE__MSG_NETHELD (1u << 26)
+#define TROUPE__MSG_PRIVATE                                                    \
+    (TROUPE__MSG_INTERNAL | TROUPE__MSG_MATCHED | TROUPE__MSG_NET |            \
+     TROUPE__MSG_CHARGED | TROUPE__MSG_NETHELD)
 #define TROUPE__MSG_WIRE_FLAGS (TROUPE_MSG_REPLY)
+/* What a message from the network costs in the network budget beyond its
+ * body: the header it occupies (an empty body is not free). */
+#define TROUPE__NET_MSG_COST ((uint64_t)sizeof(troupe_msg))
 
 enum internal_op {
     OP_INIT,        /* first message of every actor */
@@ -48,6 +69,8 @@ struct slot {
     _Atomic uint32_t gen;
     _Atomic uint32_t sched; /* scheduler of the live actor */
     uint32_t free_next;     /* guarded by slot_lock while the slot is free */
+    uint32_t last_gen;      /* slot_lock: the last live generation, which
+                               the next one must differ from */
     troupe_actor *_Atomic actor;
 };
 
@@ -89,6 +112,8 @@ struct troupe_actor {
     troupe_msg *_Atomic inbox;   /* MPSC stack: senders push, owner grabs */
     troupe_msg *mhead, *mtail;   /* owner: FIFO taken from inbox */
     _Atomic uint32_t count;      /* queued, not yet accounted by a turn */
+    _Atomic uint64_t bytes;      /* body bytes of charged queued messages */
+    uint64_t byte_cap;           /* their bound (def or runtime default) */
     _Atomic uint32_t stopping;   /* a stop is requested */
     _Atomic uint32_t n_children; /* live supervised children */
     uint32_t slot, gen;
@@ -146,6 +171,10 @@ struct sched {
     struct pending **heap;
     uint32_t heap_n, heap_cap;
     uv_timer_t ask_timer;
+    /* correlation ids made ahead (ids.c), high and low words, used from
+     * the end */
+    uint32_t id_x[TROUPE__IDS_BATCH], id_y[TROUPE__IDS_BATCH];
+    unsigned n_ids;
     int n_open_handles;
 };
 
@@ -157,15 +186,28 @@ struct job {
     void (*done_cb)(void *, troupe_runtime *);
     troupe_addr target;
     uint32_t done_kind;
+    bool counted;   /* counts against the lane's job bound */
+    uint64_t bytes; /* declared by the submitter */
+};
+
+/* One lane of the worker pool (work.c): its own threads and queue. */
+struct lane {
+    troupe_runtime *rt;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    struct job *head, *tail; /* lock */
+    uint32_t jobs;           /* lock: counted jobs queued or running */
+    uint64_t bytes;          /* lock: declared bytes queued or running */
+    uint32_t max_jobs;
+    uint64_t max_bytes;
+    bool stopping; /* lock */
+    unsigned n;    /* threads started */
+    pthread_t *threads;
 };
 
 struct workers {
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    struct job *head, *tail;
-    bool stopping;
-    unsigned n, alive;
-    pthread_t *threads;
+    struct lane lanes[TROUPE__LANES];
+    _Atomic unsigned alive; /* threads of every lane not yet exited */
 };
 
 struct regent {
@@ -182,16 +224,31 @@ struct troupe_runtime {
     struct sched *scheds;
     _Atomic unsigned rr;
     _Atomic int phase;
-    _Atomic uint64_t next_corr;
+    _Atomic uint64_t next_corr; /* counter behind the correlation ids */
     _Atomic uint64_t next_timer;
+    /* Round keys of the id cipher (ids.c), from a random key per runtime;
+     * read-only after create. */
+    uint32_t id_keys[TROUPE__SPECK_ROUNDS];
     /* slots */
     struct slot *_Atomic pages[SLOT_MAX_PAGES];
     pthread_mutex_t slot_lock;
     uint32_t slot_hwm;
-    uint32_t gen_base;  /* first generation of a fresh slot: random per
-                           runtime, so addresses of a restarted node's
-                           actors do not repeat its previous incarnation's */
+    uint64_t gen_ctr;   /* slot_lock: counter behind the generations */
     uint32_t free_head; /* free slots threaded through free_next; 0 = none */
+    /* budgets (runtime.h defaults resolved at create) */
+    uint64_t mailbox_bytes; /* default per-mailbox byte bound */
+    uint64_t net_cap;       /* bound of net_bytes */
+    /* network messages still in mailboxes: written by the transport's
+     * threads and by every turn that takes one, so padded onto a cache
+     * line of its own (padding, not _Alignas: the runtime is calloc'd) */
+    char net_pad_a_[64];
+    _Atomic uint64_t net_bytes;
+    char net_pad_b_[64];
+    /* counters (troupe_runtime_stats) */
+    _Atomic uint64_t st_refused_kind, st_refused_dead, st_refused_full;
+    _Atomic uint64_t st_error_replies, st_error_replies_lost;
+    _Atomic uint64_t st_mailbox_full;
+    _Atomic uint64_t st_work_refused, st_work_cancelled;
     pthread_mutex_t stripes[SLOT_STRIPES];
     /* remote hook: ctx is stored before ops (release), ops loaded once */
     const troupe_remote_ops *_Atomic remote;
@@ -229,6 +286,10 @@ troupe__post(troupe_runtime *rt, struct sched *from, troupe_addr to,
              troupe_msg **m, bool system);
 void
 troupe__local_enqueue(troupe_actor *a, troupe_msg *m);
+/* Gives back what a message from the network held of the network budget
+ * (no-op for others); for whoever takes it out of a mailbox. */
+void
+troupe__net_release(troupe_runtime *rt, troupe_msg *m);
 troupe_err
 troupe__ctl(struct sched *s, void (*fn)(struct sched *, void *), void *arg);
 /* The same for troupe_runtime_post's callback form. */
@@ -267,8 +328,8 @@ troupe__internal_msg(uint32_t op, troupe_err err, void *ptr);
 /* asks (ask.c) */
 troupe_err
 troupe__ask_register(struct sched *s, uint64_t corr, troupe_addr asker,
-                     uint32_t reply_kind, uint32_t timeout_ms,
-                     troupe_reply_cb cb, void *cb_arg);
+                     troupe_addr target, uint32_t reply_kind,
+                     uint32_t timeout_ms, troupe_reply_cb cb, void *cb_arg);
 /* Matches a reply; returns false when it is late (caller drops it). When
  * the entry was a host callback, runs it and sets *consumed. */
 bool
@@ -278,9 +339,34 @@ troupe__ask_unregister(struct sched *s, uint64_t corr);
 void
 troupe__ask_close_all(struct sched *s);
 
+/* unguessable ids (ids.c) */
+/* Speck64/128: key[0] is k0, key[1..3] are l0..l2. */
+void
+troupe__speck_schedule(uint32_t rk[TROUPE__SPECK_ROUNDS],
+                       const uint32_t key[4]);
+uint64_t
+troupe__speck_encrypt(const uint32_t rk[TROUPE__SPECK_ROUNDS], uint64_t block);
+/* The same on the TROUPE__IDS_BATCH blocks first, first + 1, ..., at once
+ * (first's low word at most UINT32_MAX - BATCH + 1): block i encrypts to
+ * xs[i] << 32 | ys[i]. */
+void
+troupe__speck_encrypt_ctr(const uint32_t rk[TROUPE__SPECK_ROUNDS],
+                          uint64_t first, uint32_t xs[TROUPE__IDS_BATCH],
+                          uint32_t ys[TROUPE__IDS_BATCH]);
+/* Draws the runtime's key (getrandom); ESYS when the kernel gives none. */
+troupe_err
+troupe__ids_init(troupe_runtime *rt);
+/* A fresh correlation id: never 0, never repeated by this runtime. On s's
+ * thread only (it draws from s's ids made ahead). */
+uint64_t
+troupe__corr_next(struct sched *s);
+/* A fresh generation, never 0 and never `avoid`. Caller holds slot_lock. */
+uint32_t
+troupe__gen_next(troupe_runtime *rt, uint32_t avoid);
+
 /* workers (work.c) */
 troupe_err
-troupe__workers_start(troupe_runtime *rt, unsigned n);
+troupe__workers_start(troupe_runtime *rt, const troupe_runtime_opts *o);
 void
 troupe__workers_stop(troupe_runtime *rt);
 void

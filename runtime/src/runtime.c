@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "rt.h"
@@ -38,15 +37,6 @@ sched_main(void *arg)
     return NULL;
 }
 
-static uint32_t
-random_gen_base(void)
-{
-    uint32_t g = 0;
-    if (getrandom(&g, sizeof(g), GRND_NONBLOCK) != (ssize_t)sizeof(g))
-        g = (uint32_t)(uv_hrtime() ^ ((uint64_t)getpid() << 16));
-    return g == 0 ? 1 : g;
-}
-
 troupe_err
 troupe_runtime_create(troupe_runtime **out, const troupe_runtime_opts *opts)
 {
@@ -54,7 +44,8 @@ troupe_runtime_create(troupe_runtime **out, const troupe_runtime_opts *opts)
         return TROUPE_EINVAL;
     *out = NULL;
     troupe_runtime_opts o = opts ? *opts : (troupe_runtime_opts){0};
-    if (o.schedulers > TROUPE_MAX_SCHEDULERS || o.workers > TROUPE_MAX_WORKERS)
+    if (o.schedulers > TROUPE_MAX_SCHEDULERS ||
+        o.workers > TROUPE_MAX_WORKERS || o.host_workers > TROUPE_MAX_WORKERS)
         return TROUPE_EINVAL;
     if (o.schedulers == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -62,13 +53,29 @@ troupe_runtime_create(troupe_runtime **out, const troupe_runtime_opts *opts)
     }
     if (o.workers == 0)
         o.workers = 4;
+    if (o.host_workers == 0)
+        o.host_workers = o.workers;
     if (o.node_id == 0)
         o.node_id = 1;
+    if (o.mailbox_bytes == 0)
+        o.mailbox_bytes = TROUPE_DEFAULT_MAILBOX_BYTES;
+    if (o.net_bytes == 0)
+        o.net_bytes = TROUPE_DEFAULT_NET_BYTES;
+    if (o.work_max_jobs == 0)
+        o.work_max_jobs = TROUPE_DEFAULT_WORK_JOBS;
+    if (o.work_max_bytes == 0)
+        o.work_max_bytes = TROUPE_DEFAULT_WORK_BYTES;
     troupe_runtime *rt = troupe_calloc(1, sizeof(*rt));
     if (rt == NULL)
         return TROUPE_ENOMEM;
+    troupe_err ke = troupe__ids_init(rt);
+    if (ke != TROUPE_OK) {
+        troupe_free(rt);
+        return ke;
+    }
     rt->node_id = o.node_id;
-    rt->gen_base = random_gen_base();
+    rt->mailbox_bytes = o.mailbox_bytes;
+    rt->net_cap = o.net_bytes;
     rt->n_sched = o.schedulers;
     atomic_init(&rt->phase, RT_RUNNING);
     pthread_mutex_init(&rt->slot_lock, NULL);
@@ -91,7 +98,7 @@ troupe_runtime_create(troupe_runtime **out, const troupe_runtime_opts *opts)
             inited++;
     }
     if (e == TROUPE_OK)
-        e = troupe__workers_start(rt, o.workers);
+        e = troupe__workers_start(rt, &o);
     troupe_addr proxy;
     if (e == TROUPE_OK) {
         troupe_spawn_opts so = TROUPE_SPAWN_OPTS_INIT;
@@ -177,9 +184,31 @@ troupe_runtime_send(troupe_runtime *rt, troupe_addr to, troupe_msg **m)
     bool completion = (*m)->ptr != NULL || ((*m)->flags & TROUPE_MSG_REPLY);
     if (!completion && atomic_load(&rt->phase) != RT_RUNNING)
         return reject(m, TROUPE_ECLOSED);
-    (*m)->flags &= ~(uint32_t)(TROUPE__MSG_INTERNAL | TROUPE__MSG_MATCHED |
-                               TROUPE_MSG_SYSTEM);
+    (*m)->flags &= ~(uint32_t)(TROUPE__MSG_PRIVATE | TROUPE_MSG_SYSTEM);
     return troupe__post(rt, NULL, to, m, completion);
+}
+
+/* Answers a refused ask from another node at once. The reply names the
+ * target as its sender, so it matches the ask at the asker's node, and it
+ * goes through the transport's bounded queues, which may refuse it. */
+static void
+refusal_reply(troupe_runtime *rt, troupe_addr asker, troupe_addr target,
+              uint64_t corr, troupe_err err)
+{
+    troupe_msg *r = NULL;
+    if (troupe_msg_create(&r, 0, NULL, 0) != TROUPE_OK) {
+        atomic_fetch_add_explicit(&rt->st_error_replies_lost, 1,
+                                  memory_order_relaxed);
+        return;
+    }
+    r->flags = TROUPE_MSG_REPLY;
+    r->from = target;
+    r->corr = corr;
+    r->err = err;
+    troupe_err e = troupe__post(rt, NULL, asker, &r, true);
+    atomic_fetch_add_explicit(e == TROUPE_OK ? &rt->st_error_replies
+                                             : &rt->st_error_replies_lost,
+                              1, memory_order_relaxed);
 }
 
 troupe_err
@@ -189,9 +218,48 @@ troupe_runtime_deliver(troupe_runtime *rt, troupe_msg **m)
         return TROUPE_EINVAL;
     if (rt == NULL || (*m)->to.node != rt->node_id || (*m)->ptr != NULL)
         return reject(m, TROUPE_EINVAL);
-    (*m)->flags &= TROUPE__MSG_WIRE_FLAGS;
-    bool reply = ((*m)->flags & TROUPE_MSG_REPLY) != 0;
-    return troupe__post(rt, NULL, (*m)->to, m, reply);
+    troupe_msg *msg = *m;
+    msg->flags = (msg->flags & TROUPE__MSG_WIRE_FLAGS) | TROUPE__MSG_NET;
+    bool reply = (msg->flags & TROUPE_MSG_REPLY) != 0;
+    /* Only an ask from another node is answered: a reply is never
+     * answered, and one claiming a local asker would make this node
+     * answer itself. */
+    bool ask = !reply && msg->corr != 0 && !troupe_addr_is_none(msg->from) &&
+               msg->from.node != rt->node_id;
+    troupe_addr asker = msg->from, target = msg->to;
+    uint64_t corr = msg->corr;
+    troupe_err e = troupe__post(rt, NULL, target, m, reply);
+    if (e == TROUPE_OK)
+        return e;
+    _Atomic uint64_t *ctr = e == TROUPE_EINVAL  ? &rt->st_refused_kind
+                            : e == TROUPE_EFULL ? &rt->st_refused_full
+                                                : &rt->st_refused_dead;
+    atomic_fetch_add_explicit(ctr, 1, memory_order_relaxed);
+    if (ask && (e == TROUPE_EDEAD || e == TROUPE_EFULL || e == TROUPE_EINVAL))
+        refusal_reply(rt, asker, target, corr, e);
+    return e;
+}
+
+void
+troupe_runtime_stats_get(const troupe_runtime *rt, troupe_runtime_stats *out)
+{
+    if (out == NULL)
+        return;
+    memset(out, 0, sizeof(*out));
+    if (rt == NULL)
+        return;
+    troupe_runtime *r = (troupe_runtime *)rt; /* atomics: loads only */
+#define LOAD(f) atomic_load_explicit(&r->f, memory_order_relaxed)
+    out->remote_refused_kind = LOAD(st_refused_kind);
+    out->remote_refused_dead = LOAD(st_refused_dead);
+    out->remote_refused_full = LOAD(st_refused_full);
+    out->error_replies = LOAD(st_error_replies);
+    out->error_replies_lost = LOAD(st_error_replies_lost);
+    out->mailbox_full = LOAD(st_mailbox_full);
+    out->net_bytes = LOAD(net_bytes);
+    out->work_refused = LOAD(st_work_refused);
+    out->work_cancelled = LOAD(st_work_cancelled);
+#undef LOAD
 }
 
 troupe_err
@@ -216,6 +284,7 @@ troupe_runtime_reply(troupe_runtime *rt, troupe_addr to, uint64_t corr,
     r->corr = corr;
     r->err = err;
     r->flags = TROUPE_MSG_REPLY;
+    r->from = (troupe_addr){rt->node_id, 0, 0}; /* this node, no actor */
     return troupe_runtime_send(rt, to, &r);
 }
 
@@ -234,9 +303,9 @@ ask_on_sched0(struct sched *s, troupe_addr to, troupe_msg **m,
               uint32_t timeout_ms, troupe_reply_cb cb, void *arg)
 {
     troupe_runtime *rt = s->rt;
-    uint64_t c = atomic_fetch_add(&rt->next_corr, 1) + 1;
+    uint64_t c = troupe__corr_next(s);
     troupe_err e =
-        troupe__ask_register(s, c, rt->proxy_addr, 0, timeout_ms, cb, arg);
+        troupe__ask_register(s, c, rt->proxy_addr, to, 0, timeout_ms, cb, arg);
     if (e != TROUPE_OK)
         return reject(m, e);
     (*m)->corr = c;
@@ -271,8 +340,8 @@ troupe_runtime_ask(troupe_runtime *rt, troupe_addr to, troupe_msg **m,
         return reject(m, TROUPE_ECLOSED);
     if (to.node == rt->node_id && !troupe__addr_alive(rt, to))
         return reject(m, TROUPE_EDEAD);
-    (*m)->flags &= ~(uint32_t)(TROUPE__MSG_INTERNAL | TROUPE__MSG_MATCHED |
-                               TROUPE_MSG_SYSTEM | TROUPE_MSG_REPLY);
+    (*m)->flags &=
+        ~(uint32_t)(TROUPE__MSG_PRIVATE | TROUPE_MSG_SYSTEM | TROUPE_MSG_REPLY);
     /* Already on scheduler 0 (a host callback asking again, the common
      * case): register and post here, without the control queue's
      * allocation and a wakeup of this very thread. */
@@ -428,11 +497,13 @@ free_proxy(troupe_runtime *rt)
     troupe_msg *m = atomic_exchange(&proxy->inbox, NULL);
     while (m != NULL) {
         troupe_msg *next = atomic_load(&m->next);
+        troupe__net_release(rt, m);
         troupe_msg_destroy(m);
         m = next;
     }
     for (m = proxy->mhead; m != NULL;) {
         troupe_msg *next = atomic_load(&m->next);
+        troupe__net_release(rt, m);
         troupe_msg_destroy(m);
         m = next;
     }
@@ -459,10 +530,9 @@ static void
 sched_handle_closed(uv_handle_t *h)
 {
     struct sched *s = h->data;
-    if (h == (uv_handle_t *)&s->wake) {
-        close(s->wake_fd);
-        s->wake_fd = -1;
-    }
+    /* The eventfd stays open until destroy: a thread that queued the last
+     * control call here (the pool's last worker, another scheduler) may
+     * still be writing its wakeup to it. */
     if (--s->n_open_handles == 0 && s->idx == 0)
         all_done(s->rt);
 }
@@ -583,6 +653,9 @@ troupe_runtime_destroy(troupe_runtime *rt)
         pthread_mutex_destroy(&s->ctl_lock);
     }
     troupe__workers_join(rt);
+    /* Every thread that could wake a scheduler has been joined. */
+    for (unsigned i = 0; i < rt->n_sched; i++)
+        close(rt->scheds[i].wake_fd);
     for (unsigned i = 0; i < SLOT_MAX_PAGES; i++)
         troupe_free(atomic_load(&rt->pages[i]));
     for (unsigned i = 0; i < 64; i++) {

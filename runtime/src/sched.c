@@ -20,6 +20,20 @@
  * Mailboxes are a Treiber stack (senders CAS-push) grabbed whole by the
  * owner and reversed: no stub node, so an idle actor stays small, and order
  * per sender is kept.
+ *
+ * Bounds. A user message counts against its mailbox's message bound
+ * (`count`) and, if its body is larger than an inline one, its byte bound
+ * (`bytes`, the message flagged CHARGED so the turn that takes it knows to
+ * give the bytes back). Headers and inline bodies (up to 64 bytes, in the
+ * header's own allocation) are bounded by the message count alone: that
+ * keeps the second atomic off the small sends that dominate.
+ * System messages, replies and completions are exempt: they answer
+ * something this node started and must not be lost. A message from
+ * another node (NET) is admitted only with a kind its receiver declares
+ * remote, and counts in the runtime-wide network budget until it leaves
+ * the mailbox (pop), so that many actors cannot add up without a bound. A
+ * peer cannot make anything exempt: deliver keeps only its REPLY flag, and
+ * replies from the network still count in that budget.
  */
 #include <errno.h>
 #include <sched.h>
@@ -82,19 +96,88 @@ troupe__runq_push(struct sched *s, troupe_actor *a)
     }
 }
 
-/* Counts and pushes; returns the previous count, or UINT32_MAX if full. */
-static uint32_t
+/* Charges m's body to a's byte bound; false when it does not fit. Out of
+ * line: the sends of small messages, which never get here, keep a short
+ * enqueue. */
+static __attribute__((noinline)) bool
+charge_bytes(troupe_actor *a, troupe_msg *m)
+{
+    uint64_t len = m->body->len;
+    uint64_t held =
+        atomic_fetch_add_explicit(&a->bytes, len, memory_order_relaxed);
+    /* alone, a message larger than the bound still passes */
+    if (held != 0 && held + len > a->byte_cap) {
+        atomic_fetch_sub_explicit(&a->bytes, len, memory_order_relaxed);
+        return false;
+    }
+    m->flags |= TROUPE__MSG_CHARGED;
+    return true;
+}
+
+/* Takes back the count of a message that does not fit (out of line: the
+ * rare path, kept out of the inlined enqueue). */
+static __attribute__((noinline)) uint32_t
+refuse(troupe_actor *a)
+{
+    atomic_fetch_sub_explicit(&a->count, 1, memory_order_acq_rel);
+    atomic_fetch_add_explicit(&a->sched->rt->st_mailbox_full, 1,
+                              memory_order_relaxed);
+    return UINT32_MAX;
+}
+
+/* Counts and pushes; returns the previous count, or UINT32_MAX if full.
+ * Inlined in every send: GCC otherwise keeps it apart since it has three
+ * callers, a call on the hottest path. */
+static inline __attribute__((always_inline)) uint32_t
 enqueue(troupe_actor *a, troupe_msg *m, bool system)
 {
     uint32_t cap = a->def->mailbox_cap ? a->def->mailbox_cap : 65536u;
     uint32_t prev =
         atomic_fetch_add_explicit(&a->count, 1, memory_order_acq_rel);
-    if (!system && prev >= cap) {
-        atomic_fetch_sub_explicit(&a->count, 1, memory_order_acq_rel);
-        return UINT32_MAX;
-    }
+    if (!system && (prev >= cap || (m->body != NULL &&
+                                    m->body->len > TROUPE__INLINE_BODY_MAX &&
+                                    !charge_bytes(a, m))))
+        return refuse(a);
     push_msg(a, m);
     return prev;
+}
+
+static uint64_t
+net_cost(const troupe_msg *m)
+{
+    return TROUPE__NET_MSG_COST + (m->body != NULL ? m->body->len : 0);
+}
+
+/* A message from the network may enter a's mailbox: its kind is declared
+ * remote (or it is a reply) and the network budget has room. On OK the
+ * cost is charged; troupe__net_release gives it back. */
+static troupe_err
+net_admit(troupe_runtime *rt, troupe_actor *a, troupe_msg *m)
+{
+    if (!(m->flags & TROUPE_MSG_REPLY) &&
+        (m->kind >= 64 || !(a->def->remote_kinds & TROUPE_KIND_BIT(m->kind))))
+        return TROUPE_EINVAL;
+    uint64_t c = net_cost(m);
+    uint64_t held =
+        atomic_fetch_add_explicit(&rt->net_bytes, c, memory_order_relaxed);
+    if (held + c > rt->net_cap) {
+        atomic_fetch_sub_explicit(&rt->net_bytes, c, memory_order_relaxed);
+        atomic_fetch_add_explicit(&rt->st_mailbox_full, 1,
+                                  memory_order_relaxed);
+        return TROUPE_EFULL;
+    }
+    m->flags |= TROUPE__MSG_NETHELD;
+    return TROUPE_OK;
+}
+
+void
+troupe__net_release(troupe_runtime *rt, troupe_msg *m)
+{
+    if (m->flags & TROUPE__MSG_NETHELD) {
+        m->flags &= ~(uint32_t)TROUPE__MSG_NETHELD;
+        atomic_fetch_sub_explicit(&rt->net_bytes, net_cost(m),
+                                  memory_order_relaxed);
+    }
 }
 
 void
@@ -159,9 +242,19 @@ troupe__post(troupe_runtime *rt, struct sched *from, troupe_addr to,
         troupe_msg_destroy(m);
         return TROUPE_EDEAD;
     }
+    /* From the network: only ever on this locked path (from is NULL). */
+    if (m->flags & TROUPE__MSG_NET) {
+        troupe_err e = net_admit(rt, a, m);
+        if (e != TROUPE_OK) {
+            pthread_mutex_unlock(lk);
+            troupe_msg_destroy(m);
+            return e;
+        }
+    }
     uint32_t prev = enqueue(a, m, system);
     pthread_mutex_unlock(lk);
     if (prev == UINT32_MAX) {
+        troupe__net_release(rt, m);
         troupe_msg_destroy(m);
         return TROUPE_EFULL;
     }

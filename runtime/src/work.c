@@ -3,10 +3,29 @@
  * reads, host callbacks), separate from libuv's shared threadpool so that
  * our blocking work cannot starve a host's file system calls or DNS.
  *
+ * Lanes. The pool is split into lanes (runtime.h), each with its own
+ * threads, queue and budgets: STORAGE for short storage work, HOST for
+ * host code that may block for long. One shared queue would let a few
+ * queue handlers that block for minutes occupy every thread while commits
+ * and reads wait behind them; a priority queue would not help either, as
+ * a thread that runs a blocked handler is lost to everyone.
+ *
+ * Budgets. Each lane bounds the actor jobs it holds (queued or running)
+ * and the bytes their submitters declared; past either, submit fails with
+ * EFULL and nothing is queued. Without the bounds a flood of requests from
+ * the network became a queue as long as the flood (gigabytes, and a
+ * shutdown that drained it for minutes). Adapter jobs (troupe_runtime_work)
+ * are completions of host calls already made, which their callers cannot
+ * fail late, so they count only the bytes they declare.
+ *
  * A job either completes to an actor (a message with ptr = arg; drop(arg) if
- * the actor is gone) or to a callback run on scheduler 0. At shutdown the
- * pool finishes what was submitted, then its threads exit; the last one
- * tells scheduler 0.
+ * the actor is gone) or to a callback run on scheduler 0. At shutdown every
+ * actor is already gone when the pool is told to stop (runtime.c), so an
+ * actor job not yet started could only end in drop: it is cancelled (drop
+ * runs now, work never), which keeps "exactly one of the two" and bounds
+ * shutdown by the jobs running, not by the backlog. Adapter jobs still run
+ * (their callbacks are promised). Then the threads exit; the last one tells
+ * scheduler 0.
  */
 #include <stdio.h>
 
@@ -48,106 +67,188 @@ complete(troupe_runtime *rt, struct job *j)
     troupe_free(j);
 }
 
+/* Gives back what j held of its lane's budgets; lane lock held. */
+static void
+unaccount(struct lane *l, bool counted, uint64_t bytes)
+{
+    if (counted)
+        l->jobs--;
+    l->bytes -= bytes;
+}
+
 static void *
 worker_main(void *arg)
 {
-    troupe_runtime *rt = arg;
-    struct workers *w = &rt->pool;
-    pthread_setname_np(pthread_self(), "troupe-work");
-    pthread_mutex_lock(&w->lock);
+    struct lane *l = arg;
+    troupe_runtime *rt = l->rt;
+    pthread_setname_np(pthread_self(), l == &rt->pool.lanes[TROUPE_LANE_HOST]
+                                           ? "troupe-host"
+                                           : "troupe-work");
+    pthread_mutex_lock(&l->lock);
     for (;;) {
-        while (w->head == NULL && !w->stopping)
-            pthread_cond_wait(&w->cond, &w->lock);
-        struct job *j = w->head;
+        while (l->head == NULL && !l->stopping)
+            pthread_cond_wait(&l->cond, &l->lock);
+        struct job *j = l->head;
         if (j == NULL)
             break; /* stopping and nothing left */
-        w->head = j->next;
-        if (w->head == NULL)
-            w->tail = NULL;
-        pthread_mutex_unlock(&w->lock);
+        l->head = j->next;
+        if (l->head == NULL)
+            l->tail = NULL;
+        pthread_mutex_unlock(&l->lock);
+        bool counted = j->counted;
+        uint64_t bytes = j->bytes;
         j->fn(j->arg);
         complete(rt, j);
-        pthread_mutex_lock(&w->lock);
+        pthread_mutex_lock(&l->lock);
+        unaccount(l, counted, bytes);
     }
-    bool last = --w->alive == 0;
-    pthread_mutex_unlock(&w->lock);
-    if (last)
+    pthread_mutex_unlock(&l->lock);
+    if (atomic_fetch_sub(&rt->pool.alive, 1) == 1)
         troupe__ctl(&rt->scheds[0], workers_exited, NULL);
     return NULL;
 }
 
-troupe_err
-troupe__workers_start(troupe_runtime *rt, unsigned n)
+static troupe_err
+lane_start(troupe_runtime *rt, struct lane *l, unsigned n,
+           const troupe_runtime_opts *o)
 {
-    struct workers *w = &rt->pool;
-    if (pthread_mutex_init(&w->lock, NULL) != 0 ||
-        pthread_cond_init(&w->cond, NULL) != 0)
+    l->rt = rt;
+    l->max_jobs = o->work_max_jobs;
+    l->max_bytes = o->work_max_bytes;
+    if (pthread_mutex_init(&l->lock, NULL) != 0 ||
+        pthread_cond_init(&l->cond, NULL) != 0)
         return TROUPE_ESYS;
-    w->threads = troupe_calloc(n, sizeof(pthread_t));
-    if (w->threads == NULL)
+    l->threads = troupe_calloc(n, sizeof(pthread_t));
+    if (l->threads == NULL)
         return TROUPE_ENOMEM;
     for (unsigned i = 0; i < n; i++) {
-        if (pthread_create(&w->threads[i], NULL, worker_main, rt) != 0)
+        atomic_fetch_add(&rt->pool.alive, 1);
+        if (pthread_create(&l->threads[i], NULL, worker_main, l) != 0) {
+            atomic_fetch_sub(&rt->pool.alive, 1);
             return TROUPE_ESYS;
-        w->n++;
-        pthread_mutex_lock(&w->lock);
-        w->alive++;
-        pthread_mutex_unlock(&w->lock);
+        }
+        l->n++;
     }
     return TROUPE_OK;
 }
 
-static troupe_err
-submit(troupe_runtime *rt, struct job *j)
+troupe_err
+troupe__workers_start(troupe_runtime *rt, const troupe_runtime_opts *o)
 {
     struct workers *w = &rt->pool;
-    pthread_mutex_lock(&w->lock);
-    if (w->stopping) {
-        pthread_mutex_unlock(&w->lock);
+    atomic_init(&w->alive, 0);
+    troupe_err e =
+        lane_start(rt, &w->lanes[TROUPE_LANE_STORAGE], o->workers, o);
+    if (e == TROUPE_OK)
+        e = lane_start(rt, &w->lanes[TROUPE_LANE_HOST], o->host_workers, o);
+    return e;
+}
+
+static troupe_err
+submit(troupe_runtime *rt, troupe_lane lane, struct job *j)
+{
+    struct lane *l = &rt->pool.lanes[lane];
+    pthread_mutex_lock(&l->lock);
+    if (l->stopping) {
+        pthread_mutex_unlock(&l->lock);
         return TROUPE_ECLOSED;
     }
+    /* A job larger than the byte budget is admitted alone, so that no
+     * job is refused forever. */
+    if ((j->counted && l->jobs >= l->max_jobs) ||
+        (j->bytes > 0 && l->bytes > 0 && j->bytes > l->max_bytes - l->bytes)) {
+        pthread_mutex_unlock(&l->lock);
+        atomic_fetch_add_explicit(&rt->st_work_refused, 1,
+                                  memory_order_relaxed);
+        return TROUPE_EFULL;
+    }
+    if (j->counted)
+        l->jobs++;
+    l->bytes += j->bytes;
     j->next = NULL;
-    if (w->tail)
-        w->tail->next = j;
+    if (l->tail)
+        l->tail->next = j;
     else
-        w->head = j;
-    w->tail = j;
-    pthread_cond_signal(&w->cond);
-    pthread_mutex_unlock(&w->lock);
+        l->head = j;
+    l->tail = j;
+    pthread_cond_signal(&l->cond);
+    pthread_mutex_unlock(&l->lock);
     return TROUPE_OK;
+}
+
+/* Stops a lane: cancels its actor jobs not yet started (see the design
+ * note) and lets its threads exit once the rest has run. */
+static void
+lane_stop(troupe_runtime *rt, struct lane *l)
+{
+    pthread_mutex_lock(&l->lock);
+    l->stopping = true;
+    struct job *cancel = NULL, *j = l->head;
+    l->head = l->tail = NULL;
+    while (j != NULL) {
+        struct job *next = j->next;
+        j->next = NULL;
+        if (j->done_cb != NULL) { /* kept, in order */
+            if (l->tail != NULL)
+                l->tail->next = j;
+            else
+                l->head = j;
+            l->tail = j;
+        } else {
+            unaccount(l, j->counted, j->bytes);
+            j->next = cancel;
+            cancel = j;
+        }
+        j = next;
+    }
+    pthread_cond_broadcast(&l->cond);
+    pthread_mutex_unlock(&l->lock);
+    while (cancel != NULL) {
+        j = cancel;
+        cancel = j->next;
+        if (j->drop != NULL)
+            j->drop(j->arg);
+        troupe_free(j);
+        atomic_fetch_add_explicit(&rt->st_work_cancelled, 1,
+                                  memory_order_relaxed);
+    }
 }
 
 void
 troupe__workers_stop(troupe_runtime *rt)
 {
     struct workers *w = &rt->pool;
-    pthread_mutex_lock(&w->lock);
-    w->stopping = true;
-    bool none = w->alive == 0;
-    pthread_cond_broadcast(&w->cond);
-    pthread_mutex_unlock(&w->lock);
-    if (none)
+    unsigned started = 0;
+    for (unsigned i = 0; i < TROUPE__LANES; i++) {
+        started += w->lanes[i].n;
+        lane_stop(rt, &w->lanes[i]);
+    }
+    /* With threads, the last one to exit reports (worker_main). */
+    if (started == 0)
         workers_exited(&rt->scheds[0], NULL);
 }
 
 void
 troupe__workers_join(troupe_runtime *rt)
 {
-    struct workers *w = &rt->pool;
-    for (unsigned i = 0; i < w->n; i++)
-        pthread_join(w->threads[i], NULL);
-    troupe_free(w->threads);
-    w->threads = NULL;
-    w->n = 0;
-    pthread_mutex_destroy(&w->lock);
-    pthread_cond_destroy(&w->cond);
+    for (unsigned i = 0; i < TROUPE__LANES; i++) {
+        struct lane *l = &rt->pool.lanes[i];
+        for (unsigned k = 0; k < l->n; k++)
+            pthread_join(l->threads[k], NULL);
+        troupe_free(l->threads);
+        l->threads = NULL;
+        l->n = 0;
+        pthread_mutex_destroy(&l->lock);
+        pthread_cond_destroy(&l->cond);
+    }
 }
 
 troupe_err
-troupe_work_submit(troupe_actor *self, void (*work)(void *arg), void *arg,
-                   uint32_t done_kind, void (*drop)(void *arg))
+troupe_work_submit_in(troupe_actor *self, troupe_lane lane, uint64_t bytes,
+                      void (*work)(void *arg), void *arg, uint32_t done_kind,
+                      void (*drop)(void *arg))
 {
-    if (self == NULL || work == NULL)
+    if (self == NULL || work == NULL || (unsigned)lane >= TROUPE__LANES)
         return TROUPE_EINVAL;
     struct job *j = troupe_calloc(1, sizeof(*j));
     if (j == NULL)
@@ -157,7 +258,38 @@ troupe_work_submit(troupe_actor *self, void (*work)(void *arg), void *arg,
     j->drop = drop;
     j->done_kind = done_kind;
     j->target = troupe_self(self);
-    troupe_err e = submit(troupe_actor_runtime(self), j);
+    j->counted = true;
+    j->bytes = bytes;
+    troupe_err e = submit(troupe_actor_runtime(self), lane, j);
+    if (e != TROUPE_OK)
+        troupe_free(j);
+    return e;
+}
+
+troupe_err
+troupe_work_submit(troupe_actor *self, void (*work)(void *arg), void *arg,
+                   uint32_t done_kind, void (*drop)(void *arg))
+{
+    return troupe_work_submit_in(self, TROUPE_LANE_STORAGE, 0, work, arg,
+                                 done_kind, drop);
+}
+
+troupe_err
+troupe_runtime_work_in(troupe_runtime *rt, troupe_lane lane, uint64_t bytes,
+                       void (*fn)(void *arg),
+                       void (*done)(void *arg, troupe_runtime *rt), void *arg)
+{
+    if (rt == NULL || fn == NULL || done == NULL ||
+        (unsigned)lane >= TROUPE__LANES)
+        return TROUPE_EINVAL;
+    struct job *j = troupe_calloc(1, sizeof(*j));
+    if (j == NULL)
+        return TROUPE_ENOMEM;
+    j->fn = fn;
+    j->arg = arg;
+    j->done_cb = done;
+    j->bytes = bytes;
+    troupe_err e = submit(rt, lane, j);
     if (e != TROUPE_OK)
         troupe_free(j);
     return e;
@@ -167,18 +299,7 @@ troupe_err
 troupe_runtime_work(troupe_runtime *rt, void (*fn)(void *arg),
                     void (*done)(void *arg, troupe_runtime *rt), void *arg)
 {
-    if (rt == NULL || fn == NULL || done == NULL)
-        return TROUPE_EINVAL;
-    struct job *j = troupe_calloc(1, sizeof(*j));
-    if (j == NULL)
-        return TROUPE_ENOMEM;
-    j->fn = fn;
-    j->arg = arg;
-    j->done_cb = done;
-    troupe_err e = submit(rt, j);
-    if (e != TROUPE_OK)
-        troupe_free(j);
-    return e;
+    return troupe_runtime_work_in(rt, TROUPE_LANE_STORAGE, 0, fn, done, arg);
 }
 
 /* Defined in runtime.c: the pool is gone; shutdown may continue. */

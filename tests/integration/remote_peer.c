@@ -41,6 +41,7 @@ static const troupe_actor_def echo_def = {
     .handlers = handlers,
     .n_handlers = 1,
     .on_unknown = on_any,
+    .remote_kinds = ~UINT64_C(0), /* an echo for tests: every kind */
 };
 
 static int

@@ -116,6 +116,8 @@ static const troupe_actor_def test_actor = {
     .init = st_init,
     .handlers = handlers,
     .n_handlers = 5,
+    .remote_kinds = TROUPE_KIND_BIT(K_ECHO) | TROUPE_KIND_BIT(K_SINK) |
+                    TROUPE_KIND_BIT(K_COUNT),
 };
 
 /* ---- two nodes ---- */

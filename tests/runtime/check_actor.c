@@ -104,6 +104,7 @@ static const troupe_actor_def rec_def = {
     .stop = rec_stop,
     .handlers = rec_handlers,
     .n_handlers = K_NKINDS,
+    .remote_kinds = TROUPE_KIND_BIT(K_REC),
 };
 
 static troupe_addr

@@ -114,22 +114,12 @@ run_client(rt_fixture *f, troupe_addr cli, int n)
     ck_assert(ts_run_until(&f->loop, have_replies, NULL, 5000));
 }
 
-static troupe_addr
-spawn_on(troupe_runtime *rt, const troupe_actor_def *d, int sched)
-{
-    troupe_spawn_opts o = TROUPE_SPAWN_OPTS_INIT;
-    o.scheduler = sched;
-    troupe_addr a;
-    ck_assert_ok(troupe_actor_spawn(rt, d, &o, &a));
-    return a;
-}
-
 START_TEST(test_ask_reply_across_schedulers)
 {
     rt_fixture f;
     rtf_start(&f, 2);
-    server = spawn_on(f.rt, &srv_def, 1);
-    troupe_addr cli = spawn_on(f.rt, &cli_def, 0);
+    server = rtf_spawn_on(f.rt, &srv_def, 1);
+    troupe_addr cli = rtf_spawn_on(f.rt, &cli_def, 0);
     ask_kind = K_Q;
     run_client(&f, cli, 1);
     ck_assert_err(st.last_err, TROUPE_OK);
@@ -142,8 +132,8 @@ START_TEST(test_ask_timeout_fires_once_and_late_reply_is_dropped)
 {
     rt_fixture f;
     rtf_start(&f, 1);
-    server = spawn_on(f.rt, &srv_def, 0);
-    troupe_addr cli = spawn_on(f.rt, &cli_def, 0);
+    server = rtf_spawn_on(f.rt, &srv_def, 0);
+    troupe_addr cli = rtf_spawn_on(f.rt, &cli_def, 0);
     ask_kind = K_SLOW;
     ask_timeout = 20;
     run_client(&f, cli, 1);
@@ -164,7 +154,7 @@ START_TEST(test_ask_dead_target_returns_edead_and_delivers_nothing)
     rt_fixture f;
     rtf_start(&f, 1);
     server = (troupe_addr){1, 999, 1};
-    troupe_addr cli = spawn_on(f.rt, &cli_def, 0);
+    troupe_addr cli = rtf_spawn_on(f.rt, &cli_def, 0);
     ask_kind = K_Q;
     ask_timeout = 10;
     run_client(&f, cli, 1);
@@ -197,7 +187,7 @@ START_TEST(test_reply_to_plain_send_is_einval)
 {
     rt_fixture f;
     rtf_start(&f, 1);
-    troupe_addr srv = spawn_on(f.rt, &srv_def, 0);
+    troupe_addr srv = rtf_spawn_on(f.rt, &srv_def, 0);
     troupe_msg *m = mk(K_GO);
     ck_assert_ok(troupe_runtime_send(f.rt, srv, &m));
     want = 1;
@@ -227,7 +217,7 @@ START_TEST(test_host_ask_callback_reply)
 {
     rt_fixture f;
     rtf_start(&f, 2);
-    troupe_addr srv = spawn_on(f.rt, &srv_def, 1);
+    troupe_addr srv = rtf_spawn_on(f.rt, &srv_def, 1);
     troupe_msg *m = mkv(K_Q, 9);
     ck_assert_ok(troupe_runtime_ask(f.rt, srv, &m, 5000, host_cb, &st));
     ck_assert(ts_run_until(&f.loop, cb_called, NULL, 5000));
@@ -242,7 +232,7 @@ START_TEST(test_host_ask_timeout_then_shutdown_closes_pending)
 {
     rt_fixture f;
     rtf_start(&f, 1);
-    troupe_addr srv = spawn_on(f.rt, &srv_def, 0);
+    troupe_addr srv = rtf_spawn_on(f.rt, &srv_def, 0);
     troupe_msg *m = mk(K_SLOW);
     ck_assert_ok(troupe_runtime_ask(f.rt, srv, &m, 10, host_cb, &st));
     ck_assert(ts_run_until(&f.loop, cb_called, NULL, 5000));
@@ -261,7 +251,7 @@ START_TEST(test_ask_queued_behind_stop_gets_edead_reply)
 {
     rt_fixture f;
     rtf_start(&f, 1);
-    troupe_addr srv = spawn_on(f.rt, &srv_def, 0);
+    troupe_addr srv = rtf_spawn_on(f.rt, &srv_def, 0);
     uv_run(&f.loop, UV_RUN_NOWAIT);
     ck_assert_ok(troupe_actor_stop(f.rt, srv, NULL, NULL));
     troupe_msg *m = mk(K_Q);
@@ -350,7 +340,7 @@ START_TEST(test_host_ask_from_a_callback_completes_once_later)
     for (int on = 0; on < 2; on++) {
         memset(&c, 0, sizeof(c));
         c.left = 100;
-        c.srv = spawn_on(f.rt, &srv_def, (unsigned)on);
+        c.srv = rtf_spawn_on(f.rt, &srv_def, (unsigned)on);
         troupe_msg *m = mkv(K_Q, 0);
         ck_assert_ok(troupe_runtime_ask(f.rt, c.srv, &m, 5000, chain_cb, &c));
         ck_assert(ts_run_until(&f.loop, chain_done, &c, 10000));
@@ -403,7 +393,7 @@ START_TEST(test_reply_from_another_thread_and_reply_error)
 {
     rt_fixture f;
     rtf_start(&f, 2);
-    troupe_addr srv = spawn_on(f.rt, &off_def, 1);
+    troupe_addr srv = rtf_spawn_on(f.rt, &off_def, 1);
     troupe_msg *m = mk(K_Q);
     ck_assert_ok(troupe_runtime_ask(f.rt, srv, &m, 5000, host_cb, &st));
     ck_assert(ts_run_until(&f.loop, cb_called, NULL, 5000));

@@ -10,11 +10,18 @@ Suite *
 ask_suite(void);
 Suite *
 lifecycle_suite(void);
+Suite *
+ids_suite(void);
+Suite *
+remote_suite(void);
+Suite *
+budget_suite(void);
 
 int
 main(void)
 {
-    Suite *s[] = {err_suite(), msg_suite(), actor_suite(), ask_suite(),
-                  lifecycle_suite()};
+    Suite *s[] = {err_suite(),    msg_suite(),       actor_suite(),
+                  ask_suite(),    lifecycle_suite(), ids_suite(),
+                  remote_suite(), budget_suite()};
     return ts_run_suites(s, (int)(sizeof(s) / sizeof(s[0])));
 }

@@ -2,7 +2,9 @@
 #ifndef RTEST_H
 #define RTEST_H
 
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "troupe/actor.h"
 #include "troupe/alloc.h"
@@ -50,6 +52,17 @@ rtf_stop(rt_fixture *f)
     ck_assert_int_eq(uv_loop_close(&f->loop), 0);
 }
 
+/* Spawns an actor of d on scheduler `sched` (-1: any). */
+static inline troupe_addr
+rtf_spawn_on(troupe_runtime *rt, const troupe_actor_def *d, int sched)
+{
+    troupe_spawn_opts o = TROUPE_SPAWN_OPTS_INIT;
+    o.scheduler = sched;
+    troupe_addr a;
+    ck_assert_ok(troupe_actor_spawn(rt, d, &o, &a));
+    return a;
+}
+
 static inline troupe_msg *
 mk(uint32_t kind)
 {
@@ -73,6 +86,20 @@ msgv(const troupe_msg *m)
     if (troupe_msg_len(m) == sizeof(v))
         memcpy(&v, troupe_msg_data(m), sizeof(v));
     return v;
+}
+
+/* Resident set size of this process in bytes (/proc/self/statm). Tests
+ * run forked, one process each, so a delta from the test's start is what
+ * the test made the runtime hold. */
+static inline uint64_t
+rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long size = 0, resident = 0;
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fscanf(f, "%lu %lu", &size, &resident), 2);
+    fclose(f);
+    return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
 #endif

@@ -308,8 +308,11 @@ h_request(troupe_actor *self, void *st, const troupe_msg *m)
     j->body = troupe_body_retain(m->body);
     j->cfg = s->cfg;
     atomic_fetch_add(&s->cfg->refs, 1);
-    /* The completion only frees the job; the worker already answered. */
-    e = troupe_work_submit(self, do_work, j, IX_WORK_DONE, job_free);
+    /* The completion only frees the job; the worker already answered.
+     * Declared: the job and the request body it retains. */
+    e = troupe_work_submit_in(self, TROUPE_LANE_STORAGE,
+                              sizeof(*j) + troupe_msg_len(m), do_work, j,
+                              IX_WORK_DONE, job_free);
     if (e != TROUPE_OK) {
         job_free(j);
         return reply_err(self, m, e);
@@ -350,7 +353,9 @@ h_verify(troupe_actor *self, void *st, const troupe_msg *m)
     j->body = troupe_body_retain(m->body);
     j->cfg = s->cfg;
     atomic_fetch_add(&s->cfg->refs, 1);
-    e = troupe_work_submit(self, do_work, j, IX_WORK_DONE, job_free);
+    e = troupe_work_submit_in(self, TROUPE_LANE_STORAGE,
+                              sizeof(*j) + troupe_msg_len(m), do_work, j,
+                              IX_WORK_DONE, job_free);
     if (e != TROUPE_OK) {
         job_free(j);
         return reply_err(self, m, e);
@@ -361,7 +366,7 @@ h_verify(troupe_actor *self, void *st, const troupe_msg *m)
 static troupe_err
 h_work_done(troupe_actor *self, void *st, const troupe_msg *m)
 {
-    job_free(m->ptr);
+    job_free(m->ptr); /* NULL from a stray local send: nothing to free */
     return TROUPE_OK;
 }
 
@@ -392,6 +397,9 @@ static const troupe_actor_def ix_def = {
     .handlers = ix_handlers,
     .n_handlers = IX_NKINDS,
     .on_unknown = h_unknown,
+    .remote_kinds = TROUPE_KIND_BIT(TROUPE_INDEX_QUERY) |
+                    TROUPE_KIND_BIT(TROUPE_INDEX_COUNT) |
+                    TROUPE_KIND_BIT(TROUPE_INDEX_VERIFY),
 };
 
 /* A copy of a def through its catalog form (keeps the ready state). */

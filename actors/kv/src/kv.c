@@ -182,8 +182,11 @@ h_get(troupe_actor *self, void *st, const troupe_msg *m)
     kv_job *j = job_new(self, s, m, key, klen);
     if (j == NULL)
         return reply_err(self, m, TROUPE_ENOMEM);
-    /* The completion only frees the job; the worker already answered. */
-    e = troupe_work_submit(self, do_read, j, KV_READ_DONE, free_job);
+    /* The completion only frees the job; the worker already answered.
+     * Declared: the job (the value it reads lives only while a worker
+     * runs it, so at most one per worker at a time). */
+    e = troupe_work_submit_in(self, TROUPE_LANE_STORAGE, sizeof(*j) + klen,
+                              do_read, j, KV_READ_DONE, free_job);
     if (e != TROUPE_OK) {
         troupe_free(j);
         return reply_err(self, m, e);
@@ -194,7 +197,7 @@ h_get(troupe_actor *self, void *st, const troupe_msg *m)
 static troupe_err
 h_read_done(troupe_actor *self, void *st, const troupe_msg *m)
 {
-    troupe_free(m->ptr);
+    troupe_free(m->ptr); /* NULL from a stray local send: nothing to free */
     return TROUPE_OK;
 }
 
@@ -225,6 +228,9 @@ static const troupe_actor_def kv_def = {
     .handlers = kv_handlers,
     .n_handlers = KV_NKINDS,
     .on_unknown = h_unknown,
+    .remote_kinds = TROUPE_KIND_BIT(TROUPE_KV_PUT) |
+                    TROUPE_KIND_BIT(TROUPE_KV_GET) |
+                    TROUPE_KIND_BIT(TROUPE_KV_DEL),
 };
 
 troupe_err

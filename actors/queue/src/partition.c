@@ -389,10 +389,19 @@ job_run(void *arg)
     running_done(w);
 }
 
+/* The partition is gone before it heard of the job, or the runtime
+ * cancelled the job before it ran (shutdown): then nobody gave back its
+ * credit and its count in `running`, which a graceful stop waits on. */
 static void
 job_drop(void *arg)
 {
-    job_unref(arg);
+    tq_job *j = arg;
+    int want = J_RUN;
+    if (atomic_compare_exchange_strong(&j->state, &want, J_DONE)) {
+        credit_give(j->w);
+        running_done(j->w);
+    }
+    job_unref(j);
 }
 
 static void
@@ -441,8 +450,12 @@ deliver(troupe_actor *self, tq_part *s, troupe_queue_worker *w,
         return false;
     }
     j->attempt = att_bump(s, j->skey, j->sklen);
-    if (troupe_work_submit(self, job_run, j, TQ_JOB_DONE, job_drop) !=
-        TROUPE_OK) {
+    /* The handler is host code that may block for long: the HOST lane,
+     * so that it never holds up the storage work of reads and commits.
+     * Declared: the row the job holds. */
+    if (troupe_work_submit_in(self, TROUPE_LANE_HOST,
+                              sizeof(*j) + kv->key_len + kv->val_len, job_run,
+                              j, TQ_JOB_DONE, job_drop) != TROUPE_OK) {
         running_done(w);
         job_unref(j);
         return false;
@@ -631,6 +644,8 @@ on_scan(troupe_actor *self, void *state, const troupe_msg *m)
 {
     tq_part *s = state;
     tq_scan *sc = m->ptr;
+    if (sc == NULL) /* not a completion: a stray local send */
+        return TROUPE_OK;
     s->busy = false;
     if (sc->err != TROUPE_OK) {
         /* a read error: end the pass, try again in a second */
@@ -706,6 +721,8 @@ on_peek(troupe_actor *self, void *state, const troupe_msg *m)
 {
     tq_part *s = state;
     tq_scan *sc = m->ptr;
+    if (sc == NULL)
+        return TROUPE_OK;
     s->busy = false;
     if (sc->err == TROUPE_OK)
         for (size_t i = 0; i < sc->page->n; i++) {
@@ -751,6 +768,8 @@ static troupe_err
 on_job_done(troupe_actor *self, void *state, const troupe_msg *m)
 {
     tq_job *j = m->ptr;
+    if (j == NULL)
+        return TROUPE_OK;
     if (j->async) /* the outcome commit finishes it (TQ_SETTLED) */
         job_unref(j);
     else
@@ -761,7 +780,8 @@ on_job_done(troupe_actor *self, void *state, const troupe_msg *m)
 static troupe_err
 on_settled(troupe_actor *self, void *state, const troupe_msg *m)
 {
-    job_finish(self, state, m->ptr);
+    if (m->ptr != NULL)
+        job_finish(self, state, m->ptr);
     return TROUPE_OK;
 }
 
@@ -849,6 +869,8 @@ on_subscribe(troupe_actor *self, void *state, const troupe_msg *m)
 {
     tq_part *s = state;
     troupe_queue_worker *w = m->ptr;
+    if (w == NULL)
+        return TROUPE_OK;
     troupe_queue_worker **a = troupe_realloc(s->ws, (s->nws + 1) * sizeof(*a));
     if (a == NULL) {
         troupe__tq_worker_release(w);
@@ -913,4 +935,5 @@ const troupe_actor_def troupe__tq_partition_def = {
     .stop = part_stop,
     .handlers = part_handlers,
     .n_handlers = TQ_KINDS,
+    .remote_kinds = 0, /* every kind is the queue's own */
 };

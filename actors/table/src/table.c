@@ -1054,8 +1054,11 @@ start_op(troupe_actor *self, tstate *s, wop *op)
         }
         s->inlining = false;
     }
-    troupe_err e =
-        troupe_work_submit(self, prep_work, op, TABLE_PREP_DONE, prep_drop);
+    /* declared: the request it holds; the batch it builds is bounded by
+     * the storage limits and held only while a worker runs it */
+    troupe_err e = troupe_work_submit_in(
+        self, TROUPE_LANE_STORAGE, sizeof(*op) + op->klen + op->dlen, prep_work,
+        op, TABLE_PREP_DONE, prep_drop);
     if (e != TROUPE_OK) {
         op->err = e;
         release_and_next(self, s, op, false);
@@ -1292,10 +1295,22 @@ retry_deferred(troupe_actor *self, tstate *s);
 static void
 retry_qdeferred(troupe_actor *self, tstate *s);
 
+/* An internal kind (a completion or a request from the data layer) that
+ * came without its payload: these kinds are local-only, so only a local
+ * sender's mistake can make one. Answered, never followed. */
+static troupe_err
+no_payload(troupe_actor *self, const troupe_msg *m)
+{
+    troupe_reply_error(self, m, TROUPE_EINVAL);
+    return TROUPE_OK;
+}
+
 static troupe_err
 h_prep_done(troupe_actor *self, void *st, const troupe_msg *m)
 {
     tstate *s = st;
+    if (m->ptr == NULL)
+        return no_payload(self, m);
     prep_done(self, s, m->ptr);
     check_quiesced(s);
     return TROUPE_OK;
@@ -1340,6 +1355,8 @@ h_commit_done(troupe_actor *self, void *st, const troupe_msg *m)
 {
     tstate *s = st;
     wop *op = m->ptr;
+    if (op == NULL)
+        return no_payload(self, m);
     for (wop **pp = &s->inflight; *pp != NULL; pp = &(*pp)->inext)
         if (*pp == op) {
             *pp = op->inext;
@@ -1482,6 +1499,8 @@ h_build_keys(troupe_actor *self, void *st, const troupe_msg *m)
     tstate *s = st;
     kjob *j = m->ptr;
     tbuild *b = s->build;
+    if (j == NULL)
+        return no_payload(self, m);
     if (b == NULL) {
         kjob_free(j);
         return TROUPE_OK;
@@ -1523,6 +1542,8 @@ h_switch(troupe_actor *self, void *st, const troupe_msg *m)
 {
     tstate *s = st;
     tswitch *sw = m->ptr;
+    if (sw == NULL)
+        return no_payload(self, m);
     troupe__tschema_release(s->cfg.schema);
     s->cfg.schema = sw->schema;
     s->gen++;
@@ -1605,7 +1626,8 @@ static troupe_err
 h_read_flush(troupe_actor *self, void *st, const troupe_msg *m)
 {
     tstate *s = st;
-    (void)m;
+    if (m->ptr != s) /* only the flush h_read sent counts */
+        return no_payload(self, m);
     rjob *list = s->rq_head;
     s->rq_head = s->rq_tail = NULL;
     s->rq_flush_sent = false;
@@ -1615,8 +1637,12 @@ h_read_flush(troupe_actor *self, void *st, const troupe_msg *m)
             t = t->next;
         list = t->next;
         t->next = NULL;
-        troupe_err e = troupe_work_submit(self, read_batch_work, head,
-                                          TABLE_READ_DONE, rjob_free);
+        uint64_t held = 0;
+        for (rjob *j = head; j != NULL; j = j->next)
+            held += sizeof(*j) + troupe_body_len(j->req);
+        troupe_err e = troupe_work_submit_in(self, TROUPE_LANE_STORAGE, held,
+                                             read_batch_work, head,
+                                             TABLE_READ_DONE, rjob_free);
         if (e != TROUPE_OK) {
             for (rjob *j = head; j != NULL; j = j->next)
                 troupe_runtime_reply(j->rt, j->asker, j->corr, e, NULL);
@@ -1685,6 +1711,8 @@ static troupe_err
 h_read_done(troupe_actor *self, void *st, const troupe_msg *m)
 {
     tstate *s = st;
+    if (m->ptr == NULL)
+        return no_payload(self, m);
     rjob_free(m->ptr);
     s->nreads--;
     check_quiesced(s);
@@ -1701,6 +1729,8 @@ h_quiesce(troupe_actor *self, void *st, const troupe_msg *m)
 {
     tstate *s = st;
     tquiesce *q = m->ptr;
+    if (q == NULL)
+        return no_payload(self, m);
     s->closing = true;
     if (s->build != NULL && s->build->err == TROUPE_OK)
         s->build->err = TROUPE_ECLOSED; /* winds down at its next step */
@@ -2283,6 +2313,8 @@ h_txn_prep_done(troupe_actor *self, void *st, const troupe_msg *m)
     tstate *s = st;
     tpart *tp = m->ptr;
     troupe_runtime *rt = troupe_actor_runtime(self);
+    if (tp == NULL)
+        return no_payload(self, m);
     for (tpart **pp = &s->tpwork; *pp != NULL; pp = &(*pp)->next)
         if (*pp == tp) {
             *pp = tp->next;
@@ -2379,6 +2411,7 @@ h_txn_finish(troupe_actor *self, void *st, const troupe_msg *m)
     else
         troupe_runtime_reply(troupe_actor_runtime(self), m->from, m->corr,
                              TROUPE_OK, &b);
+    troupe_pack_fini(&pk); /* what was not taken (a finish without one) */
     return TROUPE_OK;
 }
 
@@ -2647,6 +2680,8 @@ static troupe_err
 h_txn_qver_done(troupe_actor *self, void *st, const troupe_msg *m)
 {
     tstate *s = st;
+    if (m->ptr == NULL)
+        return no_payload(self, m);
     qjob_free(m->ptr);
     s->nreads--;
     check_quiesced(s);
@@ -2923,6 +2958,8 @@ h_purge_keys(troupe_actor *self, void *st, const troupe_msg *m)
     tstate *s = st;
     pjob *j = m->ptr;
     tpurge *p = s->purge;
+    if (j == NULL)
+        return no_payload(self, m);
     if (p == NULL) {
         pjob_free(j);
         return TROUPE_OK;
@@ -3106,6 +3143,13 @@ static const troupe_actor_def table_def = {
     .handlers = table_handlers,
     .n_handlers = TABLE_NKINDS,
     .on_unknown = h_unknown,
+    /* the requests whose whole input is their body (table_int.h); the
+     * transaction kinds carry a ptr, the rest are the actor's own */
+    .remote_kinds =
+        TROUPE_KIND_BIT(TABLE_INSERT) | TROUPE_KIND_BIT(TABLE_UPDATE) |
+        TROUPE_KIND_BIT(TABLE_UPSERT) | TROUPE_KIND_BIT(TABLE_DELETE) |
+        TROUPE_KIND_BIT(TABLE_GET) | TROUPE_KIND_BIT(TABLE_GET_MANY) |
+        TROUPE_KIND_BIT(TABLE_SCAN),
 };
 
 static void

@@ -153,6 +153,7 @@ typedef struct qjob {
     troupe_ttl *o;
     troupe_err err;
     bool full;
+    bool ran; /* qjob_run has given back its count in qrunning */
     uint64_t purged;
 } qjob;
 
@@ -166,6 +167,7 @@ qjob_run(void *arg)
     j->err = troupe_queues_purge_completed(o->queues, now, o->queue_batch, &n,
                                            &j->full);
     j->purged = n;
+    j->ran = true;
     /* The last touch of the queues: stop_wait may return after this. */
     uv_mutex_lock(&o->mu);
     o->qrunning--;
@@ -173,10 +175,21 @@ qjob_run(void *arg)
     uv_mutex_unlock(&o->mu);
 }
 
+/* The scanner is gone before the batch came back, or the runtime
+ * cancelled the batch before it ran (shutdown): then its count in
+ * qrunning, which stop_wait waits on, is given back here. */
 static void
 qjob_drop(void *arg)
 {
-    troupe_free(arg);
+    qjob *j = arg;
+    if (!j->ran) {
+        troupe_ttl *o = j->o;
+        uv_mutex_lock(&o->mu);
+        o->qrunning--;
+        uv_cond_broadcast(&o->cv);
+        uv_mutex_unlock(&o->mu);
+    }
+    troupe_free(j);
 }
 
 /* Submits the next purge batch; ends the pass when that fails. */
@@ -321,6 +334,7 @@ static const troupe_actor_def ttl_def = {
     .stop = s_stop,
     .handlers = s_handlers,
     .n_handlers = TTL_NKINDS,
+    .remote_kinds = 0, /* every kind is the scanner's own */
 };
 
 troupe_err
@@ -353,6 +367,12 @@ troupe_ttl_start(const troupe_ttl_opts *o, troupe_ttl **out)
     }
     *out = s;
     return TROUPE_OK;
+}
+
+troupe_addr
+troupe_ttl_addr(const troupe_ttl *s)
+{
+    return s != NULL ? s->addr : TROUPE_ADDR_NONE;
 }
 
 troupe_err

@@ -40,7 +40,20 @@ typedef struct troupe_actor_def {
     troupe_handler_fn on_unknown;
     uint32_t mailbox_cap; /* 0: 65536 user messages */
     uint32_t batch;       /* messages per turn; 0: 64 */
+    /* Kinds that may arrive from another node: bit k (TROUPE_KIND_BIT(k))
+     * admits kind k through troupe_runtime_deliver. Every other kind,
+     * and every kind >= 64, is local-only: the runtime refuses it from
+     * the network (an ask gets an EINVAL reply at once). Declare only
+     * kinds whose handler needs nothing but the body (never ptr) and
+     * survives any body. 0: nothing from the network (replies to this
+     * actor's own asks always arrive). */
+    uint64_t remote_kinds;
+    /* Body bytes of queued user messages; 0: the runtime's default
+     * (troupe_runtime_opts.mailbox_bytes). */
+    uint64_t mailbox_bytes;
 } troupe_actor_def;
+
+#define TROUPE_KIND_BIT(k) (UINT64_C(1) << (k))
 
 typedef enum troupe_restart {
     TROUPE_SUPERVISE_STOP = 0,    /* a failed actor stays stopped */
@@ -121,6 +134,11 @@ troupe_send(troupe_actor *self, troupe_addr to, troupe_msg **m);
  * or EUNREACHABLE if the transport learns the node is gone. Late replies
  * are dropped. *corr (may be NULL) receives the id. A call that returns an
  * error delivers nothing. Consumes *m.
+ *
+ * Correlation ids are unguessable (a keyed permutation of a counter, never
+ * 0, never repeated by a runtime) and a reply is matched on the asker, the
+ * id and, for a reply from another node, on that node being the one `to`
+ * names: a peer cannot complete an ask it was not sent.
  */
 troupe_err
 troupe_ask(troupe_actor *self, troupe_addr to, troupe_msg **m,
@@ -164,15 +182,31 @@ troupe_err
 troupe_monitor(troupe_actor *self, troupe_addr target, uint32_t down_kind);
 
 /*
- * Runs work(arg) on the runtime's worker pool (never on a loop thread);
- * then self receives a message of `done_kind` with ptr = arg. If self is
- * gone by then, or stops before handling that message, drop(arg) runs
- * instead (on whichever thread discards the message; may be NULL): exactly
- * one of the two happens.
- * Errors: ENOMEM, ECLOSED.
+ * Runs work(arg) on the runtime's worker pool, STORAGE lane (never on a
+ * loop thread); then self receives a message of `done_kind` with ptr =
+ * arg. If self is gone by then, or stops before handling that message,
+ * drop(arg) runs instead (on whichever thread discards the message; may
+ * be NULL): exactly one of the two happens. At runtime shutdown a job not
+ * yet started is cancelled: work never runs and drop(arg) runs (on
+ * scheduler 0), so drop must cope with a job that never ran.
+ * Errors: ENOMEM, ECLOSED, EFULL (the lane holds its job bound,
+ * troupe_runtime_opts.work_max_jobs).
  */
 troupe_err
 troupe_work_submit(troupe_actor *self, void (*work)(void *arg), void *arg,
                    uint32_t done_kind, void (*drop)(void *arg));
+
+/*
+ * The same on `lane` (runtime.h), declaring `bytes`: what the job holds,
+ * or will hold, while it is queued or running (its request, the result it
+ * builds), counted against the lane's byte budget until work returns.
+ * Also EFULL when that budget is spent (a job is admitted alone whatever
+ * its size when the lane holds no declared bytes) and EINVAL (no such
+ * lane).
+ */
+troupe_err
+troupe_work_submit_in(troupe_actor *self, troupe_lane lane, uint64_t bytes,
+                      void (*work)(void *arg), void *arg, uint32_t done_kind,
+                      void (*drop)(void *arg));
 
 #endif

@@ -22,13 +22,19 @@
 
 /*
  * An actor address. `node` names the node (troupe_runtime_opts.node_id);
- * `slot` and `gen` name the actor on that node. A stopped actor's slot is
- * reused with a new generation, so a stale address never reaches a new
- * actor: a send to it fails with TROUPE_EDEAD. Generations start from a
- * random base per runtime, so after a node restarts, addresses of its
- * previous incarnation do not name its new actors (with probability
- * 1 - 2^-32). slot 0 is never an actor; the all-zero address is
- * TROUPE_ADDR_NONE.
+ * `slot` and `gen` name the actor on that node. Every spawn draws a fresh
+ * generation from a keyed permutation under a random key per runtime: never
+ * 0, never the generation the slot had before, and unrelated to every
+ * other actor's, so an address a peer learns reveals no other actor's
+ * (one in 2^32 guesses names a given slot's actor). A stopped actor's slot
+ * is reused with a new generation, so a stale address does not reach the
+ * new actor: a send to it fails with TROUPE_EDEAD (a reuse repeats an
+ * older generation of the slot with probability 2^-32). After a node
+ * restarts, addresses of its previous incarnation likewise do not name its
+ * new actors. slot 0 is never an actor; an address with slot 0 is "none"
+ * (troupe_addr_is_none), and TROUPE_ADDR_NONE is the all-zero one;
+ * {node, 0, 0} names a node without an actor (the sender of a reply made
+ * by troupe_runtime_reply).
  */
 typedef struct troupe_addr {
     uint32_t node;
@@ -77,9 +83,11 @@ troupe_body_len(const troupe_body *b);
 
 /* Message flags. */
 enum {
-    TROUPE_MSG_REPLY = 1u << 0, /* answers an ask: matched by `corr` */
+    TROUPE_MSG_REPLY = 1u << 0, /* answers an ask: matched by `corr` (and,
+                                   from another node, by the node asked) */
     TROUPE_MSG_SYSTEM = 1u << 1 /* runtime-generated; bypasses the mailbox
-                                   bound (DOWN, timers, work completions) */
+                                   bounds (DOWN, timers, work completions);
+                                   never accepted from the network */
 };
 
 typedef struct troupe_msg troupe_msg;
@@ -96,7 +104,8 @@ struct troupe_msg {
     uint32_t flags;    /* TROUPE_MSG_* */
     troupe_addr from;  /* set by send from an actor; NONE from a host */
     troupe_addr to;    /* set by send */
-    uint64_t corr;     /* correlation id of an ask/reply; timer id */
+    uint64_t corr;     /* correlation id of an ask/reply (unguessable,
+                          unique per runtime); timer id */
     int64_t deadline;  /* Unix ms after which the message is dropped /
                           the ask times out; 0 = none */
     troupe_err err;    /* status a reply or system message carries:

@@ -26,11 +26,59 @@
 
 typedef struct troupe_runtime troupe_runtime;
 
+/*
+ * The worker pool has lanes, each with its own threads and queue, so that
+ * work of one kind never waits behind another's:
+ *  - STORAGE: short storage work (reads that miss the cache, write
+ *    preparation, scans, DDL steps); `workers` threads.
+ *  - HOST: host code that may block for long (queue handlers);
+ *    `host_workers` threads. A handler that blocks for minutes delays
+ *    other host work only, never a commit or a read.
+ */
+typedef enum troupe_lane {
+    TROUPE_LANE_STORAGE = 0,
+    TROUPE_LANE_HOST = 1
+} troupe_lane;
+
+/*
+ * Byte budgets: memory that input from outside can make the runtime hold
+ * is bounded in bytes, not only in messages; past a budget the offending
+ * send or submit fails with EFULL and nothing is queued.
+ */
+#define TROUPE_DEFAULT_MAILBOX_BYTES (UINT64_C(64) << 20)
+#define TROUPE_DEFAULT_NET_BYTES (UINT64_C(256) << 20)
+#define TROUPE_DEFAULT_WORK_JOBS 65536u
+#define TROUPE_DEFAULT_WORK_BYTES (UINT64_C(256) << 20)
+
 typedef struct troupe_runtime_opts {
-    uv_loop_t *loop;     /* embedded mode: the host's loop (scheduler 0) */
-    unsigned schedulers; /* 0: number of online cores; at most 256 */
-    unsigned workers;    /* worker pool threads; 0: 4; at most 256 */
-    uint32_t node_id;    /* this node's id in addresses; 0: 1 */
+    uv_loop_t *loop;       /* embedded mode: the host's loop (scheduler 0) */
+    unsigned schedulers;   /* 0: number of online cores; at most 256 */
+    unsigned workers;      /* STORAGE lane threads; 0: 4; at most 256 */
+    uint32_t node_id;      /* this node's id in addresses; 0: 1 */
+    unsigned host_workers; /* HOST lane threads; 0: as many as workers;
+                              at most 256 */
+    /* Per mailbox: body bytes of queued user messages (not system
+     * messages, replies or completions; bodies of up to 64 bytes, which
+     * live in the message header's allocation, are left to the message
+     * bound like headers). A message that would pass it fails with EFULL,
+     * unless the mailbox holds no counted bytes (so one message larger
+     * than the bound still gets through, alone). A def's own
+     * mailbox_bytes overrides it. 0: TROUPE_DEFAULT_MAILBOX_BYTES
+     * (64 MiB). */
+    uint64_t mailbox_bytes;
+    /* Runtime-wide: bytes of messages delivered from other nodes
+     * (troupe_runtime_deliver, replies included; each counts its body
+     * plus its header) that are still queued in mailboxes, so that many
+     * actors cannot add up to unbounded memory. Past it, deliver refuses
+     * with EFULL. 0: TROUPE_DEFAULT_NET_BYTES (256 MiB). */
+    uint64_t net_bytes;
+    /* Per lane: actor jobs (troupe_work_submit*) queued or running; one
+     * more fails with EFULL. 0: TROUPE_DEFAULT_WORK_JOBS (65536). */
+    uint32_t work_max_jobs;
+    /* Per lane: bytes the submitters of queued or running jobs declared;
+     * a job that would pass it fails with EFULL, unless the lane holds
+     * no declared bytes. 0: TROUPE_DEFAULT_WORK_BYTES (256 MiB). */
+    uint64_t work_max_bytes;
 } troupe_runtime_opts;
 
 /*
@@ -47,7 +95,11 @@ typedef void (*troupe_shutdown_cb)(troupe_runtime *rt, void *arg);
  * Graceful shutdown, asynchronous: from now on spawns and sends from
  * outside fail with ECLOSED; each actor drains what is queued and stops,
  * children before their supervisor and, on each scheduler, in reverse spawn
- * order; the worker pool finishes submitted work; every handle is closed.
+ * order; then the worker pool winds down: actor jobs not yet started are
+ * cancelled (their drop runs instead: every actor is gone by then, so
+ * their completions could only be dropped), jobs already running and
+ * troupe_runtime_work jobs finish; every handle is closed. So shutdown
+ * waits for at most the jobs running at that moment, not for a backlog.
  * Then cb runs once, on scheduler 0 (the host's loop in embedded mode).
  * Returns OK and fires cb exactly once, or returns ESTATE (already shutting
  * down) and never fires it. Any thread.
@@ -83,9 +135,10 @@ troupe_runtime_loop(troupe_runtime *rt, unsigned i);
  * Sends from outside any actor (a host thread, a storage or transport
  * thread): `from` is TROUPE_ADDR_NONE unless the message already names one.
  * Consumes *m (NULLed) on success and failure. Errors: EINVAL, EDEAD (no
- * such actor), EFULL (mailbox at capacity; system messages are exempt),
- * ECLOSED (shutting down), EUNREACHABLE (no route to the node).
- * Completions are exempt from ECLOSED and from the mailbox bound: a reply
+ * such actor), EFULL (mailbox at its message or byte bound; system
+ * messages are exempt), ECLOSED (shutting down), EUNREACHABLE (no route
+ * to the node).
+ * Completions are exempt from ECLOSED and from the mailbox bounds: a reply
  * (TROUPE_MSG_REPLY with the ask's corr, e.g. answered from a storage or
  * worker thread) and a message with ptr set (an adapter's completion) still
  * reach live actors while shutdown drains them.
@@ -98,7 +151,9 @@ troupe_runtime_send(troupe_runtime *rt, troupe_addr to, troupe_msg **m);
  * Answers an ask from any thread, given the asker's address and the ask's
  * correlation id: for work an actor handed off (a worker, the storage
  * writer) that finishes elsewhere. The reply carries err and takes over
- * *body (may be NULL for an empty body; NULLed). corr 0 (a plain send) is
+ * *body (may be NULL for an empty body; NULLed); its `from` names this
+ * node (slot 0), so a remote asker can match it against the node it
+ * asked. corr 0 (a plain send) is
  * ignored and returns OK: nobody waits. Failures are returned but leave
  * the asker to its deadline. Errors as troupe_runtime_send, and EINVAL.
  */
@@ -151,20 +206,73 @@ troupe_runtime_set_remote(troupe_runtime *rt, const troupe_remote_ops *ops,
 
 /*
  * Delivers a message that arrived from another node, to a local actor.
- * `m->to` names the target; a message with TROUPE_MSG_REPLY completes the
- * matching ask. Consumes *m. Same errors as troupe_runtime_send.
+ * `m->to` names the target. Consumes *m. Any thread; never blocks.
+ *
+ * Only the REPLY flag is taken from the wire: a peer cannot make a system
+ * message, set ptr (EINVAL) or bypass a mailbox bound. The message is
+ * counted in the runtime-wide network budget (opts.net_bytes) until it
+ * leaves the mailbox.
+ *
+ * A reply completes the matching ask only if that ask was sent to the
+ * node named by m->from.node (the transport sets it to the node of the
+ * link the message came on) and names the asker and its correlation id;
+ * anything else is dropped when the asker's turn looks at it.
+ *
+ * Any other message must have a kind its receiver's definition declares
+ * remote (troupe_actor_def.remote_kinds). Refused, with the error
+ * returned: EINVAL (kind local-only, or ptr set, or m->to names another
+ * node), EDEAD (no such actor or stale generation), EFULL (mailbox at its
+ * message or byte bound, or the network budget spent), ECLOSED. When the
+ * refused message is an ask from another node (corr != 0, from not NONE),
+ * the runtime answers it at once with an empty error reply carrying that
+ * error, sent back through the remote hook, so the asker does not wait for
+ * its deadline. One reply per refused ask, never more, and the transport's
+ * bounded queues may refuse it; refusals, replies and lost replies are
+ * counted (troupe_runtime_stats_get).
  */
 troupe_err
 troupe_runtime_deliver(troupe_runtime *rt, troupe_msg **m);
 
 /*
- * Runs fn(arg) on the worker pool, then done(arg, rt) on scheduler 0. For
- * adapters that are not actors; actors use troupe_work_submit. done fires
- * exactly once (also at shutdown, after fn ran). Any thread.
+ * Runs fn(arg) on the STORAGE lane of the worker pool, then done(arg, rt)
+ * on scheduler 0. For adapters that are not actors; actors use
+ * troupe_work_submit. done fires exactly once (also at shutdown, after fn
+ * ran: these jobs are never cancelled). Not refused by the lane's job
+ * bound: these are completions of host calls in flight, bounded by the
+ * host. Errors: EINVAL, ENOMEM, ECLOSED (the pool has stopped). Any
+ * thread.
  */
 troupe_err
 troupe_runtime_work(troupe_runtime *rt, void (*fn)(void *arg),
                     void (*done)(void *arg, troupe_runtime *rt), void *arg);
+
+/*
+ * The same on `lane`, declaring `bytes`: what the job holds while it is
+ * queued or running (counted against the lane's byte budget until fn
+ * returns). Also EFULL (the lane's byte budget is spent) and EINVAL (no
+ * such lane).
+ */
+troupe_err
+troupe_runtime_work_in(troupe_runtime *rt, troupe_lane lane, uint64_t bytes,
+                       void (*fn)(void *arg),
+                       void (*done)(void *arg, troupe_runtime *rt), void *arg);
+
+/* Counters since create; relaxed reads, for monitoring and tests. */
+typedef struct troupe_runtime_stats {
+    uint64_t remote_refused_kind; /* local-only kind from another node */
+    uint64_t remote_refused_dead; /* no such actor / stale generation */
+    uint64_t remote_refused_full; /* mailbox bound or network budget */
+    uint64_t error_replies;       /* error replies to refused remote asks */
+    uint64_t error_replies_lost;  /* ... that the transport refused */
+    uint64_t mailbox_full;        /* EFULL of any send (local or remote) */
+    uint64_t net_bytes;           /* network bytes queued in mailboxes now */
+    uint64_t work_refused;        /* jobs refused with EFULL */
+    uint64_t work_cancelled;      /* jobs cancelled at shutdown */
+} troupe_runtime_stats;
+
+/* Fills *out (zeroes when rt is NULL). Any thread. */
+void
+troupe_runtime_stats_get(const troupe_runtime *rt, troupe_runtime_stats *out);
 
 /*
  * Runs fn(arg, rt) once on scheduler 0 (the host's loop in embedded mode),

@@ -75,6 +75,12 @@ troupe_ttl_queue_batches(const troupe_ttl *s);
 uint64_t
 troupe_ttl_queue_passes(const troupe_ttl *s);
 
+/* The scanner actor's address (for monitors and tests; every kind it
+ * handles is its own, so nothing from another node reaches it). NONE for
+ * NULL. Never blocks. */
+troupe_addr
+troupe_ttl_addr(const troupe_ttl *s);
+
 /* Stops the actor and waits until it is gone; a pass in flight is
  * abandoned (the table finishes its batch and its reply is dropped; a
  * queue purge batch already running finishes before this returns).
