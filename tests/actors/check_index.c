@@ -542,6 +542,18 @@ static const char *bad_catalog[] = {
     /* duplicate key instead of fn */
     "{\"id\": 1, \"name\": \"ix\", \"unique\": false, \"state\": \"ready\", "
     "\"fields\": [[\"a\", \"string\"]], \"cond\": null, \"id\": 2}",
+    /* a repeated key whose value the decoder copies (it must free what
+     * it copied: run under ASan, a leak fails the test) */
+    "{\"id\": 1, \"name\": \"ix\", \"unique\": false, \"state\": \"ready\", "
+    "\"fields\": [[\"a\", \"string\"]], \"cond\": null, \"name\": \"iy\"}",
+    "{\"id\": 1, \"name\": \"ix\", \"unique\": false, \"fields\": [[\"b\", "
+    "\"int\"]], \"fields\": [[\"a\", \"string\"]], \"cond\": null, \"fn\": "
+    "null}",
+    "{\"id\": 1, \"name\": \"ix\", \"unique\": false, \"state\": \"ready\", "
+    "\"cond\": [\"a\", \"exists\", null], \"cond\": [\"b\", \"exists\", null], "
+    "\"fn\": null}",
+    "{\"id\": 1, \"name\": \"ix\", \"unique\": false, \"state\": \"ready\", "
+    "\"fields\": [], \"fn\": \"f\", \"fn\": \"g\"}",
     "{\"id\": -1, \"name\": \"ix\", \"unique\": false, \"state\": \"ready\", "
     "\"fields\": [[\"a\", \"string\"]], \"cond\": null, \"fn\": null}",
     "{\"id\": 1, \"name\": \"ix\", \"unique\": false, \"state\": \"done\", "

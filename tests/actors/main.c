@@ -12,11 +12,13 @@ Suite *
 ttl_suite(void);
 Suite *
 queue_suite(void);
+Suite *
+catalog_suite(void);
 
 int
 main(void)
 {
-    Suite *s[] = {kv_suite(),  table_suite(), index_suite(),
-                  txn_suite(), ttl_suite(),   queue_suite()};
+    Suite *s[] = {kv_suite(),  table_suite(), index_suite(),  txn_suite(),
+                  ttl_suite(), queue_suite(), catalog_suite()};
     return ts_run_suites(s, (int)(sizeof(s) / sizeof(s[0])));
 }

@@ -694,6 +694,21 @@ enum {
     K_ALL = 127
 };
 
+/* The bit of a catalog key, 0 for an unknown one. */
+static unsigned
+entry_bit(const char *k, size_t kn)
+{
+    static const char *const keys[] = {"id",     "name", "unique", "state",
+                                       "fields", "cond", "fn"};
+    for (unsigned i = 0; i < 7; i++)
+        if (str_is(k, kn, keys[i]))
+            return 1u << i;
+    return 0;
+}
+
+/* Exactly the seven keys, each once: a repeated key is refused before its
+ * value is read (a second "name" would otherwise replace, and leak, the
+ * first one's copy). */
 static troupe_err
 read_entry(troupe_reader *r, cat_entry *c)
 {
@@ -705,51 +720,40 @@ read_entry(troupe_reader *r, cat_entry *c)
         const char *k;
         size_t kn;
         troupe_err e = TROUPE_OK;
-        unsigned bit;
         if (troupe_read_str(r, 16, &k, &kn) != TROUPE_OK)
             return TROUPE_EPROTO;
-        if (str_is(k, kn, "id")) {
-            bit = K_ID;
+        unsigned bit = entry_bit(k, kn);
+        if (bit == 0 || (seen & bit))
+            return TROUPE_EPROTO;
+        seen |= bit;
+        if (bit == K_ID) {
             if (troupe_read_uint(r, &c->id) != TROUPE_OK)
                 e = TROUPE_EPROTO;
-        } else if (str_is(k, kn, "name")) {
-            bit = K_NAME;
+        } else if (bit == K_NAME) {
             e = read_cstr(r, INDEX_NAME_MAX, &c->name);
             c->spec.name = c->name;
-        } else if (str_is(k, kn, "unique")) {
-            bit = K_UNIQUE;
+        } else if (bit == K_UNIQUE) {
             if (troupe_read_bool(r, &c->spec.unique) != TROUPE_OK)
                 e = TROUPE_EPROTO;
-        } else if (str_is(k, kn, "state")) {
+        } else if (bit == K_STATE) {
             const char *s;
             size_t sn;
-            bit = K_STATE;
             if (troupe_read_str(r, 16, &s, &sn) != TROUPE_OK)
                 e = TROUPE_EPROTO;
             else if (str_is(s, sn, "ready"))
                 c->ready = true;
             else if (!str_is(s, sn, "building"))
                 e = TROUPE_EPROTO;
-        } else if (str_is(k, kn, "fields")) {
-            bit = K_FIELDS;
+        } else if (bit == K_FIELDS) {
             e = read_fields(r, c);
-        } else if (str_is(k, kn, "cond")) {
-            bit = K_COND;
+        } else if (bit == K_COND) {
             e = read_cond(r, c);
-        } else if (str_is(k, kn, "fn")) {
-            bit = K_FN;
-            if (!troupe_read_try_nil(r)) {
-                e = read_cstr(r, INDEX_NAME_MAX, &c->fn);
-                c->spec.fn_name = c->fn;
-            }
-        } else {
-            return TROUPE_EPROTO;
+        } else if (!troupe_read_try_nil(r)) { /* K_FN */
+            e = read_cstr(r, INDEX_NAME_MAX, &c->fn);
+            c->spec.fn_name = c->fn;
         }
         if (e != TROUPE_OK)
             return e;
-        if (seen & bit)
-            return TROUPE_EPROTO;
-        seen |= bit;
     }
     return seen == K_ALL ? TROUPE_OK : TROUPE_EPROTO;
 }

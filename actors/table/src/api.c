@@ -38,7 +38,7 @@ rows_decode(troupe_body *body, troupe_rows **out)
         return TROUPE_ENOMEM;
     troupe_row *v = (troupe_row *)(rows + 1);
     for (uint32_t i = 0; i < n; i++) {
-        const void *p;
+        const void *p = NULL;
         troupe_read_array_n(&r, 3);
         troupe_read_bin(&r, TROUPE_KEY_MAX, &p, &v[i].key_len);
         v[i].key = p;
@@ -49,7 +49,7 @@ rows_decode(troupe_body *body, troupe_rows **out)
         v[i].doc = p;
     }
     if (!troupe_read_try_nil(&r)) {
-        const void *p;
+        const void *p = NULL;
         troupe_read_bin(&r, TROUPE_KEY_MAX, &p, &rows->cursor_len);
         rows->cursor = p;
     }

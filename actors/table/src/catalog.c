@@ -349,21 +349,37 @@ entry_parse(const void *val, size_t len, tentry **out)
     size_t nlen = 0;
     const void *idx = NULL, *drp = NULL;
     size_t idx_len = 0, drp_len = 0;
+    /* Each key at most once (which of two would count is no choice to
+     * make for a corrupt entry); unknown keys are skipped. A key that is
+     * not a string of at most 64 bytes ends the walk: nothing read from
+     * it is looked at. */
+    static const char *const known[] = {"id", "name", "version", "indexes",
+                                        "dropped"};
+    unsigned seen = 0;
     troupe_reader_init(&r, val, len);
     troupe_read_map(&r, &n);
     for (uint32_t i = 0; i < n && r.err == TROUPE_OK; i++) {
-        const char *k;
-        size_t kl;
-        troupe_read_str(&r, 64, &k, &kl);
-        if (kl == 2 && memcmp(k, "id", 2) == 0)
+        const char *k = NULL;
+        size_t kl = 0;
+        if (troupe_read_str(&r, 64, &k, &kl) != TROUPE_OK)
+            break;
+        unsigned which = 0;
+        while (which < 5 &&
+               (strlen(known[which]) != kl || memcmp(k, known[which], kl) != 0))
+            which++;
+        if (which < 5 && (seen & (1u << which)))
+            return TROUPE_ECORRUPT;
+        if (which < 5)
+            seen |= 1u << which;
+        if (which == 0)
             troupe_read_uint(&r, &id);
-        else if (kl == 4 && memcmp(k, "name", 4) == 0)
+        else if (which == 1)
             troupe_read_str(&r, TROUPE_TABLE_NAME_MAX, &name, &nlen);
-        else if (kl == 7 && memcmp(k, "version", 7) == 0)
+        else if (which == 2)
             troupe_read_uint(&r, &ver);
-        else if (kl == 7 && memcmp(k, "indexes", 7) == 0)
+        else if (which == 3)
             troupe_read_raw(&r, &idx, &idx_len);
-        else if (kl == 7 && memcmp(k, "dropped", 7) == 0)
+        else if (which == 4)
             troupe_read_raw(&r, &drp, &drp_len);
         else
             troupe_read_skip(&r);

@@ -602,9 +602,10 @@ stamp_doc(troupe_packer *p, const void *doc, size_t len, const void *created,
         const void *raw;
         size_t rl;
         if (troupe_read_peek(&r) == TROUPE_MP_STR) {
-            const char *s;
-            size_t sl;
-            troupe_read_str(&r, SIZE_MAX, &s, &sl);
+            const char *s = NULL;
+            size_t sl = 0;
+            if (troupe_read_str(&r, SIZE_MAX, &s, &sl) != TROUPE_OK)
+                break;
             troupe_pack_str(p, s, sl);
             bool c = sl == 10 && memcmp(s, "created_at", 10) == 0;
             bool u = sl == 10 && memcmp(s, "updated_at", 10) == 0;
@@ -616,12 +617,11 @@ stamp_doc(troupe_packer *p, const void *doc, size_t len, const void *created,
                     troupe_pack_int(p, now);
                 continue;
             }
-        } else {
-            troupe_read_raw(&r, &raw, &rl);
+        } else if (troupe_read_raw(&r, &raw, &rl) == TROUPE_OK) {
             troupe_pack_raw(p, raw, rl);
         }
-        troupe_read_raw(&r, &raw, &rl);
-        troupe_pack_raw(p, raw, rl);
+        if (troupe_read_raw(&r, &raw, &rl) == TROUPE_OK)
+            troupe_pack_raw(p, raw, rl);
     }
     troupe_err e = troupe_read_end(&r);
     return e != TROUPE_OK ? TROUPE_EPROTO : p->err;
