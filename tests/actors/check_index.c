@@ -1703,6 +1703,7 @@ START_TEST(test_query_bad_arguments_clear_errors)
         {1, "[\"c1\", 1, 2]", NULL, NULL, TROUPE_EINVAL},
         {2, "[20]", "[1]", NULL, TROUPE_EINVAL},  /* values + range */
         {2, NULL, "[40]", "[20]", TROUPE_EINVAL}, /* from after to */
+        {2, NULL, "[20]", "[20]", TROUPE_EINVAL}, /* from == to: empty */
         {2, NULL, "[\"x\"]", NULL, TROUPE_EINVAL},
         {2, NULL, NULL, "{}", TROUPE_EPROTO},
         {3, "[[1]]", NULL, NULL, TROUPE_EINVAL}, /* no nested */

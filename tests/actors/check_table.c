@@ -990,6 +990,12 @@ START_TEST(test_scan_limit_zero_einval_cursor_outside_erange)
     ck_assert_err(scan("s", "k01", "k02", "k05", 3, 5, false), TROUPE_ERANGE);
     ck_assert_err(scan("s", "k01", "k02", "a", 1, 5, true), TROUPE_ERANGE);
     ck_assert_err(scan("s", "k05", "k01", NULL, 0, 5, false), TROUPE_EINVAL);
+    /* an empty range [k, k) is refused like an inverted one, both ways */
+    ck_assert_err(scan("s", "k01", "k01", NULL, 0, 5, false), TROUPE_EINVAL);
+    ck_assert_err(scan("s", "k01", "k01", NULL, 0, 5, true), TROUPE_EINVAL);
+    /* a start that is a prefix of end is a range */
+    ck_assert_ok(scan("s", "k0", "k01", NULL, 0, 5, false));
+    ck_assert_uint_eq(fx.rows->n, 1);
 }
 END_TEST
 

@@ -920,6 +920,10 @@ START_TEST(test_txn_scan_bad_arguments)
     so = (troupe_scan_opts){
         .start = "b", .start_len = 1, .end = "a", .end_len = 1, .limit = 1};
     ck_assert_err(troupe_txn_scan(tx, "a", &so, never_cb, NULL), TROUPE_EINVAL);
+    so.end = "b"; /* [b, b): empty, refused */
+    ck_assert_err(troupe_txn_scan(tx, "a", &so, never_cb, NULL), TROUPE_EINVAL);
+    so.reverse = true;
+    ck_assert_err(troupe_txn_scan(tx, "a", &so, never_cb, NULL), TROUPE_EINVAL);
     static unsigned char big[TROUPE_KEY_MAX + 1];
     so = (troupe_scan_opts){.start = big, .start_len = sizeof(big), .limit = 1};
     ck_assert_err(troupe_txn_scan(tx, "a", &so, never_cb, NULL),

@@ -136,8 +136,8 @@ qrange_make(const troupe_index_query *q, qrange *out)
     if (s != NULL && t != NULL) {
         size_t m = sl < tl ? sl : tl;
         int c = memcmp(s, t, m);
-        if (c > 0 || (c == 0 && sl > tl))
-            return TROUPE_EINVAL; /* from after to */
+        if (c > 0 || (c == 0 && sl >= tl))
+            return TROUPE_EINVAL; /* from at or after to: empty */
     }
     troupe_range_init_bounds(&out->r, s, sl, t, tl);
     return TROUPE_OK;

@@ -222,8 +222,8 @@ troupe__scan_opts_check(const troupe_scan_opts *so)
     if (so->start != NULL && so->end != NULL) {
         size_t n = so->start_len < so->end_len ? so->start_len : so->end_len;
         int c = memcmp(so->start, so->end, n);
-        if (c > 0 || (c == 0 && so->start_len > so->end_len))
-            return TROUPE_EINVAL;
+        if (c > 0 || (c == 0 && so->start_len >= so->end_len))
+            return TROUPE_EINVAL; /* inverted, or empty: start == end */
     }
     return TROUPE_OK;
 }

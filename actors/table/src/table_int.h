@@ -375,7 +375,8 @@ troupe__read_scan(const tread_src *s, const troupe_scan_opts *so,
                   troupe_rows **out);
 /* A scan's options, as troupe_table_scan and troupe_txn_scan check them:
  * EINVAL (NULL, limit 0 or above the page maximum, a pointer without a
- * length or the reverse, start above end), ETOOBIG (a key too long). */
+ * length or the reverse, start at or above end), ETOOBIG (a key too
+ * long). */
 troupe_err
 troupe__scan_opts_check(const troupe_scan_opts *so);
 

@@ -219,7 +219,8 @@ troupe_index_cf_name(char kind, uint64_t id, char *buf, size_t cap);
  *    a function would emit them with the tuple codec (int: int64, or
  *    uint64 past INT64_MAX; float: double; str: string; bin: bytes).
  *  - from/to: msgpack arrays of leading values with the same rules: the
- *    half-open range [from, to) in value order, a bound NULL for open;
+ *    half-open range [from, to) in value order, a bound NULL for open
+ *    (from at or after to is EINVAL: an empty range is refused);
  *    from = [a], to = [b] is "first field in [a, b)".
  *  - neither: the whole index. values together with from/to is EINVAL.
  *

@@ -411,7 +411,8 @@ typedef struct troupe_scan_opts {
 /*
  * Up to limit live rows in key order (descending when reverse); expired
  * rows are skipped. The call returns EINVAL for limit 0 or over the
- * maximum, an empty or inverted range, a bad cursor. cb errors: ERANGE
+ * maximum, an empty (start == end) or inverted range, a bad cursor. cb
+ * errors: ERANGE
  * (cursor outside the range), ECORRUPT (a malformed row: the page fails,
  * it is never shortened), EIO.
  */

@@ -107,9 +107,10 @@ troupe_txn_get_many(troupe_txn *tx, const char *table, const void *const *keys,
  * range counts as one key toward the transaction's key limit. cb errors:
  * ERANGE (cursor outside the range), ECORRUPT (a malformed row fails the
  * page), EIO, ENOMEM. Call errors: EINVAL (NULL, limit 0 or over
- * TROUPE_TABLE_PAGE_MAX, a pointer and length that disagree, an inverted
- * range), ETOOBIG (a bound over TROUPE_KEY_MAX, or the key limit),
- * ENOENT (no such table), ESTATE, ENOMEM.
+ * TROUPE_TABLE_PAGE_MAX, a pointer and length that disagree, an empty
+ * (start == end) or inverted range), ETOOBIG (a bound over
+ * TROUPE_KEY_MAX, or the key limit), ENOENT (no such table), ESTATE,
+ * ENOMEM.
  */
 troupe_err
 troupe_txn_scan(troupe_txn *tx, const char *table, const troupe_scan_opts *so,
