@@ -80,7 +80,8 @@ typedef struct xkey {
     uint32_t
         kind; /* K_NONE: read only; TABLE_INSERT.. or TTXN_DEL_ANY/ABSENT */
     int64_t expires;
-    uint64_t ver; /* versioned read: the version the caller read; 0: none */
+    uint64_t ver;     /* versioned read: the version the caller read; 0: none */
+    uint32_t nwrites; /* buffered writes of the key (counted up to 2) */
     unsigned char *doc;
     size_t dlen;
     size_t klen;
@@ -456,6 +457,9 @@ buffer(troupe_txn *tx, const char *table, uint32_t kind, const void *key,
     if ((e = tab_of(tx, table, &tab)) != TROUPE_OK)
         return e;
     xkey *x = kfind(tx, tab, key, klen);
+    /* pi_db's versioned write set holds each key once */
+    if (tx->mode == MODE_VERSIONED && x != NULL && x->nwrites > 0)
+        return TROUPE_EINVAL;
     uint32_t nk;
     if ((e = combine(x != NULL ? x->kind : K_NONE, kind, &nk)) != TROUPE_OK)
         return e;
@@ -477,6 +481,8 @@ buffer(troupe_txn *tx, const char *table, uint32_t kind, const void *key,
     x->dlen = copy != NULL ? dlen : 0;
     x->kind = nk;
     x->expires = o.expires_at_ms;
+    if (x->nwrites < 2)
+        x->nwrites++;
     tx->bytes = tx->bytes - old + nb;
     return TROUPE_OK;
 }
@@ -1496,6 +1502,9 @@ troupe_txn_commit_version(troupe_txn *tx, troupe_sync sync,
         return TROUPE_EINVAL;
     if (tx->state != TX_OPEN || tx->mode == MODE_ORDINARY)
         return TROUPE_ESTATE;
+    for (size_t i = 0; i < tx->nkeys; i++)
+        if (tx->keys[i]->nwrites > 1)
+            return TROUPE_EINVAL; /* a key written twice: pi_db refuses */
     tx->cb = NULL;
     tx->vcb = cb;
     tx->arg = arg;
@@ -1877,8 +1886,15 @@ troupe_txn_read_version(troupe_txn *tx, const char *table, const void *key,
         return TROUPE_ESTATE;
     uint32_t tab;
     xkey *x;
-    if ((e = tab_of(tx, table, &tab)) != TROUPE_OK ||
-        (e = kget(tx, tab, key, klen, &x)) != TROUPE_OK)
+    if ((e = tab_of(tx, table, &tab)) != TROUPE_OK)
+        return e;
+    /* A second read entry of one key is refused, not merged: the last
+     * one winning would let a stale read followed by a current one
+     * commit (pi_db rejects duplicate entries before anything happens). */
+    x = kfind(tx, tab, key, klen);
+    if (x != NULL && x->ver != 0)
+        return TROUPE_EINVAL;
+    if (x == NULL && (e = kget(tx, tab, key, klen, &x)) != TROUPE_OK)
         return e;
     tx->mode = MODE_VERSIONED;
     x->ver = version;

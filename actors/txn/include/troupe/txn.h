@@ -246,7 +246,13 @@ troupe_txn_commit_wait(troupe_txn *tx, troupe_sync sync);
  * EINVAL, ETOOBIG, ENOENT (no such table), ESTATE, ENOMEM.
  *
  * troupe_txn_read_version adds (table, key, version) to the transaction's
- * external read set; writes use the ordinary buffering calls. The commit,
+ * external read set; writes use the ordinary buffering calls. As in
+ * pi_db, duplicate entries are refused before anything happens: a key
+ * already in the read set is EINVAL (the first entry stands), and in a
+ * versioned transaction each key is written at most once (a second
+ * insert, update, upsert or delete of it is EINVAL once read_version was
+ * called; commit_version of a transaction that wrote a key twice before
+ * that is EINVAL at the call, and the transaction stays open). The commit,
  * troupe_txn_commit_version, compares every versioned read with the key's
  * current version, then checks the standard conflicts of the writes (a
  * written key not in the read set conflicts when it changed since begin),
@@ -291,9 +297,9 @@ troupe_txn_query_versions_wait(troupe_tables *t, const char *table,
                                size_t n, troupe_rows **rows,
                                uint64_t **versions);
 
-/* Errors: EINVAL (NULL, empty key, version 0), ETOOBIG (key, or the key
- * limit), ENOENT (no such table), ESTATE (ordinary reads used, or not
- * open), ENOMEM. */
+/* Errors: EINVAL (NULL, empty key, version 0, the key already in the
+ * read set), ETOOBIG (key, or the key limit), ENOENT (no such table),
+ * ESTATE (ordinary reads used, or not open), ENOMEM. */
 troupe_err
 troupe_txn_read_version(troupe_txn *tx, const char *table, const void *key,
                         size_t klen, uint64_t version);
@@ -309,7 +315,8 @@ typedef struct troupe_txn_receipt {
 typedef void (*troupe_txn_commit_version_cb)(
     troupe_txn *tx, troupe_err err, const troupe_txn_conflict *conflicts,
     size_t n, const troupe_txn_receipt *receipts, size_t nr, void *arg);
-/* Outcomes as troupe_txn_commit. Call errors: EINVAL, ESTATE. */
+/* Outcomes as troupe_txn_commit. Call errors: EINVAL (NULL tx or cb, bad
+ * sync, a key written twice), ESTATE. */
 troupe_err
 troupe_txn_commit_version(troupe_txn *tx, troupe_sync sync,
                           troupe_txn_commit_version_cb cb, void *arg);
