@@ -1378,6 +1378,77 @@ START_TEST(test_txn_versioned_duplicate_entries_refused)
 }
 END_TEST
 
+static atomic_int part_done_calls;
+static _Atomic troupe_err part_outcome;
+
+static troupe_err
+part_write_nothing(void *arg, troupe_batch *b)
+{
+    return TROUPE_OK;
+}
+
+static void
+part_done(void *arg, troupe_err outcome)
+{
+    atomic_store(&part_outcome, outcome);
+    atomic_fetch_add(&part_done_calls, 1);
+}
+
+/* A commit whose table was dropped after the write was buffered answers
+ * the missing-table error with an empty conflict list, also when another
+ * table conflicted first, in both commit forms and for its participants:
+ * EDEAD (the table's actor is gone) never leaks out of a commit. */
+START_TEST(test_txn_commit_on_dropped_table_is_enoent)
+{
+    for (int form = 0; form < 3; form++) {
+        ck_assert_ok(troupe_tables_create_wait(fx.tables, "a", NULL, 0));
+        ck_assert_ok(troupe_tables_create_wait(fx.tables, "b", NULL, 0));
+        put("a", "c", 1);
+        troupe_txn *tx = NULL;
+        ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx));
+        if (form == 1) { /* a read of "a" that conflicts, before "b" */
+            ck_assert_int_eq(txv(tx, "a", "c"), 1);
+            put("a", "c", 2);
+        }
+        ck_assert_ok(txput(tx, "a", "c", 3));
+        ck_assert_ok(txput(tx, "b", "k", 4));
+        atomic_store(&part_done_calls, 0);
+        troupe_txn_part part = {
+            .write = part_write_nothing, .done = part_done, .arg = NULL};
+        ck_assert_ok(troupe_txn_attach(tx, &part));
+        ck_assert_ok(troupe_tables_drop_wait(fx.tables, "b"));
+        if (form == 2)
+            ck_assert_err(
+                troupe_txn_commit_version_wait(tx, TROUPE_SYNC_DEFAULT),
+                TROUPE_ENOENT);
+        else
+            ck_assert_err(troupe_txn_commit_wait(tx, TROUPE_SYNC_DEFAULT),
+                          TROUPE_ENOENT);
+        const troupe_txn_conflict *c = NULL;
+        size_t n = 99;
+        ck_assert_ok(troupe_txn_conflicts(tx, &c, &n));
+        ck_assert_uint_eq(n, 0);
+        ck_assert_ptr_null(c);
+        ck_assert_int_eq(atomic_load(&part_done_calls), 1);
+        ck_assert_int_eq(atomic_load(&part_outcome), TROUPE_ENOENT);
+        troupe_txn_destroy(tx);
+        ck_assert_int_eq(stored("a", "c"), form == 1 ? 2 : 1);
+        /* the name taken again by a new table: still the old one's error */
+        ck_assert_ok(troupe_tables_create_wait(fx.tables, "b", NULL, 0));
+        ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx));
+        ck_assert_ok(txput(tx, "b", "k", 5));
+        ck_assert_ok(troupe_tables_drop_wait(fx.tables, "b"));
+        ck_assert_ok(troupe_tables_create_wait(fx.tables, "b", NULL, 0));
+        ck_assert_err(troupe_txn_commit_wait(tx, TROUPE_SYNC_DEFAULT),
+                      TROUPE_ENOENT);
+        troupe_txn_destroy(tx);
+        ck_assert_int_eq(stored("b", "k"), -1);
+        ck_assert_ok(troupe_tables_drop_wait(fx.tables, "a"));
+        ck_assert_ok(troupe_tables_drop_wait(fx.tables, "b"));
+    }
+}
+END_TEST
+
 #define NQ 8
 static atomic_int q_done;
 static _Atomic uint64_t q_ver[NQ];
@@ -1613,6 +1684,7 @@ txn_suite(void)
     tcase_add_test(tc, test_txn_query_versions_batch_matches_single_queries);
     tcase_add_test(tc, test_txn_versioned_query_commit_receipts_and_conflicts);
     tcase_add_test(tc, test_txn_versioned_duplicate_entries_refused);
+    tcase_add_test(tc, test_txn_commit_on_dropped_table_is_enoent);
     tcase_add_test(tc,
                    test_txn_versioned_api_first_version_once_and_bad_arguments);
     tcase_add_test(tc,

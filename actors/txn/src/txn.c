@@ -1134,8 +1134,17 @@ complete(troupe_txn *tx)
         tx->nconf = w;
     }
     troupe_err e = tx->result;
+    if (e == TROUPE_EDEAD)
+        e = TROUPE_ECLOSED; /* an actor's detail, never a commit's outcome */
     if (e == TROUPE_OK && tx->nconf > 0)
         e = TROUPE_ECONFLICT;
+    if (e != TROUPE_ECONFLICT) {
+        /* another failure wins over conflicts found before it, and the
+         * contract says the set is empty then */
+        for (size_t i = 0; i < tx->nconf; i++)
+            troupe_free((void *)tx->conf[i].key);
+        tx->nconf = 0;
+    }
     if (e == TROUPE_OK && tx->vcb != NULL)
         e = receipts_build(tx);
     tx->state = TX_DONE;
@@ -1308,6 +1317,28 @@ conf_decode(troupe_txn *tx, const char *table, const troupe_msg *reply)
     return troupe_read_end(&r) == TROUPE_OK ? TROUPE_OK : TROUPE_EPROTO;
 }
 
+/*
+ * The error of a table's prepare as the caller gets it. A table actor that
+ * is gone (EDEAD) or winding down (ECLOSED) while the catalog no longer
+ * lists that table under this actor was dropped after the transaction
+ * buffered its writes (maybe recreated under the same name, a new table):
+ * that is the missing-table error. Otherwise the tables are stopping, and
+ * EDEAD, an actor's detail, is ECLOSED.
+ */
+static troupe_err
+tab_err(troupe_txn *tx, const xtab *tb, troupe_err err)
+{
+    if (err != TROUPE_EDEAD && err != TROUPE_ECLOSED)
+        return err;
+    troupe_addr a;
+    troupe_cf *cf;
+    troupe_err le = troupe__tables_lookup_cf(tx->t, tb->name, &a, &cf);
+    if (le == TROUPE_ENOENT ||
+        (le == TROUPE_OK && !troupe_addr_eq(a, tb->addr)))
+        return TROUPE_ENOENT;
+    return TROUPE_ECLOSED;
+}
+
 static void
 on_prepared(troupe_runtime *rt, troupe_err err, troupe_msg *reply, void *arg)
 {
@@ -1320,7 +1351,7 @@ on_prepared(troupe_runtime *rt, troupe_err err, troupe_msg *reply, void *arg)
             tx->err = e;
         tx->check_only = true;
     } else if (err != TROUPE_OK) {
-        tx->err = err;
+        tx->err = tab_err(tx, tb, err);
     }
     tx->cur++;
     prepare_next(tx, true);
@@ -1464,6 +1495,7 @@ prepare_next(troupe_txn *tx, bool on_s0)
             if (e == TROUPE_OK)
                 return; /* on_prepared goes on */
             tb->sent = false;
+            e = tab_err(tx, tb, e);
         }
         tx->err = e;
     }
@@ -1741,6 +1773,8 @@ on_qver(troupe_runtime *rt, troupe_err err, troupe_msg *reply, void *arg)
     qcall *c = arg;
     troupe_rows *rows = NULL;
     uint64_t *vers = NULL;
+    if (err == TROUPE_EDEAD)
+        err = TROUPE_ECLOSED; /* the table's actor went meanwhile */
     if (err == TROUPE_OK)
         err = qver_decode(reply, c->n, &vers, &rows);
     atomic_fetch_add_explicit(err == TROUPE_OK ? &c->ts->qver_ok

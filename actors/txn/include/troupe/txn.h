@@ -161,10 +161,16 @@ troupe_txn_rollback(troupe_txn *tx);
  *               troupe_txn_conflicts until destroy);
  *   EEXIST, ENOENT, ECONSTRAINT, ECORRUPT, EPROTO, ETOOBIG
  *               a write's rule failed at some table: nothing written;
+ *               ENOENT also when a table the transaction used was dropped
+ *               before the commit reached it (even if a table of that
+ *               name exists again);
  *   EUNKNOWN    the write or its sync failed: it may or may not be stored
  *               (never retry blindly);
  *   EFULL       the commit pipeline was full: nothing written;
  *   ETIMEDOUT, ECLOSED, EFAILSTOP, EIO, ENOMEM: nothing written.
+ * Any outcome other than ECONFLICT wins over conflicts found before it
+ * (a dropped table after another table conflicted is ENOENT), and the
+ * conflict set is then empty. EDEAD never comes out of a commit.
  * A transaction that wrote nothing commits at once (its snapshot reads
  * were consistent). After the call the transaction accepts no further
  * call but troupe_txn_conflicts and destroy. Call errors: EINVAL (NULL tx
