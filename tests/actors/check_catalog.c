@@ -2,6 +2,7 @@
  * that never repeat after a reopen, idempotent creates, and function
  * indexes checked against the registry. Real RocksDB in a temp dir, a
  * standalone runtime (blocking twins on the test thread). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +19,7 @@ typedef struct cat_fx {
     troupe_commit *commit;
     troupe_tables *tables;
     troupe_index_fns *fns;
+    uint64_t reserve; /* troupe_tables_opts.version_reserve */
     char *dir;
 } cat_fx;
 
@@ -198,6 +200,255 @@ START_TEST(test_catalog_corrupt_entry_refused_at_open)
 }
 END_TEST
 
+/* ---- key versions across opens ----------------------------------------- */
+
+/* {"v": v} */
+static unsigned char vbuf[16];
+
+static const void *
+docv(int64_t v, size_t *len)
+{
+    troupe_packer p;
+    troupe_pack_init(&p);
+    troupe_pack_map(&p, 1);
+    troupe_pack_cstr(&p, "v");
+    troupe_pack_int(&p, v);
+    const void *d = troupe_pack_data(&p, len);
+    ck_assert_uint_le(*len, sizeof(vbuf));
+    memcpy(vbuf, d, *len);
+    troupe_pack_fini(&p);
+    return vbuf;
+}
+
+static void
+put(const char *t, const char *k, int64_t v)
+{
+    size_t len;
+    const void *d = docv(v, &len);
+    ck_assert_ok(
+        troupe_table_upsert_wait(fx.tables, t, k, strlen(k), d, len, NULL));
+}
+
+static int64_t
+stored(const char *t, const char *k)
+{
+    troupe_rows *rows = NULL;
+    troupe_err e = troupe_table_get_wait(fx.tables, t, k, strlen(k), &rows);
+    if (e == TROUPE_ENOENT)
+        return -1;
+    ck_assert_ok(e);
+    troupe_reader r;
+    uint32_t n = 0;
+    const char *f;
+    size_t fl;
+    int64_t v = -1;
+    troupe_reader_init(&r, rows->rows[0].doc, rows->rows[0].doc_len);
+    troupe_read_map(&r, &n);
+    troupe_read_str(&r, 8, &f, &fl);
+    troupe_read_int(&r, &v);
+    ck_assert_ok(troupe_read_end(&r));
+    troupe_rows_destroy(rows);
+    return v;
+}
+
+typedef struct qv {
+    troupe_err err;
+    uint64_t ver;
+} qv;
+
+static bool
+qver_settled(void *arg)
+{
+    qv *q = arg;
+    const char *k = "k";
+    troupe_rows *rows = NULL;
+    q->err =
+        troupe_txn_query_version_wait(fx.tables, "a", k, 1, &rows, &q->ver);
+    troupe_rows_destroy(rows);
+    /* EBUSY: the counter met the floor before its background write
+     * landed (a tiny reserve makes that likely): ask again */
+    return q->err != TROUPE_EBUSY;
+}
+
+/* The version of "k" in table "a", asked until it is not EBUSY. */
+static uint64_t
+qver_k(void)
+{
+    qv q = {0};
+    ck_assert(ts_wait_until(qver_settled, &q, 10000));
+    ck_assert_ok(q.err);
+    ck_assert_uint_gt(q.ver, 0);
+    return q.ver;
+}
+
+/* A versioned commit of "k" = v in table "a" read at version `ver`. */
+static troupe_err
+vcommit_k(uint64_t ver, int64_t v, uint64_t *receipt)
+{
+    troupe_txn *tx = NULL;
+    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx));
+    ck_assert_ok(troupe_txn_read_version(tx, "a", "k", 1, ver));
+    size_t len;
+    const void *d = docv(v, &len);
+    ck_assert_ok(troupe_txn_upsert(tx, "a", "k", 1, d, len, NULL));
+    troupe_err e = troupe_txn_commit_version_wait(tx, TROUPE_SYNC_DEFAULT);
+    if (e == TROUPE_OK && receipt != NULL) {
+        const troupe_txn_receipt *r;
+        size_t n = 0;
+        ck_assert_ok(troupe_txn_receipts(tx, &r, &n));
+        ck_assert_uint_eq(n, 1);
+        *receipt = r[0].version;
+    }
+    troupe_txn_destroy(tx);
+    return e;
+}
+
+/* A version cached before a restart never names a newer value after it:
+ * the stale versioned commit conflicts (before the floor was stored, the
+ * counter restarted and the commit below overwrote the newer value: a
+ * lost update), and every version handed out after the reopen is greater
+ * than every version handed out before. */
+START_TEST(test_versions_never_repeat_across_reopen)
+{
+    ck_assert_ok(troupe_tables_create_wait(fx.tables, "a", NULL, 0));
+    put("a", "k", 1);
+    uint64_t cached = qver_k();
+    uint64_t max_before = cached, r = 0;
+    ck_assert_ok(vcommit_k(cached, 2, &r));
+    max_before = r > max_before ? r : max_before;
+    cached = qver_k();
+    ck_assert_uint_eq(cached, r);
+    close_all();
+    ck_assert_ok(open_all());
+    /* after the restart others write k (as many writes as it takes a
+     * counter that starts afresh to reach the cached version again) */
+    for (uint64_t i = 1; i < cached; i++) {
+        char k[32];
+        snprintf(k, sizeof(k), "filler%llu", (unsigned long long)i);
+        put("a", k, 0);
+    }
+    put("a", "k", 3);
+    /* the client that cached its version before the restart */
+    ck_assert_err(vcommit_k(cached, 4, NULL), TROUPE_ECONFLICT);
+    ck_assert_int_eq(stored("a", "k"), 3);
+    uint64_t now = qver_k();
+    ck_assert_uint_gt(now, max_before);
+    ck_assert_ok(vcommit_k(now, 5, &r));
+    ck_assert_uint_gt(r, max_before);
+    ck_assert_int_eq(stored("a", "k"), 5);
+}
+END_TEST
+
+/* The floor stored in meta ("versions"), read with the tables open. */
+static uint64_t
+stored_floor(void)
+{
+    troupe_cf *meta = NULL;
+    ck_assert_ok(troupe_db_cf(fx.db, "meta", &meta));
+    troupe_key_writer w;
+    troupe_key_writer_init(&w);
+    troupe_key_put_string(&w, "versions", 8);
+    const uint8_t *k;
+    size_t klen;
+    ck_assert_ok(troupe_key_writer_finish(&w, &k, &klen));
+    void *v = NULL;
+    size_t vlen = 0;
+    ck_assert_ok(troupe_db_get(fx.db, meta, NULL, k, klen, &v, &vlen));
+    troupe_key_writer_fini(&w);
+    troupe_reader r;
+    uint64_t ver = 0, f = 0;
+    troupe_reader_init(&r, v, vlen);
+    troupe_read_array_n(&r, 2);
+    troupe_read_uint(&r, &ver);
+    troupe_read_uint(&r, &f);
+    ck_assert_ok(troupe_read_end(&r));
+    ck_assert_uint_eq(ver, 1);
+    troupe_free(v);
+    return f;
+}
+
+/* With a reserve of a few versions the floor moves all the time, in the
+ * background and (when that is behind) on the commit's writer thread:
+ * every version a client sees stays below the floor on disk, and a reopen
+ * starts above all of them. */
+START_TEST(test_versions_stay_below_the_stored_floor)
+{
+    close_all();
+    fx.reserve = (uint64_t)_i + 1; /* 1..4 */
+    ck_assert_ok(open_all());
+    ck_assert_ok(troupe_tables_create_wait(fx.tables, "a", NULL, 0));
+    uint64_t seen = 0;
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < 40; i++) {
+            put("a", "k", i);
+            uint64_t v = qver_k();
+            ck_assert_uint_gt(v, seen);
+            ck_assert_uint_lt(v, stored_floor());
+            uint64_t r = 0;
+            ck_assert_ok(vcommit_k(v, i, &r));
+            ck_assert_uint_gt(r, v);
+            ck_assert_uint_lt(r, stored_floor());
+            seen = r;
+        }
+        uint64_t floor = stored_floor();
+        close_all();
+        ck_assert_ok(open_all());
+        ck_assert_uint_gt(stored_floor(), floor);
+        ck_assert_uint_gt(qver_k(), seen);
+    }
+}
+END_TEST
+
+/* A database written before floors existed has no ("versions") key: it
+ * opens and gets one. A malformed floor is ECORRUPT. */
+START_TEST(test_versions_floor_absent_opens_malformed_refused)
+{
+    ck_assert_ok(troupe_tables_create_wait(fx.tables, "a", NULL, 0));
+    put("a", "k", 1);
+    close_all();
+    troupe_db *db = NULL;
+    troupe_cf *meta = NULL;
+    ck_assert_ok(troupe_db_open(fx.dir, NULL, &db));
+    ck_assert_ok(troupe_db_cf(db, "meta", &meta));
+    troupe_key_writer w;
+    troupe_key_writer_init(&w);
+    troupe_key_put_string(&w, "versions", 8);
+    const uint8_t *k;
+    size_t klen;
+    ck_assert_ok(troupe_key_writer_finish(&w, &k, &klen));
+    troupe_batch *b = NULL;
+    ck_assert_ok(troupe_batch_create(&b));
+    ck_assert_ok(troupe_batch_delete(b, meta, k, klen));
+    ck_assert_ok(troupe_db_write(db, b, TROUPE_SYNC_ON));
+    troupe_batch_destroy(b);
+    ck_assert_ok(troupe_db_close(db));
+    ck_assert_ok(open_all());
+    ck_assert_int_eq(stored("a", "k"), 1);
+    ck_assert_uint_gt(stored_floor(), 0);
+    ck_assert_uint_gt(qver_k(), 0);
+    close_all();
+    static const unsigned char bad[][4] = {
+        {0x92, 0x02, 0x05}, /* [2, 5]: unknown format */
+        {0x91, 0x01},       /* [1] */
+        {0x92, 0x01, 0xff}, /* [1, -1] */
+        {0x05},             /* 5 */
+    };
+    static const size_t badlen[] = {3, 2, 3, 1};
+    for (size_t i = 0; i < 4; i++) {
+        ck_assert_ok(troupe_db_open(fx.dir, NULL, &db));
+        ck_assert_ok(troupe_db_cf(db, "meta", &meta));
+        ck_assert_ok(troupe_batch_create(&b));
+        ck_assert_ok(troupe_batch_put(b, meta, k, klen, bad[i], badlen[i]));
+        ck_assert_ok(troupe_db_write(db, b, TROUPE_SYNC_ON));
+        troupe_batch_destroy(b);
+        ck_assert_ok(troupe_db_close(db));
+        ck_assert_err(open_all(), TROUPE_ECORRUPT);
+    }
+    troupe_key_writer_fini(&w);
+    /* the fixture's teardown finds the tables closed */
+}
+END_TEST
+
 Suite *
 catalog_suite(void)
 {
@@ -207,6 +458,9 @@ catalog_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, test_catalog_corrupt_entry_refused_at_open,
                         BAD_KEY_INT, BAD_DEF_DUP + 1);
+    tcase_add_test(tc, test_versions_never_repeat_across_reopen);
+    tcase_add_loop_test(tc, test_versions_stay_below_the_stored_floor, 0, 4);
+    tcase_add_test(tc, test_versions_floor_absent_opens_malformed_refused);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -24,6 +24,30 @@
  * "dropped" list until the walk is over, and the walk stores its position
  * under ("build", table id) as it goes, so both survive a crash; every
  * entry write that starts or ends a walk deletes that position with it.
+ *
+ * Key versions never repeat, also across opens, or a version a client
+ * cached before a restart could name a newer value after it (a stale
+ * versioned commit would then succeed: a lost update). Every version is
+ * below a floor stored in meta under ("versions"); an open starts the
+ * counter at the stored floor and, before it serves anything, stores a
+ * new one `reserve` higher (synced). When half of that is used, a worker
+ * stores the next floor in the background (counted as a catalog job, so
+ * a stop waits for it). A version is handed out only below the durable
+ * floor. Should the counter ever reach it before the background write
+ * landed, the thread that needs the version decides: the commit
+ * pipeline's writer (every ordinary and transactional commit takes its
+ * version there, once the batch is written) may block, and stores the
+ * floor itself; an actor's loop may not, so a versioned query that needs
+ * a first version answers EBUSY. Neither can happen in practice: with the
+ * default reserve (2^24) the background write has 2^23 versions of
+ * headroom, minutes of commits at this machine's 200k/s, against the
+ * milliseconds one synced write takes. A floor that cannot be stored (a
+ * failing disk) leaves the versions past it unrevealed: a versioned query
+ * answers that error and a versioned commit EUNKNOWN, so no client ever
+ * holds a version a later open could hand out again. Storing a floor
+ * instead of each version keeps commits free of extra writes; an epoch
+ * per open in the high bits would have worked too, but it halves the
+ * counter's range and changes every version's shape for nothing.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,7 +87,7 @@ struct troupe_tables {
     int64_t (*clock)(void *ctx);
     void *clock_ctx;
     uint32_t timeout_ms;
-    _Atomic uint64_t vseq; /* key versions (txn.c); in memory only */
+    tversions vers; /* key versions (txn.c), floor in meta */
     ttables_shared ts;
     troupe_cf *meta;
     uv_mutex_t mu;
@@ -255,6 +279,203 @@ pos_key(troupe_key_writer *w, uint64_t table_id)
     return troupe_key_put_uint64(w, table_id);
 }
 
+/* ---- key versions: the durable floor (see the design note) ------------- */
+
+static void
+ddl_dec(troupe_tables *t);
+
+/* meta ("versions") = [1, floor] */
+static troupe_err
+vers_key(troupe_key_writer *w)
+{
+    troupe_key_writer_init(w);
+    return troupe_key_put_string(w, "versions", 8);
+}
+
+/* The stored floor; 0 for a database that has none yet. */
+static troupe_err
+vers_load(troupe_tables *t, uint64_t *floor)
+{
+    troupe_key_writer w;
+    const uint8_t *k;
+    size_t klen;
+    void *v = NULL;
+    size_t vlen = 0;
+    *floor = 0;
+    troupe_err e = vers_key(&w);
+    if (e == TROUPE_OK)
+        e = troupe_key_writer_finish(&w, &k, &klen);
+    if (e == TROUPE_OK)
+        e = troupe_db_get(t->db, t->meta, NULL, k, klen, &v, &vlen);
+    troupe_key_writer_fini(&w);
+    if (e == TROUPE_ENOENT)
+        return TROUPE_OK;
+    if (e != TROUPE_OK)
+        return e;
+    troupe_reader r;
+    uint64_t ver = 0, f = 0;
+    troupe_reader_init(&r, v, vlen);
+    troupe_read_array_n(&r, 2);
+    troupe_read_uint(&r, &ver);
+    troupe_read_uint(&r, &f);
+    e = troupe_read_end(&r) == TROUPE_OK && ver == 1 ? TROUPE_OK
+                                                     : TROUPE_ECORRUPT;
+    troupe_free(v);
+    if (e == TROUPE_OK)
+        *floor = f;
+    return e;
+}
+
+/* Stores floor `f` (synced). Blocks. */
+static troupe_err
+vers_store(troupe_tables *t, uint64_t f)
+{
+    troupe_key_writer w;
+    troupe_packer p;
+    troupe_batch *b = NULL;
+    const uint8_t *k;
+    size_t klen, vlen;
+    troupe_pack_init(&p);
+    troupe_pack_array(&p, 2);
+    troupe_pack_uint(&p, 1);
+    troupe_pack_uint(&p, f);
+    const void *val = troupe_pack_data(&p, &vlen);
+    troupe_err e = p.err;
+    troupe_err ke = vers_key(&w);
+    if (e == TROUPE_OK)
+        e = ke;
+    if (e == TROUPE_OK)
+        e = troupe_key_writer_finish(&w, &k, &klen);
+    if (e == TROUPE_OK)
+        e = troupe_batch_create(&b);
+    if (e == TROUPE_OK)
+        e = troupe_batch_put(b, t->meta, k, klen, val, vlen);
+    if (e == TROUPE_OK)
+        e = troupe_db_write(t->db, b, TROUPE_SYNC_ON);
+    troupe_batch_destroy(b);
+    troupe_key_writer_fini(&w);
+    troupe_pack_fini(&p);
+    return e;
+}
+
+/* Moves the floor to `reserve` past the counter. Called with v->mu. */
+static troupe_err
+vers_raise_locked(tversions *v)
+{
+    uint64_t seq = atomic_load(&v->seq);
+    uint64_t to = seq > UINT64_MAX - v->reserve ? UINT64_MAX : seq + v->reserve;
+    if (to <= atomic_load(&v->limit))
+        return TROUPE_OK; /* raised meanwhile */
+    troupe_err e = vers_store(v->t, to);
+    atomic_store(&v->err, (int)e);
+    if (e == TROUPE_OK)
+        atomic_store(&v->limit, to);
+    return e;
+}
+
+/* Whether the counter at `cur` is in the upper half of the reservation. */
+static bool
+vers_low(const tversions *v, uint64_t cur)
+{
+    uint64_t lim = atomic_load(&v->limit);
+    return cur >= lim || lim - cur <= v->reserve / 2;
+}
+
+static void
+vers_raise_work(void *arg)
+{
+    tversions *v = arg;
+    uv_mutex_lock(&v->mu);
+    if (vers_low(v, atomic_load(&v->seq)))
+        vers_raise_locked(v);
+    uv_mutex_unlock(&v->mu);
+    atomic_store(&v->raising, false);
+}
+
+static void
+vers_raise_done(void *arg, troupe_runtime *rt)
+{
+    (void)rt;
+    ddl_dec(((tversions *)arg)->t);
+}
+
+/* Queues the background raise once the counter is in the upper half
+ * (only while the tables run: a stop waits for one already queued). */
+static void
+vers_kick(tversions *v, uint64_t cur)
+{
+    bool idle = false;
+    if (!vers_low(v, cur) ||
+        !atomic_compare_exchange_strong(&v->raising, &idle, true))
+        return;
+    troupe_tables *t = v->t;
+    uv_mutex_lock(&t->mu);
+    bool run = t->state == RUNNING;
+    if (run)
+        t->ddl_jobs++;
+    uv_mutex_unlock(&t->mu);
+    if (run && troupe_runtime_work(t->rt, vers_raise_work, vers_raise_done,
+                                   v) == TROUPE_OK)
+        return;
+    atomic_store(&v->raising, false);
+    if (run)
+        ddl_dec(t);
+}
+
+uint64_t
+troupe__vers_take(tversions *v)
+{
+    uint64_t ver = atomic_fetch_add(&v->seq, 1) + 1;
+    vers_kick(v, ver);
+    if (ver < atomic_load(&v->limit))
+        return ver;
+    uv_mutex_lock(&v->mu);
+    if (ver >= atomic_load(&v->limit))
+        vers_raise_locked(v);
+    uv_mutex_unlock(&v->mu);
+    return ver;
+}
+
+uint64_t
+troupe__vers_try(tversions *v)
+{
+    uint64_t ver = atomic_fetch_add(&v->seq, 1) + 1;
+    vers_kick(v, ver);
+    return ver < atomic_load(&v->limit) ? ver : 0;
+}
+
+uint64_t
+troupe__vers_now(tversions *v)
+{
+    return atomic_load(&v->seq);
+}
+
+troupe_err
+troupe__vers_check(tversions *v, uint64_t ver)
+{
+    if (ver < atomic_load(&v->limit))
+        return TROUPE_OK;
+    troupe_err e = (troupe_err)atomic_load(&v->err);
+    return e != TROUPE_OK ? e : TROUPE_EBUSY;
+}
+
+/* At open, before anything is served: the counter starts at the stored
+ * floor and the next floor is stored. */
+static troupe_err
+vers_open(troupe_tables *t)
+{
+    uint64_t f = 0;
+    troupe_err e = vers_load(t, &f);
+    if (e != TROUPE_OK)
+        return e;
+    atomic_store(&t->vers.seq, f);
+    atomic_store(&t->vers.limit, f);
+    uv_mutex_lock(&t->vers.mu);
+    e = vers_raise_locked(&t->vers);
+    uv_mutex_unlock(&t->vers.mu);
+    return e;
+}
+
 static void
 cf_name(char *buf, size_t n, char kind, uint64_t id)
 {
@@ -300,7 +521,7 @@ entry_start(troupe_tables *t, tentry *e)
                     .fns = t->fns,
                     .clock = t->clock,
                     .clock_ctx = t->clock_ctx,
-                    .vseq = &t->vseq,
+                    .vers = &t->vers,
                     .ts = &t->ts};
     troupe_err err;
     cf_name(buf, sizeof(buf), 't', e->id);
@@ -497,8 +718,6 @@ static void
 stop_all_now(troupe_tables *t);
 static void
 stop_actors(troupe_tables *t);
-static void
-ddl_dec(troupe_tables *t);
 
 troupe_err
 troupe_tables_open(const troupe_tables_opts *o, troupe_tables **out)
@@ -506,7 +725,7 @@ troupe_tables_open(const troupe_tables_opts *o, troupe_tables **out)
     if (out != NULL)
         *out = NULL;
     if (o == NULL || out == NULL || o->rt == NULL || o->db == NULL ||
-        o->commit == NULL)
+        o->commit == NULL || o->version_reserve > TROUPE_VERSION_RESERVE_MAX)
         return TROUPE_EINVAL;
     troupe_tables *t = troupe_calloc(1, sizeof(*t));
     if (t == NULL)
@@ -521,6 +740,10 @@ troupe_tables_open(const troupe_tables_opts *o, troupe_tables **out)
     uv_mutex_init(&t->mu);
     uv_mutex_init(&t->ddl);
     uv_mutex_init(&t->ts.mu);
+    uv_mutex_init(&t->vers.mu);
+    t->vers.t = t;
+    t->vers.reserve = o->version_reserve ? o->version_reserve
+                                         : TROUPE_VERSION_RESERVE_DEFAULT;
     /* pi_db's quantum: 1 ms; below it rounds up, above it truncates. */
     t->ts.vttl_ms = o->version_ttl_us == 0     ? 0
                     : o->version_ttl_us < 1000 ? 1
@@ -528,6 +751,8 @@ troupe_tables_open(const troupe_tables_opts *o, troupe_tables **out)
     troupe_err e = troupe_db_cf(t->db, "meta", &t->meta);
     if (e == TROUPE_ENOENT)
         e = troupe_db_cf_create(t->db, "meta", &t->meta);
+    if (e == TROUPE_OK)
+        e = vers_open(t);
     if (e == TROUPE_OK)
         e = load(t);
     if (e != TROUPE_OK) {
@@ -703,6 +928,7 @@ troupe_tables_destroy(troupe_tables *t)
     uv_mutex_destroy(&t->mu);
     uv_mutex_destroy(&t->ddl);
     uv_mutex_destroy(&t->ts.mu);
+    uv_mutex_destroy(&t->vers.mu);
     troupe_free(t);
 }
 
@@ -879,17 +1105,16 @@ troupe__tables_txn_env(troupe_tables *t, ttxn_env *env)
     env->clock = t->clock;
     env->clock_ctx = t->clock_ctx;
     env->timeout_ms = t->timeout_ms;
-    env->vseq = &t->vseq;
+    env->vers = &t->vers;
     env->ts = &t->ts;
     return TROUPE_OK;
 }
 
 void
-troupe__tables_txn_enter(ttables_shared *ts, _Atomic uint64_t *vseq,
-                         ttxn_active *a)
+troupe__tables_txn_enter(ttables_shared *ts, tversions *vers, ttxn_active *a)
 {
     uv_mutex_lock(&ts->mu);
-    a->seq0 = atomic_load(vseq);
+    a->seq0 = troupe__vers_now(vers);
     a->next = NULL;
     a->prev = ts->tail;
     if (ts->tail != NULL)

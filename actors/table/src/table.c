@@ -323,12 +323,6 @@ bytes_cmp(const void *a, size_t alen, const void *b, size_t blen)
 
 /* ---- key versions (actor thread) ---------------------------------------- */
 
-static uint64_t
-vnext(tstate *s)
-{
-    return s->cfg.vseq != NULL ? atomic_fetch_add(s->cfg.vseq, 1) + 1 : 0;
-}
-
 static size_t
 key_hash(const void *k, size_t n);
 
@@ -1182,9 +1176,11 @@ on_commit(troupe_err err, void *arg)
     wop *op = arg;
     if (op->kind == TABLE_PURGE_OP)
         op->err = err; /* counted by purge_op_done */
-    if (!op->build && op->cfg.vseq != NULL) {
+    if (!op->build && op->cfg.vers != NULL) {
         atomic_store(&op->cms, op->cfg.clock(op->cfg.clock_ctx));
-        atomic_store(&op->cver, atomic_fetch_add(op->cfg.vseq, 1) + 1);
+        /* the writer thread may block: a version below the durable
+         * floor, always */
+        atomic_store(&op->cver, troupe__vers_take(op->cfg.vers));
     }
     /* The actor hears first, so that whatever the caller asks it after
      * the reply finds this write's version recorded. The op is the
@@ -1347,12 +1343,9 @@ h_commit_done(troupe_actor *self, void *st, const troupe_msg *m)
         }
     if (op->nuq > 0)
         clog_add(s, op);
-    if (!op->build)
-        vmap_publish(s, op->key, op->klen,
-                     atomic_load(&op->cver) ? atomic_load(&op->cver) : vnext(s),
-                     atomic_load(&op->cver) ? atomic_load(&op->cms)
-                                            : s->cfg.clock(s->cfg.clock_ctx),
-                     false);
+    if (!op->build && atomic_load(&op->cver) != 0)
+        vmap_publish(s, op->key, op->klen, atomic_load(&op->cver),
+                     atomic_load(&op->cms), false);
     release_and_next(self, s, op, true);
     if (s->nrunning == 0)
         clog_clear(s); /* nobody can have read before those commits */
@@ -1898,10 +1891,11 @@ restart_parked(troupe_actor *self, tstate *s)
     }
 }
 
-/* Ends tp's part here: publishes versions of its writes when `publish`,
- * frees its locks and reservations (starting the writes behind them). */
+/* Ends tp's part here: publishes version `ver` of its writes when
+ * `publish`, frees its locks and reservations (starting the writes behind
+ * them). */
 static void
-tpart_end(troupe_actor *self, tstate *s, tpart *tp, bool publish)
+tpart_end(troupe_actor *self, tstate *s, tpart *tp, bool publish, uint64_t ver)
 {
     for (tpart **pp = tp->onwork ? &s->tpwork : &s->tparts; *pp != NULL;
          pp = &(*pp)->next)
@@ -1912,8 +1906,8 @@ tpart_end(troupe_actor *self, tstate *s, tpart *tp, bool publish)
     tp->onwork = false;
     if (tp->timed)
         troupe_timer_cancel(self, tp->timer);
-    uint64_t ver = publish && tp->nops > 0 ? vnext(s) : 0;
-    s->last_pub = ver;
+    publish = publish && ver != 0; /* a finish that publishes has one */
+    s->last_pub = publish && tp->nops > 0 ? ver : 0;
     for (size_t i = 0; i < tp->nops; i++) {
         wop *op = tp->ops[i];
         if (op == NULL)
@@ -2273,7 +2267,7 @@ txn_prepare(troupe_actor *self, tstate *s, ttxn_prep *p, troupe_addr asker,
                                tprep_drop);
     if (e != TROUPE_OK) {
         troupe_runtime_reply(rt, tp->asker, tp->corr, e, NULL);
-        tpart_end(self, s, tp, false);
+        tpart_end(self, s, tp, false, 0);
     }
 }
 
@@ -2296,7 +2290,7 @@ h_txn_prep_done(troupe_actor *self, void *st, const troupe_msg *m)
         e = TROUPE_ECANCELED; /* aborted while on the worker */
     if (e != TROUPE_OK) {
         troupe_runtime_reply(rt, tp->asker, tp->corr, e, NULL);
-        tpart_end(self, s, tp, false);
+        tpart_end(self, s, tp, false, 0);
         return TROUPE_OK;
     }
     /* Unique values: against writes in flight and recent commits (a
@@ -2312,7 +2306,7 @@ h_txn_prep_done(troupe_actor *self, void *st, const troupe_msg *m)
         if (e == TROUPE_OK && uniq_clash(s, op) != 0) {
             kref k = {op->key, op->klen};
             answer_keys(rt, tp->asker, tp->corr, &k, 1);
-            tpart_end(self, s, tp, false);
+            tpart_end(self, s, tp, false, 0);
             return TROUPE_OK;
         }
     }
@@ -2323,7 +2317,7 @@ h_txn_prep_done(troupe_actor *self, void *st, const troupe_msg *m)
     }
     if (e != TROUPE_OK) {
         troupe_runtime_reply(rt, tp->asker, tp->corr, e, NULL);
-        tpart_end(self, s, tp, false);
+        tpart_end(self, s, tp, false, 0);
         return TROUPE_OK;
     }
     for (size_t i = 0; i < tp->nops; i++)
@@ -2348,7 +2342,7 @@ h_txn_expire(troupe_actor *self, void *st, const troupe_msg *m)
             if (atomic_compare_exchange_strong(&tp->sh->state, &want,
                                                TTXN_ABORTED) ||
                 want == TTXN_ABORTED)
-                tpart_end(self, s, tp, false);
+                tpart_end(self, s, tp, false, 0);
             break;
         }
     return TROUPE_OK;
@@ -2363,7 +2357,7 @@ h_txn_finish(troupe_actor *self, void *st, const troupe_msg *m)
     if (f != NULL) {
         for (tpart *tp = s->tparts; tp != NULL; tp = tp->next)
             if (tp->sh == f->sh) {
-                tpart_end(self, s, tp, f->publish);
+                tpart_end(self, s, tp, f->publish, f->ver);
                 ver = s->last_pub;
                 break;
             }
@@ -2524,22 +2518,30 @@ qver_work(void *arg)
                 j->vers);
 }
 
-/* The key's version now (no write of it in flight: checked before). */
-static uint64_t
-qver_of(tstate *s, const unsigned char *key, size_t klen)
+/* The key's version now (no write of it in flight: checked before), one
+ * that may be shown to the client: below the durable floor (the error of
+ * troupe__vers_check otherwise, EBUSY in practice never). */
+static troupe_err
+qver_of(tstate *s, const unsigned char *key, size_t klen, uint64_t *out)
 {
     klock *l = *lock_slot(s, key, klen);
-    if (l != NULL && l->running != NULL) /* stored, not yet published */
-        return atomic_load(&l->running->cver);
     const vent *v = vmap_find(s, key, klen, key_hash(key, klen));
-    if (v != NULL)
-        return v->ver;
-    /* the key's first version, created once */
-    uint64_t ver = vnext(s);
-    vmap_publish(s, key, klen, ver, s->cfg.clock(s->cfg.clock_ctx), true);
-    if (vmap_get(s, key, klen) != ver)
-        ver = vmap_get(s, key, klen); /* map was full */
-    return ver;
+    uint64_t ver;
+    if (l != NULL && l->running != NULL) { /* stored, not yet published */
+        ver = atomic_load(&l->running->cver);
+    } else if (v != NULL) {
+        ver = v->ver;
+    } else {
+        /* the key's first version, created once; this loop must not
+         * block, so a counter at the floor (never in practice) refuses */
+        if ((ver = troupe__vers_try(s->cfg.vers)) == 0)
+            return troupe__vers_check(s->cfg.vers, UINT64_MAX);
+        vmap_publish(s, key, klen, ver, s->cfg.clock(s->cfg.clock_ctx), true);
+        if (vmap_get(s, key, klen) != ver)
+            ver = vmap_get(s, key, klen); /* map was full */
+    }
+    *out = ver;
+    return troupe__vers_check(s->cfg.vers, ver);
 }
 
 static void
@@ -2578,8 +2580,15 @@ qver_run(troupe_actor *self, tstate *s, ttxn_qver *q, troupe_addr asker,
         troupe_free(q);
         return;
     }
-    for (size_t i = 0; i < q->n; i++)
-        vers[i] = qver_of(s, q->keys[i], q->klens[i]);
+    troupe_err ve = TROUPE_OK;
+    for (size_t i = 0; i < q->n && ve == TROUPE_OK; i++)
+        ve = qver_of(s, q->keys[i], q->klens[i], &vers[i]);
+    if (ve != TROUPE_OK) {
+        troupe_runtime_reply(rt, asker, corr, ve, NULL);
+        troupe_free(vers);
+        troupe_free(q);
+        return;
+    }
     /* No write of the keys is in flight, and none can start while this
      * handler runs: the latest values go with `vers`. Read them here when
      * they are in memory; else on a worker, from a snapshot taken now. */

@@ -130,13 +130,15 @@ typedef struct ttxn_prep {
 void
 troupe__ttxn_prep_free(void *p);
 
-/* Releases the reservations of sh at one table, publishing new versions of
- * its written keys when `publish` (the batch was submitted, whatever its
- * outcome). Sent as a message's ptr; replies the version published (uint,
- * 0 when none). */
+/* Releases the reservations of sh at one table, publishing `ver` as the
+ * new version of its written keys when `publish` (the batch was
+ * submitted, whatever its outcome; the version was taken on the writer
+ * thread once the batch was written). Sent as a message's ptr; replies
+ * the version published (uint, 0 when none). */
 typedef struct ttxn_fin {
     ttxn_shared *sh; /* one reference */
     bool publish;
+    uint64_t ver;
 } ttxn_fin;
 
 void
@@ -149,6 +151,44 @@ typedef struct ttxn_active {
     struct ttxn_active *next;
     uint64_t seq0;
 } ttxn_active;
+
+/*
+ * Key versions: one counter per troupe_tables whose values never repeat,
+ * also across opens (catalog.c's design note). Every value handed out is
+ * below `limit`, a floor stored durably in meta; the next open starts the
+ * counter there. Fields are the catalog's; the functions below are the
+ * interface.
+ */
+typedef struct tversions {
+    _Atomic uint64_t seq;   /* the last value handed out */
+    _Atomic uint64_t limit; /* the durable floor */
+    uint64_t reserve;       /* how far each raise moves the floor */
+    atomic_bool raising;    /* a background raise is queued or running */
+    _Atomic int err;        /* the last raise's error (OK when none) */
+    uv_mutex_t mu;          /* one raise (a synced write) at a time */
+    troupe_tables *t;
+} tversions;
+
+/* The next version, on a thread that may block on the disk (the commit
+ * pipeline's writer): when the background raise is behind, the floor is
+ * raised here first. If that fails too the value is still returned (the
+ * write it versions is stored) but is never revealed: see
+ * troupe__vers_check. Any thread that may block. */
+uint64_t
+troupe__vers_take(tversions *v);
+/* The next version on a thread that must not block (an actor's loop): 0
+ * when it would reach the durable floor (the background raise is behind;
+ * the caller answers troupe__vers_check's error). */
+uint64_t
+troupe__vers_try(tversions *v);
+/* The counter now (a transaction's seq0). */
+uint64_t
+troupe__vers_now(tversions *v);
+/* OK when `ver` may be shown to a client (a versioned query's answer, a
+ * receipt): it is below the durable floor. Else the last raise's error,
+ * or EBUSY when the raise is only behind. Any thread. */
+troupe_err
+troupe__vers_check(tversions *v, uint64_t ver);
 
 /*
  * What the catalog shares with every table actor and transaction of one
@@ -166,11 +206,10 @@ typedef struct ttables_shared {
     _Atomic uint64_t txn_created, txn_closed;
 } ttables_shared;
 
-/* Links a into the running list, taking its seq0 from *vseq under the
- * lock, so a later entry never has a smaller seq0. Any thread. */
+/* Links a into the running list, taking its seq0 from the counter under
+ * the lock, so a later entry never has a smaller seq0. Any thread. */
 void
-troupe__tables_txn_enter(ttables_shared *ts, _Atomic uint64_t *vseq,
-                         ttxn_active *a);
+troupe__tables_txn_enter(ttables_shared *ts, tversions *vers, ttxn_active *a);
 /* Unlinks a (entered before). Any thread. */
 void
 troupe__tables_txn_leave(ttables_shared *ts, ttxn_active *a);
@@ -186,7 +225,7 @@ typedef struct ttxn_env {
     int64_t (*clock)(void *ctx);
     void *clock_ctx;
     uint32_t timeout_ms;
-    _Atomic uint64_t *vseq;
+    tversions *vers;
     ttables_shared *ts;
 } ttxn_env;
 
@@ -305,7 +344,7 @@ typedef struct ttable_cfg {
     tschema *schema;
     /* The catalog's version counter: every committed write of a key
      * publishes the next value as the key's version. */
-    _Atomic uint64_t *vseq;
+    tversions *vers;
     ttables_shared *ts;
 } ttable_cfg;
 

@@ -3,9 +3,12 @@
  * commit over the table actors involved (docs/data-model.md,
  * "Transactions").
  *
- * Versions. The catalog holds one counter; every committed write of a key
- * (ordinary or transactional) publishes the next value as that key's
- * version in its table actor, after the write is visible. begin reads the
+ * Versions. The catalog holds one counter (never repeating, also across
+ * opens: catalog.c); every committed write of a key (ordinary or
+ * transactional) publishes the next value as that key's version in its
+ * table actor, after the write is visible. A transaction takes its one
+ * value on the pipeline's writer thread once its batch is written, and
+ * every table it wrote publishes that value. begin reads the
  * counter (seq0) and only then takes the snapshot, so a write whose
  * version is <= seq0 is in the snapshot, and one that is not may have a
  * version > seq0 or still hold its key's lock: both are conflicts at
@@ -121,6 +124,7 @@ struct troupe_txn {
     size_t cur;
     bool check_only;
     bool writes;
+    uint64_t pub_ver; /* the version its writes get, taken once written */
     troupe_err err;
     troupe_err result;
     _Atomic size_t pending;
@@ -276,7 +280,7 @@ troupe_txn_begin(troupe_tables *t, const troupe_txn_opts *o, troupe_txn **out)
     atomic_init(&tx->sh->refs, 1);
     atomic_init(&tx->sh->state, TTXN_OPEN);
     /* The counter first, then the snapshot (see the note at the top). */
-    troupe__tables_txn_enter(tx->env.ts, tx->env.vseq, &tx->act);
+    troupe__tables_txn_enter(tx->env.ts, tx->env.vers, &tx->act);
     tx->seq0 = tx->act.seq0;
     e = troupe_snapshot_create(tx->env.db, &tx->sh->snap);
     if (e != TROUPE_OK) {
@@ -1113,6 +1117,10 @@ receipts_build(troupe_txn *tx)
         r->key_len = x->klen;
         r->version = tx->tabs[x->tab].pub_ver;
         r->deleted = x->kind == TABLE_DELETE || x->kind == TTXN_DEL_ANY;
+        /* committed, but a version at or past the durable floor (its
+         * raise failed) must never reach a client */
+        if (troupe__vers_check(tx->env.vers, r->version) != TROUPE_OK)
+            return TROUPE_EUNKNOWN;
     }
     if (tx->nrcpt > 1)
         qsort(tx->rcpt, tx->nrcpt, sizeof(*tx->rcpt), rcpt_cmp);
@@ -1242,6 +1250,7 @@ finish_all(troupe_txn *tx, bool publish, troupe_err result, bool on_s0)
         }
         f->sh = troupe__ttxn_retain(tx->sh);
         f->publish = publish;
+        f->ver = publish ? tx->pub_ver : 0;
         fa->tx = tx;
         fa->tab = i;
         m->ptr = f;
@@ -1265,10 +1274,16 @@ abort_all(troupe_txn *tx, troupe_err result, bool on_s0)
     finish_all(tx, false, result, on_s0);
 }
 
+/* On the pipeline's writer thread, once the batch is written (or its
+ * write failed: EUNKNOWN publishes too). The one version every table
+ * publishes for the writes is taken here, where blocking is allowed (see
+ * troupe__vers_take), and before anyone hears of the commit. */
 static void
 on_written(troupe_err err, void *arg)
 {
-    finish_all(arg, true, err, false);
+    troupe_txn *tx = arg;
+    tx->pub_ver = troupe__vers_take(tx->env.vers);
+    finish_all(tx, true, err, false);
 }
 
 static void

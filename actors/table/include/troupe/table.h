@@ -72,6 +72,9 @@
 #define TROUPE_TABLE_PAGE_MAX 10000
 /* Most indexes a table may declare at creation. */
 #define TROUPE_TABLE_INDEX_MAX 64
+/* troupe_tables_opts.version_reserve: its default and maximum. */
+#define TROUPE_VERSION_RESERVE_DEFAULT (1ull << 24)
+#define TROUPE_VERSION_RESERVE_MAX (1ull << 48)
 
 typedef struct troupe_tables troupe_tables;
 
@@ -90,6 +93,13 @@ typedef struct troupe_tables_opts {
      * 0 disables eviction, 1..999 is 1 ms, larger values drop the part
      * below 1 ms (20999 is 20 ms). See troupe_tables_evict_versions. */
     uint64_t version_ttl_us;
+    /* Key versions never repeat, also across opens: every version is
+     * below a floor stored in meta, which open moves this far past the
+     * stored one (one synced write) and a background write moves again
+     * once half of it is used. 0: TROUPE_VERSION_RESERVE_DEFAULT (each
+     * open skips that many versions); at most TROUPE_VERSION_RESERVE_MAX.
+     * Small values are for tests: they make the floor writes frequent. */
+    uint64_t version_reserve;
 } troupe_tables_opts;
 
 /* One row. key and doc (one msgpack map) point into the owning rows. */
@@ -128,11 +138,13 @@ bool
 troupe_catalog_name_valid(const char *name, size_t *len);
 
 /*
- * Opens the catalog of o->db: creates the `meta` family if missing, loads
- * every table and spawns one table actor per table. On OK *out owns the
- * object. Errors: EINVAL (NULL, missing option), ECORRUPT (malformed
- * catalog entry), the errors of troupe_db_cf_create and
- * troupe_actor_spawn, ENOMEM. Blocks.
+ * Opens the catalog of o->db: creates the `meta` family if missing, moves
+ * the stored key-version floor (synced: see version_reserve), loads every
+ * table and spawns one table actor per table. On OK *out owns the object.
+ * Errors: EINVAL (NULL, missing option, version_reserve over its
+ * maximum), ECORRUPT (malformed catalog entry or version floor), the
+ * errors of troupe_db_write, troupe_db_cf_create and troupe_actor_spawn,
+ * ENOMEM. Blocks.
  */
 troupe_err
 troupe_tables_open(const troupe_tables_opts *o, troupe_tables **out);
@@ -145,7 +157,8 @@ typedef void (*troupe_tables_stop_cb)(troupe_tables *t, void *arg);
  * actor's scheduler if the runtime is already shutting down). After it
  * fired, only troupe_tables_destroy may be called. New catalog calls fail
  * with ESTATE at once; creates, drops and index builds already running
- * finish first (their callbacks fire before cb). Errors: EINVAL (NULL t
+ * finish first (their callbacks fire before cb), as does a background
+ * write of the key-version floor. Errors: EINVAL (NULL t
  * or cb), ESTATE (already stopping; cb never fires). Any thread.
  */
 troupe_err
@@ -522,8 +535,9 @@ typedef struct troupe_table_stats {
     uint64_t version_evicted; /* records evicted since open */
 } troupe_table_stats;
 
-/* Counters since troupe_tables_open (versions and counters live in memory
- * only and start afresh on every open). */
+/* Counters since troupe_tables_open (version records and counters live
+ * in memory only and start afresh on every open; versions themselves
+ * never repeat: see version_reserve). */
 typedef struct troupe_tables_stats {
     uint64_t qver_ok; /* troupe_txn_query_version callbacks, by result */
     uint64_t qver_failed;

@@ -234,22 +234,27 @@ troupe_txn_commit_wait(troupe_txn *tx, troupe_sync sync);
  * The versioned API (pi_db's query_with_version / prepare_with_version /
  * commit_with_version), for clients that cache rows with their versions.
  *
- * Versions live in memory, in the table actors, and start afresh at every
- * open of the tables (a restart, or a table's actor respawned): a version
- * cached before that names nothing and conflicts; read again. With a
- * key-version TTL (troupe_tables_opts.version_ttl_us) a key's record is
- * also evicted once the TTL has passed since its last publish and no
- * running transaction began before that version: a version cached from
- * before then conflicts the same way. Versions are positive and grow with
- * every committed write of a key, but are not consecutive per key.
+ * Versions never repeat, also across opens of the tables: the records
+ * live in memory, in the table actors, but every version is below a floor
+ * stored in the catalog, where the next open starts (troupe_tables_opts.
+ * version_reserve). So a version cached before a restart is older than
+ * every version after it and conflicts; read again. With a key-version
+ * TTL (troupe_tables_opts.version_ttl_us) a key's record is also evicted
+ * once the TTL has passed since its last publish and no running
+ * transaction began before that version: a version cached from before
+ * then conflicts the same way. Versions are positive and grow with every
+ * committed write of a key, but are not consecutive per key.
  *
  * troupe_txn_query_version: the live row at key (rows->n == 1) or its
  * absence (rows->n == 0, err OK), and the key's current version, taken at
  * one instant (a write of the key in flight is waited for). A key without
  * a version gets its first one; concurrent callers get the same one.
  * cb(err, rows, version, arg) on scheduler 0; the callback owns rows.
- * cb errors: ECORRUPT, EIO, ENOMEM, ETIMEDOUT, ECLOSED. Call errors:
- * EINVAL, ETOOBIG, ENOENT (no such table), ESTATE, ENOMEM.
+ * cb errors: ECORRUPT, EIO, ENOMEM, ETIMEDOUT, ECLOSED, EBUSY (a first
+ * version was needed while the stored floor was being raised, which in
+ * practice never happens: ask again), or the error of a floor that could
+ * not be stored. Call errors: EINVAL, ETOOBIG, ENOENT (no such table),
+ * ESTATE, ENOMEM.
  *
  * troupe_txn_read_version adds (table, key, version) to the transaction's
  * external read set; writes use the ordinary buffering calls. As in
@@ -264,7 +269,9 @@ troupe_txn_commit_wait(troupe_txn *tx, troupe_sync sync);
  * written key not in the read set conflicts when it changed since begin),
  * and answers ECONFLICT with the full set, or OK with exactly one receipt
  * per final write: (table, key, the version it now has, upsert or delete),
- * sorted like conflicts, valid until destroy (troupe_txn_receipts). A
+ * sorted like conflicts, valid until destroy (troupe_txn_receipts), or
+ * EUNKNOWN in the one case where it committed but its version could not
+ * be made durable (the floor's write failed: data-model.md). A
  * transaction that only reads versions validates them and writes nothing.
  * Mixing is refused with ESTATE: once a transaction used get, get_many or
  * scan it cannot read_version or commit_version; once it used
