@@ -1216,6 +1216,141 @@ START_TEST(test_txn_reserved_range_holds_writes_into_it)
 }
 END_TEST
 
+/* Reserves key `k` of table `t` for reading, as a prepared transaction
+ * that has not finished would (seq0 past every version: no conflict of
+ * its own). Returns its shared state for raw_finish. */
+static ttxn_shared *
+raw_read_reserve(const char *t, const char *k)
+{
+    troupe_addr a;
+    troupe_cf *cf;
+    ck_assert_ok(troupe__tables_lookup_cf(fx.tables, t, &a, &cf));
+    ttxn_shared *sh = troupe_calloc(1, sizeof(*sh));
+    ck_assert_ptr_nonnull(sh);
+    atomic_init(&sh->refs, 1);
+    atomic_init(&sh->state, TTXN_OPEN);
+    ck_assert_ok(troupe_batch_create(&sh->batch));
+    size_t kl = strlen(k);
+    ttxn_prep *p = troupe_calloc(1, sizeof(*p) + sizeof(ttxn_key) + kl);
+    ck_assert_ptr_nonnull(p);
+    p->keys = (ttxn_key *)(p + 1);
+    unsigned char *kb = (unsigned char *)(p->keys + 1);
+    memcpy(kb, k, kl);
+    p->keys[0] = (ttxn_key){.kind = TTXN_READ, .key = kb, .klen = kl};
+    p->n = 1;
+    p->seq0 = UINT64_MAX;
+    p->reserve_ms = 60000;
+    p->sh = troupe__ttxn_retain(sh);
+    troupe_msg *m = NULL;
+    ck_assert_ok(troupe_msg_create(&m, TABLE_TXN_PREPARE, NULL, 0));
+    m->ptr = p;
+    m->ptr_drop = troupe__ttxn_prep_free;
+    atomic_store(&rsv_state, -1);
+    ck_assert_ok(troupe_runtime_ask(fx.rt, a, &m, 5000, on_raw_prepared, NULL));
+    ck_assert(ts_wait_until(raw_prepared, NULL, 5000));
+    ck_assert_int_eq(atomic_load(&rsv_state), TROUPE_OK);
+    return sh;
+}
+
+/* Ends the reservation of raw_read_reserve (nothing published). */
+static void
+raw_finish(const char *t, ttxn_shared *sh)
+{
+    troupe_addr a;
+    troupe_cf *cf;
+    ck_assert_ok(troupe__tables_lookup_cf(fx.tables, t, &a, &cf));
+    ttxn_fin *f = troupe_calloc(1, sizeof(*f));
+    ck_assert_ptr_nonnull(f);
+    f->sh = troupe__ttxn_retain(sh);
+    troupe_msg *m = NULL;
+    ck_assert_ok(troupe_msg_create(&m, TABLE_TXN_FINISH, NULL, 0));
+    m->ptr = f;
+    m->ptr_drop = troupe__ttxn_fin_free;
+    atomic_store(&rsv_state, -1);
+    ck_assert_ok(troupe_runtime_ask(fx.rt, a, &m, 5000, on_raw_prepared, NULL));
+    ck_assert(ts_wait_until(raw_prepared, NULL, 5000));
+    ck_assert_int_eq(atomic_load(&rsv_state), TROUPE_OK);
+    troupe__ttxn_release(sh);
+}
+
+static void
+assert_kinds(troupe_txn *tx, size_t n, const char *const *keys,
+             const uint32_t *kinds)
+{
+    const troupe_txn_conflict *c = NULL;
+    size_t got = 0;
+    ck_assert_ok(troupe_txn_conflicts(tx, &c, &got));
+    ck_assert_uint_eq(got, n);
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_uint_eq(c[i].key_len, strlen(keys[i]));
+        ck_assert(memcmp(c[i].key, keys[i], c[i].key_len) == 0);
+        ck_assert_msg(c[i].kinds == kinds[i], "key %s: kinds %u, want %u",
+                      keys[i], (unsigned)c[i].kinds, (unsigned)kinds[i]);
+    }
+}
+
+static uint64_t
+qver(const char *t, const char *k, int64_t *v);
+
+/* Each conflict says why: a read that no longer matches (STALE), a key
+ * another transaction holds (RESERVED), or both at once (one entry with
+ * both bits, in the usual order). */
+START_TEST(test_txn_conflicts_say_their_kind)
+{
+    ck_assert_ok(troupe_tables_create_wait(fx.tables, "a", NULL, 0));
+    put("a", "s", 1);
+    put("a", "r", 1);
+    troupe_txn *both = NULL, *stale = NULL;
+    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &both));
+    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &stale));
+    ck_assert_int_eq(txv(both, "a", "r"), 1);
+    ck_assert_int_eq(txv(stale, "a", "s"), 1);
+    put("a", "r", 2); /* both's read of r is stale now, */
+    put("a", "s", 2); /* and stale's of s */
+    ttxn_shared *sh = raw_read_reserve("a", "r"); /* r is held */
+    troupe_txn *held = NULL;
+    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &held));
+    ck_assert_ok(txput(held, "a", "r", 3));
+    ck_assert_ok(txput(held, "a", "q", 3));
+    ck_assert_err(troupe_txn_commit_wait(held, TROUPE_SYNC_DEFAULT),
+                  TROUPE_ECONFLICT);
+    const char *k_r[] = {"r"};
+    const uint32_t k_res[] = {TROUPE_CONFLICT_RESERVED};
+    assert_kinds(held, 1, k_r, k_res);
+    ck_assert_ok(txput(both, "a", "r", 4));
+    ck_assert_ok(txput(both, "a", "a", 4));
+    ck_assert_err(troupe_txn_commit_wait(both, TROUPE_SYNC_DEFAULT),
+                  TROUPE_ECONFLICT);
+    const uint32_t k_both[] = {TROUPE_CONFLICT_STALE |
+                               TROUPE_CONFLICT_RESERVED};
+    assert_kinds(both, 1, k_r, k_both);
+    ck_assert_ok(txput(stale, "a", "t", 5));
+    ck_assert_err(troupe_txn_commit_wait(stale, TROUPE_SYNC_DEFAULT),
+                  TROUPE_ECONFLICT);
+    const char *k_s[] = {"s"};
+    const uint32_t k_stale[] = {TROUPE_CONFLICT_STALE};
+    assert_kinds(stale, 1, k_s, k_stale);
+    raw_finish("a", sh);
+    troupe_txn_destroy(held);
+    troupe_txn_destroy(both);
+    troupe_txn_destroy(stale);
+    /* a versioned read of an old version: stale; the callback's array is
+     * the same set */
+    int64_t v;
+    uint64_t old = qver("a", "s", &v);
+    put("a", "s", 6);
+    troupe_txn *tx = NULL;
+    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx));
+    ck_assert_ok(troupe_txn_read_version(tx, "a", "s", 1, old));
+    ck_assert_err(troupe_txn_commit_version_wait(tx, TROUPE_SYNC_DEFAULT),
+                  TROUPE_ECONFLICT);
+    assert_kinds(tx, 1, k_s, k_stale);
+    troupe_txn_destroy(tx);
+    ck_assert_int_eq(stored("a", "r"), 2);
+    ck_assert_int_eq(stored("a", "q"), -1);
+}
+END_TEST
+
 /* ---- the versioned API -------------------------------------------------- */
 
 static uint64_t
@@ -1685,6 +1820,7 @@ txn_suite(void)
     tcase_add_test(tc, test_txn_versioned_query_commit_receipts_and_conflicts);
     tcase_add_test(tc, test_txn_versioned_duplicate_entries_refused);
     tcase_add_test(tc, test_txn_commit_on_dropped_table_is_enoent);
+    tcase_add_test(tc, test_txn_conflicts_say_their_kind);
     tcase_add_test(tc,
                    test_txn_versioned_api_first_version_once_and_bad_arguments);
     tcase_add_test(tc,

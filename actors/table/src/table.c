@@ -35,6 +35,7 @@
 #include "troupe/alloc.h"
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
+#include "troupe/txn.h" /* troupe_conflict_kind: this is txn's 2PC server */
 
 enum {
     TABLE_PREP_DONE = TABLE_NKINDS_,
@@ -1944,6 +1945,7 @@ tpart_end(troupe_actor *self, tstate *s, tpart *tp, bool publish, uint64_t ver)
 typedef struct kref {
     const unsigned char *k;
     size_t n;
+    uint32_t kinds; /* TROUPE_CONFLICT_* bits */
 } kref;
 
 /* A growing list of conflicting keys (borrowed bytes). */
@@ -1955,7 +1957,7 @@ typedef struct kset {
 } kset;
 
 static void
-kset_add(kset *ks, const void *k, size_t n)
+kset_add(kset *ks, const void *k, size_t n, uint32_t kinds)
 {
     if (ks->err != TROUPE_OK)
         return;
@@ -1969,7 +1971,7 @@ kset_add(kset *ks, const void *k, size_t n)
         ks->v = v;
         ks->cap = cap;
     }
-    ks->v[ks->n++] = (kref){k, n};
+    ks->v[ks->n++] = (kref){k, n, kinds};
 }
 
 static void
@@ -1979,8 +1981,11 @@ answer_keys(troupe_runtime *rt, troupe_addr to, uint64_t corr, const kref *keys,
     troupe_packer p;
     troupe_pack_init(&p);
     troupe_pack_array(&p, (uint32_t)n);
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
+        troupe_pack_array(&p, 2);
         troupe_pack_bin(&p, keys[i].k, keys[i].n);
+        troupe_pack_uint(&p, keys[i].kinds);
+    }
     troupe_body *b = NULL;
     if (troupe_pack_take_body(&p, &b) != TROUPE_OK) {
         troupe_runtime_reply(rt, to, corr, TROUPE_ENOMEM, NULL);
@@ -2035,34 +2040,48 @@ retry_deferred(troupe_actor *self, tstate *s)
     }
 }
 
-/* The keys of range r that changed since seq0 or that a write holds. */
+/* The keys of range r that changed since seq0 (STALE) or that a write
+ * holds (RESERVED: in flight or queued; a write stored since seq0 whose
+ * version is not yet published is a change). */
 static void
 range_conflicts(const tstate *s, const ttxn_range *r, uint64_t seq0, kset *ks)
 {
     static const unsigned char zero = 0;
     if (s->vfloor > seq0) { /* forgotten versions: assume a change */
         if (r->start != NULL)
-            kset_add(ks, r->start, r->slen);
+            kset_add(ks, r->start, r->slen, TROUPE_CONFLICT_STALE);
         else
-            kset_add(ks, &zero, 1);
+            kset_add(ks, &zero, 1, TROUPE_CONFLICT_STALE);
         return;
     }
     for (size_t b = 0; b < s->vnb; b++)
         for (const vent *v = s->vmap[b]; v != NULL; v = v->next)
-            if (v->ver > seq0 && range_has(r, v->key, v->klen))
-                kset_add(ks, v->key, v->klen);
+            if (v->ver > seq0 && range_has(r, v->key, v->klen)) {
+                const klock *l = *lock_slot((tstate *)s, v->key, v->klen);
+                bool held =
+                    l != NULL && (l->whead != NULL ||
+                                  (l->running != NULL &&
+                                   (l->running->ext ||
+                                    atomic_load(&l->running->cver) == 0)));
+                kset_add(ks, v->key, v->klen,
+                         TROUPE_CONFLICT_STALE |
+                             (held ? TROUPE_CONFLICT_RESERVED : 0));
+            }
     for (size_t b = 0; b < s->nbuckets; b++)
         for (const klock *l = s->buckets[b]; l != NULL; l = l->next) {
-            if (!range_has(r, l->key, l->klen))
-                continue;
-            bool held = l->whead != NULL;
+            if (!range_has(r, l->key, l->klen) ||
+                vmap_get(s, l->key, l->klen) > seq0)
+                continue; /* listed above */
+            uint32_t kinds = l->whead != NULL ? TROUPE_CONFLICT_RESERVED : 0;
             if (l->running != NULL) {
                 uint64_t cv =
                     l->running->ext ? 0 : atomic_load(&l->running->cver);
-                held = held || cv == 0 || cv > seq0;
+                kinds |= cv == 0     ? TROUPE_CONFLICT_RESERVED
+                         : cv > seq0 ? TROUPE_CONFLICT_STALE
+                                     : 0;
             }
-            if (held && vmap_get(s, l->key, l->klen) <= seq0)
-                kset_add(ks, l->key, l->klen); /* else listed above */
+            if (kinds != 0)
+                kset_add(ks, l->key, l->klen, kinds);
         }
 }
 
@@ -2122,40 +2141,45 @@ txn_prepare(troupe_actor *self, tstate *s, ttxn_prep *p, troupe_addr asker,
         e = TROUPE_ECANCELED;
     kset bad = {0};
     size_t nw = 0, nr = 0;
+    /* Every cause of a key's conflict is named: STALE when what the
+     * transaction read (or the version it gave) no longer matches,
+     * RESERVED when another transaction or a write in flight holds it. */
     for (size_t i = 0; e == TROUPE_OK && i < p->n; i++) {
         const ttxn_key *k = &p->keys[i];
         bool w = k->kind != TTXN_READ;
         klock *l = *lock_slot(s, k->key, k->klen);
-        bool c = false;
+        uint32_t c = 0;
         if (k->ver != 0) { /* a versioned read: its version, exactly */
             uint64_t cur = vmap_get(s, k->key, k->klen);
             if (l != NULL && l->running != NULL) {
                 uint64_t cv =
                     l->running->ext ? 0 : atomic_load(&l->running->cver);
                 if (cv == 0)
-                    c = true;
+                    c |= TROUPE_CONFLICT_RESERVED;
                 else
                     cur = cv;
             }
             if (cur != k->ver)
-                c = true;
+                c |= TROUPE_CONFLICT_STALE;
             else if (l != NULL && l->running != NULL && w)
                 wait = true;
         } else if (l != NULL && l->running != NULL) {
             uint64_t cv = l->running->ext ? 0 : atomic_load(&l->running->cver);
-            if (cv == 0 || cv > p->seq0)
-                c = true; /* may commit after the snapshot */
+            if (cv == 0)
+                c |= TROUPE_CONFLICT_RESERVED; /* may commit after seq0 */
+            else if (cv > p->seq0)
+                c |= TROUPE_CONFLICT_STALE; /* stored after the snapshot */
             else if (w)
                 wait = true; /* stored before it: wait for its release */
         }
-        if (!c && l != NULL && w && l->rsv > 0)
-            c = true;
-        if (!c && w && in_rsv_range(s, k->key, k->klen))
-            c = true; /* another transaction scanned over it */
-        if (!c && k->ver == 0 && vmap_get(s, k->key, k->klen) > p->seq0)
-            c = true;
-        if (c)
-            kset_add(&bad, k->key, k->klen);
+        if (l != NULL && w && l->rsv > 0)
+            c |= TROUPE_CONFLICT_RESERVED; /* another transaction read it */
+        if (w && in_rsv_range(s, k->key, k->klen))
+            c |= TROUPE_CONFLICT_RESERVED; /* another one scanned over it */
+        if (k->ver == 0 && vmap_get(s, k->key, k->klen) > p->seq0)
+            c |= TROUPE_CONFLICT_STALE;
+        if (c != 0)
+            kset_add(&bad, k->key, k->klen, c);
         nw += w;
         nr += !w;
     }
@@ -2303,8 +2327,13 @@ h_txn_prep_done(troupe_actor *self, void *st, const troupe_msg *m)
         for (size_t j = 0; j < i; j++)
             if (uniq_overlap(op->uq, op->nuq, tp->ops[j]->uq, tp->ops[j]->nuq))
                 e = TROUPE_ECONSTRAINT;
-        if (e == TROUPE_OK && uniq_clash(s, op) != 0) {
-            kref k = {op->key, op->klen};
+        int clash = e == TROUPE_OK ? uniq_clash(s, op) : 0;
+        if (clash != 0) {
+            /* a write in the pipeline claims one of its unique values,
+             * or one committed since the check read the index */
+            kref k = {op->key, op->klen,
+                      clash == 1 ? TROUPE_CONFLICT_RESERVED
+                                 : TROUPE_CONFLICT_STALE};
             answer_keys(rt, tp->asker, tp->corr, &k, 1);
             tpart_end(self, s, tp, false, 0);
             return TROUPE_OK;

@@ -97,11 +97,12 @@ troupe__ttxn_qver_new(const void *const *keys, const size_t *klens, size_t n);
 
 /* A prepare request, sent as a message's ptr (owned by the message, then
  * by the table actor). Keys are distinct and sorted. Reply: OK (keys
- * reserved, rows appended to sh->batch), ECONFLICT with body [key bin,
- * ...] (the keys whose version changed since seq0 or that another write
- * holds; nothing reserved), or the error of a write (EEXIST, ENOENT,
- * ECONSTRAINT, ECORRUPT, ...). check_only: validate only, reserve and
- * write nothing. */
+ * reserved, rows appended to sh->batch), ECONFLICT with body [[key bin,
+ * kinds uint], ...] (the keys whose version changed since seq0, kind
+ * TROUPE_CONFLICT_STALE, or that another write or transaction holds,
+ * TROUPE_CONFLICT_RESERVED, or both; nothing reserved), or the error of a
+ * write (EEXIST, ENOENT, ECONSTRAINT, ECORRUPT, ...). check_only:
+ * validate only, reserve and write nothing. */
 /* A scanned range [start, end); NULL: unbounded on that side. */
 typedef struct ttxn_range {
     const unsigned char *start;

@@ -1134,10 +1134,12 @@ complete(troupe_txn *tx)
         qsort(tx->conf, tx->nconf, sizeof(*tx->conf), conf_cmp);
         size_t w = 1;
         for (size_t i = 1; i < tx->nconf; i++) {
-            if (conf_cmp(&tx->conf[w - 1], &tx->conf[i]) == 0)
+            if (conf_cmp(&tx->conf[w - 1], &tx->conf[i]) == 0) {
+                tx->conf[w - 1].kinds |= tx->conf[i].kinds; /* one entry */
                 troupe_free((void *)tx->conf[i].key);
-            else
+            } else {
                 tx->conf[w++] = tx->conf[i];
+            }
         }
         tx->nconf = w;
     }
@@ -1290,7 +1292,8 @@ static void
 prepare_next(troupe_txn *tx, bool on_s0);
 
 static troupe_err
-conf_add(troupe_txn *tx, const char *table, const void *key, size_t klen)
+conf_add(troupe_txn *tx, const char *table, const void *key, size_t klen,
+         uint32_t kinds)
 {
     if (tx->nconf == tx->capconf) {
         size_t cap = tx->capconf ? tx->capconf * 2 : 8;
@@ -1304,8 +1307,8 @@ conf_add(troupe_txn *tx, const char *table, const void *key, size_t klen)
     if (k == NULL)
         return TROUPE_ENOMEM;
     memcpy(k, key, klen);
-    tx->conf[tx->nconf++] =
-        (troupe_txn_conflict){.table = table, .key = k, .key_len = klen};
+    tx->conf[tx->nconf++] = (troupe_txn_conflict){
+        .table = table, .key = k, .key_len = klen, .kinds = kinds};
     return TROUPE_OK;
 }
 
@@ -1322,9 +1325,17 @@ conf_decode(troupe_txn *tx, const char *table, const troupe_msg *reply)
     for (uint32_t i = 0; r.err == TROUPE_OK && i < n; i++) {
         const void *k;
         size_t kl;
+        uint32_t kinds = 0;
+        troupe_read_array_n(&r, 2);
         troupe_read_bin(&r, TROUPE_KEY_MAX, &k, &kl);
-        if (r.err == TROUPE_OK && kl > 0) {
-            troupe_err e = conf_add(tx, table, k, kl);
+        troupe_read_u32(&r, &kinds);
+        if (r.err == TROUPE_OK &&
+            (kl == 0 || kinds == 0 ||
+             (kinds & ~(uint32_t)(TROUPE_CONFLICT_STALE |
+                                  TROUPE_CONFLICT_RESERVED)) != 0))
+            return TROUPE_EPROTO;
+        if (r.err == TROUPE_OK) {
+            troupe_err e = conf_add(tx, table, k, kl, kinds);
             if (e != TROUPE_OK)
                 return e;
         }

@@ -49,11 +49,28 @@ typedef struct troupe_txn_opts {
     size_t max_bytes; /* 0: TROUPE_TXN_BYTES_MAX; at most that */
 } troupe_txn_opts;
 
-/* One conflicting (table, key). table is NUL-terminated. */
+/* Why a key conflicted (pi_db's conflict lists say so too). */
+typedef enum troupe_conflict_kind {
+    /* What the transaction read no longer matches: the key was written
+     * since its snapshot (a read, a written key, a key of a scanned
+     * range), or its version differs from the one given to
+     * troupe_txn_read_version. Retrying means reading again. */
+    TROUPE_CONFLICT_STALE = 1,
+    /* Another transaction or a write in flight holds the key: a prepared
+     * transaction read or scanned over it, or reserved it for writing, or
+     * a write of it is not yet committed. Retrying later may succeed on
+     * the same reads. */
+    TROUPE_CONFLICT_RESERVED = 2
+} troupe_conflict_kind;
+
+/* One conflicting (table, key). table is NUL-terminated. kinds is the OR
+ * of every troupe_conflict_kind found for the key: one entry per (table,
+ * key), both bits set when both apply. */
 typedef struct troupe_txn_conflict {
     const char *table;
     const uint8_t *key;
     size_t key_len;
+    uint32_t kinds;
 } troupe_txn_conflict;
 
 /*
@@ -157,8 +174,10 @@ troupe_txn_rollback(troupe_txn *tx);
  *               so, TROUPE_SYNC_DEFAULT taking the db's option);
  *   ECONFLICT   nothing written; conflicts[0..n) is the full set of
  *               (table, key) that conflicted, sorted by table name then
- *               key bytewise, without duplicates (also available through
- *               troupe_txn_conflicts until destroy);
+ *               key bytewise, without duplicates, each with its kinds
+ *               (a key found for both reasons is one entry with both
+ *               bits; also available through troupe_txn_conflicts
+ *               until destroy);
  *   EEXIST, ENOENT, ECONSTRAINT, ECORRUPT, EPROTO, ETOOBIG
  *               a write's rule failed at some table: nothing written;
  *               ENOENT also when a table the transaction used was dropped
