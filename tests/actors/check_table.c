@@ -624,6 +624,56 @@ START_TEST(test_row_get_many_in_order_asked_skipping_absent)
 }
 END_TEST
 
+static troupe_err
+write_nots(int kind, const char *t, const char *k, const void *d)
+{
+    troupe_write_opts wo = {.no_timestamps = true};
+    troupe_err (*fn)(troupe_tables *, const char *, const void *, size_t,
+                     const void *, size_t, const troupe_write_opts *,
+                     troupe_table_cb, void *) = kind == 0 ? troupe_table_insert
+                                                : kind == 1
+                                                    ? troupe_table_update
+                                                    : troupe_table_upsert;
+    return drive(fn(fx.tables, t, k, strlen(k), d, doclen, &wo, on_rows, NULL));
+}
+
+/* troupe_write_opts.no_timestamps turns stamping off for that write only:
+ * created_at / updated_at are stored as the document has them, on insert,
+ * update and upsert, and a stored created_at is not carried over either. */
+START_TEST(test_row_no_timestamps_switch_per_write)
+{
+    ck_assert_ok(create("t"));
+    atomic_store(&fx.now, T0 + 5);
+    ck_assert_ok(write_nots(
+        0, "t", "k", doc(3, "v", "a", "created_at", NULL, "updated_at", NULL)));
+    ck_assert_ok(get("t", "k"));
+    ck_assert_int_eq(ifield(0, "created_at"), 0);
+    ck_assert_int_eq(ifield(0, "updated_at"), 0);
+    atomic_store(&fx.now, T0 + 9); /* stamped again: created_at kept */
+    ck_assert_ok(upd("t", "k",
+                     doc(3, "v", "b", "created_at", NULL, "updated_at", NULL)));
+    ck_assert_ok(get("t", "k"));
+    ck_assert_int_eq(ifield(0, "created_at"), 0);
+    ck_assert_int_eq(ifield(0, "updated_at"), T0 + 9);
+    atomic_store(&fx.now, T0 + 11);
+    ck_assert_ok(write_nots(
+        1, "t", "k", doc(3, "v", "c", "created_at", NULL, "updated_at", NULL)));
+    ck_assert_ok(get("t", "k"));
+    ck_assert_int_eq(ifield(0, "created_at"), 0);
+    ck_assert_int_eq(ifield(0, "updated_at"), 0);
+    ck_assert_ok(write_nots(
+        2, "t", "u", doc(3, "v", "d", "created_at", NULL, "updated_at", NULL)));
+    ck_assert_ok(get("t", "u"));
+    ck_assert_int_eq(ifield(0, "created_at"), 0);
+    ck_assert_int_eq(ifield(0, "updated_at"), 0);
+    ck_assert_ok(ups("t", "u",
+                     doc(3, "v", "e", "created_at", NULL, "updated_at", NULL)));
+    ck_assert_ok(get("t", "u"));
+    ck_assert_int_eq(ifield(0, "created_at"), 0);
+    ck_assert_int_eq(ifield(0, "updated_at"), T0 + 11);
+}
+END_TEST
+
 START_TEST(test_row_timestamps_only_when_declared)
 {
     ck_assert_ok(create("t"));
@@ -1933,6 +1983,7 @@ table_suite(void)
     tcase_add_test(tc, test_row_manifest_written_for_row_without_index);
     tcase_add_test(tc, test_row_get_many_in_order_asked_skipping_absent);
     tcase_add_test(tc, test_row_timestamps_only_when_declared);
+    tcase_add_test(tc, test_row_no_timestamps_switch_per_write);
     tcase_add_test(tc, test_row_expired_is_invisible_and_insertable);
     tcase_add_test(tc, test_row_concurrent_inserts_same_key_exactly_one_ok);
     tcase_add_test(tc, test_row_sync_flag_reaches_the_pipeline);

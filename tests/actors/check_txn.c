@@ -1289,6 +1289,51 @@ assert_kinds(troupe_txn *tx, size_t n, const char *const *keys,
     }
 }
 
+/* The msgpack type of field "created_at" of the stored row t/k. */
+static troupe_mp_type
+created_type(const char *t, const char *k)
+{
+    troupe_rows *rows = NULL;
+    ck_assert_ok(troupe_table_get_wait(fx.tables, t, k, strlen(k), &rows));
+    troupe_reader r;
+    uint32_t n = 0;
+    const char *f;
+    size_t fl;
+    troupe_reader_init(&r, rows->rows[0].doc, rows->rows[0].doc_len);
+    troupe_read_map(&r, &n);
+    ck_assert_uint_eq(n, 1);
+    troupe_read_str(&r, 16, &f, &fl);
+    ck_assert_ok(r.err);
+    ck_assert(fl == 10 && memcmp(f, "created_at", 10) == 0);
+    troupe_mp_type ty = troupe_read_peek(&r);
+    troupe_rows_destroy(rows);
+    return ty;
+}
+
+/* no_timestamps reaches transactional writes: the last write of a key
+ * decides, as it does for expiry. */
+START_TEST(test_txn_no_timestamps_switch)
+{
+    ck_assert_ok(troupe_tables_create_wait(fx.tables, "a", NULL, 0));
+    troupe_write_opts off = {.no_timestamps = true};
+    troupe_txn *tx = NULL;
+    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx));
+    ck_assert_ok(
+        troupe_txn_insert(tx, "a", "k1", 2, DS(0, "created_at", "x"), &off));
+    ck_assert_ok(
+        troupe_txn_insert(tx, "a", "k2", 2, DS(0, "created_at", "x"), NULL));
+    ck_assert_ok(
+        troupe_txn_insert(tx, "a", "k3", 2, DS(0, "created_at", "x"), NULL));
+    ck_assert_ok(
+        troupe_txn_update(tx, "a", "k3", 2, DS(0, "created_at", "y"), &off));
+    ck_assert_ok(troupe_txn_commit_wait(tx, TROUPE_SYNC_DEFAULT));
+    troupe_txn_destroy(tx);
+    ck_assert_int_eq(created_type("a", "k1"), TROUPE_MP_STR);
+    ck_assert_int_eq(created_type("a", "k2"), TROUPE_MP_UINT); /* stamped */
+    ck_assert_int_eq(created_type("a", "k3"), TROUPE_MP_STR);
+}
+END_TEST
+
 static uint64_t
 qver(const char *t, const char *k, int64_t *v);
 
@@ -1821,6 +1866,7 @@ txn_suite(void)
     tcase_add_test(tc, test_txn_versioned_duplicate_entries_refused);
     tcase_add_test(tc, test_txn_commit_on_dropped_table_is_enoent);
     tcase_add_test(tc, test_txn_conflicts_say_their_kind);
+    tcase_add_test(tc, test_txn_no_timestamps_switch);
     tcase_add_test(tc,
                    test_txn_versioned_api_first_version_once_and_bad_arguments);
     tcase_add_test(tc,

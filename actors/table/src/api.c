@@ -314,13 +314,15 @@ write_req(troupe_tables *t, const char *table, uint32_t kind, const void *key,
         return TROUPE_ETOOBIG;
     troupe_packer p;
     troupe_pack_init(&p);
-    troupe_pack_array(&p, kind == TABLE_DELETE ? 2 : 4);
+    troupe_pack_array(&p, kind == TABLE_DELETE ? 2 : 5);
     troupe_pack_bin(&p, key, klen);
     if (kind != TABLE_DELETE) {
         troupe_pack_raw(&p, doc, dlen);
         troupe_pack_int(&p, o.expires_at_ms);
     }
     troupe_pack_uint(&p, (uint64_t)o.sync);
+    if (kind != TABLE_DELETE)
+        troupe_pack_bool(&p, !o.no_timestamps);
     return call(t, table, &p, kind, cb, arg);
 }
 

@@ -77,6 +77,7 @@ typedef struct wop {
     bool ext;          /* a transaction's op: batch is the shared one */
     bool purge_hit;    /* TABLE_PURGE_OP: prepared a delete */
     bool cached;       /* prepare on the actor: memory-only reads */
+    bool nostamp;      /* store created_at / updated_at as given */
     /* The version this write publishes, taken on the writer thread once
      * the write is stored and before its caller hears of it (0 until
      * then): a transaction that began after the reply has seq0 >= cver. */
@@ -712,7 +713,10 @@ prepare_put(wop *op, troupe_batch *b, const void *old_doc, size_t old_len,
         troupe_pack_uint(&p, 1);
         troupe_pack_int(&p, op->expires);
         troupe_pack_data(&p, &off);
-        e = stamp_doc(&p, op->doc, op->dlen, created, clen, now);
+        if (op->nostamp)
+            troupe_pack_raw(&p, op->doc, op->dlen);
+        else
+            e = stamp_doc(&p, op->doc, op->dlen, created, clen, now);
         env = troupe_pack_data(&p, &elen);
     }
     troupe_index_entries *ents =
@@ -1062,7 +1066,8 @@ start_op(troupe_actor *self, tstate *s, wop *op)
 static troupe_err
 enqueue(troupe_actor *self, tstate *s, uint32_t kind, const void *key,
         size_t klen, const void *doc, size_t dlen, int64_t expires,
-        troupe_sync sync, troupe_addr asker, uint64_t corr, bool build);
+        troupe_sync sync, bool nostamp, troupe_addr asker, uint64_t corr,
+        bool build);
 static troupe_err
 attach(troupe_actor *self, tstate *s, wop *op);
 
@@ -1075,9 +1080,9 @@ h_write(troupe_actor *self, void *st, const troupe_msg *m)
     size_t klen, dlen = 0;
     int64_t expires = 0;
     uint32_t sync = 0;
-    bool del = m->kind == TABLE_DELETE;
+    bool del = m->kind == TABLE_DELETE, stamp = true;
     troupe_reader_init_msg(&r, m);
-    troupe_read_array_n(&r, del ? 2 : 4);
+    troupe_read_array_n(&r, del ? 2 : 5);
     troupe_read_bin(&r, TROUPE_KEY_MAX, &key, &klen);
     if (!del) {
         if (r.err == TROUPE_OK && troupe_read_peek(&r) != TROUPE_MP_MAP)
@@ -1086,6 +1091,8 @@ h_write(troupe_actor *self, void *st, const troupe_msg *m)
         troupe_read_int(&r, &expires);
     }
     troupe_read_u32(&r, &sync);
+    if (!del)
+        troupe_read_bool(&r, &stamp);
     troupe_err e = troupe_read_end(&r);
     if (e == TROUPE_OK && (klen == 0 || expires < 0 || sync > TROUPE_SYNC_OFF))
         e = TROUPE_EPROTO;
@@ -1097,7 +1104,7 @@ h_write(troupe_actor *self, void *st, const troupe_msg *m)
         return TROUPE_OK;
     }
     e = enqueue(self, s, m->kind, key, klen, doc, dlen, expires,
-                (troupe_sync)sync, m->from, m->corr, false);
+                (troupe_sync)sync, !stamp, m->from, m->corr, false);
     if (e != TROUPE_OK)
         troupe_runtime_reply(troupe_actor_runtime(self), m->from, m->corr, e,
                              NULL);
@@ -1108,7 +1115,8 @@ h_write(troupe_actor *self, void *st, const troupe_msg *m)
 static troupe_err
 enqueue(troupe_actor *self, tstate *s, uint32_t kind, const void *key,
         size_t klen, const void *doc, size_t dlen, int64_t expires,
-        troupe_sync sync, troupe_addr asker, uint64_t corr, bool build)
+        troupe_sync sync, bool nostamp, troupe_addr asker, uint64_t corr,
+        bool build)
 {
     wop *op = troupe_calloc(1, sizeof(*op) + klen + dlen);
     if (op == NULL)
@@ -1120,6 +1128,7 @@ enqueue(troupe_actor *self, tstate *s, uint32_t kind, const void *key,
     op->kind = kind;
     op->build = build;
     op->sync = sync;
+    op->nostamp = nostamp;
     op->expires = expires;
     op->cfg = s->cfg;
     troupe__tschema_retain(op->cfg.schema);
@@ -1503,7 +1512,8 @@ h_build_keys(troupe_actor *self, void *st, const troupe_msg *m)
     for (size_t i = 0; i < pg->n; i++) {
         troupe_err e = enqueue(self, s, TABLE_REINDEX, pg->items[i].key,
                                pg->items[i].key_len, NULL, 0, 0,
-                               TROUPE_SYNC_DEFAULT, TROUPE_ADDR_NONE, 0, true);
+                               TROUPE_SYNC_DEFAULT, false, TROUPE_ADDR_NONE, 0,
+                               true);
         if (e != TROUPE_OK)
             build_op_done(self, s, e);
     }
@@ -2268,6 +2278,7 @@ txn_prepare(troupe_actor *self, tstate *s, ttxn_prep *p, troupe_addr asker,
         op->ext = true;
         op->batch = p->sh->batch;
         op->expires = k->expires;
+        op->nostamp = k->nostamp;
         op->cfg = s->cfg;
         troupe__tschema_retain(op->cfg.schema);
         op->key = (unsigned char *)(op + 1);
@@ -2993,7 +3004,7 @@ h_purge_keys(troupe_actor *self, void *st, const troupe_msg *m)
         const troupe_kv *kv = &pg->items[j->exp[i]];
         troupe_err e =
             enqueue(self, s, TABLE_PURGE_OP, kv->key, kv->key_len, NULL, 0, 0,
-                    TROUPE_SYNC_DEFAULT, TROUPE_ADDR_NONE, 0, false);
+                    TROUPE_SYNC_DEFAULT, false, TROUPE_ADDR_NONE, 0, false);
         if (e != TROUPE_OK)
             purge_op_done(self, s, e, false);
     }

@@ -11,7 +11,8 @@
 #include "troupe/table.h"
 
 /* Request kinds of the table actor. Bodies:
- *   INSERT/UPDATE/UPSERT [key bin, doc raw map, expires int, sync u32]
+ *   INSERT/UPDATE/UPSERT [key bin, doc raw map, expires int, sync u32,
+ *                         stamp bool (false: no created_at / updated_at)]
  *   DELETE   [key bin, sync u32]
  *   GET      [key bin]
  *   GET_MANY [[key bin, ...]]
@@ -71,6 +72,7 @@ enum {
 typedef struct ttxn_key {
     uint32_t kind;
     int64_t expires;
+    bool nostamp; /* the write's troupe_write_opts.no_timestamps */
     const unsigned char *key; /* into the prep's arena */
     size_t klen;
     const unsigned char *doc; /* NULL for reads and deletes */

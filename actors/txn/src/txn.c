@@ -85,6 +85,7 @@ typedef struct xkey {
     int64_t expires;
     uint64_t ver;     /* versioned read: the version the caller read; 0: none */
     uint32_t nwrites; /* buffered writes of the key (counted up to 2) */
+    bool nostamp;     /* the last write's troupe_write_opts.no_timestamps */
     unsigned char *doc;
     size_t dlen;
     size_t klen;
@@ -485,6 +486,7 @@ buffer(troupe_txn *tx, const char *table, uint32_t kind, const void *key,
     x->dlen = copy != NULL ? dlen : 0;
     x->kind = nk;
     x->expires = o.expires_at_ms;
+    x->nostamp = o.no_timestamps;
     if (x->nwrites < 2)
         x->nwrites++;
     tx->bytes = tx->bytes - old + nb;
@@ -1440,6 +1442,7 @@ prep_build(troupe_txn *tx, size_t tab, ttxn_prep **out)
         ttxn_key *pk = &p->keys[i];
         pk->kind = v[i]->kind != K_NONE ? v[i]->kind : TTXN_READ;
         pk->expires = v[i]->expires;
+        pk->nostamp = v[i]->nostamp;
         pk->ver = v[i]->ver;
         memcpy(d, v[i]->key, v[i]->klen);
         pk->key = d;

@@ -42,7 +42,8 @@
  * (the write or its sync failed: it may or may not be stored). Writes to
  * one key are applied one after another in arrival order. Documents must
  * be msgpack maps (EPROTO otherwise). created_at / updated_at are set only
- * when the document already has them (data-model.md, "Timestamps").
+ * when the document already has them (data-model.md, "Timestamps"), and
+ * not at all for a write whose troupe_write_opts.no_timestamps is set.
  * Errors of a write's callback: EEXIST, ENOENT, EPROTO, ECORRUPT (the
  * stored row and manifest disagree or are malformed: nothing written),
  * ECONSTRAINT (a unique index already holds the key for another row),
@@ -365,6 +366,10 @@ typedef void (*troupe_table_cb)(troupe_err err, troupe_rows *rows, void *arg);
 typedef struct troupe_write_opts {
     troupe_sync sync;      /* DEFAULT: the db's option */
     int64_t expires_at_ms; /* 0: never expires */
+    /* true: created_at / updated_at are stored as the document has them
+     * (no stamping, not even of a stored created_at kept on update);
+     * false (the default): the rule of "Timestamps" in data-model.md. */
+    bool no_timestamps;
 } troupe_write_opts;
 
 /*

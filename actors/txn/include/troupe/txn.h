@@ -135,7 +135,8 @@ troupe_txn_scan(troupe_txn *tx, const char *table, const troupe_scan_opts *so,
 
 /*
  * Buffered writes (documents are copied; wo may be NULL; wo->sync is
- * ignored: durability is the commit's). Their rules are checked against
+ * ignored: durability is the commit's; expires_at_ms and no_timestamps
+ * apply as in table.h, those of a key's last write deciding). Their rules are checked against
  * the transaction's view where it knows the answer (insert over a key it
  * wrote: EEXIST; update or delete of a key it deleted: ENOENT), otherwise
  * at commit against the snapshot's row, which the commit proves
