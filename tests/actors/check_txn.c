@@ -729,8 +729,6 @@ START_TEST(test_txn_bad_arguments)
                   TROUPE_ENOENT);
     const void *keys[1] = {"k"};
     size_t kl[1] = {1};
-    ck_assert_err(troupe_txn_get_many(tx, "a", keys, kl, 0, never_cb, NULL),
-                  TROUPE_EINVAL);
     ck_assert_err(troupe_txn_get_many(tx, "a", NULL, kl, 1, never_cb, NULL),
                   TROUPE_EINVAL);
     ck_assert_err(troupe_txn_get_many(tx, "a", keys, NULL, 1, never_cb, NULL),
@@ -743,7 +741,7 @@ START_TEST(test_txn_bad_arguments)
     ck_assert_err(troupe_txn_get_wait(tx, "a", "k", 1, NULL), TROUPE_EINVAL);
     ck_assert_err(troupe_txn_get_many_wait(tx, "a", keys, kl, 1, NULL),
                   TROUPE_EINVAL);
-    ck_assert_err(troupe_txn_get_many_wait(tx, "a", keys, kl, 0, &rows),
+    ck_assert_err(troupe_txn_get_many_wait(tx, "a", NULL, kl, 1, &rows),
                   TROUPE_EINVAL);
     ck_assert_ptr_null(rows);
     ck_assert_err(troupe_txn_commit(NULL, TROUPE_SYNC_ON, never_commit, NULL),
@@ -1310,6 +1308,51 @@ created_type(const char *t, const char *k)
     return ty;
 }
 
+static atomic_int zero_calls;
+static troupe_err zero_err;
+static size_t zero_n = 99;
+
+static void
+on_zero(troupe_err err, troupe_rows *rows, void *arg)
+{
+    zero_err = err;
+    zero_n = rows != NULL ? rows->n : 99;
+    troupe_rows_destroy(rows);
+    atomic_fetch_add(&zero_calls, 1);
+}
+
+static bool
+zero_done(void *arg)
+{
+    return atomic_load(&zero_calls) == 1;
+}
+
+/* A transaction's get_many of zero keys is an empty result, from both
+ * forms; the table must exist, and it still counts as an ordinary read. */
+START_TEST(test_txn_get_many_zero_keys_is_empty)
+{
+    ck_assert_ok(troupe_tables_create_wait(fx.tables, "a", NULL, 0));
+    put("a", "k", 1);
+    troupe_txn *tx = NULL;
+    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx));
+    troupe_rows *rows = NULL;
+    ck_assert_ok(troupe_txn_get_many_wait(tx, "a", NULL, NULL, 0, &rows));
+    ck_assert_ptr_nonnull(rows);
+    ck_assert_uint_eq(rows->n, 0);
+    troupe_rows_destroy(rows);
+    atomic_store(&zero_calls, 0);
+    ck_assert_ok(troupe_txn_get_many(tx, "a", NULL, NULL, 0, on_zero, NULL));
+    ck_assert(ts_wait_until(zero_done, NULL, 5000));
+    ck_assert_int_eq(zero_err, TROUPE_OK);
+    ck_assert_uint_eq(zero_n, 0);
+    ck_assert_err(troupe_txn_get_many_wait(tx, "none", NULL, NULL, 0, &rows),
+                  TROUPE_ENOENT);
+    ck_assert_err(troupe_txn_read_version(tx, "a", "k", 1, 1), TROUPE_ESTATE);
+    ck_assert_ok(troupe_txn_commit_wait(tx, TROUPE_SYNC_DEFAULT));
+    troupe_txn_destroy(tx);
+}
+END_TEST
+
 /* no_timestamps reaches transactional writes: the last write of a key
  * decides, as it does for expiry. */
 START_TEST(test_txn_no_timestamps_switch)
@@ -1867,6 +1910,7 @@ txn_suite(void)
     tcase_add_test(tc, test_txn_commit_on_dropped_table_is_enoent);
     tcase_add_test(tc, test_txn_conflicts_say_their_kind);
     tcase_add_test(tc, test_txn_no_timestamps_switch);
+    tcase_add_test(tc, test_txn_get_many_zero_keys_is_empty);
     tcase_add_test(tc,
                    test_txn_versioned_api_first_version_once_and_bad_arguments);
     tcase_add_test(tc,

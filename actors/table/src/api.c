@@ -285,8 +285,9 @@ check_req(const treq *q)
     if (q->kind == TABLE_GET)
         return check_key(q->key, q->klen);
     if (q->kind == TABLE_GET_MANY) {
-        if (q->keys == NULL || q->klens == NULL || q->n == 0 ||
-            q->n > TROUPE_TABLE_PAGE_MAX)
+        if (q->n == 0)
+            return TROUPE_OK; /* an empty result (keys may be NULL) */
+        if (q->keys == NULL || q->klens == NULL || q->n > TROUPE_TABLE_PAGE_MAX)
             return TROUPE_EINVAL;
         for (size_t i = 0; i < q->n; i++) {
             troupe_err e = check_key(q->keys[i], q->klens[i]);

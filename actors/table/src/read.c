@@ -171,6 +171,10 @@ troupe_err
 troupe__read_get_many(const tread_src *s, const void *const *keys,
                       const size_t *klens, size_t n, troupe_rows **out)
 {
+    if (n == 0) { /* no keys: an empty result, nothing read */
+        rbuild none = {0};
+        return rb_finish(&none, false, false, out);
+    }
     void **vals = troupe_calloc(n, sizeof(*vals));
     size_t *vlens = troupe_calloc(n, sizeof(*vlens));
     troupe_err *errs = troupe_calloc(n, sizeof(*errs));

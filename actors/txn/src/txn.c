@@ -601,7 +601,7 @@ read_work(void *arg)
     troupe_packer rows;
     troupe_pack_init(&rows);
     size_t cnt = 0;
-    size_t *off = troupe_calloc(j->n, sizeof(*off));
+    size_t *off = troupe_calloc(j->n ? j->n : 1, sizeof(*off));
     troupe_err e = off != NULL ? TROUPE_OK : TROUPE_ENOMEM;
     for (size_t i = 0; e == TROUPE_OK && i < j->n; i++) {
         ritem *it = &j->items[i];
@@ -664,8 +664,9 @@ read_start(troupe_txn *tx, const char *table, const void *const *keys,
            const size_t *klens, size_t n, bool single, troupe_table_cb cb,
            void *arg)
 {
-    if (tx == NULL || table == NULL || cb == NULL || keys == NULL ||
-        klens == NULL || n == 0 || n > TROUPE_TABLE_PAGE_MAX)
+    if (tx == NULL || table == NULL || cb == NULL ||
+        (n > 0 && (keys == NULL || klens == NULL)) ||
+        (single && n != 1) || n > TROUPE_TABLE_PAGE_MAX)
         return TROUPE_EINVAL;
     size_t bytes = 0;
     for (size_t i = 0; i < n; i++) {

@@ -404,8 +404,10 @@ troupe_err
 troupe_table_get(troupe_tables *t, const char *table, const void *key,
                  size_t klen, troupe_table_cb cb, void *arg);
 
-/* The live rows among keys[0..n) (1..TROUPE_TABLE_PAGE_MAX), in the order
- * asked, absent and expired ones left out; ECORRUPT fails the call. */
+/* The live rows among keys[0..n) (0..TROUPE_TABLE_PAGE_MAX), in the order
+ * asked, absent and expired ones left out; ECORRUPT fails the call. n == 0
+ * (keys and klens may then be NULL) is an empty result: rows->n == 0, cb
+ * fires as for any read; the table must still exist (ENOENT). */
 troupe_err
 troupe_table_get_many(troupe_tables *t, const char *table,
                       const void *const *keys, const size_t *klens, size_t n,

@@ -98,7 +98,7 @@ troupe_txn_destroy(troupe_txn *tx);
  * absent), else the row as of the snapshot. Every key asked joins the read
  * set at the call, also when the read then fails. cb errors: ENOENT (get:
  * absent or expired), ECORRUPT, EIO, ENOMEM. Call errors: EINVAL (NULL,
- * empty key, n == 0 or over TROUPE_TABLE_PAGE_MAX), ETOOBIG (key over
+ * empty key, n over TROUPE_TABLE_PAGE_MAX), ETOOBIG (key over
  * TROUPE_KEY_MAX, or the transaction's key limit), ENOENT (no such table),
  * ESTATE (committed, committing or rolled back), ENOMEM.
  */
@@ -106,7 +106,9 @@ troupe_err
 troupe_txn_get(troupe_txn *tx, const char *table, const void *key, size_t klen,
                troupe_table_cb cb, void *arg);
 /* The live rows among keys[0..n), in the order asked, absent ones left
- * out. */
+ * out. n == 0 (keys and klens may then be NULL) is an empty result, still
+ * an ordinary read for the rule that refuses mixing it with the
+ * versioned calls. */
 troupe_err
 troupe_txn_get_many(troupe_txn *tx, const char *table, const void *const *keys,
                     const size_t *klens, size_t n, troupe_table_cb cb,
