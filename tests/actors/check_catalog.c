@@ -449,6 +449,200 @@ START_TEST(test_versions_floor_absent_opens_malformed_refused)
 }
 END_TEST
 
+/* ---- creates that find what they would create ------------------------- */
+
+/* The raw ("seq") counter value in meta: a create that writes anything
+ * stores it first. */
+static uint64_t
+stored_seq(void)
+{
+    troupe_cf *meta = NULL;
+    ck_assert_ok(troupe_db_cf(fx.db, "meta", &meta));
+    troupe_key_writer w;
+    troupe_key_writer_init(&w);
+    troupe_key_put_string(&w, "seq", 3);
+    const uint8_t *k;
+    size_t klen;
+    ck_assert_ok(troupe_key_writer_finish(&w, &k, &klen));
+    void *v = NULL;
+    size_t vlen = 0;
+    ck_assert_ok(troupe_db_get(fx.db, meta, NULL, k, klen, &v, &vlen));
+    troupe_key_writer_fini(&w);
+    troupe_reader r;
+    uint64_t seq = 0;
+    troupe_reader_init(&r, v, vlen);
+    troupe_read_uint(&r, &seq);
+    ck_assert_ok(troupe_read_end(&r));
+    troupe_free(v);
+    return seq;
+}
+
+static const troupe_index_field email_f = {"email", TROUPE_FIELD_STRING};
+static const troupe_index_field city_f = {"city", TROUPE_FIELD_STRING};
+static const troupe_index_field age_f = {"age", TROUPE_FIELD_INT};
+
+static void
+on_ddl(troupe_tables *t, troupe_err err, void *arg)
+{
+    *(troupe_err *)arg = err;
+}
+
+static troupe_err ddl_seen;
+
+static bool
+ddl_called(void *arg)
+{
+    return *(volatile troupe_err *)arg != (troupe_err)-1;
+}
+
+/* The asynchronous create, waited for. */
+static troupe_err
+create_async(const char *name, const troupe_index_spec *ix, size_t n)
+{
+    ddl_seen = (troupe_err)-1;
+    troupe_err e =
+        troupe_tables_create(fx.tables, name, ix, n, on_ddl, (void *)&ddl_seen);
+    if (e != TROUPE_OK)
+        return e;
+    ck_assert(ts_wait_until(ddl_called, (void *)&ddl_seen, 10000));
+    return ddl_seen;
+}
+
+/* Creating a table again with its very spec (indexes in any order) is OK
+ * and writes nothing; with another spec it is EEXIST and changes
+ * nothing. Adding an index again likewise. */
+START_TEST(test_create_again_same_spec_ok_other_eexist)
+{
+    troupe_index_spec two[2] = {
+        {.name = "by_email", .unique = true, .fields = &email_f, .n_fields = 1},
+        {.name = "by_city", .fields = &city_f, .n_fields = 1}};
+    ck_assert_ok(troupe_tables_create_wait(fx.tables, "u", two, 2));
+    put("u", "a", 1);
+    uint64_t seq = stored_seq();
+    troupe_index_spec swapped[2] = {two[1], two[0]};
+    ck_assert_ok(troupe_tables_create_wait(fx.tables, "u", two, 2));
+    ck_assert_ok(create_async("u", swapped, 2));
+    ck_assert_uint_eq(stored_seq(), seq); /* nothing written */
+    ck_assert_int_eq(stored("u", "a"), 1);
+    /* other specs: fewer, more, another type, not unique, another cond */
+    troupe_index_spec other[2] = {two[0], two[1]};
+    ck_assert_err(troupe_tables_create_wait(fx.tables, "u", two, 1),
+                  TROUPE_EEXIST);
+    ck_assert_err(troupe_tables_create_wait(fx.tables, "u", NULL, 0),
+                  TROUPE_EEXIST);
+    other[1].fields = &age_f;
+    other[1].name = "by_city";
+    ck_assert_err(create_async("u", other, 2), TROUPE_EEXIST);
+    other[1] = two[1];
+    other[0].unique = false;
+    ck_assert_err(troupe_tables_create_wait(fx.tables, "u", other, 2),
+                  TROUPE_EEXIST);
+    other[0] = two[0];
+    other[1].cond =
+        (troupe_index_cond){.op = TROUPE_COND_EXISTS, .path = "city"};
+    ck_assert_err(troupe_tables_create_wait(fx.tables, "u", other, 2),
+                  TROUPE_EEXIST);
+    ck_assert_uint_eq(stored_seq(), seq);
+    close_all(); /* what is stored is still the first spec */
+    ck_assert_ok(open_all());
+    ck_assert_ok(troupe_tables_create_wait(fx.tables, "u", swapped, 2));
+    ck_assert_int_eq(stored("u", "a"), 1);
+    /* add_index: the same index again is OK, another spec EEXIST */
+    troupe_index_spec age = {.name = "by_age", .fields = &age_f, .n_fields = 1};
+    ck_assert_ok(troupe_tables_add_index_wait(fx.tables, "u", &age));
+    seq = stored_seq();
+    ck_assert_ok(troupe_tables_add_index_wait(fx.tables, "u", &age));
+    ck_assert_uint_eq(stored_seq(), seq);
+    age.unique = true;
+    ck_assert_err(troupe_tables_add_index_wait(fx.tables, "u", &age),
+                  TROUPE_EEXIST);
+    /* the table with three indexes now: the create with two differs */
+    ck_assert_err(troupe_tables_create_wait(fx.tables, "u", two, 2),
+                  TROUPE_EEXIST);
+}
+END_TEST
+
+/* {"v": "<tag>"}: a function index emitting v. */
+static troupe_err
+fn_v(void *ctx, const void *doc, size_t doc_len, const void *pk, size_t pk_len,
+     troupe_index_emit_fn emit, void *emit_ctx)
+{
+    (void)ctx;
+    (void)pk;
+    (void)pk_len;
+    troupe_key_writer w;
+    troupe_key_writer_init(&w);
+    troupe_key_put_string(&w, "x", 1);
+    const uint8_t *k;
+    size_t kl;
+    troupe_err e = troupe_key_writer_finish(&w, &k, &kl);
+    if (e == TROUPE_OK)
+        e = emit(emit_ctx, k, kl, NULL, 0);
+    troupe_key_writer_fini(&w);
+    (void)doc;
+    (void)doc_len;
+    return e;
+}
+
+/* A function index must name a registered function: create and add_index
+ * refuse one that does not (EINVAL, nothing written). A table already on
+ * disk whose function this process did not register opens; it refuses
+ * inserts, updates and upserts with ESTATE (deletes and reads work)
+ * until that index is dropped. */
+START_TEST(test_function_index_must_be_registered)
+{
+    troupe_index_spec fx_ix = {.name = "byfn", .fn_name = "f"};
+    ck_assert_ok(troupe_tables_create_wait(fx.tables, "t", NULL, 0));
+    uint64_t seq = stored_seq();
+    ck_assert_err(troupe_tables_create_wait(fx.tables, "u", &fx_ix, 1),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_tables_create(fx.tables, "u", &fx_ix, 1, on_ddl,
+                                       (void *)&ddl_seen),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_tables_add_index_wait(fx.tables, "t", &fx_ix),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_tables_add_index(fx.tables, "t", &fx_ix, on_ddl,
+                                          (void *)&ddl_seen),
+                  TROUPE_EINVAL);
+    ck_assert_uint_eq(stored_seq(), seq); /* nothing written */
+    char **names = NULL;
+    size_t n = 0;
+    ck_assert_ok(troupe_tables_list(fx.tables, &names, &n));
+    ck_assert_uint_eq(n, 1);
+    troupe_free(names);
+    ck_assert_ok(troupe_index_register_fn(fx.fns, "f", fn_v, NULL));
+    ck_assert_ok(troupe_tables_add_index_wait(fx.tables, "t", &fx_ix));
+    put("t", "a", 1);
+    put("t", "b", 2);
+    close_all();
+    /* the next process forgot to register "f" */
+    troupe_index_fns_destroy(fx.fns);
+    ck_assert_ok(troupe_index_fns_create(&fx.fns));
+    ck_assert_ok(open_all());
+    ck_assert_int_eq(stored("t", "a"), 1);
+    size_t len;
+    const void *d = docv(3, &len);
+    ck_assert_err(
+        troupe_table_upsert_wait(fx.tables, "t", "a", 1, d, len, NULL),
+        TROUPE_ESTATE);
+    ck_assert_err(
+        troupe_table_insert_wait(fx.tables, "t", "c", 1, d, len, NULL),
+        TROUPE_ESTATE);
+    troupe_txn *tx = NULL;
+    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx));
+    ck_assert_ok(troupe_txn_upsert(tx, "t", "c", 1, d, len, NULL));
+    ck_assert_err(troupe_txn_commit_wait(tx, TROUPE_SYNC_DEFAULT),
+                  TROUPE_ESTATE);
+    troupe_txn_destroy(tx);
+    ck_assert_ok(troupe_table_delete_wait(fx.tables, "t", "b", 1, NULL));
+    ck_assert_int_eq(stored("t", "b"), -1);
+    ck_assert_int_eq(stored("t", "c"), -1);
+    ck_assert_ok(troupe_tables_drop_index_wait(fx.tables, "t", "byfn"));
+    put("t", "a", 4);
+    ck_assert_int_eq(stored("t", "a"), 4);
+}
+END_TEST
+
 Suite *
 catalog_suite(void)
 {
@@ -461,6 +655,8 @@ catalog_suite(void)
     tcase_add_test(tc, test_versions_never_repeat_across_reopen);
     tcase_add_loop_test(tc, test_versions_stay_below_the_stored_floor, 0, 4);
     tcase_add_test(tc, test_versions_floor_absent_opens_malformed_refused);
+    tcase_add_test(tc, test_create_again_same_spec_ok_other_eexist);
+    tcase_add_test(tc, test_function_index_must_be_registered);
     suite_add_tcase(s, tc);
     return s;
 }

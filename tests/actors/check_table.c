@@ -407,8 +407,11 @@ END_TEST
 
 START_TEST(test_catalog_duplicate_name_is_eexist)
 {
+    static const troupe_index_field f = {"email", TROUPE_FIELD_STRING};
+    troupe_index_spec ix = {.name = "by_email", .fields = &f, .n_fields = 1};
     ck_assert_ok(create("users"));
-    ck_assert_err(create("users"), TROUPE_EEXIST);
+    ck_assert_ok(create("users")); /* the same spec: idempotent */
+    ck_assert_err(create_idx("users", &ix, 1), TROUPE_EEXIST);
     char **names;
     ck_assert_uint_eq(list(&names), 1);
     troupe_free(names);
@@ -1602,6 +1605,7 @@ START_TEST(test_build_bad_arguments_and_name_clash)
     ck_assert_err(built_err, TROUPE_ENOENT); /* no table u */
     create_indexed();
     built = 0;
+    spec.unique = true; /* by_city exists, not unique: a name clash */
     ck_assert_ok(
         troupe_tables_add_index(fx.tables, "u", &spec, on_built, NULL));
     ck_assert(ts_run_until(&fx.loop, is_built, NULL, 10000));
@@ -1902,7 +1906,9 @@ START_TEST(test_wait_twins_round_trip)
 {
     troupe_tables *t = fx.tables;
     ck_assert_ok(troupe_tables_create_wait(t, "w", NULL, 0));
-    ck_assert_err(troupe_tables_create_wait(t, "w", NULL, 0), TROUPE_EEXIST);
+    ck_assert_ok(troupe_tables_create_wait(t, "w", NULL, 0)); /* same spec */
+    troupe_index_spec wix = {.name = "v", .fields = &vf, .n_fields = 1};
+    ck_assert_err(troupe_tables_create_wait(t, "w", &wix, 1), TROUPE_EEXIST);
     const void *d = doc(1, "v", "one");
     ck_assert_ok(troupe_table_insert_wait(t, "w", "a", 1, d, doclen, NULL));
     ck_assert_err(troupe_table_insert_wait(t, "w", "a", 1, d, doclen, NULL),
@@ -1934,6 +1940,8 @@ START_TEST(test_wait_twins_round_trip)
     bool ready = false;
     ck_assert_ok(troupe_tables_index_state(t, "w", "v", &ready));
     ck_assert(ready);
+    ck_assert_ok(troupe_tables_add_index_wait(t, "w", &spec)); /* again */
+    spec.unique = true; /* the name with another spec */
     ck_assert_err(troupe_tables_add_index_wait(t, "w", &spec), TROUPE_EEXIST);
     ck_assert_ok(troupe_table_delete_wait(t, "w", "a", 1, NULL));
     ck_assert_err(troupe_table_get_wait(t, "w", "a", 1, &rows), TROUPE_ENOENT);

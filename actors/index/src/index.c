@@ -508,6 +508,30 @@ troupe_index_def_clone(const troupe_index_def *d, uint64_t id,
     return e;
 }
 
+static bool
+opt_str_eq(const char *a, const char *b)
+{
+    return a == NULL ? b == NULL : b != NULL && strcmp(a, b) == 0;
+}
+
+bool
+troupe_index_def_same(const troupe_index_def *a, const troupe_index_def *b)
+{
+    if (a == NULL || b == NULL || a->unique != b->unique || a->op != b->op ||
+        a->n_fields != b->n_fields || strcmp(a->name, b->name) != 0 ||
+        !opt_str_eq(a->fn_name, b->fn_name) ||
+        !opt_str_eq(a->cond_path, b->cond_path) ||
+        a->cond_val_len != b->cond_val_len ||
+        (a->cond_val_len > 0 &&
+         memcmp(a->cond_val, b->cond_val, a->cond_val_len) != 0))
+        return false;
+    for (size_t i = 0; i < a->n_fields; i++)
+        if (a->fields[i].type != b->fields[i].type ||
+            strcmp(a->fields[i].path, b->fields[i].path) != 0)
+            return false;
+    return true;
+}
+
 size_t
 troupe_index_def_n_fields(const troupe_index_def *d)
 {
@@ -824,6 +848,12 @@ fns_find(const troupe_index_fns *r, const char *name)
             return &r->v[i];
     }
     return NULL;
+}
+
+bool
+troupe_index_fn_registered(const troupe_index_fns *r, const char *name)
+{
+    return name != NULL && fns_find(r, name) != NULL;
 }
 
 troupe_err

@@ -1158,6 +1158,7 @@ typedef struct ddl_job {
     void *arg;
     troupe_err err;
     bool drop;
+    bool existed; /* create: the table was there with this very spec */
     uint64_t id;
     tschema *schema; /* create: the new indexes */
     char name[];
@@ -1275,17 +1276,38 @@ drop_x_families(troupe_tables *t, const uint64_t *ids, size_t n)
     }
 }
 
+/* Whether schema a (a table's) holds exactly the indexes of b (a create's
+ * request), in any order: same names, same specs (ids and states aside). */
+static bool
+schema_same(const tschema *a, const tschema *b)
+{
+    if (a->n != b->n)
+        return false;
+    for (size_t i = 0; i < b->n; i++) {
+        bool found = false;
+        for (size_t k = 0; k < a->n && !found; k++)
+            found = troupe_index_def_same(a->defs[k], b->defs[i]);
+        if (!found)
+            return false;
+    }
+    return true;
+}
+
 static troupe_err
 do_create(ddl_job *j)
 {
     troupe_tables *t = j->t;
     troupe_err e = TROUPE_OK;
     uv_mutex_lock(&t->mu);
-    for (tentry *en = t->entries; en != NULL; en = en->next)
-        if (strcmp(en->name, j->name) == 0)
-            e = TROUPE_EEXIST;
+    tentry *have = entry_find(t, j->name);
+    /* Creating a table again with the spec it has is done already
+     * (nothing written); with another spec it is EEXIST. */
+    if (have != NULL) {
+        j->existed = schema_same(have->schema, j->schema);
+        e = j->existed ? TROUPE_OK : TROUPE_EEXIST;
+    }
     uv_mutex_unlock(&t->mu);
-    if (e != TROUPE_OK)
+    if (e != TROUPE_OK || j->existed)
         return e;
     /* The counter first: see the design note. */
     if ((e = write_meta(t, NULL, NULL, 0, true, 0)) != TROUPE_OK)
@@ -1415,11 +1437,17 @@ ddl_job_new(troupe_tables *t, const char *name, bool drop,
     if (t == NULL || !troupe_catalog_name_valid(name, &len) ||
         n_idx > TROUPE_TABLE_INDEX_MAX || (idx == NULL && n_idx > 0))
         return TROUPE_EINVAL;
-    for (size_t i = 0; i < n_idx; i++)
+    for (size_t i = 0; i < n_idx; i++) {
         for (size_t k = 0; k < i; k++)
             if (idx[i].name != NULL && idx[k].name != NULL &&
                 strcmp(idx[i].name, idx[k].name) == 0)
                 return TROUPE_EINVAL;
+        /* a function index must name a registered function: refused
+         * here, not on every write */
+        if (idx[i].fn_name != NULL &&
+            !troupe_index_fn_registered(t->fns, idx[i].fn_name))
+            return TROUPE_EINVAL;
+    }
     ddl_job *j = troupe_calloc(1, sizeof(*j) + len + 1);
     tschema *s = drop ? NULL : schema_new(n_idx);
     if (j == NULL || (!drop && s == NULL)) {
@@ -1850,6 +1878,7 @@ typedef struct add_job {
     uint64_t new_id;       /* add, rebuild: the id reserved */
     troupe_index_def *def; /* add: the new index */
     char index[256];       /* rebuild, drop: its name */
+    bool existed;          /* add: the table has this index, ready */
     troupe_err err;
     char table[];
 } add_job;
@@ -1898,15 +1927,28 @@ add_work(void *arg)
     uv_mutex_lock(&t->mu);
     tentry *en = entry_find(t, j->table);
     troupe_err e = en == NULL ? TROUPE_ENOENT : TROUPE_OK;
-    if (e == TROUPE_OK && j->op == IDX_ADD) {
-        if (index_find(en, troupe_index_def_name(j->def), NULL) != NULL)
-            e = TROUPE_EEXIST;
-        else if (entry_busy(en))
+    const troupe_index_def *have =
+        e == TROUPE_OK && j->op == IDX_ADD
+            ? index_find(en, troupe_index_def_name(j->def), NULL)
+            : NULL;
+    if (have != NULL) {
+        /* the same index again: done once it is built; another spec
+         * under that name: EEXIST */
+        bool same = troupe_index_def_same(have, j->def);
+        j->existed = same && troupe_index_def_ready(have);
+        e = !same ? TROUPE_EEXIST : j->existed ? TROUPE_OK : TROUPE_EBUSY;
+    } else if (e == TROUPE_OK && j->op == IDX_ADD) {
+        if (entry_busy(en))
             e = TROUPE_EBUSY;
         else if (en->schema->n >= TROUPE_TABLE_INDEX_MAX)
             e = TROUPE_EINVAL;
     }
     uv_mutex_unlock(&t->mu);
+    if (j->existed) {
+        uv_mutex_unlock(&t->ddl);
+        j->err = TROUPE_OK; /* nothing written */
+        return;
+    }
     char buf[32];
     cf_name(buf, sizeof(buf), 'x', j->new_id);
     uint64_t old_id = 0;
@@ -1973,7 +2015,7 @@ add_done(void *arg, troupe_runtime *rt)
     troupe_tables_cb cb = j->cb;
     void *cb_arg = j->arg;
     troupe_err e = j->err;
-    if (e != TROUPE_OK) /* else the build calls back when it is done */
+    if (e != TROUPE_OK || j->existed) /* else the build calls back */
         cb(t, e, cb_arg);
     add_end(j);
 }
@@ -1987,7 +2029,9 @@ index_change(troupe_tables *t, int op, const char *table,
     size_t len, ilen = 0;
     if (t == NULL || cb == NULL || !troupe_catalog_name_valid(table, &len))
         return TROUPE_EINVAL;
-    if (op == IDX_ADD && spec == NULL)
+    if (op == IDX_ADD &&
+        (spec == NULL || (spec->fn_name != NULL &&
+                          !troupe_index_fn_registered(t->fns, spec->fn_name))))
         return TROUPE_EINVAL;
     if (op != IDX_ADD &&
         (index == NULL || (ilen = strnlen(index, 256)) == 0 || ilen > 255))

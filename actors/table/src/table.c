@@ -727,6 +727,14 @@ prepare_put(wop *op, troupe_batch *b, const void *old_doc, size_t old_len,
     for (size_t i = 0; ents != NULL && i < s->n; i++)
         troupe_index_entries_init(&ents[i]);
     for (size_t i = 0; e == TROUPE_OK && i < s->n; i++) {
+        /* A table loaded from disk may name a function this process did
+         * not register (creates refuse that): it cannot maintain that
+         * index, so it writes nothing but deletes, which derive nothing. */
+        const char *fn = troupe_index_def_fn_name(s->defs[i]);
+        if (fn != NULL && !troupe_index_fn_registered(op->cfg.fns, fn)) {
+            e = TROUPE_ESTATE;
+            break;
+        }
         e = troupe_index_derive(s->defs[i], op->cfg.fns, env + off, elen - off,
                                 op->key, op->klen, &ents[i]);
         total += ents[i].n;
@@ -1510,10 +1518,9 @@ h_build_keys(troupe_actor *self, void *st, const troupe_msg *m)
     /* Count them all first: an op may finish inside enqueue. */
     b->outstanding = pg->n + 1;
     for (size_t i = 0; i < pg->n; i++) {
-        troupe_err e = enqueue(self, s, TABLE_REINDEX, pg->items[i].key,
-                               pg->items[i].key_len, NULL, 0, 0,
-                               TROUPE_SYNC_DEFAULT, false, TROUPE_ADDR_NONE, 0,
-                               true);
+        troupe_err e = enqueue(
+            self, s, TABLE_REINDEX, pg->items[i].key, pg->items[i].key_len,
+            NULL, 0, 0, TROUPE_SYNC_DEFAULT, false, TROUPE_ADDR_NONE, 0, true);
         if (e != TROUPE_OK)
             build_op_done(self, s, e);
     }

@@ -72,7 +72,7 @@ enum {
 typedef struct ttxn_key {
     uint32_t kind;
     int64_t expires;
-    bool nostamp; /* the write's troupe_write_opts.no_timestamps */
+    bool nostamp;             /* the write's troupe_write_opts.no_timestamps */
     const unsigned char *key; /* into the prep's arena */
     size_t klen;
     const unsigned char *doc; /* NULL for reads and deletes */

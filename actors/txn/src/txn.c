@@ -665,8 +665,8 @@ read_start(troupe_txn *tx, const char *table, const void *const *keys,
            void *arg)
 {
     if (tx == NULL || table == NULL || cb == NULL ||
-        (n > 0 && (keys == NULL || klens == NULL)) ||
-        (single && n != 1) || n > TROUPE_TABLE_PAGE_MAX)
+        (n > 0 && (keys == NULL || klens == NULL)) || (single && n != 1) ||
+        n > TROUPE_TABLE_PAGE_MAX)
         return TROUPE_EINVAL;
     size_t bytes = 0;
     for (size_t i = 0; i < n; i++) {

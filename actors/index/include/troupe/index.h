@@ -109,6 +109,10 @@ troupe_index_fns_destroy(troupe_index_fns *r);
 troupe_err
 troupe_index_register_fn(troupe_index_fns *r, const char *name,
                          troupe_index_fn fn, void *fn_ctx);
+/* Whether `name` is registered in r (false for a NULL r or name). Reads
+ * the registry: do not race a registration (fill it at start-up). */
+bool
+troupe_index_fn_registered(const troupe_index_fns *r, const char *name);
 
 /* One derived entry: the full index family key (values then pk, see
  * docs/data-model.md) and the msgpack value stored with it. */
@@ -169,6 +173,11 @@ troupe_index_def_set_ready(troupe_index_def *d, bool ready);
 troupe_err
 troupe_index_def_clone(const troupe_index_def *d, uint64_t id,
                        troupe_index_def **out);
+/* Whether a and b come from the same spec (name, unique, fields with their
+ * paths, types and options, condition, function): the catalog id and the
+ * state are not compared. Pure; any thread. */
+bool
+troupe_index_def_same(const troupe_index_def *a, const troupe_index_def *b);
 /* Declared fields (0 for a function index) and the function's name (NULL
  * for a declared index); the string lives as long as the def. */
 size_t

@@ -47,8 +47,11 @@
  * Errors of a write's callback: EEXIST, ENOENT, EPROTO, ECORRUPT (the
  * stored row and manifest disagree or are malformed: nothing written),
  * ECONSTRAINT (a unique index already holds the key for another row),
- * ETOOBIG, EFULL (pipeline full: retry later), EUNKNOWN, EFAILSTOP, EIO,
- * ENOMEM, ECLOSED, ETIMEDOUT.
+ * ESTATE (an insert, update or upsert of a table loaded from disk with a
+ * function index whose function this process did not register: it cannot
+ * maintain that index; deletes and reads work; register the function and
+ * reopen, or drop that index), ETOOBIG, EFULL (pipeline full: retry
+ * later), EUNKNOWN, EFAILSTOP, EIO, ENOMEM, ECLOSED, ETIMEDOUT.
  *
  * Expiry. A row written with expires_at_ms > 0 is invisible to every read
  * (and to insert/update/delete, which treat it as absent) once the clock
@@ -190,11 +193,15 @@ typedef void (*troupe_tables_cb)(troupe_tables *t, troupe_err err, void *arg);
  * Creates table `name` with n_idx indexes (specs are copied
  * during the call; n_idx may be 0). Its families t.<id> and m.<id> and one
  * x.<index id> per index are created, then the catalog entry is written
- * synced. The call validates arguments and index specs at once (errors
- * returned, cb never fires); the disk work runs on a worker and cb
- * reports OK, EEXIST (name taken), EIO, EFAILSTOP, ENOMEM, ECLOSED.
- * Errors: EINVAL (NULL, bad name, bad spec, too many indexes, duplicate
- * index name), ESTATE (stopping), ENOMEM.
+ * synced. Idempotent: when the table exists with exactly these indexes
+ * (same names and specs, in any order; their ids and build states aside)
+ * cb reports OK and nothing is written. The call validates arguments and
+ * index specs at once (errors returned, cb never fires); the disk work
+ * runs on a worker and cb reports OK, EEXIST (the name is taken by a
+ * table with other indexes: nothing changes), EIO, EFAILSTOP, ENOMEM,
+ * ECLOSED. Errors: EINVAL (NULL, bad name, bad spec, too many indexes,
+ * duplicate index name, a function index whose function is not
+ * registered in troupe_tables_opts.fns), ESTATE (stopping), ENOMEM.
  */
 troupe_err
 troupe_tables_create(troupe_tables *t, const char *name,
@@ -224,14 +231,18 @@ troupe_tables_drop_wait(troupe_tables *t, const char *name);
  * every write from then on maintains it, and the table actor reindexes the
  * rows already there in batches of 64 keys, each row behind its key's
  * write queue, while reads and writes go on. Then the catalog says
- * "ready" and cb fires with OK. cb errors: ENOENT (no such table, or
- * dropped during the build), EEXIST (index name taken), EBUSY (another
- * index of the table is building), ECONSTRAINT (a unique index found two
+ * "ready" and cb fires with OK. Idempotent: the table already has this
+ * very index (same name and spec) and it is ready: cb reports OK and
+ * nothing is written. cb errors: ENOENT (no such table, or dropped
+ * during the build), EEXIST (the name is taken by an index of another
+ * spec), EBUSY (another index of the table, or this same one, is
+ * building), ECONSTRAINT (a unique index found two
  * rows with one key: the index is removed again), ECORRUPT (a row or
  * manifest is corrupt: removed too), ECLOSED (stopped during the build:
  * the catalog keeps it "building" and the next open builds it again),
- * EIO, EFAILSTOP. Call errors: EINVAL (NULL, bad name or spec), ESTATE,
- * ENOMEM. troupe_tables_stop waits for a running build to finish.
+ * EIO, EFAILSTOP. Call errors: EINVAL (NULL, bad name or spec, a
+ * function index whose function is not registered), ESTATE, ENOMEM.
+ * troupe_tables_stop waits for a running build to finish.
  * Each step of 64 rows first stores the position reached (the last primary
  * key of the steps before it, all committed) under ("build", table id) in
  * meta; a build cut short (ECLOSED, or a crash) resumes after it at the

@@ -138,11 +138,12 @@ troupe_txn_scan(troupe_txn *tx, const char *table, const troupe_scan_opts *so,
 /*
  * Buffered writes (documents are copied; wo may be NULL; wo->sync is
  * ignored: durability is the commit's; expires_at_ms and no_timestamps
- * apply as in table.h, those of a key's last write deciding). Their rules are checked against
- * the transaction's view where it knows the answer (insert over a key it
- * wrote: EEXIST; update or delete of a key it deleted: ENOENT), otherwise
- * at commit against the snapshot's row, which the commit proves
- * unchanged (the commit then fails with EEXIST / ENOENT, writing nothing).
+ * apply as in table.h, those of a key's last write deciding). Their
+ * rules are checked against the transaction's view where it knows the
+ * answer (insert over a key it wrote: EEXIST; update or delete of a key
+ * it deleted: ENOENT), otherwise at commit against the snapshot's row,
+ * which the commit proves unchanged (the commit then fails with EEXIST /
+ * ENOENT, writing nothing).
  * Errors: EINVAL (NULL, empty key, negative expiry), ETOOBIG (key or
  * document over its limit, or the transaction's key or byte limit),
  * EPROTO (doc not one msgpack map), ENOENT (no such table, or as above),
@@ -181,8 +182,10 @@ troupe_txn_rollback(troupe_txn *tx);
  *               (a key found for both reasons is one entry with both
  *               bits; also available through troupe_txn_conflicts
  *               until destroy);
- *   EEXIST, ENOENT, ECONSTRAINT, ECORRUPT, EPROTO, ETOOBIG
- *               a write's rule failed at some table: nothing written;
+ *   EEXIST, ENOENT, ECONSTRAINT, ECORRUPT, EPROTO, ETOOBIG, ESTATE
+ *               a write's rule failed at some table (ESTATE: a function
+ *               index of it names an unregistered function, table.h):
+ *               nothing written;
  *               ENOENT also when a table the transaction used was dropped
  *               before the commit reached it (even if a table of that
  *               name exists again);
