@@ -3,7 +3,8 @@
  *
  * A query becomes one key range of the index family "x.<id>": leading
  * values are encoded with the very function derivation uses
- * (troupe__index_put_value), so a value a row could be indexed under and
+ * (troupe__index_put_value, through troupe__index_put_query_value for the
+ * map-entry form), so a value a row could be indexed under and
  * the same value in a query always encode alike; a prefix of values is the
  * codec's exact tuple-prefix range [enc, enc + 0xFF), never a byte-prefix
  * range (which would also match strings continuing with 0x00). Cursors are
@@ -65,7 +66,7 @@ encode_values(const troupe_index_def *d, const void *mp, size_t len,
         return TROUPE_EINVAL;
     for (uint32_t i = 0; i < n; i++) {
         int rc = d->fn_name == NULL
-                     ? troupe__index_put_value(&r, d->fields[i].type, w)
+                     ? troupe__index_put_query_value(&r, d->fields[i].type, w)
                      : troupe__index_put_any(&r, w);
         if (rc < 0)
             return (troupe_err)-rc == TROUPE_ENOMEM ? TROUPE_ENOMEM

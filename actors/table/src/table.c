@@ -635,13 +635,18 @@ schema_cf(const tschema *s, uint64_t id, size_t *idx)
     return NULL;
 }
 
-/* A unique index entry `key` (values then suffix): ECONSTRAINT when the
- * index already holds the same values for another primary key. */
+/* A unique index entry whose first vlen bytes are its values (entry.
+ * values_len): ECONSTRAINT when the index already holds the same values
+ * for another primary key. The entries with those values are walked, not
+ * just the first two: under a CASEFOLD field this very row may hold
+ * several (one per original string), and those are no clash; an entry is
+ * another row's when its pk element differs from this row's (`suffix`,
+ * the encoded pk, compared as a whole element: a byte suffix match could
+ * be a longer pk). */
 static troupe_err
-unique_check(wop *op, troupe_cf *xcf, const unsigned char *key, size_t klen,
-             size_t slen)
+unique_check(wop *op, troupe_cf *xcf, const unsigned char *key, size_t vlen,
+             const uint8_t *suffix, size_t slen)
 {
-    size_t vlen = klen - slen;
     unsigned char *end = troupe_malloc(vlen + 1);
     if (end == NULL)
         return TROUPE_ENOMEM;
@@ -649,17 +654,20 @@ unique_check(wop *op, troupe_cf *xcf, const unsigned char *key, size_t klen,
     end[vlen] = 0xFF;
     troupe_range rg;
     troupe_range_init_bounds(&rg, key, vlen, end, vlen + 1);
-    troupe_page *pg = NULL;
+    troupe_iter *it = NULL;
     troupe_err e =
-        troupe_db_scan(op->cfg.db, xcf, NULL, &rg, NULL, 0, 2, false, &pg);
-    troupe_free(end);
-    if (e != TROUPE_OK)
-        return e;
-    for (size_t i = 0; i < pg->n; i++)
-        if (bytes_cmp(pg->items[i].key, pg->items[i].key_len, key, klen))
+        troupe_iter_create(op->cfg.db, xcf, NULL, &rg, NULL, 0, false, &it);
+    troupe_kv kv;
+    while (e == TROUPE_OK && (e = troupe_iter_next(it, &kv)) == TROUPE_OK) {
+        size_t pv = 0;
+        if (troupe_index_key_split(kv.key, kv.key_len, &pv, NULL) != TROUPE_OK)
+            e = TROUPE_ECORRUPT;
+        else if (bytes_cmp(kv.key + pv, kv.key_len - pv, suffix, slen) != 0)
             e = TROUPE_ECONSTRAINT;
-    troupe_page_destroy(pg);
-    return e;
+    }
+    troupe_iter_destroy(it);
+    troupe_free(end);
+    return e == TROUPE_ENOENT ? TROUPE_OK : e;
 }
 
 static troupe_err
@@ -751,9 +759,10 @@ prepare_put(wop *op, troupe_batch *b, const void *old_doc, size_t old_len,
                                  x->val ? x->val : &nil,
                                  x->val ? x->val_len : 1);
             if (e == TROUPE_OK && uq)
-                e = unique_check(op, s->xcf[i], x->key, x->key_len, slen);
+                e = unique_check(op, s->xcf[i], x->key, x->values_len, suffix,
+                                 slen);
             if (e == TROUPE_OK && uq)
-                e = add_uniq(op, id, x->key, x->key_len - slen);
+                e = add_uniq(op, id, x->key, x->values_len);
         }
     }
     /* The manifest [1, [[id, key], ...]]; a row without index keys has

@@ -21,11 +21,20 @@ typedef enum troupe_field_type {
     TROUPE_FIELD_FLOAT,
     TROUPE_FIELD_BOOL,
     TROUPE_FIELD_TIMESTAMP,
-    TROUPE_FIELD_BYTES
+    TROUPE_FIELD_BYTES,
+    /* A string under the CASEFOLD collation (opt-in, case-insensitive):
+     * keys and queries use its Unicode simple case folding, so strings
+     * that differ only by case match each other; the original string is
+     * kept in the key as a tiebreak (data-model.md says exactly what
+     * compares equal). A unique index of such a field refuses two rows
+     * whose strings fold alike. */
+    TROUPE_FIELD_STRING_CASEFOLD
 } troupe_field_type;
 
 typedef struct troupe_index_field {
-    const char *path; /* dot-separated path into nested maps */
+    /* dot-separated path into nested maps, through arrays (Tito's rules:
+     * data-model.md, "Derivation") */
+    const char *path;
     troupe_field_type type;
 } troupe_index_field;
 
@@ -119,6 +128,10 @@ troupe_index_fn_registered(const troupe_index_fns *r, const char *name);
 typedef struct troupe_index_entry {
     unsigned char *key;
     size_t key_len;
+    /* The leading bytes of key that hold the indexed values, which a unique
+     * index compares: the key without bytes(pk) and without the original
+     * strings of CASEFOLD fields (their tiebreaks). */
+    size_t values_len;
     unsigned char *val; /* NULL: nil */
     size_t val_len;
 } troupe_index_entry;
@@ -135,11 +148,15 @@ troupe_index_entries_fini(troupe_index_entries *e);
 
 /*
  * Appends to *out the entries `d` derives from document `doc` (one msgpack
- * map) with primary key `pk`, following the sparse rules, sorted by key with
- * duplicates removed. A row that yields no key appends nothing. Errors:
- * EPROTO (doc is not one well-formed map), ENOENT (function index whose
- * function is not registered in fns), ETOOBIG (a key over TROUPE_KEY_MAX),
- * the function's own error, ENOMEM. Pure: no I/O; any thread.
+ * map) with primary key `pk`, following Tito's path and sparse rules
+ * (arrays anywhere on the path, nested arrays one entry per leaf element,
+ * a map value one entry per map entry, the cartesian product over the
+ * fields: data-model.md, "Derivation"), sorted by key with duplicates
+ * removed. A row that yields no key appends nothing. Errors: EPROTO (doc
+ * is not one well-formed map), ENOENT (function index whose function is
+ * not registered in fns), ETOOBIG (a key over TROUPE_KEY_MAX, or more than
+ * TROUPE_INDEX_ROW_KEYS_MAX elements or keys), the function's own error,
+ * ENOMEM. Pure: no I/O; any thread.
  */
 troupe_err
 troupe_index_derive(const troupe_index_def *d, const troupe_index_fns *fns,
@@ -154,9 +171,10 @@ troupe_index_key_pk(const void *key, size_t key_len, const void **pk,
 
 /* ---- additions (index module) ------------------------------------------ */
 
-/* Most entries one row may derive for one index (an array field, or the
- * cartesian product of several, or a function's emits); more is ETOOBIG,
- * as is one array with more qualifying elements. */
+/* Most entries one row may derive for one index (an array or map field,
+ * or the cartesian product of several, or a function's emits); more is
+ * ETOOBIG, as is one field with more qualifying elements (leaf elements
+ * of its arrays, entries of its map). */
 #define TROUPE_INDEX_ROW_KEYS_MAX 4096
 
 /* State in the catalog ("ready" or "building"). troupe_index_def_create
@@ -223,10 +241,13 @@ troupe_index_cf_name(char kind, uint64_t id, char *buf, size_t cap);
  *    number of declared fields): all n is an exact match, fewer a prefix
  *    of a composite. Each value must be of its field's declared type and
  *    one that the index can hold (a non-empty string or bytes, an int for
- *    int and timestamp, a float32/64 for float, a bool). Function indexes
- *    take any number of nil, bool, int, float, str or bin values, mapped as
- *    a function would emit them with the tuple codec (int: int64, or
- *    uint64 past INT64_MAX; float: double; str: string; bin: bytes).
+ *    int and timestamp, a float32/64 for float, a bool; a CASEFOLD string
+ *    is folded), or a one-entry map {key: value} with a string key and
+ *    such a value, which matches the entries derived from a map field.
+ *    Function indexes take any number of nil, bool, int, float, str or
+ *    bin values, mapped as a function would emit them with the tuple
+ *    codec (int: int64, or uint64 past INT64_MAX; float: double; str:
+ *    string; bin: bytes).
  *  - from/to: msgpack arrays of leading values with the same rules: the
  *    half-open range [from, to) in value order, a bound NULL for open
  *    (from at or after to is EINVAL: an empty range is refused);
