@@ -1377,6 +1377,186 @@ START_TEST(test_txn_no_timestamps_switch)
 }
 END_TEST
 
+/* {"tags": [a, b]} */
+static const void *
+doc_tags(int slot, const char *a, const char *b)
+{
+    troupe_packer p;
+    troupe_pack_init(&p);
+    troupe_pack_map(&p, 1);
+    troupe_pack_cstr(&p, "tags");
+    troupe_pack_array(&p, 2);
+    troupe_pack_cstr(&p, a);
+    troupe_pack_cstr(&p, b);
+    size_t n;
+    const void *d = troupe_pack_data(&p, &n);
+    memcpy(dbuf[slot], d, n);
+    dlen[slot] = n;
+    troupe_pack_fini(&p);
+    return dbuf[slot];
+}
+
+/* A msgpack array of one string, in slot's buffer. */
+static troupe_index_query
+q_one(int slot, const char *v, size_t limit)
+{
+    troupe_packer p;
+    troupe_pack_init(&p);
+    troupe_pack_array(&p, 1);
+    troupe_pack_cstr(&p, v);
+    size_t n;
+    const void *d = troupe_pack_data(&p, &n);
+    memcpy(dbuf[slot], d, n);
+    troupe_pack_fini(&p);
+    return (troupe_index_query){
+        .values = dbuf[slot], .values_len = n, .limit = limit};
+}
+
+static bool
+row_is(const troupe_rows *r, size_t i, const char *k)
+{
+    return r->rows[i].key_len == strlen(k) &&
+           memcmp(r->rows[i].key, k, r->rows[i].key_len) == 0;
+}
+
+static atomic_int rm_calls;
+static troupe_err rm_err;
+static troupe_rows *rm_rows;
+
+static void
+on_removed(troupe_err err, troupe_rows *rows, void *arg)
+{
+    rm_err = err;
+    rm_rows = rows;
+    atomic_fetch_add(&rm_calls, 1);
+}
+
+static bool
+removed(void *arg)
+{
+    return atomic_load(&rm_calls) == 1;
+}
+
+/* Remove by index: up to limit rows an index value (or range) matches,
+ * deleted in one transaction and returned, one per row in index order
+ * however many of its entries match; expired rows are not taken. */
+START_TEST(test_txn_remove_by_index)
+{
+    static const troupe_index_field city_f = {.path = "city",
+                                              .type = TROUPE_FIELD_STRING};
+    static const troupe_index_field tag_f = {.path = "tags",
+                                             .type = TROUPE_FIELD_STRING};
+    troupe_index_spec ix[2] = {
+        {.name = "by_city", .fields = &city_f, .n_fields = 1},
+        {.name = "by_tag", .fields = &tag_f, .n_fields = 1}};
+    ck_assert_ok(troupe_tables_create_wait(fx.tables, "a", ix, 2));
+    const char *cities[] = {"Oslo", "Rome", "Oslo", "Oslo"};
+    const char *keys[] = {"k1", "k2", "k3", "k4"};
+    for (int i = 0; i < 4; i++)
+        ck_assert_ok(troupe_table_insert_wait(fx.tables, "a", keys[i], 2,
+                                              DS(0, "city", cities[i]), NULL));
+    troupe_write_opts gone = {.expires_at_ms = 1}; /* long expired */
+    ck_assert_ok(troupe_table_insert_wait(fx.tables, "a", "k0", 2,
+                                          DS(0, "city", "Oslo"), &gone));
+    troupe_index_query q = q_one(1, "Oslo", 2);
+    troupe_rows *rows = NULL;
+    ck_assert_ok(troupe_txn_remove_by_index_wait(fx.tables, "a", "by_city", &q,
+                                                 TROUPE_SYNC_DEFAULT, &rows));
+    ck_assert_uint_eq(rows->n, 2);
+    ck_assert(row_is(rows, 0, "k1"));
+    ck_assert(row_is(rows, 1, "k3"));
+    ck_assert(rows->more);
+    troupe_rows_destroy(rows);
+    ck_assert_int_eq(stored("a", "k1"), -1);
+    ck_assert_int_eq(stored("a", "k3"), -1);
+    /* the asynchronous form takes the rest */
+    q = q_one(1, "Oslo", 10);
+    atomic_store(&rm_calls, 0);
+    ck_assert_ok(troupe_txn_remove_by_index(
+        fx.tables, "a", "by_city", &q, TROUPE_SYNC_DEFAULT, on_removed, NULL));
+    ck_assert(ts_wait_until(removed, NULL, 10000));
+    ck_assert_int_eq(rm_err, TROUPE_OK);
+    ck_assert_uint_eq(rm_rows->n, 1);
+    ck_assert(row_is(rm_rows, 0, "k4"));
+    ck_assert(!rm_rows->more);
+    troupe_rows_destroy(rm_rows);
+    troupe_rows *left = NULL;
+    troupe_scan_opts so = {.limit = 10};
+    ck_assert_ok(troupe_table_scan_wait(fx.tables, "a", &so, &left));
+    ck_assert_uint_eq(left->n, 1); /* k2, Rome (k0 is expired) */
+    ck_assert(row_is(left, 0, "k2"));
+    troupe_rows_destroy(left);
+    q = q_one(1, "Paris", 10);
+    ck_assert_ok(troupe_txn_remove_by_index_wait(fx.tables, "a", "by_city", &q,
+                                                 TROUPE_SYNC_DEFAULT, &rows));
+    ck_assert_uint_eq(rows->n, 0);
+    ck_assert(!rows->more);
+    troupe_rows_destroy(rows);
+    /* a row matching through two entries is one row */
+    const void *td = doc_tags(0, "x", "y");
+    ck_assert_ok(
+        troupe_table_insert_wait(fx.tables, "a", "t1", 2, td, dlen[0], NULL));
+    td = doc_tags(0, "y", "z");
+    ck_assert_ok(
+        troupe_table_insert_wait(fx.tables, "a", "t2", 2, td, dlen[0], NULL));
+    troupe_packer pf, pt;
+    troupe_pack_init(&pf);
+    troupe_pack_array(&pf, 1);
+    troupe_pack_cstr(&pf, "a");
+    troupe_pack_init(&pt);
+    troupe_pack_array(&pt, 1);
+    troupe_pack_cstr(&pt, "zz");
+    q = (troupe_index_query){.limit = 10};
+    q.from = troupe_pack_data(&pf, &q.from_len);
+    q.to = troupe_pack_data(&pt, &q.to_len);
+    ck_assert_ok(troupe_txn_remove_by_index_wait(fx.tables, "a", "by_tag", &q,
+                                                 TROUPE_SYNC_DEFAULT, &rows));
+    ck_assert_uint_eq(rows->n, 2);
+    ck_assert(row_is(rows, 0, "t1"));
+    ck_assert(row_is(rows, 1, "t2"));
+    troupe_rows_destroy(rows);
+    ck_assert_int_eq(stored("a", "t1"), -1);
+    ck_assert_int_eq(stored("a", "t2"), -1);
+    /* bad arguments: nothing removed */
+    q = q_one(1, "Rome", 1);
+    q.limit = 0;
+    ck_assert_err(troupe_txn_remove_by_index_wait(fx.tables, "a", "by_city", &q,
+                                                  TROUPE_SYNC_DEFAULT, &rows),
+                  TROUPE_EINVAL);
+    q.limit = TROUPE_TABLE_PAGE_MAX + 1;
+    ck_assert_err(troupe_txn_remove_by_index_wait(fx.tables, "a", "by_city", &q,
+                                                  TROUPE_SYNC_DEFAULT, &rows),
+                  TROUPE_EINVAL);
+    q.limit = 1;
+    q.from = q.values;
+    q.from_len = q.values_len;
+    ck_assert_err(troupe_txn_remove_by_index_wait(fx.tables, "a", "by_city", &q,
+                                                  TROUPE_SYNC_DEFAULT, &rows),
+                  TROUPE_EINVAL);
+    q = q_one(1, "Rome", 1);
+    ck_assert_err(troupe_txn_remove_by_index_wait(fx.tables, "a", "nope", &q,
+                                                  TROUPE_SYNC_DEFAULT, &rows),
+                  TROUPE_ENOENT);
+    ck_assert_err(troupe_txn_remove_by_index_wait(fx.tables, "b", "by_city", &q,
+                                                  TROUPE_SYNC_DEFAULT, &rows),
+                  TROUPE_ENOENT);
+    ck_assert_err(troupe_txn_remove_by_index(fx.tables, "a", "by_city", &q,
+                                             TROUPE_SYNC_DEFAULT, NULL, NULL),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_txn_remove_by_index_wait(fx.tables, "a", "by_city", &q,
+                                                  TROUPE_SYNC_DEFAULT, NULL),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_txn_remove_by_index_wait(fx.tables, "a", "by_city", &q,
+                                                  (troupe_sync)99, &rows),
+                  TROUPE_EINVAL);
+    ck_assert_ptr_null(rows);
+    ck_assert_ok(troupe_table_get_wait(fx.tables, "a", "k2", 2, &rows));
+    troupe_rows_destroy(rows);
+    troupe_pack_fini(&pf);
+    troupe_pack_fini(&pt);
+}
+END_TEST
+
 static uint64_t
 qver(const char *t, const char *k, int64_t *v);
 
@@ -1911,6 +2091,7 @@ txn_suite(void)
     tcase_add_test(tc, test_txn_conflicts_say_their_kind);
     tcase_add_test(tc, test_txn_no_timestamps_switch);
     tcase_add_test(tc, test_txn_get_many_zero_keys_is_empty);
+    tcase_add_test(tc, test_txn_remove_by_index);
     tcase_add_test(tc,
                    test_txn_versioned_api_first_version_once_and_bad_arguments);
     tcase_add_test(tc,

@@ -50,6 +50,7 @@
 #include "troupe/alloc.h"
 #include "troupe/pack.h"
 #include "troupe/txn.h"
+#include "txn_int.h"
 
 enum { TX_OPEN = 0, TX_COMMITTING, TX_DONE };
 /* Which protocol the transaction chose with its first read (writes choose
@@ -522,6 +523,35 @@ troupe_txn_delete(troupe_txn *tx, const char *table, const void *key,
                   size_t klen)
 {
     return buffer(tx, table, TABLE_DELETE, key, klen, NULL, 0, NULL);
+}
+
+const troupe_snapshot *
+troupe__txn_snapshot(const troupe_txn *tx)
+{
+    return tx->sh->snap;
+}
+
+troupe_err
+troupe__txn_delete_any(troupe_txn *tx, const char *table, uint64_t table_id,
+                       const void *key, size_t klen)
+{
+    uint32_t tab;
+    char want[TROUPE_INDEX_CF_NAME_LEN];
+    troupe_err e = tx != NULL ? tab_of(tx, table, &tab) : TROUPE_EINVAL;
+    if (e == TROUPE_OK)
+        e = troupe_index_cf_name('t', table_id, want, sizeof(want));
+    if (e == TROUPE_OK && strcmp(troupe_cf_name(tx->tabs[tab].cf_t), want) != 0)
+        e = TROUPE_ENOENT; /* dropped, and the name taken by another */
+    if (e != TROUPE_OK)
+        return e;
+    /* a delete over nothing buffered is TABLE_DELETE; made "if present" */
+    xkey *x = kfind(tx, tab, key, klen);
+    if (x != NULL && x->kind != K_NONE)
+        return TROUPE_EINVAL; /* written already: not this helper's case */
+    e = buffer(tx, table, TABLE_DELETE, key, klen, NULL, 0, NULL);
+    if (e == TROUPE_OK)
+        kfind(tx, tab, key, klen)->kind = TTXN_DEL_ANY;
+    return e;
 }
 
 /* ---- reads ------------------------------------------------------------- */

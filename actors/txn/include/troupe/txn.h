@@ -367,6 +367,41 @@ troupe_txn_receipts(const troupe_txn *tx, const troupe_txn_receipt **r,
                     size_t *n);
 
 /*
+ * Remove by index: deletes, in one transaction, up to q->limit (1..
+ * TROUPE_TABLE_PAGE_MAX) rows of `table` that index `index` matches with
+ * q's values or from/to (troupe/index.h; in q's order, reverse too; def,
+ * table_id, after, rows, now_ms and snap are not used), and hands them
+ * back: rows->rows[i] is a deleted row (key, document and expiry as they
+ * were read), one per primary key in index order however many entries of
+ * it matched, and rows->more says that more matching entries followed (of
+ * other rows, or of rows that expired meanwhile: call again). Expired rows
+ * are not taken. The rows are read in the transaction's snapshot and the
+ * commit deletes each only if it did not change since (a row that expires
+ * between the two is left to the TTL scanner); a conflict replays the
+ * whole removal with a fresh snapshot up to 8 times, then ECONFLICT
+ * (nothing deleted). Rows that start to match after the snapshot are not
+ * seen. sync as troupe_txn_commit. The asynchronous form calls back once
+ * on scheduler 0 with the rows (the callback owns them; NULL on error);
+ * stop the tables only after it fired. cb errors: ECONFLICT, the query's
+ * errors (EINVAL for a value of the wrong type, EPROTO for values that
+ * are not msgpack arrays, ECORRUPT, EIO), ENOENT (the table or index went
+ * meanwhile), ETOOBIG (the keys exceed a transaction's byte limit), and
+ * the outcomes of troupe_txn_commit. Call errors: EINVAL (NULL, limit 0
+ * or over the maximum, values together with from/to, a pointer and length
+ * that disagree, bad sync), ENOENT (no such table or index), ESTATE (the
+ * index is still building, or the tables are stopping), ENOMEM.
+ */
+troupe_err
+troupe_txn_remove_by_index(troupe_tables *t, const char *table,
+                           const char *index, const troupe_index_query *q,
+                           troupe_sync sync, troupe_table_cb cb, void *arg);
+/* Same, blocking: *rows (NULL on error) is the caller's. Blocks. */
+troupe_err
+troupe_txn_remove_by_index_wait(troupe_tables *t, const char *table,
+                                const char *index, const troupe_index_query *q,
+                                troupe_sync sync, troupe_rows **rows);
+
+/*
  * Runs fn in a fresh transaction and commits it with r->sync, replaying
  * the whole function on ECONFLICT only, up to r->max_attempts attempts,
  * sleeping a random time in [0, min(max_ms, base_ms * 2^attempt)] between
