@@ -643,6 +643,149 @@ START_TEST(test_function_index_must_be_registered)
 }
 END_TEST
 
+/* ---- cursors name what handed them out --------------------------------- */
+
+static troupe_err
+scan_after(const char *t, const void *after, size_t alen, troupe_rows **rows)
+{
+    troupe_scan_opts so = {.after = after, .after_len = alen, .limit = 2};
+    return troupe_table_scan_wait(fx.tables, t, &so, rows);
+}
+
+/* The packed [s]. */
+static unsigned char vals[32];
+static size_t vals_len;
+
+static troupe_index_query
+qval(const char *s)
+{
+    troupe_packer p;
+    troupe_pack_init(&p);
+    troupe_pack_array(&p, 1);
+    troupe_pack_cstr(&p, s);
+    const void *d = troupe_pack_data(&p, &vals_len);
+    memcpy(vals, d, vals_len);
+    troupe_pack_fini(&p);
+    return (troupe_index_query){
+        .values = vals, .values_len = vals_len, .limit = 1};
+}
+
+/* Copies a cursor out of what is about to be destroyed. */
+typedef struct curbuf {
+    uint8_t b[64];
+    size_t n;
+} curbuf;
+
+static curbuf
+keep(const uint8_t *c, size_t n)
+{
+    curbuf k = {.n = n};
+    ck_assert_uint_le(n, sizeof(k.b));
+    memcpy(k.b, c, n);
+    return k;
+}
+
+/* A cursor handed out by a table scan, a transaction scan or an index
+ * query names its table (or index, or AND's table): another table, index
+ * or kind of page refuses it with ERANGE (before this, cursors were raw
+ * keys and another table's was read as a position: a page of the wrong
+ * rows); what it came from takes it, and a table dropped and created
+ * again under the same name is another table. */
+START_TEST(test_cursor_of_another_object_is_erange)
+{
+    static const troupe_index_field v_f = {.path = "v",
+                                           .type = TROUPE_FIELD_STRING};
+    troupe_index_spec ix[2] = {{.name = "ix", .fields = &v_f, .n_fields = 1},
+                               {.name = "iy", .fields = &v_f, .n_fields = 1}};
+    ck_assert_ok(troupe_tables_create_wait(fx.tables, "a", ix, 2));
+    ck_assert_ok(troupe_tables_create_wait(fx.tables, "b", ix, 2));
+    const char *keys[] = {"k1", "k2", "k3", "k4"};
+    for (int i = 0; i < 4; i++) {
+        troupe_packer p;
+        troupe_pack_init(&p);
+        troupe_pack_map(&p, 1);
+        troupe_pack_cstr(&p, "v");
+        troupe_pack_cstr(&p, "x");
+        size_t len;
+        const void *d = troupe_pack_data(&p, &len);
+        ck_assert_ok(
+            troupe_table_upsert_wait(fx.tables, "a", keys[i], 2, d, len, NULL));
+        ck_assert_ok(
+            troupe_table_upsert_wait(fx.tables, "b", keys[i], 2, d, len, NULL));
+        troupe_pack_fini(&p);
+    }
+    /* table scans */
+    troupe_rows *rows = NULL;
+    ck_assert_ok(scan_after("a", NULL, 0, &rows));
+    curbuf ca = keep(rows->cursor, rows->cursor_len);
+    troupe_rows_destroy(rows);
+    ck_assert_err(scan_after("b", ca.b, ca.n, &rows), TROUPE_ERANGE);
+    ck_assert_ptr_null(rows);
+    ck_assert_ok(scan_after("a", ca.b, ca.n, &rows));
+    ck_assert_uint_eq(rows->n, 2);
+    ck_assert_mem_eq(rows->rows[0].key, "k3", 2);
+    troupe_rows_destroy(rows);
+    /* a raw key is no cursor */
+    ck_assert_err(scan_after("a", "k2", 2, &rows), TROUPE_ERANGE);
+    /* a transaction's scan: the same table's cursors, both ways */
+    troupe_txn *tx = NULL;
+    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx));
+    troupe_scan_opts so = {.after = ca.b, .after_len = ca.n, .limit = 1};
+    ck_assert_ok(troupe_txn_scan_wait(tx, "a", &so, &rows));
+    ck_assert_mem_eq(rows->rows[0].key, "k3", 2);
+    curbuf ta = keep(rows->cursor, rows->cursor_len);
+    troupe_rows_destroy(rows);
+    so.after = ta.b;
+    so.after_len = ta.n;
+    ck_assert_err(troupe_txn_scan_wait(tx, "b", &so, &rows), TROUPE_ERANGE);
+    ck_assert_ok(troupe_txn_rollback(tx));
+    troupe_txn_destroy(tx);
+    ck_assert_err(scan_after("b", ta.b, ta.n, &rows), TROUPE_ERANGE);
+    ck_assert_ok(scan_after("a", ta.b, ta.n, &rows));
+    ck_assert_mem_eq(rows->rows[0].key, "k4", 2);
+    troupe_rows_destroy(rows);
+    /* index queries: another index, of this table or another, refuses */
+    troupe_index_query q = qval("x");
+    troupe_index_result *r = NULL;
+    ck_assert_ok(troupe_tables_query_wait(fx.tables, "a", "ix", &q, &r));
+    curbuf xa = keep(r->cursor, r->cursor_len);
+    troupe_index_result_destroy(r);
+    q.after = xa.b;
+    q.after_len = xa.n;
+    ck_assert_err(troupe_tables_query_wait(fx.tables, "b", "ix", &q, &r),
+                  TROUPE_ERANGE);
+    ck_assert_ptr_null(r);
+    ck_assert_err(troupe_tables_query_wait(fx.tables, "a", "iy", &q, &r),
+                  TROUPE_ERANGE);
+    ck_assert_ok(troupe_tables_query_wait(fx.tables, "a", "ix", &q, &r));
+    ck_assert_uint_eq(r->n, 1);
+    ck_assert_mem_eq(r->hits[0].pk, "k2", 2);
+    troupe_index_result_destroy(r);
+    /* through the index actor too */
+    ck_assert_err(scan_after("a", xa.b, xa.n, &rows), TROUPE_ERANGE);
+    /* AND results name their table */
+    troupe_index_query qa = qval("x");
+    ck_assert_ok(troupe_tables_query_and_wait(fx.tables, "a", "ix", &qa, "iy",
+                                              &qa, NULL, 0, 1, &r));
+    curbuf aa = keep(r->cursor, r->cursor_len);
+    troupe_index_result_destroy(r);
+    ck_assert_err(troupe_tables_query_and_wait(fx.tables, "b", "ix", &qa, "iy",
+                                               &qa, aa.b, aa.n, 1, &r),
+                  TROUPE_ERANGE);
+    ck_assert_err(troupe_tables_query_and_wait(fx.tables, "a", "ix", &qa, "iy",
+                                               &qa, xa.b, xa.n, 1, &r),
+                  TROUPE_ERANGE);
+    ck_assert_ok(troupe_tables_query_and_wait(fx.tables, "a", "ix", &qa, "iy",
+                                              &qa, aa.b, aa.n, 1, &r));
+    ck_assert_mem_eq(r->hits[0].pk, "k2", 2);
+    troupe_index_result_destroy(r);
+    /* dropped and created again: another table, its old cursors refused */
+    ck_assert_ok(troupe_tables_drop_wait(fx.tables, "a"));
+    ck_assert_ok(troupe_tables_create_wait(fx.tables, "a", ix, 2));
+    ck_assert_err(scan_after("a", ca.b, ca.n, &rows), TROUPE_ERANGE);
+}
+END_TEST
+
 Suite *
 catalog_suite(void)
 {
@@ -657,6 +800,7 @@ catalog_suite(void)
     tcase_add_test(tc, test_versions_floor_absent_opens_malformed_refused);
     tcase_add_test(tc, test_create_again_same_spec_ok_other_eexist);
     tcase_add_test(tc, test_function_index_must_be_registered);
+    tcase_add_test(tc, test_cursor_of_another_object_is_erange);
     suite_add_tcase(s, tc);
     return s;
 }

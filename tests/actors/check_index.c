@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "troupe/alloc.h"
+#include "troupe/cursor.h"
 #include "troupe/index.h"
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
@@ -262,6 +263,18 @@ ekey(const char *json_values, const char *pk, size_t pk_len)
     memcpy(b.p, k, n);
     troupe_key_writer_fini(&w);
     return b;
+}
+
+/* The cursor (troupe/cursor.h) of kind tag and object id at key k, built
+ * by hand; frees k. */
+static jbuf
+xc(uint8_t tag, uint64_t id, jbuf k)
+{
+    jbuf c = {malloc(k.n + TROUPE_CURSOR_OVERHEAD),
+              k.n + TROUPE_CURSOR_OVERHEAD};
+    troupe__cursor_put(c.p, tag, id, k.p, k.n);
+    free(k.p);
+    return c;
 }
 
 /* Values-only encoding (what a function index emits). */
@@ -1679,9 +1692,10 @@ START_TEST(test_query_rows_and_covering_values)
     ck_assert_mem_eq(r->hits[0].val, want.p, want.n);
     free(want.p);
     jbuf k = ekey("[\"Bergen\"]", "p02", 3);
+    ck_assert_mem_eq(r->hits[0].key, k.p, k.n);
+    k = xc(TROUPE_CURSOR_INDEX, troupe_index_def_id(Q.defs[0]), k);
     ck_assert_uint_eq(r->cursor_len, k.n);
     ck_assert_mem_eq(r->cursor, k.p, k.n);
-    ck_assert_mem_eq(r->hits[0].key, k.p, k.n);
     free(k.p);
     ck_assert(!r->more);
     troupe_index_result_destroy(r);
@@ -1753,7 +1767,7 @@ START_TEST(test_query_limit_cursor_pages_both_directions)
     }
     /* a cursor outside the range */
     troupe_index_query q = qmk(2, NULL, "[1]", "[4]");
-    jbuf k = ekey("[4]", "k04", 3);
+    jbuf k = xc(TROUPE_CURSOR_INDEX, 12, ekey("[4]", "k04", 3));
     q.after = k.p;
     q.after_len = k.n;
     troupe_index_result *r = (troupe_index_result *)&q;
@@ -1762,7 +1776,7 @@ START_TEST(test_query_limit_cursor_pages_both_directions)
     q.reverse = true;
     ck_assert_err(troupe_index_query_run(Q.db, &q, &r), TROUPE_ERANGE);
     free(k.p);
-    k = ekey("[0]", "k00", 3);
+    k = xc(TROUPE_CURSOR_INDEX, 12, ekey("[0]", "k00", 3));
     q.after = k.p;
     q.after_len = k.n;
     q.reverse = false;
@@ -1770,7 +1784,7 @@ START_TEST(test_query_limit_cursor_pages_both_directions)
     free(k.p);
     /* an exact cursor continues strictly after itself */
     q = qmk(0, "[\"B\"]", NULL, NULL);
-    k = ekey("[\"B\"]", "k03", 3);
+    k = xc(TROUPE_CURSOR_INDEX, 10, ekey("[\"B\"]", "k03", 3));
     q.after = k.p;
     q.after_len = k.n;
     q.limit = 2;
@@ -1960,8 +1974,11 @@ START_TEST(test_query_and_intersects_two_indexes)
     load_people();
     put_row("p08", "{\"city\": [\"Oslo\", \"Rome\"], \"age\": 30}", 0);
     jbuf oslo = J("[\"Oslo\"]");
-    troupe_index_query a = {
-        .def = Q.defs[0], .values = oslo.p, .values_len = oslo.n, .limit = 1};
+    troupe_index_query a = {.def = Q.defs[0],
+                            .table_id = 1, /* its cursors name the table */
+                            .values = oslo.p,
+                            .values_len = oslo.n,
+                            .limit = 1};
     troupe_index_query b = {.def = Q.defs[2], .table_id = 1, .limit = 1};
     jbuf from = J("[25]");
     b.from = from.p;
@@ -1976,10 +1993,13 @@ START_TEST(test_query_and_intersects_two_indexes)
     ck_assert_ok(troupe_index_query_and(Q.db, &a, &b, NULL, 0, 2, &r));
     ck_assert_str_eq(pks(r), "p01 p03");
     ck_assert(r->more);
-    ck_assert_uint_eq(r->cursor_len, 3);
-    ck_assert_mem_eq(r->cursor, "p03", 3);
+    jbuf p03 =
+        xc(TROUPE_CURSOR_AND, 1, (jbuf){(unsigned char *)strdup("p03"), 3});
+    ck_assert_uint_eq(r->cursor_len, p03.n);
+    ck_assert_mem_eq(r->cursor, p03.p, p03.n);
     troupe_index_result_destroy(r);
-    ck_assert_ok(troupe_index_query_and(Q.db, &a, &b, "p03", 3, 2, &r));
+    ck_assert_ok(troupe_index_query_and(Q.db, &a, &b, p03.p, p03.n, 2, &r));
+    free(p03.p);
     ck_assert_str_eq(pks(r), "p08");
     ck_assert(!r->more);
     troupe_index_result_destroy(r);

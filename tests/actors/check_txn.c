@@ -9,6 +9,7 @@
 
 #include "../../actors/table/src/table_int.h"
 #include "troupe/alloc.h"
+#include "troupe/cursor.h"
 #include "troupe/pack.h"
 #include "troupe/table.h"
 #include "troupe/txn.h"
@@ -817,10 +818,12 @@ START_TEST(test_txn_scan_merges_snapshot_with_own_writes)
     troupe_rows *rows = NULL;
     ck_assert_ok(troupe_txn_scan_wait(tx, "a", &so, &rows));
     assert_page(rows, "ac", (int64_t[]){1, 30}, true);
-    ck_assert_uint_eq(rows->cursor_len, 1);
-    ck_assert_int_eq(rows->cursor[0], 'c');
-    so.after = "c";
-    so.after_len = 1;
+    uint8_t cur[1 + TROUPE_CURSOR_OVERHEAD];
+    troupe__cursor_put(cur, TROUPE_CURSOR_ROWS, 1, "c", 1); /* table a: 1 */
+    ck_assert_uint_eq(rows->cursor_len, sizeof(cur));
+    ck_assert_mem_eq(rows->cursor, cur, sizeof(cur));
+    so.after = cur;
+    so.after_len = sizeof(cur);
     troupe_rows_destroy(rows);
     ck_assert_ok(troupe_txn_scan_wait(tx, "a", &so, &rows));
     assert_page(rows, "df", (int64_t[]){4, 6}, false);
@@ -835,8 +838,9 @@ START_TEST(test_txn_scan_merges_snapshot_with_own_writes)
     assert_page(rows, "fdca", (int64_t[]){6, 4, 30, 1}, false);
     troupe_rows_destroy(rows);
     /* a cursor outside the range */
-    so.after = "x";
-    so.after_len = 1;
+    troupe__cursor_put(cur, TROUPE_CURSOR_ROWS, 1, "x", 1);
+    so.after = cur;
+    so.after_len = sizeof(cur);
     ck_assert_err(troupe_txn_scan_wait(tx, "a", &so, &rows), TROUPE_ERANGE);
     ck_assert_ok(troupe_txn_rollback(tx));
     troupe_txn_destroy(tx);

@@ -69,6 +69,12 @@ typedef struct hitbuf {
     size_t cap;
 } hitbuf;
 
+/* Sets r's cursor to (tag, id, key) in memory r owns (troupe/cursor.h).
+ * ENOMEM. */
+troupe_err
+troupe__index_result_cursor(troupe_index_result *r, uint8_t tag, uint64_t id,
+                            const void *key, size_t klen);
+
 /* Appends one hit; its bytes (pk, then key and val when non-NULL) are
  * copied into one block that the result owns. ENOMEM. */
 troupe_err

@@ -1007,6 +1007,7 @@ typedef struct tentry_view {
     troupe_addr addr;
     troupe_addr iaddr;
     troupe_cf *cf_t;
+    uint64_t id;
 } tentry_view;
 
 /* Finds the live table `name` under the lock and copies its view:
@@ -1021,7 +1022,7 @@ entry_view(troupe_tables *t, const char *name, tentry_view *v)
     troupe_err e = t->state == RUNNING ? TROUPE_ENOENT : TROUPE_ESTATE;
     tentry *en = e == TROUPE_ENOENT ? entry_find(t, name) : NULL;
     if (en != NULL) {
-        *v = (tentry_view){en->addr, en->iaddr, en->cf_t};
+        *v = (tentry_view){en->addr, en->iaddr, en->cf_t, en->id};
         e = TROUPE_OK;
     }
     uv_mutex_unlock(&t->mu);
@@ -1063,11 +1064,20 @@ troupe_err
 troupe__tables_lookup_cf(troupe_tables *t, const char *name, troupe_addr *a,
                          troupe_cf **cf_t)
 {
+    return troupe__tables_lookup_id(t, name, a, cf_t, NULL);
+}
+
+troupe_err
+troupe__tables_lookup_id(troupe_tables *t, const char *name, troupe_addr *a,
+                         troupe_cf **cf_t, uint64_t *id)
+{
     tentry_view v;
     troupe_err e = entry_view(t, name, &v);
     if (e == TROUPE_OK) {
         *a = v.addr;
         *cf_t = v.cf_t;
+        if (id != NULL)
+            *id = v.id;
     }
     return e;
 }
@@ -1082,6 +1092,7 @@ troupe__tables_read_env(troupe_tables *t, const char *name, tread_env *env)
     if (e == TROUPE_EINVAL)
         return e;
     env->cf_t = e == TROUPE_OK ? v.cf_t : NULL;
+    env->table_id = e == TROUPE_OK ? v.id : 0;
     env->rt = t->rt;
     env->db = t->db;
     env->clock = t->clock;

@@ -242,6 +242,7 @@ typedef struct tread_env {
     troupe_runtime *rt;
     troupe_db *db;
     troupe_cf *cf_t;
+    uint64_t table_id; /* its cursors name it (troupe/cursor.h) */
     int64_t (*clock)(void *ctx);
     void *clock_ctx;
 } tread_env;
@@ -253,10 +254,26 @@ troupe__tables_read_env(troupe_tables *t, const char *name, tread_env *env);
 troupe_err
 troupe__tables_lookup_cf(troupe_tables *t, const char *name, troupe_addr *a,
                          troupe_cf **cf_t);
+/* The same, with the table's catalog id (id may be NULL). */
+troupe_err
+troupe__tables_lookup_id(troupe_tables *t, const char *name, troupe_addr *a,
+                         troupe_cf **cf_t, uint64_t *id);
 
 /* A troupe_rows over a read reply body (retains the body). */
 troupe_err
 troupe__rows_from_body(troupe_body *body, troupe_rows **out);
+
+/* Replaces r's cursor (an exact key, when there is one) by the cursor of
+ * table `table_id` at that key (troupe/cursor.h), owned by r. ENOMEM. */
+troupe_err
+troupe__rows_cursor_wrap(troupe_rows *r, uint64_t table_id);
+
+/* The exact key of scan cursor so->after of table `table_id`, in *raw (a
+ * copy of *so pointing into the cursor): ERANGE when it is not a cursor
+ * of that table. No cursor: *raw is *so. */
+troupe_err
+troupe__scan_cursor_unwrap(const troupe_scan_opts *so, uint64_t table_id,
+                           troupe_scan_opts *raw);
 
 typedef struct tschema tschema;
 
@@ -417,8 +434,8 @@ troupe__read_scan(const tread_src *s, const troupe_scan_opts *so,
                   troupe_rows **out);
 /* A scan's options, as troupe_table_scan and troupe_txn_scan check them:
  * EINVAL (NULL, limit 0 or above the page maximum, a pointer without a
- * length or the reverse, start at or above end), ETOOBIG (a key too
- * long). */
+ * length or the reverse, start at or above end), ETOOBIG (a bound over
+ * TROUPE_KEY_MAX, a cursor over TROUPE_CURSOR_MAX). */
 troupe_err
 troupe__scan_opts_check(const troupe_scan_opts *so);
 

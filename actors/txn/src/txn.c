@@ -64,6 +64,7 @@ typedef struct xtab {
     char *name;
     troupe_addr addr;
     troupe_cf *cf_t;
+    uint64_t id; /* the table's catalog id: its scan cursors name it */
     size_t nkeys;
     size_t nrg;       /* scanned ranges */
     bool sent;        /* a prepare went out: it gets a finish */
@@ -232,7 +233,8 @@ tab_of(troupe_txn *tx, const char *name, uint32_t *out)
             return TROUPE_OK;
         }
     xtab tb = {0};
-    troupe_err e = troupe__tables_lookup_cf(tx->t, name, &tb.addr, &tb.cf_t);
+    troupe_err e =
+        troupe__tables_lookup_id(tx->t, name, &tb.addr, &tb.cf_t, &tb.id);
     if (e != TROUPE_OK)
         return e;
     if (tx->ntabs == TROUPE_TXN_TABLES_MAX)
@@ -809,6 +811,7 @@ typedef struct sjob {
     void *clock_ctx;
     troupe_table_cb cb;
     void *arg;
+    uint64_t table_id;
     const unsigned char *start, *end, *after;
     size_t slen, elen, alen;
     size_t limit;
@@ -931,6 +934,11 @@ scan_done(void *arg, troupe_runtime *rt)
     troupe_err e = j->err;
     if (e == TROUPE_OK)
         e = troupe__rows_from_body(j->body, &rows);
+    if (e == TROUPE_OK &&
+        (e = troupe__rows_cursor_wrap(rows, j->table_id)) != TROUPE_OK) {
+        troupe_rows_destroy(rows);
+        rows = NULL;
+    }
     troupe_body_release(j->body);
     troupe__ttxn_release(j->sh);
     troupe_table_cb cb = j->cb;
@@ -987,18 +995,22 @@ bitem_cmp(const void *a, const void *b)
 }
 
 troupe_err
-troupe_txn_scan(troupe_txn *tx, const char *table, const troupe_scan_opts *so,
+troupe_txn_scan(troupe_txn *tx, const char *table, const troupe_scan_opts *sc,
                 troupe_table_cb cb, void *arg)
 {
     if (tx == NULL || table == NULL || cb == NULL)
         return TROUPE_EINVAL;
-    troupe_err ce = troupe__scan_opts_check(so);
+    troupe_err ce = troupe__scan_opts_check(sc);
     if (ce != TROUPE_OK)
         return ce;
     if (tx->state != TX_OPEN || tx->mode == MODE_VERSIONED)
         return TROUPE_ESTATE;
     uint32_t tab;
+    troupe_scan_opts raw; /* the cursor's key: ERANGE for another table's */
     troupe_err e = tab_of(tx, table, &tab);
+    if (e == TROUPE_OK)
+        e = troupe__scan_cursor_unwrap(sc, tx->tabs[tab].id, &raw);
+    const troupe_scan_opts *so = &raw;
     if (e == TROUPE_OK)
         e = range_add(tx, tab, so);
     if (e != TROUPE_OK)
@@ -1083,6 +1095,7 @@ troupe_txn_scan(troupe_txn *tx, const char *table, const troupe_scan_opts *so,
     j->reverse = so->reverse;
     j->db = tx->env.db;
     j->cf_t = tx->tabs[tab].cf_t;
+    j->table_id = tx->tabs[tab].id;
     j->sh = troupe__ttxn_retain(tx->sh);
     j->clock = tx->env.clock;
     j->clock_ctx = tx->env.clock_ctx;

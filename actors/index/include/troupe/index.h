@@ -254,10 +254,12 @@ troupe_index_cf_name(char kind, uint64_t id, char *buf, size_t cap);
  *    from = [a], to = [b] is "first field in [a, b)".
  *  - neither: the whole index. values together with from/to is EINVAL.
  *
- * limit: at most this many hits (0 is EINVAL). after: the exact index key
- * to continue after (a previous result's cursor), as storage.h's cursor
- * rules: forward continues strictly after it, reverse before it; a cursor
- * outside the matched range is ERANGE.
+ * limit: at most this many hits (0 is EINVAL). after: a previous result's
+ * cursor (troupe/cursor.h), which names the index and the exact key to
+ * continue after, as storage.h's cursor rules: forward continues strictly
+ * after it, reverse before it; a cursor of another index (or of another
+ * kind of page, or malformed) and one outside the matched range are
+ * ERANGE.
  *
  * rows false ("covering"): each hit carries the entry's stored value (the
  * emitted msgpack value, nil for a declared index) and no row is read, so
@@ -301,13 +303,15 @@ typedef struct troupe_index_hit {
 typedef struct troupe_index_result {
     size_t n;
     troupe_index_hit *hits;
-    /* Continue-after cursor: the last hit's index key (its primary key in
-     * an AND result); NULL when n == 0. */
+    /* Continue-after cursor (troupe/cursor.h): it names this index (this
+     * table in an AND result) and the last hit's index key (its primary
+     * key in an AND result); NULL when n == 0. */
     const uint8_t *cursor;
     size_t cursor_len;
     /* True when the range holds at least one more entry past the cursor
      * (with rows, that entry's row may turn out expired). */
     bool more;
+    void *mem_; /* private */
 } troupe_index_result;
 
 /*
@@ -335,9 +339,10 @@ troupe_index_count(troupe_db *db, const troupe_index_query *q, uint64_t *out);
 /*
  * AND of two indexes of one table (mokuroku's query_all_keys): the primary
  * keys that both a and b match, ascending bytewise, deduplicated, at most
- * `limit`, continuing strictly after the primary key `after` (a previous
- * AND result's cursor; NULL: from the start). Only values/from/to/snap of
- * a and b are used; hits carry pk only. Each side may match at most
+ * `limit`, continuing strictly after the primary key a previous AND
+ * result's cursor names (`after`, a cursor of table a->table_id: ERANGE
+ * for any other; NULL: from the start). Only values/from/to/snap and
+ * a->table_id are used; hits carry pk only. Each side may match at most
  * TROUPE_INDEX_AND_MAX entries (ETOOBIG beyond). Errors as query_run, plus
  * EINVAL for limit 0. Blocks.
  */

@@ -118,14 +118,16 @@ typedef struct troupe_row {
 typedef struct troupe_rows {
     size_t n;
     const troupe_row *rows;
-    /* Scans: the exact key to continue after (the last row's key), NULL
-     * when n == 0; `more` is true when the range holds another live row
-     * past it. Other reads: NULL and false. */
+    /* Scans: the cursor to continue after (troupe/cursor.h: it names
+     * this table and the last row's exact key), NULL when n == 0; `more`
+     * is true when the range holds another live row past it. Other
+     * reads: NULL and false. */
     const uint8_t *cursor;
     size_t cursor_len;
     bool more;
     troupe_body *body_; /* private */
     void *mem_;         /* private */
+    void *cur_;         /* private */
 } troupe_rows;
 
 /* NULL is a no-op. Any thread. */
@@ -431,8 +433,11 @@ typedef struct troupe_scan_opts {
     size_t start_len;
     const void *end;
     size_t end_len;
-    /* Continue after this exact key (the previous page's cursor); NULL:
-     * from the start (forward) or end (reverse) of the range. */
+    /* The previous page's cursor (a scan of this table or a transaction's
+     * scan of it: it names the table and the exact key to continue
+     * after); NULL: from the start (forward) or end (reverse) of the
+     * range. A cursor of another table (or of a dropped table of that
+     * name), of another kind of page, or malformed is ERANGE. */
     const void *after;
     size_t after_len;
     size_t limit; /* 1..TROUPE_TABLE_PAGE_MAX; 0 is EINVAL */
@@ -442,8 +447,9 @@ typedef struct troupe_scan_opts {
 /*
  * Up to limit live rows in key order (descending when reverse); expired
  * rows are skipped. The call returns EINVAL for limit 0 or over the
- * maximum, an empty (start == end) or inverted range, a bad cursor. cb
- * errors: ERANGE
+ * maximum, an empty (start == end) or inverted range, a pointer and
+ * length that disagree; ERANGE for a cursor that is not one of this
+ * table's. cb errors: ERANGE
  * (cursor outside the range), ECORRUPT (a malformed row: the page fails,
  * it is never shortened), EIO.
  */

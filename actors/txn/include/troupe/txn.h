@@ -123,7 +123,9 @@ troupe_txn_get_many(troupe_txn *tx, const char *table, const void *const *keys,
  * range, whatever the page covered: the commit conflicts when a key of it
  * was written since the snapshot (a row that appeared in it included: no
  * phantoms), and no other write enters it until the commit is done. A
- * range counts as one key toward the transaction's key limit. cb errors:
+ * range counts as one key toward the transaction's key limit. Its cursors
+ * are the table's (troupe_table_scan takes them, and it takes theirs);
+ * another table's is ERANGE at the call. cb errors:
  * ERANGE (cursor outside the range), ECORRUPT (a malformed row fails the
  * page), EIO, ENOMEM. Call errors: EINVAL (NULL, limit 0 or over
  * TROUPE_TABLE_PAGE_MAX, a pointer and length that disagree, an empty
