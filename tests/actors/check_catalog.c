@@ -339,22 +339,31 @@ START_TEST(test_versions_never_repeat_across_reopen)
 }
 END_TEST
 
-/* The floor stored in meta ("versions"), read with the tables open. */
-static uint64_t
-stored_floor(void)
+/* The value stored in meta under the one-string tuple key (name), read
+ * with the tables open: troupe_free it. */
+static void *
+meta_value(const char *name, size_t *vlen)
 {
     troupe_cf *meta = NULL;
     ck_assert_ok(troupe_db_cf(fx.db, "meta", &meta));
     troupe_key_writer w;
     troupe_key_writer_init(&w);
-    troupe_key_put_string(&w, "versions", 8);
+    troupe_key_put_string(&w, name, strlen(name));
     const uint8_t *k;
     size_t klen;
     ck_assert_ok(troupe_key_writer_finish(&w, &k, &klen));
     void *v = NULL;
-    size_t vlen = 0;
-    ck_assert_ok(troupe_db_get(fx.db, meta, NULL, k, klen, &v, &vlen));
+    ck_assert_ok(troupe_db_get(fx.db, meta, NULL, k, klen, &v, vlen));
     troupe_key_writer_fini(&w);
+    return v;
+}
+
+/* The floor stored in meta ("versions"), read with the tables open. */
+static uint64_t
+stored_floor(void)
+{
+    size_t vlen = 0;
+    void *v = meta_value("versions", &vlen);
     troupe_reader r;
     uint64_t ver = 0, f = 0;
     troupe_reader_init(&r, v, vlen);
@@ -456,18 +465,8 @@ END_TEST
 static uint64_t
 stored_seq(void)
 {
-    troupe_cf *meta = NULL;
-    ck_assert_ok(troupe_db_cf(fx.db, "meta", &meta));
-    troupe_key_writer w;
-    troupe_key_writer_init(&w);
-    troupe_key_put_string(&w, "seq", 3);
-    const uint8_t *k;
-    size_t klen;
-    ck_assert_ok(troupe_key_writer_finish(&w, &k, &klen));
-    void *v = NULL;
     size_t vlen = 0;
-    ck_assert_ok(troupe_db_get(fx.db, meta, NULL, k, klen, &v, &vlen));
-    troupe_key_writer_fini(&w);
+    void *v = meta_value("seq", &vlen);
     troupe_reader r;
     uint64_t seq = 0;
     troupe_reader_init(&r, v, vlen);

@@ -184,17 +184,6 @@ troupe__index_put_value(troupe_reader *r, troupe_field_type t,
     troupe_err e = TROUPE_OK;
     switch (t) {
     case TROUPE_FIELD_STRING_CASEFOLD:
-        if (mt == TROUPE_MP_STR) {
-            const char *s;
-            size_t n;
-            if ((e = troupe_read_str(r, SIZE_MAX, &s, &n)) != TROUPE_OK)
-                return -(int)e;
-            if (n == 0)
-                return 0;
-            e = put_folded(w, s, n);
-            return e == TROUPE_OK ? 1 : -(int)e;
-        }
-        break;
     case TROUPE_FIELD_STRING:
         if (mt == TROUPE_MP_STR) {
             const char *s;
@@ -203,7 +192,8 @@ troupe__index_put_value(troupe_reader *r, troupe_field_type t,
                 return -(int)e;
             if (n == 0)
                 return 0;
-            e = troupe_key_put_string(w, s, n);
+            e = t == TROUPE_FIELD_STRING ? troupe_key_put_string(w, s, n)
+                                         : put_folded(w, s, n);
             return e == TROUPE_OK ? 1 : -(int)e;
         }
         break;

@@ -292,22 +292,33 @@ vers_key(troupe_key_writer *w)
     return troupe_key_put_string(w, "versions", 8);
 }
 
+/* The value under w's key in meta (*v troupe_malloc'd), and finishes w
+ * (ke: the key's error, if building it failed). ENOENT when absent. */
+static troupe_err
+meta_get(troupe_tables *t, troupe_key_writer *w, troupe_err ke, void **v,
+         size_t *vlen)
+{
+    const uint8_t *k;
+    size_t klen;
+    troupe_err e = ke;
+    if (e == TROUPE_OK)
+        e = troupe_key_writer_finish(w, &k, &klen);
+    if (e == TROUPE_OK)
+        e = troupe_db_get(t->db, t->meta, NULL, k, klen, v, vlen);
+    troupe_key_writer_fini(w);
+    return e;
+}
+
 /* The stored floor; 0 for a database that has none yet. */
 static troupe_err
 vers_load(troupe_tables *t, uint64_t *floor)
 {
     troupe_key_writer w;
-    const uint8_t *k;
-    size_t klen;
     void *v = NULL;
     size_t vlen = 0;
     *floor = 0;
-    troupe_err e = vers_key(&w);
-    if (e == TROUPE_OK)
-        e = troupe_key_writer_finish(&w, &k, &klen);
-    if (e == TROUPE_OK)
-        e = troupe_db_get(t->db, t->meta, NULL, k, klen, &v, &vlen);
-    troupe_key_writer_fini(&w);
+    troupe_err ke = vers_key(&w);
+    troupe_err e = meta_get(t, &w, ke, &v, &vlen);
     if (e == TROUPE_ENOENT)
         return TROUPE_OK;
     if (e != TROUPE_OK)
@@ -326,36 +337,43 @@ vers_load(troupe_tables *t, uint64_t *floor)
     return e;
 }
 
+/* Writes p's bytes under w's key in meta, one write with `sync`, and
+ * finishes both (ke: the key's error, if building it failed). Blocks. */
+static troupe_err
+meta_put(troupe_db *db, troupe_cf *meta, troupe_key_writer *w, troupe_err ke,
+         troupe_packer *p, troupe_sync sync)
+{
+    troupe_batch *b = NULL;
+    const uint8_t *k;
+    size_t klen, vlen;
+    const void *v = troupe_pack_data(p, &vlen);
+    troupe_err e = p->err != TROUPE_OK ? p->err : ke;
+    if (e == TROUPE_OK)
+        e = troupe_key_writer_finish(w, &k, &klen);
+    if (e == TROUPE_OK)
+        e = troupe_batch_create(&b);
+    if (e == TROUPE_OK)
+        e = troupe_batch_put(b, meta, k, klen, v, vlen);
+    if (e == TROUPE_OK)
+        e = troupe_db_write(db, b, sync);
+    troupe_batch_destroy(b);
+    troupe_key_writer_fini(w);
+    troupe_pack_fini(p);
+    return e;
+}
+
 /* Stores floor `f` (synced). Blocks. */
 static troupe_err
 vers_store(troupe_tables *t, uint64_t f)
 {
     troupe_key_writer w;
     troupe_packer p;
-    troupe_batch *b = NULL;
-    const uint8_t *k;
-    size_t klen, vlen;
     troupe_pack_init(&p);
     troupe_pack_array(&p, 2);
     troupe_pack_uint(&p, 1);
     troupe_pack_uint(&p, f);
-    const void *val = troupe_pack_data(&p, &vlen);
-    troupe_err e = p.err;
     troupe_err ke = vers_key(&w);
-    if (e == TROUPE_OK)
-        e = ke;
-    if (e == TROUPE_OK)
-        e = troupe_key_writer_finish(&w, &k, &klen);
-    if (e == TROUPE_OK)
-        e = troupe_batch_create(&b);
-    if (e == TROUPE_OK)
-        e = troupe_batch_put(b, t->meta, k, klen, val, vlen);
-    if (e == TROUPE_OK)
-        e = troupe_db_write(t->db, b, TROUPE_SYNC_ON);
-    troupe_batch_destroy(b);
-    troupe_key_writer_fini(&w);
-    troupe_pack_fini(&p);
-    return e;
+    return meta_put(t->db, t->meta, &w, ke, &p, TROUPE_SYNC_ON);
 }
 
 /* Moves the floor to `reserve` past the counter. Called with v->mu. */
@@ -668,14 +686,8 @@ load(troupe_tables *t)
     troupe_key_writer w;
     void *v = NULL;
     size_t vlen = 0;
-    troupe_err e = meta_key(&w, NULL);
-    const uint8_t *k;
-    size_t klen;
-    if (e == TROUPE_OK)
-        e = troupe_key_writer_finish(&w, &k, &klen);
-    if (e == TROUPE_OK)
-        e = troupe_db_get(t->db, t->meta, NULL, k, klen, &v, &vlen);
-    troupe_key_writer_fini(&w);
+    troupe_err ke = meta_key(&w, NULL);
+    troupe_err e = meta_get(t, &w, ke, &v, &vlen);
     if (e == TROUPE_OK) {
         troupe_reader r;
         troupe_reader_init(&r, v, vlen);
@@ -1765,35 +1777,16 @@ troupe__tables_build_save(troupe_db *db, troupe_cf *meta, uint64_t table_id,
 {
     troupe_key_writer w;
     troupe_packer p;
-    troupe_batch *b = NULL;
-    const uint8_t *k;
-    size_t klen, vlen;
     troupe_pack_init(&p);
     troupe_pack_array(&p, 3);
     troupe_pack_uint(&p, 1);
     troupe_pack_uint(&p, index_id);
     troupe_pack_bin(&p, after, alen);
-    const void *v = troupe_pack_data(&p, &vlen);
-    troupe_err e = p.err;
-    if (e == TROUPE_OK)
-        e = pos_key(&w, table_id);
-    else
-        troupe_key_writer_init(&w);
-    if (e == TROUPE_OK)
-        e = troupe_key_writer_finish(&w, &k, &klen);
-    if (e == TROUPE_OK)
-        e = troupe_batch_create(&b);
-    if (e == TROUPE_OK)
-        e = troupe_batch_put(b, meta, k, klen, v, vlen);
+    troupe_err ke = pos_key(&w, table_id);
     /* Not synced: the reindexed rows it covers went through the WAL
      * before it, so a crash may lose the position (that part is redone)
      * but never keep it without them. */
-    if (e == TROUPE_OK)
-        e = troupe_db_write(db, b, TROUPE_SYNC_DEFAULT);
-    troupe_batch_destroy(b);
-    troupe_key_writer_fini(&w);
-    troupe_pack_fini(&p);
-    return e;
+    return meta_put(db, meta, &w, ke, &p, TROUPE_SYNC_DEFAULT);
 }
 
 /* The saved position of en's build of index_id, if there is one (a
@@ -1802,16 +1795,10 @@ static void
 load_position(troupe_tables *t, const tentry *en, uint64_t index_id, tbuild *b)
 {
     troupe_key_writer w;
-    const uint8_t *k;
-    size_t klen;
     void *v = NULL;
     size_t vlen = 0;
-    troupe_err e = pos_key(&w, en->id);
-    if (e == TROUPE_OK)
-        e = troupe_key_writer_finish(&w, &k, &klen);
-    if (e == TROUPE_OK)
-        e = troupe_db_get(t->db, t->meta, NULL, k, klen, &v, &vlen);
-    troupe_key_writer_fini(&w);
+    troupe_err ke = pos_key(&w, en->id);
+    troupe_err e = meta_get(t, &w, ke, &v, &vlen);
     if (e != TROUPE_OK)
         return;
     troupe_reader r;
