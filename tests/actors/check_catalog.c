@@ -82,10 +82,10 @@ teardown(void)
     free(fx.dir);
 }
 
-/* Puts `val` under meta key ("table", name) with the tables closed (the
- * db is opened for it alone). */
+/* Puts `val` (NULL: deletes) under the meta key (k1) or (k1, k2) with
+ * the tables closed (the db is opened for it alone). */
 static void
-put_entry(const char *name, const void *val, size_t vlen)
+put_meta(const char *k1, const char *k2, const void *val, size_t vlen)
 {
     troupe_db *db = NULL;
     troupe_cf *meta = NULL;
@@ -93,18 +93,29 @@ put_entry(const char *name, const void *val, size_t vlen)
     ck_assert_ok(troupe_db_cf(db, "meta", &meta));
     troupe_key_writer w;
     troupe_key_writer_init(&w);
-    troupe_key_put_string(&w, "table", 5);
-    troupe_key_put_string(&w, name, strlen(name));
+    troupe_key_put_string(&w, k1, strlen(k1));
+    if (k2 != NULL)
+        troupe_key_put_string(&w, k2, strlen(k2));
     const uint8_t *k;
     size_t klen;
     ck_assert_ok(troupe_key_writer_finish(&w, &k, &klen));
     troupe_batch *b = NULL;
     ck_assert_ok(troupe_batch_create(&b));
-    ck_assert_ok(troupe_batch_put(b, meta, k, klen, val, vlen));
+    if (val != NULL)
+        ck_assert_ok(troupe_batch_put(b, meta, k, klen, val, vlen));
+    else
+        ck_assert_ok(troupe_batch_delete(b, meta, k, klen));
     ck_assert_ok(troupe_db_write(db, b, TROUPE_SYNC_ON));
     troupe_batch_destroy(b);
     troupe_key_writer_fini(&w);
     ck_assert_ok(troupe_db_close(db));
+}
+
+/* Puts `val` under meta key ("table", name), the tables closed. */
+static void
+put_entry(const char *name, const void *val, size_t vlen)
+{
+    put_meta("table", name, val, vlen);
 }
 
 /* ---- corrupt catalog entries -------------------------------------------- */
@@ -415,22 +426,7 @@ START_TEST(test_versions_floor_absent_opens_malformed_refused)
     ck_assert_ok(troupe_tables_create_wait(fx.tables, "a", NULL, 0));
     put("a", "k", 1);
     close_all();
-    troupe_db *db = NULL;
-    troupe_cf *meta = NULL;
-    ck_assert_ok(troupe_db_open(fx.dir, NULL, &db));
-    ck_assert_ok(troupe_db_cf(db, "meta", &meta));
-    troupe_key_writer w;
-    troupe_key_writer_init(&w);
-    troupe_key_put_string(&w, "versions", 8);
-    const uint8_t *k;
-    size_t klen;
-    ck_assert_ok(troupe_key_writer_finish(&w, &k, &klen));
-    troupe_batch *b = NULL;
-    ck_assert_ok(troupe_batch_create(&b));
-    ck_assert_ok(troupe_batch_delete(b, meta, k, klen));
-    ck_assert_ok(troupe_db_write(db, b, TROUPE_SYNC_ON));
-    troupe_batch_destroy(b);
-    ck_assert_ok(troupe_db_close(db));
+    put_meta("versions", NULL, NULL, 0); /* as before floors existed */
     ck_assert_ok(open_all());
     ck_assert_int_eq(stored("a", "k"), 1);
     ck_assert_uint_gt(stored_floor(), 0);
@@ -444,16 +440,9 @@ START_TEST(test_versions_floor_absent_opens_malformed_refused)
     };
     static const size_t badlen[] = {3, 2, 3, 1};
     for (size_t i = 0; i < 4; i++) {
-        ck_assert_ok(troupe_db_open(fx.dir, NULL, &db));
-        ck_assert_ok(troupe_db_cf(db, "meta", &meta));
-        ck_assert_ok(troupe_batch_create(&b));
-        ck_assert_ok(troupe_batch_put(b, meta, k, klen, bad[i], badlen[i]));
-        ck_assert_ok(troupe_db_write(db, b, TROUPE_SYNC_ON));
-        troupe_batch_destroy(b);
-        ck_assert_ok(troupe_db_close(db));
+        put_meta("versions", NULL, bad[i], badlen[i]);
         ck_assert_err(open_all(), TROUPE_ECORRUPT);
     }
-    troupe_key_writer_fini(&w);
     /* the fixture's teardown finds the tables closed */
 }
 END_TEST
