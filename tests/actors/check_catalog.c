@@ -2,6 +2,7 @@
  * that never repeat after a reopen, idempotent creates, and function
  * indexes checked against the registry. Real RocksDB in a temp dir, a
  * standalone runtime (blocking twins on the test thread). */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -469,31 +470,32 @@ static const troupe_index_field email_f = {"email", TROUPE_FIELD_STRING};
 static const troupe_index_field city_f = {"city", TROUPE_FIELD_STRING};
 static const troupe_index_field age_f = {"age", TROUPE_FIELD_INT};
 
+/* The last catalog callback's error; -1 until it fired. */
+static _Atomic int ddl_seen;
+
 static void
 on_ddl(troupe_tables *t, troupe_err err, void *arg)
 {
-    *(troupe_err *)arg = err;
+    atomic_store((_Atomic int *)arg, (int)err);
 }
-
-static troupe_err ddl_seen;
 
 static bool
 ddl_called(void *arg)
 {
-    return *(volatile troupe_err *)arg != (troupe_err)-1;
+    return atomic_load((_Atomic int *)arg) != -1;
 }
 
 /* The asynchronous create, waited for. */
 static troupe_err
 create_async(const char *name, const troupe_index_spec *ix, size_t n)
 {
-    ddl_seen = (troupe_err)-1;
+    atomic_store(&ddl_seen, -1);
     troupe_err e =
         troupe_tables_create(fx.tables, name, ix, n, on_ddl, (void *)&ddl_seen);
     if (e != TROUPE_OK)
         return e;
     ck_assert(ts_wait_until(ddl_called, (void *)&ddl_seen, 10000));
-    return ddl_seen;
+    return (troupe_err)atomic_load(&ddl_seen);
 }
 
 /* Creating a table again with its very spec (indexes in any order) is OK
