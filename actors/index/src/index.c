@@ -1069,31 +1069,52 @@ sort_dedup(troupe_index_entries *e, size_t from)
  */
 
 /* Encoded key elements of one field: one per qualifying value, with the
- * original string of a CASEFOLD field beside each (its tiebreak). */
+ * original string of a CASEFOLD field beside each (its tiebreak). The
+ * common field, one short value, lives in the inline buffers: a derive
+ * costs no allocation per field then (writes derive on the table actor's
+ * thread, so this is every indexed write's path). */
+#define ELEMS_INL_BYTES 64
+#define ELEMS_INL_N 4
 typedef struct elems {
     unsigned char *bytes; /* element i is bytes[off[i], off[i + 1]) */
     size_t len, cap;
     size_t *off;
     unsigned char *tb; /* CASEFOLD only: tiebreak i is tb[toff[i], ..) */
     size_t tblen, tbcap;
-    size_t *toff;
+    size_t *toff; /* CASEFOLD only */
     size_t n, ncap;
+    unsigned char bytes_inl[ELEMS_INL_BYTES];
+    size_t off_inl[ELEMS_INL_N + 1];
 } elems;
 
+/* Room for `need` bytes at *p (cap *cap), which may be the inline buffer
+ * `inl` (never freed or realloc'ed). */
 static troupe_err
-grow(unsigned char **p, size_t *cap, size_t need)
+grow(unsigned char **p, size_t *cap, size_t need, unsigned char *inl)
 {
     if (need <= *cap)
         return TROUPE_OK;
     size_t c = *cap ? *cap * 2 : 256;
     while (c < need)
         c *= 2;
-    unsigned char *q = troupe_realloc(*p, c);
+    bool in = inl != NULL && *p == inl;
+    unsigned char *q = in ? troupe_malloc(c) : troupe_realloc(*p, c);
     if (q == NULL)
         return TROUPE_ENOMEM;
+    if (in)
+        memcpy(q, inl, *cap);
     *p = q;
     *cap = c;
     return TROUPE_OK;
+}
+
+static void
+elems_init(elems *el)
+{
+    el->bytes = el->bytes_inl;
+    el->cap = ELEMS_INL_BYTES;
+    el->off = el->off_inl;
+    el->ncap = ELEMS_INL_N + 1;
 }
 
 /* Appends one element `v` and its tiebreak `t` (NULL: none). */
@@ -1103,26 +1124,34 @@ elems_push(elems *el, const uint8_t *v, size_t vlen, const uint8_t *t,
 {
     if (el->n == TROUPE_INDEX_ROW_KEYS_MAX)
         return TROUPE_ETOOBIG;
-    troupe_err e = grow(&el->bytes, &el->cap, el->len + vlen);
+    troupe_err e = grow(&el->bytes, &el->cap, el->len + vlen, el->bytes_inl);
     if (e == TROUPE_OK && t != NULL)
-        e = grow(&el->tb, &el->tbcap, el->tblen + tlen);
+        e = grow(&el->tb, &el->tbcap, el->tblen + tlen, NULL);
     if (e == TROUPE_OK && el->n + 2 > el->ncap) {
-        size_t nc = el->ncap ? el->ncap * 2 : 8;
-        size_t *o = troupe_realloc(el->off, nc * sizeof(*o));
-        if (o != NULL)
-            el->off = o;
-        size_t *to =
-            o != NULL ? troupe_realloc(el->toff, nc * sizeof(*to)) : NULL;
-        if (to != NULL)
-            el->toff = to;
-        if (o == NULL || to == NULL)
+        size_t nc = el->ncap * 2;
+        size_t *o = el->off == el->off_inl
+                        ? troupe_malloc(nc * sizeof(*o))
+                        : troupe_realloc(el->off, nc * sizeof(*o));
+        if (o == NULL)
             return TROUPE_ENOMEM;
+        if (el->off == el->off_inl)
+            memcpy(o, el->off_inl, sizeof(el->off_inl));
+        el->off = o;
         el->ncap = nc;
+        if (el->toff != NULL) {
+            size_t *to = troupe_realloc(el->toff, nc * sizeof(*to));
+            if (to == NULL)
+                return TROUPE_ENOMEM;
+            el->toff = to;
+        }
     }
+    if (e == TROUPE_OK && t != NULL && el->toff == NULL &&
+        (el->toff = troupe_calloc(el->ncap, sizeof(*el->toff))) == NULL)
+        e = TROUPE_ENOMEM;
     if (e != TROUPE_OK)
         return e;
     if (el->n == 0)
-        el->off[0] = el->toff[0] = 0;
+        el->off[0] = 0;
     memcpy(el->bytes + el->len, v, vlen);
     el->len += vlen;
     if (t != NULL) {
@@ -1131,15 +1160,18 @@ elems_push(elems *el, const uint8_t *v, size_t vlen, const uint8_t *t,
     }
     el->n++;
     el->off[el->n] = el->len;
-    el->toff[el->n] = el->tblen;
+    if (el->toff != NULL)
+        el->toff[el->n] = el->tblen;
     return TROUPE_OK;
 }
 
 static void
 elems_fini(elems *el)
 {
-    troupe_free(el->bytes);
-    troupe_free(el->off);
+    if (el->bytes != el->bytes_inl)
+        troupe_free(el->bytes);
+    if (el->off != el->off_inl)
+        troupe_free(el->off);
     troupe_free(el->tb);
     troupe_free(el->toff);
 }
@@ -1282,18 +1314,16 @@ walk_path(walk *wk, troupe_reader *r, const char *seg, bool consume)
     return e;
 }
 
+/* The elements of field f; wk's scratch writers serve every field. */
 static troupe_err
-elems_collect(const troupe_reader *doc, const index_field *f, elems *el)
+elems_collect(const troupe_reader *doc, const index_field *f, elems *el,
+              walk *wk)
 {
-    walk wk = {.f = f, .el = el};
-    troupe_key_writer_init(&wk.w);
-    troupe_key_writer_init(&wk.tw);
+    wk->f = f;
+    wk->el = el;
     troupe_reader r = *doc;
     el->n = el->len = el->tblen = 0;
-    troupe_err e = walk_path(&wk, &r, f->path, false);
-    troupe_key_writer_fini(&wk.w);
-    troupe_key_writer_fini(&wk.tw);
-    return e;
+    return walk_path(wk, &r, f->path, false);
 }
 
 static bool
@@ -1342,9 +1372,14 @@ derive_declared(const troupe_index_def *d, const troupe_reader *doc,
     troupe_err e = TROUPE_OK;
     if (el == NULL)
         return TROUPE_ENOMEM;
+    walk wk;
+    troupe_key_writer_init(&wk.w);
+    troupe_key_writer_init(&wk.tw);
+    for (size_t i = 0; i < d->n_fields; i++)
+        elems_init(&el[i]);
     size_t total = 1;
     for (size_t i = 0; i < d->n_fields && e == TROUPE_OK && total > 0; i++) {
-        e = elems_collect(doc, &d->fields[i], &el[i]);
+        e = elems_collect(doc, &d->fields[i], &el[i], &wk);
         total *= el[i].n;
         if (total > TROUPE_INDEX_ROW_KEYS_MAX)
             e = TROUPE_ETOOBIG;
@@ -1392,6 +1427,8 @@ derive_declared(const troupe_index_def *d, const troupe_reader *doc,
     for (size_t i = 0; i < d->n_fields; i++)
         elems_fini(&el[i]);
     troupe_free(el);
+    troupe_key_writer_fini(&wk.w);
+    troupe_key_writer_fini(&wk.tw);
     return e;
 }
 
