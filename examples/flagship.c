@@ -574,18 +574,30 @@ shop_tables(troupe_tables *t)
         {"customers", customer_idx, 1, "unique index by_email (email)"},
         {"orders", order_idx, 1, "index by_customer (customer, created_at)"},
         {"stock", NULL, 0, "no index"}};
+    char **names = NULL;
+    size_t nn = 0;
+    troupe_err le = troupe_tables_list(t, &names, &nn);
+    if (le != TROUPE_OK)
+        return le;
     for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++) {
+        bool had = false;
+        for (size_t k = 0; k < nn; k++)
+            had = had || strcmp(names[k], tables[i].name) == 0;
+        /* idempotent: the same spec again is OK; another one EEXIST */
         troupe_err e = troupe_tables_create_wait(
             t, tables[i].name, tables[i].idx, tables[i].n_idx);
         if (e == TROUPE_OK)
-            printf("shop: created table %s, %s\n", tables[i].name,
-                   tables[i].what);
-        else if (e == TROUPE_EEXIST)
-            printf("shop: table %s already exists (EEXIST), %s\n",
+            printf("shop: %s table %s, %s\n", had ? "reused" : "created",
                    tables[i].name, tables[i].what);
-        else
+        else if (e == TROUPE_EEXIST)
+            printf("shop: table %s exists with other indexes (EEXIST)\n",
+                   tables[i].name);
+        if (e != TROUPE_OK) {
+            troupe_free(names);
             return e;
+        }
     }
+    troupe_free(names);
     return TROUPE_OK;
 }
 

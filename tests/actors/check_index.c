@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "troupe/alloc.h"
+#include "troupe/cursor.h"
 #include "troupe/index.h"
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
@@ -167,7 +168,11 @@ J(const char *text)
 }
 
 /* Independent encoder for expected keys: a JSON array of values, each
- * mapped naturally (int -> int64, float -> double, ...). */
+ * mapped naturally (int -> int64, float -> double, ..., an array -> a
+ * nested tuple, as a map entry's element is). */
+static void
+enc_items(troupe_key_writer *w, troupe_reader *r, uint32_t n);
+
 static void
 enc_values(troupe_key_writer *w, const char *json_array)
 {
@@ -176,8 +181,25 @@ enc_values(troupe_key_writer *w, const char *json_array)
     uint32_t n;
     ck_assert_ok(troupe_reader_init(&r, b.p, b.n));
     ck_assert_ok(troupe_read_array(&r, &n));
+    enc_items(w, &r, n);
+    ck_assert_ok(troupe_read_end(&r));
+    free(b.p);
+}
+
+static void
+enc_items(troupe_key_writer *w, troupe_reader *rr, uint32_t n)
+{
+    troupe_reader r = *rr;
     for (uint32_t i = 0; i < n; i++) {
         switch (troupe_read_peek(&r)) {
+        case TROUPE_MP_ARRAY: {
+            uint32_t m;
+            troupe_read_array(&r, &m);
+            troupe_key_begin_tuple(w);
+            enc_items(w, &r, m); /* moves r past the elements */
+            troupe_key_end_tuple(w);
+            break;
+        }
         case TROUPE_MP_STR: {
             const char *s;
             size_t l;
@@ -223,8 +245,7 @@ enc_values(troupe_key_writer *w, const char *json_array)
             ck_abort_msg("unsupported expected value");
         }
     }
-    ck_assert_ok(troupe_read_end(&r));
-    free(b.p);
+    *rr = r;
 }
 
 /* Expected index key: values then bytes(pk). malloc'd. */
@@ -242,6 +263,18 @@ ekey(const char *json_values, const char *pk, size_t pk_len)
     memcpy(b.p, k, n);
     troupe_key_writer_fini(&w);
     return b;
+}
+
+/* The cursor (troupe/cursor.h) of kind tag and object id at key k, built
+ * by hand; frees k. */
+static jbuf
+xc(uint8_t tag, uint64_t id, jbuf k)
+{
+    jbuf c = {malloc(k.n + TROUPE_CURSOR_OVERHEAD),
+              k.n + TROUPE_CURSOR_OVERHEAD};
+    troupe__cursor_put(c.p, tag, id, k.p, k.n);
+    free(k.p);
+    return c;
 }
 
 /* Values-only encoding (what a function index emits). */
@@ -272,9 +305,9 @@ typedef struct spec_buf {
 static troupe_field_type
 type_of(const char *t)
 {
-    static const char *n[] = {"string", "int",       "float",
-                              "bool",   "timestamp", "bytes"};
-    for (int i = 0; i < 6; i++)
+    static const char *n[] = {"string",    "int",   "float",          "bool",
+                              "timestamp", "bytes", "string_casefold"};
+    for (int i = 0; i < 7; i++)
         if (strcmp(t, n[i]) == 0)
             return (troupe_field_type)i;
     ck_abort_msg("bad type %s", t);
@@ -295,7 +328,7 @@ spec_make(spec_buf *s, const char *fields, const char *cond)
         size_t pl = (size_t)(colon - p);
         memcpy(s->paths[n], p, pl);
         s->paths[n][pl] = '\0';
-        char t[16] = {0};
+        char t[32] = {0};
         size_t tl = comma ? (size_t)(comma - colon - 1) : strlen(colon + 1);
         memcpy(t, colon + 1, tl);
         s->f[n].path = s->paths[n];
@@ -542,6 +575,18 @@ static const char *bad_catalog[] = {
     /* duplicate key instead of fn */
     "{\"id\": 1, \"name\": \"ix\", \"unique\": false, \"state\": \"ready\", "
     "\"fields\": [[\"a\", \"string\"]], \"cond\": null, \"id\": 2}",
+    /* a repeated key whose value the decoder copies (it must free what
+     * it copied: run under ASan, a leak fails the test) */
+    "{\"id\": 1, \"name\": \"ix\", \"unique\": false, \"state\": \"ready\", "
+    "\"fields\": [[\"a\", \"string\"]], \"cond\": null, \"name\": \"iy\"}",
+    "{\"id\": 1, \"name\": \"ix\", \"unique\": false, \"fields\": [[\"b\", "
+    "\"int\"]], \"fields\": [[\"a\", \"string\"]], \"cond\": null, \"fn\": "
+    "null}",
+    "{\"id\": 1, \"name\": \"ix\", \"unique\": false, \"state\": \"ready\", "
+    "\"cond\": [\"a\", \"exists\", null], \"cond\": [\"b\", \"exists\", null], "
+    "\"fn\": null}",
+    "{\"id\": 1, \"name\": \"ix\", \"unique\": false, \"state\": \"ready\", "
+    "\"fields\": [], \"fn\": \"f\", \"fn\": \"g\"}",
     "{\"id\": -1, \"name\": \"ix\", \"unique\": false, \"state\": \"ready\", "
     "\"fields\": [[\"a\", \"string\"]], \"cond\": null, \"fn\": null}",
     "{\"id\": 1, \"name\": \"ix\", \"unique\": false, \"state\": \"done\", "
@@ -599,6 +644,39 @@ START_TEST(test_def_unpack_truncated_and_flipped_never_crash)
                   TROUPE_EINVAL);
     free(a.p);
     troupe_index_def_destroy(d0);
+}
+END_TEST
+
+/* The CASEFOLD type has its catalog name and survives a round trip;
+ * troupe_index_def_same compares specs, not ids or states. */
+START_TEST(test_def_casefold_form_and_same_spec)
+{
+    troupe_index_def *a = def_make("s:string_casefold,n:int", "eq s \"X\"", 3);
+    jbuf p = packed(a);
+    jbuf want = J("{\"id\": 3, \"name\": \"ix\", \"unique\": false, "
+                  "\"state\": \"ready\", \"fields\": [[\"s\", "
+                  "\"string_casefold\"], [\"n\", \"int\"]], \"cond\": "
+                  "[\"s\", \"eq\", \"X\"], \"fn\": null}");
+    ck_assert_uint_eq(p.n, want.n);
+    ck_assert_mem_eq(p.p, want.p, p.n);
+    troupe_index_def *u = NULL;
+    ck_assert_ok(troupe_index_def_unpack(p.p, p.n, &u));
+    ck_assert(troupe_index_def_same(a, u));
+    troupe_index_def *b = def_make("s:string_casefold,n:int", "eq s \"X\"", 9);
+    troupe_index_def_set_ready(b, false);
+    ck_assert(troupe_index_def_same(a, b)); /* id and state aside */
+    troupe_index_def *c = def_make("s:string,n:int", "eq s \"X\"", 3);
+    ck_assert(!troupe_index_def_same(a, c));
+    troupe_index_def *d = def_make("s:string_casefold,n:int", "eq s \"Y\"", 3);
+    ck_assert(!troupe_index_def_same(a, d));
+    troupe_index_def *e = def_make("s:string_casefold,m:int", "eq s \"X\"", 3);
+    ck_assert(!troupe_index_def_same(a, e));
+    ck_assert(!troupe_index_def_same(a, NULL));
+    troupe_index_def *fs[] = {u, b, c, d, e, a};
+    for (size_t i = 0; i < 6; i++)
+        troupe_index_def_destroy(fs[i]);
+    free(p.p);
+    free(want.p);
 }
 END_TEST
 
@@ -683,14 +761,14 @@ static const struct derive_case {
     {"address.city:string", NULL, "{\"address\": {}}", ""},
     {"address.city:string", NULL, "{\"address.city\": \"Oslo\"}", ""},
     {"a.b.c:int", NULL, "{\"a\": {\"b\": {\"c\": 3}}, \"z\": 1}", "[[3]]"},
-    {"a.b.c:int", NULL, "{\"a\": {\"b\": [{\"c\": 3}]}}", ""},
+    {"a.b.c:int", NULL, "{\"a\": {\"b\": [{\"c\": 3}]}}", "[[3]]"},
     /* 33: first of duplicate keys wins; non-string keys are skipped */
     {"a:int", NULL, "{1: 9, \"a\": 1, \"a\": 2}", "[[1]]"},
     /* 34: arrays: once per element, empties and wrong types skipped */
     {"tags:string", NULL, "{\"tags\": [\"b\", \"a\", \"\", 3, null, \"b\"]}",
      "[[\"a\"], [\"b\"]]"},
-    {"tags:string", NULL, "{\"tags\": [\"\", 3, [\"x\"], {}]}", ""},
-    {"tags:string", NULL, "{\"tags\": [[\"x\"]]}", ""},
+    {"tags:string", NULL, "{\"tags\": [\"\", 3, [\"x\"], {}]}", "[[\"x\"]]"},
+    {"tags:string", NULL, "{\"tags\": [[\"x\"]]}", "[[\"x\"]]"},
     {"n:int", NULL, "{\"n\": [3, -1, 2.5]}", "[[-1], [3]]"},
     /* 38: composites */
     {"a:string,b:int", NULL, "{\"a\": \"x\", \"b\": 1}", "[[\"x\", 1]]"},
@@ -728,6 +806,58 @@ static const struct derive_case {
     /* 62: a true condition does not rescue a sparse field */
     {"a:string", "true on", "{\"a\": \"\", \"on\": true}", ""},
     {"a:string", "eq b b'k'", "{\"a\": \"x\", \"b\": b'k'}", "[[\"x\"]]"},
+    /* 64: arrays anywhere on the path (Tito's rules), also nested */
+    {"a.b.c:int", NULL,
+     "{\"a\": {\"b\": [{\"c\": 3}, {\"c\": 1}, {\"d\": 2}, 5, [{\"c\": 4}]]}}",
+     "[[1], [3], [4]]"},
+    {"a.b:int", NULL, "{\"a\": [{\"b\": 2}, [{\"b\": 1}], {\"b\": [7, [8]]}]}",
+     "[[1], [2], [7], [8]]"},
+    {"a.b:int", NULL, "{\"a\": [[], {}, 5, {\"b\": null}]}", ""},
+    /* 67: nested arrays at the leaf: one entry per leaf element */
+    {"tags:string", NULL,
+     "{\"tags\": [[\"x\", [\"y\", [[\"w\"]]]], \"z\", [[]]]}",
+     "[[\"w\"], [\"x\"], [\"y\"], [\"z\"]]"},
+    /* 68: a map field: one entry per entry, (key, value) the value */
+    {"names:string", NULL,
+     "{\"names\": {\"fr\": \"Salut\", \"en\": \"Hi\", \"de\": \"\", \"x\": 5, "
+     "7: \"no\"}}",
+     "[[[\"en\", \"Hi\"]], [[\"fr\", \"Salut\"]]]"},
+    {"names:string", NULL,
+     "{\"names\": {\"en\": [\"b\", [\"a\"]], \"e\": {\"z\": \"q\"}}}",
+     "[[[\"en\", \"a\"]], [[\"en\", \"b\"]]]"},
+    {"m:int", NULL, "{\"m\": [{\"k\": 1}, {\"k\": 1}, {\"j\": 2}]}",
+     "[[[\"j\", 2]], [[\"k\", 1]]]"},
+    {"m:int", NULL, "{\"m\": {}}", ""},
+    /* 72: composites multiply map entries and arrays; sparse stays */
+    {"m:string,n:int", NULL,
+     "{\"m\": {\"a\": \"x\", \"b\": \"y\"}, \"n\": [2, 1]}",
+     "[[[\"a\", \"x\"], 1], [[\"a\", \"x\"], 2], [[\"b\", \"y\"], 1], "
+     "[[\"b\", \"y\"], 2]]"},
+    {"m:string,n:int", NULL, "{\"m\": {\"a\": \"x\"}, \"n\": []}", ""},
+    /* 74: CASEFOLD: the folded string, then the original as tiebreak */
+    {"s:string_casefold", NULL, "{\"s\": \"FooBar\"}",
+     "[[\"foobar\", \"FooBar\"]]"},
+    {"s:string_casefold", NULL, "{\"s\": [\"a\", \"A\", \"a\"]}",
+     "[[\"a\", \"A\"], [\"a\", \"a\"]]"},
+    {"s:string_casefold", NULL, "{\"s\": \"\"}", ""},
+    {"s:string_casefold", NULL, "{\"s\": 5}", ""},
+    {"s:string_casefold,n:int", NULL, "{\"s\": \"Ab\", \"n\": 1}",
+     "[[\"ab\", 1, \"Ab\"]]"},
+    /* 79: simple folding: Kelvin sign and long s fold to ASCII, final
+     * sigma to sigma, capital sharp s to sharp s, dotted I to itself */
+    {"s:string_casefold", NULL, "{\"s\": \"\u212A\u017F\"}",
+     "[[\"ks\", \"\u212A\u017F\"]]"},
+    {"s:string_casefold", NULL, "{\"s\": \"\u03A3\u03B1\u03C2\"}",
+     "[[\"\u03C3\u03B1\u03C3\", \"\u03A3\u03B1\u03C2\"]]"},
+    {"s:string_casefold", NULL, "{\"s\": \"\u1E9E\"}",
+     "[[\"\u00DF\", \"\u1E9E\"]]"},
+    {"s:string_casefold", NULL, "{\"s\": \"\u0130\"}",
+     "[[\"\u0130\", \"\u0130\"]]"},
+    /* 83: invalid UTF-8 is kept as it is; map keys are not folded */
+    {"s:string_casefold", NULL, "{\"s\": \"A\xff\"}",
+     "[[\"A\xff\", \"A\xff\"]]"},
+    {"s:string_casefold", NULL, "{\"s\": {\"K\": \"V\"}}",
+     "[[[\"K\", \"v\"], \"V\"]]"},
 };
 
 static void
@@ -1562,9 +1692,10 @@ START_TEST(test_query_rows_and_covering_values)
     ck_assert_mem_eq(r->hits[0].val, want.p, want.n);
     free(want.p);
     jbuf k = ekey("[\"Bergen\"]", "p02", 3);
+    ck_assert_mem_eq(r->hits[0].key, k.p, k.n);
+    k = xc(TROUPE_CURSOR_INDEX, troupe_index_def_id(Q.defs[0]), k);
     ck_assert_uint_eq(r->cursor_len, k.n);
     ck_assert_mem_eq(r->cursor, k.p, k.n);
-    ck_assert_mem_eq(r->hits[0].key, k.p, k.n);
     free(k.p);
     ck_assert(!r->more);
     troupe_index_result_destroy(r);
@@ -1636,7 +1767,7 @@ START_TEST(test_query_limit_cursor_pages_both_directions)
     }
     /* a cursor outside the range */
     troupe_index_query q = qmk(2, NULL, "[1]", "[4]");
-    jbuf k = ekey("[4]", "k04", 3);
+    jbuf k = xc(TROUPE_CURSOR_INDEX, 12, ekey("[4]", "k04", 3));
     q.after = k.p;
     q.after_len = k.n;
     troupe_index_result *r = (troupe_index_result *)&q;
@@ -1645,7 +1776,7 @@ START_TEST(test_query_limit_cursor_pages_both_directions)
     q.reverse = true;
     ck_assert_err(troupe_index_query_run(Q.db, &q, &r), TROUPE_ERANGE);
     free(k.p);
-    k = ekey("[0]", "k00", 3);
+    k = xc(TROUPE_CURSOR_INDEX, 12, ekey("[0]", "k00", 3));
     q.after = k.p;
     q.after_len = k.n;
     q.reverse = false;
@@ -1653,7 +1784,7 @@ START_TEST(test_query_limit_cursor_pages_both_directions)
     free(k.p);
     /* an exact cursor continues strictly after itself */
     q = qmk(0, "[\"B\"]", NULL, NULL);
-    k = ekey("[\"B\"]", "k03", 3);
+    k = xc(TROUPE_CURSOR_INDEX, 10, ekey("[\"B\"]", "k03", 3));
     q.after = k.p;
     q.after_len = k.n;
     q.limit = 2;
@@ -1691,6 +1822,7 @@ START_TEST(test_query_bad_arguments_clear_errors)
         {1, "[\"c1\", 1, 2]", NULL, NULL, TROUPE_EINVAL},
         {2, "[20]", "[1]", NULL, TROUPE_EINVAL},  /* values + range */
         {2, NULL, "[40]", "[20]", TROUPE_EINVAL}, /* from after to */
+        {2, NULL, "[20]", "[20]", TROUPE_EINVAL}, /* from == to: empty */
         {2, NULL, "[\"x\"]", NULL, TROUPE_EINVAL},
         {2, NULL, NULL, "{}", TROUPE_EPROTO},
         {3, "[[1]]", NULL, NULL, TROUPE_EINVAL}, /* no nested */
@@ -1842,8 +1974,11 @@ START_TEST(test_query_and_intersects_two_indexes)
     load_people();
     put_row("p08", "{\"city\": [\"Oslo\", \"Rome\"], \"age\": 30}", 0);
     jbuf oslo = J("[\"Oslo\"]");
-    troupe_index_query a = {
-        .def = Q.defs[0], .values = oslo.p, .values_len = oslo.n, .limit = 1};
+    troupe_index_query a = {.def = Q.defs[0],
+                            .table_id = 1, /* its cursors name the table */
+                            .values = oslo.p,
+                            .values_len = oslo.n,
+                            .limit = 1};
     troupe_index_query b = {.def = Q.defs[2], .table_id = 1, .limit = 1};
     jbuf from = J("[25]");
     b.from = from.p;
@@ -1858,10 +1993,13 @@ START_TEST(test_query_and_intersects_two_indexes)
     ck_assert_ok(troupe_index_query_and(Q.db, &a, &b, NULL, 0, 2, &r));
     ck_assert_str_eq(pks(r), "p01 p03");
     ck_assert(r->more);
-    ck_assert_uint_eq(r->cursor_len, 3);
-    ck_assert_mem_eq(r->cursor, "p03", 3);
+    jbuf p03 =
+        xc(TROUPE_CURSOR_AND, 1, (jbuf){(unsigned char *)strdup("p03"), 3});
+    ck_assert_uint_eq(r->cursor_len, p03.n);
+    ck_assert_mem_eq(r->cursor, p03.p, p03.n);
     troupe_index_result_destroy(r);
-    ck_assert_ok(troupe_index_query_and(Q.db, &a, &b, "p03", 3, 2, &r));
+    ck_assert_ok(troupe_index_query_and(Q.db, &a, &b, p03.p, p03.n, 2, &r));
+    free(p03.p);
     ck_assert_str_eq(pks(r), "p08");
     ck_assert(!r->more);
     troupe_index_result_destroy(r);
@@ -3507,6 +3645,114 @@ END_TEST
 
 /* ---- suite ---------------------------------------------------------- */
 
+/* The primary keys a query on table "p" finds, sorted, joined by ','. */
+static const char *
+p_hits(const char *index, const char *values_json)
+{
+    static char out[256];
+    jbuf v = J(values_json);
+    troupe_index_query q = {.values = v.p, .values_len = v.n, .limit = 100};
+    troupe_index_result *r = NULL;
+    ck_assert_ok(troupe_tables_query_wait(X.tables, "p", index, &q, &r));
+    char pks[16][16];
+    size_t n = r->n < 16 ? r->n : 16;
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_uint_lt(r->hits[i].pk_len, 16);
+        memcpy(pks[i], r->hits[i].pk, r->hits[i].pk_len);
+        pks[i][r->hits[i].pk_len] = '\0';
+    }
+    qsort(pks, n, sizeof(pks[0]), (int (*)(const void *, const void *))strcmp);
+    out[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0 && strcmp(pks[i], pks[i - 1]) == 0)
+            continue; /* one row may match through several entries */
+        if (out[0] != '\0')
+            strcat(out, ",");
+        strcat(out, pks[i]);
+    }
+    troupe_index_result_destroy(r);
+    free(v.p);
+    return out;
+}
+
+static troupe_err
+p_put(const char *k, const char *json, bool insert)
+{
+    jbuf d = J(json);
+    troupe_err e = insert ? troupe_table_insert_wait(X.tables, "p", k,
+                                                     strlen(k), d.p, d.n, NULL)
+                          : troupe_table_upsert_wait(X.tables, "p", k,
+                                                     strlen(k), d.p, d.n, NULL);
+    free(d.p);
+    return e;
+}
+
+/* Tito's path rules and the CASEFOLD collation end to end: queries find a
+ * row by an array element anywhere on its path, by a map entry (key and
+ * value), and by any case of a string; a unique CASEFOLD index refuses
+ * another row whose string folds alike, but not a row's own change of
+ * case; "fooBar" and "foo_bar" stay apart. */
+START_TEST(test_paths_and_casefold_through_tables)
+{
+    troupe_index_field tf = {.path = "items.tags", .type = TROUPE_FIELD_STRING};
+    troupe_index_field nf = {.path = "names", .type = TROUPE_FIELD_STRING};
+    troupe_index_field ef = {.path = "email",
+                             .type = TROUPE_FIELD_STRING_CASEFOLD};
+    troupe_index_spec ix[3] = {
+        {.name = "by_tag", .fields = &tf, .n_fields = 1},
+        {.name = "by_name", .fields = &nf, .n_fields = 1},
+        {.name = "by_email", .unique = true, .fields = &ef, .n_fields = 1}};
+    ck_assert_ok(troupe_tables_create_wait(X.tables, "p", ix, 3));
+    ck_assert_ok(p_put("a",
+                       "{\"items\": [{\"tags\": [\"red\", [\"blue\"]]}, "
+                       "{\"tags\": \"green\"}], \"names\": {\"en\": "
+                       "\"Apple\", \"fr\": \"Pomme\"}, \"email\": "
+                       "\"Ann@Example.com\"}",
+                       true));
+    ck_assert_ok(p_put("b",
+                       "{\"items\": {\"tags\": [\"blue\"]}, \"names\": "
+                       "{\"en\": \"Berry\"}, \"email\": \"fooBar\"}",
+                       true));
+    ck_assert_str_eq(p_hits("by_tag", "[\"blue\"]"), "a,b");
+    ck_assert_str_eq(p_hits("by_tag", "[\"green\"]"), "a");
+    ck_assert_str_eq(p_hits("by_tag", "[\"red\"]"), "a");
+    ck_assert_str_eq(p_hits("by_name", "[{\"en\": \"Apple\"}]"), "a");
+    ck_assert_str_eq(p_hits("by_name", "[{\"fr\": \"Pomme\"}]"), "a");
+    ck_assert_str_eq(p_hits("by_name", "[{\"fr\": \"Apple\"}]"), "");
+    ck_assert_str_eq(p_hits("by_name", "[\"Apple\"]"), "");
+    ck_assert_str_eq(p_hits("by_email", "[\"ANN@EXAMPLE.COM\"]"), "a");
+    ck_assert_str_eq(p_hits("by_email", "[\"ann@example.com\"]"), "a");
+    ck_assert_str_eq(p_hits("by_email", "[\"FOOBAR\"]"), "b");
+    ck_assert_str_eq(p_hits("by_email", "[\"foo_bar\"]"), "");
+    /* unique under folding: another row, another case, refused */
+    ck_assert_err(p_put("c", "{\"email\": \"ann@example.COM\"}", true),
+                  TROUPE_ECONSTRAINT);
+    ck_assert_ok(p_put("c", "{\"email\": \"foo_bar\"}", true));
+    /* the row's own change of case is no clash */
+    ck_assert_ok(p_put("a", "{\"email\": \"ANN@example.com\"}", false));
+    ck_assert_str_eq(p_hits("by_email", "[\"Ann@Example.Com\"]"), "a");
+    ck_assert_str_eq(p_hits("by_tag", "[\"red\"]"), "");
+    uint64_t n = 0;
+    jbuf v = J("[\"foo_bar\"]");
+    troupe_index_query q = {.values = v.p, .values_len = v.n};
+    ck_assert_ok(troupe_tables_count_wait(X.tables, "p", "by_email", &q, &n));
+    ck_assert_uint_eq(n, 1);
+    free(v.p);
+    /* a map-entry value must be one entry with a string key */
+    v = J("[{\"en\": \"Apple\", \"fr\": \"Pomme\"}]");
+    q = (troupe_index_query){.values = v.p, .values_len = v.n, .limit = 1};
+    troupe_index_result *r = NULL;
+    ck_assert_err(troupe_tables_query_wait(X.tables, "p", "by_name", &q, &r),
+                  TROUPE_EINVAL);
+    free(v.p);
+    v = J("[{1: \"Apple\"}]");
+    q = (troupe_index_query){.values = v.p, .values_len = v.n, .limit = 1};
+    ck_assert_err(troupe_tables_query_wait(X.tables, "p", "by_name", &q, &r),
+                  TROUPE_EINVAL);
+    free(v.p);
+}
+END_TEST
+
 Suite *
 index_suite(void);
 
@@ -3520,6 +3766,7 @@ index_suite(void)
                         (int)(sizeof(bad_specs) / sizeof(bad_specs[0])));
     tcase_add_test(t, test_def_create_null_args_einval);
     tcase_add_test(t, test_def_pack_unpack_round_trip);
+    tcase_add_test(t, test_def_casefold_form_and_same_spec);
     tcase_add_loop_test(t, test_def_unpack_malformed_eproto, 0,
                         (int)(sizeof(bad_catalog) / sizeof(bad_catalog[0])));
     tcase_add_test(t, test_def_unpack_truncated_and_flipped_never_crash);
@@ -3582,6 +3829,7 @@ index_suite(void)
     tcase_add_checked_fixture(t, i_setup_standalone, i_teardown);
     tcase_set_timeout(t, 120);
     tcase_add_test(t, test_rebuild_and_drop_wait_twins);
+    tcase_add_test(t, test_paths_and_casefold_through_tables);
     suite_add_tcase(s, t);
     return s;
 }

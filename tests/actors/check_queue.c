@@ -1194,6 +1194,51 @@ START_TEST(test_list_page_larger_than_a_chunk)
 }
 END_TEST
 
+/* A listing's cursor names its queue: given to another queue (of the same
+ * shape, with rows at the same keys) it is refused with ERANGE, never
+ * read as a position there; its own queue takes it. */
+START_TEST(test_list_cursor_of_another_queue_is_erange)
+{
+    mkqueue("q1", 1, 0);
+    mkqueue("q2", 1, 0);
+    for (int i = 0; i < 4; i++) {
+        char id[8];
+        snprintf(id, sizeof(id), "e%d", i);
+        pub("q1", ev(id, "k", 100 + i));
+        pub("q2", ev(id, "k", 100 + i));
+    }
+    troupe_queue_page *pg = NULL;
+    ck_assert_ok(troupe_queue_list_wait(fx.qs, "q1", TROUPE_QUEUE_PENDING, NULL,
+                                        0, 2, &pg));
+    ck_assert_uint_eq(pg->n, 2);
+    uint8_t cur[256];
+    size_t cl = pg->cursor_len;
+    memcpy(cur, pg->cursor, cl);
+    troupe_queue_page_destroy(pg);
+    pg = NULL;
+    ck_assert_err(troupe_queue_list_wait(fx.qs, "q2", TROUPE_QUEUE_PENDING, cur,
+                                         cl, 2, &pg),
+                  TROUPE_ERANGE);
+    ck_assert_ptr_null(pg);
+    ck_assert_ok(troupe_queue_list_wait(fx.qs, "q1", TROUPE_QUEUE_PENDING, cur,
+                                        cl, 2, &pg));
+    ck_assert_uint_eq(pg->n, 2);
+    ck_assert_int_eq(pg->items[0].time_ms, 102);
+    troupe_queue_page_destroy(pg);
+    /* a row's storage key is no cursor either */
+    ck_assert_ok(troupe_queue_list_wait(fx.qs, "q1", TROUPE_QUEUE_PENDING, NULL,
+                                        0, 1, &pg));
+    uint8_t sk[256];
+    size_t skl = pg->items[0].skey_len;
+    memcpy(sk, pg->items[0].skey, skl);
+    troupe_queue_page_destroy(pg);
+    pg = NULL;
+    ck_assert_err(troupe_queue_list_wait(fx.qs, "q1", TROUPE_QUEUE_PENDING, sk,
+                                         skl, 1, &pg),
+                  TROUPE_ERANGE);
+}
+END_TEST
+
 START_TEST(test_in_flight_invocation_is_busy_and_spared)
 {
     mkqueue("q", 1, 0);
@@ -1579,6 +1624,7 @@ queue_suite(void)
     tcase_add_test(tc, test_list_pages_with_cursors_in_due_order);
     tcase_add_test(tc, test_enqueue_order_grows_across_reopen);
     tcase_add_test(tc, test_list_page_larger_than_a_chunk);
+    tcase_add_test(tc, test_list_cursor_of_another_queue_is_erange);
     tcase_add_test(tc, test_in_flight_invocation_is_busy_and_spared);
     tcase_add_test(tc, test_pending_survive_reopen_and_deliver);
     tcase_add_test(tc, test_queues_stop_drains_running_workers);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "troupe/alloc.h"
+#include "troupe/cursor.h"
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
 #include "troupe/table.h"
@@ -270,6 +271,20 @@ scan(const char *t, const char *start, const char *end, const void *after,
     return drive(troupe_table_scan(fx.tables, t, &so, on_rows, NULL));
 }
 
+/* A scan cursor of table `id` at key k, built by hand (troupe/cursor.h);
+ * its length is strlen(k) + TROUPE_CURSOR_OVERHEAD. Static buffer. */
+static const void *
+kc_id(uint64_t id, const char *k)
+{
+    static uint8_t buf[4][64];
+    static int next;
+    uint8_t *b = buf[next++ % 4];
+    troupe__cursor_put(b, TROUPE_CURSOR_ROWS, id, k, strlen(k));
+    return b;
+}
+/* The first table of a test has id 1. */
+#define KC(k) kc_id(1, k), strlen(k) + TROUPE_CURSOR_OVERHEAD
+
 /* The string field `f` of row i of the last result ("" when absent). */
 static const char *
 field(size_t i, const char *f)
@@ -407,8 +422,11 @@ END_TEST
 
 START_TEST(test_catalog_duplicate_name_is_eexist)
 {
+    static const troupe_index_field f = {"email", TROUPE_FIELD_STRING};
+    troupe_index_spec ix = {.name = "by_email", .fields = &f, .n_fields = 1};
     ck_assert_ok(create("users"));
-    ck_assert_err(create("users"), TROUPE_EEXIST);
+    ck_assert_ok(create("users")); /* the same spec: idempotent */
+    ck_assert_err(create_idx("users", &ix, 1), TROUPE_EEXIST);
     char **names;
     ck_assert_uint_eq(list(&names), 1);
     troupe_free(names);
@@ -621,6 +639,89 @@ START_TEST(test_row_get_many_in_order_asked_skipping_absent)
     ck_assert(row_key_is(1, "a"));
     ck_assert(row_key_is(2, "c"));
     ck_assert_str_eq(field(1, "v"), "A");
+}
+END_TEST
+
+/* get_many of zero keys is an empty result (Tito's, pi_db's), from both
+ * forms; keys may be NULL then; the table must exist. */
+START_TEST(test_get_many_zero_keys_is_empty)
+{
+    ck_assert_ok(create("t"));
+    ck_assert_ok(ins("t", "a", doc(1, "v", "x")));
+    const void *keys[] = {"a"};
+    size_t lens[] = {1};
+    ck_assert_ok(drive(
+        troupe_table_get_many(fx.tables, "t", keys, lens, 0, on_rows, NULL)));
+    ck_assert_ptr_nonnull(fx.rows);
+    ck_assert_uint_eq(fx.rows->n, 0);
+    ck_assert_ptr_null(fx.rows->cursor);
+    ck_assert(!fx.rows->more);
+    ck_assert_ok(drive(
+        troupe_table_get_many(fx.tables, "t", NULL, NULL, 0, on_rows, NULL)));
+    ck_assert_uint_eq(fx.rows->n, 0);
+    troupe_rows *rows = NULL;
+    ck_assert_ok(
+        troupe_table_get_many_wait(fx.tables, "t", NULL, NULL, 0, &rows));
+    ck_assert_ptr_nonnull(rows);
+    ck_assert_uint_eq(rows->n, 0);
+    troupe_rows_destroy(rows);
+    ck_assert_err(
+        troupe_table_get_many(fx.tables, "none", NULL, NULL, 0, on_rows, NULL),
+        TROUPE_ENOENT);
+    ck_assert_err(
+        troupe_table_get_many_wait(fx.tables, "none", NULL, NULL, 0, &rows),
+        TROUPE_ENOENT);
+    ck_assert_ptr_null(rows);
+}
+END_TEST
+
+static troupe_err
+write_nots(int kind, const char *t, const char *k, const void *d)
+{
+    troupe_write_opts wo = {.no_timestamps = true};
+    troupe_err (*fn)(troupe_tables *, const char *, const void *, size_t,
+                     const void *, size_t, const troupe_write_opts *,
+                     troupe_table_cb, void *) = kind == 0 ? troupe_table_insert
+                                                : kind == 1
+                                                    ? troupe_table_update
+                                                    : troupe_table_upsert;
+    return drive(fn(fx.tables, t, k, strlen(k), d, doclen, &wo, on_rows, NULL));
+}
+
+/* troupe_write_opts.no_timestamps turns stamping off for that write only:
+ * created_at / updated_at are stored as the document has them, on insert,
+ * update and upsert, and a stored created_at is not carried over either. */
+START_TEST(test_row_no_timestamps_switch_per_write)
+{
+    ck_assert_ok(create("t"));
+    atomic_store(&fx.now, T0 + 5);
+    ck_assert_ok(write_nots(
+        0, "t", "k", doc(3, "v", "a", "created_at", NULL, "updated_at", NULL)));
+    ck_assert_ok(get("t", "k"));
+    ck_assert_int_eq(ifield(0, "created_at"), 0);
+    ck_assert_int_eq(ifield(0, "updated_at"), 0);
+    atomic_store(&fx.now, T0 + 9); /* stamped again: created_at kept */
+    ck_assert_ok(upd("t", "k",
+                     doc(3, "v", "b", "created_at", NULL, "updated_at", NULL)));
+    ck_assert_ok(get("t", "k"));
+    ck_assert_int_eq(ifield(0, "created_at"), 0);
+    ck_assert_int_eq(ifield(0, "updated_at"), T0 + 9);
+    atomic_store(&fx.now, T0 + 11);
+    ck_assert_ok(write_nots(
+        1, "t", "k", doc(3, "v", "c", "created_at", NULL, "updated_at", NULL)));
+    ck_assert_ok(get("t", "k"));
+    ck_assert_int_eq(ifield(0, "created_at"), 0);
+    ck_assert_int_eq(ifield(0, "updated_at"), 0);
+    ck_assert_ok(write_nots(
+        2, "t", "u", doc(3, "v", "d", "created_at", NULL, "updated_at", NULL)));
+    ck_assert_ok(get("t", "u"));
+    ck_assert_int_eq(ifield(0, "created_at"), 0);
+    ck_assert_int_eq(ifield(0, "updated_at"), 0);
+    ck_assert_ok(ups("t", "u",
+                     doc(3, "v", "e", "created_at", NULL, "updated_at", NULL)));
+    ck_assert_ok(get("t", "u"));
+    ck_assert_int_eq(ifield(0, "created_at"), 0);
+    ck_assert_int_eq(ifield(0, "updated_at"), T0 + 11);
 }
 END_TEST
 
@@ -954,9 +1055,9 @@ START_TEST(test_scan_reverse_pages_in_descending_order)
     ck_assert(row_key_is(0, "k09"));
     ck_assert(row_key_is(3, "k06"));
     ck_assert(fx.rows->more);
-    ck_assert_ok(scan("s", NULL, NULL, "k06", 3, 4, true));
+    ck_assert_ok(scan("s", NULL, NULL, KC("k06"), 4, true));
     ck_assert(row_key_is(0, "k05"));
-    ck_assert_ok(scan("s", NULL, NULL, "k02", 3, 4, true));
+    ck_assert_ok(scan("s", NULL, NULL, KC("k02"), 4, true));
     ck_assert_uint_eq(fx.rows->n, 2);
     ck_assert(row_key_is(1, "k00"));
     ck_assert(!fx.rows->more);
@@ -974,7 +1075,7 @@ START_TEST(test_scan_bounds_are_half_open)
     ck_assert_ok(scan("s", "k03", "k06", NULL, 0, 100, true));
     ck_assert(row_key_is(0, "k05"));
     /* a cursor key that no longer exists still continues exactly */
-    ck_assert_ok(scan("s", "k03", "k06", "k035", 4, 100, false));
+    ck_assert_ok(scan("s", "k03", "k06", KC("k035"), 100, false));
     ck_assert_uint_eq(fx.rows->n, 2);
     ck_assert(row_key_is(0, "k04"));
 }
@@ -987,9 +1088,15 @@ START_TEST(test_scan_limit_zero_einval_cursor_outside_erange)
     ck_assert_err(
         scan("s", NULL, NULL, NULL, 0, TROUPE_TABLE_PAGE_MAX + 1, false),
         TROUPE_EINVAL);
-    ck_assert_err(scan("s", "k01", "k02", "k05", 3, 5, false), TROUPE_ERANGE);
-    ck_assert_err(scan("s", "k01", "k02", "a", 1, 5, true), TROUPE_ERANGE);
+    ck_assert_err(scan("s", "k01", "k02", KC("k05"), 5, false), TROUPE_ERANGE);
+    ck_assert_err(scan("s", "k01", "k02", KC("a"), 5, true), TROUPE_ERANGE);
     ck_assert_err(scan("s", "k05", "k01", NULL, 0, 5, false), TROUPE_EINVAL);
+    /* an empty range [k, k) is refused like an inverted one, both ways */
+    ck_assert_err(scan("s", "k01", "k01", NULL, 0, 5, false), TROUPE_EINVAL);
+    ck_assert_err(scan("s", "k01", "k01", NULL, 0, 5, true), TROUPE_EINVAL);
+    /* a start that is a prefix of end is a range */
+    ck_assert_ok(scan("s", "k0", "k01", NULL, 0, 5, false));
+    ck_assert_uint_eq(fx.rows->n, 1);
 }
 END_TEST
 
@@ -1513,6 +1620,7 @@ START_TEST(test_build_bad_arguments_and_name_clash)
     ck_assert_err(built_err, TROUPE_ENOENT); /* no table u */
     create_indexed();
     built = 0;
+    spec.unique = true; /* by_city exists, not unique: a name clash */
     ck_assert_ok(
         troupe_tables_add_index(fx.tables, "u", &spec, on_built, NULL));
     ck_assert(ts_run_until(&fx.loop, is_built, NULL, 10000));
@@ -1744,8 +1852,6 @@ START_TEST(test_api_bad_arguments)
     ck_assert_err(troupe_table_get(t, "t", "k", 1, NULL, NULL), TROUPE_EINVAL);
     const void *keys[] = {"a", ""};
     size_t lens[] = {1, 0};
-    ck_assert_err(troupe_table_get_many(t, "t", keys, lens, 0, no_cb, NULL),
-                  TROUPE_EINVAL);
     ck_assert_err(troupe_table_get_many(t, "t", NULL, lens, 1, no_cb, NULL),
                   TROUPE_EINVAL);
     ck_assert_err(troupe_table_get_many(t, "t", keys, lens, 2, no_cb, NULL),
@@ -1774,7 +1880,7 @@ START_TEST(test_api_bad_arguments)
     ck_assert_err(troupe_table_delete_wait(t, "t", NULL, 1, NULL),
                   TROUPE_EINVAL);
     ck_assert_err(troupe_table_get_wait(t, "t", "k", 0, &rows), TROUPE_EINVAL);
-    ck_assert_err(troupe_table_get_many_wait(t, "t", keys, lens, 0, &rows),
+    ck_assert_err(troupe_table_get_many_wait(t, "t", keys, lens, 1, NULL),
                   TROUPE_EINVAL);
     /* nothing reached the table */
     ck_assert_uint_eq(family_count("t.1"), 0);
@@ -1815,7 +1921,9 @@ START_TEST(test_wait_twins_round_trip)
 {
     troupe_tables *t = fx.tables;
     ck_assert_ok(troupe_tables_create_wait(t, "w", NULL, 0));
-    ck_assert_err(troupe_tables_create_wait(t, "w", NULL, 0), TROUPE_EEXIST);
+    ck_assert_ok(troupe_tables_create_wait(t, "w", NULL, 0)); /* same spec */
+    troupe_index_spec wix = {.name = "v", .fields = &vf, .n_fields = 1};
+    ck_assert_err(troupe_tables_create_wait(t, "w", &wix, 1), TROUPE_EEXIST);
     const void *d = doc(1, "v", "one");
     ck_assert_ok(troupe_table_insert_wait(t, "w", "a", 1, d, doclen, NULL));
     ck_assert_err(troupe_table_insert_wait(t, "w", "a", 1, d, doclen, NULL),
@@ -1840,13 +1948,16 @@ START_TEST(test_wait_twins_round_trip)
     ck_assert_ok(troupe_table_scan_wait(t, "w", &so, &rows));
     ck_assert_uint_eq(rows->n, 2);
     ck_assert_int_eq(rows->rows[0].key[0], 'b');
-    ck_assert_int_eq(rows->cursor[0], 'a');
+    ck_assert_uint_eq(rows->cursor_len, 1 + TROUPE_CURSOR_OVERHEAD);
+    ck_assert_mem_eq(rows->cursor, kc_id(1, "a"), rows->cursor_len);
     troupe_rows_destroy(rows);
     troupe_index_spec spec = {.name = "v", .fields = &vf, .n_fields = 1};
     ck_assert_ok(troupe_tables_add_index_wait(t, "w", &spec));
     bool ready = false;
     ck_assert_ok(troupe_tables_index_state(t, "w", "v", &ready));
     ck_assert(ready);
+    ck_assert_ok(troupe_tables_add_index_wait(t, "w", &spec)); /* again */
+    spec.unique = true; /* the name with another spec */
     ck_assert_err(troupe_tables_add_index_wait(t, "w", &spec), TROUPE_EEXIST);
     ck_assert_ok(troupe_table_delete_wait(t, "w", "a", 1, NULL));
     ck_assert_err(troupe_table_get_wait(t, "w", "a", 1, &rows), TROUPE_ENOENT);
@@ -1889,8 +2000,8 @@ START_TEST(test_reads_from_memory_here_from_disk_via_the_actor)
     ck_assert_ok(scan("a", NULL, NULL, NULL, 0, 10, false));
     ck_assert_uint_eq(fx.rows->n, 2);
     ck_assert(row_key_is(1, "k2"));
-    ck_assert_uint_eq(fx.rows->cursor_len, 2);
-    ck_assert_int_eq(memcmp(fx.rows->cursor, "k2", 2), 0);
+    ck_assert_uint_eq(fx.rows->cursor_len, 2 + TROUPE_CURSOR_OVERHEAD);
+    ck_assert_mem_eq(fx.rows->cursor, kc_id(1, "k2"), fx.rows->cursor_len);
     const void *keys[2] = {"k2", "k1"};
     size_t klens[2] = {2, 2};
     ck_assert_ok(drive(
@@ -1927,6 +2038,8 @@ table_suite(void)
     tcase_add_test(tc, test_row_manifest_written_for_row_without_index);
     tcase_add_test(tc, test_row_get_many_in_order_asked_skipping_absent);
     tcase_add_test(tc, test_row_timestamps_only_when_declared);
+    tcase_add_test(tc, test_row_no_timestamps_switch_per_write);
+    tcase_add_test(tc, test_get_many_zero_keys_is_empty);
     tcase_add_test(tc, test_row_expired_is_invisible_and_insertable);
     tcase_add_test(tc, test_row_concurrent_inserts_same_key_exactly_one_ok);
     tcase_add_test(tc, test_row_sync_flag_reaches_the_pipeline);

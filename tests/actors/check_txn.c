@@ -9,6 +9,7 @@
 
 #include "../../actors/table/src/table_int.h"
 #include "troupe/alloc.h"
+#include "troupe/cursor.h"
 #include "troupe/pack.h"
 #include "troupe/table.h"
 #include "troupe/txn.h"
@@ -729,8 +730,6 @@ START_TEST(test_txn_bad_arguments)
                   TROUPE_ENOENT);
     const void *keys[1] = {"k"};
     size_t kl[1] = {1};
-    ck_assert_err(troupe_txn_get_many(tx, "a", keys, kl, 0, never_cb, NULL),
-                  TROUPE_EINVAL);
     ck_assert_err(troupe_txn_get_many(tx, "a", NULL, kl, 1, never_cb, NULL),
                   TROUPE_EINVAL);
     ck_assert_err(troupe_txn_get_many(tx, "a", keys, NULL, 1, never_cb, NULL),
@@ -743,7 +742,7 @@ START_TEST(test_txn_bad_arguments)
     ck_assert_err(troupe_txn_get_wait(tx, "a", "k", 1, NULL), TROUPE_EINVAL);
     ck_assert_err(troupe_txn_get_many_wait(tx, "a", keys, kl, 1, NULL),
                   TROUPE_EINVAL);
-    ck_assert_err(troupe_txn_get_many_wait(tx, "a", keys, kl, 0, &rows),
+    ck_assert_err(troupe_txn_get_many_wait(tx, "a", NULL, kl, 1, &rows),
                   TROUPE_EINVAL);
     ck_assert_ptr_null(rows);
     ck_assert_err(troupe_txn_commit(NULL, TROUPE_SYNC_ON, never_commit, NULL),
@@ -819,10 +818,12 @@ START_TEST(test_txn_scan_merges_snapshot_with_own_writes)
     troupe_rows *rows = NULL;
     ck_assert_ok(troupe_txn_scan_wait(tx, "a", &so, &rows));
     assert_page(rows, "ac", (int64_t[]){1, 30}, true);
-    ck_assert_uint_eq(rows->cursor_len, 1);
-    ck_assert_int_eq(rows->cursor[0], 'c');
-    so.after = "c";
-    so.after_len = 1;
+    uint8_t cur[1 + TROUPE_CURSOR_OVERHEAD];
+    troupe__cursor_put(cur, TROUPE_CURSOR_ROWS, 1, "c", 1); /* table a: 1 */
+    ck_assert_uint_eq(rows->cursor_len, sizeof(cur));
+    ck_assert_mem_eq(rows->cursor, cur, sizeof(cur));
+    so.after = cur;
+    so.after_len = sizeof(cur);
     troupe_rows_destroy(rows);
     ck_assert_ok(troupe_txn_scan_wait(tx, "a", &so, &rows));
     assert_page(rows, "df", (int64_t[]){4, 6}, false);
@@ -837,8 +838,9 @@ START_TEST(test_txn_scan_merges_snapshot_with_own_writes)
     assert_page(rows, "fdca", (int64_t[]){6, 4, 30, 1}, false);
     troupe_rows_destroy(rows);
     /* a cursor outside the range */
-    so.after = "x";
-    so.after_len = 1;
+    troupe__cursor_put(cur, TROUPE_CURSOR_ROWS, 1, "x", 1);
+    so.after = cur;
+    so.after_len = sizeof(cur);
     ck_assert_err(troupe_txn_scan_wait(tx, "a", &so, &rows), TROUPE_ERANGE);
     ck_assert_ok(troupe_txn_rollback(tx));
     troupe_txn_destroy(tx);
@@ -919,6 +921,10 @@ START_TEST(test_txn_scan_bad_arguments)
     ck_assert_err(troupe_txn_scan(tx, "a", &so, never_cb, NULL), TROUPE_EINVAL);
     so = (troupe_scan_opts){
         .start = "b", .start_len = 1, .end = "a", .end_len = 1, .limit = 1};
+    ck_assert_err(troupe_txn_scan(tx, "a", &so, never_cb, NULL), TROUPE_EINVAL);
+    so.end = "b"; /* [b, b): empty, refused */
+    ck_assert_err(troupe_txn_scan(tx, "a", &so, never_cb, NULL), TROUPE_EINVAL);
+    so.reverse = true;
     ck_assert_err(troupe_txn_scan(tx, "a", &so, never_cb, NULL), TROUPE_EINVAL);
     static unsigned char big[TROUPE_KEY_MAX + 1];
     so = (troupe_scan_opts){.start = big, .start_len = sizeof(big), .limit = 1};
@@ -1212,6 +1218,411 @@ START_TEST(test_txn_reserved_range_holds_writes_into_it)
 }
 END_TEST
 
+/* Reserves key `k` of table `t` for reading, as a prepared transaction
+ * that has not finished would (seq0 past every version: no conflict of
+ * its own). Returns its shared state for raw_finish. */
+static ttxn_shared *
+raw_read_reserve(const char *t, const char *k)
+{
+    troupe_addr a;
+    troupe_cf *cf;
+    ck_assert_ok(troupe__tables_lookup_cf(fx.tables, t, &a, &cf));
+    ttxn_shared *sh = troupe_calloc(1, sizeof(*sh));
+    ck_assert_ptr_nonnull(sh);
+    atomic_init(&sh->refs, 1);
+    atomic_init(&sh->state, TTXN_OPEN);
+    ck_assert_ok(troupe_batch_create(&sh->batch));
+    size_t kl = strlen(k);
+    ttxn_prep *p = troupe_calloc(1, sizeof(*p) + sizeof(ttxn_key) + kl);
+    ck_assert_ptr_nonnull(p);
+    p->keys = (ttxn_key *)(p + 1);
+    unsigned char *kb = (unsigned char *)(p->keys + 1);
+    memcpy(kb, k, kl);
+    p->keys[0] = (ttxn_key){.kind = TTXN_READ, .key = kb, .klen = kl};
+    p->n = 1;
+    p->seq0 = UINT64_MAX;
+    p->reserve_ms = 60000;
+    p->sh = troupe__ttxn_retain(sh);
+    troupe_msg *m = NULL;
+    ck_assert_ok(troupe_msg_create(&m, TABLE_TXN_PREPARE, NULL, 0));
+    m->ptr = p;
+    m->ptr_drop = troupe__ttxn_prep_free;
+    atomic_store(&rsv_state, -1);
+    ck_assert_ok(troupe_runtime_ask(fx.rt, a, &m, 5000, on_raw_prepared, NULL));
+    ck_assert(ts_wait_until(raw_prepared, NULL, 5000));
+    ck_assert_int_eq(atomic_load(&rsv_state), TROUPE_OK);
+    return sh;
+}
+
+/* Ends the reservation of raw_read_reserve (nothing published). */
+static void
+raw_finish(const char *t, ttxn_shared *sh)
+{
+    troupe_addr a;
+    troupe_cf *cf;
+    ck_assert_ok(troupe__tables_lookup_cf(fx.tables, t, &a, &cf));
+    ttxn_fin *f = troupe_calloc(1, sizeof(*f));
+    ck_assert_ptr_nonnull(f);
+    f->sh = troupe__ttxn_retain(sh);
+    troupe_msg *m = NULL;
+    ck_assert_ok(troupe_msg_create(&m, TABLE_TXN_FINISH, NULL, 0));
+    m->ptr = f;
+    m->ptr_drop = troupe__ttxn_fin_free;
+    atomic_store(&rsv_state, -1);
+    ck_assert_ok(troupe_runtime_ask(fx.rt, a, &m, 5000, on_raw_prepared, NULL));
+    ck_assert(ts_wait_until(raw_prepared, NULL, 5000));
+    ck_assert_int_eq(atomic_load(&rsv_state), TROUPE_OK);
+    troupe__ttxn_release(sh);
+}
+
+static void
+assert_kinds(troupe_txn *tx, size_t n, const char *const *keys,
+             const uint32_t *kinds)
+{
+    const troupe_txn_conflict *c = NULL;
+    size_t got = 0;
+    ck_assert_ok(troupe_txn_conflicts(tx, &c, &got));
+    ck_assert_uint_eq(got, n);
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_uint_eq(c[i].key_len, strlen(keys[i]));
+        ck_assert(memcmp(c[i].key, keys[i], c[i].key_len) == 0);
+        ck_assert_msg(c[i].kinds == kinds[i], "key %s: kinds %u, want %u",
+                      keys[i], (unsigned)c[i].kinds, (unsigned)kinds[i]);
+    }
+}
+
+/* The msgpack type of field "created_at" of the stored row t/k. */
+static troupe_mp_type
+created_type(const char *t, const char *k)
+{
+    troupe_rows *rows = NULL;
+    ck_assert_ok(troupe_table_get_wait(fx.tables, t, k, strlen(k), &rows));
+    troupe_reader r;
+    uint32_t n = 0;
+    const char *f;
+    size_t fl;
+    troupe_reader_init(&r, rows->rows[0].doc, rows->rows[0].doc_len);
+    troupe_read_map(&r, &n);
+    ck_assert_uint_eq(n, 1);
+    troupe_read_str(&r, 16, &f, &fl);
+    ck_assert_ok(r.err);
+    ck_assert(fl == 10 && memcmp(f, "created_at", 10) == 0);
+    troupe_mp_type ty = troupe_read_peek(&r);
+    troupe_rows_destroy(rows);
+    return ty;
+}
+
+static atomic_int zero_calls;
+static troupe_err zero_err;
+static size_t zero_n = 99;
+
+static void
+on_zero(troupe_err err, troupe_rows *rows, void *arg)
+{
+    zero_err = err;
+    zero_n = rows != NULL ? rows->n : 99;
+    troupe_rows_destroy(rows);
+    atomic_fetch_add(&zero_calls, 1);
+}
+
+static bool
+zero_done(void *arg)
+{
+    return atomic_load(&zero_calls) == 1;
+}
+
+/* A transaction's get_many of zero keys is an empty result, from both
+ * forms; the table must exist, and it still counts as an ordinary read. */
+START_TEST(test_txn_get_many_zero_keys_is_empty)
+{
+    ck_assert_ok(troupe_tables_create_wait(fx.tables, "a", NULL, 0));
+    put("a", "k", 1);
+    troupe_txn *tx = NULL;
+    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx));
+    troupe_rows *rows = NULL;
+    ck_assert_ok(troupe_txn_get_many_wait(tx, "a", NULL, NULL, 0, &rows));
+    ck_assert_ptr_nonnull(rows);
+    ck_assert_uint_eq(rows->n, 0);
+    troupe_rows_destroy(rows);
+    atomic_store(&zero_calls, 0);
+    ck_assert_ok(troupe_txn_get_many(tx, "a", NULL, NULL, 0, on_zero, NULL));
+    ck_assert(ts_wait_until(zero_done, NULL, 5000));
+    ck_assert_int_eq(zero_err, TROUPE_OK);
+    ck_assert_uint_eq(zero_n, 0);
+    ck_assert_err(troupe_txn_get_many_wait(tx, "none", NULL, NULL, 0, &rows),
+                  TROUPE_ENOENT);
+    ck_assert_err(troupe_txn_read_version(tx, "a", "k", 1, 1), TROUPE_ESTATE);
+    ck_assert_ok(troupe_txn_commit_wait(tx, TROUPE_SYNC_DEFAULT));
+    troupe_txn_destroy(tx);
+}
+END_TEST
+
+/* no_timestamps reaches transactional writes: the last write of a key
+ * decides, as it does for expiry. */
+START_TEST(test_txn_no_timestamps_switch)
+{
+    ck_assert_ok(troupe_tables_create_wait(fx.tables, "a", NULL, 0));
+    troupe_write_opts off = {.no_timestamps = true};
+    troupe_txn *tx = NULL;
+    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx));
+    ck_assert_ok(
+        troupe_txn_insert(tx, "a", "k1", 2, DS(0, "created_at", "x"), &off));
+    ck_assert_ok(
+        troupe_txn_insert(tx, "a", "k2", 2, DS(0, "created_at", "x"), NULL));
+    ck_assert_ok(
+        troupe_txn_insert(tx, "a", "k3", 2, DS(0, "created_at", "x"), NULL));
+    ck_assert_ok(
+        troupe_txn_update(tx, "a", "k3", 2, DS(0, "created_at", "y"), &off));
+    ck_assert_ok(troupe_txn_commit_wait(tx, TROUPE_SYNC_DEFAULT));
+    troupe_txn_destroy(tx);
+    ck_assert_int_eq(created_type("a", "k1"), TROUPE_MP_STR);
+    ck_assert_int_eq(created_type("a", "k2"), TROUPE_MP_UINT); /* stamped */
+    ck_assert_int_eq(created_type("a", "k3"), TROUPE_MP_STR);
+}
+END_TEST
+
+/* {"tags": [a, b]} */
+static const void *
+doc_tags(int slot, const char *a, const char *b)
+{
+    troupe_packer p;
+    troupe_pack_init(&p);
+    troupe_pack_map(&p, 1);
+    troupe_pack_cstr(&p, "tags");
+    troupe_pack_array(&p, 2);
+    troupe_pack_cstr(&p, a);
+    troupe_pack_cstr(&p, b);
+    size_t n;
+    const void *d = troupe_pack_data(&p, &n);
+    memcpy(dbuf[slot], d, n);
+    dlen[slot] = n;
+    troupe_pack_fini(&p);
+    return dbuf[slot];
+}
+
+/* A msgpack array of one string, in slot's buffer. */
+static troupe_index_query
+q_one(int slot, const char *v, size_t limit)
+{
+    troupe_packer p;
+    troupe_pack_init(&p);
+    troupe_pack_array(&p, 1);
+    troupe_pack_cstr(&p, v);
+    size_t n;
+    const void *d = troupe_pack_data(&p, &n);
+    memcpy(dbuf[slot], d, n);
+    troupe_pack_fini(&p);
+    return (troupe_index_query){
+        .values = dbuf[slot], .values_len = n, .limit = limit};
+}
+
+static bool
+row_is(const troupe_rows *r, size_t i, const char *k)
+{
+    return r->rows[i].key_len == strlen(k) &&
+           memcmp(r->rows[i].key, k, r->rows[i].key_len) == 0;
+}
+
+static atomic_int rm_calls;
+static troupe_err rm_err;
+static troupe_rows *rm_rows;
+
+static void
+on_removed(troupe_err err, troupe_rows *rows, void *arg)
+{
+    rm_err = err;
+    rm_rows = rows;
+    atomic_fetch_add(&rm_calls, 1);
+}
+
+static bool
+removed(void *arg)
+{
+    return atomic_load(&rm_calls) == 1;
+}
+
+/* Remove by index: up to limit rows an index value (or range) matches,
+ * deleted in one transaction and returned, one per row in index order
+ * however many of its entries match; expired rows are not taken. */
+START_TEST(test_txn_remove_by_index)
+{
+    static const troupe_index_field city_f = {.path = "city",
+                                              .type = TROUPE_FIELD_STRING};
+    static const troupe_index_field tag_f = {.path = "tags",
+                                             .type = TROUPE_FIELD_STRING};
+    troupe_index_spec ix[2] = {
+        {.name = "by_city", .fields = &city_f, .n_fields = 1},
+        {.name = "by_tag", .fields = &tag_f, .n_fields = 1}};
+    ck_assert_ok(troupe_tables_create_wait(fx.tables, "a", ix, 2));
+    const char *cities[] = {"Oslo", "Rome", "Oslo", "Oslo"};
+    const char *keys[] = {"k1", "k2", "k3", "k4"};
+    for (int i = 0; i < 4; i++)
+        ck_assert_ok(troupe_table_insert_wait(fx.tables, "a", keys[i], 2,
+                                              DS(0, "city", cities[i]), NULL));
+    troupe_write_opts gone = {.expires_at_ms = 1}; /* long expired */
+    ck_assert_ok(troupe_table_insert_wait(fx.tables, "a", "k0", 2,
+                                          DS(0, "city", "Oslo"), &gone));
+    troupe_index_query q = q_one(1, "Oslo", 2);
+    troupe_rows *rows = NULL;
+    ck_assert_ok(troupe_txn_remove_by_index_wait(fx.tables, "a", "by_city", &q,
+                                                 TROUPE_SYNC_DEFAULT, &rows));
+    ck_assert_uint_eq(rows->n, 2);
+    ck_assert(row_is(rows, 0, "k1"));
+    ck_assert(row_is(rows, 1, "k3"));
+    ck_assert(rows->more);
+    troupe_rows_destroy(rows);
+    ck_assert_int_eq(stored("a", "k1"), -1);
+    ck_assert_int_eq(stored("a", "k3"), -1);
+    /* the asynchronous form takes the rest */
+    q = q_one(1, "Oslo", 10);
+    atomic_store(&rm_calls, 0);
+    ck_assert_ok(troupe_txn_remove_by_index(
+        fx.tables, "a", "by_city", &q, TROUPE_SYNC_DEFAULT, on_removed, NULL));
+    ck_assert(ts_wait_until(removed, NULL, 10000));
+    ck_assert_int_eq(rm_err, TROUPE_OK);
+    ck_assert_uint_eq(rm_rows->n, 1);
+    ck_assert(row_is(rm_rows, 0, "k4"));
+    ck_assert(!rm_rows->more);
+    troupe_rows_destroy(rm_rows);
+    troupe_rows *left = NULL;
+    troupe_scan_opts so = {.limit = 10};
+    ck_assert_ok(troupe_table_scan_wait(fx.tables, "a", &so, &left));
+    ck_assert_uint_eq(left->n, 1); /* k2, Rome (k0 is expired) */
+    ck_assert(row_is(left, 0, "k2"));
+    troupe_rows_destroy(left);
+    q = q_one(1, "Paris", 10);
+    ck_assert_ok(troupe_txn_remove_by_index_wait(fx.tables, "a", "by_city", &q,
+                                                 TROUPE_SYNC_DEFAULT, &rows));
+    ck_assert_uint_eq(rows->n, 0);
+    ck_assert(!rows->more);
+    troupe_rows_destroy(rows);
+    /* a row matching through two entries is one row */
+    const void *td = doc_tags(0, "x", "y");
+    ck_assert_ok(
+        troupe_table_insert_wait(fx.tables, "a", "t1", 2, td, dlen[0], NULL));
+    td = doc_tags(0, "y", "z");
+    ck_assert_ok(
+        troupe_table_insert_wait(fx.tables, "a", "t2", 2, td, dlen[0], NULL));
+    troupe_packer pf, pt;
+    troupe_pack_init(&pf);
+    troupe_pack_array(&pf, 1);
+    troupe_pack_cstr(&pf, "a");
+    troupe_pack_init(&pt);
+    troupe_pack_array(&pt, 1);
+    troupe_pack_cstr(&pt, "zz");
+    q = (troupe_index_query){.limit = 10};
+    q.from = troupe_pack_data(&pf, &q.from_len);
+    q.to = troupe_pack_data(&pt, &q.to_len);
+    ck_assert_ok(troupe_txn_remove_by_index_wait(fx.tables, "a", "by_tag", &q,
+                                                 TROUPE_SYNC_DEFAULT, &rows));
+    ck_assert_uint_eq(rows->n, 2);
+    ck_assert(row_is(rows, 0, "t1"));
+    ck_assert(row_is(rows, 1, "t2"));
+    troupe_rows_destroy(rows);
+    ck_assert_int_eq(stored("a", "t1"), -1);
+    ck_assert_int_eq(stored("a", "t2"), -1);
+    /* bad arguments: nothing removed */
+    q = q_one(1, "Rome", 1);
+    q.limit = 0;
+    ck_assert_err(troupe_txn_remove_by_index_wait(fx.tables, "a", "by_city", &q,
+                                                  TROUPE_SYNC_DEFAULT, &rows),
+                  TROUPE_EINVAL);
+    q.limit = TROUPE_TABLE_PAGE_MAX + 1;
+    ck_assert_err(troupe_txn_remove_by_index_wait(fx.tables, "a", "by_city", &q,
+                                                  TROUPE_SYNC_DEFAULT, &rows),
+                  TROUPE_EINVAL);
+    q.limit = 1;
+    q.from = q.values;
+    q.from_len = q.values_len;
+    ck_assert_err(troupe_txn_remove_by_index_wait(fx.tables, "a", "by_city", &q,
+                                                  TROUPE_SYNC_DEFAULT, &rows),
+                  TROUPE_EINVAL);
+    q = q_one(1, "Rome", 1);
+    ck_assert_err(troupe_txn_remove_by_index_wait(fx.tables, "a", "nope", &q,
+                                                  TROUPE_SYNC_DEFAULT, &rows),
+                  TROUPE_ENOENT);
+    ck_assert_err(troupe_txn_remove_by_index_wait(fx.tables, "b", "by_city", &q,
+                                                  TROUPE_SYNC_DEFAULT, &rows),
+                  TROUPE_ENOENT);
+    ck_assert_err(troupe_txn_remove_by_index(fx.tables, "a", "by_city", &q,
+                                             TROUPE_SYNC_DEFAULT, NULL, NULL),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_txn_remove_by_index_wait(fx.tables, "a", "by_city", &q,
+                                                  TROUPE_SYNC_DEFAULT, NULL),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_txn_remove_by_index_wait(fx.tables, "a", "by_city", &q,
+                                                  (troupe_sync)99, &rows),
+                  TROUPE_EINVAL);
+    ck_assert_ptr_null(rows);
+    ck_assert_ok(troupe_table_get_wait(fx.tables, "a", "k2", 2, &rows));
+    troupe_rows_destroy(rows);
+    troupe_pack_fini(&pf);
+    troupe_pack_fini(&pt);
+}
+END_TEST
+
+static uint64_t
+qver(const char *t, const char *k, int64_t *v);
+
+/* Each conflict says why: a read that no longer matches (STALE), a key
+ * another transaction holds (RESERVED), or both at once (one entry with
+ * both bits, in the usual order). */
+START_TEST(test_txn_conflicts_say_their_kind)
+{
+    ck_assert_ok(troupe_tables_create_wait(fx.tables, "a", NULL, 0));
+    put("a", "s", 1);
+    put("a", "r", 1);
+    troupe_txn *both = NULL, *stale = NULL;
+    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &both));
+    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &stale));
+    ck_assert_int_eq(txv(both, "a", "r"), 1);
+    ck_assert_int_eq(txv(stale, "a", "s"), 1);
+    put("a", "r", 2); /* both's read of r is stale now, */
+    put("a", "s", 2); /* and stale's of s */
+    ttxn_shared *sh = raw_read_reserve("a", "r"); /* r is held */
+    troupe_txn *held = NULL;
+    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &held));
+    ck_assert_ok(txput(held, "a", "r", 3));
+    ck_assert_ok(txput(held, "a", "q", 3));
+    ck_assert_err(troupe_txn_commit_wait(held, TROUPE_SYNC_DEFAULT),
+                  TROUPE_ECONFLICT);
+    const char *k_r[] = {"r"};
+    const uint32_t k_res[] = {TROUPE_CONFLICT_RESERVED};
+    assert_kinds(held, 1, k_r, k_res);
+    ck_assert_ok(txput(both, "a", "r", 4));
+    ck_assert_ok(txput(both, "a", "a", 4));
+    ck_assert_err(troupe_txn_commit_wait(both, TROUPE_SYNC_DEFAULT),
+                  TROUPE_ECONFLICT);
+    const uint32_t k_both[] = {TROUPE_CONFLICT_STALE |
+                               TROUPE_CONFLICT_RESERVED};
+    assert_kinds(both, 1, k_r, k_both);
+    ck_assert_ok(txput(stale, "a", "t", 5));
+    ck_assert_err(troupe_txn_commit_wait(stale, TROUPE_SYNC_DEFAULT),
+                  TROUPE_ECONFLICT);
+    const char *k_s[] = {"s"};
+    const uint32_t k_stale[] = {TROUPE_CONFLICT_STALE};
+    assert_kinds(stale, 1, k_s, k_stale);
+    raw_finish("a", sh);
+    troupe_txn_destroy(held);
+    troupe_txn_destroy(both);
+    troupe_txn_destroy(stale);
+    /* a versioned read of an old version: stale; the callback's array is
+     * the same set */
+    int64_t v;
+    uint64_t old = qver("a", "s", &v);
+    put("a", "s", 6);
+    troupe_txn *tx = NULL;
+    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx));
+    ck_assert_ok(troupe_txn_read_version(tx, "a", "s", 1, old));
+    ck_assert_err(troupe_txn_commit_version_wait(tx, TROUPE_SYNC_DEFAULT),
+                  TROUPE_ECONFLICT);
+    assert_kinds(tx, 1, k_s, k_stale);
+    troupe_txn_destroy(tx);
+    ck_assert_int_eq(stored("a", "r"), 2);
+    ck_assert_int_eq(stored("a", "q"), -1);
+}
+END_TEST
+
 /* ---- the versioned API -------------------------------------------------- */
 
 static uint64_t
@@ -1317,6 +1728,131 @@ START_TEST(test_txn_versioned_query_commit_receipts_and_conflicts)
     ck_assert_err(troupe_txn_commit_version_wait(tx, TROUPE_SYNC_DEFAULT),
                   TROUPE_ECONFLICT);
     troupe_txn_destroy(tx);
+}
+END_TEST
+
+/* pi_db refuses duplicate read or write entries before anything happens:
+ * a second read_version of one key is EINVAL (it would otherwise replace
+ * the first, so a stale read followed by a current one would commit), and
+ * in the versioned path each key is written once. */
+START_TEST(test_txn_versioned_duplicate_entries_refused)
+{
+    ck_assert_ok(troupe_tables_create_wait(fx.tables, "a", NULL, 0));
+    put("a", "k", 1);
+    int64_t v;
+    uint64_t stale = qver("a", "k", &v);
+    put("a", "k", 2);
+    uint64_t cur = qver("a", "k", &v);
+    ck_assert_uint_gt(cur, stale);
+    troupe_txn *tx = NULL;
+    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx));
+    ck_assert_ok(troupe_txn_read_version(tx, "a", "k", 1, stale));
+    ck_assert_err(troupe_txn_read_version(tx, "a", "k", 1, cur), TROUPE_EINVAL);
+    ck_assert_err(troupe_txn_read_version(tx, "a", "k", 1, stale),
+                  TROUPE_EINVAL);
+    ck_assert_ok(txput(tx, "a", "k", 3));
+    /* the first entry stands: the stale read conflicts, nothing written */
+    ck_assert_err(troupe_txn_commit_version_wait(tx, TROUPE_SYNC_DEFAULT),
+                  TROUPE_ECONFLICT);
+    const char *tabs[] = {"a"};
+    const char *keys[] = {"k"};
+    assert_conflicts(tx, 1, tabs, keys);
+    troupe_txn_destroy(tx);
+    ck_assert_int_eq(stored("a", "k"), 2);
+
+    /* a versioned transaction writes a key once */
+    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx));
+    ck_assert_ok(troupe_txn_read_version(tx, "a", "k", 1, cur));
+    ck_assert_ok(txput(tx, "a", "k", 4));
+    ck_assert_err(txput(tx, "a", "k", 5), TROUPE_EINVAL);
+    ck_assert_err(troupe_txn_delete(tx, "a", "k", 1), TROUPE_EINVAL);
+    ck_assert_ok(txput(tx, "a", "other", 6));
+    ck_assert_ok(troupe_txn_commit_version_wait(tx, TROUPE_SYNC_DEFAULT));
+    troupe_txn_destroy(tx);
+    ck_assert_int_eq(stored("a", "k"), 4);
+    ck_assert_int_eq(stored("a", "other"), 6);
+
+    /* written twice before it chose the versioned path: commit_version
+     * refuses at the call and the transaction stays open */
+    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx));
+    ck_assert_ok(txput(tx, "a", "w", 7));
+    ck_assert_ok(txput(tx, "a", "w", 8));
+    ck_assert_err(troupe_txn_commit_version_wait(tx, TROUPE_SYNC_DEFAULT),
+                  TROUPE_EINVAL);
+    ck_assert_ok(troupe_txn_rollback(tx));
+    troupe_txn_destroy(tx);
+    ck_assert_int_eq(stored("a", "w"), -1);
+}
+END_TEST
+
+static atomic_int part_done_calls;
+static _Atomic troupe_err part_outcome;
+
+static troupe_err
+part_write_nothing(void *arg, troupe_batch *b)
+{
+    return TROUPE_OK;
+}
+
+static void
+part_done(void *arg, troupe_err outcome)
+{
+    atomic_store(&part_outcome, outcome);
+    atomic_fetch_add(&part_done_calls, 1);
+}
+
+/* A commit whose table was dropped after the write was buffered answers
+ * the missing-table error with an empty conflict list, also when another
+ * table conflicted first, in both commit forms and for its participants:
+ * EDEAD (the table's actor is gone) never leaks out of a commit. */
+START_TEST(test_txn_commit_on_dropped_table_is_enoent)
+{
+    for (int form = 0; form < 3; form++) {
+        ck_assert_ok(troupe_tables_create_wait(fx.tables, "a", NULL, 0));
+        ck_assert_ok(troupe_tables_create_wait(fx.tables, "b", NULL, 0));
+        put("a", "c", 1);
+        troupe_txn *tx = NULL;
+        ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx));
+        if (form == 1) { /* a read of "a" that conflicts, before "b" */
+            ck_assert_int_eq(txv(tx, "a", "c"), 1);
+            put("a", "c", 2);
+        }
+        ck_assert_ok(txput(tx, "a", "c", 3));
+        ck_assert_ok(txput(tx, "b", "k", 4));
+        atomic_store(&part_done_calls, 0);
+        troupe_txn_part part = {
+            .write = part_write_nothing, .done = part_done, .arg = NULL};
+        ck_assert_ok(troupe_txn_attach(tx, &part));
+        ck_assert_ok(troupe_tables_drop_wait(fx.tables, "b"));
+        if (form == 2)
+            ck_assert_err(
+                troupe_txn_commit_version_wait(tx, TROUPE_SYNC_DEFAULT),
+                TROUPE_ENOENT);
+        else
+            ck_assert_err(troupe_txn_commit_wait(tx, TROUPE_SYNC_DEFAULT),
+                          TROUPE_ENOENT);
+        const troupe_txn_conflict *c = NULL;
+        size_t n = 99;
+        ck_assert_ok(troupe_txn_conflicts(tx, &c, &n));
+        ck_assert_uint_eq(n, 0);
+        ck_assert_ptr_null(c);
+        ck_assert_int_eq(atomic_load(&part_done_calls), 1);
+        ck_assert_int_eq(atomic_load(&part_outcome), TROUPE_ENOENT);
+        troupe_txn_destroy(tx);
+        ck_assert_int_eq(stored("a", "c"), form == 1 ? 2 : 1);
+        /* the name taken again by a new table: still the old one's error */
+        ck_assert_ok(troupe_tables_create_wait(fx.tables, "b", NULL, 0));
+        ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx));
+        ck_assert_ok(txput(tx, "b", "k", 5));
+        ck_assert_ok(troupe_tables_drop_wait(fx.tables, "b"));
+        ck_assert_ok(troupe_tables_create_wait(fx.tables, "b", NULL, 0));
+        ck_assert_err(troupe_txn_commit_wait(tx, TROUPE_SYNC_DEFAULT),
+                      TROUPE_ENOENT);
+        troupe_txn_destroy(tx);
+        ck_assert_int_eq(stored("b", "k"), -1);
+        ck_assert_ok(troupe_tables_drop_wait(fx.tables, "a"));
+        ck_assert_ok(troupe_tables_drop_wait(fx.tables, "b"));
+    }
 }
 END_TEST
 
@@ -1554,6 +2090,12 @@ txn_suite(void)
     tcase_add_test(tc, test_txn_full_version_map_sheds_unneeded_records_first);
     tcase_add_test(tc, test_txn_query_versions_batch_matches_single_queries);
     tcase_add_test(tc, test_txn_versioned_query_commit_receipts_and_conflicts);
+    tcase_add_test(tc, test_txn_versioned_duplicate_entries_refused);
+    tcase_add_test(tc, test_txn_commit_on_dropped_table_is_enoent);
+    tcase_add_test(tc, test_txn_conflicts_say_their_kind);
+    tcase_add_test(tc, test_txn_no_timestamps_switch);
+    tcase_add_test(tc, test_txn_get_many_zero_keys_is_empty);
+    tcase_add_test(tc, test_txn_remove_by_index);
     tcase_add_test(tc,
                    test_txn_versioned_api_first_version_once_and_bad_arguments);
     tcase_add_test(tc,

@@ -16,11 +16,14 @@ Suite *
 hostile_suite(void);
 Suite *
 lanes_suite(void);
+Suite *
+catalog_suite(void);
 
 int
 main(void)
 {
-    Suite *s[] = {kv_suite(),  table_suite(), index_suite(),   txn_suite(),
-                  ttl_suite(), queue_suite(), hostile_suite(), lanes_suite()};
+    Suite *s[] = {kv_suite(),      table_suite(), index_suite(),
+                  txn_suite(),     ttl_suite(),   queue_suite(),
+                  hostile_suite(), lanes_suite(), catalog_suite()};
     return ts_run_suites(s, (int)(sizeof(s) / sizeof(s[0])));
 }

@@ -6,11 +6,12 @@
  * validates the whole map once; each field lookup then walks a copy of that
  * reader, so a hostile document can make derive fail with EPROTO but never
  * read outside its bytes. Every field yields a list of encoded key elements
- * (one per qualifying scalar or array element); the keys are the cartesian
- * product of those lists, each followed by the bytes(pk) element, then
- * sorted and deduplicated. The product is capped (TROUPE_INDEX_ROW_KEYS_MAX)
- * because a document of a few kilobytes with several arrays could otherwise
- * ask for billions of keys.
+ * (one per qualifying scalar, leaf array element or map entry: the path
+ * rules below "derivation"); the keys are the cartesian product of those
+ * lists, each followed by the tiebreaks of CASEFOLD fields and the
+ * bytes(pk) element, then sorted and deduplicated. The product is capped
+ * (TROUPE_INDEX_ROW_KEYS_MAX) because a document of a few kilobytes with
+ * several arrays could otherwise ask for billions of keys.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -159,6 +160,22 @@ put_int(troupe_reader *r, troupe_key_writer *w)
     return e == TROUPE_OK ? 1 : -(int)e;
 }
 
+/* The string element of s under the CASEFOLD collation. */
+static troupe_err
+put_folded(troupe_key_writer *w, const char *s, size_t n)
+{
+    unsigned char small[256];
+    size_t cap = troupe__index_casefold_max(n);
+    unsigned char *b = cap <= sizeof(small) ? small : troupe_malloc(cap);
+    if (b == NULL)
+        return TROUPE_ENOMEM;
+    size_t fl = troupe__index_casefold((const unsigned char *)s, n, b);
+    troupe_err e = troupe_key_put_string(w, (const char *)b, fl);
+    if (b != small)
+        troupe_free(b);
+    return e;
+}
+
 int
 troupe__index_put_value(troupe_reader *r, troupe_field_type t,
                         troupe_key_writer *w)
@@ -166,6 +183,7 @@ troupe__index_put_value(troupe_reader *r, troupe_field_type t,
     troupe_mp_type mt = troupe_read_peek(r);
     troupe_err e = TROUPE_OK;
     switch (t) {
+    case TROUPE_FIELD_STRING_CASEFOLD:
     case TROUPE_FIELD_STRING:
         if (mt == TROUPE_MP_STR) {
             const char *s;
@@ -174,7 +192,8 @@ troupe__index_put_value(troupe_reader *r, troupe_field_type t,
                 return -(int)e;
             if (n == 0)
                 return 0;
-            e = troupe_key_put_string(w, s, n);
+            e = t == TROUPE_FIELD_STRING ? troupe_key_put_string(w, s, n)
+                                         : put_folded(w, s, n);
             return e == TROUPE_OK ? 1 : -(int)e;
         }
         break;
@@ -216,6 +235,35 @@ troupe__index_put_value(troupe_reader *r, troupe_field_type t,
     }
     e = troupe_read_skip(r);
     return e == TROUPE_OK ? 0 : -(int)e;
+}
+
+int
+troupe__index_put_query_value(troupe_reader *r, troupe_field_type t,
+                              troupe_key_writer *w)
+{
+    if (troupe_read_peek(r) != TROUPE_MP_MAP)
+        return troupe__index_put_value(r, t, w);
+    uint32_t n = 0;
+    const char *k = NULL;
+    size_t kl = 0;
+    troupe_err e = troupe_read_map(r, &n);
+    if (e == TROUPE_OK && n != 1)
+        return 0; /* only one map entry is a value */
+    if (e == TROUPE_OK && troupe_read_peek(r) != TROUPE_MP_STR)
+        return 0;
+    if (e == TROUPE_OK)
+        e = troupe_read_str(r, SIZE_MAX, &k, &kl);
+    if (e == TROUPE_OK)
+        e = troupe_key_begin_tuple(w);
+    if (e == TROUPE_OK)
+        e = troupe_key_put_string(w, k, kl);
+    if (e != TROUPE_OK)
+        return -(int)e;
+    int rc = troupe__index_put_value(r, t, w);
+    if (rc != 1)
+        return rc;
+    e = troupe_key_end_tuple(w);
+    return e == TROUPE_OK ? 1 : -(int)e;
 }
 
 int
@@ -362,9 +410,11 @@ cond_value_ok(const troupe_index_spec *s)
     for (size_t i = 0; i < s->n_fields; i++) {
         if (strcmp(s->fields[i].path, s->cond.path) != 0)
             continue;
-        troupe_field_type ft = s->fields[i].type == TROUPE_FIELD_TIMESTAMP
-                                   ? TROUPE_FIELD_INT
-                                   : s->fields[i].type;
+        troupe_field_type ft = s->fields[i].type;
+        if (ft == TROUPE_FIELD_TIMESTAMP)
+            ft = TROUPE_FIELD_INT;
+        else if (ft == TROUPE_FIELD_STRING_CASEFOLD)
+            ft = TROUPE_FIELD_STRING;
         if (ft != k)
             return false;
     }
@@ -386,7 +436,7 @@ spec_check(const troupe_index_spec *s)
             return TROUPE_EINVAL;
         for (size_t i = 0; i < s->n_fields; i++) {
             if (!path_ok(s->fields[i].path) ||
-                (unsigned)s->fields[i].type > TROUPE_FIELD_BYTES)
+                (unsigned)s->fields[i].type > TROUPE_FIELD_STRING_CASEFOLD)
                 return TROUPE_EINVAL;
         }
     }
@@ -508,6 +558,30 @@ troupe_index_def_clone(const troupe_index_def *d, uint64_t id,
     return e;
 }
 
+static bool
+opt_str_eq(const char *a, const char *b)
+{
+    return a == NULL ? b == NULL : b != NULL && strcmp(a, b) == 0;
+}
+
+bool
+troupe_index_def_same(const troupe_index_def *a, const troupe_index_def *b)
+{
+    if (a == NULL || b == NULL || a->unique != b->unique || a->op != b->op ||
+        a->n_fields != b->n_fields || strcmp(a->name, b->name) != 0 ||
+        !opt_str_eq(a->fn_name, b->fn_name) ||
+        !opt_str_eq(a->cond_path, b->cond_path) ||
+        a->cond_val_len != b->cond_val_len ||
+        (a->cond_val_len > 0 &&
+         memcmp(a->cond_val, b->cond_val, a->cond_val_len) != 0))
+        return false;
+    for (size_t i = 0; i < a->n_fields; i++)
+        if (a->fields[i].type != b->fields[i].type ||
+            strcmp(a->fields[i].path, b->fields[i].path) != 0)
+            return false;
+    return true;
+}
+
 size_t
 troupe_index_def_n_fields(const troupe_index_def *d)
 {
@@ -522,8 +596,9 @@ troupe_index_def_fn_name(const troupe_index_def *d)
 
 /* ---- catalog form ------------------------------------------------------ */
 
-static const char *const type_names[] = {"string", "int",       "float",
-                                         "bool",   "timestamp", "bytes"};
+static const char *const type_names[] = {
+    "string", "int", "float", "bool", "timestamp", "bytes", "string_casefold"};
+#define N_TYPES (sizeof(type_names) / sizeof(type_names[0]))
 static const char *const op_names[] = {"", "exists", "eq", "ne", "true"};
 
 troupe_err
@@ -639,9 +714,9 @@ read_fields(troupe_reader *r, cat_entry *c)
         if (troupe_read_str(r, 16, &t, &tn) != TROUPE_OK)
             return TROUPE_EPROTO;
         size_t k = 0;
-        while (k < 6 && !str_is(t, tn, type_names[k]))
+        while (k < N_TYPES && !str_is(t, tn, type_names[k]))
             k++;
-        if (k == 6)
+        if (k == N_TYPES)
             return TROUPE_EPROTO;
         c->fields[i].path = c->paths[i];
         c->fields[i].type = (troupe_field_type)k;
@@ -694,6 +769,21 @@ enum {
     K_ALL = 127
 };
 
+/* The bit of a catalog key, 0 for an unknown one. */
+static unsigned
+entry_bit(const char *k, size_t kn)
+{
+    static const char *const keys[] = {"id",     "name", "unique", "state",
+                                       "fields", "cond", "fn"};
+    for (unsigned i = 0; i < 7; i++)
+        if (str_is(k, kn, keys[i]))
+            return 1u << i;
+    return 0;
+}
+
+/* Exactly the seven keys, each once: a repeated key is refused before its
+ * value is read (a second "name" would otherwise replace, and leak, the
+ * first one's copy). */
 static troupe_err
 read_entry(troupe_reader *r, cat_entry *c)
 {
@@ -705,51 +795,40 @@ read_entry(troupe_reader *r, cat_entry *c)
         const char *k;
         size_t kn;
         troupe_err e = TROUPE_OK;
-        unsigned bit;
         if (troupe_read_str(r, 16, &k, &kn) != TROUPE_OK)
             return TROUPE_EPROTO;
-        if (str_is(k, kn, "id")) {
-            bit = K_ID;
+        unsigned bit = entry_bit(k, kn);
+        if (bit == 0 || (seen & bit))
+            return TROUPE_EPROTO;
+        seen |= bit;
+        if (bit == K_ID) {
             if (troupe_read_uint(r, &c->id) != TROUPE_OK)
                 e = TROUPE_EPROTO;
-        } else if (str_is(k, kn, "name")) {
-            bit = K_NAME;
+        } else if (bit == K_NAME) {
             e = read_cstr(r, INDEX_NAME_MAX, &c->name);
             c->spec.name = c->name;
-        } else if (str_is(k, kn, "unique")) {
-            bit = K_UNIQUE;
+        } else if (bit == K_UNIQUE) {
             if (troupe_read_bool(r, &c->spec.unique) != TROUPE_OK)
                 e = TROUPE_EPROTO;
-        } else if (str_is(k, kn, "state")) {
+        } else if (bit == K_STATE) {
             const char *s;
             size_t sn;
-            bit = K_STATE;
             if (troupe_read_str(r, 16, &s, &sn) != TROUPE_OK)
                 e = TROUPE_EPROTO;
             else if (str_is(s, sn, "ready"))
                 c->ready = true;
             else if (!str_is(s, sn, "building"))
                 e = TROUPE_EPROTO;
-        } else if (str_is(k, kn, "fields")) {
-            bit = K_FIELDS;
+        } else if (bit == K_FIELDS) {
             e = read_fields(r, c);
-        } else if (str_is(k, kn, "cond")) {
-            bit = K_COND;
+        } else if (bit == K_COND) {
             e = read_cond(r, c);
-        } else if (str_is(k, kn, "fn")) {
-            bit = K_FN;
-            if (!troupe_read_try_nil(r)) {
-                e = read_cstr(r, INDEX_NAME_MAX, &c->fn);
-                c->spec.fn_name = c->fn;
-            }
-        } else {
-            return TROUPE_EPROTO;
+        } else if (!troupe_read_try_nil(r)) { /* K_FN */
+            e = read_cstr(r, INDEX_NAME_MAX, &c->fn);
+            c->spec.fn_name = c->fn;
         }
         if (e != TROUPE_OK)
             return e;
-        if (seen & bit)
-            return TROUPE_EPROTO;
-        seen |= bit;
     }
     return seen == K_ALL ? TROUPE_OK : TROUPE_EPROTO;
 }
@@ -822,6 +901,12 @@ fns_find(const troupe_index_fns *r, const char *name)
     return NULL;
 }
 
+bool
+troupe_index_fn_registered(const troupe_index_fns *r, const char *name)
+{
+    return name != NULL && fns_find(r, name) != NULL;
+}
+
 troupe_err
 troupe_index_register_fn(troupe_index_fns *r, const char *name,
                          troupe_index_fn fn, void *fn_ctx)
@@ -874,11 +959,12 @@ troupe_index_entries_fini(troupe_index_entries *e)
     memset(e, 0, sizeof(*e));
 }
 
-/* Appends key = values ‖ pk_enc (copied) and an optional value (copied). */
+/* Appends key = values ‖ pk_enc (copied) and an optional value (copied);
+ * the first cmp_len bytes of values are what a unique index compares. */
 static troupe_err
 entries_push(troupe_index_entries *e, const void *values, size_t values_len,
-             const void *pk_enc, size_t pk_enc_len, const void *val,
-             size_t val_len)
+             size_t cmp_len, const void *pk_enc, size_t pk_enc_len,
+             const void *val, size_t val_len)
 {
     size_t klen = values_len + pk_enc_len;
     if (klen > TROUPE_KEY_MAX)
@@ -904,8 +990,11 @@ entries_push(troupe_index_entries *e, const void *values, size_t values_len,
     }
     memcpy(k, values, values_len);
     memcpy(k + values_len, pk_enc, pk_enc_len);
-    e->v[e->n++] = (troupe_index_entry){
-        .key = k, .key_len = klen, .val = vv, .val_len = vv ? val_len : 0};
+    e->v[e->n++] = (troupe_index_entry){.key = k,
+                                        .key_len = klen,
+                                        .values_len = cmp_len,
+                                        .val = vv,
+                                        .val_len = vv ? val_len : 0};
     return TROUPE_OK;
 }
 
@@ -964,61 +1053,277 @@ sort_dedup(troupe_index_entries *e, size_t from)
 
 /* ---- derivation --------------------------------------------------------- */
 
-/* Encoded key elements of one field: one per qualifying value. */
+/*
+ * Path rules (Tito's). A field's path walks the document from the root:
+ * a map is looked up by the segment (the first matching string key), an
+ * array on the way applies the rest of the path to each element (arrays
+ * of arrays too), anything else ends the walk (missing). What the path
+ * reaches is the field's value: a scalar gives one element (sparse rules:
+ * only a non-empty value of the declared type), an array gives one
+ * element per leaf element however deeply nested, and a map gives one
+ * element per entry with a string key whose value qualifies, the element
+ * being the nested tuple (key, value) so that the entry's key is part of
+ * the indexed value (a map inside such an entry is another type). The
+ * walk is bounded by the document (each value is visited at most once per
+ * field) and its depth by the reader's nesting limit.
+ */
+
+/* Encoded key elements of one field: one per qualifying value, with the
+ * original string of a CASEFOLD field beside each (its tiebreak). The
+ * common field, one short value, lives in the inline buffers: a derive
+ * costs no allocation per field then (writes derive on the table actor's
+ * thread, so this is every indexed write's path). */
+#define ELEMS_INL_BYTES 64
+#define ELEMS_INL_N 4
 typedef struct elems {
-    troupe_key_writer buf; /* the elements back to back */
-    const uint8_t *bytes;  /* buf's bytes once collected */
-    size_t *off;           /* element i is bytes[off[i], off[i + 1]) */
-    size_t n, cap;
+    unsigned char *bytes; /* element i is bytes[off[i], off[i + 1]) */
+    size_t len, cap;
+    size_t *off;
+    unsigned char *tb; /* CASEFOLD only: tiebreak i is tb[toff[i], ..) */
+    size_t tblen, tbcap;
+    size_t *toff; /* CASEFOLD only */
+    size_t n, ncap;
+    unsigned char bytes_inl[ELEMS_INL_BYTES];
+    size_t off_inl[ELEMS_INL_N + 1];
 } elems;
 
+/* Room for `need` bytes at *p (cap *cap), which may be the inline buffer
+ * `inl` (never freed or realloc'ed). */
 static troupe_err
-elems_collect(const troupe_reader *doc, const index_field *f, elems *el)
+grow(unsigned char **p, size_t *cap, size_t need, unsigned char *inl)
 {
-    troupe_reader r;
-    el->n = 0;
-    if (el->off == NULL) {
-        if ((el->off = troupe_malloc(8 * sizeof(*el->off))) == NULL)
-            return TROUPE_ENOMEM;
-        el->cap = 8;
-    }
-    el->off[0] = 0;
-    if (!find_path(doc, f->path, &r))
+    if (need <= *cap)
         return TROUPE_OK;
-    uint32_t n = 1;
-    bool array = troupe_read_peek(&r) == TROUPE_MP_ARRAY;
-    if (array && troupe_read_array(&r, &n) != TROUPE_OK)
-        return TROUPE_EPROTO;
-    for (uint32_t i = 0; i < n; i++) {
-        /* An array element is checked like a scalar: a nested array or
-         * map is a value of another type. */
-        int rc;
-        if (array && (troupe_read_peek(&r) == TROUPE_MP_ARRAY ||
-                      troupe_read_peek(&r) == TROUPE_MP_MAP))
-            rc = troupe_read_skip(&r) == TROUPE_OK ? 0 : -TROUPE_EPROTO;
-        else
-            rc = troupe__index_put_value(&r, f->type, &el->buf);
-        if (rc < 0)
-            return (troupe_err)-rc;
-        if (rc == 1) {
-            size_t len;
-            troupe_err e = troupe_key_writer_finish(&el->buf, &el->bytes, &len);
-            if (e != TROUPE_OK)
-                return e;
-            if (el->n == TROUPE_INDEX_ROW_KEYS_MAX)
-                return TROUPE_ETOOBIG;
-            if (el->n + 2 > el->cap) {
-                size_t *o =
-                    troupe_realloc(el->off, 2 * el->cap * sizeof(*el->off));
-                if (o == NULL)
-                    return TROUPE_ENOMEM;
-                el->off = o;
-                el->cap *= 2;
-            }
-            el->off[++el->n] = len;
+    size_t c = *cap ? *cap * 2 : 256;
+    while (c < need)
+        c *= 2;
+    bool in = inl != NULL && *p == inl;
+    unsigned char *q = in ? troupe_malloc(c) : troupe_realloc(*p, c);
+    if (q == NULL)
+        return TROUPE_ENOMEM;
+    if (in)
+        memcpy(q, inl, *cap);
+    *p = q;
+    *cap = c;
+    return TROUPE_OK;
+}
+
+static void
+elems_init(elems *el)
+{
+    el->bytes = el->bytes_inl;
+    el->cap = ELEMS_INL_BYTES;
+    el->off = el->off_inl;
+    el->ncap = ELEMS_INL_N + 1;
+}
+
+/* Appends one element `v` and its tiebreak `t` (NULL: none). */
+static troupe_err
+elems_push(elems *el, const uint8_t *v, size_t vlen, const uint8_t *t,
+           size_t tlen)
+{
+    if (el->n == TROUPE_INDEX_ROW_KEYS_MAX)
+        return TROUPE_ETOOBIG;
+    troupe_err e = grow(&el->bytes, &el->cap, el->len + vlen, el->bytes_inl);
+    if (e == TROUPE_OK && t != NULL)
+        e = grow(&el->tb, &el->tbcap, el->tblen + tlen, NULL);
+    if (e == TROUPE_OK && el->n + 2 > el->ncap) {
+        size_t nc = el->ncap * 2;
+        size_t *o = el->off == el->off_inl
+                        ? troupe_malloc(nc * sizeof(*o))
+                        : troupe_realloc(el->off, nc * sizeof(*o));
+        if (o == NULL)
+            return TROUPE_ENOMEM;
+        if (el->off == el->off_inl)
+            memcpy(o, el->off_inl, sizeof(el->off_inl));
+        el->off = o;
+        el->ncap = nc;
+        if (el->toff != NULL) {
+            size_t *to = troupe_realloc(el->toff, nc * sizeof(*to));
+            if (to == NULL)
+                return TROUPE_ENOMEM;
+            el->toff = to;
         }
     }
+    if (e == TROUPE_OK && t != NULL && el->toff == NULL &&
+        (el->toff = troupe_calloc(el->ncap, sizeof(*el->toff))) == NULL)
+        e = TROUPE_ENOMEM;
+    if (e != TROUPE_OK)
+        return e;
+    if (el->n == 0)
+        el->off[0] = 0;
+    memcpy(el->bytes + el->len, v, vlen);
+    el->len += vlen;
+    if (t != NULL) {
+        memcpy(el->tb + el->tblen, t, tlen);
+        el->tblen += tlen;
+    }
+    el->n++;
+    el->off[el->n] = el->len;
+    if (el->toff != NULL)
+        el->toff[el->n] = el->tblen;
     return TROUPE_OK;
+}
+
+static void
+elems_fini(elems *el)
+{
+    if (el->bytes != el->bytes_inl)
+        troupe_free(el->bytes);
+    if (el->off != el->off_inl)
+        troupe_free(el->off);
+    troupe_free(el->tb);
+    troupe_free(el->toff);
+}
+
+typedef struct walk {
+    const index_field *f;
+    elems *el;
+    troupe_key_writer w;  /* scratch: one element */
+    troupe_key_writer tw; /* scratch: its tiebreak */
+} walk;
+
+/* One scalar at r (consumed) under map key mk (NULL: none). */
+static troupe_err
+walk_scalar(walk *wk, troupe_reader *r, const char *mk, size_t mkl)
+{
+    troupe_key_writer *w = &wk->w;
+    troupe_key_writer_reset(w);
+    troupe_err e = TROUPE_OK;
+    if (mk != NULL) {
+        e = troupe_key_begin_tuple(w);
+        if (e == TROUPE_OK)
+            e = troupe_key_put_string(w, mk, mkl);
+        if (e != TROUPE_OK)
+            return e;
+    }
+    bool fold = wk->f->type == TROUPE_FIELD_STRING_CASEFOLD;
+    const char *orig = NULL;
+    size_t olen = 0;
+    int rc = 0;
+    if (fold && troupe_read_peek(r) == TROUPE_MP_STR) {
+        if ((e = troupe_read_str(r, SIZE_MAX, &orig, &olen)) != TROUPE_OK)
+            return e;
+        if (olen > 0)
+            rc = (e = put_folded(w, orig, olen)) == TROUPE_OK ? 1 : -(int)e;
+    } else {
+        rc = troupe__index_put_value(r, wk->f->type, w);
+    }
+    if (rc <= 0)
+        return rc < 0 ? (troupe_err)-rc : TROUPE_OK;
+    if (mk != NULL && (e = troupe_key_end_tuple(w)) != TROUPE_OK)
+        return e;
+    const uint8_t *k, *t = NULL;
+    size_t kl, tl = 0;
+    if ((e = troupe_key_writer_finish(w, &k, &kl)) != TROUPE_OK)
+        return e;
+    if (fold) { /* the original string: the tiebreak */
+        troupe_key_writer_reset(&wk->tw);
+        troupe_key_put_string(&wk->tw, orig, olen);
+        if ((e = troupe_key_writer_finish(&wk->tw, &t, &tl)) != TROUPE_OK)
+            return e;
+    }
+    return elems_push(wk->el, k, kl, t, tl);
+}
+
+/* The field's value at r (consumed): scalar, array (flattened) or map
+ * (one element per entry); mk is the map key it is under (NULL: none). */
+static troupe_err
+walk_leaf(walk *wk, troupe_reader *r, const char *mk, size_t mkl)
+{
+    troupe_mp_type t = troupe_read_peek(r);
+    uint32_t n = 0;
+    troupe_err e = TROUPE_OK;
+    if (t == TROUPE_MP_ARRAY) {
+        if ((e = troupe_read_array(r, &n)) != TROUPE_OK)
+            return e;
+        for (uint32_t i = 0; i < n && e == TROUPE_OK; i++)
+            e = walk_leaf(wk, r, mk, mkl);
+        return e;
+    }
+    if (t == TROUPE_MP_MAP && mk == NULL) {
+        if ((e = troupe_read_map(r, &n)) != TROUPE_OK)
+            return e;
+        for (uint32_t i = 0; i < n && e == TROUPE_OK; i++) {
+            if (troupe_read_peek(r) != TROUPE_MP_STR) {
+                e = troupe_read_skip(r);
+                if (e == TROUPE_OK)
+                    e = troupe_read_skip(r);
+                continue;
+            }
+            const char *k;
+            size_t kl;
+            e = troupe_read_str(r, SIZE_MAX, &k, &kl);
+            if (e == TROUPE_OK)
+                e = walk_leaf(wk, r, k, kl);
+        }
+        return e;
+    }
+    if (t == TROUPE_MP_MAP)
+        return troupe_read_skip(r); /* a map in a map entry: no element */
+    return walk_scalar(wk, r, mk, mkl);
+}
+
+/* The path from `seg` on, applied to the value at r. `consume`: leave r
+ * past that value (an array's elements are walked with one reader);
+ * otherwise a map lookup stops at its match, as reading on would cost
+ * every write a walk of the rest of the document. */
+static troupe_err
+walk_path(walk *wk, troupe_reader *r, const char *seg, bool consume)
+{
+    if (seg == NULL)
+        return walk_leaf(wk, r, NULL, 0); /* always consumes */
+    troupe_mp_type t = troupe_read_peek(r);
+    uint32_t n = 0;
+    troupe_err e = TROUPE_OK;
+    if (t == TROUPE_MP_ARRAY) {
+        if ((e = troupe_read_array(r, &n)) != TROUPE_OK)
+            return e;
+        for (uint32_t i = 0; i < n && e == TROUPE_OK; i++)
+            e = walk_path(wk, r, seg, true);
+        return e;
+    }
+    if (t != TROUPE_MP_MAP)
+        return consume ? troupe_read_skip(r) : TROUPE_OK; /* missing */
+    const char *dot = strchr(seg, '.');
+    size_t slen = dot != NULL ? (size_t)(dot - seg) : strlen(seg);
+    if ((e = troupe_read_map(r, &n)) != TROUPE_OK)
+        return e;
+    bool hit = false;
+    for (uint32_t i = 0; i < n && e == TROUPE_OK; i++) {
+        bool match = false;
+        if (!hit && troupe_read_peek(r) == TROUPE_MP_STR) {
+            const char *k;
+            size_t kl;
+            e = troupe_read_str(r, SIZE_MAX, &k, &kl);
+            match = e == TROUPE_OK && kl == slen && memcmp(k, seg, slen) == 0;
+        } else {
+            e = troupe_read_skip(r);
+        }
+        if (e != TROUPE_OK)
+            break;
+        if (match) { /* the first matching key wins */
+            hit = true;
+            e = walk_path(wk, r, dot != NULL ? dot + 1 : NULL, consume);
+            if (!consume)
+                break;
+        } else {
+            e = troupe_read_skip(r);
+        }
+    }
+    return e;
+}
+
+/* The elements of field f; wk's scratch writers serve every field. */
+static troupe_err
+elems_collect(const troupe_reader *doc, const index_field *f, elems *el,
+              walk *wk)
+{
+    wk->f = f;
+    wk->el = el;
+    troupe_reader r = *doc;
+    el->n = el->len = el->tblen = 0;
+    return walk_path(wk, &r, f->path, false);
 }
 
 static bool
@@ -1051,6 +1356,13 @@ cond_holds(const troupe_index_def *d, const troupe_reader *doc)
     return false;
 }
 
+/*
+ * The keys are the cartesian product of the fields' elements (the last
+ * field fastest), each key the elements in field order, then the original
+ * strings of the CASEFOLD fields (the tiebreaks, in field order: after
+ * every value, so that leading values stay a tuple prefix of the key and
+ * a unique index compares the folded values alone), then bytes(pk).
+ */
 static troupe_err
 derive_declared(const troupe_index_def *d, const troupe_reader *doc,
                 const uint8_t *pk_enc, size_t pk_enc_len,
@@ -1060,11 +1372,14 @@ derive_declared(const troupe_index_def *d, const troupe_reader *doc,
     troupe_err e = TROUPE_OK;
     if (el == NULL)
         return TROUPE_ENOMEM;
-    size_t total = 1;
+    walk wk;
+    troupe_key_writer_init(&wk.w);
+    troupe_key_writer_init(&wk.tw);
     for (size_t i = 0; i < d->n_fields; i++)
-        troupe_key_writer_init(&el[i].buf);
+        elems_init(&el[i]);
+    size_t total = 1;
     for (size_t i = 0; i < d->n_fields && e == TROUPE_OK && total > 0; i++) {
-        e = elems_collect(doc, &d->fields[i], &el[i]);
+        e = elems_collect(doc, &d->fields[i], &el[i], &wk);
         total *= el[i].n;
         if (total > TROUPE_INDEX_ROW_KEYS_MAX)
             e = TROUPE_ETOOBIG;
@@ -1075,12 +1390,14 @@ derive_declared(const troupe_index_def *d, const troupe_reader *doc,
         size_t widest = 0;
         for (size_t j = 0; j < el[i].n; j++) {
             size_t l = el[i].off[j + 1] - el[i].off[j];
+            if (d->fields[i].type == TROUPE_FIELD_STRING_CASEFOLD)
+                l += el[i].toff[j + 1] - el[i].toff[j];
             widest = l > widest ? l : widest;
         }
         cap += widest;
     }
     unsigned char *key = NULL;
-    if (e == TROUPE_OK && total > 0 && (key = troupe_malloc(cap)) == NULL)
+    if (e == TROUPE_OK && total > 0 && (key = troupe_malloc(cap + 1)) == NULL)
         e = TROUPE_ENOMEM;
     for (size_t k = 0; e == TROUPE_OK && k < total; k++) {
         /* Complete encoded elements concatenate into a tuple encoding. */
@@ -1090,7 +1407,15 @@ derive_declared(const troupe_index_def *d, const troupe_reader *doc,
             memcpy(key + len, el[i].bytes + a, b - a);
             len += b - a;
         }
-        e = entries_push(out, key, len, pk_enc, pk_enc_len, NULL, 0);
+        size_t values = len;
+        for (size_t i = 0; i < d->n_fields; i++) {
+            if (d->fields[i].type != TROUPE_FIELD_STRING_CASEFOLD)
+                continue;
+            size_t a = el[i].toff[idx[i]], b = el[i].toff[idx[i] + 1];
+            memcpy(key + len, el[i].tb + a, b - a);
+            len += b - a;
+        }
+        e = entries_push(out, key, len, values, pk_enc, pk_enc_len, NULL, 0);
         /* odometer, last field fastest */
         for (size_t i = d->n_fields; i-- > 0;) {
             if (++idx[i] < el[i].n)
@@ -1099,11 +1424,11 @@ derive_declared(const troupe_index_def *d, const troupe_reader *doc,
         }
     }
     troupe_free(key);
-    for (size_t i = 0; i < d->n_fields; i++) {
-        troupe_key_writer_fini(&el[i].buf);
-        troupe_free(el[i].off);
-    }
+    for (size_t i = 0; i < d->n_fields; i++)
+        elems_fini(&el[i]);
     troupe_free(el);
+    troupe_key_writer_fini(&wk.w);
+    troupe_key_writer_fini(&wk.tw);
     return e;
 }
 
@@ -1136,8 +1461,8 @@ emit_one(void *arg, const void *values, size_t values_len, const void *val,
     if (e == TROUPE_OK && c->out->n - c->first >= TROUPE_INDEX_ROW_KEYS_MAX)
         e = TROUPE_ETOOBIG;
     if (e == TROUPE_OK)
-        e = entries_push(c->out, values, values_len, c->pk_enc, c->pk_enc_len,
-                         val, val_len);
+        e = entries_push(c->out, values, values_len, values_len, c->pk_enc,
+                         c->pk_enc_len, val, val_len);
     c->err = e;
     return e;
 }

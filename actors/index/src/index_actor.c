@@ -17,6 +17,7 @@
 
 #include "index_private.h"
 #include "troupe/alloc.h"
+#include "troupe/cursor.h"
 
 enum { IX_WORK_DONE = TROUPE_INDEX_NKINDS_, IX_NKINDS };
 
@@ -283,7 +284,8 @@ h_request(troupe_actor *self, void *st, const troupe_msg *m)
         troupe_read_uint(&r, &limit);
         j->q.limit = limit > SIZE_MAX ? SIZE_MAX : (size_t)limit;
         if (!troupe_read_try_nil(&r))
-            troupe_read_bin(&r, TROUPE_KEY_MAX, &j->q.after, &j->q.after_len);
+            troupe_read_bin(&r, TROUPE_CURSOR_MAX, &j->q.after,
+                            &j->q.after_len);
         troupe_read_bool(&r, &j->q.rows);
     }
     troupe_err e = troupe_read_end(&r);
@@ -547,22 +549,27 @@ troupe_index_query_reply(const troupe_msg *reply, troupe_index_result **out)
         if (e == TROUPE_OK)
             e = troupe__index_hit_push(&h, key, kl, pk, pl, val, vl, exp);
     }
-    const void *cur = NULL;
+    const uint8_t *cur = NULL;
     size_t cl = 0;
     if (e == TROUPE_OK && !troupe_read_try_nil(&r))
-        troupe_read_bin(&r, TROUPE_KEY_MAX, &cur, &cl);
+        troupe_read_bin(&r, TROUPE_CURSOR_MAX, (const void **)&cur, &cl);
     if (e == TROUPE_OK)
         troupe_read_bool(&r, &h.res->more);
     if (e == TROUPE_OK)
         e = troupe_read_end(&r);
     if (e == TROUPE_OK && h.res->n > 0) {
-        /* the cursor is the last hit's key: point at the result's copy */
+        /* the cursor names an index and the last hit's key */
         troupe_index_hit *last = &h.res->hits[h.res->n - 1];
-        if (cur == NULL || cl != last->key_len ||
-            memcmp(cur, last->key, cl) != 0)
+        uint64_t id = 0;
+        if (cur == NULL || cl != last->key_len + TROUPE_CURSOR_OVERHEAD ||
+            cur[0] != TROUPE_CURSOR_INDEX ||
+            memcmp(cur + TROUPE_CURSOR_OVERHEAD, last->key, last->key_len) != 0)
             e = TROUPE_EPROTO;
-        h.res->cursor = last->key;
-        h.res->cursor_len = last->key_len;
+        for (int i = 0; e == TROUPE_OK && i < 8; i++)
+            id = (id << 8) | cur[1 + i];
+        if (e == TROUPE_OK)
+            e = troupe__index_result_cursor(h.res, TROUPE_CURSOR_INDEX, id,
+                                            last->key, last->key_len);
     } else if (e == TROUPE_OK && cur != NULL) {
         e = TROUPE_EPROTO;
     }

@@ -47,11 +47,33 @@ troupe__index_put_value(troupe_reader *r, troupe_field_type t,
 int
 troupe__index_put_any(troupe_reader *r, troupe_key_writer *w);
 
+/* A query value of a declared field: what troupe__index_put_value writes,
+ * or, for a one-entry map {key: value} with a string key, the map entry's
+ * element (the nested tuple (key, value) that derivation makes for a
+ * field holding a map). Same returns. */
+int
+troupe__index_put_query_value(troupe_reader *r, troupe_field_type t,
+                              troupe_key_writer *w);
+
+/* The CASEFOLD collation (casefold.c): folds s[0..n) into out, which has
+ * room for troupe__index_casefold_max(n) bytes; returns the length (n
+ * and the bytes as they are when s is not valid UTF-8). */
+size_t
+troupe__index_casefold_max(size_t n);
+size_t
+troupe__index_casefold(const unsigned char *s, size_t n, unsigned char *out);
+
 /* A result being built: res and its hits' capacity. */
 typedef struct hitbuf {
     troupe_index_result *res;
     size_t cap;
 } hitbuf;
+
+/* Sets r's cursor to (tag, id, key) in memory r owns (troupe/cursor.h).
+ * ENOMEM. */
+troupe_err
+troupe__index_result_cursor(troupe_index_result *r, uint8_t tag, uint64_t id,
+                            const void *key, size_t klen);
 
 /* Appends one hit; its bytes (pk, then key and val when non-NULL) are
  * copied into one block that the result owns. ENOMEM. */

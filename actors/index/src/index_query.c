@@ -3,7 +3,8 @@
  *
  * A query becomes one key range of the index family "x.<id>": leading
  * values are encoded with the very function derivation uses
- * (troupe__index_put_value), so a value a row could be indexed under and
+ * (troupe__index_put_value, through troupe__index_put_query_value for the
+ * map-entry form), so a value a row could be indexed under and
  * the same value in a query always encode alike; a prefix of values is the
  * codec's exact tuple-prefix range [enc, enc + 0xFF), never a byte-prefix
  * range (which would also match strings continuing with 0x00). Cursors are
@@ -23,6 +24,7 @@
 
 #include "index_private.h"
 #include "troupe/alloc.h"
+#include "troupe/cursor.h"
 
 troupe_err
 troupe_index_cf_name(char kind, uint64_t id, char *buf, size_t cap)
@@ -65,7 +67,7 @@ encode_values(const troupe_index_def *d, const void *mp, size_t len,
         return TROUPE_EINVAL;
     for (uint32_t i = 0; i < n; i++) {
         int rc = d->fn_name == NULL
-                     ? troupe__index_put_value(&r, d->fields[i].type, w)
+                     ? troupe__index_put_query_value(&r, d->fields[i].type, w)
                      : troupe__index_put_any(&r, w);
         if (rc < 0)
             return (troupe_err)-rc == TROUPE_ENOMEM ? TROUPE_ENOMEM
@@ -136,8 +138,8 @@ qrange_make(const troupe_index_query *q, qrange *out)
     if (s != NULL && t != NULL) {
         size_t m = sl < tl ? sl : tl;
         int c = memcmp(s, t, m);
-        if (c > 0 || (c == 0 && sl > tl))
-            return TROUPE_EINVAL; /* from after to */
+        if (c > 0 || (c == 0 && sl >= tl))
+            return TROUPE_EINVAL; /* from at or after to: empty */
     }
     troupe_range_init_bounds(&out->r, s, sl, t, tl);
     return TROUPE_OK;
@@ -153,7 +155,23 @@ troupe_index_result_destroy(troupe_index_result *r)
     for (size_t i = 0; i < r->n; i++)
         troupe_free((void *)r->hits[i].pk); /* one block per hit */
     troupe_free(r->hits);
+    troupe_free(r->mem_);
     troupe_free(r);
+}
+
+troupe_err
+troupe__index_result_cursor(troupe_index_result *r, uint8_t tag, uint64_t id,
+                            const void *key, size_t klen)
+{
+    uint8_t *c = troupe_malloc(klen + TROUPE_CURSOR_OVERHEAD);
+    if (c == NULL)
+        return TROUPE_ENOMEM;
+    troupe__cursor_put(c, tag, id, key, klen);
+    troupe_free(r->mem_);
+    r->mem_ = c;
+    r->cursor = c;
+    r->cursor_len = klen + TROUPE_CURSOR_OVERHEAD;
+    return TROUPE_OK;
 }
 
 troupe_err
@@ -272,6 +290,12 @@ troupe_index_query_run(troupe_db *db, const troupe_index_query *q,
         return e;
     if (q->limit == 0)
         return TROUPE_EINVAL;
+    const void *after = NULL; /* the key of q->after: a cursor of this index */
+    size_t alen = 0;
+    if (q->after != NULL &&
+        (e = troupe__cursor_key(q->after, q->after_len, TROUPE_CURSOR_INDEX,
+                                q->def->id, &after, &alen)) != TROUPE_OK)
+        return e;
     qrange qr;
     troupe_cf *xcf = NULL, *tcf = NULL;
     troupe_snapshot *own = NULL;
@@ -290,8 +314,8 @@ troupe_index_query_run(troupe_db *db, const troupe_index_query *q,
     if (e == TROUPE_OK && (h.res = troupe_calloc(1, sizeof(*h.res))) == NULL)
         e = TROUPE_ENOMEM;
     if (e == TROUPE_OK)
-        e = troupe_iter_create(db, xcf, snap, qr.all ? NULL : &qr.r, q->after,
-                               q->after_len, q->reverse, &it);
+        e = troupe_iter_create(db, xcf, snap, qr.all ? NULL : &qr.r, after,
+                               alen, q->reverse, &it);
     uint64_t now = q->now_ms != 0 ? q->now_ms : wall_ms();
     troupe_kv kv;
     bool end = false;
@@ -312,8 +336,8 @@ troupe_index_query_run(troupe_db *db, const troupe_index_query *q,
     }
     if (e == TROUPE_OK && h.res->n > 0) {
         troupe_index_hit *last = &h.res->hits[h.res->n - 1];
-        h.res->cursor = last->key;
-        h.res->cursor_len = last->key_len;
+        e = troupe__index_result_cursor(h.res, TROUPE_CURSOR_INDEX, q->def->id,
+                                        last->key, last->key_len);
     }
     troupe_iter_destroy(it);
     troupe_snapshot_destroy(own);
@@ -453,10 +477,12 @@ troupe_index_query_and(troupe_db *db, const troupe_index_query *a,
     troupe_err e = query_check(db, a);
     if (e == TROUPE_OK)
         e = query_check(db, b);
-    if (e == TROUPE_OK &&
-        (limit == 0 || (after == NULL && after_len != 0) ||
-         (after != NULL && (after_len == 0 || after_len > TROUPE_KEY_MAX))))
+    if (e == TROUPE_OK && (limit == 0 || (after == NULL && after_len != 0) ||
+                           (after != NULL && after_len == 0)))
         e = TROUPE_EINVAL;
+    if (e == TROUPE_OK && after != NULL) /* its pk: a cursor of this table */
+        e = troupe__cursor_key(after, after_len, TROUPE_CURSOR_AND, a->table_id,
+                               &after, &after_len);
     if (e != TROUPE_OK)
         return e;
     pkset sa = {0}, sb = {0};
@@ -491,10 +517,10 @@ troupe_index_query_and(troupe_db *db, const troupe_index_query *a,
             }
         }
     }
-    if (e == TROUPE_OK && h.res->n > 0) {
-        h.res->cursor = h.res->hits[h.res->n - 1].pk;
-        h.res->cursor_len = h.res->hits[h.res->n - 1].pk_len;
-    }
+    if (e == TROUPE_OK && h.res->n > 0)
+        e = troupe__index_result_cursor(h.res, TROUPE_CURSOR_AND, a->table_id,
+                                        h.res->hits[h.res->n - 1].pk,
+                                        h.res->hits[h.res->n - 1].pk_len);
     pkset_fini(&sa);
     pkset_fini(&sb);
     if (e != TROUPE_OK) {

@@ -16,6 +16,7 @@
 
 #include "queue_int.h"
 #include "troupe/alloc.h"
+#include "troupe/cursor.h"
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
 
@@ -373,6 +374,7 @@ typedef struct tq_pagebox {
     size_t n, cap;
     void **bufs;
     size_t nbufs, capbufs;
+    uint8_t *cursor; /* pub.cursor: the queue's cursor at the last skey */
 } tq_pagebox;
 
 void
@@ -385,6 +387,7 @@ troupe_queue_page_destroy(troupe_queue_page *p)
         troupe_free(pb->bufs[i]);
     troupe_free(pb->bufs);
     troupe_free(pb->items);
+    troupe_free(pb->cursor);
     troupe_free(pb);
 }
 
@@ -421,16 +424,24 @@ box_add(tq_pagebox *pb, const tq_queue *q, const void *k, size_t kl,
     return e;
 }
 
-static void
-box_finish(tq_pagebox *pb, bool more)
+/* The page: its cursor names queue q and the last item's skey. ENOMEM. */
+static troupe_err
+box_finish(tq_pagebox *pb, const tq_queue *q, bool more)
 {
     pb->pub.n = pb->n;
     pb->pub.items = pb->items;
     if (pb->n > 0) {
-        pb->pub.cursor = pb->items[pb->n - 1].skey;
-        pb->pub.cursor_len = pb->items[pb->n - 1].skey_len;
+        const troupe_queue_item *it = &pb->items[pb->n - 1];
+        pb->cursor = troupe_malloc(it->skey_len + TROUPE_CURSOR_OVERHEAD);
+        if (pb->cursor == NULL)
+            return TROUPE_ENOMEM;
+        troupe__cursor_put(pb->cursor, TROUPE_CURSOR_QUEUE, q->id, it->skey,
+                           it->skey_len);
+        pb->pub.cursor = pb->cursor;
+        pb->pub.cursor_len = it->skey_len + TROUPE_CURSOR_OVERHEAD;
     }
     pb->pub.more = more;
+    return TROUPE_OK;
 }
 
 static troupe_err
@@ -466,10 +477,15 @@ troupe_queue_list_wait(troupe_queues *qs, const char *queue,
         e = TROUPE_ENOMEM;
     if (e == TROUPE_OK)
         e = troupe_snapshot_create(qs->db, &snap);
+    /* the cursor's skey: one of this queue's cursors, or ERANGE (the
+     * iterator then refuses one outside the state's space, ERANGE too) */
+    const void *after = NULL;
+    size_t afterlen = 0;
+    if (e == TROUPE_OK && cursor != NULL)
+        e = troupe__cursor_key(cursor, cursor_len, TROUPE_CURSOR_QUEUE, q->id,
+                               &after, &afterlen);
     /* the logical page is read in chunks of at most TROUPE_QUEUE_CHUNK
      * rows (Tito's bound), from one snapshot */
-    const void *after = cursor;
-    size_t afterlen = cursor_len;
     bool more = true;
     troupe_page *pg = NULL;
     while (e == TROUPE_OK && more && pb->n < limit) {
@@ -490,8 +506,9 @@ troupe_queue_list_wait(troupe_queues *qs, const char *queue,
         after = pg->cursor;
         afterlen = pg->cursor_len;
     }
+    if (e == TROUPE_OK)
+        e = box_finish(pb, q, more);
     if (e == TROUPE_OK) {
-        box_finish(pb, more);
         *out = &pb->pub;
     } else {
         troupe_queue_page_destroy(pb ? &pb->pub : NULL);
@@ -562,9 +579,10 @@ troupe_queue_lookup_wait(troupe_queues *qs, const char *queue, const void *id,
     troupe_iter_destroy(it);
     troupe_snapshot_destroy(snap);
     troupe_key_writer_fini(&w);
+    if (e == TROUPE_OK)
+        e = box_finish(pb, q, false);
     troupe__tq_release(q);
     if (e == TROUPE_OK) {
-        box_finish(pb, false);
         *out = &pb->pub;
     } else {
         troupe_queue_page_destroy(pb ? &pb->pub : NULL);

@@ -18,6 +18,7 @@ troupe_rows_destroy(troupe_rows *r)
         return;
     troupe_body_release(r->body_);
     troupe_free(r->mem_);
+    troupe_free(r->cur_);
     troupe_free(r);
 }
 
@@ -38,7 +39,7 @@ rows_decode(troupe_body *body, troupe_rows **out)
         return TROUPE_ENOMEM;
     troupe_row *v = (troupe_row *)(rows + 1);
     for (uint32_t i = 0; i < n; i++) {
-        const void *p;
+        const void *p = NULL;
         troupe_read_array_n(&r, 3);
         troupe_read_bin(&r, TROUPE_KEY_MAX, &p, &v[i].key_len);
         v[i].key = p;
@@ -49,7 +50,7 @@ rows_decode(troupe_body *body, troupe_rows **out)
         v[i].doc = p;
     }
     if (!troupe_read_try_nil(&r)) {
-        const void *p;
+        const void *p = NULL;
         troupe_read_bin(&r, TROUPE_KEY_MAX, &p, &rows->cursor_len);
         rows->cursor = p;
     }
@@ -74,6 +75,7 @@ troupe__rows_from_body(troupe_body *body, troupe_rows **out)
 typedef struct tcall {
     troupe_table_cb cb;
     void *arg;
+    uint64_t table_id; /* a scan's: its cursor names the table */
 } tcall;
 
 static void
@@ -83,16 +85,22 @@ on_reply(troupe_runtime *rt, troupe_err err, troupe_msg *reply, void *arg)
     troupe_rows *rows = NULL;
     if (err == TROUPE_OK && reply != NULL && reply->body != NULL)
         err = rows_decode(reply->body, &rows);
+    if (err == TROUPE_OK && rows != NULL && c->table_id != 0 &&
+        (err = troupe__rows_cursor_wrap(rows, c->table_id)) != TROUPE_OK) {
+        troupe_rows_destroy(rows);
+        rows = NULL;
+    }
     troupe_table_cb cb = c->cb;
     void *cb_arg = c->arg;
     troupe_free(c);
     cb(err, rows, cb_arg);
 }
 
-/* Sends *p (fini'd either way) as a request of `kind` to `table`. */
+/* Sends *p (fini'd either way) as a request of `kind` to `table`; a scan
+ * of table `table_id` (else 0) gets its cursor wrapped. */
 static troupe_err
 call(troupe_tables *t, const char *table, troupe_packer *p, uint32_t kind,
-     troupe_table_cb cb, void *arg)
+     uint64_t table_id, troupe_table_cb cb, void *arg)
 {
     troupe_addr a;
     uint32_t timeout;
@@ -113,6 +121,7 @@ call(troupe_tables *t, const char *table, troupe_packer *p, uint32_t kind,
     }
     c->cb = cb;
     c->arg = arg;
+    c->table_id = table_id;
     e = troupe_runtime_ask(rt, a, &m, timeout, on_reply, c);
     if (e != TROUPE_OK)
         troupe_free(c);
@@ -165,14 +174,19 @@ typedef struct treq {
 
 /* Runs q on this thread: OK with the read's own outcome in *rerr (and
  * *rows on success), or the error that stops the call (EAGAIN: cached
- * and the disk is needed). */
+ * and the disk is needed; *raw, *id are then what the actor is sent: the
+ * scan with its cursor's key, and the table's id). A scan's cursor must
+ * be one of this table: ERANGE otherwise, at the call. */
 static troupe_err
 read_here(troupe_tables *t, const char *table, const treq *q, bool cached,
-          troupe_runtime **rt, troupe_err *rerr, troupe_rows **rows)
+          troupe_runtime **rt, troupe_err *rerr, troupe_rows **rows,
+          troupe_scan_opts *raw, uint64_t *id)
 {
     tread_env env;
     *rows = NULL;
     troupe_err e = troupe__tables_read_env(t, table, &env);
+    if (e == TROUPE_OK && q->kind == TABLE_SCAN)
+        e = troupe__scan_cursor_unwrap(q->so, env.table_id, raw);
     if (e != TROUPE_OK)
         return e;
     tread_src src = {.db = env.db,
@@ -180,14 +194,20 @@ read_here(troupe_tables *t, const char *table, const treq *q, bool cached,
                      .cached = cached,
                      .now = env.clock(env.clock_ctx)};
     *rt = env.rt;
+    *id = env.table_id;
     if (q->kind == TABLE_GET)
         e = troupe__read_get(&src, q->key, q->klen, rows);
     else if (q->kind == TABLE_GET_MANY)
         e = troupe__read_get_many(&src, q->keys, q->klens, q->n, rows);
     else
-        e = troupe__read_scan(&src, q->so, rows);
+        e = troupe__read_scan(&src, raw, rows);
     if (e == TROUPE_EAGAIN && cached)
         return e;
+    if (e == TROUPE_OK && q->kind == TABLE_SCAN &&
+        (e = troupe__rows_cursor_wrap(*rows, env.table_id)) != TROUPE_OK) {
+        troupe_rows_destroy(*rows);
+        *rows = NULL;
+    }
     *rerr = e;
     return TROUPE_OK;
 }
@@ -205,11 +225,17 @@ read_call(troupe_tables *t, const char *table, const treq *q,
     troupe_runtime *rt = NULL;
     troupe_err rerr = TROUPE_OK;
     troupe_rows *rows = NULL;
-    troupe_err e = read_here(t, table, q, true, &rt, &rerr, &rows);
+    troupe_scan_opts raw;
+    uint64_t id = 0;
+    troupe_err e = read_here(t, table, q, true, &rt, &rerr, &rows, &raw, &id);
     if (e == TROUPE_EAGAIN) {
+        treq rq = *q;
+        if (q->kind == TABLE_SCAN)
+            rq.so = &raw; /* the actor reads the key, not the cursor */
         troupe_packer p;
-        get_req(&p, q);
-        return call(t, table, &p, q->kind, cb, arg);
+        get_req(&p, &rq);
+        return call(t, table, &p, q->kind, q->kind == TABLE_SCAN ? id : 0, cb,
+                    arg);
     }
     tdirect *d = e == TROUPE_OK ? troupe_malloc(sizeof(*d)) : NULL;
     if (e == TROUPE_OK && d == NULL)
@@ -232,7 +258,9 @@ read_wait(troupe_tables *t, const char *table, const treq *q,
 {
     troupe_runtime *rt = NULL;
     troupe_err rerr = TROUPE_OK;
-    troupe_err e = read_here(t, table, q, false, &rt, &rerr, rows);
+    troupe_scan_opts raw;
+    uint64_t id = 0;
+    troupe_err e = read_here(t, table, q, false, &rt, &rerr, rows, &raw, &id);
     return e != TROUPE_OK ? e : rerr;
 }
 
@@ -285,8 +313,9 @@ check_req(const treq *q)
     if (q->kind == TABLE_GET)
         return check_key(q->key, q->klen);
     if (q->kind == TABLE_GET_MANY) {
-        if (q->keys == NULL || q->klens == NULL || q->n == 0 ||
-            q->n > TROUPE_TABLE_PAGE_MAX)
+        if (q->n == 0)
+            return TROUPE_OK; /* an empty result (keys may be NULL) */
+        if (q->keys == NULL || q->klens == NULL || q->n > TROUPE_TABLE_PAGE_MAX)
             return TROUPE_EINVAL;
         for (size_t i = 0; i < q->n; i++) {
             troupe_err e = check_key(q->keys[i], q->klens[i]);
@@ -314,14 +343,16 @@ write_req(troupe_tables *t, const char *table, uint32_t kind, const void *key,
         return TROUPE_ETOOBIG;
     troupe_packer p;
     troupe_pack_init(&p);
-    troupe_pack_array(&p, kind == TABLE_DELETE ? 2 : 4);
+    troupe_pack_array(&p, kind == TABLE_DELETE ? 2 : 5);
     troupe_pack_bin(&p, key, klen);
     if (kind != TABLE_DELETE) {
         troupe_pack_raw(&p, doc, dlen);
         troupe_pack_int(&p, o.expires_at_ms);
     }
     troupe_pack_uint(&p, (uint64_t)o.sync);
-    return call(t, table, &p, kind, cb, arg);
+    if (kind != TABLE_DELETE)
+        troupe_pack_bool(&p, !o.no_timestamps);
+    return call(t, table, &p, kind, 0, cb, arg);
 }
 
 troupe_err

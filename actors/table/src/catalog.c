@@ -24,6 +24,30 @@
  * "dropped" list until the walk is over, and the walk stores its position
  * under ("build", table id) as it goes, so both survive a crash; every
  * entry write that starts or ends a walk deletes that position with it.
+ *
+ * Key versions never repeat, also across opens, or a version a client
+ * cached before a restart could name a newer value after it (a stale
+ * versioned commit would then succeed: a lost update). Every version is
+ * below a floor stored in meta under ("versions"); an open starts the
+ * counter at the stored floor and, before it serves anything, stores a
+ * new one `reserve` higher (synced). When half of that is used, a worker
+ * stores the next floor in the background (counted as a catalog job, so
+ * a stop waits for it). A version is handed out only below the durable
+ * floor. Should the counter ever reach it before the background write
+ * landed, the thread that needs the version decides: the commit
+ * pipeline's writer (every ordinary and transactional commit takes its
+ * version there, once the batch is written) may block, and stores the
+ * floor itself; an actor's loop may not, so a versioned query that needs
+ * a first version answers EBUSY. Neither can happen in practice: with the
+ * default reserve (2^24) the background write has 2^23 versions of
+ * headroom, minutes of commits at this machine's 200k/s, against the
+ * milliseconds one synced write takes. A floor that cannot be stored (a
+ * failing disk) leaves the versions past it unrevealed: a versioned query
+ * answers that error and a versioned commit EUNKNOWN, so no client ever
+ * holds a version a later open could hand out again. Storing a floor
+ * instead of each version keeps commits free of extra writes; an epoch
+ * per open in the high bits would have worked too, but it halves the
+ * counter's range and changes every version's shape for nothing.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,7 +87,7 @@ struct troupe_tables {
     int64_t (*clock)(void *ctx);
     void *clock_ctx;
     uint32_t timeout_ms;
-    _Atomic uint64_t vseq; /* key versions (txn.c); in memory only */
+    tversions vers; /* key versions (txn.c), floor in meta */
     ttables_shared ts;
     troupe_cf *meta;
     uv_mutex_t mu;
@@ -255,6 +279,221 @@ pos_key(troupe_key_writer *w, uint64_t table_id)
     return troupe_key_put_uint64(w, table_id);
 }
 
+/* ---- key versions: the durable floor (see the design note) ------------- */
+
+static void
+ddl_dec(troupe_tables *t);
+
+/* meta ("versions") = [1, floor] */
+static troupe_err
+vers_key(troupe_key_writer *w)
+{
+    troupe_key_writer_init(w);
+    return troupe_key_put_string(w, "versions", 8);
+}
+
+/* The value under w's key in meta (*v troupe_malloc'd), and finishes w
+ * (ke: the key's error, if building it failed). ENOENT when absent. */
+static troupe_err
+meta_get(troupe_tables *t, troupe_key_writer *w, troupe_err ke, void **v,
+         size_t *vlen)
+{
+    const uint8_t *k;
+    size_t klen;
+    troupe_err e = ke;
+    if (e == TROUPE_OK)
+        e = troupe_key_writer_finish(w, &k, &klen);
+    if (e == TROUPE_OK)
+        e = troupe_db_get(t->db, t->meta, NULL, k, klen, v, vlen);
+    troupe_key_writer_fini(w);
+    return e;
+}
+
+/* The stored floor; 0 for a database that has none yet. */
+static troupe_err
+vers_load(troupe_tables *t, uint64_t *floor)
+{
+    troupe_key_writer w;
+    void *v = NULL;
+    size_t vlen = 0;
+    *floor = 0;
+    troupe_err ke = vers_key(&w);
+    troupe_err e = meta_get(t, &w, ke, &v, &vlen);
+    if (e == TROUPE_ENOENT)
+        return TROUPE_OK;
+    if (e != TROUPE_OK)
+        return e;
+    troupe_reader r;
+    uint64_t ver = 0, f = 0;
+    troupe_reader_init(&r, v, vlen);
+    troupe_read_array_n(&r, 2);
+    troupe_read_uint(&r, &ver);
+    troupe_read_uint(&r, &f);
+    e = troupe_read_end(&r) == TROUPE_OK && ver == 1 ? TROUPE_OK
+                                                     : TROUPE_ECORRUPT;
+    troupe_free(v);
+    if (e == TROUPE_OK)
+        *floor = f;
+    return e;
+}
+
+/* Writes p's bytes under w's key in meta, one write with `sync`, and
+ * finishes both (ke: the key's error, if building it failed). Blocks. */
+static troupe_err
+meta_put(troupe_db *db, troupe_cf *meta, troupe_key_writer *w, troupe_err ke,
+         troupe_packer *p, troupe_sync sync)
+{
+    troupe_batch *b = NULL;
+    const uint8_t *k;
+    size_t klen, vlen;
+    const void *v = troupe_pack_data(p, &vlen);
+    troupe_err e = p->err != TROUPE_OK ? p->err : ke;
+    if (e == TROUPE_OK)
+        e = troupe_key_writer_finish(w, &k, &klen);
+    if (e == TROUPE_OK)
+        e = troupe_batch_create(&b);
+    if (e == TROUPE_OK)
+        e = troupe_batch_put(b, meta, k, klen, v, vlen);
+    if (e == TROUPE_OK)
+        e = troupe_db_write(db, b, sync);
+    troupe_batch_destroy(b);
+    troupe_key_writer_fini(w);
+    troupe_pack_fini(p);
+    return e;
+}
+
+/* Stores floor `f` (synced). Blocks. */
+static troupe_err
+vers_store(troupe_tables *t, uint64_t f)
+{
+    troupe_key_writer w;
+    troupe_packer p;
+    troupe_pack_init(&p);
+    troupe_pack_array(&p, 2);
+    troupe_pack_uint(&p, 1);
+    troupe_pack_uint(&p, f);
+    troupe_err ke = vers_key(&w);
+    return meta_put(t->db, t->meta, &w, ke, &p, TROUPE_SYNC_ON);
+}
+
+/* Moves the floor to `reserve` past the counter. Called with v->mu. */
+static troupe_err
+vers_raise_locked(tversions *v)
+{
+    uint64_t seq = atomic_load(&v->seq);
+    uint64_t to = seq > UINT64_MAX - v->reserve ? UINT64_MAX : seq + v->reserve;
+    if (to <= atomic_load(&v->limit))
+        return TROUPE_OK; /* raised meanwhile */
+    troupe_err e = vers_store(v->t, to);
+    atomic_store(&v->err, (int)e);
+    if (e == TROUPE_OK)
+        atomic_store(&v->limit, to);
+    return e;
+}
+
+/* Whether the counter at `cur` is in the upper half of the reservation. */
+static bool
+vers_low(const tversions *v, uint64_t cur)
+{
+    uint64_t lim = atomic_load(&v->limit);
+    return cur >= lim || lim - cur <= v->reserve / 2;
+}
+
+static void
+vers_raise_work(void *arg)
+{
+    tversions *v = arg;
+    uv_mutex_lock(&v->mu);
+    if (vers_low(v, atomic_load(&v->seq)))
+        vers_raise_locked(v);
+    uv_mutex_unlock(&v->mu);
+    atomic_store(&v->raising, false);
+}
+
+static void
+vers_raise_done(void *arg, troupe_runtime *rt)
+{
+    (void)rt;
+    ddl_dec(((tversions *)arg)->t);
+}
+
+/* Queues the background raise once the counter is in the upper half
+ * (only while the tables run: a stop waits for one already queued). */
+static void
+vers_kick(tversions *v, uint64_t cur)
+{
+    bool idle = false;
+    if (!vers_low(v, cur) ||
+        !atomic_compare_exchange_strong(&v->raising, &idle, true))
+        return;
+    troupe_tables *t = v->t;
+    uv_mutex_lock(&t->mu);
+    bool run = t->state == RUNNING;
+    if (run)
+        t->ddl_jobs++;
+    uv_mutex_unlock(&t->mu);
+    if (run && troupe_runtime_work(t->rt, vers_raise_work, vers_raise_done,
+                                   v) == TROUPE_OK)
+        return;
+    atomic_store(&v->raising, false);
+    if (run)
+        ddl_dec(t);
+}
+
+uint64_t
+troupe__vers_take(tversions *v)
+{
+    uint64_t ver = atomic_fetch_add(&v->seq, 1) + 1;
+    vers_kick(v, ver);
+    if (ver < atomic_load(&v->limit))
+        return ver;
+    uv_mutex_lock(&v->mu);
+    if (ver >= atomic_load(&v->limit))
+        vers_raise_locked(v);
+    uv_mutex_unlock(&v->mu);
+    return ver;
+}
+
+uint64_t
+troupe__vers_try(tversions *v)
+{
+    uint64_t ver = atomic_fetch_add(&v->seq, 1) + 1;
+    vers_kick(v, ver);
+    return ver < atomic_load(&v->limit) ? ver : 0;
+}
+
+uint64_t
+troupe__vers_now(tversions *v)
+{
+    return atomic_load(&v->seq);
+}
+
+troupe_err
+troupe__vers_check(tversions *v, uint64_t ver)
+{
+    if (ver < atomic_load(&v->limit))
+        return TROUPE_OK;
+    troupe_err e = (troupe_err)atomic_load(&v->err);
+    return e != TROUPE_OK ? e : TROUPE_EBUSY;
+}
+
+/* At open, before anything is served: the counter starts at the stored
+ * floor and the next floor is stored. */
+static troupe_err
+vers_open(troupe_tables *t)
+{
+    uint64_t f = 0;
+    troupe_err e = vers_load(t, &f);
+    if (e != TROUPE_OK)
+        return e;
+    atomic_store(&t->vers.seq, f);
+    atomic_store(&t->vers.limit, f);
+    uv_mutex_lock(&t->vers.mu);
+    e = vers_raise_locked(&t->vers);
+    uv_mutex_unlock(&t->vers.mu);
+    return e;
+}
+
 static void
 cf_name(char *buf, size_t n, char kind, uint64_t id)
 {
@@ -300,7 +539,7 @@ entry_start(troupe_tables *t, tentry *e)
                     .fns = t->fns,
                     .clock = t->clock,
                     .clock_ctx = t->clock_ctx,
-                    .vseq = &t->vseq,
+                    .vers = &t->vers,
                     .ts = &t->ts};
     troupe_err err;
     cf_name(buf, sizeof(buf), 't', e->id);
@@ -349,21 +588,37 @@ entry_parse(const void *val, size_t len, tentry **out)
     size_t nlen = 0;
     const void *idx = NULL, *drp = NULL;
     size_t idx_len = 0, drp_len = 0;
+    /* Each key at most once (which of two would count is no choice to
+     * make for a corrupt entry); unknown keys are skipped. A key that is
+     * not a string of at most 64 bytes ends the walk: nothing read from
+     * it is looked at. */
+    static const char *const known[] = {"id", "name", "version", "indexes",
+                                        "dropped"};
+    unsigned seen = 0;
     troupe_reader_init(&r, val, len);
     troupe_read_map(&r, &n);
     for (uint32_t i = 0; i < n && r.err == TROUPE_OK; i++) {
-        const char *k;
-        size_t kl;
-        troupe_read_str(&r, 64, &k, &kl);
-        if (kl == 2 && memcmp(k, "id", 2) == 0)
+        const char *k = NULL;
+        size_t kl = 0;
+        if (troupe_read_str(&r, 64, &k, &kl) != TROUPE_OK)
+            break;
+        unsigned which = 0;
+        while (which < 5 &&
+               (strlen(known[which]) != kl || memcmp(k, known[which], kl) != 0))
+            which++;
+        if (which < 5 && (seen & (1u << which)))
+            return TROUPE_ECORRUPT;
+        if (which < 5)
+            seen |= 1u << which;
+        if (which == 0)
             troupe_read_uint(&r, &id);
-        else if (kl == 4 && memcmp(k, "name", 4) == 0)
+        else if (which == 1)
             troupe_read_str(&r, TROUPE_TABLE_NAME_MAX, &name, &nlen);
-        else if (kl == 7 && memcmp(k, "version", 7) == 0)
+        else if (which == 2)
             troupe_read_uint(&r, &ver);
-        else if (kl == 7 && memcmp(k, "indexes", 7) == 0)
+        else if (which == 3)
             troupe_read_raw(&r, &idx, &idx_len);
-        else if (kl == 7 && memcmp(k, "dropped", 7) == 0)
+        else if (which == 4)
             troupe_read_raw(&r, &drp, &drp_len);
         else
             troupe_read_skip(&r);
@@ -431,14 +686,8 @@ load(troupe_tables *t)
     troupe_key_writer w;
     void *v = NULL;
     size_t vlen = 0;
-    troupe_err e = meta_key(&w, NULL);
-    const uint8_t *k;
-    size_t klen;
-    if (e == TROUPE_OK)
-        e = troupe_key_writer_finish(&w, &k, &klen);
-    if (e == TROUPE_OK)
-        e = troupe_db_get(t->db, t->meta, NULL, k, klen, &v, &vlen);
-    troupe_key_writer_fini(&w);
+    troupe_err ke = meta_key(&w, NULL);
+    troupe_err e = meta_get(t, &w, ke, &v, &vlen);
     if (e == TROUPE_OK) {
         troupe_reader r;
         troupe_reader_init(&r, v, vlen);
@@ -481,8 +730,6 @@ static void
 stop_all_now(troupe_tables *t);
 static void
 stop_actors(troupe_tables *t);
-static void
-ddl_dec(troupe_tables *t);
 
 troupe_err
 troupe_tables_open(const troupe_tables_opts *o, troupe_tables **out)
@@ -490,7 +737,7 @@ troupe_tables_open(const troupe_tables_opts *o, troupe_tables **out)
     if (out != NULL)
         *out = NULL;
     if (o == NULL || out == NULL || o->rt == NULL || o->db == NULL ||
-        o->commit == NULL)
+        o->commit == NULL || o->version_reserve > TROUPE_VERSION_RESERVE_MAX)
         return TROUPE_EINVAL;
     troupe_tables *t = troupe_calloc(1, sizeof(*t));
     if (t == NULL)
@@ -505,6 +752,10 @@ troupe_tables_open(const troupe_tables_opts *o, troupe_tables **out)
     uv_mutex_init(&t->mu);
     uv_mutex_init(&t->ddl);
     uv_mutex_init(&t->ts.mu);
+    uv_mutex_init(&t->vers.mu);
+    t->vers.t = t;
+    t->vers.reserve = o->version_reserve ? o->version_reserve
+                                         : TROUPE_VERSION_RESERVE_DEFAULT;
     /* pi_db's quantum: 1 ms; below it rounds up, above it truncates. */
     t->ts.vttl_ms = o->version_ttl_us == 0     ? 0
                     : o->version_ttl_us < 1000 ? 1
@@ -512,6 +763,8 @@ troupe_tables_open(const troupe_tables_opts *o, troupe_tables **out)
     troupe_err e = troupe_db_cf(t->db, "meta", &t->meta);
     if (e == TROUPE_ENOENT)
         e = troupe_db_cf_create(t->db, "meta", &t->meta);
+    if (e == TROUPE_OK)
+        e = vers_open(t);
     if (e == TROUPE_OK)
         e = load(t);
     if (e != TROUPE_OK) {
@@ -687,6 +940,7 @@ troupe_tables_destroy(troupe_tables *t)
     uv_mutex_destroy(&t->mu);
     uv_mutex_destroy(&t->ddl);
     uv_mutex_destroy(&t->ts.mu);
+    uv_mutex_destroy(&t->vers.mu);
     troupe_free(t);
 }
 
@@ -765,6 +1019,7 @@ typedef struct tentry_view {
     troupe_addr addr;
     troupe_addr iaddr;
     troupe_cf *cf_t;
+    uint64_t id;
 } tentry_view;
 
 /* Finds the live table `name` under the lock and copies its view:
@@ -779,7 +1034,7 @@ entry_view(troupe_tables *t, const char *name, tentry_view *v)
     troupe_err e = t->state == RUNNING ? TROUPE_ENOENT : TROUPE_ESTATE;
     tentry *en = e == TROUPE_ENOENT ? entry_find(t, name) : NULL;
     if (en != NULL) {
-        *v = (tentry_view){en->addr, en->iaddr, en->cf_t};
+        *v = (tentry_view){en->addr, en->iaddr, en->cf_t, en->id};
         e = TROUPE_OK;
     }
     uv_mutex_unlock(&t->mu);
@@ -821,11 +1076,20 @@ troupe_err
 troupe__tables_lookup_cf(troupe_tables *t, const char *name, troupe_addr *a,
                          troupe_cf **cf_t)
 {
+    return troupe__tables_lookup_id(t, name, a, cf_t, NULL);
+}
+
+troupe_err
+troupe__tables_lookup_id(troupe_tables *t, const char *name, troupe_addr *a,
+                         troupe_cf **cf_t, uint64_t *id)
+{
     tentry_view v;
     troupe_err e = entry_view(t, name, &v);
     if (e == TROUPE_OK) {
         *a = v.addr;
         *cf_t = v.cf_t;
+        if (id != NULL)
+            *id = v.id;
     }
     return e;
 }
@@ -840,6 +1104,7 @@ troupe__tables_read_env(troupe_tables *t, const char *name, tread_env *env)
     if (e == TROUPE_EINVAL)
         return e;
     env->cf_t = e == TROUPE_OK ? v.cf_t : NULL;
+    env->table_id = e == TROUPE_OK ? v.id : 0;
     env->rt = t->rt;
     env->db = t->db;
     env->clock = t->clock;
@@ -863,17 +1128,16 @@ troupe__tables_txn_env(troupe_tables *t, ttxn_env *env)
     env->clock = t->clock;
     env->clock_ctx = t->clock_ctx;
     env->timeout_ms = t->timeout_ms;
-    env->vseq = &t->vseq;
+    env->vers = &t->vers;
     env->ts = &t->ts;
     return TROUPE_OK;
 }
 
 void
-troupe__tables_txn_enter(ttables_shared *ts, _Atomic uint64_t *vseq,
-                         ttxn_active *a)
+troupe__tables_txn_enter(ttables_shared *ts, tversions *vers, ttxn_active *a)
 {
     uv_mutex_lock(&ts->mu);
-    a->seq0 = atomic_load(vseq);
+    a->seq0 = troupe__vers_now(vers);
     a->next = NULL;
     a->prev = ts->tail;
     if (ts->tail != NULL)
@@ -917,6 +1181,7 @@ typedef struct ddl_job {
     void *arg;
     troupe_err err;
     bool drop;
+    bool existed; /* create: the table was there with this very spec */
     uint64_t id;
     tschema *schema; /* create: the new indexes */
     char name[];
@@ -1034,17 +1299,38 @@ drop_x_families(troupe_tables *t, const uint64_t *ids, size_t n)
     }
 }
 
+/* Whether schema a (a table's) holds exactly the indexes of b (a create's
+ * request), in any order: same names, same specs (ids and states aside). */
+static bool
+schema_same(const tschema *a, const tschema *b)
+{
+    if (a->n != b->n)
+        return false;
+    for (size_t i = 0; i < b->n; i++) {
+        bool found = false;
+        for (size_t k = 0; k < a->n && !found; k++)
+            found = troupe_index_def_same(a->defs[k], b->defs[i]);
+        if (!found)
+            return false;
+    }
+    return true;
+}
+
 static troupe_err
 do_create(ddl_job *j)
 {
     troupe_tables *t = j->t;
     troupe_err e = TROUPE_OK;
     uv_mutex_lock(&t->mu);
-    for (tentry *en = t->entries; en != NULL; en = en->next)
-        if (strcmp(en->name, j->name) == 0)
-            e = TROUPE_EEXIST;
+    tentry *have = entry_find(t, j->name);
+    /* Creating a table again with the spec it has is done already
+     * (nothing written); with another spec it is EEXIST. */
+    if (have != NULL) {
+        j->existed = schema_same(have->schema, j->schema);
+        e = j->existed ? TROUPE_OK : TROUPE_EEXIST;
+    }
     uv_mutex_unlock(&t->mu);
-    if (e != TROUPE_OK)
+    if (e != TROUPE_OK || j->existed)
         return e;
     /* The counter first: see the design note. */
     if ((e = write_meta(t, NULL, NULL, 0, true, 0)) != TROUPE_OK)
@@ -1174,11 +1460,17 @@ ddl_job_new(troupe_tables *t, const char *name, bool drop,
     if (t == NULL || !troupe_catalog_name_valid(name, &len) ||
         n_idx > TROUPE_TABLE_INDEX_MAX || (idx == NULL && n_idx > 0))
         return TROUPE_EINVAL;
-    for (size_t i = 0; i < n_idx; i++)
+    for (size_t i = 0; i < n_idx; i++) {
         for (size_t k = 0; k < i; k++)
             if (idx[i].name != NULL && idx[k].name != NULL &&
                 strcmp(idx[i].name, idx[k].name) == 0)
                 return TROUPE_EINVAL;
+        /* a function index must name a registered function: refused
+         * here, not on every write */
+        if (idx[i].fn_name != NULL &&
+            !troupe_index_fn_registered(t->fns, idx[i].fn_name))
+            return TROUPE_EINVAL;
+    }
     ddl_job *j = troupe_calloc(1, sizeof(*j) + len + 1);
     tschema *s = drop ? NULL : schema_new(n_idx);
     if (j == NULL || (!drop && s == NULL)) {
@@ -1485,35 +1777,16 @@ troupe__tables_build_save(troupe_db *db, troupe_cf *meta, uint64_t table_id,
 {
     troupe_key_writer w;
     troupe_packer p;
-    troupe_batch *b = NULL;
-    const uint8_t *k;
-    size_t klen, vlen;
     troupe_pack_init(&p);
     troupe_pack_array(&p, 3);
     troupe_pack_uint(&p, 1);
     troupe_pack_uint(&p, index_id);
     troupe_pack_bin(&p, after, alen);
-    const void *v = troupe_pack_data(&p, &vlen);
-    troupe_err e = p.err;
-    if (e == TROUPE_OK)
-        e = pos_key(&w, table_id);
-    else
-        troupe_key_writer_init(&w);
-    if (e == TROUPE_OK)
-        e = troupe_key_writer_finish(&w, &k, &klen);
-    if (e == TROUPE_OK)
-        e = troupe_batch_create(&b);
-    if (e == TROUPE_OK)
-        e = troupe_batch_put(b, meta, k, klen, v, vlen);
+    troupe_err ke = pos_key(&w, table_id);
     /* Not synced: the reindexed rows it covers went through the WAL
      * before it, so a crash may lose the position (that part is redone)
      * but never keep it without them. */
-    if (e == TROUPE_OK)
-        e = troupe_db_write(db, b, TROUPE_SYNC_DEFAULT);
-    troupe_batch_destroy(b);
-    troupe_key_writer_fini(&w);
-    troupe_pack_fini(&p);
-    return e;
+    return meta_put(db, meta, &w, ke, &p, TROUPE_SYNC_DEFAULT);
 }
 
 /* The saved position of en's build of index_id, if there is one (a
@@ -1522,16 +1795,10 @@ static void
 load_position(troupe_tables *t, const tentry *en, uint64_t index_id, tbuild *b)
 {
     troupe_key_writer w;
-    const uint8_t *k;
-    size_t klen;
     void *v = NULL;
     size_t vlen = 0;
-    troupe_err e = pos_key(&w, en->id);
-    if (e == TROUPE_OK)
-        e = troupe_key_writer_finish(&w, &k, &klen);
-    if (e == TROUPE_OK)
-        e = troupe_db_get(t->db, t->meta, NULL, k, klen, &v, &vlen);
-    troupe_key_writer_fini(&w);
+    troupe_err ke = pos_key(&w, en->id);
+    troupe_err e = meta_get(t, &w, ke, &v, &vlen);
     if (e != TROUPE_OK)
         return;
     troupe_reader r;
@@ -1609,6 +1876,7 @@ typedef struct add_job {
     uint64_t new_id;       /* add, rebuild: the id reserved */
     troupe_index_def *def; /* add: the new index */
     char index[256];       /* rebuild, drop: its name */
+    bool existed;          /* add: the table has this index, ready */
     troupe_err err;
     char table[];
 } add_job;
@@ -1657,15 +1925,28 @@ add_work(void *arg)
     uv_mutex_lock(&t->mu);
     tentry *en = entry_find(t, j->table);
     troupe_err e = en == NULL ? TROUPE_ENOENT : TROUPE_OK;
-    if (e == TROUPE_OK && j->op == IDX_ADD) {
-        if (index_find(en, troupe_index_def_name(j->def), NULL) != NULL)
-            e = TROUPE_EEXIST;
-        else if (entry_busy(en))
+    const troupe_index_def *have =
+        e == TROUPE_OK && j->op == IDX_ADD
+            ? index_find(en, troupe_index_def_name(j->def), NULL)
+            : NULL;
+    if (have != NULL) {
+        /* the same index again: done once it is built; another spec
+         * under that name: EEXIST */
+        bool same = troupe_index_def_same(have, j->def);
+        j->existed = same && troupe_index_def_ready(have);
+        e = !same ? TROUPE_EEXIST : j->existed ? TROUPE_OK : TROUPE_EBUSY;
+    } else if (e == TROUPE_OK && j->op == IDX_ADD) {
+        if (entry_busy(en))
             e = TROUPE_EBUSY;
         else if (en->schema->n >= TROUPE_TABLE_INDEX_MAX)
             e = TROUPE_EINVAL;
     }
     uv_mutex_unlock(&t->mu);
+    if (j->existed) {
+        uv_mutex_unlock(&t->ddl);
+        j->err = TROUPE_OK; /* nothing written */
+        return;
+    }
     char buf[32];
     cf_name(buf, sizeof(buf), 'x', j->new_id);
     uint64_t old_id = 0;
@@ -1732,7 +2013,7 @@ add_done(void *arg, troupe_runtime *rt)
     troupe_tables_cb cb = j->cb;
     void *cb_arg = j->arg;
     troupe_err e = j->err;
-    if (e != TROUPE_OK) /* else the build calls back when it is done */
+    if (e != TROUPE_OK || j->existed) /* else the build calls back */
         cb(t, e, cb_arg);
     add_end(j);
 }
@@ -1746,7 +2027,9 @@ index_change(troupe_tables *t, int op, const char *table,
     size_t len, ilen = 0;
     if (t == NULL || cb == NULL || !troupe_catalog_name_valid(table, &len))
         return TROUPE_EINVAL;
-    if (op == IDX_ADD && spec == NULL)
+    if (op == IDX_ADD &&
+        (spec == NULL || (spec->fn_name != NULL &&
+                          !troupe_index_fn_registered(t->fns, spec->fn_name))))
         return TROUPE_EINVAL;
     if (op != IDX_ADD &&
         (index == NULL || (ilen = strnlen(index, 256)) == 0 || ilen > 255))

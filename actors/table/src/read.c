@@ -13,6 +13,7 @@
 
 #include "table_int.h"
 #include "troupe/alloc.h"
+#include "troupe/cursor.h"
 #include "troupe/pack.h"
 
 /* ---- building troupe_rows ---------------------------------------------- */
@@ -171,6 +172,10 @@ troupe_err
 troupe__read_get_many(const tread_src *s, const void *const *keys,
                       const size_t *klens, size_t n, troupe_rows **out)
 {
+    if (n == 0) { /* no keys: an empty result, nothing read */
+        rbuild none = {0};
+        return rb_finish(&none, false, false, out);
+    }
     void **vals = troupe_calloc(n, sizeof(*vals));
     size_t *vlens = troupe_calloc(n, sizeof(*vlens));
     troupe_err *errs = troupe_calloc(n, sizeof(*errs));
@@ -217,14 +222,42 @@ troupe__scan_opts_check(const troupe_scan_opts *so)
         (so->after == NULL) != (so->after_len == 0))
         return TROUPE_EINVAL;
     if (so->start_len > TROUPE_KEY_MAX || so->end_len > TROUPE_KEY_MAX ||
-        so->after_len > TROUPE_KEY_MAX)
+        so->after_len > TROUPE_CURSOR_MAX)
         return TROUPE_ETOOBIG;
     if (so->start != NULL && so->end != NULL) {
         size_t n = so->start_len < so->end_len ? so->start_len : so->end_len;
         int c = memcmp(so->start, so->end, n);
-        if (c > 0 || (c == 0 && so->start_len > so->end_len))
-            return TROUPE_EINVAL;
+        if (c > 0 || (c == 0 && so->start_len >= so->end_len))
+            return TROUPE_EINVAL; /* inverted, or empty: start == end */
     }
+    return TROUPE_OK;
+}
+
+troupe_err
+troupe__scan_cursor_unwrap(const troupe_scan_opts *so, uint64_t table_id,
+                           troupe_scan_opts *raw)
+{
+    *raw = *so;
+    if (so->after == NULL)
+        return TROUPE_OK;
+    return troupe__cursor_key(so->after, so->after_len, TROUPE_CURSOR_ROWS,
+                              table_id, &raw->after, &raw->after_len);
+}
+
+troupe_err
+troupe__rows_cursor_wrap(troupe_rows *r, uint64_t table_id)
+{
+    if (r->cursor == NULL)
+        return TROUPE_OK;
+    uint8_t *c = troupe_malloc(r->cursor_len + TROUPE_CURSOR_OVERHEAD);
+    if (c == NULL)
+        return TROUPE_ENOMEM;
+    troupe__cursor_put(c, TROUPE_CURSOR_ROWS, table_id, r->cursor,
+                       r->cursor_len);
+    troupe_free(r->cur_);
+    r->cur_ = c;
+    r->cursor = c;
+    r->cursor_len += TROUPE_CURSOR_OVERHEAD;
     return TROUPE_OK;
 }
 

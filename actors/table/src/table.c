@@ -35,6 +35,7 @@
 #include "troupe/alloc.h"
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
+#include "troupe/txn.h" /* troupe_conflict_kind: this is txn's 2PC server */
 
 enum {
     TABLE_PREP_DONE = TABLE_NKINDS_,
@@ -76,6 +77,7 @@ typedef struct wop {
     bool ext;          /* a transaction's op: batch is the shared one */
     bool purge_hit;    /* TABLE_PURGE_OP: prepared a delete */
     bool cached;       /* prepare on the actor: memory-only reads */
+    bool nostamp;      /* store created_at / updated_at as given */
     /* The version this write publishes, taken on the writer thread once
      * the write is stored and before its caller hears of it (0 until
      * then): a transaction that began after the reply has seq0 >= cver. */
@@ -322,12 +324,6 @@ bytes_cmp(const void *a, size_t alen, const void *b, size_t blen)
 }
 
 /* ---- key versions (actor thread) ---------------------------------------- */
-
-static uint64_t
-vnext(tstate *s)
-{
-    return s->cfg.vseq != NULL ? atomic_fetch_add(s->cfg.vseq, 1) + 1 : 0;
-}
 
 static size_t
 key_hash(const void *k, size_t n);
@@ -602,9 +598,10 @@ stamp_doc(troupe_packer *p, const void *doc, size_t len, const void *created,
         const void *raw;
         size_t rl;
         if (troupe_read_peek(&r) == TROUPE_MP_STR) {
-            const char *s;
-            size_t sl;
-            troupe_read_str(&r, SIZE_MAX, &s, &sl);
+            const char *s = NULL;
+            size_t sl = 0;
+            if (troupe_read_str(&r, SIZE_MAX, &s, &sl) != TROUPE_OK)
+                break;
             troupe_pack_str(p, s, sl);
             bool c = sl == 10 && memcmp(s, "created_at", 10) == 0;
             bool u = sl == 10 && memcmp(s, "updated_at", 10) == 0;
@@ -616,12 +613,11 @@ stamp_doc(troupe_packer *p, const void *doc, size_t len, const void *created,
                     troupe_pack_int(p, now);
                 continue;
             }
-        } else {
-            troupe_read_raw(&r, &raw, &rl);
+        } else if (troupe_read_raw(&r, &raw, &rl) == TROUPE_OK) {
             troupe_pack_raw(p, raw, rl);
         }
-        troupe_read_raw(&r, &raw, &rl);
-        troupe_pack_raw(p, raw, rl);
+        if (troupe_read_raw(&r, &raw, &rl) == TROUPE_OK)
+            troupe_pack_raw(p, raw, rl);
     }
     troupe_err e = troupe_read_end(&r);
     return e != TROUPE_OK ? TROUPE_EPROTO : p->err;
@@ -639,13 +635,18 @@ schema_cf(const tschema *s, uint64_t id, size_t *idx)
     return NULL;
 }
 
-/* A unique index entry `key` (values then suffix): ECONSTRAINT when the
- * index already holds the same values for another primary key. */
+/* A unique index entry whose first vlen bytes are its values (entry.
+ * values_len): ECONSTRAINT when the index already holds the same values
+ * for another primary key. The entries with those values are walked, not
+ * just the first two: under a CASEFOLD field this very row may hold
+ * several (one per original string), and those are no clash; an entry is
+ * another row's when its pk element differs from this row's (`suffix`,
+ * the encoded pk, compared as a whole element: a byte suffix match could
+ * be a longer pk). */
 static troupe_err
-unique_check(wop *op, troupe_cf *xcf, const unsigned char *key, size_t klen,
-             size_t slen)
+unique_check(wop *op, troupe_cf *xcf, const unsigned char *key, size_t vlen,
+             const uint8_t *suffix, size_t slen)
 {
-    size_t vlen = klen - slen;
     unsigned char *end = troupe_malloc(vlen + 1);
     if (end == NULL)
         return TROUPE_ENOMEM;
@@ -653,17 +654,20 @@ unique_check(wop *op, troupe_cf *xcf, const unsigned char *key, size_t klen,
     end[vlen] = 0xFF;
     troupe_range rg;
     troupe_range_init_bounds(&rg, key, vlen, end, vlen + 1);
-    troupe_page *pg = NULL;
+    troupe_iter *it = NULL;
     troupe_err e =
-        troupe_db_scan(op->cfg.db, xcf, NULL, &rg, NULL, 0, 2, false, &pg);
-    troupe_free(end);
-    if (e != TROUPE_OK)
-        return e;
-    for (size_t i = 0; i < pg->n; i++)
-        if (bytes_cmp(pg->items[i].key, pg->items[i].key_len, key, klen))
+        troupe_iter_create(op->cfg.db, xcf, NULL, &rg, NULL, 0, false, &it);
+    troupe_kv kv;
+    while (e == TROUPE_OK && (e = troupe_iter_next(it, &kv)) == TROUPE_OK) {
+        size_t pv = 0;
+        if (troupe_index_key_split(kv.key, kv.key_len, &pv, NULL) != TROUPE_OK)
+            e = TROUPE_ECORRUPT;
+        else if (bytes_cmp(kv.key + pv, kv.key_len - pv, suffix, slen) != 0)
             e = TROUPE_ECONSTRAINT;
-    troupe_page_destroy(pg);
-    return e;
+    }
+    troupe_iter_destroy(it);
+    troupe_free(end);
+    return e == TROUPE_ENOENT ? TROUPE_OK : e;
 }
 
 static troupe_err
@@ -717,7 +721,10 @@ prepare_put(wop *op, troupe_batch *b, const void *old_doc, size_t old_len,
         troupe_pack_uint(&p, 1);
         troupe_pack_int(&p, op->expires);
         troupe_pack_data(&p, &off);
-        e = stamp_doc(&p, op->doc, op->dlen, created, clen, now);
+        if (op->nostamp)
+            troupe_pack_raw(&p, op->doc, op->dlen);
+        else
+            e = stamp_doc(&p, op->doc, op->dlen, created, clen, now);
         env = troupe_pack_data(&p, &elen);
     }
     troupe_index_entries *ents =
@@ -728,6 +735,14 @@ prepare_put(wop *op, troupe_batch *b, const void *old_doc, size_t old_len,
     for (size_t i = 0; ents != NULL && i < s->n; i++)
         troupe_index_entries_init(&ents[i]);
     for (size_t i = 0; e == TROUPE_OK && i < s->n; i++) {
+        /* A table loaded from disk may name a function this process did
+         * not register (creates refuse that): it cannot maintain that
+         * index, so it writes nothing but deletes, which derive nothing. */
+        const char *fn = troupe_index_def_fn_name(s->defs[i]);
+        if (fn != NULL && !troupe_index_fn_registered(op->cfg.fns, fn)) {
+            e = TROUPE_ESTATE;
+            break;
+        }
         e = troupe_index_derive(s->defs[i], op->cfg.fns, env + off, elen - off,
                                 op->key, op->klen, &ents[i]);
         total += ents[i].n;
@@ -744,9 +759,10 @@ prepare_put(wop *op, troupe_batch *b, const void *old_doc, size_t old_len,
                                  x->val ? x->val : &nil,
                                  x->val ? x->val_len : 1);
             if (e == TROUPE_OK && uq)
-                e = unique_check(op, s->xcf[i], x->key, x->key_len, slen);
+                e = unique_check(op, s->xcf[i], x->key, x->values_len, suffix,
+                                 slen);
             if (e == TROUPE_OK && uq)
-                e = add_uniq(op, id, x->key, x->key_len - slen);
+                e = add_uniq(op, id, x->key, x->values_len);
         }
     }
     /* The manifest [1, [[id, key], ...]]; a row without index keys has
@@ -1070,7 +1086,8 @@ start_op(troupe_actor *self, tstate *s, wop *op)
 static troupe_err
 enqueue(troupe_actor *self, tstate *s, uint32_t kind, const void *key,
         size_t klen, const void *doc, size_t dlen, int64_t expires,
-        troupe_sync sync, troupe_addr asker, uint64_t corr, bool build);
+        troupe_sync sync, bool nostamp, troupe_addr asker, uint64_t corr,
+        bool build);
 static troupe_err
 attach(troupe_actor *self, tstate *s, wop *op);
 
@@ -1083,9 +1100,9 @@ h_write(troupe_actor *self, void *st, const troupe_msg *m)
     size_t klen, dlen = 0;
     int64_t expires = 0;
     uint32_t sync = 0;
-    bool del = m->kind == TABLE_DELETE;
+    bool del = m->kind == TABLE_DELETE, stamp = true;
     troupe_reader_init_msg(&r, m);
-    troupe_read_array_n(&r, del ? 2 : 4);
+    troupe_read_array_n(&r, del ? 2 : 5);
     troupe_read_bin(&r, TROUPE_KEY_MAX, &key, &klen);
     if (!del) {
         if (r.err == TROUPE_OK && troupe_read_peek(&r) != TROUPE_MP_MAP)
@@ -1094,6 +1111,8 @@ h_write(troupe_actor *self, void *st, const troupe_msg *m)
         troupe_read_int(&r, &expires);
     }
     troupe_read_u32(&r, &sync);
+    if (!del)
+        troupe_read_bool(&r, &stamp);
     troupe_err e = troupe_read_end(&r);
     if (e == TROUPE_OK && (klen == 0 || expires < 0 || sync > TROUPE_SYNC_OFF))
         e = TROUPE_EPROTO;
@@ -1105,7 +1124,7 @@ h_write(troupe_actor *self, void *st, const troupe_msg *m)
         return TROUPE_OK;
     }
     e = enqueue(self, s, m->kind, key, klen, doc, dlen, expires,
-                (troupe_sync)sync, m->from, m->corr, false);
+                (troupe_sync)sync, !stamp, m->from, m->corr, false);
     if (e != TROUPE_OK)
         troupe_runtime_reply(troupe_actor_runtime(self), m->from, m->corr, e,
                              NULL);
@@ -1116,7 +1135,8 @@ h_write(troupe_actor *self, void *st, const troupe_msg *m)
 static troupe_err
 enqueue(troupe_actor *self, tstate *s, uint32_t kind, const void *key,
         size_t klen, const void *doc, size_t dlen, int64_t expires,
-        troupe_sync sync, troupe_addr asker, uint64_t corr, bool build)
+        troupe_sync sync, bool nostamp, troupe_addr asker, uint64_t corr,
+        bool build)
 {
     wop *op = troupe_calloc(1, sizeof(*op) + klen + dlen);
     if (op == NULL)
@@ -1128,6 +1148,7 @@ enqueue(troupe_actor *self, tstate *s, uint32_t kind, const void *key,
     op->kind = kind;
     op->build = build;
     op->sync = sync;
+    op->nostamp = nostamp;
     op->expires = expires;
     op->cfg = s->cfg;
     troupe__tschema_retain(op->cfg.schema);
@@ -1185,9 +1206,11 @@ on_commit(troupe_err err, void *arg)
     wop *op = arg;
     if (op->kind == TABLE_PURGE_OP)
         op->err = err; /* counted by purge_op_done */
-    if (!op->build && op->cfg.vseq != NULL) {
+    if (!op->build && op->cfg.vers != NULL) {
         atomic_store(&op->cms, op->cfg.clock(op->cfg.clock_ctx));
-        atomic_store(&op->cver, atomic_fetch_add(op->cfg.vseq, 1) + 1);
+        /* the writer thread may block: a version below the durable
+         * floor, always */
+        atomic_store(&op->cver, troupe__vers_take(op->cfg.vers));
     }
     /* The actor hears first, so that whatever the caller asks it after
      * the reply finds this write's version recorded. The op is the
@@ -1364,12 +1387,9 @@ h_commit_done(troupe_actor *self, void *st, const troupe_msg *m)
         }
     if (op->nuq > 0)
         clog_add(s, op);
-    if (!op->build)
-        vmap_publish(s, op->key, op->klen,
-                     atomic_load(&op->cver) ? atomic_load(&op->cver) : vnext(s),
-                     atomic_load(&op->cver) ? atomic_load(&op->cms)
-                                            : s->cfg.clock(s->cfg.clock_ctx),
-                     false);
+    if (!op->build && atomic_load(&op->cver) != 0)
+        vmap_publish(s, op->key, op->klen, atomic_load(&op->cver),
+                     atomic_load(&op->cms), false);
     release_and_next(self, s, op, true);
     if (s->nrunning == 0)
         clog_clear(s); /* nobody can have read before those commits */
@@ -1526,9 +1546,9 @@ h_build_keys(troupe_actor *self, void *st, const troupe_msg *m)
     /* Count them all first: an op may finish inside enqueue. */
     b->outstanding = pg->n + 1;
     for (size_t i = 0; i < pg->n; i++) {
-        troupe_err e = enqueue(self, s, TABLE_REINDEX, pg->items[i].key,
-                               pg->items[i].key_len, NULL, 0, 0,
-                               TROUPE_SYNC_DEFAULT, TROUPE_ADDR_NONE, 0, true);
+        troupe_err e = enqueue(
+            self, s, TABLE_REINDEX, pg->items[i].key, pg->items[i].key_len,
+            NULL, 0, 0, TROUPE_SYNC_DEFAULT, false, TROUPE_ADDR_NONE, 0, true);
         if (e != TROUPE_OK)
             build_op_done(self, s, e);
     }
@@ -1928,10 +1948,11 @@ restart_parked(troupe_actor *self, tstate *s)
     }
 }
 
-/* Ends tp's part here: publishes versions of its writes when `publish`,
- * frees its locks and reservations (starting the writes behind them). */
+/* Ends tp's part here: publishes version `ver` of its writes when
+ * `publish`, frees its locks and reservations (starting the writes behind
+ * them). */
 static void
-tpart_end(troupe_actor *self, tstate *s, tpart *tp, bool publish)
+tpart_end(troupe_actor *self, tstate *s, tpart *tp, bool publish, uint64_t ver)
 {
     for (tpart **pp = tp->onwork ? &s->tpwork : &s->tparts; *pp != NULL;
          pp = &(*pp)->next)
@@ -1942,8 +1963,8 @@ tpart_end(troupe_actor *self, tstate *s, tpart *tp, bool publish)
     tp->onwork = false;
     if (tp->timed)
         troupe_timer_cancel(self, tp->timer);
-    uint64_t ver = publish && tp->nops > 0 ? vnext(s) : 0;
-    s->last_pub = ver;
+    publish = publish && ver != 0; /* a finish that publishes has one */
+    s->last_pub = publish && tp->nops > 0 ? ver : 0;
     for (size_t i = 0; i < tp->nops; i++) {
         wop *op = tp->ops[i];
         if (op == NULL)
@@ -1980,6 +2001,7 @@ tpart_end(troupe_actor *self, tstate *s, tpart *tp, bool publish)
 typedef struct kref {
     const unsigned char *k;
     size_t n;
+    uint32_t kinds; /* TROUPE_CONFLICT_* bits */
 } kref;
 
 /* A growing list of conflicting keys (borrowed bytes). */
@@ -1991,7 +2013,7 @@ typedef struct kset {
 } kset;
 
 static void
-kset_add(kset *ks, const void *k, size_t n)
+kset_add(kset *ks, const void *k, size_t n, uint32_t kinds)
 {
     if (ks->err != TROUPE_OK)
         return;
@@ -2005,7 +2027,7 @@ kset_add(kset *ks, const void *k, size_t n)
         ks->v = v;
         ks->cap = cap;
     }
-    ks->v[ks->n++] = (kref){k, n};
+    ks->v[ks->n++] = (kref){k, n, kinds};
 }
 
 static void
@@ -2015,8 +2037,11 @@ answer_keys(troupe_runtime *rt, troupe_addr to, uint64_t corr, const kref *keys,
     troupe_packer p;
     troupe_pack_init(&p);
     troupe_pack_array(&p, (uint32_t)n);
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
+        troupe_pack_array(&p, 2);
         troupe_pack_bin(&p, keys[i].k, keys[i].n);
+        troupe_pack_uint(&p, keys[i].kinds);
+    }
     troupe_body *b = NULL;
     if (troupe_pack_take_body(&p, &b) != TROUPE_OK) {
         troupe_runtime_reply(rt, to, corr, TROUPE_ENOMEM, NULL);
@@ -2071,34 +2096,48 @@ retry_deferred(troupe_actor *self, tstate *s)
     }
 }
 
-/* The keys of range r that changed since seq0 or that a write holds. */
+/* The keys of range r that changed since seq0 (STALE) or that a write
+ * holds (RESERVED: in flight or queued; a write stored since seq0 whose
+ * version is not yet published is a change). */
 static void
 range_conflicts(const tstate *s, const ttxn_range *r, uint64_t seq0, kset *ks)
 {
     static const unsigned char zero = 0;
     if (s->vfloor > seq0) { /* forgotten versions: assume a change */
         if (r->start != NULL)
-            kset_add(ks, r->start, r->slen);
+            kset_add(ks, r->start, r->slen, TROUPE_CONFLICT_STALE);
         else
-            kset_add(ks, &zero, 1);
+            kset_add(ks, &zero, 1, TROUPE_CONFLICT_STALE);
         return;
     }
     for (size_t b = 0; b < s->vnb; b++)
         for (const vent *v = s->vmap[b]; v != NULL; v = v->next)
-            if (v->ver > seq0 && range_has(r, v->key, v->klen))
-                kset_add(ks, v->key, v->klen);
+            if (v->ver > seq0 && range_has(r, v->key, v->klen)) {
+                const klock *l = *lock_slot((tstate *)s, v->key, v->klen);
+                bool held =
+                    l != NULL && (l->whead != NULL ||
+                                  (l->running != NULL &&
+                                   (l->running->ext ||
+                                    atomic_load(&l->running->cver) == 0)));
+                kset_add(ks, v->key, v->klen,
+                         TROUPE_CONFLICT_STALE |
+                             (held ? TROUPE_CONFLICT_RESERVED : 0));
+            }
     for (size_t b = 0; b < s->nbuckets; b++)
         for (const klock *l = s->buckets[b]; l != NULL; l = l->next) {
-            if (!range_has(r, l->key, l->klen))
-                continue;
-            bool held = l->whead != NULL;
+            if (!range_has(r, l->key, l->klen) ||
+                vmap_get(s, l->key, l->klen) > seq0)
+                continue; /* listed above */
+            uint32_t kinds = l->whead != NULL ? TROUPE_CONFLICT_RESERVED : 0;
             if (l->running != NULL) {
                 uint64_t cv =
                     l->running->ext ? 0 : atomic_load(&l->running->cver);
-                held = held || cv == 0 || cv > seq0;
+                kinds |= cv == 0     ? TROUPE_CONFLICT_RESERVED
+                         : cv > seq0 ? TROUPE_CONFLICT_STALE
+                                     : 0;
             }
-            if (held && vmap_get(s, l->key, l->klen) <= seq0)
-                kset_add(ks, l->key, l->klen); /* else listed above */
+            if (kinds != 0)
+                kset_add(ks, l->key, l->klen, kinds);
         }
 }
 
@@ -2158,40 +2197,45 @@ txn_prepare(troupe_actor *self, tstate *s, ttxn_prep *p, troupe_addr asker,
         e = TROUPE_ECANCELED;
     kset bad = {0};
     size_t nw = 0, nr = 0;
+    /* Every cause of a key's conflict is named: STALE when what the
+     * transaction read (or the version it gave) no longer matches,
+     * RESERVED when another transaction or a write in flight holds it. */
     for (size_t i = 0; e == TROUPE_OK && i < p->n; i++) {
         const ttxn_key *k = &p->keys[i];
         bool w = k->kind != TTXN_READ;
         klock *l = *lock_slot(s, k->key, k->klen);
-        bool c = false;
+        uint32_t c = 0;
         if (k->ver != 0) { /* a versioned read: its version, exactly */
             uint64_t cur = vmap_get(s, k->key, k->klen);
             if (l != NULL && l->running != NULL) {
                 uint64_t cv =
                     l->running->ext ? 0 : atomic_load(&l->running->cver);
                 if (cv == 0)
-                    c = true;
+                    c |= TROUPE_CONFLICT_RESERVED;
                 else
                     cur = cv;
             }
             if (cur != k->ver)
-                c = true;
+                c |= TROUPE_CONFLICT_STALE;
             else if (l != NULL && l->running != NULL && w)
                 wait = true;
         } else if (l != NULL && l->running != NULL) {
             uint64_t cv = l->running->ext ? 0 : atomic_load(&l->running->cver);
-            if (cv == 0 || cv > p->seq0)
-                c = true; /* may commit after the snapshot */
+            if (cv == 0)
+                c |= TROUPE_CONFLICT_RESERVED; /* may commit after seq0 */
+            else if (cv > p->seq0)
+                c |= TROUPE_CONFLICT_STALE; /* stored after the snapshot */
             else if (w)
                 wait = true; /* stored before it: wait for its release */
         }
-        if (!c && l != NULL && w && l->rsv > 0)
-            c = true;
-        if (!c && w && in_rsv_range(s, k->key, k->klen))
-            c = true; /* another transaction scanned over it */
-        if (!c && k->ver == 0 && vmap_get(s, k->key, k->klen) > p->seq0)
-            c = true;
-        if (c)
-            kset_add(&bad, k->key, k->klen);
+        if (l != NULL && w && l->rsv > 0)
+            c |= TROUPE_CONFLICT_RESERVED; /* another transaction read it */
+        if (w && in_rsv_range(s, k->key, k->klen))
+            c |= TROUPE_CONFLICT_RESERVED; /* another one scanned over it */
+        if (k->ver == 0 && vmap_get(s, k->key, k->klen) > p->seq0)
+            c |= TROUPE_CONFLICT_STALE;
+        if (c != 0)
+            kset_add(&bad, k->key, k->klen, c);
         nw += w;
         nr += !w;
     }
@@ -2280,6 +2324,7 @@ txn_prepare(troupe_actor *self, tstate *s, ttxn_prep *p, troupe_addr asker,
         op->ext = true;
         op->batch = p->sh->batch;
         op->expires = k->expires;
+        op->nostamp = k->nostamp;
         op->cfg = s->cfg;
         troupe__tschema_retain(op->cfg.schema);
         op->key = (unsigned char *)(op + 1);
@@ -2303,7 +2348,7 @@ txn_prepare(troupe_actor *self, tstate *s, ttxn_prep *p, troupe_addr asker,
                                tprep_drop);
     if (e != TROUPE_OK) {
         troupe_runtime_reply(rt, tp->asker, tp->corr, e, NULL);
-        tpart_end(self, s, tp, false);
+        tpart_end(self, s, tp, false, 0);
     }
 }
 
@@ -2328,7 +2373,7 @@ h_txn_prep_done(troupe_actor *self, void *st, const troupe_msg *m)
         e = TROUPE_ECANCELED; /* aborted while on the worker */
     if (e != TROUPE_OK) {
         troupe_runtime_reply(rt, tp->asker, tp->corr, e, NULL);
-        tpart_end(self, s, tp, false);
+        tpart_end(self, s, tp, false, 0);
         return TROUPE_OK;
     }
     /* Unique values: against writes in flight and recent commits (a
@@ -2341,10 +2386,15 @@ h_txn_prep_done(troupe_actor *self, void *st, const troupe_msg *m)
         for (size_t j = 0; j < i; j++)
             if (uniq_overlap(op->uq, op->nuq, tp->ops[j]->uq, tp->ops[j]->nuq))
                 e = TROUPE_ECONSTRAINT;
-        if (e == TROUPE_OK && uniq_clash(s, op) != 0) {
-            kref k = {op->key, op->klen};
+        int clash = e == TROUPE_OK ? uniq_clash(s, op) : 0;
+        if (clash != 0) {
+            /* a write in the pipeline claims one of its unique values,
+             * or one committed since the check read the index */
+            kref k = {op->key, op->klen,
+                      clash == 1 ? TROUPE_CONFLICT_RESERVED
+                                 : TROUPE_CONFLICT_STALE};
             answer_keys(rt, tp->asker, tp->corr, &k, 1);
-            tpart_end(self, s, tp, false);
+            tpart_end(self, s, tp, false, 0);
             return TROUPE_OK;
         }
     }
@@ -2355,7 +2405,7 @@ h_txn_prep_done(troupe_actor *self, void *st, const troupe_msg *m)
     }
     if (e != TROUPE_OK) {
         troupe_runtime_reply(rt, tp->asker, tp->corr, e, NULL);
-        tpart_end(self, s, tp, false);
+        tpart_end(self, s, tp, false, 0);
         return TROUPE_OK;
     }
     for (size_t i = 0; i < tp->nops; i++)
@@ -2380,7 +2430,7 @@ h_txn_expire(troupe_actor *self, void *st, const troupe_msg *m)
             if (atomic_compare_exchange_strong(&tp->sh->state, &want,
                                                TTXN_ABORTED) ||
                 want == TTXN_ABORTED)
-                tpart_end(self, s, tp, false);
+                tpart_end(self, s, tp, false, 0);
             break;
         }
     return TROUPE_OK;
@@ -2395,7 +2445,7 @@ h_txn_finish(troupe_actor *self, void *st, const troupe_msg *m)
     if (f != NULL) {
         for (tpart *tp = s->tparts; tp != NULL; tp = tp->next)
             if (tp->sh == f->sh) {
-                tpart_end(self, s, tp, f->publish);
+                tpart_end(self, s, tp, f->publish, f->ver);
                 ver = s->last_pub;
                 break;
             }
@@ -2557,22 +2607,30 @@ qver_work(void *arg)
                 j->vers);
 }
 
-/* The key's version now (no write of it in flight: checked before). */
-static uint64_t
-qver_of(tstate *s, const unsigned char *key, size_t klen)
+/* The key's version now (no write of it in flight: checked before), one
+ * that may be shown to the client: below the durable floor (the error of
+ * troupe__vers_check otherwise, EBUSY in practice never). */
+static troupe_err
+qver_of(tstate *s, const unsigned char *key, size_t klen, uint64_t *out)
 {
     klock *l = *lock_slot(s, key, klen);
-    if (l != NULL && l->running != NULL) /* stored, not yet published */
-        return atomic_load(&l->running->cver);
     const vent *v = vmap_find(s, key, klen, key_hash(key, klen));
-    if (v != NULL)
-        return v->ver;
-    /* the key's first version, created once */
-    uint64_t ver = vnext(s);
-    vmap_publish(s, key, klen, ver, s->cfg.clock(s->cfg.clock_ctx), true);
-    if (vmap_get(s, key, klen) != ver)
-        ver = vmap_get(s, key, klen); /* map was full */
-    return ver;
+    uint64_t ver;
+    if (l != NULL && l->running != NULL) { /* stored, not yet published */
+        ver = atomic_load(&l->running->cver);
+    } else if (v != NULL) {
+        ver = v->ver;
+    } else {
+        /* the key's first version, created once; this loop must not
+         * block, so a counter at the floor (never in practice) refuses */
+        if ((ver = troupe__vers_try(s->cfg.vers)) == 0)
+            return troupe__vers_check(s->cfg.vers, UINT64_MAX);
+        vmap_publish(s, key, klen, ver, s->cfg.clock(s->cfg.clock_ctx), true);
+        if (vmap_get(s, key, klen) != ver)
+            ver = vmap_get(s, key, klen); /* map was full */
+    }
+    *out = ver;
+    return troupe__vers_check(s->cfg.vers, ver);
 }
 
 static void
@@ -2611,8 +2669,15 @@ qver_run(troupe_actor *self, tstate *s, ttxn_qver *q, troupe_addr asker,
         troupe_free(q);
         return;
     }
-    for (size_t i = 0; i < q->n; i++)
-        vers[i] = qver_of(s, q->keys[i], q->klens[i]);
+    troupe_err ve = TROUPE_OK;
+    for (size_t i = 0; i < q->n && ve == TROUPE_OK; i++)
+        ve = qver_of(s, q->keys[i], q->klens[i], &vers[i]);
+    if (ve != TROUPE_OK) {
+        troupe_runtime_reply(rt, asker, corr, ve, NULL);
+        troupe_free(vers);
+        troupe_free(q);
+        return;
+    }
     /* No write of the keys is in flight, and none can start while this
      * handler runs: the latest values go with `vers`. Read them here when
      * they are in memory; else on a worker, from a snapshot taken now. */
@@ -2992,7 +3057,7 @@ h_purge_keys(troupe_actor *self, void *st, const troupe_msg *m)
         const troupe_kv *kv = &pg->items[j->exp[i]];
         troupe_err e =
             enqueue(self, s, TABLE_PURGE_OP, kv->key, kv->key_len, NULL, 0, 0,
-                    TROUPE_SYNC_DEFAULT, TROUPE_ADDR_NONE, 0, false);
+                    TROUPE_SYNC_DEFAULT, false, TROUPE_ADDR_NONE, 0, false);
         if (e != TROUPE_OK)
             purge_op_done(self, s, e, false);
     }

@@ -11,7 +11,8 @@
 #include "troupe/table.h"
 
 /* Request kinds of the table actor. Bodies:
- *   INSERT/UPDATE/UPSERT [key bin, doc raw map, expires int, sync u32]
+ *   INSERT/UPDATE/UPSERT [key bin, doc raw map, expires int, sync u32,
+ *                         stamp bool (false: no created_at / updated_at)]
  *   DELETE   [key bin, sync u32]
  *   GET      [key bin]
  *   GET_MANY [[key bin, ...]]
@@ -71,6 +72,7 @@ enum {
 typedef struct ttxn_key {
     uint32_t kind;
     int64_t expires;
+    bool nostamp;             /* the write's troupe_write_opts.no_timestamps */
     const unsigned char *key; /* into the prep's arena */
     size_t klen;
     const unsigned char *doc; /* NULL for reads and deletes */
@@ -97,11 +99,12 @@ troupe__ttxn_qver_new(const void *const *keys, const size_t *klens, size_t n);
 
 /* A prepare request, sent as a message's ptr (owned by the message, then
  * by the table actor). Keys are distinct and sorted. Reply: OK (keys
- * reserved, rows appended to sh->batch), ECONFLICT with body [key bin,
- * ...] (the keys whose version changed since seq0 or that another write
- * holds; nothing reserved), or the error of a write (EEXIST, ENOENT,
- * ECONSTRAINT, ECORRUPT, ...). check_only: validate only, reserve and
- * write nothing. */
+ * reserved, rows appended to sh->batch), ECONFLICT with body [[key bin,
+ * kinds uint], ...] (the keys whose version changed since seq0, kind
+ * TROUPE_CONFLICT_STALE, or that another write or transaction holds,
+ * TROUPE_CONFLICT_RESERVED, or both; nothing reserved), or the error of a
+ * write (EEXIST, ENOENT, ECONSTRAINT, ECORRUPT, ...). check_only:
+ * validate only, reserve and write nothing. */
 /* A scanned range [start, end); NULL: unbounded on that side. */
 typedef struct ttxn_range {
     const unsigned char *start;
@@ -130,13 +133,15 @@ typedef struct ttxn_prep {
 void
 troupe__ttxn_prep_free(void *p);
 
-/* Releases the reservations of sh at one table, publishing new versions of
- * its written keys when `publish` (the batch was submitted, whatever its
- * outcome). Sent as a message's ptr; replies the version published (uint,
- * 0 when none). */
+/* Releases the reservations of sh at one table, publishing `ver` as the
+ * new version of its written keys when `publish` (the batch was
+ * submitted, whatever its outcome; the version was taken on the writer
+ * thread once the batch was written). Sent as a message's ptr; replies
+ * the version published (uint, 0 when none). */
 typedef struct ttxn_fin {
     ttxn_shared *sh; /* one reference */
     bool publish;
+    uint64_t ver;
 } ttxn_fin;
 
 void
@@ -149,6 +154,44 @@ typedef struct ttxn_active {
     struct ttxn_active *next;
     uint64_t seq0;
 } ttxn_active;
+
+/*
+ * Key versions: one counter per troupe_tables whose values never repeat,
+ * also across opens (catalog.c's design note). Every value handed out is
+ * below `limit`, a floor stored durably in meta; the next open starts the
+ * counter there. Fields are the catalog's; the functions below are the
+ * interface.
+ */
+typedef struct tversions {
+    _Atomic uint64_t seq;   /* the last value handed out */
+    _Atomic uint64_t limit; /* the durable floor */
+    uint64_t reserve;       /* how far each raise moves the floor */
+    atomic_bool raising;    /* a background raise is queued or running */
+    _Atomic int err;        /* the last raise's error (OK when none) */
+    uv_mutex_t mu;          /* one raise (a synced write) at a time */
+    troupe_tables *t;
+} tversions;
+
+/* The next version, on a thread that may block on the disk (the commit
+ * pipeline's writer): when the background raise is behind, the floor is
+ * raised here first. If that fails too the value is still returned (the
+ * write it versions is stored) but is never revealed: see
+ * troupe__vers_check. Any thread that may block. */
+uint64_t
+troupe__vers_take(tversions *v);
+/* The next version on a thread that must not block (an actor's loop): 0
+ * when it would reach the durable floor (the background raise is behind;
+ * the caller answers troupe__vers_check's error). */
+uint64_t
+troupe__vers_try(tversions *v);
+/* The counter now (a transaction's seq0). */
+uint64_t
+troupe__vers_now(tversions *v);
+/* OK when `ver` may be shown to a client (a versioned query's answer, a
+ * receipt): it is below the durable floor. Else the last raise's error,
+ * or EBUSY when the raise is only behind. Any thread. */
+troupe_err
+troupe__vers_check(tversions *v, uint64_t ver);
 
 /*
  * What the catalog shares with every table actor and transaction of one
@@ -166,11 +209,10 @@ typedef struct ttables_shared {
     _Atomic uint64_t txn_created, txn_closed;
 } ttables_shared;
 
-/* Links a into the running list, taking its seq0 from *vseq under the
- * lock, so a later entry never has a smaller seq0. Any thread. */
+/* Links a into the running list, taking its seq0 from the counter under
+ * the lock, so a later entry never has a smaller seq0. Any thread. */
 void
-troupe__tables_txn_enter(ttables_shared *ts, _Atomic uint64_t *vseq,
-                         ttxn_active *a);
+troupe__tables_txn_enter(ttables_shared *ts, tversions *vers, ttxn_active *a);
 /* Unlinks a (entered before). Any thread. */
 void
 troupe__tables_txn_leave(ttables_shared *ts, ttxn_active *a);
@@ -186,7 +228,7 @@ typedef struct ttxn_env {
     int64_t (*clock)(void *ctx);
     void *clock_ctx;
     uint32_t timeout_ms;
-    _Atomic uint64_t *vseq;
+    tversions *vers;
     ttables_shared *ts;
 } ttxn_env;
 
@@ -200,6 +242,7 @@ typedef struct tread_env {
     troupe_runtime *rt;
     troupe_db *db;
     troupe_cf *cf_t;
+    uint64_t table_id; /* its cursors name it (troupe/cursor.h) */
     int64_t (*clock)(void *ctx);
     void *clock_ctx;
 } tread_env;
@@ -211,10 +254,26 @@ troupe__tables_read_env(troupe_tables *t, const char *name, tread_env *env);
 troupe_err
 troupe__tables_lookup_cf(troupe_tables *t, const char *name, troupe_addr *a,
                          troupe_cf **cf_t);
+/* The same, with the table's catalog id (id may be NULL). */
+troupe_err
+troupe__tables_lookup_id(troupe_tables *t, const char *name, troupe_addr *a,
+                         troupe_cf **cf_t, uint64_t *id);
 
 /* A troupe_rows over a read reply body (retains the body). */
 troupe_err
 troupe__rows_from_body(troupe_body *body, troupe_rows **out);
+
+/* Replaces r's cursor (an exact key, when there is one) by the cursor of
+ * table `table_id` at that key (troupe/cursor.h), owned by r. ENOMEM. */
+troupe_err
+troupe__rows_cursor_wrap(troupe_rows *r, uint64_t table_id);
+
+/* The exact key of scan cursor so->after of table `table_id`, in *raw (a
+ * copy of *so pointing into the cursor): ERANGE when it is not a cursor
+ * of that table. No cursor: *raw is *so. */
+troupe_err
+troupe__scan_cursor_unwrap(const troupe_scan_opts *so, uint64_t table_id,
+                           troupe_scan_opts *raw);
 
 typedef struct tschema tschema;
 
@@ -305,7 +364,7 @@ typedef struct ttable_cfg {
     tschema *schema;
     /* The catalog's version counter: every committed write of a key
      * publishes the next value as the key's version. */
-    _Atomic uint64_t *vseq;
+    tversions *vers;
     ttables_shared *ts;
 } ttable_cfg;
 
@@ -375,7 +434,8 @@ troupe__read_scan(const tread_src *s, const troupe_scan_opts *so,
                   troupe_rows **out);
 /* A scan's options, as troupe_table_scan and troupe_txn_scan check them:
  * EINVAL (NULL, limit 0 or above the page maximum, a pointer without a
- * length or the reverse, start above end), ETOOBIG (a key too long). */
+ * length or the reverse, start at or above end), ETOOBIG (a bound over
+ * TROUPE_KEY_MAX, a cursor over TROUPE_CURSOR_MAX). */
 troupe_err
 troupe__scan_opts_check(const troupe_scan_opts *so);
 

@@ -3,9 +3,12 @@
  * commit over the table actors involved (docs/data-model.md,
  * "Transactions").
  *
- * Versions. The catalog holds one counter; every committed write of a key
- * (ordinary or transactional) publishes the next value as that key's
- * version in its table actor, after the write is visible. begin reads the
+ * Versions. The catalog holds one counter (never repeating, also across
+ * opens: catalog.c); every committed write of a key (ordinary or
+ * transactional) publishes the next value as that key's version in its
+ * table actor, after the write is visible. A transaction takes its one
+ * value on the pipeline's writer thread once its batch is written, and
+ * every table it wrote publishes that value. begin reads the
  * counter (seq0) and only then takes the snapshot, so a write whose
  * version is <= seq0 is in the snapshot, and one that is not may have a
  * version > seq0 or still hold its key's lock: both are conflicts at
@@ -47,6 +50,7 @@
 #include "troupe/alloc.h"
 #include "troupe/pack.h"
 #include "troupe/txn.h"
+#include "txn_int.h"
 
 enum { TX_OPEN = 0, TX_COMMITTING, TX_DONE };
 /* Which protocol the transaction chose with its first read (writes choose
@@ -60,6 +64,7 @@ typedef struct xtab {
     char *name;
     troupe_addr addr;
     troupe_cf *cf_t;
+    uint64_t id; /* the table's catalog id: its scan cursors name it */
     size_t nkeys;
     size_t nrg;       /* scanned ranges */
     bool sent;        /* a prepare went out: it gets a finish */
@@ -80,7 +85,9 @@ typedef struct xkey {
     uint32_t
         kind; /* K_NONE: read only; TABLE_INSERT.. or TTXN_DEL_ANY/ABSENT */
     int64_t expires;
-    uint64_t ver; /* versioned read: the version the caller read; 0: none */
+    uint64_t ver;     /* versioned read: the version the caller read; 0: none */
+    uint32_t nwrites; /* buffered writes of the key (counted up to 2) */
+    bool nostamp;     /* the last write's troupe_write_opts.no_timestamps */
     unsigned char *doc;
     size_t dlen;
     size_t klen;
@@ -120,6 +127,7 @@ struct troupe_txn {
     size_t cur;
     bool check_only;
     bool writes;
+    uint64_t pub_ver; /* the version its writes get, taken once written */
     troupe_err err;
     troupe_err result;
     _Atomic size_t pending;
@@ -225,7 +233,8 @@ tab_of(troupe_txn *tx, const char *name, uint32_t *out)
             return TROUPE_OK;
         }
     xtab tb = {0};
-    troupe_err e = troupe__tables_lookup_cf(tx->t, name, &tb.addr, &tb.cf_t);
+    troupe_err e =
+        troupe__tables_lookup_id(tx->t, name, &tb.addr, &tb.cf_t, &tb.id);
     if (e != TROUPE_OK)
         return e;
     if (tx->ntabs == TROUPE_TXN_TABLES_MAX)
@@ -275,7 +284,7 @@ troupe_txn_begin(troupe_tables *t, const troupe_txn_opts *o, troupe_txn **out)
     atomic_init(&tx->sh->refs, 1);
     atomic_init(&tx->sh->state, TTXN_OPEN);
     /* The counter first, then the snapshot (see the note at the top). */
-    troupe__tables_txn_enter(tx->env.ts, tx->env.vseq, &tx->act);
+    troupe__tables_txn_enter(tx->env.ts, tx->env.vers, &tx->act);
     tx->seq0 = tx->act.seq0;
     e = troupe_snapshot_create(tx->env.db, &tx->sh->snap);
     if (e != TROUPE_OK) {
@@ -456,6 +465,9 @@ buffer(troupe_txn *tx, const char *table, uint32_t kind, const void *key,
     if ((e = tab_of(tx, table, &tab)) != TROUPE_OK)
         return e;
     xkey *x = kfind(tx, tab, key, klen);
+    /* pi_db's versioned write set holds each key once */
+    if (tx->mode == MODE_VERSIONED && x != NULL && x->nwrites > 0)
+        return TROUPE_EINVAL;
     uint32_t nk;
     if ((e = combine(x != NULL ? x->kind : K_NONE, kind, &nk)) != TROUPE_OK)
         return e;
@@ -477,6 +489,9 @@ buffer(troupe_txn *tx, const char *table, uint32_t kind, const void *key,
     x->dlen = copy != NULL ? dlen : 0;
     x->kind = nk;
     x->expires = o.expires_at_ms;
+    x->nostamp = o.no_timestamps;
+    if (x->nwrites < 2)
+        x->nwrites++;
     tx->bytes = tx->bytes - old + nb;
     return TROUPE_OK;
 }
@@ -510,6 +525,35 @@ troupe_txn_delete(troupe_txn *tx, const char *table, const void *key,
                   size_t klen)
 {
     return buffer(tx, table, TABLE_DELETE, key, klen, NULL, 0, NULL);
+}
+
+const troupe_snapshot *
+troupe__txn_snapshot(const troupe_txn *tx)
+{
+    return tx->sh->snap;
+}
+
+troupe_err
+troupe__txn_delete_any(troupe_txn *tx, const char *table, uint64_t table_id,
+                       const void *key, size_t klen)
+{
+    uint32_t tab;
+    char want[TROUPE_INDEX_CF_NAME_LEN];
+    troupe_err e = tx != NULL ? tab_of(tx, table, &tab) : TROUPE_EINVAL;
+    if (e == TROUPE_OK)
+        e = troupe_index_cf_name('t', table_id, want, sizeof(want));
+    if (e == TROUPE_OK && strcmp(troupe_cf_name(tx->tabs[tab].cf_t), want) != 0)
+        e = TROUPE_ENOENT; /* dropped, and the name taken by another */
+    if (e != TROUPE_OK)
+        return e;
+    /* a delete over nothing buffered is TABLE_DELETE; made "if present" */
+    xkey *x = kfind(tx, tab, key, klen);
+    if (x != NULL && x->kind != K_NONE)
+        return TROUPE_EINVAL; /* written already: not this helper's case */
+    e = buffer(tx, table, TABLE_DELETE, key, klen, NULL, 0, NULL);
+    if (e == TROUPE_OK)
+        kfind(tx, tab, key, klen)->kind = TTXN_DEL_ANY;
+    return e;
 }
 
 /* ---- reads ------------------------------------------------------------- */
@@ -589,7 +633,7 @@ read_work(void *arg)
     troupe_packer rows;
     troupe_pack_init(&rows);
     size_t cnt = 0;
-    size_t *off = troupe_calloc(j->n, sizeof(*off));
+    size_t *off = troupe_calloc(j->n ? j->n : 1, sizeof(*off));
     troupe_err e = off != NULL ? TROUPE_OK : TROUPE_ENOMEM;
     for (size_t i = 0; e == TROUPE_OK && i < j->n; i++) {
         ritem *it = &j->items[i];
@@ -652,8 +696,9 @@ read_start(troupe_txn *tx, const char *table, const void *const *keys,
            const size_t *klens, size_t n, bool single, troupe_table_cb cb,
            void *arg)
 {
-    if (tx == NULL || table == NULL || cb == NULL || keys == NULL ||
-        klens == NULL || n == 0 || n > TROUPE_TABLE_PAGE_MAX)
+    if (tx == NULL || table == NULL || cb == NULL ||
+        (n > 0 && (keys == NULL || klens == NULL)) || (single && n != 1) ||
+        n > TROUPE_TABLE_PAGE_MAX)
         return TROUPE_EINVAL;
     size_t bytes = 0;
     for (size_t i = 0; i < n; i++) {
@@ -766,6 +811,7 @@ typedef struct sjob {
     void *clock_ctx;
     troupe_table_cb cb;
     void *arg;
+    uint64_t table_id;
     const unsigned char *start, *end, *after;
     size_t slen, elen, alen;
     size_t limit;
@@ -888,6 +934,11 @@ scan_done(void *arg, troupe_runtime *rt)
     troupe_err e = j->err;
     if (e == TROUPE_OK)
         e = troupe__rows_from_body(j->body, &rows);
+    if (e == TROUPE_OK &&
+        (e = troupe__rows_cursor_wrap(rows, j->table_id)) != TROUPE_OK) {
+        troupe_rows_destroy(rows);
+        rows = NULL;
+    }
     troupe_body_release(j->body);
     troupe__ttxn_release(j->sh);
     troupe_table_cb cb = j->cb;
@@ -944,18 +995,22 @@ bitem_cmp(const void *a, const void *b)
 }
 
 troupe_err
-troupe_txn_scan(troupe_txn *tx, const char *table, const troupe_scan_opts *so,
+troupe_txn_scan(troupe_txn *tx, const char *table, const troupe_scan_opts *sc,
                 troupe_table_cb cb, void *arg)
 {
     if (tx == NULL || table == NULL || cb == NULL)
         return TROUPE_EINVAL;
-    troupe_err ce = troupe__scan_opts_check(so);
+    troupe_err ce = troupe__scan_opts_check(sc);
     if (ce != TROUPE_OK)
         return ce;
     if (tx->state != TX_OPEN || tx->mode == MODE_VERSIONED)
         return TROUPE_ESTATE;
     uint32_t tab;
+    troupe_scan_opts raw; /* the cursor's key: ERANGE for another table's */
     troupe_err e = tab_of(tx, table, &tab);
+    if (e == TROUPE_OK)
+        e = troupe__scan_cursor_unwrap(sc, tx->tabs[tab].id, &raw);
+    const troupe_scan_opts *so = &raw;
     if (e == TROUPE_OK)
         e = range_add(tx, tab, so);
     if (e != TROUPE_OK)
@@ -1040,6 +1095,7 @@ troupe_txn_scan(troupe_txn *tx, const char *table, const troupe_scan_opts *so,
     j->reverse = so->reverse;
     j->db = tx->env.db;
     j->cf_t = tx->tabs[tab].cf_t;
+    j->table_id = tx->tabs[tab].id;
     j->sh = troupe__ttxn_retain(tx->sh);
     j->clock = tx->env.clock;
     j->clock_ctx = tx->env.clock_ctx;
@@ -1107,6 +1163,10 @@ receipts_build(troupe_txn *tx)
         r->key_len = x->klen;
         r->version = tx->tabs[x->tab].pub_ver;
         r->deleted = x->kind == TABLE_DELETE || x->kind == TTXN_DEL_ANY;
+        /* committed, but a version at or past the durable floor (its
+         * raise failed) must never reach a client */
+        if (troupe__vers_check(tx->env.vers, r->version) != TROUPE_OK)
+            return TROUPE_EUNKNOWN;
     }
     if (tx->nrcpt > 1)
         qsort(tx->rcpt, tx->nrcpt, sizeof(*tx->rcpt), rcpt_cmp);
@@ -1120,16 +1180,27 @@ complete(troupe_txn *tx)
         qsort(tx->conf, tx->nconf, sizeof(*tx->conf), conf_cmp);
         size_t w = 1;
         for (size_t i = 1; i < tx->nconf; i++) {
-            if (conf_cmp(&tx->conf[w - 1], &tx->conf[i]) == 0)
+            if (conf_cmp(&tx->conf[w - 1], &tx->conf[i]) == 0) {
+                tx->conf[w - 1].kinds |= tx->conf[i].kinds; /* one entry */
                 troupe_free((void *)tx->conf[i].key);
-            else
+            } else {
                 tx->conf[w++] = tx->conf[i];
+            }
         }
         tx->nconf = w;
     }
     troupe_err e = tx->result;
+    if (e == TROUPE_EDEAD)
+        e = TROUPE_ECLOSED; /* an actor's detail, never a commit's outcome */
     if (e == TROUPE_OK && tx->nconf > 0)
         e = TROUPE_ECONFLICT;
+    if (e != TROUPE_ECONFLICT) {
+        /* another failure wins over conflicts found before it, and the
+         * contract says the set is empty then */
+        for (size_t i = 0; i < tx->nconf; i++)
+            troupe_free((void *)tx->conf[i].key);
+        tx->nconf = 0;
+    }
     if (e == TROUPE_OK && tx->vcb != NULL)
         e = receipts_build(tx);
     tx->state = TX_DONE;
@@ -1227,6 +1298,7 @@ finish_all(troupe_txn *tx, bool publish, troupe_err result, bool on_s0)
         }
         f->sh = troupe__ttxn_retain(tx->sh);
         f->publish = publish;
+        f->ver = publish ? tx->pub_ver : 0;
         fa->tx = tx;
         fa->tab = i;
         m->ptr = f;
@@ -1250,17 +1322,24 @@ abort_all(troupe_txn *tx, troupe_err result, bool on_s0)
     finish_all(tx, false, result, on_s0);
 }
 
+/* On the pipeline's writer thread, once the batch is written (or its
+ * write failed: EUNKNOWN publishes too). The one version every table
+ * publishes for the writes is taken here, where blocking is allowed (see
+ * troupe__vers_take), and before anyone hears of the commit. */
 static void
 on_written(troupe_err err, void *arg)
 {
-    finish_all(arg, true, err, false);
+    troupe_txn *tx = arg;
+    tx->pub_ver = troupe__vers_take(tx->env.vers);
+    finish_all(tx, true, err, false);
 }
 
 static void
 prepare_next(troupe_txn *tx, bool on_s0);
 
 static troupe_err
-conf_add(troupe_txn *tx, const char *table, const void *key, size_t klen)
+conf_add(troupe_txn *tx, const char *table, const void *key, size_t klen,
+         uint32_t kinds)
 {
     if (tx->nconf == tx->capconf) {
         size_t cap = tx->capconf ? tx->capconf * 2 : 8;
@@ -1274,8 +1353,8 @@ conf_add(troupe_txn *tx, const char *table, const void *key, size_t klen)
     if (k == NULL)
         return TROUPE_ENOMEM;
     memcpy(k, key, klen);
-    tx->conf[tx->nconf++] =
-        (troupe_txn_conflict){.table = table, .key = k, .key_len = klen};
+    tx->conf[tx->nconf++] = (troupe_txn_conflict){
+        .table = table, .key = k, .key_len = klen, .kinds = kinds};
     return TROUPE_OK;
 }
 
@@ -1292,14 +1371,44 @@ conf_decode(troupe_txn *tx, const char *table, const troupe_msg *reply)
     for (uint32_t i = 0; r.err == TROUPE_OK && i < n; i++) {
         const void *k;
         size_t kl;
+        uint32_t kinds = 0;
+        troupe_read_array_n(&r, 2);
         troupe_read_bin(&r, TROUPE_KEY_MAX, &k, &kl);
-        if (r.err == TROUPE_OK && kl > 0) {
-            troupe_err e = conf_add(tx, table, k, kl);
+        troupe_read_u32(&r, &kinds);
+        if (r.err == TROUPE_OK &&
+            (kl == 0 || kinds == 0 ||
+             (kinds & ~(uint32_t)(TROUPE_CONFLICT_STALE |
+                                  TROUPE_CONFLICT_RESERVED)) != 0))
+            return TROUPE_EPROTO;
+        if (r.err == TROUPE_OK) {
+            troupe_err e = conf_add(tx, table, k, kl, kinds);
             if (e != TROUPE_OK)
                 return e;
         }
     }
     return troupe_read_end(&r) == TROUPE_OK ? TROUPE_OK : TROUPE_EPROTO;
+}
+
+/*
+ * The error of a table's prepare as the caller gets it. A table actor that
+ * is gone (EDEAD) or winding down (ECLOSED) while the catalog no longer
+ * lists that table under this actor was dropped after the transaction
+ * buffered its writes (maybe recreated under the same name, a new table):
+ * that is the missing-table error. Otherwise the tables are stopping, and
+ * EDEAD, an actor's detail, is ECLOSED.
+ */
+static troupe_err
+tab_err(troupe_txn *tx, const xtab *tb, troupe_err err)
+{
+    if (err != TROUPE_EDEAD && err != TROUPE_ECLOSED)
+        return err;
+    troupe_addr a;
+    troupe_cf *cf;
+    troupe_err le = troupe__tables_lookup_cf(tx->t, tb->name, &a, &cf);
+    if (le == TROUPE_ENOENT ||
+        (le == TROUPE_OK && !troupe_addr_eq(a, tb->addr)))
+        return TROUPE_ENOENT;
+    return TROUPE_ECLOSED;
 }
 
 static void
@@ -1314,7 +1423,7 @@ on_prepared(troupe_runtime *rt, troupe_err err, troupe_msg *reply, void *arg)
             tx->err = e;
         tx->check_only = true;
     } else if (err != TROUPE_OK) {
-        tx->err = err;
+        tx->err = tab_err(tx, tb, err);
     }
     tx->cur++;
     prepare_next(tx, true);
@@ -1377,6 +1486,7 @@ prep_build(troupe_txn *tx, size_t tab, ttxn_prep **out)
         ttxn_key *pk = &p->keys[i];
         pk->kind = v[i]->kind != K_NONE ? v[i]->kind : TTXN_READ;
         pk->expires = v[i]->expires;
+        pk->nostamp = v[i]->nostamp;
         pk->ver = v[i]->ver;
         memcpy(d, v[i]->key, v[i]->klen);
         pk->key = d;
@@ -1458,6 +1568,7 @@ prepare_next(troupe_txn *tx, bool on_s0)
             if (e == TROUPE_OK)
                 return; /* on_prepared goes on */
             tb->sent = false;
+            e = tab_err(tx, tb, e);
         }
         tx->err = e;
     }
@@ -1496,6 +1607,9 @@ troupe_txn_commit_version(troupe_txn *tx, troupe_sync sync,
         return TROUPE_EINVAL;
     if (tx->state != TX_OPEN || tx->mode == MODE_ORDINARY)
         return TROUPE_ESTATE;
+    for (size_t i = 0; i < tx->nkeys; i++)
+        if (tx->keys[i]->nwrites > 1)
+            return TROUPE_EINVAL; /* a key written twice: pi_db refuses */
     tx->cb = NULL;
     tx->vcb = cb;
     tx->arg = arg;
@@ -1732,6 +1846,8 @@ on_qver(troupe_runtime *rt, troupe_err err, troupe_msg *reply, void *arg)
     qcall *c = arg;
     troupe_rows *rows = NULL;
     uint64_t *vers = NULL;
+    if (err == TROUPE_EDEAD)
+        err = TROUPE_ECLOSED; /* the table's actor went meanwhile */
     if (err == TROUPE_OK)
         err = qver_decode(reply, c->n, &vers, &rows);
     atomic_fetch_add_explicit(err == TROUPE_OK ? &c->ts->qver_ok
@@ -1877,8 +1993,15 @@ troupe_txn_read_version(troupe_txn *tx, const char *table, const void *key,
         return TROUPE_ESTATE;
     uint32_t tab;
     xkey *x;
-    if ((e = tab_of(tx, table, &tab)) != TROUPE_OK ||
-        (e = kget(tx, tab, key, klen, &x)) != TROUPE_OK)
+    if ((e = tab_of(tx, table, &tab)) != TROUPE_OK)
+        return e;
+    /* A second read entry of one key is refused, not merged: the last
+     * one winning would let a stale read followed by a current one
+     * commit (pi_db rejects duplicate entries before anything happens). */
+    x = kfind(tx, tab, key, klen);
+    if (x != NULL && x->ver != 0)
+        return TROUPE_EINVAL;
+    if (x == NULL && (e = kget(tx, tab, key, klen, &x)) != TROUPE_OK)
         return e;
     tx->mode = MODE_VERSIONED;
     x->ver = version;

@@ -21,11 +21,20 @@ typedef enum troupe_field_type {
     TROUPE_FIELD_FLOAT,
     TROUPE_FIELD_BOOL,
     TROUPE_FIELD_TIMESTAMP,
-    TROUPE_FIELD_BYTES
+    TROUPE_FIELD_BYTES,
+    /* A string under the CASEFOLD collation (opt-in, case-insensitive):
+     * keys and queries use its Unicode simple case folding, so strings
+     * that differ only by case match each other; the original string is
+     * kept in the key as a tiebreak (data-model.md says exactly what
+     * compares equal). A unique index of such a field refuses two rows
+     * whose strings fold alike. */
+    TROUPE_FIELD_STRING_CASEFOLD
 } troupe_field_type;
 
 typedef struct troupe_index_field {
-    const char *path; /* dot-separated path into nested maps */
+    /* dot-separated path into nested maps, through arrays (Tito's rules:
+     * data-model.md, "Derivation") */
+    const char *path;
     troupe_field_type type;
 } troupe_index_field;
 
@@ -109,12 +118,20 @@ troupe_index_fns_destroy(troupe_index_fns *r);
 troupe_err
 troupe_index_register_fn(troupe_index_fns *r, const char *name,
                          troupe_index_fn fn, void *fn_ctx);
+/* Whether `name` is registered in r (false for a NULL r or name). Reads
+ * the registry: do not race a registration (fill it at start-up). */
+bool
+troupe_index_fn_registered(const troupe_index_fns *r, const char *name);
 
 /* One derived entry: the full index family key (values then pk, see
  * docs/data-model.md) and the msgpack value stored with it. */
 typedef struct troupe_index_entry {
     unsigned char *key;
     size_t key_len;
+    /* The leading bytes of key that hold the indexed values, which a unique
+     * index compares: the key without bytes(pk) and without the original
+     * strings of CASEFOLD fields (their tiebreaks). */
+    size_t values_len;
     unsigned char *val; /* NULL: nil */
     size_t val_len;
 } troupe_index_entry;
@@ -131,11 +148,15 @@ troupe_index_entries_fini(troupe_index_entries *e);
 
 /*
  * Appends to *out the entries `d` derives from document `doc` (one msgpack
- * map) with primary key `pk`, following the sparse rules, sorted by key with
- * duplicates removed. A row that yields no key appends nothing. Errors:
- * EPROTO (doc is not one well-formed map), ENOENT (function index whose
- * function is not registered in fns), ETOOBIG (a key over TROUPE_KEY_MAX),
- * the function's own error, ENOMEM. Pure: no I/O; any thread.
+ * map) with primary key `pk`, following Tito's path and sparse rules
+ * (arrays anywhere on the path, nested arrays one entry per leaf element,
+ * a map value one entry per map entry, the cartesian product over the
+ * fields: data-model.md, "Derivation"), sorted by key with duplicates
+ * removed. A row that yields no key appends nothing. Errors: EPROTO (doc
+ * is not one well-formed map), ENOENT (function index whose function is
+ * not registered in fns), ETOOBIG (a key over TROUPE_KEY_MAX, or more than
+ * TROUPE_INDEX_ROW_KEYS_MAX elements or keys), the function's own error,
+ * ENOMEM. Pure: no I/O; any thread.
  */
 troupe_err
 troupe_index_derive(const troupe_index_def *d, const troupe_index_fns *fns,
@@ -150,9 +171,10 @@ troupe_index_key_pk(const void *key, size_t key_len, const void **pk,
 
 /* ---- additions (index module) ------------------------------------------ */
 
-/* Most entries one row may derive for one index (an array field, or the
- * cartesian product of several, or a function's emits); more is ETOOBIG,
- * as is one array with more qualifying elements. */
+/* Most entries one row may derive for one index (an array or map field,
+ * or the cartesian product of several, or a function's emits); more is
+ * ETOOBIG, as is one field with more qualifying elements (leaf elements
+ * of its arrays, entries of its map). */
 #define TROUPE_INDEX_ROW_KEYS_MAX 4096
 
 /* State in the catalog ("ready" or "building"). troupe_index_def_create
@@ -169,6 +191,11 @@ troupe_index_def_set_ready(troupe_index_def *d, bool ready);
 troupe_err
 troupe_index_def_clone(const troupe_index_def *d, uint64_t id,
                        troupe_index_def **out);
+/* Whether a and b come from the same spec (name, unique, fields with their
+ * paths, types and options, condition, function): the catalog id and the
+ * state are not compared. Pure; any thread. */
+bool
+troupe_index_def_same(const troupe_index_def *a, const troupe_index_def *b);
 /* Declared fields (0 for a function index) and the function's name (NULL
  * for a declared index); the string lives as long as the def. */
 size_t
@@ -214,19 +241,25 @@ troupe_index_cf_name(char kind, uint64_t id, char *buf, size_t cap);
  *    number of declared fields): all n is an exact match, fewer a prefix
  *    of a composite. Each value must be of its field's declared type and
  *    one that the index can hold (a non-empty string or bytes, an int for
- *    int and timestamp, a float32/64 for float, a bool). Function indexes
- *    take any number of nil, bool, int, float, str or bin values, mapped as
- *    a function would emit them with the tuple codec (int: int64, or
- *    uint64 past INT64_MAX; float: double; str: string; bin: bytes).
+ *    int and timestamp, a float32/64 for float, a bool; a CASEFOLD string
+ *    is folded), or a one-entry map {key: value} with a string key and
+ *    such a value, which matches the entries derived from a map field.
+ *    Function indexes take any number of nil, bool, int, float, str or
+ *    bin values, mapped as a function would emit them with the tuple
+ *    codec (int: int64, or uint64 past INT64_MAX; float: double; str:
+ *    string; bin: bytes).
  *  - from/to: msgpack arrays of leading values with the same rules: the
- *    half-open range [from, to) in value order, a bound NULL for open;
+ *    half-open range [from, to) in value order, a bound NULL for open
+ *    (from at or after to is EINVAL: an empty range is refused);
  *    from = [a], to = [b] is "first field in [a, b)".
  *  - neither: the whole index. values together with from/to is EINVAL.
  *
- * limit: at most this many hits (0 is EINVAL). after: the exact index key
- * to continue after (a previous result's cursor), as storage.h's cursor
- * rules: forward continues strictly after it, reverse before it; a cursor
- * outside the matched range is ERANGE.
+ * limit: at most this many hits (0 is EINVAL). after: a previous result's
+ * cursor (troupe/cursor.h), which names the index and the exact key to
+ * continue after, as storage.h's cursor rules: forward continues strictly
+ * after it, reverse before it; a cursor of another index (or of another
+ * kind of page, or malformed) and one outside the matched range are
+ * ERANGE.
  *
  * rows false ("covering"): each hit carries the entry's stored value (the
  * emitted msgpack value, nil for a declared index) and no row is read, so
@@ -270,13 +303,15 @@ typedef struct troupe_index_hit {
 typedef struct troupe_index_result {
     size_t n;
     troupe_index_hit *hits;
-    /* Continue-after cursor: the last hit's index key (its primary key in
-     * an AND result); NULL when n == 0. */
+    /* Continue-after cursor (troupe/cursor.h): it names this index (this
+     * table in an AND result) and the last hit's index key (its primary
+     * key in an AND result); NULL when n == 0. */
     const uint8_t *cursor;
     size_t cursor_len;
     /* True when the range holds at least one more entry past the cursor
      * (with rows, that entry's row may turn out expired). */
     bool more;
+    void *mem_; /* private */
 } troupe_index_result;
 
 /*
@@ -304,9 +339,10 @@ troupe_index_count(troupe_db *db, const troupe_index_query *q, uint64_t *out);
 /*
  * AND of two indexes of one table (mokuroku's query_all_keys): the primary
  * keys that both a and b match, ascending bytewise, deduplicated, at most
- * `limit`, continuing strictly after the primary key `after` (a previous
- * AND result's cursor; NULL: from the start). Only values/from/to/snap of
- * a and b are used; hits carry pk only. Each side may match at most
+ * `limit`, continuing strictly after the primary key a previous AND
+ * result's cursor names (`after`, a cursor of table a->table_id: ERANGE
+ * for any other; NULL: from the start). Only values/from/to/snap and
+ * a->table_id are used; hits carry pk only. Each side may match at most
  * TROUPE_INDEX_AND_MAX entries (ETOOBIG beyond). Errors as query_run, plus
  * EINVAL for limit 0. Blocks.
  */

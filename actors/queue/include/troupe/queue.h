@@ -358,7 +358,9 @@ troupe_queue_stats_wait(troupe_queues *q, const char *queue,
 typedef struct troupe_queue_page {
     size_t n;
     const troupe_queue_item *items;
-    const uint8_t *cursor; /* last item's skey; NULL when n == 0 */
+    /* The cursor for the next page (troupe/cursor.h: it names the queue
+     * and the last item's skey); NULL when n == 0. */
+    const uint8_t *cursor;
     size_t cursor_len;
     bool more; /* another row follows in the range */
 } troupe_queue_page;
@@ -376,7 +378,8 @@ typedef enum troupe_queue_state {
  * One page of pending or completed invocations, after `cursor` (NULL:
  * from the start; else the previous page's cursor). Errors: EINVAL (NULL,
  * bad state, limit 0 or over TROUPE_QUEUE_PAGE_MAX, empty cursor),
- * ERANGE (cursor outside the state's key space), ECORRUPT (a malformed
+ * ERANGE (a cursor of another queue, or not a cursor at all, or one
+ * outside the state's key space), ECORRUPT (a malformed
  * row in the page), ENOENT, ESTATE, EIO, ENOMEM. Blocks.
  */
 troupe_err

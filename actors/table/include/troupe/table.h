@@ -42,12 +42,16 @@
  * (the write or its sync failed: it may or may not be stored). Writes to
  * one key are applied one after another in arrival order. Documents must
  * be msgpack maps (EPROTO otherwise). created_at / updated_at are set only
- * when the document already has them (data-model.md, "Timestamps").
+ * when the document already has them (data-model.md, "Timestamps"), and
+ * not at all for a write whose troupe_write_opts.no_timestamps is set.
  * Errors of a write's callback: EEXIST, ENOENT, EPROTO, ECORRUPT (the
  * stored row and manifest disagree or are malformed: nothing written),
  * ECONSTRAINT (a unique index already holds the key for another row),
- * ETOOBIG, EFULL (pipeline full: retry later), EUNKNOWN, EFAILSTOP, EIO,
- * ENOMEM, ECLOSED, ETIMEDOUT.
+ * ESTATE (an insert, update or upsert of a table loaded from disk with a
+ * function index whose function this process did not register: it cannot
+ * maintain that index; deletes and reads work; register the function and
+ * reopen, or drop that index), ETOOBIG, EFULL (pipeline full: retry
+ * later), EUNKNOWN, EFAILSTOP, EIO, ENOMEM, ECLOSED, ETIMEDOUT.
  *
  * Expiry. A row written with expires_at_ms > 0 is invisible to every read
  * (and to insert/update/delete, which treat it as absent) once the clock
@@ -72,6 +76,9 @@
 #define TROUPE_TABLE_PAGE_MAX 10000
 /* Most indexes a table may declare at creation. */
 #define TROUPE_TABLE_INDEX_MAX 64
+/* troupe_tables_opts.version_reserve: its default and maximum. */
+#define TROUPE_VERSION_RESERVE_DEFAULT (1ull << 24)
+#define TROUPE_VERSION_RESERVE_MAX (1ull << 48)
 
 typedef struct troupe_tables troupe_tables;
 
@@ -90,6 +97,13 @@ typedef struct troupe_tables_opts {
      * 0 disables eviction, 1..999 is 1 ms, larger values drop the part
      * below 1 ms (20999 is 20 ms). See troupe_tables_evict_versions. */
     uint64_t version_ttl_us;
+    /* Key versions never repeat, also across opens: every version is
+     * below a floor stored in meta, which open moves this far past the
+     * stored one (one synced write) and a background write moves again
+     * once half of it is used. 0: TROUPE_VERSION_RESERVE_DEFAULT (each
+     * open skips that many versions); at most TROUPE_VERSION_RESERVE_MAX.
+     * Small values are for tests: they make the floor writes frequent. */
+    uint64_t version_reserve;
 } troupe_tables_opts;
 
 /* One row. key and doc (one msgpack map) point into the owning rows. */
@@ -104,14 +118,16 @@ typedef struct troupe_row {
 typedef struct troupe_rows {
     size_t n;
     const troupe_row *rows;
-    /* Scans: the exact key to continue after (the last row's key), NULL
-     * when n == 0; `more` is true when the range holds another live row
-     * past it. Other reads: NULL and false. */
+    /* Scans: the cursor to continue after (troupe/cursor.h: it names
+     * this table and the last row's exact key), NULL when n == 0; `more`
+     * is true when the range holds another live row past it. Other
+     * reads: NULL and false. */
     const uint8_t *cursor;
     size_t cursor_len;
     bool more;
     troupe_body *body_; /* private */
     void *mem_;         /* private */
+    void *cur_;         /* private */
 } troupe_rows;
 
 /* NULL is a no-op. Any thread. */
@@ -128,11 +144,13 @@ bool
 troupe_catalog_name_valid(const char *name, size_t *len);
 
 /*
- * Opens the catalog of o->db: creates the `meta` family if missing, loads
- * every table and spawns one table actor per table. On OK *out owns the
- * object. Errors: EINVAL (NULL, missing option), ECORRUPT (malformed
- * catalog entry), the errors of troupe_db_cf_create and
- * troupe_actor_spawn, ENOMEM. Blocks.
+ * Opens the catalog of o->db: creates the `meta` family if missing, moves
+ * the stored key-version floor (synced: see version_reserve), loads every
+ * table and spawns one table actor per table. On OK *out owns the object.
+ * Errors: EINVAL (NULL, missing option, version_reserve over its
+ * maximum), ECORRUPT (malformed catalog entry or version floor), the
+ * errors of troupe_db_write, troupe_db_cf_create and troupe_actor_spawn,
+ * ENOMEM. Blocks.
  */
 troupe_err
 troupe_tables_open(const troupe_tables_opts *o, troupe_tables **out);
@@ -145,7 +163,8 @@ typedef void (*troupe_tables_stop_cb)(troupe_tables *t, void *arg);
  * actor's scheduler if the runtime is already shutting down). After it
  * fired, only troupe_tables_destroy may be called. New catalog calls fail
  * with ESTATE at once; creates, drops and index builds already running
- * finish first (their callbacks fire before cb). Errors: EINVAL (NULL t
+ * finish first (their callbacks fire before cb), as does a background
+ * write of the key-version floor. Errors: EINVAL (NULL t
  * or cb), ESTATE (already stopping; cb never fires). Any thread.
  */
 troupe_err
@@ -176,11 +195,15 @@ typedef void (*troupe_tables_cb)(troupe_tables *t, troupe_err err, void *arg);
  * Creates table `name` with n_idx indexes (specs are copied
  * during the call; n_idx may be 0). Its families t.<id> and m.<id> and one
  * x.<index id> per index are created, then the catalog entry is written
- * synced. The call validates arguments and index specs at once (errors
- * returned, cb never fires); the disk work runs on a worker and cb
- * reports OK, EEXIST (name taken), EIO, EFAILSTOP, ENOMEM, ECLOSED.
- * Errors: EINVAL (NULL, bad name, bad spec, too many indexes, duplicate
- * index name), ESTATE (stopping), ENOMEM.
+ * synced. Idempotent: when the table exists with exactly these indexes
+ * (same names and specs, in any order; their ids and build states aside)
+ * cb reports OK and nothing is written. The call validates arguments and
+ * index specs at once (errors returned, cb never fires); the disk work
+ * runs on a worker and cb reports OK, EEXIST (the name is taken by a
+ * table with other indexes: nothing changes), EIO, EFAILSTOP, ENOMEM,
+ * ECLOSED. Errors: EINVAL (NULL, bad name, bad spec, too many indexes,
+ * duplicate index name, a function index whose function is not
+ * registered in troupe_tables_opts.fns), ESTATE (stopping), ENOMEM.
  */
 troupe_err
 troupe_tables_create(troupe_tables *t, const char *name,
@@ -210,14 +233,18 @@ troupe_tables_drop_wait(troupe_tables *t, const char *name);
  * every write from then on maintains it, and the table actor reindexes the
  * rows already there in batches of 64 keys, each row behind its key's
  * write queue, while reads and writes go on. Then the catalog says
- * "ready" and cb fires with OK. cb errors: ENOENT (no such table, or
- * dropped during the build), EEXIST (index name taken), EBUSY (another
- * index of the table is building), ECONSTRAINT (a unique index found two
+ * "ready" and cb fires with OK. Idempotent: the table already has this
+ * very index (same name and spec) and it is ready: cb reports OK and
+ * nothing is written. cb errors: ENOENT (no such table, or dropped
+ * during the build), EEXIST (the name is taken by an index of another
+ * spec), EBUSY (another index of the table, or this same one, is
+ * building), ECONSTRAINT (a unique index found two
  * rows with one key: the index is removed again), ECORRUPT (a row or
  * manifest is corrupt: removed too), ECLOSED (stopped during the build:
  * the catalog keeps it "building" and the next open builds it again),
- * EIO, EFAILSTOP. Call errors: EINVAL (NULL, bad name or spec), ESTATE,
- * ENOMEM. troupe_tables_stop waits for a running build to finish.
+ * EIO, EFAILSTOP. Call errors: EINVAL (NULL, bad name or spec, a
+ * function index whose function is not registered), ESTATE, ENOMEM.
+ * troupe_tables_stop waits for a running build to finish.
  * Each step of 64 rows first stores the position reached (the last primary
  * key of the steps before it, all committed) under ("build", table id) in
  * meta; a build cut short (ECLOSED, or a crash) resumes after it at the
@@ -352,6 +379,10 @@ typedef void (*troupe_table_cb)(troupe_err err, troupe_rows *rows, void *arg);
 typedef struct troupe_write_opts {
     troupe_sync sync;      /* DEFAULT: the db's option */
     int64_t expires_at_ms; /* 0: never expires */
+    /* true: created_at / updated_at are stored as the document has them
+     * (no stamping, not even of a stored created_at kept on update);
+     * false (the default): the rule of "Timestamps" in data-model.md. */
+    bool no_timestamps;
 } troupe_write_opts;
 
 /*
@@ -386,8 +417,10 @@ troupe_err
 troupe_table_get(troupe_tables *t, const char *table, const void *key,
                  size_t klen, troupe_table_cb cb, void *arg);
 
-/* The live rows among keys[0..n) (1..TROUPE_TABLE_PAGE_MAX), in the order
- * asked, absent and expired ones left out; ECORRUPT fails the call. */
+/* The live rows among keys[0..n) (0..TROUPE_TABLE_PAGE_MAX), in the order
+ * asked, absent and expired ones left out; ECORRUPT fails the call. n == 0
+ * (keys and klens may then be NULL) is an empty result: rows->n == 0, cb
+ * fires as for any read; the table must still exist (ENOENT). */
 troupe_err
 troupe_table_get_many(troupe_tables *t, const char *table,
                       const void *const *keys, const size_t *klens, size_t n,
@@ -400,8 +433,11 @@ typedef struct troupe_scan_opts {
     size_t start_len;
     const void *end;
     size_t end_len;
-    /* Continue after this exact key (the previous page's cursor); NULL:
-     * from the start (forward) or end (reverse) of the range. */
+    /* The previous page's cursor (a scan of this table or a transaction's
+     * scan of it: it names the table and the exact key to continue
+     * after); NULL: from the start (forward) or end (reverse) of the
+     * range. A cursor of another table (or of a dropped table of that
+     * name), of another kind of page, or malformed is ERANGE. */
     const void *after;
     size_t after_len;
     size_t limit; /* 1..TROUPE_TABLE_PAGE_MAX; 0 is EINVAL */
@@ -411,7 +447,9 @@ typedef struct troupe_scan_opts {
 /*
  * Up to limit live rows in key order (descending when reverse); expired
  * rows are skipped. The call returns EINVAL for limit 0 or over the
- * maximum, an empty or inverted range, a bad cursor. cb errors: ERANGE
+ * maximum, an empty (start == end) or inverted range, a pointer and
+ * length that disagree; ERANGE for a cursor that is not one of this
+ * table's. cb errors: ERANGE
  * (cursor outside the range), ECORRUPT (a malformed row: the page fails,
  * it is never shortened), EIO.
  */
@@ -521,8 +559,9 @@ typedef struct troupe_table_stats {
     uint64_t version_evicted; /* records evicted since open */
 } troupe_table_stats;
 
-/* Counters since troupe_tables_open (versions and counters live in memory
- * only and start afresh on every open). */
+/* Counters since troupe_tables_open (version records and counters live
+ * in memory only and start afresh on every open; versions themselves
+ * never repeat: see version_reserve). */
 typedef struct troupe_tables_stats {
     uint64_t qver_ok; /* troupe_txn_query_version callbacks, by result */
     uint64_t qver_failed;

@@ -49,11 +49,28 @@ typedef struct troupe_txn_opts {
     size_t max_bytes; /* 0: TROUPE_TXN_BYTES_MAX; at most that */
 } troupe_txn_opts;
 
-/* One conflicting (table, key). table is NUL-terminated. */
+/* Why a key conflicted (pi_db's conflict lists say so too). */
+typedef enum troupe_conflict_kind {
+    /* What the transaction read no longer matches: the key was written
+     * since its snapshot (a read, a written key, a key of a scanned
+     * range), or its version differs from the one given to
+     * troupe_txn_read_version. Retrying means reading again. */
+    TROUPE_CONFLICT_STALE = 1,
+    /* Another transaction or a write in flight holds the key: a prepared
+     * transaction read or scanned over it, or reserved it for writing, or
+     * a write of it is not yet committed. Retrying later may succeed on
+     * the same reads. */
+    TROUPE_CONFLICT_RESERVED = 2
+} troupe_conflict_kind;
+
+/* One conflicting (table, key). table is NUL-terminated. kinds is the OR
+ * of every troupe_conflict_kind found for the key: one entry per (table,
+ * key), both bits set when both apply. */
 typedef struct troupe_txn_conflict {
     const char *table;
     const uint8_t *key;
     size_t key_len;
+    uint32_t kinds;
 } troupe_txn_conflict;
 
 /*
@@ -81,7 +98,7 @@ troupe_txn_destroy(troupe_txn *tx);
  * absent), else the row as of the snapshot. Every key asked joins the read
  * set at the call, also when the read then fails. cb errors: ENOENT (get:
  * absent or expired), ECORRUPT, EIO, ENOMEM. Call errors: EINVAL (NULL,
- * empty key, n == 0 or over TROUPE_TABLE_PAGE_MAX), ETOOBIG (key over
+ * empty key, n over TROUPE_TABLE_PAGE_MAX), ETOOBIG (key over
  * TROUPE_KEY_MAX, or the transaction's key limit), ENOENT (no such table),
  * ESTATE (committed, committing or rolled back), ENOMEM.
  */
@@ -89,7 +106,9 @@ troupe_err
 troupe_txn_get(troupe_txn *tx, const char *table, const void *key, size_t klen,
                troupe_table_cb cb, void *arg);
 /* The live rows among keys[0..n), in the order asked, absent ones left
- * out. */
+ * out. n == 0 (keys and klens may then be NULL) is an empty result, still
+ * an ordinary read for the rule that refuses mixing it with the
+ * versioned calls. */
 troupe_err
 troupe_txn_get_many(troupe_txn *tx, const char *table, const void *const *keys,
                     const size_t *klens, size_t n, troupe_table_cb cb,
@@ -104,12 +123,15 @@ troupe_txn_get_many(troupe_txn *tx, const char *table, const void *const *keys,
  * range, whatever the page covered: the commit conflicts when a key of it
  * was written since the snapshot (a row that appeared in it included: no
  * phantoms), and no other write enters it until the commit is done. A
- * range counts as one key toward the transaction's key limit. cb errors:
+ * range counts as one key toward the transaction's key limit. Its cursors
+ * are the table's (troupe_table_scan takes them, and it takes theirs);
+ * another table's is ERANGE at the call. cb errors:
  * ERANGE (cursor outside the range), ECORRUPT (a malformed row fails the
  * page), EIO, ENOMEM. Call errors: EINVAL (NULL, limit 0 or over
- * TROUPE_TABLE_PAGE_MAX, a pointer and length that disagree, an inverted
- * range), ETOOBIG (a bound over TROUPE_KEY_MAX, or the key limit),
- * ENOENT (no such table), ESTATE, ENOMEM.
+ * TROUPE_TABLE_PAGE_MAX, a pointer and length that disagree, an empty
+ * (start == end) or inverted range), ETOOBIG (a bound over
+ * TROUPE_KEY_MAX, or the key limit), ENOENT (no such table), ESTATE,
+ * ENOMEM.
  */
 troupe_err
 troupe_txn_scan(troupe_txn *tx, const char *table, const troupe_scan_opts *so,
@@ -117,11 +139,13 @@ troupe_txn_scan(troupe_txn *tx, const char *table, const troupe_scan_opts *so,
 
 /*
  * Buffered writes (documents are copied; wo may be NULL; wo->sync is
- * ignored: durability is the commit's). Their rules are checked against
- * the transaction's view where it knows the answer (insert over a key it
- * wrote: EEXIST; update or delete of a key it deleted: ENOENT), otherwise
- * at commit against the snapshot's row, which the commit proves
- * unchanged (the commit then fails with EEXIST / ENOENT, writing nothing).
+ * ignored: durability is the commit's; expires_at_ms and no_timestamps
+ * apply as in table.h, those of a key's last write deciding). Their
+ * rules are checked against the transaction's view where it knows the
+ * answer (insert over a key it wrote: EEXIST; update or delete of a key
+ * it deleted: ENOENT), otherwise at commit against the snapshot's row,
+ * which the commit proves unchanged (the commit then fails with EEXIST /
+ * ENOENT, writing nothing).
  * Errors: EINVAL (NULL, empty key, negative expiry), ETOOBIG (key or
  * document over its limit, or the transaction's key or byte limit),
  * EPROTO (doc not one msgpack map), ENOENT (no such table, or as above),
@@ -156,14 +180,24 @@ troupe_txn_rollback(troupe_txn *tx);
  *               so, TROUPE_SYNC_DEFAULT taking the db's option);
  *   ECONFLICT   nothing written; conflicts[0..n) is the full set of
  *               (table, key) that conflicted, sorted by table name then
- *               key bytewise, without duplicates (also available through
- *               troupe_txn_conflicts until destroy);
- *   EEXIST, ENOENT, ECONSTRAINT, ECORRUPT, EPROTO, ETOOBIG
- *               a write's rule failed at some table: nothing written;
+ *               key bytewise, without duplicates, each with its kinds
+ *               (a key found for both reasons is one entry with both
+ *               bits; also available through troupe_txn_conflicts
+ *               until destroy);
+ *   EEXIST, ENOENT, ECONSTRAINT, ECORRUPT, EPROTO, ETOOBIG, ESTATE
+ *               a write's rule failed at some table (ESTATE: a function
+ *               index of it names an unregistered function, table.h):
+ *               nothing written;
+ *               ENOENT also when a table the transaction used was dropped
+ *               before the commit reached it (even if a table of that
+ *               name exists again);
  *   EUNKNOWN    the write or its sync failed: it may or may not be stored
  *               (never retry blindly);
  *   EFULL       the commit pipeline was full: nothing written;
  *   ETIMEDOUT, ECLOSED, EFAILSTOP, EIO, ENOMEM: nothing written.
+ * Any outcome other than ECONFLICT wins over conflicts found before it
+ * (a dropped table after another table conflicted is ENOENT), and the
+ * conflict set is then empty. EDEAD never comes out of a commit.
  * A transaction that wrote nothing commits at once (its snapshot reads
  * were consistent). After the call the transaction accepts no further
  * call but troupe_txn_conflicts and destroy. Call errors: EINVAL (NULL tx
@@ -227,31 +261,44 @@ troupe_txn_commit_wait(troupe_txn *tx, troupe_sync sync);
  * The versioned API (pi_db's query_with_version / prepare_with_version /
  * commit_with_version), for clients that cache rows with their versions.
  *
- * Versions live in memory, in the table actors, and start afresh at every
- * open of the tables (a restart, or a table's actor respawned): a version
- * cached before that names nothing and conflicts; read again. With a
- * key-version TTL (troupe_tables_opts.version_ttl_us) a key's record is
- * also evicted once the TTL has passed since its last publish and no
- * running transaction began before that version: a version cached from
- * before then conflicts the same way. Versions are positive and grow with
- * every committed write of a key, but are not consecutive per key.
+ * Versions never repeat, also across opens of the tables: the records
+ * live in memory, in the table actors, but every version is below a floor
+ * stored in the catalog, where the next open starts (troupe_tables_opts.
+ * version_reserve). So a version cached before a restart is older than
+ * every version after it and conflicts; read again. With a key-version
+ * TTL (troupe_tables_opts.version_ttl_us) a key's record is also evicted
+ * once the TTL has passed since its last publish and no running
+ * transaction began before that version: a version cached from before
+ * then conflicts the same way. Versions are positive and grow with every
+ * committed write of a key, but are not consecutive per key.
  *
  * troupe_txn_query_version: the live row at key (rows->n == 1) or its
  * absence (rows->n == 0, err OK), and the key's current version, taken at
  * one instant (a write of the key in flight is waited for). A key without
  * a version gets its first one; concurrent callers get the same one.
  * cb(err, rows, version, arg) on scheduler 0; the callback owns rows.
- * cb errors: ECORRUPT, EIO, ENOMEM, ETIMEDOUT, ECLOSED. Call errors:
- * EINVAL, ETOOBIG, ENOENT (no such table), ESTATE, ENOMEM.
+ * cb errors: ECORRUPT, EIO, ENOMEM, ETIMEDOUT, ECLOSED, EBUSY (a first
+ * version was needed while the stored floor was being raised, which in
+ * practice never happens: ask again), or the error of a floor that could
+ * not be stored. Call errors: EINVAL, ETOOBIG, ENOENT (no such table),
+ * ESTATE, ENOMEM.
  *
  * troupe_txn_read_version adds (table, key, version) to the transaction's
- * external read set; writes use the ordinary buffering calls. The commit,
+ * external read set; writes use the ordinary buffering calls. As in
+ * pi_db, duplicate entries are refused before anything happens: a key
+ * already in the read set is EINVAL (the first entry stands), and in a
+ * versioned transaction each key is written at most once (a second
+ * insert, update, upsert or delete of it is EINVAL once read_version was
+ * called; commit_version of a transaction that wrote a key twice before
+ * that is EINVAL at the call, and the transaction stays open). The commit,
  * troupe_txn_commit_version, compares every versioned read with the key's
  * current version, then checks the standard conflicts of the writes (a
  * written key not in the read set conflicts when it changed since begin),
  * and answers ECONFLICT with the full set, or OK with exactly one receipt
  * per final write: (table, key, the version it now has, upsert or delete),
- * sorted like conflicts, valid until destroy (troupe_txn_receipts). A
+ * sorted like conflicts, valid until destroy (troupe_txn_receipts), or
+ * EUNKNOWN in the one case where it committed but its version could not
+ * be made durable (the floor's write failed: data-model.md). A
  * transaction that only reads versions validates them and writes nothing.
  * Mixing is refused with ESTATE: once a transaction used get, get_many or
  * scan it cannot read_version or commit_version; once it used
@@ -290,9 +337,9 @@ troupe_txn_query_versions_wait(troupe_tables *t, const char *table,
                                size_t n, troupe_rows **rows,
                                uint64_t **versions);
 
-/* Errors: EINVAL (NULL, empty key, version 0), ETOOBIG (key, or the key
- * limit), ENOENT (no such table), ESTATE (ordinary reads used, or not
- * open), ENOMEM. */
+/* Errors: EINVAL (NULL, empty key, version 0, the key already in the
+ * read set), ETOOBIG (key, or the key limit), ENOENT (no such table),
+ * ESTATE (ordinary reads used, or not open), ENOMEM. */
 troupe_err
 troupe_txn_read_version(troupe_txn *tx, const char *table, const void *key,
                         size_t klen, uint64_t version);
@@ -308,7 +355,8 @@ typedef struct troupe_txn_receipt {
 typedef void (*troupe_txn_commit_version_cb)(
     troupe_txn *tx, troupe_err err, const troupe_txn_conflict *conflicts,
     size_t n, const troupe_txn_receipt *receipts, size_t nr, void *arg);
-/* Outcomes as troupe_txn_commit. Call errors: EINVAL, ESTATE. */
+/* Outcomes as troupe_txn_commit. Call errors: EINVAL (NULL tx or cb, bad
+ * sync, a key written twice), ESTATE. */
 troupe_err
 troupe_txn_commit_version(troupe_txn *tx, troupe_sync sync,
                           troupe_txn_commit_version_cb cb, void *arg);
@@ -319,6 +367,41 @@ troupe_txn_commit_version_wait(troupe_txn *tx, troupe_sync sync);
 troupe_err
 troupe_txn_receipts(const troupe_txn *tx, const troupe_txn_receipt **r,
                     size_t *n);
+
+/*
+ * Remove by index: deletes, in one transaction, up to q->limit (1..
+ * TROUPE_TABLE_PAGE_MAX) rows of `table` that index `index` matches with
+ * q's values or from/to (troupe/index.h; in q's order, reverse too; def,
+ * table_id, after, rows, now_ms and snap are not used), and hands them
+ * back: rows->rows[i] is a deleted row (key, document and expiry as they
+ * were read), one per primary key in index order however many entries of
+ * it matched, and rows->more says that more matching entries followed (of
+ * other rows, or of rows that expired meanwhile: call again). Expired rows
+ * are not taken. The rows are read in the transaction's snapshot and the
+ * commit deletes each only if it did not change since (a row that expires
+ * between the two is left to the TTL scanner); a conflict replays the
+ * whole removal with a fresh snapshot up to 8 times, then ECONFLICT
+ * (nothing deleted). Rows that start to match after the snapshot are not
+ * seen. sync as troupe_txn_commit. The asynchronous form calls back once
+ * on scheduler 0 with the rows (the callback owns them; NULL on error);
+ * stop the tables only after it fired. cb errors: ECONFLICT, the query's
+ * errors (EINVAL for a value of the wrong type, EPROTO for values that
+ * are not msgpack arrays, ECORRUPT, EIO), ENOENT (the table or index went
+ * meanwhile), ETOOBIG (the keys exceed a transaction's byte limit), and
+ * the outcomes of troupe_txn_commit. Call errors: EINVAL (NULL, limit 0
+ * or over the maximum, values together with from/to, a pointer and length
+ * that disagree, bad sync), ENOENT (no such table or index), ESTATE (the
+ * index is still building, or the tables are stopping), ENOMEM.
+ */
+troupe_err
+troupe_txn_remove_by_index(troupe_tables *t, const char *table,
+                           const char *index, const troupe_index_query *q,
+                           troupe_sync sync, troupe_table_cb cb, void *arg);
+/* Same, blocking: *rows (NULL on error) is the caller's. Blocks. */
+troupe_err
+troupe_txn_remove_by_index_wait(troupe_tables *t, const char *table,
+                                const char *index, const troupe_index_query *q,
+                                troupe_sync sync, troupe_rows **rows);
 
 /*
  * Runs fn in a fresh transaction and commits it with r->sync, replaying

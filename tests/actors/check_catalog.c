@@ -1,0 +1,796 @@
+/* The catalog across opens: corrupt entries refused cleanly, key versions
+ * that never repeat after a reopen, idempotent creates, and function
+ * indexes checked against the registry. Real RocksDB in a temp dir, a
+ * standalone runtime (blocking twins on the test thread). */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "troupe/alloc.h"
+#include "troupe/keycodec.h"
+#include "troupe/pack.h"
+#include "troupe/table.h"
+#include "troupe/txn.h"
+#include "tsupport.h"
+
+typedef struct cat_fx {
+    troupe_runtime *rt;
+    troupe_db *db;
+    troupe_commit *commit;
+    troupe_tables *tables;
+    troupe_index_fns *fns;
+    uint64_t reserve; /* troupe_tables_opts.version_reserve */
+    char *dir;
+} cat_fx;
+
+static cat_fx fx;
+
+/* Opens runtime, db, pipeline and tables; returns what tables_open says
+ * (on failure everything else is closed again). */
+static troupe_err
+open_all(void)
+{
+    troupe_runtime_opts o = {.schedulers = 2, .workers = 4};
+    ck_assert_ok(troupe_runtime_create(&fx.rt, &o));
+    ck_assert_ok(troupe_db_open(fx.dir, NULL, &fx.db));
+    ck_assert_ok(troupe_commit_create(fx.db, NULL, &fx.commit));
+    troupe_tables_opts to = {
+        .rt = fx.rt, .db = fx.db, .commit = fx.commit, .fns = fx.fns};
+    troupe_err e = troupe_tables_open(&to, &fx.tables);
+    if (e != TROUPE_OK) {
+        ck_assert_ptr_null(fx.tables);
+        ck_assert_ok(troupe_runtime_shutdown_wait(fx.rt));
+        troupe_runtime_destroy(fx.rt);
+        troupe_commit_destroy(fx.commit);
+        ck_assert_ok(troupe_db_close(fx.db));
+        fx.rt = NULL;
+        fx.db = NULL;
+        fx.commit = NULL;
+    }
+    return e;
+}
+
+static void
+close_all(void)
+{
+    if (fx.tables == NULL)
+        return;
+    ck_assert_ok(troupe_tables_stop_wait(fx.tables));
+    troupe_tables_destroy(fx.tables);
+    fx.tables = NULL;
+    ck_assert_ok(troupe_runtime_shutdown_wait(fx.rt));
+    troupe_runtime_destroy(fx.rt);
+    troupe_commit_destroy(fx.commit);
+    ck_assert_ok(troupe_db_close(fx.db));
+}
+
+static void
+setup(void)
+{
+    memset(&fx, 0, sizeof(fx));
+    fx.dir = ts_tempdir("catalog");
+    ck_assert_ok(troupe_index_fns_create(&fx.fns));
+    ck_assert_ok(open_all());
+}
+
+static void
+teardown(void)
+{
+    close_all();
+    troupe_index_fns_destroy(fx.fns);
+    ts_rmtree(fx.dir);
+    free(fx.dir);
+}
+
+/* Puts `val` (NULL: deletes) under the meta key (k1) or (k1, k2) with
+ * the tables closed (the db is opened for it alone). */
+static void
+put_meta(const char *k1, const char *k2, const void *val, size_t vlen)
+{
+    troupe_db *db = NULL;
+    troupe_cf *meta = NULL;
+    ck_assert_ok(troupe_db_open(fx.dir, NULL, &db));
+    ck_assert_ok(troupe_db_cf(db, "meta", &meta));
+    troupe_key_writer w;
+    troupe_key_writer_init(&w);
+    troupe_key_put_string(&w, k1, strlen(k1));
+    if (k2 != NULL)
+        troupe_key_put_string(&w, k2, strlen(k2));
+    const uint8_t *k;
+    size_t klen;
+    ck_assert_ok(troupe_key_writer_finish(&w, &k, &klen));
+    troupe_batch *b = NULL;
+    ck_assert_ok(troupe_batch_create(&b));
+    if (val != NULL)
+        ck_assert_ok(troupe_batch_put(b, meta, k, klen, val, vlen));
+    else
+        ck_assert_ok(troupe_batch_delete(b, meta, k, klen));
+    ck_assert_ok(troupe_db_write(db, b, TROUPE_SYNC_ON));
+    troupe_batch_destroy(b);
+    troupe_key_writer_fini(&w);
+    ck_assert_ok(troupe_db_close(db));
+}
+
+/* Puts `val` under meta key ("table", name), the tables closed. */
+static void
+put_entry(const char *name, const void *val, size_t vlen)
+{
+    put_meta("table", name, val, vlen);
+}
+
+/* ---- corrupt catalog entries -------------------------------------------- */
+
+enum { BAD_KEY_INT, BAD_KEY_LONG, DUP_NAME, DUP_INDEXES, DUP_ID, BAD_DEF_DUP };
+
+/* A catalog entry for table "t" (id 1) spoiled in way `how`. */
+static void
+bad_entry(int how, troupe_packer *p)
+{
+    static const char long_key[] = "a-key-of-sixty-five-bytes-which-is-one-"
+                                   "more-than-a-catalog-key-may";
+    troupe_pack_init(p);
+    bool extra = how >= BAD_KEY_INT && how <= DUP_ID;
+    troupe_pack_map(p, extra ? 5 : 4);
+    if (how == BAD_KEY_INT) {
+        troupe_pack_uint(p, 7); /* a key that is no string */
+        troupe_pack_uint(p, 1);
+    } else if (how == BAD_KEY_LONG) {
+        troupe_pack_str(p, long_key, strlen(long_key));
+        troupe_pack_uint(p, 1);
+    } else if (how == DUP_NAME) {
+        troupe_pack_cstr(p, "name");
+        troupe_pack_cstr(p, "u");
+    } else if (how == DUP_INDEXES) {
+        troupe_pack_cstr(p, "indexes");
+        troupe_pack_array(p, 0);
+    } else if (how == DUP_ID) {
+        troupe_pack_cstr(p, "id");
+        troupe_pack_uint(p, 2);
+    }
+    troupe_pack_cstr(p, "id");
+    troupe_pack_uint(p, 1);
+    troupe_pack_cstr(p, "name");
+    troupe_pack_cstr(p, "t");
+    troupe_pack_cstr(p, "version");
+    troupe_pack_uint(p, 1);
+    troupe_pack_cstr(p, "indexes");
+    if (how != BAD_DEF_DUP) {
+        troupe_pack_array(p, 0);
+        return;
+    }
+    /* one index whose stored definition repeats "name" */
+    troupe_pack_array(p, 1);
+    troupe_pack_map(p, 7);
+    troupe_pack_cstr(p, "id");
+    troupe_pack_uint(p, 2);
+    troupe_pack_cstr(p, "name");
+    troupe_pack_cstr(p, "ix");
+    troupe_pack_cstr(p, "unique");
+    troupe_pack_bool(p, false);
+    troupe_pack_cstr(p, "name");
+    troupe_pack_cstr(p, "iy");
+    troupe_pack_cstr(p, "fields");
+    troupe_pack_array(p, 1);
+    troupe_pack_array(p, 2);
+    troupe_pack_cstr(p, "a");
+    troupe_pack_cstr(p, "string");
+    troupe_pack_cstr(p, "cond");
+    troupe_pack_nil(p);
+    troupe_pack_cstr(p, "fn");
+    troupe_pack_nil(p);
+}
+
+/* A corrupt catalog entry (a key that is not a short string, a repeated
+ * key, an index definition repeating a key) fails the open with ECORRUPT:
+ * nothing is read from a key that failed to decode, and (under ASan) what
+ * was decoded before the failure is freed. */
+START_TEST(test_catalog_corrupt_entry_refused_at_open)
+{
+    ck_assert_ok(troupe_tables_create_wait(fx.tables, "t", NULL, 0));
+    close_all();
+    troupe_packer p;
+    bad_entry(_i, &p);
+    size_t len;
+    const void *v = troupe_pack_data(&p, &len);
+    ck_assert_ok(p.err);
+    put_entry("t", v, len);
+    troupe_pack_fini(&p);
+    ck_assert_err(open_all(), TROUPE_ECORRUPT);
+    /* a good entry again: the table is back */
+    bad_entry(-1, &p);
+    v = troupe_pack_data(&p, &len);
+    put_entry("t", v, len);
+    troupe_pack_fini(&p);
+    ck_assert_ok(open_all());
+    char **names = NULL;
+    size_t n = 0;
+    ck_assert_ok(troupe_tables_list(fx.tables, &names, &n));
+    ck_assert_uint_eq(n, 1);
+    ck_assert_str_eq(names[0], "t");
+    troupe_free(names);
+}
+END_TEST
+
+/* ---- key versions across opens ----------------------------------------- */
+
+/* {"v": v} */
+static unsigned char vbuf[16];
+
+static const void *
+docv(int64_t v, size_t *len)
+{
+    troupe_packer p;
+    troupe_pack_init(&p);
+    troupe_pack_map(&p, 1);
+    troupe_pack_cstr(&p, "v");
+    troupe_pack_int(&p, v);
+    const void *d = troupe_pack_data(&p, len);
+    ck_assert_uint_le(*len, sizeof(vbuf));
+    memcpy(vbuf, d, *len);
+    troupe_pack_fini(&p);
+    return vbuf;
+}
+
+static void
+put(const char *t, const char *k, int64_t v)
+{
+    size_t len;
+    const void *d = docv(v, &len);
+    ck_assert_ok(
+        troupe_table_upsert_wait(fx.tables, t, k, strlen(k), d, len, NULL));
+}
+
+static int64_t
+stored(const char *t, const char *k)
+{
+    troupe_rows *rows = NULL;
+    troupe_err e = troupe_table_get_wait(fx.tables, t, k, strlen(k), &rows);
+    if (e == TROUPE_ENOENT)
+        return -1;
+    ck_assert_ok(e);
+    troupe_reader r;
+    uint32_t n = 0;
+    const char *f;
+    size_t fl;
+    int64_t v = -1;
+    troupe_reader_init(&r, rows->rows[0].doc, rows->rows[0].doc_len);
+    troupe_read_map(&r, &n);
+    troupe_read_str(&r, 8, &f, &fl);
+    troupe_read_int(&r, &v);
+    ck_assert_ok(troupe_read_end(&r));
+    troupe_rows_destroy(rows);
+    return v;
+}
+
+typedef struct qv {
+    troupe_err err;
+    uint64_t ver;
+} qv;
+
+static bool
+qver_settled(void *arg)
+{
+    qv *q = arg;
+    const char *k = "k";
+    troupe_rows *rows = NULL;
+    q->err =
+        troupe_txn_query_version_wait(fx.tables, "a", k, 1, &rows, &q->ver);
+    troupe_rows_destroy(rows);
+    /* EBUSY: the counter met the floor before its background write
+     * landed (a tiny reserve makes that likely): ask again */
+    return q->err != TROUPE_EBUSY;
+}
+
+/* The version of "k" in table "a", asked until it is not EBUSY. */
+static uint64_t
+qver_k(void)
+{
+    qv q = {0};
+    ck_assert(ts_wait_until(qver_settled, &q, 10000));
+    ck_assert_ok(q.err);
+    ck_assert_uint_gt(q.ver, 0);
+    return q.ver;
+}
+
+/* A versioned commit of "k" = v in table "a" read at version `ver`. */
+static troupe_err
+vcommit_k(uint64_t ver, int64_t v, uint64_t *receipt)
+{
+    troupe_txn *tx = NULL;
+    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx));
+    ck_assert_ok(troupe_txn_read_version(tx, "a", "k", 1, ver));
+    size_t len;
+    const void *d = docv(v, &len);
+    ck_assert_ok(troupe_txn_upsert(tx, "a", "k", 1, d, len, NULL));
+    troupe_err e = troupe_txn_commit_version_wait(tx, TROUPE_SYNC_DEFAULT);
+    if (e == TROUPE_OK && receipt != NULL) {
+        const troupe_txn_receipt *r;
+        size_t n = 0;
+        ck_assert_ok(troupe_txn_receipts(tx, &r, &n));
+        ck_assert_uint_eq(n, 1);
+        *receipt = r[0].version;
+    }
+    troupe_txn_destroy(tx);
+    return e;
+}
+
+/* A version cached before a restart never names a newer value after it:
+ * the stale versioned commit conflicts (before the floor was stored, the
+ * counter restarted and the commit below overwrote the newer value: a
+ * lost update), and every version handed out after the reopen is greater
+ * than every version handed out before. */
+START_TEST(test_versions_never_repeat_across_reopen)
+{
+    ck_assert_ok(troupe_tables_create_wait(fx.tables, "a", NULL, 0));
+    put("a", "k", 1);
+    uint64_t cached = qver_k();
+    uint64_t max_before = cached, r = 0;
+    ck_assert_ok(vcommit_k(cached, 2, &r));
+    max_before = r > max_before ? r : max_before;
+    cached = qver_k();
+    ck_assert_uint_eq(cached, r);
+    close_all();
+    ck_assert_ok(open_all());
+    /* after the restart others write k (as many writes as it takes a
+     * counter that starts afresh to reach the cached version again) */
+    for (uint64_t i = 1; i < cached; i++) {
+        char k[32];
+        snprintf(k, sizeof(k), "filler%llu", (unsigned long long)i);
+        put("a", k, 0);
+    }
+    put("a", "k", 3);
+    /* the client that cached its version before the restart */
+    ck_assert_err(vcommit_k(cached, 4, NULL), TROUPE_ECONFLICT);
+    ck_assert_int_eq(stored("a", "k"), 3);
+    uint64_t now = qver_k();
+    ck_assert_uint_gt(now, max_before);
+    ck_assert_ok(vcommit_k(now, 5, &r));
+    ck_assert_uint_gt(r, max_before);
+    ck_assert_int_eq(stored("a", "k"), 5);
+}
+END_TEST
+
+/* The value stored in meta under the one-string tuple key (name), read
+ * with the tables open: troupe_free it. */
+static void *
+meta_value(const char *name, size_t *vlen)
+{
+    troupe_cf *meta = NULL;
+    ck_assert_ok(troupe_db_cf(fx.db, "meta", &meta));
+    troupe_key_writer w;
+    troupe_key_writer_init(&w);
+    troupe_key_put_string(&w, name, strlen(name));
+    const uint8_t *k;
+    size_t klen;
+    ck_assert_ok(troupe_key_writer_finish(&w, &k, &klen));
+    void *v = NULL;
+    ck_assert_ok(troupe_db_get(fx.db, meta, NULL, k, klen, &v, vlen));
+    troupe_key_writer_fini(&w);
+    return v;
+}
+
+/* The floor stored in meta ("versions"), read with the tables open. */
+static uint64_t
+stored_floor(void)
+{
+    size_t vlen = 0;
+    void *v = meta_value("versions", &vlen);
+    troupe_reader r;
+    uint64_t ver = 0, f = 0;
+    troupe_reader_init(&r, v, vlen);
+    troupe_read_array_n(&r, 2);
+    troupe_read_uint(&r, &ver);
+    troupe_read_uint(&r, &f);
+    ck_assert_ok(troupe_read_end(&r));
+    ck_assert_uint_eq(ver, 1);
+    troupe_free(v);
+    return f;
+}
+
+/* With a reserve of a few versions the floor moves all the time, in the
+ * background and (when that is behind) on the commit's writer thread:
+ * every version a client sees stays below the floor on disk, and a reopen
+ * starts above all of them. */
+START_TEST(test_versions_stay_below_the_stored_floor)
+{
+    close_all();
+    fx.reserve = (uint64_t)_i + 1; /* 1..4 */
+    ck_assert_ok(open_all());
+    ck_assert_ok(troupe_tables_create_wait(fx.tables, "a", NULL, 0));
+    uint64_t seen = 0;
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < 40; i++) {
+            put("a", "k", i);
+            uint64_t v = qver_k();
+            ck_assert_uint_gt(v, seen);
+            ck_assert_uint_lt(v, stored_floor());
+            uint64_t r = 0;
+            ck_assert_ok(vcommit_k(v, i, &r));
+            ck_assert_uint_gt(r, v);
+            ck_assert_uint_lt(r, stored_floor());
+            seen = r;
+        }
+        uint64_t floor = stored_floor();
+        close_all();
+        ck_assert_ok(open_all());
+        ck_assert_uint_gt(stored_floor(), floor);
+        ck_assert_uint_gt(qver_k(), seen);
+    }
+}
+END_TEST
+
+/* A database written before floors existed has no ("versions") key: it
+ * opens and gets one. A malformed floor is ECORRUPT. */
+START_TEST(test_versions_floor_absent_opens_malformed_refused)
+{
+    ck_assert_ok(troupe_tables_create_wait(fx.tables, "a", NULL, 0));
+    put("a", "k", 1);
+    close_all();
+    put_meta("versions", NULL, NULL, 0); /* as before floors existed */
+    ck_assert_ok(open_all());
+    ck_assert_int_eq(stored("a", "k"), 1);
+    ck_assert_uint_gt(stored_floor(), 0);
+    ck_assert_uint_gt(qver_k(), 0);
+    close_all();
+    static const unsigned char bad[][4] = {
+        {0x92, 0x02, 0x05}, /* [2, 5]: unknown format */
+        {0x91, 0x01},       /* [1] */
+        {0x92, 0x01, 0xff}, /* [1, -1] */
+        {0x05},             /* 5 */
+    };
+    static const size_t badlen[] = {3, 2, 3, 1};
+    for (size_t i = 0; i < 4; i++) {
+        put_meta("versions", NULL, bad[i], badlen[i]);
+        ck_assert_err(open_all(), TROUPE_ECORRUPT);
+    }
+    /* the fixture's teardown finds the tables closed */
+}
+END_TEST
+
+/* ---- creates that find what they would create ------------------------- */
+
+/* The raw ("seq") counter value in meta: a create that writes anything
+ * stores it first. */
+static uint64_t
+stored_seq(void)
+{
+    size_t vlen = 0;
+    void *v = meta_value("seq", &vlen);
+    troupe_reader r;
+    uint64_t seq = 0;
+    troupe_reader_init(&r, v, vlen);
+    troupe_read_uint(&r, &seq);
+    ck_assert_ok(troupe_read_end(&r));
+    troupe_free(v);
+    return seq;
+}
+
+static const troupe_index_field email_f = {"email", TROUPE_FIELD_STRING};
+static const troupe_index_field city_f = {"city", TROUPE_FIELD_STRING};
+static const troupe_index_field age_f = {"age", TROUPE_FIELD_INT};
+
+/* The last catalog callback's error; -1 until it fired. */
+static _Atomic int ddl_seen;
+
+static void
+on_ddl(troupe_tables *t, troupe_err err, void *arg)
+{
+    atomic_store((_Atomic int *)arg, (int)err);
+}
+
+static bool
+ddl_called(void *arg)
+{
+    return atomic_load((_Atomic int *)arg) != -1;
+}
+
+/* The asynchronous create, waited for. */
+static troupe_err
+create_async(const char *name, const troupe_index_spec *ix, size_t n)
+{
+    atomic_store(&ddl_seen, -1);
+    troupe_err e =
+        troupe_tables_create(fx.tables, name, ix, n, on_ddl, (void *)&ddl_seen);
+    if (e != TROUPE_OK)
+        return e;
+    ck_assert(ts_wait_until(ddl_called, (void *)&ddl_seen, 10000));
+    return (troupe_err)atomic_load(&ddl_seen);
+}
+
+/* Creating a table again with its very spec (indexes in any order) is OK
+ * and writes nothing; with another spec it is EEXIST and changes
+ * nothing. Adding an index again likewise. */
+START_TEST(test_create_again_same_spec_ok_other_eexist)
+{
+    troupe_index_spec two[2] = {
+        {.name = "by_email", .unique = true, .fields = &email_f, .n_fields = 1},
+        {.name = "by_city", .fields = &city_f, .n_fields = 1}};
+    ck_assert_ok(troupe_tables_create_wait(fx.tables, "u", two, 2));
+    put("u", "a", 1);
+    uint64_t seq = stored_seq();
+    troupe_index_spec swapped[2] = {two[1], two[0]};
+    ck_assert_ok(troupe_tables_create_wait(fx.tables, "u", two, 2));
+    ck_assert_ok(create_async("u", swapped, 2));
+    ck_assert_uint_eq(stored_seq(), seq); /* nothing written */
+    ck_assert_int_eq(stored("u", "a"), 1);
+    /* other specs: fewer, more, another type, not unique, another cond */
+    troupe_index_spec other[2] = {two[0], two[1]};
+    ck_assert_err(troupe_tables_create_wait(fx.tables, "u", two, 1),
+                  TROUPE_EEXIST);
+    ck_assert_err(troupe_tables_create_wait(fx.tables, "u", NULL, 0),
+                  TROUPE_EEXIST);
+    other[1].fields = &age_f;
+    other[1].name = "by_city";
+    ck_assert_err(create_async("u", other, 2), TROUPE_EEXIST);
+    other[1] = two[1];
+    other[0].unique = false;
+    ck_assert_err(troupe_tables_create_wait(fx.tables, "u", other, 2),
+                  TROUPE_EEXIST);
+    other[0] = two[0];
+    other[1].cond =
+        (troupe_index_cond){.op = TROUPE_COND_EXISTS, .path = "city"};
+    ck_assert_err(troupe_tables_create_wait(fx.tables, "u", other, 2),
+                  TROUPE_EEXIST);
+    ck_assert_uint_eq(stored_seq(), seq);
+    close_all(); /* what is stored is still the first spec */
+    ck_assert_ok(open_all());
+    ck_assert_ok(troupe_tables_create_wait(fx.tables, "u", swapped, 2));
+    ck_assert_int_eq(stored("u", "a"), 1);
+    /* add_index: the same index again is OK, another spec EEXIST */
+    troupe_index_spec age = {.name = "by_age", .fields = &age_f, .n_fields = 1};
+    ck_assert_ok(troupe_tables_add_index_wait(fx.tables, "u", &age));
+    seq = stored_seq();
+    ck_assert_ok(troupe_tables_add_index_wait(fx.tables, "u", &age));
+    ck_assert_uint_eq(stored_seq(), seq);
+    age.unique = true;
+    ck_assert_err(troupe_tables_add_index_wait(fx.tables, "u", &age),
+                  TROUPE_EEXIST);
+    /* the table with three indexes now: the create with two differs */
+    ck_assert_err(troupe_tables_create_wait(fx.tables, "u", two, 2),
+                  TROUPE_EEXIST);
+}
+END_TEST
+
+/* {"v": "<tag>"}: a function index emitting v. */
+static troupe_err
+fn_v(void *ctx, const void *doc, size_t doc_len, const void *pk, size_t pk_len,
+     troupe_index_emit_fn emit, void *emit_ctx)
+{
+    (void)ctx;
+    (void)pk;
+    (void)pk_len;
+    troupe_key_writer w;
+    troupe_key_writer_init(&w);
+    troupe_key_put_string(&w, "x", 1);
+    const uint8_t *k;
+    size_t kl;
+    troupe_err e = troupe_key_writer_finish(&w, &k, &kl);
+    if (e == TROUPE_OK)
+        e = emit(emit_ctx, k, kl, NULL, 0);
+    troupe_key_writer_fini(&w);
+    (void)doc;
+    (void)doc_len;
+    return e;
+}
+
+/* A function index must name a registered function: create and add_index
+ * refuse one that does not (EINVAL, nothing written). A table already on
+ * disk whose function this process did not register opens; it refuses
+ * inserts, updates and upserts with ESTATE (deletes and reads work)
+ * until that index is dropped. */
+START_TEST(test_function_index_must_be_registered)
+{
+    troupe_index_spec fx_ix = {.name = "byfn", .fn_name = "f"};
+    ck_assert_ok(troupe_tables_create_wait(fx.tables, "t", NULL, 0));
+    uint64_t seq = stored_seq();
+    ck_assert_err(troupe_tables_create_wait(fx.tables, "u", &fx_ix, 1),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_tables_create(fx.tables, "u", &fx_ix, 1, on_ddl,
+                                       (void *)&ddl_seen),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_tables_add_index_wait(fx.tables, "t", &fx_ix),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_tables_add_index(fx.tables, "t", &fx_ix, on_ddl,
+                                          (void *)&ddl_seen),
+                  TROUPE_EINVAL);
+    ck_assert_uint_eq(stored_seq(), seq); /* nothing written */
+    char **names = NULL;
+    size_t n = 0;
+    ck_assert_ok(troupe_tables_list(fx.tables, &names, &n));
+    ck_assert_uint_eq(n, 1);
+    troupe_free(names);
+    ck_assert_ok(troupe_index_register_fn(fx.fns, "f", fn_v, NULL));
+    ck_assert_ok(troupe_tables_add_index_wait(fx.tables, "t", &fx_ix));
+    put("t", "a", 1);
+    put("t", "b", 2);
+    close_all();
+    /* the next process forgot to register "f" */
+    troupe_index_fns_destroy(fx.fns);
+    ck_assert_ok(troupe_index_fns_create(&fx.fns));
+    ck_assert_ok(open_all());
+    ck_assert_int_eq(stored("t", "a"), 1);
+    size_t len;
+    const void *d = docv(3, &len);
+    ck_assert_err(
+        troupe_table_upsert_wait(fx.tables, "t", "a", 1, d, len, NULL),
+        TROUPE_ESTATE);
+    ck_assert_err(
+        troupe_table_insert_wait(fx.tables, "t", "c", 1, d, len, NULL),
+        TROUPE_ESTATE);
+    troupe_txn *tx = NULL;
+    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx));
+    ck_assert_ok(troupe_txn_upsert(tx, "t", "c", 1, d, len, NULL));
+    ck_assert_err(troupe_txn_commit_wait(tx, TROUPE_SYNC_DEFAULT),
+                  TROUPE_ESTATE);
+    troupe_txn_destroy(tx);
+    ck_assert_ok(troupe_table_delete_wait(fx.tables, "t", "b", 1, NULL));
+    ck_assert_int_eq(stored("t", "b"), -1);
+    ck_assert_int_eq(stored("t", "c"), -1);
+    ck_assert_ok(troupe_tables_drop_index_wait(fx.tables, "t", "byfn"));
+    put("t", "a", 4);
+    ck_assert_int_eq(stored("t", "a"), 4);
+}
+END_TEST
+
+/* ---- cursors name what handed them out --------------------------------- */
+
+static troupe_err
+scan_after(const char *t, const void *after, size_t alen, troupe_rows **rows)
+{
+    troupe_scan_opts so = {.after = after, .after_len = alen, .limit = 2};
+    return troupe_table_scan_wait(fx.tables, t, &so, rows);
+}
+
+/* The packed [s]. */
+static unsigned char vals[32];
+static size_t vals_len;
+
+static troupe_index_query
+qval(const char *s)
+{
+    troupe_packer p;
+    troupe_pack_init(&p);
+    troupe_pack_array(&p, 1);
+    troupe_pack_cstr(&p, s);
+    const void *d = troupe_pack_data(&p, &vals_len);
+    memcpy(vals, d, vals_len);
+    troupe_pack_fini(&p);
+    return (troupe_index_query){
+        .values = vals, .values_len = vals_len, .limit = 1};
+}
+
+/* Copies a cursor out of what is about to be destroyed. */
+typedef struct curbuf {
+    uint8_t b[64];
+    size_t n;
+} curbuf;
+
+static curbuf
+keep(const uint8_t *c, size_t n)
+{
+    curbuf k = {.n = n};
+    ck_assert_uint_le(n, sizeof(k.b));
+    memcpy(k.b, c, n);
+    return k;
+}
+
+/* A cursor handed out by a table scan, a transaction scan or an index
+ * query names its table (or index, or AND's table): another table, index
+ * or kind of page refuses it with ERANGE (before this, cursors were raw
+ * keys and another table's was read as a position: a page of the wrong
+ * rows); what it came from takes it, and a table dropped and created
+ * again under the same name is another table. */
+START_TEST(test_cursor_of_another_object_is_erange)
+{
+    static const troupe_index_field v_f = {.path = "v",
+                                           .type = TROUPE_FIELD_STRING};
+    troupe_index_spec ix[2] = {{.name = "ix", .fields = &v_f, .n_fields = 1},
+                               {.name = "iy", .fields = &v_f, .n_fields = 1}};
+    ck_assert_ok(troupe_tables_create_wait(fx.tables, "a", ix, 2));
+    ck_assert_ok(troupe_tables_create_wait(fx.tables, "b", ix, 2));
+    const char *keys[] = {"k1", "k2", "k3", "k4"};
+    for (int i = 0; i < 4; i++) {
+        troupe_packer p;
+        troupe_pack_init(&p);
+        troupe_pack_map(&p, 1);
+        troupe_pack_cstr(&p, "v");
+        troupe_pack_cstr(&p, "x");
+        size_t len;
+        const void *d = troupe_pack_data(&p, &len);
+        ck_assert_ok(
+            troupe_table_upsert_wait(fx.tables, "a", keys[i], 2, d, len, NULL));
+        ck_assert_ok(
+            troupe_table_upsert_wait(fx.tables, "b", keys[i], 2, d, len, NULL));
+        troupe_pack_fini(&p);
+    }
+    /* table scans */
+    troupe_rows *rows = NULL;
+    ck_assert_ok(scan_after("a", NULL, 0, &rows));
+    curbuf ca = keep(rows->cursor, rows->cursor_len);
+    troupe_rows_destroy(rows);
+    ck_assert_err(scan_after("b", ca.b, ca.n, &rows), TROUPE_ERANGE);
+    ck_assert_ptr_null(rows);
+    ck_assert_ok(scan_after("a", ca.b, ca.n, &rows));
+    ck_assert_uint_eq(rows->n, 2);
+    ck_assert_mem_eq(rows->rows[0].key, "k3", 2);
+    troupe_rows_destroy(rows);
+    /* a raw key is no cursor */
+    ck_assert_err(scan_after("a", "k2", 2, &rows), TROUPE_ERANGE);
+    /* a transaction's scan: the same table's cursors, both ways */
+    troupe_txn *tx = NULL;
+    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx));
+    troupe_scan_opts so = {.after = ca.b, .after_len = ca.n, .limit = 1};
+    ck_assert_ok(troupe_txn_scan_wait(tx, "a", &so, &rows));
+    ck_assert_mem_eq(rows->rows[0].key, "k3", 2);
+    curbuf ta = keep(rows->cursor, rows->cursor_len);
+    troupe_rows_destroy(rows);
+    so.after = ta.b;
+    so.after_len = ta.n;
+    ck_assert_err(troupe_txn_scan_wait(tx, "b", &so, &rows), TROUPE_ERANGE);
+    ck_assert_ok(troupe_txn_rollback(tx));
+    troupe_txn_destroy(tx);
+    ck_assert_err(scan_after("b", ta.b, ta.n, &rows), TROUPE_ERANGE);
+    ck_assert_ok(scan_after("a", ta.b, ta.n, &rows));
+    ck_assert_mem_eq(rows->rows[0].key, "k4", 2);
+    troupe_rows_destroy(rows);
+    /* index queries: another index, of this table or another, refuses */
+    troupe_index_query q = qval("x");
+    troupe_index_result *r = NULL;
+    ck_assert_ok(troupe_tables_query_wait(fx.tables, "a", "ix", &q, &r));
+    curbuf xa = keep(r->cursor, r->cursor_len);
+    troupe_index_result_destroy(r);
+    q.after = xa.b;
+    q.after_len = xa.n;
+    ck_assert_err(troupe_tables_query_wait(fx.tables, "b", "ix", &q, &r),
+                  TROUPE_ERANGE);
+    ck_assert_ptr_null(r);
+    ck_assert_err(troupe_tables_query_wait(fx.tables, "a", "iy", &q, &r),
+                  TROUPE_ERANGE);
+    ck_assert_ok(troupe_tables_query_wait(fx.tables, "a", "ix", &q, &r));
+    ck_assert_uint_eq(r->n, 1);
+    ck_assert_mem_eq(r->hits[0].pk, "k2", 2);
+    troupe_index_result_destroy(r);
+    /* through the index actor too */
+    ck_assert_err(scan_after("a", xa.b, xa.n, &rows), TROUPE_ERANGE);
+    /* AND results name their table */
+    troupe_index_query qa = qval("x");
+    ck_assert_ok(troupe_tables_query_and_wait(fx.tables, "a", "ix", &qa, "iy",
+                                              &qa, NULL, 0, 1, &r));
+    curbuf aa = keep(r->cursor, r->cursor_len);
+    troupe_index_result_destroy(r);
+    ck_assert_err(troupe_tables_query_and_wait(fx.tables, "b", "ix", &qa, "iy",
+                                               &qa, aa.b, aa.n, 1, &r),
+                  TROUPE_ERANGE);
+    ck_assert_err(troupe_tables_query_and_wait(fx.tables, "a", "ix", &qa, "iy",
+                                               &qa, xa.b, xa.n, 1, &r),
+                  TROUPE_ERANGE);
+    ck_assert_ok(troupe_tables_query_and_wait(fx.tables, "a", "ix", &qa, "iy",
+                                              &qa, aa.b, aa.n, 1, &r));
+    ck_assert_mem_eq(r->hits[0].pk, "k2", 2);
+    troupe_index_result_destroy(r);
+    /* dropped and created again: another table, its old cursors refused */
+    ck_assert_ok(troupe_tables_drop_wait(fx.tables, "a"));
+    ck_assert_ok(troupe_tables_create_wait(fx.tables, "a", ix, 2));
+    ck_assert_err(scan_after("a", ca.b, ca.n, &rows), TROUPE_ERANGE);
+}
+END_TEST
+
+Suite *
+catalog_suite(void)
+{
+    Suite *s = suite_create("catalog");
+    TCase *tc = tcase_create("core");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_loop_test(tc, test_catalog_corrupt_entry_refused_at_open,
+                        BAD_KEY_INT, BAD_DEF_DUP + 1);
+    tcase_add_test(tc, test_versions_never_repeat_across_reopen);
+    tcase_add_loop_test(tc, test_versions_stay_below_the_stored_floor, 0, 4);
+    tcase_add_test(tc, test_versions_floor_absent_opens_malformed_refused);
+    tcase_add_test(tc, test_create_again_same_spec_ok_other_eexist);
+    tcase_add_test(tc, test_function_index_must_be_registered);
+    tcase_add_test(tc, test_cursor_of_another_object_is_erange);
+    suite_add_tcase(s, tc);
+    return s;
+}
