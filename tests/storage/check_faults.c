@@ -3,15 +3,20 @@
  * shim (tests/shims), as the CTest entry storage_faults does. Each test
  * fails if the shim is absent, rather than passing without injecting.
  *
- * Checked: a failed sync or write is EUNKNOWN (never a clean abort); after
- * it the db is fail-stop (EFAILSTOP for every write, reads still work);
- * nothing retries; close works; a reopen with the disk healthy opens.
+ * Checked: a failed sync or write is EUNKNOWN (never a clean abort), or
+ * ENOSPC when the disk is full and the write's data never reached the WAL
+ * (then the batch is not stored); after it the db is fail-stop (EFAILSTOP
+ * for every write, reads still work); nothing retries; close works; a
+ * reopen with the disk healthy opens. A failing info LOG changes nothing
+ * (the logger of Debian's assertion-enabled RocksDB aborts on it; troupe
+ * gives RocksDB its own).
  */
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <sys/stat.h>
 
 #include "fault_shim.h"
 #include "stest.h"
@@ -111,12 +116,9 @@ START_TEST(test_write_failure_is_eunknown_then_failstop_until_reopen)
     troupe_db *db = st_open(dir, cfs, 1);
     troupe_cf *cf = st_cf(db, "a");
     st_put(db, cf, "before", "ok", TROUPE_SYNC_ON);
-    /* Only the numbered data files (WAL, tables): a failing write to
-     * RocksDB's info LOG makes Debian's assertion-enabled build abort the
-     * process on its next log line (docs/storage.md). */
-    char data_files[4096];
-    snprintf(data_files, sizeof(data_files), "%s/0", dir);
-    arm(TROUPE_FAULT_WRITE, 0, data_files, ENOSPC);
+    /* Every file of the db, the info LOG included: its failures must
+     * cost nothing but log lines. */
+    arm(TROUPE_FAULT_WRITE, 0, dir, EIO);
     troupe_batch *b;
     ck_assert_ok(troupe_batch_create(&b));
     ck_assert_ok(troupe_batch_put(b, cf, "failed", 6, "?", 1));
@@ -125,6 +127,87 @@ START_TEST(test_write_failure_is_eunknown_then_failstop_until_reopen)
     troupe_batch_destroy(b);
     assert_failstop(db, cf);
     reopen_healthy("write failure", &db);
+    ck_assert_ok(troupe_db_close(db));
+}
+END_TEST
+
+static bool
+reserve_present(void)
+{
+    char p[4096];
+    struct stat st;
+    snprintf(p, sizeof(p), "%s/TROUPE-RESERVE", dir);
+    return stat(p, &st) == 0;
+}
+
+/* A full disk under RocksDB (the free-space gate sees plenty: only the
+ * shim says ENOSPC, to every write in the db's directory, the info LOG
+ * included): the write is ENOSPC, not stored, the db fail-stop, the
+ * reserve released, and the process alive. */
+START_TEST(test_write_enospc_is_enospc_not_stored_then_failstop)
+{
+    const char *cfs[] = {"a"};
+    troupe_db *db = st_open(dir, cfs, 1);
+    troupe_cf *cf = st_cf(db, "a");
+    st_put(db, cf, "before", "ok", TROUPE_SYNC_ON);
+    ck_assert(reserve_present());
+    arm(TROUPE_FAULT_WRITE, 0, dir, ENOSPC);
+    troupe_batch *b;
+    ck_assert_ok(troupe_batch_create(&b));
+    ck_assert_ok(troupe_batch_put(b, cf, "failed", 6, "?", 1));
+    ck_assert_err(troupe_db_write(db, b, TROUPE_SYNC_ON), TROUPE_ENOSPC);
+    ck_assert_int_gt(hits(), 0);
+    troupe_batch_destroy(b);
+    ck_assert(!reserve_present());
+    assert_failstop(db, cf);
+
+    disarm();
+    ck_assert_ok(troupe_db_close(db));
+    db = st_open(dir, NULL, 0);
+    ck_assert(!troupe_db_failstop(db));
+    cf = st_cf(db, "a");
+    st_assert_value(db, cf, "before", "ok");
+    st_assert_value(db, cf, "failed", NULL); /* ENOSPC: not stored */
+    ck_assert(reserve_present());            /* made again at open */
+    st_put(db, cf, "again", "ok", TROUPE_SYNC_ON);
+    st_assert_value(db, cf, "again", "ok");
+    ck_assert_ok(troupe_db_close(db));
+}
+END_TEST
+
+/* Only the info LOG fails (every write to LOG and LOG.old): RocksDB's
+ * own logger would abort the process at its next line; troupe's drops
+ * lines and the db goes on, not fail-stop, writes, flushes and family
+ * creations (which all log) working. */
+START_TEST(test_info_log_write_failure_drops_lines_db_works)
+{
+    const char *cfs[] = {"a"};
+    troupe_db *db = st_open(dir, cfs, 1);
+    troupe_cf *cf = st_cf(db, "a");
+    char log[4096];
+    snprintf(log, sizeof(log), "%s/LOG", dir);
+    arm(TROUPE_FAULT_WRITE, 0, log, ENOSPC);
+    char k[32];
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < 50; i++) {
+            snprintf(k, sizeof(k), "k%d-%02d", round, i);
+            st_put(db, cf, k, "v", TROUPE_SYNC_ON);
+        }
+        ck_assert_ok(troupe_db_flush(db)); /* a flush logs several lines */
+        ck_assert_ok(troupe_db_cf_create(db,
+                                         round == 0   ? "x0"
+                                         : round == 1 ? "x1"
+                                                      : "x2",
+                                         NULL));
+    }
+    ck_assert_int_gt(hits(), 0);
+    ck_assert(!troupe_db_failstop(db));
+    disarm();
+    ck_assert_ok(troupe_db_close(db));
+    const char *more[] = {"a", "x0", "x1", "x2"};
+    db = st_open(dir, more, 4);
+    cf = st_cf(db, "a");
+    st_assert_value(db, cf, "k2-49", "v");
     ck_assert_ok(troupe_db_close(db));
 }
 END_TEST
@@ -257,6 +340,8 @@ storage_faults_suite(void)
                    test_sync_failure_is_eunknown_then_failstop_until_reopen);
     tcase_add_test(tc,
                    test_write_failure_is_eunknown_then_failstop_until_reopen);
+    tcase_add_test(tc, test_write_enospc_is_enospc_not_stored_then_failstop);
+    tcase_add_test(tc, test_info_log_write_failure_drops_lines_db_works);
     tcase_add_test(tc,
                    test_pipeline_failed_group_eunknown_later_groups_efailstop);
     suite_add_tcase(s, tc);
