@@ -20,6 +20,12 @@
  * written twice before its WAL is deleted (WAL, then the flushed table
  * file). Near the threshold the budget shrinks and checks come closer
  * together; while refusing, the verdict is kept for LOW_RECHECK_NS.
+ *
+ * Hysteresis. The first write that would leave less than min_free is
+ * refused, and from then on every write, until min_free plus an eighth
+ * of it (at least 1 MiB) is available again: a small write cannot slip
+ * in after a large one was refused, and a database at the threshold does
+ * not flap between refusing and accepting.
  * Other processes filling the disk between two checks are what the
  * threshold and the reserve are for.
  *
@@ -163,6 +169,15 @@ troupe__space_has_reserve(troupe_space *s)
     return atomic_load(&s->have_reserve);
 }
 
+/* What must be free beyond min_free to end a refusal: an eighth of it,
+ * at least 1 MiB. */
+static uint64_t
+space_slack(const troupe_space *s)
+{
+    uint64_t slack = s->min_free / 8;
+    return slack < (1u << 20) ? (1u << 20) : slack;
+}
+
 /* The statvfs path: one caller at a time; the others keep the verdict. */
 static troupe_err
 space_recheck(troupe_space *s, uint64_t bytes)
@@ -180,9 +195,14 @@ space_recheck(troupe_space *s, uint64_t bytes)
         e = TROUPE_OK;
         atomic_store(&s->budget, INT64_MAX / 2);
     } else {
+        /* Refusing starts with the first write that does not fit above
+         * min_free and lasts until min_free + slack is available: no
+         * flapping between refused and accepted near the threshold, and
+         * a small write cannot slip in after a large one was refused. */
         uint64_t a = (uint64_t)avail;
-        low = a < s->min_free;
-        e = low || a - s->min_free < bytes ? TROUPE_ENOSPC : TROUPE_OK;
+        uint64_t need = s->min_free + (was_low ? space_slack(s) : bytes);
+        low = a < need;
+        e = low ? TROUPE_ENOSPC : TROUPE_OK;
         uint64_t room = low ? 0 : a - s->min_free;
         room = room > bytes ? (room - bytes) / 2 : 0;
         atomic_store(&s->budget, room > INT64_MAX ? INT64_MAX : (int64_t)room);
@@ -193,7 +213,7 @@ space_recheck(troupe_space *s, uint64_t bytes)
                  coarse_ns() + (low ? LOW_RECHECK_NS : RECHECK_NS));
     if (low != was_low)
         fprintf(stderr,
-                low ? "troupe storage: %s: %lld bytes available, below "
+                low ? "troupe storage: %s: %lld bytes available, at "
                       "min_free_bytes %llu: writes are refused (ENOSPC) "
                       "until space is freed\n"
                     : "troupe storage: %s: %lld bytes available again "

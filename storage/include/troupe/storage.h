@@ -33,8 +33,8 @@
  *    later write returns EFAILSTOP until it is closed and reopened (no
  *    sync is ever retried). Reads keep working.
  *  - Integrity problems are ECORRUPT, never "not found".
- *  - A full disk is ENOSPC, and never takes the process down. While the
- *    filesystem holding the db has less than min_free_bytes available,
+ *  - A full disk is ENOSPC, and never takes the process down. When the
+ *    filesystem holding the db gets down to min_free_bytes available,
  *    writes and family creations are refused with ENOSPC, nothing written,
  *    and the db stays usable: once space is freed, writes are accepted
  *    again (within about 10 ms). If RocksDB itself runs out of space (the
@@ -102,14 +102,16 @@ typedef struct troupe_db_opts {
     /* Shared LRU block cache for all families; 0: 32 MiB. */
     size_t block_cache_bytes;
     /*
-     * Free-space gate: writes (troupe_db_write, the commit pipeline) and
-     * family creations are refused with ENOSPC, nothing written, while the
-     * filesystem holding the db has fewer bytes available (statvfs
-     * f_bavail) than this, or than this plus the write. It keeps room for
-     * RocksDB's memtable flushes and compactions, close and reopen. Checked
-     * without a system call on most writes (docs/storage.md). troupe_db_
-     * opts_init sets TROUPE_DB_MIN_FREE_DEFAULT (128 MiB); 0 turns the gate
-     * off.
+     * Free-space gate: a write (troupe_db_write, a commit pipeline group)
+     * that would leave the filesystem holding the db with fewer bytes
+     * available (statvfs f_bavail) than this is refused with ENOSPC,
+     * nothing written, and so is every write and family creation after it
+     * until this plus an eighth of it (at least 1 MiB) is available again.
+     * It keeps room for RocksDB's memtable flushes and compactions, close
+     * and reopen: set it above what a flush writes (a memtable: 64 MiB per
+     * family). Checked without a system call on most writes
+     * (docs/storage.md). troupe_db_opts_init sets
+     * TROUPE_DB_MIN_FREE_DEFAULT (128 MiB); 0 turns the gate off.
      */
     uint64_t min_free_bytes;
     /*
