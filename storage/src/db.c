@@ -46,7 +46,11 @@
  *    into table files before it returns, needing as much free space as
  *    the WAL holds; avoid_flush_during_recovery keeps the replayed data in
  *    the memtables (and its WAL until they flush), so a reopen needs only
- *    a new MANIFEST, OPTIONS file and WAL;
+ *    a new MANIFEST, OPTIONS file and WAL. The open then flushes itself,
+ *    as RocksDB would have, when the filesystem has room for what the WAL
+ *    holds (reopen_flush): otherwise every open would add a WAL that the
+ *    next one replays again, and a database reopened often but written
+ *    little would replay more at each open;
  *  - fail_if_options_file_error stays false (7.8's default, set so that a
  *    later default cannot change it): a column family whose OPTIONS file
  *    could not be rewritten still exists, and an error there would leave
@@ -56,6 +60,7 @@
  * that is a plain file, or one it may not write, as an "IO error", which
  * would read as a failing disk.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -178,6 +183,48 @@ static troupe_err
 open_io_class(const char *err)
 {
     return troupe__rocks_nospace(err) ? TROUPE_ENOSPC : TROUPE_EIO;
+}
+
+/* Bytes in the WAL files (<number>.log) of dir: what a recovery replays. */
+static uint64_t
+wal_bytes(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return 0;
+    uint64_t total = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        struct stat st;
+        if (n > 4 && strcmp(e->d_name + n - 4, ".log") == 0 &&
+            e->d_name[0] >= '0' && e->d_name[0] <= '9' &&
+            fstatat(dirfd(d), e->d_name, &st, 0) == 0)
+            total += (uint64_t)st.st_size;
+    }
+    closedir(d);
+    return total;
+}
+
+/*
+ * After an open that replayed `wal` bytes of WAL into the memtables: flush
+ * them, retiring those WAL files, when the filesystem has room above
+ * min_free for what they hold and a quarter more; otherwise leave them
+ * (the next open, or the memtables filling up, flushes) and say so.
+ */
+static troupe_err
+reopen_flush(troupe_db *db, const char *dir, uint64_t wal)
+{
+    if (wal == 0)
+        return TROUPE_OK;
+    if (!troupe__space_room_for(&db->space, wal + wal / 4)) {
+        fprintf(stderr,
+                "troupe storage: open %s: the %llu bytes replayed from the "
+                "WAL stay in memory, not flushed: too little free space\n",
+                dir, (unsigned long long)wal);
+        return TROUPE_OK;
+    }
+    return troupe_db_flush(db);
 }
 
 /*
@@ -429,8 +476,10 @@ troupe_db_open(const char *dir, const troupe_db_opts *opts, troupe_db **out)
         e = db_configure(db, dir, &o);
     char **names = NULL;
     size_t n = 0;
+    uint64_t wal = 0;
     if (e == TROUPE_OK) {
         troupe__space_before_open(&db->space);
+        wal = wal_bytes(dir);
         e = list_families(db, dir, &names, &n);
     }
     if (e == TROUPE_OK) {
@@ -448,15 +497,19 @@ troupe_db_open(const char *dir, const troupe_db_opts *opts, troupe_db **out)
             /* avoid_flush_during_recovery kept the recovered records in
              * the memtables and the corrupt WAL with them: flush, so the
              * WAL is retired and the loss is final, as documented (the
-             * next strict open would refuse the same WAL again). */
+             * next strict open would refuse the same WAL again), space or
+             * not. */
             if (e == TROUPE_OK)
                 e = troupe_db_flush(db);
+            wal = 0;
         }
     }
     if (names != NULL)
         rocksdb_list_column_families_destroy(names, n);
     if (e == TROUPE_OK)
         e = create_listed(db, &o);
+    if (e == TROUPE_OK)
+        e = reopen_flush(db, dir, wal);
     if (e != TROUPE_OK) {
         db_free(db);
         return e;

@@ -164,9 +164,10 @@ troupe__space_release(troupe_space *s)
 }
 
 bool
-troupe__space_has_reserve(troupe_space *s)
+troupe__space_room_for(troupe_space *s, uint64_t bytes)
 {
-    return atomic_load(&s->have_reserve);
+    int64_t a = avail_bytes(s);
+    return a >= 0 && (uint64_t)a >= s->min_free + bytes;
 }
 
 /* What must be free beyond min_free to end a refusal: an eighth of it,

@@ -83,8 +83,9 @@ troupe__space_after_open(troupe_space *s);
  * room. */
 void
 troupe__space_release(troupe_space *s);
+/* Whether the filesystem has min_free + bytes available now (statvfs). */
 bool
-troupe__space_has_reserve(troupe_space *s);
+troupe__space_room_for(troupe_space *s, uint64_t bytes);
 
 struct troupe_db {
     rocksdb_t *rdb;

@@ -531,13 +531,22 @@ END_TEST
 #define FLOOD_MAX 128
 #define DEFAULT_BUDGET (64u << 20)
 
-START_TEST(test_flood_of_big_batches_is_bounded_in_bytes)
+/* A default pipeline, and a touched buffer of FLOOD_BATCH bytes. */
+static troupe_commit *
+flood_start(char **val)
 {
     troupe_commit *c;
     ck_assert_ok(troupe_commit_create(db, NULL, &c));
-    char *val = malloc(FLOOD_BATCH);
-    ck_assert_ptr_nonnull(val);
-    memset(val, 'f', FLOOD_BATCH);
+    *val = malloc(FLOOD_BATCH);
+    ck_assert_ptr_nonnull(*val);
+    memset(*val, 'f', FLOOD_BATCH);
+    return c;
+}
+
+START_TEST(test_flood_of_big_batches_is_bounded_in_bytes)
+{
+    char *val;
+    troupe_commit *c = flood_start(&val);
     gate g;
     hold_writer(c, &g);
     uint64_t base = proc_kb("VmRSS");
@@ -665,11 +674,8 @@ floods_done(void *arg)
 
 START_TEST(test_flood_with_running_writer_peak_rss_is_bounded)
 {
-    troupe_commit *c;
-    ck_assert_ok(troupe_commit_create(db, NULL, &c));
-    char *val = malloc(FLOOD_BATCH);
-    ck_assert_ptr_nonnull(val);
-    memset(val, 'r', FLOOD_BATCH);
+    char *val;
+    troupe_commit *c = flood_start(&val);
     uint64_t base = proc_kb("VmRSS");
     /* Sanitizers' shadow memory and quarantine make the figure moot; the
      * guard stays, looser, so that a broken budget cannot eat the box. */

@@ -618,6 +618,43 @@ START_TEST(test_wal_torn_tail_opens_clean_without_loss_signal)
 }
 END_TEST
 
+static int
+count_wal_files(const char *d)
+{
+    DIR *dh = opendir(d);
+    ck_assert_ptr_nonnull(dh);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(dh)) != NULL) {
+        size_t len = strlen(e->d_name);
+        if (len > 4 && strcmp(e->d_name + len - 4, ".log") == 0)
+            n++;
+    }
+    closedir(dh);
+    return n;
+}
+
+/* Recovery itself does not flush (so that a reopen on a full disk needs
+ * little room); the open flushes afterwards when there is room. Without
+ * that, each open would keep the WAL it replayed and add one: a database
+ * opened often but written little would replay ever more. */
+START_TEST(test_reopens_do_not_pile_up_wal_files)
+{
+    char k[32];
+    for (int round = 0; round < 12; round++) {
+        troupe_db *db = st_open(dir, NULL, 0);
+        troupe_cf *cf = st_cf(db, TROUPE_CF_DEFAULT);
+        snprintf(k, sizeof(k), "round%02d", round);
+        st_put(db, cf, k, "v", TROUPE_SYNC_ON);
+        ck_assert_ok(troupe_db_close(db));
+        ck_assert_int_le(count_wal_files(dir), 2);
+    }
+    troupe_db *db = st_open(dir, NULL, 0);
+    ck_assert_uint_eq(count_keys(db, st_cf(db, TROUPE_CF_DEFAULT)), 12);
+    ck_assert_ok(troupe_db_close(db));
+}
+END_TEST
+
 /* Key bounds (bound.c): a point read of a key above every key a family
  * holds answers ENOENT without RocksDB. The bound must be exact: what is
  * written above it, by a direct write or through the commit pipeline, or
@@ -789,6 +826,7 @@ storage_engine_suite(void)
     tcase_add_test(tc,
                    test_wal_flipped_byte_open_ecorrupt_then_accept_wal_loss);
     tcase_add_test(tc, test_wal_torn_tail_opens_clean_without_loss_signal);
+    tcase_add_test(tc, test_reopens_do_not_pile_up_wal_files);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -65,6 +65,17 @@ assert_failstop(troupe_db *db, troupe_cf *cf)
     st_assert_value(db, cf, "before", "ok");
 }
 
+/* The db with family "a" holding before = ok, synced. */
+static troupe_db *
+open_with_before(troupe_cf **cf)
+{
+    const char *cfs[] = {"a"};
+    troupe_db *db = st_open(dir, cfs, 1);
+    *cf = st_cf(db, "a");
+    st_put(db, *cf, "before", "ok", TROUPE_SYNC_ON);
+    return db;
+}
+
 static void
 reopen_healthy(const char *tag, troupe_db **db)
 {
@@ -89,10 +100,8 @@ reopen_healthy(const char *tag, troupe_db **db)
 
 START_TEST(test_sync_failure_is_eunknown_then_failstop_until_reopen)
 {
-    const char *cfs[] = {"a"};
-    troupe_db *db = st_open(dir, cfs, 1);
-    troupe_cf *cf = st_cf(db, "a");
-    st_put(db, cf, "before", "ok", TROUPE_SYNC_ON);
+    troupe_cf *cf;
+    troupe_db *db = open_with_before(&cf);
     arm(TROUPE_FAULT_SYNC, 0, dir, EIO);
     troupe_batch *b;
     ck_assert_ok(troupe_batch_create(&b));
@@ -112,10 +121,8 @@ END_TEST
 
 START_TEST(test_write_failure_is_eunknown_then_failstop_until_reopen)
 {
-    const char *cfs[] = {"a"};
-    troupe_db *db = st_open(dir, cfs, 1);
-    troupe_cf *cf = st_cf(db, "a");
-    st_put(db, cf, "before", "ok", TROUPE_SYNC_ON);
+    troupe_cf *cf;
+    troupe_db *db = open_with_before(&cf);
     /* Every file of the db, the info LOG included: its failures must
      * cost nothing but log lines. */
     arm(TROUPE_FAULT_WRITE, 0, dir, EIO);
@@ -146,10 +153,8 @@ reserve_present(void)
  * reserve released, and the process alive. */
 START_TEST(test_write_enospc_is_enospc_not_stored_then_failstop)
 {
-    const char *cfs[] = {"a"};
-    troupe_db *db = st_open(dir, cfs, 1);
-    troupe_cf *cf = st_cf(db, "a");
-    st_put(db, cf, "before", "ok", TROUPE_SYNC_ON);
+    troupe_cf *cf;
+    troupe_db *db = open_with_before(&cf);
     ck_assert(reserve_present());
     arm(TROUPE_FAULT_WRITE, 0, dir, ENOSPC);
     troupe_batch *b;
@@ -181,9 +186,8 @@ END_TEST
  * creations (which all log) working. */
 START_TEST(test_info_log_write_failure_drops_lines_db_works)
 {
-    const char *cfs[] = {"a"};
-    troupe_db *db = st_open(dir, cfs, 1);
-    troupe_cf *cf = st_cf(db, "a");
+    troupe_cf *cf;
+    troupe_db *db = open_with_before(&cf);
     char log[4096];
     snprintf(log, sizeof(log), "%s/LOG", dir);
     arm(TROUPE_FAULT_WRITE, 0, log, ENOSPC);
@@ -269,10 +273,8 @@ all_fired(void *arg)
 
 START_TEST(test_pipeline_failed_group_eunknown_later_groups_efailstop)
 {
-    const char *cfs[] = {"a"};
-    troupe_db *db = st_open(dir, cfs, 1);
-    troupe_cf *cf = st_cf(db, "a");
-    st_put(db, cf, "before", "ok", TROUPE_SYNC_ON);
+    troupe_cf *cf;
+    troupe_db *db = open_with_before(&cf);
     troupe_commit *c;
     troupe_commit_opts o = {.group_max_batches = 2};
     ck_assert_ok(troupe_commit_create(db, &o, &c));
