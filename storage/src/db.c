@@ -478,13 +478,15 @@ troupe_db_open(const char *dir, const troupe_db_opts *opts, troupe_db **out)
     size_t n = 0;
     uint64_t wal = 0;
     if (e == TROUPE_OK) {
-        troupe__space_before_open(&db->space);
         wal = wal_bytes(dir);
         e = list_families(db, dir, &names, &n);
     }
     if (e == TROUPE_OK) {
         e = open_families(db, dir, names, n,
                           rocksdb_tolerate_corrupted_tail_records_recovery);
+        if (e == TROUPE_ENOSPC && troupe__space_release_for_open(&db->space))
+            e = open_families(db, dir, names, n,
+                              rocksdb_tolerate_corrupted_tail_records_recovery);
         if (e == TROUPE_ECORRUPT && o.accept_wal_loss) {
             fprintf(stderr,
                     "troupe storage: open %s: corrupt WAL; "

@@ -33,17 +33,19 @@
  * with posix_fallocate, that nothing uses. When RocksDB reports ENOSPC
  * (the gate was off, or something else filled the disk), it is deleted,
  * so that RocksDB's flush in progress, the close and the reopen find
- * room. Every open deletes it before RocksDB opens (the recovery gets the
- * room) and makes it again afterwards, but only when the filesystem has
- * room for it twice over above min_free: a reserve never takes the last
- * of the space it is meant to give back. A later check that finds that
- * much room makes it again. A power loss may leave it empty or gone;
- * either is fine, nothing reads it.
+ * room; the db is fail-stop then, so the next open makes it again. An
+ * open that fails with ENOSPC deletes it and tries once more. After a
+ * successful open (RocksDB's lock held: no other process uses the
+ * directory) a reserve that is not whole (a power loss may leave it empty
+ * or short) is made again, but only when the filesystem has room for it
+ * twice over above min_free: a reserve never takes the last of the space
+ * it is meant to give back.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
@@ -110,40 +112,59 @@ avail_bytes(const troupe_space *s)
     return (int64_t)v.f_bavail * (int64_t)v.f_frsize;
 }
 
-/* Caller holds mu. */
-static void
-reserve_make_locked(troupe_space *s, int64_t avail)
+/* Whether the reserve file is there whole: reserve_bytes long and
+ * allocated (a power loss may leave it empty, or short). */
+static bool
+reserve_whole(const troupe_space *s)
 {
-    if (s->reserve_bytes == 0 || atomic_load(&s->have_reserve))
-        return;
-    if (avail < 0 || (uint64_t)avail < s->min_free + 2 * s->reserve_bytes)
-        return;
-    int fd = open(s->reserve_path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return;
-    int rc = posix_fallocate(fd, 0, (off_t)s->reserve_bytes);
-    close(fd);
-    if (rc != 0) {
-        (void)unlink(s->reserve_path);
-        return;
-    }
-    atomic_store(&s->have_reserve, true);
+    struct stat st;
+    return stat(s->reserve_path, &st) == 0 && S_ISREG(st.st_mode) &&
+           (uint64_t)st.st_size == s->reserve_bytes &&
+           (uint64_t)st.st_blocks * 512 >= s->reserve_bytes;
 }
 
-void
-troupe__space_before_open(troupe_space *s)
+bool
+troupe__space_release_for_open(troupe_space *s)
 {
     pthread_mutex_lock(&s->mu);
-    (void)unlink(s->reserve_path);
+    bool released = unlink(s->reserve_path) == 0;
     atomic_store(&s->have_reserve, false);
     pthread_mutex_unlock(&s->mu);
+    if (released)
+        fprintf(stderr,
+                "troupe storage: open %s: no space left; the reserve file "
+                "is released and the open tried again\n",
+                s->dir);
+    return released;
 }
 
 void
 troupe__space_after_open(troupe_space *s)
 {
     pthread_mutex_lock(&s->mu);
-    reserve_make_locked(s, avail_bytes(s));
+    bool whole = s->reserve_bytes > 0 && reserve_whole(s);
+    atomic_store(&s->have_reserve, whole);
+    if (whole) {
+        pthread_mutex_unlock(&s->mu);
+        return;
+    }
+    (void)unlink(s->reserve_path); /* none wanted, or a partial one */
+    int64_t avail = avail_bytes(s);
+    if (s->reserve_bytes == 0 || avail < 0 ||
+        (uint64_t)avail < s->min_free + 2 * s->reserve_bytes) {
+        pthread_mutex_unlock(&s->mu);
+        return;
+    }
+    int fd =
+        open(s->reserve_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+        int rc = posix_fallocate(fd, 0, (off_t)s->reserve_bytes);
+        close(fd);
+        if (rc == 0)
+            atomic_store(&s->have_reserve, true);
+        else
+            (void)unlink(s->reserve_path);
+    }
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -207,7 +228,6 @@ space_recheck(troupe_space *s, uint64_t bytes)
         uint64_t room = low ? 0 : a - s->min_free;
         room = room > bytes ? (room - bytes) / 2 : 0;
         atomic_store(&s->budget, room > INT64_MAX ? INT64_MAX : (int64_t)room);
-        reserve_make_locked(s, avail);
     }
     atomic_store(&s->low, low);
     atomic_store(&s->next_ns,

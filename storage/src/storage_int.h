@@ -73,10 +73,13 @@ troupe__space_fini(troupe_space *s);
  * may be written then), else OK. Any thread; usually no system call. */
 troupe_err
 troupe__space_admit(troupe_space *s, uint64_t bytes);
-/* Around RocksDB's open: deletes the reserve, then makes it again if the
- * filesystem has room for it twice over above min_free. */
-void
-troupe__space_before_open(troupe_space *s);
+/* RocksDB's open failed with ENOSPC: deletes the reserve file if there is
+ * one (true: then try the open again). */
+bool
+troupe__space_release_for_open(troupe_space *s);
+/* After a successful open: keeps a whole reserve file, or makes one when
+ * the filesystem has room for it twice over above min_free (deletes it
+ * when reserve_bytes is 0). */
 void
 troupe__space_after_open(troupe_space *s);
 /* RocksDB reported ENOSPC: delete the reserve so close and reopen find

@@ -117,10 +117,11 @@ typedef struct troupe_db_opts {
     /*
      * Size of the reserve file (TROUPE-RESERVE in dir), space held back
      * for the day RocksDB runs out anyway: it is deleted when RocksDB
-     * reports a full disk, and made again at open (and by a later space
-     * check) once the filesystem has room for it twice over above
-     * min_free_bytes. troupe_db_opts_init sets TROUPE_DB_RESERVE_DEFAULT
-     * (32 MiB); 0: no reserve.
+     * reports a full disk (or an open fails for want of space, which is
+     * then tried once more), and made again by a later open once the
+     * filesystem has room for it twice over above min_free_bytes.
+     * troupe_db_opts_init sets TROUPE_DB_RESERVE_DEFAULT (32 MiB); 0: no
+     * reserve.
      */
     uint64_t reserve_bytes;
     /* Column families created at open when missing (borrowed for the
