@@ -613,12 +613,55 @@ avail(const char *path)
     return statvfs(path, &v) == 0 ? (uint64_t)v.f_bavail * v.f_frsize : 0;
 }
 
-/* After the workload: free the ballast, reopen, check, write again.
+/* Takes every byte left on the filesystem of path (a new file). */
+static int
+fill_up(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0)
+        return -1;
+    static char chunk[1u << 20];
+    for (size_t sz = sizeof(chunk); sz >= 512; sz /= 8) {
+        while (write(fd, chunk, sz) == (ssize_t)sz)
+            ;
+    }
+    int e = errno;
+    close(fd);
+    errno = e;
+    return e == ENOSPC ? 0 : -1;
+}
+
+/* After the workload: an open on the full disk, then free the ballast,
+ * reopen, check, write again.
  * Returns 0 or 1 (failed), with the reason in msg. */
 static int
 check(const char *mnt, const char *dbdir, mode m, bool gate, outcome *o,
-      char *msg, size_t cap, uint64_t *freed_avail)
+      char *msg, size_t cap, uint64_t *freed_avail, troupe_err *full_open)
 {
+    /* First an open with not one byte left: the gate-on runs still hold
+     * the reserve, which such an open releases and tries again (OK); the
+     * gate-off runs released it when RocksDB ran out (ENOSPC, cleanly). */
+    char filler[4200];
+    snprintf(filler, sizeof(filler), "%s/filler", mnt);
+    if (fill_up(filler) != 0) {
+        snprintf(msg, cap, "fill up: %s", strerror(errno));
+        return 1;
+    }
+    troupe_db_opts fo;
+    troupe_db_opts_init(&fo);
+    fo.min_free_bytes = gate ? GATE_MIN_FREE : 0;
+    fo.reserve_bytes = RESERVE;
+    troupe_db *fdb = NULL;
+    *full_open = troupe_db_open(dbdir, &fo, &fdb);
+    if (*full_open == TROUPE_OK)
+        *full_open = troupe_db_close(fdb);
+    unlink(filler);
+    if (gate ? *full_open != TROUPE_OK
+             : *full_open != TROUPE_OK && *full_open != TROUPE_ENOSPC) {
+        snprintf(msg, cap, "open on the full disk: %s",
+                 troupe_err_name(*full_open));
+        return 1;
+    }
     char ballast[4200];
     snprintf(ballast, sizeof(ballast), "%s/ballast", mnt);
     if (unlink(ballast) != 0) {
@@ -732,7 +775,8 @@ typedef struct run_result {
     int failed; /* 0 passed, 1 failed, 2 could not set up (skipped) */
     bool aborted;
     uint64_t acks, refused;
-    uint64_t freed; /* bytes available after the ballast went */
+    uint64_t freed;       /* bytes available after the ballast went */
+    troupe_err full_open; /* the open with no byte left */
     troupe_err first;
     double secs;
 } run_result;
@@ -891,6 +935,7 @@ one_run(fs_kind fs, mode m, bool gate, unsigned size_mib)
         int rc = 0;
         bool aborted = false;
         uint64_t freed = 0;
+        troupe_err full_open = TROUPE_OK;
         if (WIFSIGNALED(st)) {
             aborted = true;
             snprintf(msg, sizeof(msg), "workload killed by signal %d%s",
@@ -905,11 +950,13 @@ one_run(fs_kind fs, mode m, bool gate, unsigned size_mib)
             rc = judge(&o, m, gate, msg, sizeof(msg));
         if (rc == 0) {
             alarm(WATCHDOG_S);
-            rc = check(mnt, dbdir, m, gate, &o, msg, sizeof(msg), &freed);
+            rc = check(mnt, dbdir, m, gate, &o, msg, sizeof(msg), &freed,
+                       &full_open);
         }
         /* Report to the driver: rc, aborted, acks, refused, first. */
-        uint64_t out[6] = {(uint64_t)rc, aborted,           o.n_ack,
-                           o.n_refused,  (uint64_t)o.first, freed};
+        uint64_t out[7] = {(uint64_t)rc,       aborted,           o.n_ack,
+                           o.n_refused,        (uint64_t)o.first, freed,
+                           (uint64_t)full_open};
         if (write(rp[1], out, sizeof(out)) != (ssize_t)sizeof(out))
             rc = 1;
         if (rc != 0)
@@ -920,7 +967,7 @@ one_run(fs_kind fs, mode m, bool gate, unsigned size_mib)
         _exit(rc);
     }
     close(rp[1]);
-    uint64_t out[6] = {0};
+    uint64_t out[7] = {0};
     ssize_t got = runner > 0 ? read(rp[0], out, sizeof(out)) : -1;
     close(rp[0]);
     int st = 0;
@@ -943,6 +990,7 @@ one_run(fs_kind fs, mode m, bool gate, unsigned size_mib)
     res.refused = out[3];
     res.first = (troupe_err)out[4];
     res.freed = out[5];
+    res.full_open = (troupe_err)out[6];
     res.secs = now_s() - t0;
     return res;
 }
@@ -1062,13 +1110,14 @@ main(int argc, char **argv)
                     aborted += r.aborted;
                     printf(
                         "diskfull: pass %d %-5s %-12s gate=%-3s %s: %llu "
-                        "acked, %llu refused (first %s), reopened with "
-                        "%.1f MiB free, %.1f s\n",
+                        "acked, %llu refused (first %s), full-disk open "
+                        "%s, reopened with %.1f MiB free, %.1f s\n",
                         pass, fs == FS_TMPFS ? "tmpfs" : "ext4", mode_names[m],
                         g ? "on" : "off", r.failed ? "FAILED" : "ok",
                         (unsigned long long)r.acks,
                         (unsigned long long)r.refused, troupe_err_name(r.first),
-                        (double)r.freed / MIB, r.secs);
+                        troupe_err_name(r.full_open), (double)r.freed / MIB,
+                        r.secs);
                     fflush(stdout);
                 }
             }
