@@ -1056,7 +1056,7 @@ main(int argc, char **argv)
     int fs_lo = FS_TMPFS, fs_hi = DEFAULT_FS_HI;
     int gate_lo = 0, gate_hi = 1;
     int mode_lo = 0, mode_hi = M_COUNT - 1;
-    unsigned size_mib = 64;
+    unsigned size_mib = 48;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
         if (strcmp(a, "--passes") == 0) {
