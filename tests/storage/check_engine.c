@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -371,6 +372,67 @@ START_TEST(test_synced_write_survives_reopen)
     db = st_open(dir, NULL, 0);
     st_assert_value(db, st_cf(db, TROUPE_CF_DEFAULT), "k", "v1");
     st_assert_value(db, st_cf(db, TROUPE_CF_DEFAULT), "k2", "v2");
+    ck_assert_ok(troupe_db_close(db));
+}
+END_TEST
+
+/* The free-space gate without a full disk: a threshold above what the
+ * filesystem has makes every write ENOSPC (the pipeline's submit too,
+ * leaving the batch with the caller), nothing written, the db not
+ * fail-stop; reads and flushes go on; with the gate off (a reopen with
+ * min_free_bytes 0) the same writes succeed. */
+static void
+never_fires(troupe_err err, void *arg)
+{
+    ck_abort_msg("a refused submit's callback fired (%s)",
+                 troupe_err_name(err));
+}
+
+START_TEST(test_writes_below_min_free_are_enospc_and_db_stays_usable)
+{
+    struct statvfs v;
+    ck_assert_int_eq(statvfs(dir, &v), 0);
+    uint64_t avail = (uint64_t)v.f_bavail * v.f_frsize;
+    const char *cfs[] = {"a"};
+    troupe_db_opts o;
+    troupe_db_opts_init(&o);
+    o.cfs = cfs;
+    o.ncfs = 1;
+    o.min_free_bytes = 0; /* first a db with a row in it */
+    troupe_db *db = NULL;
+    ck_assert_ok(troupe_db_open(dir, &o, &db));
+    st_put(db, st_cf(db, "a"), "before", "ok", TROUPE_SYNC_ON);
+    ck_assert_ok(troupe_db_close(db));
+
+    o.min_free_bytes = avail + (1ull << 40);
+    ck_assert_ok(troupe_db_open(dir, &o, &db));
+    troupe_cf *cf = st_cf(db, "a");
+    troupe_batch *b;
+    ck_assert_ok(troupe_batch_create(&b));
+    ck_assert_ok(troupe_batch_put(b, cf, "refused", 7, "x", 1));
+    for (int i = 0; i < 3; i++)
+        ck_assert_err(troupe_db_write(db, b, TROUPE_SYNC_ON), TROUPE_ENOSPC);
+    ck_assert_err(troupe_db_cf_create(db, "b", NULL), TROUPE_ENOSPC);
+    troupe_commit *c;
+    ck_assert_ok(troupe_commit_create(db, NULL, &c));
+    ck_assert_err(
+        troupe_commit_submit(c, &b, TROUPE_SYNC_ON, never_fires, NULL),
+        TROUPE_ENOSPC);
+    ck_assert_ptr_nonnull(b); /* still the caller's */
+    troupe_batch_destroy(b);
+    troupe_commit_destroy(c);
+    ck_assert(!troupe_db_failstop(db));
+    st_assert_value(db, cf, "before", "ok");
+    st_assert_value(db, cf, "refused", NULL);
+    ck_assert_ok(troupe_db_flush(db));
+    ck_assert_ok(troupe_db_close(db));
+
+    o.min_free_bytes = 0;
+    ck_assert_ok(troupe_db_open(dir, &o, &db));
+    cf = st_cf(db, "a");
+    st_assert_value(db, cf, "refused", NULL);
+    st_put(db, cf, "refused", "x", TROUPE_SYNC_ON);
+    st_assert_value(db, cf, "refused", "x");
     ck_assert_ok(troupe_db_close(db));
 }
 END_TEST
@@ -827,6 +889,8 @@ storage_engine_suite(void)
                    test_wal_flipped_byte_open_ecorrupt_then_accept_wal_loss);
     tcase_add_test(tc, test_wal_torn_tail_opens_clean_without_loss_signal);
     tcase_add_test(tc, test_reopens_do_not_pile_up_wal_files);
+    tcase_add_test(tc,
+                   test_writes_below_min_free_are_enospc_and_db_stays_usable);
     suite_add_tcase(s, tc);
     return s;
 }
