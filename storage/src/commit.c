@@ -42,9 +42,10 @@
  *
  * Space. The writer asks the db's free-space gate (space.c) before each
  * group's write, with the group's size: a refusal completes the group
- * ENOSPC with nothing written, and the db stays usable. Submit asks too
- * (size 0), so that a full disk refuses at once instead of queueing work
- * that will be refused.
+ * ENOSPC with nothing written, and the db stays usable. Submit looks at
+ * the gate's verdict too (one relaxed load while writes are accepted), so
+ * that a full disk refuses at once instead of queueing work that will be
+ * refused.
  *
  * Invariants:
  *  - each accepted batch is completed exactly once, by the writer, after
@@ -401,8 +402,8 @@ troupe_commit_submit(troupe_commit *c, troupe_batch **bp, troupe_sync sync,
         return e;
     if (atomic_load(&c->db->failstop))
         return TROUPE_EFAILSTOP;
-    if ((e = troupe__space_admit(&c->db->space, 0)) != TROUPE_OK)
-        return e;
+    if (troupe__space_refusing(&c->db->space))
+        return TROUPE_ENOSPC;
     size_t bytes = troupe__batch_bytes(b);
     b->sync = s;
     b->cb = cb;

@@ -244,6 +244,14 @@ space_recheck(troupe_space *s, uint64_t bytes)
     return e;
 }
 
+bool
+troupe__space_refusing(troupe_space *s)
+{
+    if (!atomic_load_explicit(&s->low, memory_order_relaxed))
+        return false;
+    return troupe__space_admit(s, 0) == TROUPE_ENOSPC;
+}
+
 troupe_err
 troupe__space_admit(troupe_space *s, uint64_t bytes)
 {

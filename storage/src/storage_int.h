@@ -73,6 +73,11 @@ troupe__space_fini(troupe_space *s);
  * may be written then), else OK. Any thread; usually no system call. */
 troupe_err
 troupe__space_admit(troupe_space *s, uint64_t bytes);
+/* Whether writes are being refused now: a relaxed load while they are
+ * not (a submit's check, about a nanosecond), troupe__space_admit's
+ * verdict while they are (so that freed space is noticed). */
+bool
+troupe__space_refusing(troupe_space *s);
 /* RocksDB's open failed with ENOSPC: deletes the reserve file if there is
  * one (true: then try the open again). */
 bool
