@@ -178,14 +178,21 @@ static const troupe_index_field n_field = {.path = "n",
 static const troupe_index_spec n_index = {
     .name = "by_n", .fields = &n_field, .n_fields = 1};
 
+/* The options of every open: the gate on (8 MiB) or off, a 4 MiB reserve. */
+static void
+db_opts(troupe_db_opts *o, bool gate)
+{
+    troupe_db_opts_init(o);
+    o->min_free_bytes = gate ? GATE_MIN_FREE : 0;
+    o->reserve_bytes = RESERVE;
+}
+
 static troupe_err
 stack_open(stack *s, const char *dbdir, mode m, bool gate)
 {
     memset(s, 0, sizeof(*s));
     troupe_db_opts o;
-    troupe_db_opts_init(&o);
-    o.min_free_bytes = gate ? GATE_MIN_FREE : 0;
-    o.reserve_bytes = RESERVE;
+    db_opts(&o, gate);
     troupe_err e = troupe_db_open(dbdir, &o, &s->db);
     if (e != TROUPE_OK)
         return e;
@@ -632,6 +639,19 @@ fill_up(const char *path)
     return e == ENOSPC ? 0 : -1;
 }
 
+/* fn(mnt/name); on failure the reason goes to msg. */
+static int
+on_file(const char *mnt, const char *name, int (*fn)(const char *), char *msg,
+        size_t cap)
+{
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/%s", mnt, name);
+    if (fn(path) == 0)
+        return 0;
+    snprintf(msg, cap, "%s: %s", name, strerror(errno));
+    return 1;
+}
+
 /* After the workload: an open on the full disk, then free the ballast,
  * reopen, check, write again.
  * Returns 0 or 1 (failed), with the reason in msg. */
@@ -642,33 +662,24 @@ check(const char *mnt, const char *dbdir, mode m, bool gate, outcome *o,
     /* First an open with not one byte left: the gate-on runs still hold
      * the reserve, which such an open releases and tries again (OK); the
      * gate-off runs released it when RocksDB ran out (ENOSPC, cleanly). */
-    char filler[4200];
-    snprintf(filler, sizeof(filler), "%s/filler", mnt);
-    if (fill_up(filler) != 0) {
-        snprintf(msg, cap, "fill up: %s", strerror(errno));
+    if (on_file(mnt, "filler", fill_up, msg, cap) != 0)
         return 1;
-    }
     troupe_db_opts fo;
-    troupe_db_opts_init(&fo);
-    fo.min_free_bytes = gate ? GATE_MIN_FREE : 0;
-    fo.reserve_bytes = RESERVE;
+    db_opts(&fo, gate);
     troupe_db *fdb = NULL;
     *full_open = troupe_db_open(dbdir, &fo, &fdb);
     if (*full_open == TROUPE_OK)
         *full_open = troupe_db_close(fdb);
-    unlink(filler);
+    if (on_file(mnt, "filler", unlink, msg, cap) != 0)
+        return 1;
     if (gate ? *full_open != TROUPE_OK
              : *full_open != TROUPE_OK && *full_open != TROUPE_ENOSPC) {
         snprintf(msg, cap, "open on the full disk: %s",
                  troupe_err_name(*full_open));
         return 1;
     }
-    char ballast[4200];
-    snprintf(ballast, sizeof(ballast), "%s/ballast", mnt);
-    if (unlink(ballast) != 0) {
-        snprintf(msg, cap, "unlink ballast: %s", strerror(errno));
+    if (on_file(mnt, "ballast", unlink, msg, cap) != 0)
         return 1;
-    }
     *freed_avail = avail(mnt);
     stack s;
     troupe_err e = stack_open(&s, dbdir, m, gate);

@@ -76,6 +76,18 @@ open_with_before(troupe_cf **cf)
     return db;
 }
 
+/* A put of "failed" that the armed shim makes fail with `want`. */
+static void
+write_fails(troupe_db *db, troupe_cf *cf, troupe_sync sync, troupe_err want)
+{
+    troupe_batch *b;
+    ck_assert_ok(troupe_batch_create(&b));
+    ck_assert_ok(troupe_batch_put(b, cf, "failed", 6, "?", 1));
+    ck_assert_err(troupe_db_write(db, b, sync), want);
+    ck_assert_int_gt(hits(), 0);
+    troupe_batch_destroy(b);
+}
+
 static void
 reopen_healthy(const char *tag, troupe_db **db)
 {
@@ -126,12 +138,7 @@ START_TEST(test_write_failure_is_eunknown_then_failstop_until_reopen)
     /* Every file of the db, the info LOG included: its failures must
      * cost nothing but log lines. */
     arm(TROUPE_FAULT_WRITE, 0, dir, EIO);
-    troupe_batch *b;
-    ck_assert_ok(troupe_batch_create(&b));
-    ck_assert_ok(troupe_batch_put(b, cf, "failed", 6, "?", 1));
-    ck_assert_err(troupe_db_write(db, b, TROUPE_SYNC_OFF), TROUPE_EUNKNOWN);
-    ck_assert_int_gt(hits(), 0);
-    troupe_batch_destroy(b);
+    write_fails(db, cf, TROUPE_SYNC_OFF, TROUPE_EUNKNOWN);
     assert_failstop(db, cf);
     reopen_healthy("write failure", &db);
     ck_assert_ok(troupe_db_close(db));
@@ -157,12 +164,7 @@ START_TEST(test_write_enospc_is_enospc_not_stored_then_failstop)
     troupe_db *db = open_with_before(&cf);
     ck_assert(reserve_present());
     arm(TROUPE_FAULT_WRITE, 0, dir, ENOSPC);
-    troupe_batch *b;
-    ck_assert_ok(troupe_batch_create(&b));
-    ck_assert_ok(troupe_batch_put(b, cf, "failed", 6, "?", 1));
-    ck_assert_err(troupe_db_write(db, b, TROUPE_SYNC_ON), TROUPE_ENOSPC);
-    ck_assert_int_gt(hits(), 0);
-    troupe_batch_destroy(b);
+    write_fails(db, cf, TROUPE_SYNC_ON, TROUPE_ENOSPC);
     ck_assert(!reserve_present());
     assert_failstop(db, cf);
 
