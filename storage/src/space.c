@@ -56,6 +56,13 @@
 #define RECHECK_NS (100 * 1000000LL)
 #define LOW_RECHECK_NS (10 * 1000000LL)
 
+/* a + b, or UINT64_MAX: thresholds are the caller's and may be huge. */
+static uint64_t
+sat_add(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
 static int64_t
 coarse_ns(void)
 {
@@ -151,7 +158,8 @@ troupe__space_after_open(troupe_space *s)
     (void)unlink(s->reserve_path); /* none wanted, or a partial one */
     int64_t avail = avail_bytes(s);
     if (s->reserve_bytes == 0 || avail < 0 ||
-        (uint64_t)avail < s->min_free + 2 * s->reserve_bytes) {
+        (uint64_t)avail <
+            sat_add(s->min_free, sat_add(s->reserve_bytes, s->reserve_bytes))) {
         pthread_mutex_unlock(&s->mu);
         return;
     }
@@ -188,7 +196,7 @@ bool
 troupe__space_room_for(troupe_space *s, uint64_t bytes)
 {
     int64_t a = avail_bytes(s);
-    return a >= 0 && (uint64_t)a >= s->min_free + bytes;
+    return a >= 0 && (uint64_t)a >= sat_add(s->min_free, bytes);
 }
 
 /* What must be free beyond min_free to end a refusal: an eighth of it,
@@ -222,7 +230,7 @@ space_recheck(troupe_space *s, uint64_t bytes)
          * flapping between refused and accepted near the threshold, and
          * a small write cannot slip in after a large one was refused. */
         uint64_t a = (uint64_t)avail;
-        uint64_t need = s->min_free + (was_low ? space_slack(s) : bytes);
+        uint64_t need = sat_add(s->min_free, was_low ? space_slack(s) : bytes);
         low = a < need;
         e = low ? TROUPE_ENOSPC : TROUPE_OK;
         uint64_t room = low ? 0 : a - s->min_free;
