@@ -366,7 +366,17 @@ typedef struct raw {
 static void
 raw_open(raw *r, const char *dir)
 {
+    rocksdb_options_t *base = rocksdb_options_create();
     r->opts = rocksdb_options_create();
+    char *err = NULL;
+    rocksdb_get_options_from_string(
+        base,
+        "allow_fallocate=false;avoid_flush_during_recovery=true;"
+        "fail_if_options_file_error=false",
+        r->opts, &err);
+    if (err)
+        rdie("options", err);
+    rocksdb_options_destroy(base);
     r->topts = rocksdb_block_based_options_create();
     r->cache = rocksdb_cache_create_lru(32u << 20);
     rocksdb_block_based_options_set_block_cache(r->topts, r->cache);
@@ -381,7 +391,6 @@ raw_open(raw *r, const char *dir)
     r->wo = rocksdb_writeoptions_create();
     rocksdb_writeoptions_set_sync(r->wo, 0);
     r->ro = rocksdb_readoptions_create();
-    char *err = NULL;
     r->db = rocksdb_open(r->opts, dir, &err);
     if (err)
         rdie("open", err);

@@ -34,10 +34,24 @@
  * RocksDB's on-disk WAL format, stable across releases. The merged group
  * is one WAL record, so the group is atomic as a whole.
  *
+ * Budgets. The queue is bounded twice: queue_max batches and
+ * queue_max_bytes of their encoded size, counted at submit (a batch no
+ * longer changes once submitted). A count alone let 356 batches of 8 MiB
+ * hold 3 GB. A batch larger than the byte budget still gets in, alone,
+ * into an empty queue: refusing it for good would make it unwritable.
+ *
+ * Space. The writer asks the db's free-space gate (space.c) before each
+ * group's write, with the group's size: a refusal completes the group
+ * ENOSPC with nothing written, and the db stays usable. Submit looks at
+ * the gate's verdict too (one relaxed load while writes are accepted), so
+ * that a full disk refuses at once instead of queueing work that will be
+ * refused.
+ *
  * Invariants:
  *  - each accepted batch is completed exactly once, by the writer, after
  *    the write that carried it returned (or was refused), in submit order;
- *  - `queued` counts batches in the queue, never those being written;
+ *  - `queued` and `queued_bytes` count batches in the queue, never those
+ *    being written;
  *  - after stop, the queue only drains; the stop callback is the last
  *    thing the writer does.
  */
@@ -53,6 +67,7 @@
 #define WB_HEADER 12
 #define GATHER_MAX_NS 200000L
 #define DEFAULT_QUEUE_MAX 4096
+#define DEFAULT_QUEUE_BYTES (64u * 1024u * 1024u)
 #define DEFAULT_GROUP_BATCHES 1024
 #define DEFAULT_GROUP_BYTES (4u * 1024u * 1024u)
 /* Completed batches kept for troupe_commit_batch: at most POOL_MAX, each
@@ -68,6 +83,7 @@ struct troupe_commit {
     pthread_cond_t cv;
     troupe_batch *head, *tail; /* guarded by mu */
     size_t queued;
+    size_t queued_bytes;
     bool stopping;
     bool writer_waiting;  /* writer sleeps on cv; a submit must signal */
     size_t gather_target; /* while gathering: wake at this many queued */
@@ -76,7 +92,7 @@ struct troupe_commit {
     pthread_mutex_t pool_mu; /* guards pool, npool */
     troupe_batch *pool;      /* cleared batches, linked by next */
     size_t npool;
-    size_t queue_max, group_max_batches, group_max_bytes;
+    size_t queue_max, queue_max_bytes, group_max_batches, group_max_bytes;
     /* Writer-only scratch. */
     char *merge;
     size_t merge_cap;
@@ -125,7 +141,9 @@ write_group(troupe_commit *c, troupe_batch *head, size_t n)
     }
     if (live == 0)
         return false;
-    troupe_err e;
+    troupe_err e = troupe__space_admit(&db->space, bytes);
+    if (e != TROUPE_OK)
+        goto done;
     if (live == 1) {
         e = troupe__db_write_wb(db, only->wb, sync);
     } else {
@@ -266,9 +284,9 @@ writer_main(void *arg)
         if (c->head == NULL)
             break; /* stopping and drained */
         troupe_batch *head = c->head, *last = head;
-        size_t n = 1, bytes = troupe__batch_bytes(head);
+        size_t n = 1, bytes = head->pipe_bytes;
         while (last->next != NULL && n < c->group_max_batches) {
-            size_t nb = troupe__batch_bytes(last->next);
+            size_t nb = last->next->pipe_bytes;
             if (bytes + nb > c->group_max_bytes)
                 break;
             bytes += nb;
@@ -280,6 +298,7 @@ writer_main(void *arg)
             c->tail = NULL;
         last->next = NULL;
         c->queued -= n;
+        c->queued_bytes -= bytes;
         pthread_mutex_unlock(&c->mu);
 
         int64_t t0 = mono_ns();
@@ -317,6 +336,8 @@ troupe_commit_create(troupe_db *db, const troupe_commit_opts *opts,
     c->db = db;
     c->queue_max =
         opts && opts->queue_max ? opts->queue_max : DEFAULT_QUEUE_MAX;
+    c->queue_max_bytes = opts && opts->queue_max_bytes ? opts->queue_max_bytes
+                                                       : DEFAULT_QUEUE_BYTES;
     c->group_max_batches = opts && opts->group_max_batches
                                ? opts->group_max_batches
                                : DEFAULT_GROUP_BATCHES;
@@ -381,15 +402,21 @@ troupe_commit_submit(troupe_commit *c, troupe_batch **bp, troupe_sync sync,
         return e;
     if (atomic_load(&c->db->failstop))
         return TROUPE_EFAILSTOP;
+    if (troupe__space_refusing(&c->db->space))
+        return TROUPE_ENOSPC;
+    size_t bytes = troupe__batch_bytes(b);
     b->sync = s;
     b->cb = cb;
     b->cb_arg = arg;
     b->next = NULL;
+    b->pipe_bytes = bytes;
     bool wake = false;
     pthread_mutex_lock(&c->mu);
     if (c->stopping) {
         e = TROUPE_ECLOSED;
-    } else if (c->queued >= c->queue_max) {
+    } else if (c->queued >= c->queue_max ||
+               (c->queued > 0 &&
+                c->queued_bytes + bytes > c->queue_max_bytes)) {
         e = TROUPE_EFULL;
     } else {
         if (c->tail != NULL)
@@ -398,6 +425,7 @@ troupe_commit_submit(troupe_commit *c, troupe_batch **bp, troupe_sync sync,
             c->head = b;
         c->tail = b;
         c->queued++;
+        c->queued_bytes += bytes;
         /* While gathering, only the batch that completes the group wakes
          * the writer: waking it for each would make it compete for the
          * cores with the very submitters it waits for. */

@@ -27,15 +27,55 @@
  * drop: a reader racing the drop then gets ENOENT or RocksDB's answer, not
  * freed memory. Debian's RocksDB is built with assertions, and closing the
  * DB before destroying the handles aborts, so close destroys them first.
+ *
+ * A full disk (docs/storage.md, "Full disk"). Debian's assertion-enabled
+ * RocksDB aborts the process on the log line after a failed write to its
+ * own info LOG, so the info log is ours (rocks_log.cc) and cannot fail
+ * that way. Writes are refused with ENOSPC while the filesystem has less
+ * than min_free_bytes (space.c), which keeps room for RocksDB's flushes,
+ * close and reopen; if RocksDB runs out anyway, the reserve file is
+ * deleted to make that room. Three RocksDB defaults would eat it:
+ *  - WAL preallocation: each new WAL is fallocate'd in blocks of 1.1 x
+ *    write_buffer_size (~70 MB with the 64 MB default; ext4 keeps a
+ *    partial allocation when it fails), and 7.8 offers no bound that does
+ *    not also force memtable flushes (max_total_wal_size,
+ *    db_write_buffer_size). Synced writes measured the same without it
+ *    (docs/storage.md), so allow_fallocate is off (for tables files and
+ *    the MANIFEST too);
+ *  - the flush at recovery: a reopen would write the whole replayed WAL
+ *    into table files before it returns, needing as much free space as
+ *    the WAL holds; avoid_flush_during_recovery keeps the replayed data in
+ *    the memtables (and its WAL until they flush), so a reopen needs only
+ *    a new MANIFEST, OPTIONS file and WAL. The open then flushes itself,
+ *    as RocksDB would have, when the filesystem has room for what the WAL
+ *    holds (reopen_flush): otherwise every open would add a WAL that the
+ *    next one replays again, and a database reopened often but written
+ *    little would replay more at each open;
+ *  - fail_if_options_file_error stays false (7.8's default, set so that a
+ *    later default cannot change it): a column family whose OPTIONS file
+ *    could not be rewritten still exists, and an error there would leave
+ *    a created family behind an error.
+ *
+ * The directory is checked before RocksDB sees it: RocksDB reports a path
+ * that is a plain file, or one it may not write, as an "IO error", which
+ * would read as a failing disk.
  */
+#include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "rocks_log.h"
 #include "storage_int.h"
 #include "troupe/alloc.h"
 
 #define DEFAULT_BLOCK_CACHE (32u * 1024u * 1024u)
+/* Set on every db's options; see "A full disk" above. */
+#define FULL_DISK_OPTIONS                                                      \
+    "allow_fallocate=false;avoid_flush_during_recovery=true;"                  \
+    "fail_if_options_file_error=false"
 
 void
 troupe_db_opts_init(troupe_db_opts *o)
@@ -45,6 +85,8 @@ troupe_db_opts_init(troupe_db_opts *o)
     memset(o, 0, sizeof(*o));
     o->create_if_missing = true;
     o->sync = true;
+    o->min_free_bytes = TROUPE_DB_MIN_FREE_DEFAULT;
+    o->reserve_bytes = TROUPE_DB_RESERVE_DEFAULT;
 }
 
 static bool
@@ -102,6 +144,7 @@ cf_add_locked(troupe_db *db, const char *name,
 static void
 db_free(troupe_db *db)
 {
+    /* RocksDB's close writes to the info log: the logger outlives it. */
     for (size_t i = 0; i < db->ncfs; i++) {
         if (db->cfs[i]->h != NULL)
             rocksdb_column_family_handle_destroy(db->cfs[i]->h);
@@ -128,8 +171,60 @@ db_free(troupe_db *db)
         rocksdb_block_based_options_destroy(db->topts);
     if (db->cache != NULL)
         rocksdb_cache_destroy(db->cache);
+    troupe__rocks_log_destroy(db->logger);
+    troupe__space_fini(&db->space);
     pthread_mutex_destroy(&db->mu);
     troupe_free(db);
+}
+
+/* At open a full disk is ENOSPC whatever call failed: nothing that was
+ * acknowledged depends on an open. */
+static troupe_err
+open_io_class(const char *err)
+{
+    return troupe__rocks_nospace(err) ? TROUPE_ENOSPC : TROUPE_EIO;
+}
+
+/* Bytes in the WAL files (<number>.log) of dir: what a recovery replays. */
+static uint64_t
+wal_bytes(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return 0;
+    uint64_t total = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        struct stat st;
+        if (n > 4 && strcmp(e->d_name + n - 4, ".log") == 0 &&
+            e->d_name[0] >= '0' && e->d_name[0] <= '9' &&
+            fstatat(dirfd(d), e->d_name, &st, 0) == 0)
+            total += (uint64_t)st.st_size;
+    }
+    closedir(d);
+    return total;
+}
+
+/*
+ * After an open that replayed `wal` bytes of WAL into the memtables: flush
+ * them, retiring those WAL files, when the filesystem has room above
+ * min_free for what they hold and a quarter more; otherwise leave them
+ * (the next open, or the memtables filling up, flushes) and say so.
+ */
+static troupe_err
+reopen_flush(troupe_db *db, const char *dir, uint64_t wal)
+{
+    if (wal == 0)
+        return TROUPE_OK;
+    if (!troupe__space_room_for(&db->space, wal + wal / 4)) {
+        fprintf(stderr,
+                "troupe storage: open %s: the %llu bytes replayed from the "
+                "WAL stay in memory, not flushed: too little free space\n",
+                dir, (unsigned long long)wal);
+        return TROUPE_OK;
+    }
+    return troupe_db_flush(db);
 }
 
 /*
@@ -153,7 +248,8 @@ list_families(troupe_db *db, const char *dir, char ***names, size_t *n)
     size_t len = 0;
     char **v = rocksdb_list_column_families(db->opts, dir, &len, &err);
     if (err != NULL)
-        return troupe__rocks_err(err, TROUPE_EIO, "list column families");
+        return troupe__rocks_err(err, open_io_class(err),
+                                 "list column families");
     *names = v;
     *n = len;
     return TROUPE_OK;
@@ -183,7 +279,7 @@ open_families(troupe_db *db, const char *dir, char **names, size_t n,
     troupe_err e = TROUPE_OK;
     if (err != NULL) {
         db->rdb = NULL;
-        e = troupe__rocks_err(err, TROUPE_EIO, "open");
+        e = troupe__rocks_err(err, open_io_class(err), "open");
         troupe_free(hs);
         return e;
     }
@@ -205,9 +301,23 @@ open_families(troupe_db *db, const char *dir, char **names, size_t n,
 }
 
 static troupe_err
-db_configure(troupe_db *db, const troupe_db_opts *o)
+db_configure(troupe_db *db, const char *dir, const troupe_db_opts *o)
 {
+    rocksdb_options_t *base = rocksdb_options_create();
+    if (base == NULL)
+        return TROUPE_ENOMEM;
     db->opts = rocksdb_options_create();
+    if (db->opts != NULL) {
+        char *err = NULL;
+        rocksdb_get_options_from_string(base, FULL_DISK_OPTIONS, db->opts,
+                                        &err);
+        if (err != NULL) {
+            rocksdb_options_destroy(base);
+            return troupe__rocks_err(err, TROUPE_EIO, "options");
+        }
+    }
+    rocksdb_options_destroy(base);
+    db->logger = troupe__rocks_log_create(dir, TROUPE_ROCKS_LOG_MAX);
     db->topts = rocksdb_block_based_options_create();
     db->cache = rocksdb_cache_create_lru(
         o->block_cache_bytes ? o->block_cache_bytes : DEFAULT_BLOCK_CACHE);
@@ -215,9 +325,11 @@ db_configure(troupe_db *db, const troupe_db_opts *o)
     db->wo_nosync = rocksdb_writeoptions_create();
     db->ro = rocksdb_readoptions_create();
     db->ro_cached = rocksdb_readoptions_create();
-    if (!db->opts || !db->topts || !db->cache || !db->wo_sync ||
+    if (!db->opts || !db->logger || !db->topts || !db->cache || !db->wo_sync ||
         !db->wo_nosync || !db->ro || !db->ro_cached)
         return TROUPE_ENOMEM;
+    rocksdb_options_set_info_log(db->opts, db->logger);
+    rocksdb_options_set_info_log_level(db->opts, 1);     /* INFO, as the log */
     rocksdb_readoptions_set_read_tier(db->ro_cached, 1); /* kBlockCacheTier */
     rocksdb_block_based_options_set_block_cache(db->topts, db->cache);
     /* Bloom filters, whole keys, in table files and in the memtables: a
@@ -253,8 +365,14 @@ create_listed(troupe_db *db, const troupe_db_opts *o)
         char *err = NULL;
         rocksdb_column_family_handle_t *h =
             rocksdb_create_column_family(db->rdb, db->opts, o->cfs[i], &err);
-        if (err != NULL)
-            return troupe__rocks_err(err, TROUPE_EIO, "create column family");
+        if (err != NULL) {
+            /* The C API returns a wrapper even on failure (around no
+             * family: RocksDB's CreateColumnFamily clears it first). */
+            if (h != NULL)
+                rocksdb_column_family_handle_destroy(h);
+            return troupe__rocks_err(err, open_io_class(err),
+                                     "create column family");
+        }
         troupe_err e = cf_add_locked(db, o->cfs[i], h, NULL);
         if (e != TROUPE_OK) {
             rocksdb_column_family_handle_destroy(h);
@@ -262,6 +380,64 @@ create_listed(troupe_db *db, const troupe_db_opts *o)
         }
     }
     return TROUPE_OK;
+}
+
+static troupe_err
+dir_refused(const char *dir, const char *why, troupe_err e)
+{
+    fprintf(stderr, "troupe storage: open %s: %s (%s)\n", dir, why,
+            troupe_err_name(e));
+    return e;
+}
+
+/*
+ * The directory must be one we can use: an existing directory we may
+ * read, write and search, or (create_if_missing) one we can make, like
+ * RocksDB only the last component. What stands in the way is the caller's
+ * path, not a failing disk: EINVAL (not a directory, under a plain file,
+ * permission denied, read-only), ENOENT (missing, or its parent is), the
+ * detail on stderr.
+ */
+static troupe_err
+dir_check(const char *dir, bool create_if_missing)
+{
+    struct stat st;
+    if (stat(dir, &st) == 0) {
+        if (!S_ISDIR(st.st_mode))
+            return dir_refused(dir, "not a directory", TROUPE_EINVAL);
+        if (access(dir, R_OK | W_OK | X_OK) != 0)
+            return dir_refused(dir, strerror(errno), TROUPE_EINVAL);
+        return TROUPE_OK;
+    }
+    int err = errno;
+    if (err == ENOENT && create_if_missing) {
+        if (mkdir(dir, 0755) == 0 || errno == EEXIST)
+            return dir_check(dir, false);
+        err = errno;
+    }
+    switch (err) {
+    case ENOENT:
+        return dir_refused(dir,
+                           create_if_missing
+                               ? "its parent directory does not exist"
+                               : "no such directory",
+                           TROUPE_ENOENT);
+    case ENOTDIR:
+        return dir_refused(dir, "a component of the path is not a directory",
+                           TROUPE_EINVAL);
+    case ENOSPC:
+        return dir_refused(dir, strerror(err), TROUPE_ENOSPC);
+    case ENOMEM:
+        return TROUPE_ENOMEM;
+    case EACCES:
+    case EPERM:
+    case EROFS:
+    case ENAMETOOLONG:
+    case ELOOP:
+        return dir_refused(dir, strerror(err), TROUPE_EINVAL);
+    default:
+        return dir_refused(dir, strerror(err), TROUPE_EIO);
+    }
 }
 
 troupe_err
@@ -285,20 +461,32 @@ troupe_db_open(const char *dir, const troupe_db_opts *opts, troupe_db **out)
             return TROUPE_EINVAL;
     }
 
+    troupe_err e = dir_check(dir, o.create_if_missing);
+    if (e != TROUPE_OK)
+        return e;
+
     troupe_db *db = troupe_calloc(1, sizeof(*db));
     if (db == NULL)
         return TROUPE_ENOMEM;
     pthread_mutex_init(&db->mu, NULL);
     atomic_init(&db->failstop, false);
     atomic_init(&db->users, 0);
-    troupe_err e = db_configure(db, &o);
+    e = troupe__space_init(&db->space, dir, o.min_free_bytes, o.reserve_bytes);
+    if (e == TROUPE_OK)
+        e = db_configure(db, dir, &o);
     char **names = NULL;
     size_t n = 0;
-    if (e == TROUPE_OK)
+    uint64_t wal = 0;
+    if (e == TROUPE_OK) {
+        wal = wal_bytes(dir);
         e = list_families(db, dir, &names, &n);
+    }
     if (e == TROUPE_OK) {
         e = open_families(db, dir, names, n,
                           rocksdb_tolerate_corrupted_tail_records_recovery);
+        if (e == TROUPE_ENOSPC && troupe__space_release_for_open(&db->space))
+            e = open_families(db, dir, names, n,
+                              rocksdb_tolerate_corrupted_tail_records_recovery);
         if (e == TROUPE_ECORRUPT && o.accept_wal_loss) {
             fprintf(stderr,
                     "troupe storage: open %s: corrupt WAL; "
@@ -308,16 +496,27 @@ troupe_db_open(const char *dir, const troupe_db_opts *opts, troupe_db **out)
             e = open_families(db, dir, names, n,
                               rocksdb_point_in_time_recovery);
             db->wal_loss = e == TROUPE_OK;
+            /* avoid_flush_during_recovery kept the recovered records in
+             * the memtables and the corrupt WAL with them: flush, so the
+             * WAL is retired and the loss is final, as documented (the
+             * next strict open would refuse the same WAL again), space or
+             * not. */
+            if (e == TROUPE_OK)
+                e = troupe_db_flush(db);
+            wal = 0;
         }
     }
     if (names != NULL)
         rocksdb_list_column_families_destroy(names, n);
     if (e == TROUPE_OK)
         e = create_listed(db, &o);
+    if (e == TROUPE_OK)
+        e = reopen_flush(db, dir, wal);
     if (e != TROUPE_OK) {
         db_free(db);
         return e;
     }
+    troupe__space_after_open(&db->space);
     *out = db;
     return TROUPE_OK;
 }
@@ -365,6 +564,19 @@ troupe__db_resolve_sync(const troupe_db *db, troupe_sync s, bool *sync)
 }
 
 troupe_err
+troupe__db_change_failed(troupe_db *db, char *errptr, troupe_err io_class,
+                         const char *what)
+{
+    bool nospace = troupe__rocks_nospace(errptr);
+    troupe_err e = troupe__rocks_err(errptr, io_class, what);
+    if (e == TROUPE_ENOSPC || e == io_class)
+        atomic_store(&db->failstop, true);
+    if (nospace)
+        troupe__space_release(&db->space);
+    return e;
+}
+
+troupe_err
 troupe__db_write_wb(troupe_db *db, rocksdb_writebatch_t *wb, bool sync)
 {
     if (atomic_load(&db->failstop))
@@ -373,10 +585,12 @@ troupe__db_write_wb(troupe_db *db, rocksdb_writebatch_t *wb, bool sync)
     rocksdb_write(db->rdb, sync ? db->wo_sync : db->wo_nosync, wb, &err);
     if (err == NULL)
         return TROUPE_OK;
-    /* Whatever RocksDB says, the WAL may hold the record: unknown. */
+    /* The WAL may hold the record, unless RocksDB never got to write it:
+     * EUNKNOWN, or ENOSPC for a data write that found no space. Any other
+     * answer than ENOSPC is unknown too. */
+    troupe_err e = troupe__db_change_failed(db, err, TROUPE_EUNKNOWN, "write");
     atomic_store(&db->failstop, true);
-    troupe__rocks_err(err, TROUPE_EIO, "write");
-    return TROUPE_EUNKNOWN;
+    return e == TROUPE_ENOSPC ? TROUPE_ENOSPC : TROUPE_EUNKNOWN;
 }
 
 troupe_err
@@ -395,6 +609,8 @@ troupe_db_write(troupe_db *db, troupe_batch *b, troupe_sync sync)
     if (b->db == NULL || rocksdb_writebatch_count(b->wb) == 0)
         return TROUPE_OK;
     e = troupe__batch_check_cfs(b);
+    if (e == TROUPE_OK)
+        e = troupe__space_admit(&db->space, troupe__batch_bytes(b));
     if (e != TROUPE_OK)
         return e;
     troupe__batch_raise_bounds(b);
@@ -420,11 +636,8 @@ troupe_db_flush(troupe_db *db)
             continue;
         char *err = NULL;
         rocksdb_flush_cf(db->rdb, fo, cf->h, &err);
-        if (err != NULL) {
-            e = troupe__rocks_err(err, TROUPE_EIO, "flush");
-            if (e == TROUPE_EIO)
-                atomic_store(&db->failstop, true);
-        }
+        if (err != NULL)
+            e = troupe__db_change_failed(db, err, TROUPE_EIO, "flush");
     }
     pthread_mutex_unlock(&db->mu);
     rocksdb_flushoptions_destroy(fo);
@@ -468,14 +681,16 @@ troupe_db_cf_create(troupe_db *db, const char *name, troupe_cf **out)
     pthread_mutex_lock(&db->mu);
     if (cf_find_locked(db, name) != NULL) {
         e = TROUPE_EEXIST;
-    } else {
+    } else if ((e = troupe__space_admit(&db->space, 0)) == TROUPE_OK) {
         char *err = NULL;
         rocksdb_column_family_handle_t *h =
             rocksdb_create_column_family(db->rdb, db->opts, name, &err);
         if (err != NULL) {
-            e = troupe__rocks_err(err, TROUPE_EIO, "create column family");
-            if (e == TROUPE_EIO)
-                atomic_store(&db->failstop, true);
+            /* See create_listed: a wrapper around no family. */
+            if (h != NULL)
+                rocksdb_column_family_handle_destroy(h);
+            e = troupe__db_change_failed(db, err, TROUPE_EIO,
+                                         "create column family");
         } else {
             e = cf_add_locked(db, name, h, out);
             if (e != TROUPE_OK)
@@ -502,9 +717,8 @@ troupe_db_cf_drop(troupe_db *db, const char *name)
         char *err = NULL;
         rocksdb_drop_column_family(db->rdb, cf->h, &err);
         if (err != NULL) {
-            e = troupe__rocks_err(err, TROUPE_EIO, "drop column family");
-            if (e == TROUPE_EIO)
-                atomic_store(&db->failstop, true);
+            e = troupe__db_change_failed(db, err, TROUPE_EIO,
+                                         "drop column family");
         } else {
             atomic_store(&cf->dropped, true);
         }

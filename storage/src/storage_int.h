@@ -43,6 +43,58 @@ struct troupe_cf {
     atomic_bool bound_any;
 };
 
+/*
+ * The free-space gate and the reserve file of one db (space.c). Writes are
+ * admitted while the filesystem holding the db has at least min_free bytes
+ * available (0: no gate); the reserve file is released when RocksDB runs
+ * out of space.
+ */
+#define TROUPE_RESERVE_FILE "TROUPE-RESERVE"
+
+typedef struct troupe_space {
+    char *dir;
+    char *reserve_path;
+    uint64_t min_free;
+    uint64_t reserve_bytes;
+    pthread_mutex_t mu; /* one statvfs at a time; reserve create, release */
+    _Atomic int64_t next_ns; /* CLOCK_MONOTONIC_COARSE: next statvfs due */
+    _Atomic int64_t budget;  /* bytes admitted before the next statvfs */
+    atomic_bool low;         /* the last statvfs found < min_free */
+    atomic_bool have_reserve;
+    bool ready; /* init done: fini has something to free */
+} troupe_space;
+
+troupe_err
+troupe__space_init(troupe_space *s, const char *dir, uint64_t min_free,
+                   uint64_t reserve_bytes);
+void
+troupe__space_fini(troupe_space *s);
+/* ENOSPC when a write of `bytes` would leave less than min_free (nothing
+ * may be written then), else OK. Any thread; usually no system call. */
+troupe_err
+troupe__space_admit(troupe_space *s, uint64_t bytes);
+/* Whether writes are being refused now: a relaxed load while they are
+ * not (a submit's check, about a nanosecond), troupe__space_admit's
+ * verdict while they are (so that freed space is noticed). */
+bool
+troupe__space_refusing(troupe_space *s);
+/* RocksDB's open failed with ENOSPC: deletes the reserve file if there is
+ * one (true: then try the open again). */
+bool
+troupe__space_release_for_open(troupe_space *s);
+/* After a successful open: keeps a whole reserve file, or makes one when
+ * the filesystem has room for it twice over above min_free (deletes it
+ * when reserve_bytes is 0). */
+void
+troupe__space_after_open(troupe_space *s);
+/* RocksDB reported ENOSPC: delete the reserve so close and reopen find
+ * room. */
+void
+troupe__space_release(troupe_space *s);
+/* Whether the filesystem has min_free + bytes available now (statvfs). */
+bool
+troupe__space_room_for(troupe_space *s, uint64_t bytes);
+
 struct troupe_db {
     rocksdb_t *rdb;
     rocksdb_options_t *opts;
@@ -53,6 +105,8 @@ struct troupe_db {
     rocksdb_readoptions_t *ro; /* latest view; shared read-only */
     /* latest view, block-cache tier: never reads the disk */
     rocksdb_readoptions_t *ro_cached;
+    rocksdb_logger_t *logger; /* RocksDB's info log (rocks_log.cc) */
+    troupe_space space;
     bool sync_default;
     bool disable_wal;
     bool wal_loss;
@@ -78,6 +132,7 @@ struct troupe_batch {
     troupe_commit_cb cb;
     void *cb_arg;
     troupe_err result;
+    size_t pipe_bytes; /* encoded size at submit (the byte budget) */
     bool sync;
 };
 
@@ -113,10 +168,26 @@ troupe__batch_raise_bounds(const troupe_batch *b);
 /*
  * The RocksDB adapter (rocks_err.c): translates an errptr string to a
  * troupe_err, logs "troupe storage: <what>: <detail>" to stderr, and frees
- * the string. An "IO error" becomes io_class (EIO on most paths).
+ * the string. An "IO error" becomes io_class (EIO on most paths), except
+ * that running out of space while writing data (an append, a pwrite, the
+ * creation of a file: the bytes never reached the file) is ENOSPC.
  */
 troupe_err
 troupe__rocks_err(char *errptr, troupe_err io_class, const char *what);
+
+/* Whether errptr is RocksDB's "No space left on device" (any call). */
+bool
+troupe__rocks_nospace(const char *errptr);
+
+/*
+ * A change (write, flush, family create or drop) failed in RocksDB with
+ * errptr: the db goes fail-stop, the reserve is released when the disk is
+ * full, and the error is translated (io_class for I/O errors; see
+ * troupe__rocks_err) and freed.
+ */
+troupe_err
+troupe__db_change_failed(troupe_db *db, char *errptr, troupe_err io_class,
+                         const char *what);
 
 /*
  * Writes wb through RocksDB with the fail-stop rule: EFAILSTOP when the db

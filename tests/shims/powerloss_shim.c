@@ -257,6 +257,14 @@ under_dir(const char *path)
            (path[dir_len] == '/' || path[dir_len] == '\0');
 }
 
+/* Whether path (or a bare name) is PL_UNTRACKED's. */
+static int
+untracked(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return strcmp(slash != NULL ? slash + 1 : path, PL_UNTRACKED) == 0;
+}
+
 static int
 fd_path(int fd, char *out)
 {
@@ -287,7 +295,7 @@ fd_fid(int fd)
         return 0;
     char p[NAME_PATH];
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || fd_path(fd, p) != 0 ||
-        !under_dir(p)) {
+        !under_dir(p) || untracked(p)) {
         fd_state[fd] = -1;
         return 0;
     }
@@ -340,7 +348,7 @@ sync_dir(void)
     while ((e = readdir(d)) != NULL) {
         struct stat st;
         if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-            !S_ISREG(st.st_mode))
+            !S_ISREG(st.st_mode) || untracked(e->d_name))
             continue;
         int fid = find_ino(st.st_dev, st.st_ino);
         if (fid == 0)
@@ -424,7 +432,7 @@ shim_init(void)
     while ((e = readdir(dd)) != NULL) {
         struct stat st;
         if (fstatat(dirfd(dd), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-            !S_ISREG(st.st_mode))
+            !S_ISREG(st.st_mode) || untracked(e->d_name))
             continue;
         int fid = new_file(st.st_dev, st.st_ino);
         int src = openat(dirfd(dd), e->d_name, O_RDONLY | O_CLOEXEC);

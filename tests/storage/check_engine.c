@@ -7,6 +7,8 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "stest.h"
@@ -157,6 +159,143 @@ START_TEST(test_open_missing_without_create_is_enoent)
 }
 END_TEST
 
+/*
+ * Runs troupe_db_open(path) with stderr sent to a file; returns the error
+ * and, in *logged (troupe_malloc'ed, NUL-terminated), what it printed.
+ */
+static troupe_err
+open_logged(const char *path, bool create, char **logged)
+{
+    char log[4096];
+    snprintf(log, sizeof(log), "%s/stderr.txt", dir);
+    fflush(stderr);
+    int saved = dup(2);
+    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_ge(dup2(fd, 2), 0);
+    close(fd);
+    troupe_db_opts o;
+    troupe_db_opts_init(&o);
+    o.create_if_missing = create;
+    troupe_db *db = (troupe_db *)&o; /* must be NULLed */
+    troupe_err e = troupe_db_open(path, &o, &db);
+    fflush(stderr);
+    ck_assert_int_ge(dup2(saved, 2), 0);
+    close(saved);
+    ck_assert_ptr_null(db);
+    FILE *f = fopen(log, "r");
+    ck_assert_ptr_nonnull(f);
+    char *text = troupe_calloc(1, 4096);
+    ck_assert_ptr_nonnull(text);
+    size_t n = fread(text, 1, 4095, f);
+    text[n] = '\0';
+    fclose(f);
+    ck_assert_int_eq(truncate(log, 0), 0);
+    *logged = text;
+    return e;
+}
+
+static void
+assert_open_refused(const char *path, bool create, troupe_err want,
+                    const char *detail)
+{
+    char *logged;
+    ck_assert_err(open_logged(path, create, &logged), want);
+    ck_assert_msg(strstr(logged, detail) != NULL,
+                  "open %s: want \"%s\" logged, got \"%s\"", path, detail,
+                  logged);
+    troupe_free(logged);
+}
+
+/* A path RocksDB cannot use is the caller's mistake, not a failing disk
+ * (RocksDB says "IO error" for all of these): EINVAL or ENOENT, the reason
+ * logged, nothing created. */
+START_TEST(test_open_on_plain_file_or_under_one_is_einval)
+{
+    char file[4096], under[4096];
+    snprintf(file, sizeof(file), "%s/plain", dir);
+    snprintf(under, sizeof(under), "%s/plain/db", dir);
+    FILE *f = fopen(file, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("not a db", f);
+    fclose(f);
+    for (int create = 0; create < 2; create++) {
+        assert_open_refused(file, create, TROUPE_EINVAL, "not a directory");
+        assert_open_refused(under, create, TROUPE_EINVAL,
+                            "a component of the path is not a directory");
+    }
+    struct stat st;
+    ck_assert_int_eq(stat(file, &st), 0);
+    ck_assert(S_ISREG(st.st_mode));
+    ck_assert_int_eq(st.st_size, 8); /* untouched */
+}
+END_TEST
+
+START_TEST(test_open_under_missing_parent_is_enoent)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/missing/db", dir);
+    assert_open_refused(path, true, TROUPE_ENOENT,
+                        "its parent directory does not exist");
+    assert_open_refused(path, false, TROUPE_ENOENT, "no such directory");
+    snprintf(path, sizeof(path), "%s/missing", dir);
+    struct stat st;
+    ck_assert_int_ne(stat(path, &st), 0); /* nothing created */
+}
+END_TEST
+
+/*
+ * Without permission: EINVAL, "Permission denied" logged. As root the
+ * mode bits do not apply, so the open runs in a child that dropped to
+ * nobody (65534); its exit status is 10 + the error (a failed assertion
+ * in the child exits 1), and the test dir is opened up for the child to
+ * reach (mkdtemp makes it 0700), with a log file it may write.
+ */
+START_TEST(test_open_without_permission_is_einval)
+{
+    char ro[4096], noaccess[4096], inside[4096];
+    snprintf(ro, sizeof(ro), "%s/ro", dir);
+    snprintf(noaccess, sizeof(noaccess), "%s/noaccess", dir);
+    snprintf(inside, sizeof(inside), "%s/noaccess/db", dir);
+    ck_assert_int_eq(mkdir(ro, 0555), 0);
+    ck_assert_int_eq(chmod(ro, 0555), 0); /* whatever the umask */
+    ck_assert_int_eq(mkdir(noaccess, 0700), 0);
+    ck_assert_int_eq(chmod(dir, 0755), 0);
+    char log[4096];
+    snprintf(log, sizeof(log), "%s/stderr.txt", dir);
+    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(fchmod(fd, 0666), 0);
+    close(fd);
+    const char *paths[] = {ro, inside};
+    for (int i = 0; i < 2; i++) {
+        fflush(NULL);
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+            if (getuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0))
+                _exit(100);
+            char *logged;
+            troupe_err e = open_logged(paths[i], true, &logged);
+            bool said = strstr(logged, "Permission denied") != NULL;
+            _exit(said ? 10 + (int)e : 101);
+        }
+        int status;
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        ck_assert(WIFEXITED(status));
+        ck_assert_msg(WEXITSTATUS(status) == 10 + TROUPE_EINVAL,
+                      "open %s as nobody: exit %d (100: could not drop "
+                      "root, 101: no \"Permission denied\" logged, 1: an "
+                      "assertion failed; else 10 + a troupe_err)",
+                      paths[i], WEXITSTATUS(status));
+    }
+    struct stat st;
+    ck_assert_int_ne(stat(inside, &st), 0);
+    snprintf(inside, sizeof(inside), "%s/ro/LOCK", dir);
+    ck_assert_int_ne(stat(inside, &st), 0);
+}
+END_TEST
+
 START_TEST(test_open_bad_args_einval)
 {
     troupe_db *db = NULL;
@@ -233,6 +372,67 @@ START_TEST(test_synced_write_survives_reopen)
     db = st_open(dir, NULL, 0);
     st_assert_value(db, st_cf(db, TROUPE_CF_DEFAULT), "k", "v1");
     st_assert_value(db, st_cf(db, TROUPE_CF_DEFAULT), "k2", "v2");
+    ck_assert_ok(troupe_db_close(db));
+}
+END_TEST
+
+/* The free-space gate without a full disk: a threshold above what the
+ * filesystem has makes every write ENOSPC (the pipeline's submit too,
+ * leaving the batch with the caller), nothing written, the db not
+ * fail-stop; reads and flushes go on; with the gate off (a reopen with
+ * min_free_bytes 0) the same writes succeed. */
+static void
+never_fires(troupe_err err, void *arg)
+{
+    ck_abort_msg("a refused submit's callback fired (%s)",
+                 troupe_err_name(err));
+}
+
+START_TEST(test_writes_below_min_free_are_enospc_and_db_stays_usable)
+{
+    struct statvfs v;
+    ck_assert_int_eq(statvfs(dir, &v), 0);
+    uint64_t avail = (uint64_t)v.f_bavail * v.f_frsize;
+    const char *cfs[] = {"a"};
+    troupe_db_opts o;
+    troupe_db_opts_init(&o);
+    o.cfs = cfs;
+    o.ncfs = 1;
+    o.min_free_bytes = 0; /* first a db with a row in it */
+    troupe_db *db = NULL;
+    ck_assert_ok(troupe_db_open(dir, &o, &db));
+    st_put(db, st_cf(db, "a"), "before", "ok", TROUPE_SYNC_ON);
+    ck_assert_ok(troupe_db_close(db));
+
+    o.min_free_bytes = avail + (1ull << 40);
+    ck_assert_ok(troupe_db_open(dir, &o, &db));
+    troupe_cf *cf = st_cf(db, "a");
+    troupe_batch *b;
+    ck_assert_ok(troupe_batch_create(&b));
+    ck_assert_ok(troupe_batch_put(b, cf, "refused", 7, "x", 1));
+    for (int i = 0; i < 3; i++)
+        ck_assert_err(troupe_db_write(db, b, TROUPE_SYNC_ON), TROUPE_ENOSPC);
+    ck_assert_err(troupe_db_cf_create(db, "b", NULL), TROUPE_ENOSPC);
+    troupe_commit *c;
+    ck_assert_ok(troupe_commit_create(db, NULL, &c));
+    ck_assert_err(
+        troupe_commit_submit(c, &b, TROUPE_SYNC_ON, never_fires, NULL),
+        TROUPE_ENOSPC);
+    ck_assert_ptr_nonnull(b); /* still the caller's */
+    troupe_batch_destroy(b);
+    troupe_commit_destroy(c);
+    ck_assert(!troupe_db_failstop(db));
+    st_assert_value(db, cf, "before", "ok");
+    st_assert_value(db, cf, "refused", NULL);
+    ck_assert_ok(troupe_db_flush(db));
+    ck_assert_ok(troupe_db_close(db));
+
+    o.min_free_bytes = 0;
+    ck_assert_ok(troupe_db_open(dir, &o, &db));
+    cf = st_cf(db, "a");
+    st_assert_value(db, cf, "refused", NULL);
+    st_put(db, cf, "refused", "x", TROUPE_SYNC_ON);
+    st_assert_value(db, cf, "refused", "x");
     ck_assert_ok(troupe_db_close(db));
 }
 END_TEST
@@ -464,8 +664,55 @@ START_TEST(test_wal_torn_tail_opens_clean_without_loss_signal)
     free(wal);
     db = st_open(dir, NULL, 0);
     ck_assert(!troupe_db_wal_loss(db));
-    ck_assert_uint_eq(count_keys(db, st_cf(db, TROUPE_CF_DEFAULT)),
-                      WAL_KEYS - 1);
+    troupe_cf *cf = st_cf(db, TROUPE_CF_DEFAULT);
+    ck_assert_uint_eq(count_keys(db, cf), WAL_KEYS - 1);
+    /* The open kept the torn WAL (no flush at recovery) and started a new
+     * one: a torn tail that is no longer the last record of the last WAL
+     * must still open clean, with the later writes. */
+    st_put(db, cf, "zz-after-reopen", "v", TROUPE_SYNC_ON);
+    ck_assert_ok(troupe_db_close(db));
+    db = st_open(dir, NULL, 0);
+    ck_assert(!troupe_db_wal_loss(db));
+    cf = st_cf(db, TROUPE_CF_DEFAULT);
+    ck_assert_uint_eq(count_keys(db, cf), WAL_KEYS);
+    st_assert_value(db, cf, "zz-after-reopen", "v");
+    ck_assert_ok(troupe_db_close(db));
+}
+END_TEST
+
+static int
+count_wal_files(const char *d)
+{
+    DIR *dh = opendir(d);
+    ck_assert_ptr_nonnull(dh);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(dh)) != NULL) {
+        size_t len = strlen(e->d_name);
+        if (len > 4 && strcmp(e->d_name + len - 4, ".log") == 0)
+            n++;
+    }
+    closedir(dh);
+    return n;
+}
+
+/* Recovery itself does not flush (so that a reopen on a full disk needs
+ * little room); the open flushes afterwards when there is room. Without
+ * that, each open would keep the WAL it replayed and add one: a database
+ * opened often but written little would replay ever more. */
+START_TEST(test_reopens_do_not_pile_up_wal_files)
+{
+    char k[32];
+    for (int round = 0; round < 12; round++) {
+        troupe_db *db = st_open(dir, NULL, 0);
+        troupe_cf *cf = st_cf(db, TROUPE_CF_DEFAULT);
+        snprintf(k, sizeof(k), "round%02d", round);
+        st_put(db, cf, k, "v", TROUPE_SYNC_ON);
+        ck_assert_ok(troupe_db_close(db));
+        ck_assert_int_le(count_wal_files(dir), 2);
+    }
+    troupe_db *db = st_open(dir, NULL, 0);
+    ck_assert_uint_eq(count_keys(db, st_cf(db, TROUPE_CF_DEFAULT)), 12);
     ck_assert_ok(troupe_db_close(db));
 }
 END_TEST
@@ -623,6 +870,9 @@ storage_engine_suite(void)
     tcase_add_test(tc, test_open_creates_listed_cfs_and_reopen_lists_them);
     tcase_add_test(tc, test_open_missing_without_create_is_enoent);
     tcase_add_test(tc, test_open_bad_args_einval);
+    tcase_add_test(tc, test_open_on_plain_file_or_under_one_is_einval);
+    tcase_add_test(tc, test_open_under_missing_parent_is_enoent);
+    tcase_add_test(tc, test_open_without_permission_is_einval);
     tcase_add_test(tc, test_open_twice_is_ebusy);
     tcase_add_test(tc, test_close_null_is_ok_and_getters_on_null_are_false);
     tcase_add_test(tc, test_close_with_live_snapshot_or_iterator_is_ebusy);
@@ -638,6 +888,9 @@ storage_engine_suite(void)
     tcase_add_test(tc,
                    test_wal_flipped_byte_open_ecorrupt_then_accept_wal_loss);
     tcase_add_test(tc, test_wal_torn_tail_opens_clean_without_loss_signal);
+    tcase_add_test(tc, test_reopens_do_not_pile_up_wal_files);
+    tcase_add_test(tc,
+                   test_writes_below_min_free_are_enospc_and_db_stays_usable);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -3,15 +3,20 @@
  * shim (tests/shims), as the CTest entry storage_faults does. Each test
  * fails if the shim is absent, rather than passing without injecting.
  *
- * Checked: a failed sync or write is EUNKNOWN (never a clean abort); after
- * it the db is fail-stop (EFAILSTOP for every write, reads still work);
- * nothing retries; close works; a reopen with the disk healthy opens.
+ * Checked: a failed sync or write is EUNKNOWN (never a clean abort), or
+ * ENOSPC when the disk is full and the write's data never reached the WAL
+ * (then the batch is not stored); after it the db is fail-stop (EFAILSTOP
+ * for every write, reads still work); nothing retries; close works; a
+ * reopen with the disk healthy opens. A failing info LOG changes nothing
+ * (the logger of Debian's assertion-enabled RocksDB aborts on it; troupe
+ * gives RocksDB its own).
  */
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <sys/stat.h>
 
 #include "fault_shim.h"
 #include "stest.h"
@@ -60,6 +65,29 @@ assert_failstop(troupe_db *db, troupe_cf *cf)
     st_assert_value(db, cf, "before", "ok");
 }
 
+/* The db with family "a" holding before = ok, synced. */
+static troupe_db *
+open_with_before(troupe_cf **cf)
+{
+    const char *cfs[] = {"a"};
+    troupe_db *db = st_open(dir, cfs, 1);
+    *cf = st_cf(db, "a");
+    st_put(db, *cf, "before", "ok", TROUPE_SYNC_ON);
+    return db;
+}
+
+/* A put of "failed" that the armed shim makes fail with `want`. */
+static void
+write_fails(troupe_db *db, troupe_cf *cf, troupe_sync sync, troupe_err want)
+{
+    troupe_batch *b;
+    ck_assert_ok(troupe_batch_create(&b));
+    ck_assert_ok(troupe_batch_put(b, cf, "failed", 6, "?", 1));
+    ck_assert_err(troupe_db_write(db, b, sync), want);
+    ck_assert_int_gt(hits(), 0);
+    troupe_batch_destroy(b);
+}
+
 static void
 reopen_healthy(const char *tag, troupe_db **db)
 {
@@ -84,10 +112,8 @@ reopen_healthy(const char *tag, troupe_db **db)
 
 START_TEST(test_sync_failure_is_eunknown_then_failstop_until_reopen)
 {
-    const char *cfs[] = {"a"};
-    troupe_db *db = st_open(dir, cfs, 1);
-    troupe_cf *cf = st_cf(db, "a");
-    st_put(db, cf, "before", "ok", TROUPE_SYNC_ON);
+    troupe_cf *cf;
+    troupe_db *db = open_with_before(&cf);
     arm(TROUPE_FAULT_SYNC, 0, dir, EIO);
     troupe_batch *b;
     ck_assert_ok(troupe_batch_create(&b));
@@ -107,24 +133,87 @@ END_TEST
 
 START_TEST(test_write_failure_is_eunknown_then_failstop_until_reopen)
 {
-    const char *cfs[] = {"a"};
-    troupe_db *db = st_open(dir, cfs, 1);
-    troupe_cf *cf = st_cf(db, "a");
-    st_put(db, cf, "before", "ok", TROUPE_SYNC_ON);
-    /* Only the numbered data files (WAL, tables): a failing write to
-     * RocksDB's info LOG makes Debian's assertion-enabled build abort the
-     * process on its next log line (docs/storage.md). */
-    char data_files[4096];
-    snprintf(data_files, sizeof(data_files), "%s/0", dir);
-    arm(TROUPE_FAULT_WRITE, 0, data_files, ENOSPC);
-    troupe_batch *b;
-    ck_assert_ok(troupe_batch_create(&b));
-    ck_assert_ok(troupe_batch_put(b, cf, "failed", 6, "?", 1));
-    ck_assert_err(troupe_db_write(db, b, TROUPE_SYNC_OFF), TROUPE_EUNKNOWN);
-    ck_assert_int_gt(hits(), 0);
-    troupe_batch_destroy(b);
+    troupe_cf *cf;
+    troupe_db *db = open_with_before(&cf);
+    /* Every file of the db, the info LOG included: its failures must
+     * cost nothing but log lines. */
+    arm(TROUPE_FAULT_WRITE, 0, dir, EIO);
+    write_fails(db, cf, TROUPE_SYNC_OFF, TROUPE_EUNKNOWN);
     assert_failstop(db, cf);
     reopen_healthy("write failure", &db);
+    ck_assert_ok(troupe_db_close(db));
+}
+END_TEST
+
+static bool
+reserve_present(void)
+{
+    char p[4096];
+    struct stat st;
+    snprintf(p, sizeof(p), "%s/TROUPE-RESERVE", dir);
+    return stat(p, &st) == 0;
+}
+
+/* A full disk under RocksDB (the free-space gate sees plenty: only the
+ * shim says ENOSPC, to every write in the db's directory, the info LOG
+ * included): the write is ENOSPC, not stored, the db fail-stop, the
+ * reserve released, and the process alive. */
+START_TEST(test_write_enospc_is_enospc_not_stored_then_failstop)
+{
+    troupe_cf *cf;
+    troupe_db *db = open_with_before(&cf);
+    ck_assert(reserve_present());
+    arm(TROUPE_FAULT_WRITE, 0, dir, ENOSPC);
+    write_fails(db, cf, TROUPE_SYNC_ON, TROUPE_ENOSPC);
+    ck_assert(!reserve_present());
+    assert_failstop(db, cf);
+
+    disarm();
+    ck_assert_ok(troupe_db_close(db));
+    db = st_open(dir, NULL, 0);
+    ck_assert(!troupe_db_failstop(db));
+    cf = st_cf(db, "a");
+    st_assert_value(db, cf, "before", "ok");
+    st_assert_value(db, cf, "failed", NULL); /* ENOSPC: not stored */
+    ck_assert(reserve_present());            /* made again at open */
+    st_put(db, cf, "again", "ok", TROUPE_SYNC_ON);
+    st_assert_value(db, cf, "again", "ok");
+    ck_assert_ok(troupe_db_close(db));
+}
+END_TEST
+
+/* Only the info LOG fails (every write to LOG and LOG.old): RocksDB's
+ * own logger would abort the process at its next line; troupe's drops
+ * lines and the db goes on, not fail-stop, writes, flushes and family
+ * creations (which all log) working. */
+START_TEST(test_info_log_write_failure_drops_lines_db_works)
+{
+    troupe_cf *cf;
+    troupe_db *db = open_with_before(&cf);
+    char log[4096];
+    snprintf(log, sizeof(log), "%s/LOG", dir);
+    arm(TROUPE_FAULT_WRITE, 0, log, ENOSPC);
+    char k[32];
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < 50; i++) {
+            snprintf(k, sizeof(k), "k%d-%02d", round, i);
+            st_put(db, cf, k, "v", TROUPE_SYNC_ON);
+        }
+        ck_assert_ok(troupe_db_flush(db)); /* a flush logs several lines */
+        ck_assert_ok(troupe_db_cf_create(db,
+                                         round == 0   ? "x0"
+                                         : round == 1 ? "x1"
+                                                      : "x2",
+                                         NULL));
+    }
+    ck_assert_int_gt(hits(), 0);
+    ck_assert(!troupe_db_failstop(db));
+    disarm();
+    ck_assert_ok(troupe_db_close(db));
+    const char *more[] = {"a", "x0", "x1", "x2"};
+    db = st_open(dir, more, 4);
+    cf = st_cf(db, "a");
+    st_assert_value(db, cf, "k2-49", "v");
     ck_assert_ok(troupe_db_close(db));
 }
 END_TEST
@@ -186,10 +275,8 @@ all_fired(void *arg)
 
 START_TEST(test_pipeline_failed_group_eunknown_later_groups_efailstop)
 {
-    const char *cfs[] = {"a"};
-    troupe_db *db = st_open(dir, cfs, 1);
-    troupe_cf *cf = st_cf(db, "a");
-    st_put(db, cf, "before", "ok", TROUPE_SYNC_ON);
+    troupe_cf *cf;
+    troupe_db *db = open_with_before(&cf);
     troupe_commit *c;
     troupe_commit_opts o = {.group_max_batches = 2};
     ck_assert_ok(troupe_commit_create(db, &o, &c));
@@ -257,6 +344,8 @@ storage_faults_suite(void)
                    test_sync_failure_is_eunknown_then_failstop_until_reopen);
     tcase_add_test(tc,
                    test_write_failure_is_eunknown_then_failstop_until_reopen);
+    tcase_add_test(tc, test_write_enospc_is_enospc_not_stored_then_failstop);
+    tcase_add_test(tc, test_info_log_write_failure_drops_lines_db_works);
     tcase_add_test(tc,
                    test_pipeline_failed_group_eunknown_later_groups_efailstop);
     suite_add_tcase(s, tc);

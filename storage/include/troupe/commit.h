@@ -16,6 +16,10 @@
  *              asked for it);
  *   ENOENT     the batch names a dropped column family; nothing of it was
  *              written (the rest of its group was);
+ *   ENOSPC     nothing of the group was written: the filesystem has less
+ *              than the db's min_free_bytes (the db stays usable; writes
+ *              are accepted again once space is freed), or RocksDB found
+ *              no space to write the WAL record (the db is now fail-stop);
  *   EUNKNOWN   the group's write or sync failed: the batch may or may not
  *              be stored. The db is now fail-stop;
  *   EFAILSTOP  the db was already fail-stop; nothing was written;
@@ -30,9 +34,13 @@
  * Order: batches submitted by one thread are written in submit order, and
  * a callback never runs before those of earlier groups.
  *
- * Backpressure: at most queue_max batches wait in the queue (accepted, not
- * yet taken by the writer). A submit beyond that fails with EFULL and
- * leaves the batch with the caller, who may retry after a completion.
+ * Backpressure: at most queue_max batches, and at most queue_max_bytes of
+ * them (their encoded size), wait in the queue (accepted, not yet taken by
+ * the writer). A submit beyond either fails with EFULL and leaves the
+ * batch with the caller, who may retry after a completion. A batch larger
+ * than queue_max_bytes is accepted only into an empty queue. So the
+ * batches a pipeline holds take at most queue_max_bytes plus the group
+ * being written (group_max_bytes, or one larger batch).
  *
  * Shutdown: troupe_commit_stop refuses new batches (ECLOSED) and lets the
  * writer finish what was accepted: queued batches are written, not
@@ -54,6 +62,7 @@ typedef struct troupe_commit troupe_commit;
 
 typedef struct troupe_commit_opts {
     size_t queue_max;         /* 0: 4096 */
+    size_t queue_max_bytes;   /* 0: 64 MiB (see Backpressure) */
     size_t group_max_batches; /* 0: 1024 */
     size_t group_max_bytes;   /* 0: 4 MiB; a larger batch is a group alone */
 } troupe_commit_opts;
@@ -81,8 +90,10 @@ troupe_commit_create(troupe_db *db, const troupe_commit_opts *opts,
  * NULL) and cb(err, arg) fires exactly once, later, on the writer thread
  * (never inside this call). On error nothing fires and *b is untouched.
  * Errors: EINVAL (NULL c, b, *b or cb; batch bound to another db, SYNC_ON with
- * disable_wal), EFULL (queue at queue_max), ECLOSED (stopping), EFAILSTOP
- * (the db is fail-stop). Any thread; never blocks on the disk.
+ * disable_wal), EFULL (queue at queue_max or queue_max_bytes), ECLOSED
+ * (stopping), EFAILSTOP (the db is fail-stop), ENOSPC (the filesystem is
+ * below the db's min_free_bytes: see storage.h). Any thread; never blocks
+ * on the disk.
  */
 troupe_err
 troupe_commit_submit(troupe_commit *c, troupe_batch **b, troupe_sync sync,

@@ -33,6 +33,15 @@
  *    later write returns EFAILSTOP until it is closed and reopened (no
  *    sync is ever retried). Reads keep working.
  *  - Integrity problems are ECORRUPT, never "not found".
+ *  - A full disk is ENOSPC, and never takes the process down. When the
+ *    filesystem holding the db gets down to min_free_bytes available,
+ *    writes and family creations are refused with ENOSPC, nothing written,
+ *    and the db stays usable: once space is freed, writes are accepted
+ *    again (within about 10 ms). If RocksDB itself runs out of space (the
+ *    gate is off, or something else filled the disk), the write that met
+ *    it is ENOSPC when its data never reached the WAL (not stored) and
+ *    EUNKNOWN otherwise, and the db is fail-stop; the reserve file is then
+ *    deleted so that close and a reopen after freeing space find room.
  */
 #ifndef TROUPE_STORAGE_H
 #define TROUPE_STORAGE_H
@@ -52,6 +61,9 @@
 #define TROUPE_CF_NAME_MAX 255
 /* The family every database has; it can be neither created nor dropped. */
 #define TROUPE_CF_DEFAULT "default"
+/* Defaults of troupe_db_opts' free-space thresholds (troupe_db_opts_init). */
+#define TROUPE_DB_MIN_FREE_DEFAULT (128u * 1024u * 1024u)
+#define TROUPE_DB_RESERVE_DEFAULT (32u * 1024u * 1024u)
 
 typedef struct troupe_db troupe_db;
 typedef struct troupe_cf troupe_cf;
@@ -89,25 +101,56 @@ typedef struct troupe_db_opts {
     bool accept_wal_loss;
     /* Shared LRU block cache for all families; 0: 32 MiB. */
     size_t block_cache_bytes;
+    /*
+     * Free-space gate: a write (troupe_db_write, a commit pipeline group)
+     * that would leave the filesystem holding the db with fewer bytes
+     * available (statvfs f_bavail) than this is refused with ENOSPC,
+     * nothing written, and so is every write and family creation after it
+     * until this plus an eighth of it (at least 1 MiB) is available again.
+     * It keeps room for RocksDB's memtable flushes and compactions, close
+     * and reopen: set it above what a flush writes (a memtable: 64 MiB per
+     * family). Checked without a system call on most writes
+     * (docs/storage.md). troupe_db_opts_init sets
+     * TROUPE_DB_MIN_FREE_DEFAULT (128 MiB); 0 turns the gate off.
+     */
+    uint64_t min_free_bytes;
+    /*
+     * Size of the reserve file (TROUPE-RESERVE in dir), space held back
+     * for the day RocksDB runs out anyway: it is deleted when RocksDB
+     * reports a full disk (or an open fails for want of space, which is
+     * then tried once more), and made again by a later open once the
+     * filesystem has room for it twice over above min_free_bytes.
+     * troupe_db_opts_init sets TROUPE_DB_RESERVE_DEFAULT (32 MiB); 0: no
+     * reserve.
+     */
+    uint64_t reserve_bytes;
     /* Column families created at open when missing (borrowed for the
      * call). Existing families are always opened, listed or not. */
     const char *const *cfs;
     size_t ncfs;
 } troupe_db_opts;
 
-/* Fills o with the defaults above. */
+/* Fills o with the defaults above (a zeroed struct turns the free-space
+ * gate and the reserve off). */
 void
 troupe_db_opts_init(troupe_db_opts *o);
 
 /*
  * Opens (or creates) the database in directory `dir`, opening every
  * existing column family and creating the missing ones in opts->cfs.
- * opts may be NULL (defaults). On success *out owns the db; on error *out
- * is NULL. Never runs RocksDB's repair.
- * Errors: EINVAL (NULL dir/out, bad option or family name), ENOENT (no db
- * and create_if_missing false), EBUSY (the db is open elsewhere: RocksDB's
- * LOCK), ECORRUPT (corrupt WAL without accept_wal_loss, or other corrupt
- * metadata), EIO, ENOMEM. Blocks.
+ * opts may be NULL (defaults). With create_if_missing a missing `dir` is
+ * created (its parent must exist). On success *out owns the db; on error
+ * *out is NULL. Never runs RocksDB's repair. RocksDB's info log is
+ * <dir>/LOG (at most 4 MiB, the previous one kept as LOG.old); a write to
+ * it that fails drops the line.
+ * Errors: EINVAL (NULL dir/out, bad option or family name; or a `dir`
+ * that cannot hold a db: a plain file, a path under a plain file, a
+ * directory this process may not read, write and search, or a read-only
+ * filesystem; the reason is logged on stderr), ENOENT (no db and
+ * create_if_missing false; or `dir`'s parent is missing), EBUSY (the db
+ * is open elsewhere: RocksDB's LOCK), ECORRUPT (corrupt WAL without
+ * accept_wal_loss, or other corrupt metadata), ENOSPC (the filesystem
+ * is full; free space and open again), EIO, ENOMEM. Blocks.
  */
 troupe_err
 troupe_db_open(const char *dir, const troupe_db_opts *opts, troupe_db **out);
@@ -132,8 +175,9 @@ troupe_db_failstop(const troupe_db *db);
 
 /*
  * Flushes every family's memtable to table files and waits. An I/O error
- * returns EIO and makes the db fail-stop. Errors: EINVAL, EFAILSTOP, EIO.
- * Blocks.
+ * returns EIO and makes the db fail-stop, a full disk ENOSPC (also
+ * fail-stop; the data is still in the WAL). Not subject to the free-space
+ * gate. Errors: EINVAL, EFAILSTOP, EIO, ENOSPC. Blocks.
  */
 troupe_err
 troupe_db_flush(troupe_db *db);
@@ -147,8 +191,10 @@ troupe_db_cf(troupe_db *db, const char *name, troupe_cf **out);
 
 /*
  * Creates a column family. *out (may be NULL) receives the borrowed handle.
- * Errors: EINVAL, EEXIST, EFAILSTOP, EIO (also makes the db fail-stop),
- * ENOMEM. Blocks.
+ * Errors: EINVAL, EEXIST, EFAILSTOP, ENOSPC (below min_free_bytes: nothing
+ * done; or RocksDB could not write its MANIFEST: nothing done, and the db
+ * is fail-stop), EIO (also makes the db fail-stop; the family may exist
+ * after a reopen), ENOMEM. Blocks.
  */
 troupe_err
 troupe_db_cf_create(troupe_db *db, const char *name, troupe_cf **out);
@@ -157,8 +203,10 @@ troupe_db_cf_create(troupe_db *db, const char *name, troupe_cf **out);
  * Drops a column family and all its data. Its handle stays allocated until
  * close and answers ENOENT from then on. The caller makes sure nothing
  * writes to the family meanwhile (a write racing the drop may be lost).
- * Errors: EINVAL (NULL, bad name, "default"), ENOENT, EFAILSTOP, EIO
- * (fail-stop). Blocks.
+ * Not subject to the free-space gate (a drop frees space).
+ * Errors: EINVAL (NULL, bad name, "default"), ENOENT, EFAILSTOP, ENOSPC
+ * (RocksDB found no space for its MANIFEST record: not dropped;
+ * fail-stop), EIO (fail-stop). Blocks.
  */
 troupe_err
 troupe_db_cf_drop(troupe_db *db, const char *name);
@@ -225,8 +273,11 @@ troupe_batch_clear(troupe_batch *b);
  * Writes the batch atomically and waits; b stays owned by the caller. An
  * empty batch succeeds without writing. Errors: EINVAL (NULL, batch of
  * another db, SYNC_ON with disable_wal), ENOENT (a family in the batch was
- * dropped; nothing written), EFAILSTOP, EUNKNOWN (the write or sync failed:
- * the batch may or may not be stored; the db is now fail-stop). Blocks.
+ * dropped; nothing written), ENOSPC (nothing written: below
+ * min_free_bytes, the db stays usable; or RocksDB found no space to write
+ * the WAL record, and the db is now fail-stop), EFAILSTOP, EUNKNOWN (the
+ * write or sync failed: the batch may or may not be stored; the db is now
+ * fail-stop). Blocks.
  */
 troupe_err
 troupe_db_write(troupe_db *db, troupe_batch *b, troupe_sync sync);
