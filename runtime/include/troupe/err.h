@@ -36,7 +36,8 @@
     X(ENOTSUP, 22, "operation not supported by this object")                   \
     X(ECANCELED, 23, "operation canceled")                                     \
     X(EFAILED, 24, "handler failed")                                           \
-    X(EAGAIN, 25, "would block: the data is not in memory")
+    X(EAGAIN, 25, "would block: the data is not in memory")                    \
+    X(EAUTH, 27, "peer not authenticated or not allowed")
 
 typedef enum troupe_err {
 #define TROUPE_ERR_ENUM(name, num, text) TROUPE_##name = num,
