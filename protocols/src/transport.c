@@ -76,6 +76,8 @@
 #include "troupe/transport.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
 #include <nng/nng.h>
 #include <nng/protocol/pair1/pair.h>
 #include <nng/supplemental/tls/tls.h>
@@ -84,7 +86,10 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 
 #include "auth.h"
@@ -100,6 +105,7 @@
     ((size_t)TROUPE_WIRE_PART_MAX + TROUPE_WIRE_PART_OVERHEAD)
 #define NAME_MAX_LEN 255
 #define LOG_PER_SEC 20
+#define PIPE_END_MS 500 /* how long teardown waits for an ended pipe */
 
 struct qent {
     troupe_msg *m;
@@ -164,6 +170,10 @@ struct link {
     uint8_t nonce[TROUPE_WIRE_NONCE_LEN]; /* our nonce on the current pipe */
     char hello_url[TROUPE_WIRE_URL_MAX + 1]; /* the URL that HELLO named */
     troupe_err refused; /* the last refusal, for connect_wait; OK: none */
+    uint32_t dead_pipe; /* a pipe refused (by either side): nothing more is
+                           sent on it while it goes away */
+    bool backoff;       /* the dialer waits reconnect_max_ms after a
+                           refusal */
     int64_t down_since; /* mono ms when it last stopped being usable */
     int64_t hello_sent; /* mono ms */
     int64_t min_expires;
@@ -234,6 +244,8 @@ struct troupe_node {
     size_t part_bytes; /* reassembly buffers allocated */
 
     nng_socket inbox;
+    nng_listener *listeners; /* under mu */
+    uint32_t n_listeners;
     nng_aio *inbox_rx;
     troupe_wire_decoder *dec; /* inbox receive callback only */
 
@@ -333,6 +345,10 @@ mono_ms(void)
  * of strangers must not turn into a flood of stderr writes. The count of
  * lines left out is reported with the next one.
  */
+static void
+node_log(troupe_node *n, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 static void
 node_log(troupe_node *n, const char *fmt, ...)
 {
@@ -760,6 +776,20 @@ send_part(struct link *l)
     return true;
 }
 
+/* An nng message holding exactly the control frame c. */
+static nng_msg *
+ctl_msg(const troupe_wire_ctl *c)
+{
+    uint8_t buf[TROUPE_WIRE_CTL_MAX];
+    size_t len;
+    nng_msg *nm;
+    if (troupe_wire_encode_ctl(c, buf, sizeof(buf), &len) != TROUPE_OK ||
+        nng_msg_alloc(&nm, len) != 0)
+        return NULL;
+    memcpy(nng_msg_body(nm), buf, len);
+    return nm;
+}
+
 /* Sends HELLO on the current pipe. Called with l->mu held; releases it.
  * True when a frame went to nng. */
 static bool
@@ -785,16 +815,9 @@ send_hello(struct link *l)
                          .incarnation = n->inc,
                          .url = url,
                          .nonce = nonce};
-    nng_msg *nm;
-    size_t len;
-    if (nng_msg_alloc(&nm, TROUPE_WIRE_CTL_MAX) != 0)
+    nng_msg *nm = ctl_msg(&c);
+    if (nm == NULL)
         return false;
-    if (troupe_wire_encode_ctl(&c, nng_msg_body(nm), TROUPE_WIRE_CTL_MAX,
-                               &len) != TROUPE_OK) {
-        nng_msg_free(nm);
-        return false;
-    }
-    nng_msg_chop(nm, TROUPE_WIRE_CTL_MAX - len);
     send_frame(l, nm, TX_CTL);
     return true;
 }
@@ -815,7 +838,8 @@ link_pump(struct link *l)
             release_tx(l);
             return;
         }
-        if (l->pipe_up && l->hello_due) {
+        bool live = l->pipe_up && l->pipe_id != l->dead_pipe;
+        if (live && l->hello_due) {
             if (send_hello(l))
                 return;
             /* the sweep retries the HELLO */
@@ -823,7 +847,7 @@ link_pump(struct link *l)
             release_tx(l);
             return;
         }
-        if (l->pipe_up && l->auth_due) {
+        if (live && l->auth_due) {
             l->auth_due = false;
             nng_msg *nm;
             if (nng_msg_alloc(&nm, l->auth_len) != 0) {
@@ -1104,23 +1128,151 @@ conn_close(troupe_node *n, struct conn *c, bool now)
     atomic_fetch_add(&n->refused, 1);
 }
 
+static bool
+same_inet(const struct sockaddr_storage *ss, const nng_sockaddr *na)
+{
+    if (ss->ss_family == AF_INET && na->s_family == NNG_AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)ss;
+        return a->sin_port == na->s_in.sa_port &&
+               a->sin_addr.s_addr == na->s_in.sa_addr;
+    }
+    if (ss->ss_family == AF_INET6 && na->s_family == NNG_AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
+        return a->sin6_port == na->s_in6.sa_port &&
+               memcmp(&a->sin6_addr, na->s_in6.sa_addr, 16) == 0;
+    }
+    return false;
+}
+
+/* The descriptor of a tcp or tls pipe's socket: the one of ours whose two
+ * addresses are the pipe's. -1 for other transports or when none is. */
+static int
+pipe_fd(nng_pipe p)
+{
+    nng_sockaddr la, ra;
+    if (nng_pipe_get_addr(p, NNG_OPT_LOCADDR, &la) != 0 ||
+        nng_pipe_get_addr(p, NNG_OPT_REMADDR, &ra) != 0 ||
+        (la.s_family != NNG_AF_INET && la.s_family != NNG_AF_INET6))
+        return -1;
+    DIR *d = opendir("/proc/self/fd");
+    if (d == NULL)
+        return -1;
+    int found = -1;
+    struct dirent *e;
+    while (found < 0 && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        int fd = atoi(e->d_name);
+        struct sockaddr_storage a, b;
+        socklen_t al = sizeof(a), bl = sizeof(b);
+        if (fd != dirfd(d) &&
+            getsockname(fd, (struct sockaddr *)&a, &al) == 0 &&
+            same_inet(&a, &la) &&
+            getpeername(fd, (struct sockaddr *)&b, &bl) == 0 &&
+            same_inet(&b, &ra))
+            found = fd;
+    }
+    closedir(d);
+    return found;
+}
+
+/* Stops a listener from accepting without closing its pipes (nng would
+ * close them itself, which end_pipe explains is unsafe): its socket is
+ * shut down for reading, so the kernel refuses new connections at once and
+ * nng's accept fails until the inbox is closed. An inproc listener, whose
+ * pipes have no such hazard, is closed. */
 static void
-close_pipe(uint32_t id)
+stop_listener(nng_listener l)
+{
+    nng_sockaddr la;
+    if (nng_listener_get_addr(l, NNG_OPT_LOCADDR, &la) != 0)
+        return;
+    if (la.s_family == NNG_AF_INPROC) {
+        nng_listener_close(l);
+        return;
+    }
+    DIR *d = opendir("/proc/self/fd");
+    if (d == NULL)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        int fd = atoi(e->d_name), acc = 0;
+        socklen_t sl = sizeof(acc);
+        struct sockaddr_storage a;
+        socklen_t al = sizeof(a);
+        if (fd == dirfd(d) ||
+            getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &sl) != 0 || !acc ||
+            getsockname(fd, (struct sockaddr *)&a, &al) != 0)
+            continue;
+        bool same = same_inet(&a, &la);
+        if (a.ss_family == AF_UNIX && la.s_family == NNG_AF_IPC) {
+            const struct sockaddr_un *u = (const struct sockaddr_un *)&a;
+            same = strncmp(u->sun_path, la.s_ipc.sa_path,
+                           sizeof(u->sun_path)) == 0;
+        }
+        if (same) {
+            shutdown(fd, SHUT_RD);
+            break;
+        }
+    }
+    closedir(d);
+}
+
+/*
+ * Ends a started pipe. nng 1.5.2 can wedge for good when it closes a
+ * tcp, tls or ipc pipe itself while a message is arriving on it (fixed
+ * upstream after 1.5.2, "tcp: Finish receive aio on close"): the receive
+ * it re-arms after the close never completes, pipe teardown waits for it,
+ * and every later teardown in the process (nng_close included) waits
+ * behind that one, so a peer that keeps sending while we refuse it could
+ * stop this node from ever shutting down. A pipe whose peer went away is
+ * torn down from the receive path instead, which is safe; so a tcp or tls
+ * pipe is ended by shutting down its socket, and nng, seeing the end of
+ * the stream, closes it. Other transports are closed directly (inproc has
+ * no such path; ipc peers are local users of the socket file).
+ */
+static void
+end_pipe(uint32_t id)
 {
     nng_pipe p = NNG_PIPE_INITIALIZER;
     p.id = id;
-    nng_pipe_close(p);
+    int fd = pipe_fd(p);
+    if (fd >= 0)
+        shutdown(fd, SHUT_RDWR);
+    else
+        nng_pipe_close(p);
 }
 
-/* Our link was refused (or the peer failed its proof): remember why for
- * connect_wait and drop the pipe; the dialer redials with backoff. */
+/*
+ * Our link was refused (or the peer failed its proof): remember why for
+ * connect_wait, send nothing more on that pipe and end it ourselves (so
+ * that the refusing side's close meets no send of ours: nng 1.5.2 loses
+ * the message of a send that races its pipe's close), and redial only
+ * after reconnect_max_ms. No lock held.
+ */
 static void
 link_refuse(struct link *l, uint32_t pipe, troupe_err why)
 {
+    bool slow = false;
     pthread_mutex_lock(&l->mu);
     l->refused = why;
+    if (l->pipe_id == pipe) {
+        if (usable(l))
+            l->down_since = mono_ms();
+        l->dead_pipe = pipe;
+        l->acked = false;
+        l->hello_due = false;
+        l->auth_due = false;
+    }
+    slow = !l->backoff;
+    l->backoff = true;
     pthread_mutex_unlock(&l->mu);
-    close_pipe(pipe);
+    if (slow)
+        nng_dialer_set_ms(l->dialer, NNG_OPT_RECONNMINT,
+                          (nng_duration)l->node->o.reconnect_max_ms);
+    end_pipe(pipe);
 }
 
 /* A HELLO_ACK that checked arrived on link l's current pipe (generation
@@ -1194,7 +1346,10 @@ link_acked(struct link *l, const troupe_frame_hdr *h, uint32_t gen,
     }
     l->peer_inc = h->incarnation;
     bool current = l->pipe_up && l->pipe_gen == gen;
+    bool fast = false;
     if (current) {
+        fast = l->backoff;
+        l->backoff = false;
         troupe_free(l->auth_frame);
         l->auth_frame = auth;
         l->auth_len = auth_len;
@@ -1242,6 +1397,9 @@ link_acked(struct link *l, const troupe_frame_hdr *h, uint32_t gen,
     }
     pthread_mutex_unlock(&l->mu);
     pthread_mutex_unlock(&n->mu);
+    if (fast)
+        nng_dialer_set_ms(l->dialer, NNG_OPT_RECONNMINT,
+                          (nng_duration)n->o.reconnect_min_ms);
     troupe_free(auth);
     give_up(n, stale);
     give_up(n, overflow);
@@ -1333,9 +1491,7 @@ link_rx_done(void *arg)
             node_log(n, "node %u at %s refused us: %.*s (%s)", h.sender, l->url,
                      (int)h.reason_len, h.reason,
                      troupe_err_name(h.refuse_err));
-            pthread_mutex_lock(&l->mu);
-            l->refused = h.refuse_err;
-            pthread_mutex_unlock(&l->mu);
+            link_refuse(l, pipe, h.refuse_err);
         } else {
             uint64_t v;
             if (e != TROUPE_OK &&
@@ -1469,14 +1625,62 @@ link_start(struct link *l)
 /* Closes a link taken off node->links (or all of them at destroy): no nng
  * callback runs on it afterwards. Gives up what it holds and drops the
  * list's reference. No lock held. */
+
+/* Waits until pred(arg) or ms pass; for teardown only. */
+static void
+wait_for(bool (*pred)(void *), void *arg, int64_t ms)
+{
+    int64_t end = mono_ms() + ms;
+    while (!pred(arg) && mono_ms() < end) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+struct pipe_wait {
+    struct link *l;
+    uint32_t pipe;
+};
+
+/* The pipe has gone (a redial may have brought a new one meanwhile). */
+static bool
+link_pipe_ended(void *arg)
+{
+    struct pipe_wait *w = arg;
+    pthread_mutex_lock(&w->l->mu);
+    bool gone = w->l->pipe_id != w->pipe;
+    pthread_mutex_unlock(&w->l->mu);
+    return gone;
+}
+
+/*
+ * Stops a link: nothing more is sent, its pipe is ended (end_pipe says
+ * why not by nng_close) and, once it is gone, its dialer is closed so that
+ * it cannot redial (nng 1.5.2 redials at once about half the time whatever
+ * the reconnect time: its random back-off is computed on a signed int).
+ * The socket itself is closed by the caller. No lock held.
+ */
+static void
+link_quiesce(struct link *l)
+{
+    pthread_mutex_lock(&l->mu);
+    l->closed = true;
+    uint32_t pipe = l->pipe_id;
+    pthread_mutex_unlock(&l->mu);
+    if (pipe != 0) {
+        struct pipe_wait w = {l, pipe};
+        end_pipe(pipe);
+        wait_for(link_pipe_ended, &w, PIPE_END_MS);
+    }
+    nng_dialer_close(l->dialer);
+}
+
 static void
 link_close(troupe_node *n, struct link *l)
 {
     troupe_msg *rest = NULL;
     struct ask_ent *asks = NULL;
-    pthread_mutex_lock(&l->mu);
-    l->closed = true;
-    pthread_mutex_unlock(&l->mu);
+    link_quiesce(l);
     nng_close(l->sock);
     nng_aio_stop(l->tx);
     nng_aio_stop(l->rx);
@@ -1608,16 +1812,9 @@ inbox_msg(void *arg, troupe_msg **mp)
 static void
 inbox_send(troupe_node *n, uint32_t pipe, const troupe_wire_ctl *c)
 {
-    nng_msg *nm;
-    size_t len;
-    if (nng_msg_alloc(&nm, TROUPE_WIRE_CTL_MAX) != 0)
+    nng_msg *nm = ctl_msg(c);
+    if (nm == NULL)
         return;
-    if (troupe_wire_encode_ctl(c, nng_msg_body(nm), TROUPE_WIRE_CTL_MAX,
-                               &len) != TROUPE_OK) {
-        nng_msg_free(nm);
-        return;
-    }
-    nng_msg_chop(nm, TROUPE_WIRE_CTL_MAX - len);
     nng_pipe p = NNG_PIPE_INITIALIZER;
     p.id = pipe;
     nng_msg_set_pipe(nm, p);
@@ -1695,7 +1892,8 @@ on_hello(troupe_node *n, uint32_t pipe, const troupe_frame_hdr *h)
         cn->inc = h->incarnation;
         memcpy(cn->nonce_d, h->nonce, TROUPE_WIRE_NONCE_LEN);
         memcpy(cn->nonce_l, nonce, TROUPE_WIRE_NONCE_LEN);
-        memcpy(cn->url, h->url, h->url_len);
+        if (h->url_len > 0)
+            memcpy(cn->url, h->url, h->url_len);
         cn->url[h->url_len] = '\0';
         cn->url_len = h->url_len;
     }
@@ -1842,7 +2040,7 @@ on_auth(troupe_node *n, uint32_t pipe, const troupe_frame_hdr *h)
                  "node %u connected again as a new incarnation: its old "
                  "connection is closed",
                  peer);
-        close_pipe(replaced[i]);
+        end_pipe(replaced[i]);
     }
     if (url[0] != '\0' && peer != n->id)
         dial_back(n, peer, url);
@@ -2060,7 +2258,7 @@ inbox_pipe_ev(nng_pipe p, nng_pipe_ev ev, void *arg)
     pthread_mutex_unlock(&n->mu);
     troupe_free(part);
     if (evict != 0)
-        close_pipe(evict);
+        end_pipe(evict);
     if (reject)
         nng_pipe_close(p);
 }
@@ -2126,8 +2324,8 @@ sweep(troupe_node *n)
             if (wall >= l->asks_min_deadline)
                 asks_drain(l, ASKS_EXPIRED, wall, &expired);
         }
-        if (l->pipe_up && !l->acked && !l->hello_due &&
-            now - l->hello_sent >= HELLO_RETRY_MS) {
+        if (l->pipe_up && l->pipe_id != l->dead_pipe && !l->acked &&
+            !l->hello_due && now - l->hello_sent >= HELLO_RETRY_MS) {
             l->hello_due = true;
             if (!l->tx_busy && n_kick < 16) {
                 l->tx_busy = true;
@@ -2173,11 +2371,11 @@ sweep(troupe_node *n)
                  "for %u ms",
                  stalled, n->o.frame_timeout_ms);
     for (unsigned i = 0; i < n_close; i++)
-        close_pipe(close_ids[i]);
+        end_pipe(close_ids[i]);
     while (reap != NULL) {
         struct link *next = reap->next;
-        link_close(n, reap);
         atomic_fetch_add(&n->reaped, 1);
+        link_close(n, reap);
         reap = next;
     }
     give_up(n, dropped);
@@ -2358,8 +2556,7 @@ opts_check(troupe_node_opts *o, uint32_t self)
         (o->advertise != NULL && !url_ok(o->advertise)) ||
         o->max_peers > 65536 || o->max_pending > 65536 ||
         o->reassembly_bytes < TROUPE_WIRE_FRAME_MAX ||
-        o->queue_bytes_total < o->queue_bytes || o->n_peers > o->max_peers ||
-        (o->n_peers > 0 && o->peers == NULL) ||
+        o->n_peers > o->max_peers || (o->n_peers > 0 && o->peers == NULL) ||
         (o->peers != NULL && o->n_peers == 0) ||
         (o->secret == NULL) != (o->secret_len == 0))
         return TROUPE_EINVAL;
@@ -2386,6 +2583,7 @@ node_free(troupe_node *n)
             troupe_free((char *)n->peers[i].url);
     troupe_free(n->peers);
     troupe_free(n->conns);
+    troupe_free(n->listeners);
     troupe_free(n->sweep_close);
     troupe_free(n->advertise);
     pthread_cond_destroy(&n->sweep_cv);
@@ -2553,6 +2751,12 @@ troupe_node_listen(troupe_node *n, const char *url)
         return nng_err(rv, "listen");
     }
     pthread_mutex_lock(&n->mu);
+    nng_listener *ls =
+        troupe_realloc(n->listeners, sizeof(*ls) * (n->n_listeners + 1));
+    if (ls != NULL) {
+        n->listeners = ls;
+        n->listeners[n->n_listeners++] = l;
+    }
     if (n->advertise == NULL) {
         char *adv = advertised_url(url, l);
         if (adv != NULL && strlen(adv) > TROUPE_WIRE_URL_MAX) {
@@ -2898,6 +3102,16 @@ troupe_node_stats_get(const troupe_node *n, troupe_node_stats *out)
     pthread_mutex_unlock(&w->mu);
 }
 
+static bool
+conns_gone_pred(void *arg)
+{
+    troupe_node *n = arg;
+    pthread_mutex_lock(&n->mu);
+    bool gone = n->n_conns == 0;
+    pthread_mutex_unlock(&n->mu);
+    return gone;
+}
+
 void
 troupe_node_destroy(troupe_node *n)
 {
@@ -2912,17 +3126,32 @@ troupe_node_destroy(troupe_node *n)
         sched_yield();
     if (n->sweeper_running)
         pthread_join(n->sweeper, NULL);
+    /* Listeners stop accepting first, so that peers redialing us meet a
+     * refused connection rather than one accepted and closed at once (a
+     * send that races such a close loses its message in nng 1.5.2, and a
+     * pipe still negotiating when its listener closes is never freed).
+     * Then inbox pipes are ended (end_pipe says why) and closed by nng; a
+     * pipe that slips in meanwhile is refused at ADD_PRE. */
+    for (uint32_t i = 0; i < n->n_listeners; i++)
+        stop_listener(n->listeners[i]);
+    pthread_mutex_lock(&n->mu);
+    for (uint32_t i = 0; i < n->n_conns; i++)
+        n->sweep_close[i] = n->conns[i].pipe;
+    uint32_t nc = n->n_conns;
+    pthread_mutex_unlock(&n->mu);
+    for (uint32_t i = 0; i < nc; i++)
+        end_pipe(n->sweep_close[i]);
+    wait_for(conns_gone_pred, n, PIPE_END_MS);
     nng_close(n->inbox);
     nng_aio_stop(n->inbox_rx);
     /* No link appears or goes once closing is set and the sweep has
-     * stopped. Sockets are closed first, all of them, so that no link's
-     * callback can still send on another while it is being freed. */
-    for (struct link *l = n->links; l != NULL; l = l->next) {
-        pthread_mutex_lock(&l->mu);
-        l->closed = true;
-        pthread_mutex_unlock(&l->mu);
+     * stopped. Every link's pipe is ended, then every socket closed, so
+     * that no link's callback can still send on another while it is being
+     * freed. */
+    for (struct link *l = n->links; l != NULL; l = l->next)
+        link_quiesce(l);
+    for (struct link *l = n->links; l != NULL; l = l->next)
         nng_close(l->sock);
-    }
     struct link *l = n->links;
     n->links = NULL;
     while (l != NULL) {

@@ -466,10 +466,10 @@ bad_frames_at_least(void *arg)
 START_TEST(test_transport_inbox_drops_malformed_and_stale_frames)
 {
     struct side a;
-    char *ua = unique_url("inproc", "a");
+    char *ua = unique_url("tcp", "a");
     side_open(&a, 1, NULL, ua);
     struct raw r;
-    raw_open(&r, ua, 7, 0x77);
+    raw_open(&r, troupe_node_url(a.node), 7, 0x77);
     ck_assert_ok(raw_handshake(&r));
     char bomb[] = "\xdd\xff\xff\xff\xff", reserved[] = "\xc1", empty[] = "";
     ck_assert_int_eq(raw_send(&r, bomb, 5), 0);

@@ -3,10 +3,16 @@
  */
 #include "tnode.h"
 
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
 #include <nng/protocol/pair1/pair.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "troupe/alloc.h"
@@ -296,45 +302,112 @@ ping_median_us(struct side *a, uint32_t peer, int n, uint32_t timeout_ms)
 
 /* ---- a raw peer ---- */
 
+int
+sp_connect_try(uint16_t port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+        return -1;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    /* SP header: pair1 (0x11) */
+    static const unsigned char hdr[8] = {0, 'S', 'P', 0, 0x00, 0x11, 0, 0};
+    unsigned char peer[8];
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+        send(fd, hdr, sizeof(hdr), MSG_NOSIGNAL) != 8 ||
+        recv(fd, peer, sizeof(peer), MSG_WAITALL) != 8) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+uint16_t
+url_port(const char *url)
+{
+    const char *colon = strrchr(url, ':');
+    ck_assert_ptr_nonnull(colon);
+    return (uint16_t)atoi(colon + 1);
+}
+
 void
 raw_open(struct raw *r, const char *url, uint32_t id, uint64_t inc)
 {
     memset(r, 0, sizeof(*r));
     r->id = id;
     r->inc = inc;
-    ck_assert_int_eq(nng_pair1_open(&r->s), 0);
-    ck_assert_int_eq(nng_socket_set_size(r->s, NNG_OPT_RECVMAXSZ, 0), 0);
-    ck_assert_int_eq(nng_dial(r->s, url, NULL, 0), 0);
+    ck_assert_msg(strncmp(url, "tcp://127.0.0.1:", 16) == 0,
+                  "raw peers speak tcp loopback, not %s", url);
+    r->fd = sp_connect_try(url_port(url));
+    ck_assert_int_ge(r->fd, 0);
 }
 
 void
 raw_close(struct raw *r)
 {
-    nng_close(r->s);
+    if (r->fd >= 0)
+        close(r->fd);
+    r->fd = -1;
+}
+
+static void
+set_timeout(int fd, int opt, uint32_t ms)
+{
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    setsockopt(fd, SOL_SOCKET, opt, &tv, sizeof(tv));
 }
 
 int
 raw_send(struct raw *r, const void *buf, size_t len)
 {
-    nng_msg *m;
-    int rv = nng_msg_alloc(&m, len);
-    if (rv != 0)
-        return rv;
-    memcpy(nng_msg_body(m), buf, len);
-    nng_aio *aio;
-    ck_assert_int_eq(nng_aio_alloc(&aio, NULL, NULL), 0);
-    nng_aio_set_timeout(aio, 5000);
-    nng_aio_set_msg(aio, m);
-    nng_send_aio(r->s, aio);
-    nng_aio_wait(aio);
-    rv = nng_aio_result(aio);
-    if (rv != 0)
-        nng_msg_free(nng_aio_get_msg(aio));
-    nng_aio_free(aio);
-    return rv;
+    /* one SP message: its length, pair1's 4-byte hop count, the frame */
+    unsigned char hdr[12];
+    uint64_t n = len + 4;
+    for (int i = 0; i < 8; i++)
+        hdr[i] = (unsigned char)(n >> (56 - 8 * i));
+    memcpy(hdr + 8, "\0\0\0\1", 4);
+    set_timeout(r->fd, SO_SNDTIMEO,
+                r->send_timeout_ms ? r->send_timeout_ms : 5000);
+    struct iovec iov[2] = {{hdr, sizeof(hdr)}, {(void *)buf, len}};
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = len ? 2 : 1};
+    size_t want = sizeof(hdr) + len, sent = 0;
+    while (sent < want) {
+        ssize_t k = sendmsg(r->fd, &mh, MSG_NOSIGNAL);
+        if (k <= 0)
+            return errno ? errno : EPIPE;
+        sent += (size_t)k;
+        while (k > 0 && mh.msg_iovlen > 0) {
+            size_t take = (size_t)k < mh.msg_iov[0].iov_len
+                              ? (size_t)k
+                              : mh.msg_iov[0].iov_len;
+            mh.msg_iov[0].iov_base = (char *)mh.msg_iov[0].iov_base + take;
+            mh.msg_iov[0].iov_len -= take;
+            k -= (ssize_t)take;
+            if (mh.msg_iov[0].iov_len == 0) {
+                mh.msg_iov++;
+                mh.msg_iovlen--;
+            }
+        }
+    }
+    return 0;
 }
 
-void
+bool
+raw_dropped(void *arg)
+{
+    struct raw *r = arg;
+    unsigned char junk[4096];
+    for (;;) {
+        ssize_t k = recv(r->fd, junk, sizeof(junk), MSG_DONTWAIT);
+        if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
+                       errno != EINTR))
+            return true;
+        if (k < 0)
+            return false;
+    }
+}
+
+int
 raw_hello(struct raw *r)
 {
     ck_assert_ok(troupe__auth_nonce(r->nonce));
@@ -346,34 +419,52 @@ raw_hello(struct raw *r)
     uint8_t buf[TROUPE_WIRE_CTL_MAX];
     size_t len;
     ck_assert_ok(troupe_wire_encode_ctl(&c, buf, sizeof(buf), &len));
-    ck_assert_int_eq(raw_send(r, buf, len), 0);
+    return raw_send(r, buf, len);
+}
+
+/* Reads exactly n bytes before the deadline; OK, ETIMEDOUT or ECLOSED. */
+static troupe_err
+read_full(int fd, void *buf, size_t n, uint64_t deadline)
+{
+    size_t got = 0;
+    while (got < n) {
+        uint64_t now = ts_now_ms();
+        if (now >= deadline)
+            return TROUPE_ETIMEDOUT;
+        struct pollfd pf = {fd, POLLIN, 0};
+        int rc = poll(&pf, 1, (int)(deadline - now));
+        if (rc == 0)
+            return TROUPE_ETIMEDOUT;
+        if (rc < 0)
+            continue;
+        ssize_t k = recv(fd, (char *)buf + got, n - got, 0);
+        if (k <= 0)
+            return TROUPE_ECLOSED;
+        got += (size_t)k;
+    }
+    return TROUPE_OK;
 }
 
 troupe_err
 raw_recv(struct raw *r, uint32_t timeout_ms)
 {
-    nng_aio *aio;
-    ck_assert_int_eq(nng_aio_alloc(&aio, NULL, NULL), 0);
-    nng_aio_set_timeout(aio, (nng_duration)timeout_ms);
-    nng_recv_aio(r->s, aio);
-    nng_aio_wait(aio);
-    int rv = nng_aio_result(aio);
-    troupe_err e = TROUPE_ETIMEDOUT;
-    if (rv == 0) {
-        nng_msg *m = nng_aio_get_msg(aio);
-        r->len = nng_msg_len(m);
-        ck_assert_uint_le(r->len, sizeof(r->buf));
-        memcpy(r->buf, nng_msg_body(m), r->len);
-        nng_msg_free(m);
-        e = troupe_wire_decode_frame(NULL, r->buf, r->len, &r->h, NULL, NULL);
-    } else if (rv == NNG_ECLOSED) {
-        e = TROUPE_ECLOSED;
-    }
-    nng_aio_free(aio);
-    return e;
+    uint64_t deadline = ts_now_ms() + timeout_ms;
+    unsigned char hdr[12];
+    troupe_err e = read_full(r->fd, hdr, sizeof(hdr), deadline);
+    if (e != TROUPE_OK)
+        return e;
+    uint64_t n = 0;
+    for (int i = 0; i < 8; i++)
+        n = n << 8 | hdr[i];
+    ck_assert_uint_ge(n, 4);
+    r->len = (size_t)(n - 4);
+    ck_assert_uint_le(r->len, sizeof(r->buf));
+    if ((e = read_full(r->fd, r->buf, r->len, deadline)) != TROUPE_OK)
+        return e;
+    return troupe_wire_decode_frame(NULL, r->buf, r->len, &r->h, NULL, NULL);
 }
 
-void
+int
 raw_auth(struct raw *r)
 {
     ck_assert_int_eq(r->h.type, TROUPE_FRAME_HELLO_ACK);
@@ -395,20 +486,20 @@ raw_auth(struct raw *r)
                          .proof = pr.p};
     ck_assert_ok(troupe_wire_encode_ctl(&c, r->auth_frame,
                                         sizeof(r->auth_frame), &r->auth_len));
-    ck_assert_int_eq(raw_send(r, r->auth_frame, r->auth_len), 0);
+    return raw_send(r, r->auth_frame, r->auth_len);
 }
 
 troupe_err
 raw_handshake(struct raw *r)
 {
-    raw_hello(r);
-    troupe_err e = raw_recv(r, 5000);
+    if (raw_hello(r) != 0)
+        return TROUPE_ECLOSED;
+    troupe_err e = raw_recv(r, r->send_timeout_ms ? r->send_timeout_ms : 5000);
     if (e != TROUPE_OK)
         return e;
     if (r->h.type == TROUPE_FRAME_REFUSE)
         return r->h.refuse_err;
-    raw_auth(r);
-    return TROUPE_OK;
+    return raw_auth(r) == 0 ? TROUPE_OK : TROUPE_ECLOSED;
 }
 
 void
@@ -486,6 +577,25 @@ certs_path(const char *dir, const char *name, char *buf, size_t cap)
 {
     snprintf(buf, cap, "%s/%s", dir, name);
     return buf;
+}
+
+static bool
+nng_settled(void *arg)
+{
+    nng_stat *st;
+    if (nng_stats_get(&st) != 0)
+        return false;
+    bool empty = nng_stat_child(st) == NULL;
+    nng_stats_free(st);
+    return empty;
+}
+
+void
+nng_end(void)
+{
+    ck_assert_msg(ts_wait_until(nng_settled, NULL, 10000),
+                  "nng still tearing down after 10 s");
+    nng_fini();
 }
 
 /* ---- memory ---- */

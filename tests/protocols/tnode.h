@@ -107,15 +107,18 @@ ping_median_us(struct side *a, uint32_t peer, int n, uint32_t timeout_ms);
 /* ---- a raw peer ---- */
 
 /*
- * A pair1 socket dialing a node's inbox and speaking the wire by hand,
- * as node `id` with incarnation `inc`. With `auth` (may be NULL) its
- * proofs are made with it; without, they are empty (what open mode takes).
+ * A TCP connection to a node's inbox that speaks SP and the wire by hand
+ * (no nng on this side: it never redials, and it can do what nng never
+ * would), as node `id` with incarnation `inc`. With `auth` (may be NULL)
+ * its proofs are made with it; without, they are empty (what open mode
+ * takes).
  */
 struct raw {
-    nng_socket s;
+    int fd;
     uint32_t id;
     uint64_t inc;
     troupe__auth *auth;
+    uint32_t send_timeout_ms; /* sends; 0: 5000 */
     uint8_t nonce[TROUPE_WIRE_NONCE_LEN];
     char url[TROUPE_WIRE_URL_MAX + 1]; /* the URL its HELLO names */
     /* the last control frame received (raw_recv) */
@@ -127,25 +130,40 @@ struct raw {
     size_t auth_len;
 };
 
-/* Dials url (blocking until connected). */
+/* A TCP connection to 127.0.0.1:port past the SP header exchange (pair1),
+ * or -1. */
+int
+sp_connect_try(uint16_t port);
+/* The port of a tcp://HOST:PORT URL. */
+uint16_t
+url_port(const char *url);
+
+/* Connects to url, a tcp://127.0.0.1:PORT listen URL of a node. */
 void
 raw_open(struct raw *r, const char *url, uint32_t id, uint64_t inc);
 void
 raw_close(struct raw *r);
-/* Sends bytes as one nng message; 0 or an nng error. */
+/* Sends bytes as one SP message; 0 or an errno. */
 int
 raw_send(struct raw *r, const void *buf, size_t len);
-/* Sends HELLO (naming r->url) with a fresh nonce. */
-void
+/* True once the node has closed the connection (reads and drops what it
+ * sent before). Never blocks. */
+bool
+raw_dropped(void *arg);
+/* Sends HELLO (naming r->url) with a fresh nonce; 0 or an errno. */
+int
 raw_hello(struct raw *r);
-/* Waits up to timeout_ms for a frame from the node; OK and r->h, or
- * ETIMEDOUT, or ECLOSED when the node closed the connection. */
+/* Waits up to timeout_ms for a frame from the node; OK and r->h (EPROTO
+ * for one that does not decode), or ETIMEDOUT, or ECLOSED when the node
+ * closed the connection. */
 troupe_err
 raw_recv(struct raw *r, uint32_t timeout_ms);
-/* Answers the HELLO_ACK in r->h with AUTH (proof from r->auth). */
-void
+/* Answers the HELLO_ACK in r->h with AUTH (proof from r->auth); 0 or an
+ * errno. */
+int
 raw_auth(struct raw *r);
-/* HELLO, HELLO_ACK, AUTH: OK, or the REFUSE's error, or ETIMEDOUT. */
+/* HELLO, HELLO_ACK, AUTH: OK, or the REFUSE's error, ETIMEDOUT, or
+ * ECLOSED when a send found no connection. */
 troupe_err
 raw_handshake(struct raw *r);
 /* Sends msgs as one DATA frame for receiver incarnation `inc`. */
@@ -170,10 +188,40 @@ certs_make_other(const char *dir, uint32_t id);
 const char *
 certs_path(const char *dir, const char *name, char *buf, size_t cap);
 
+/*
+ * Ends a test that used nng: waits until nng has freed every socket,
+ * dialer, listener and pipe (its statistics tree is then empty; teardown
+ * finishes on nng's reaper thread after nng_close returns), then calls
+ * nng_fini. A connection flood leaves nng tearing down for a while, and a
+ * fini that overtakes it drops objects that LeakSanitizer would report.
+ * Fails the test if nng does not settle within 10 s.
+ */
+void
+nng_end(void);
+
 /* ---- memory ---- */
 
 /* This process's resident set, in bytes (from /proc/self/status). */
 size_t
 rss_bytes(void);
+
+/*
+ * An RSS bound for a test: `bytes` as is, or more under a sanitizer,
+ * which holds freed blocks in a quarantine (ASan: up to 256 MiB) and
+ * shadow memory on top of what the code holds. The sanitized bound still
+ * catches growth of the order of the attacks (hundreds of MB to GB).
+ */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define TN_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define TN_SANITIZED 1
+#endif
+#endif
+#ifdef TN_SANITIZED
+#define RSS_BOUND(bytes) ((size_t)(bytes)*2 + ((size_t)320 << 20))
+#else
+#define RSS_BOUND(bytes) ((size_t)(bytes))
+#endif
 
 #endif
