@@ -239,6 +239,7 @@ struct troupe_node {
     pthread_mutex_t mu;
     struct link *links;
     uint32_t n_links;
+    struct link *graveyard; /* evicted links the sweep has yet to close */
     struct conn *conns;
     uint32_t n_conns, conn_cap, n_pending;
     size_t part_bytes; /* reassembly buffers allocated */
@@ -1912,6 +1913,42 @@ on_hello(troupe_node *n, uint32_t pipe, const troupe_frame_hdr *h)
     inbox_send(n, pipe, &c);
 }
 
+/*
+ * Makes room for one more link when max_peers are there: the link made on
+ * our own (a dial-back) that has been down the longest goes to the
+ * graveyard, which the sweep closes (a link is closed off nng's threads).
+ * A link that is up, or that someone asked for, is never evicted. Under
+ * n->mu; false when there is no such link.
+ */
+static bool
+evict_down_link(troupe_node *n)
+{
+    struct link **victim = NULL;
+    int64_t oldest = INT64_MAX;
+    for (struct link **pp = &n->links; *pp != NULL; pp = &(*pp)->next) {
+        struct link *l = *pp;
+        if (!l->dynamic && !l->retired)
+            continue;
+        pthread_mutex_lock(&l->mu);
+        bool down = !usable(l);
+        int64_t since = l->down_since;
+        pthread_mutex_unlock(&l->mu);
+        if (down && (l->retired || since < oldest)) {
+            victim = pp;
+            oldest = l->retired ? INT64_MIN : since;
+        }
+    }
+    if (victim == NULL)
+        return false;
+    struct link *l = *victim;
+    *victim = l->next;
+    l->retired = true; /* its callbacks leave it alone now */
+    l->next = n->graveyard;
+    n->graveyard = l;
+    n->n_links--;
+    return true;
+}
+
 /* Dials `url` for `peer` once it has authenticated, unless a link to it
  * exists or the node has no room. No lock held. */
 static void
@@ -1924,7 +1961,7 @@ dial_back(troupe_node *n, uint32_t peer, const char *url)
     bool start = false, full = false;
     pthread_mutex_lock(&n->mu);
     if (!atomic_load(&n->closing) && find_peer(n, peer, NULL) == NULL) {
-        if (n->n_links >= n->o.max_peers) {
+        if (n->n_links >= n->o.max_peers && !evict_down_link(n)) {
             full = true;
         } else {
             l->dynamic = true;
@@ -2290,10 +2327,11 @@ sweep(troupe_node *n)
     struct ask_ent *unreachable = NULL, *expired = NULL;
     struct link *kick[16];
     unsigned n_kick = 0;
-    struct link *reap = NULL;
     uint32_t *close_ids = n->sweep_close;
     unsigned n_close = 0, late = 0, stalled = 0;
     pthread_mutex_lock(&n->mu);
+    struct link *reap = n->graveyard;
+    n->graveyard = NULL;
     struct link **pp = &n->links;
     while (*pp != NULL) {
         struct link *l = *pp;
@@ -2813,7 +2851,7 @@ connect_link(troupe_node *n, const char *url, struct link **out)
             if (l != NULL) {
                 l->dynamic = false;
                 atomic_fetch_add(&l->refs, 1);
-            } else if (n->n_links >= n->o.max_peers) {
+            } else if (n->n_links >= n->o.max_peers && !evict_down_link(n)) {
                 e = TROUPE_EFULL;
             } else if (made != NULL) {
                 l = made;
@@ -3144,6 +3182,13 @@ troupe_node_destroy(troupe_node *n)
     wait_for(conns_gone_pred, n, PIPE_END_MS);
     nng_close(n->inbox);
     nng_aio_stop(n->inbox_rx);
+    /* the graveyard's links go with the others */
+    while (n->graveyard != NULL) {
+        struct link *g = n->graveyard;
+        n->graveyard = g->next;
+        g->next = n->links;
+        n->links = g;
+    }
     /* No link appears or goes once closing is set and the sweep has
      * stopped. Every link's pipe is ended, then every socket closed, so
      * that no link's callback can still send on another while it is being
