@@ -30,10 +30,10 @@
  * measures round trips to a node's own address (no actor needed there);
  * it takes the same SECURITY flags, and against a node with an allow-list
  * it needs an --id and a --listen URL that node lists (and, as its own
- * allow-list, --peer ID=URL for the node). `stats` opens the database under DIR (which must exist;
- * RocksDB's lock refuses it while a node holds it), opens its tables and
- * prints the data-layer counters, one `key value...` line each. Key
- * versions live in memory, so a fresh open shows the catalog and zero
+ * allow-list, --peer ID=URL for the node). `stats` opens the database under DIR
+ * (which must exist; RocksDB's lock refuses it while a node holds it), opens
+ * its tables and prints the data-layer counters, one `key value...` line each.
+ * Key versions live in memory, so a fresh open shows the catalog and zero
  * records: the command reports this process's view. `queue` opens the
  * queues of the database under DIR (which must exist, and no node may
  * hold it) and inspects them through troupe/queue.h: the queues, counts
@@ -135,7 +135,7 @@ typedef struct sec_flags {
     uint32_t n_peers;
     const char *dial[MAX_PEERS]; /* every --peer's URL, in order */
     uint32_t n_dial;
-    bool bare;                   /* a --peer without ID= */
+    bool bare; /* a --peer without ID= */
     char secret[SECRET_MAX + 1];
     size_t secret_len;
 } sec_flags;
@@ -167,8 +167,9 @@ sec_flag(sec_flags *f, const char *who, const char *a, const char *v)
             size_t n = (size_t)(eq - v);
             long num;
             if (n == 0 || n >= sizeof(id)) {
-                fprintf(stderr, "troupe %s: --peer wants ID=URL or URL, got "
-                                "'%s'\n",
+                fprintf(stderr,
+                        "troupe %s: --peer wants ID=URL or URL, got "
+                        "'%s'\n",
                         who, v);
                 return -1;
             }
@@ -177,8 +178,7 @@ sec_flag(sec_flags *f, const char *who, const char *a, const char *v)
             if (!parse_num("--peer ID", id, 1, UINT32_MAX - 1, &num))
                 return -1;
             if (eq[1] == '\0') {
-                fprintf(stderr, "troupe %s: --peer %s= needs a URL\n", who,
-                        id);
+                fprintf(stderr, "troupe %s: --peer %s= needs a URL\n", who, id);
                 return -1;
             }
             f->peers[f->n_peers++] = (troupe_node_peer){(uint32_t)num, eq + 1};
@@ -215,8 +215,9 @@ read_secret(sec_flags *f, const char *who)
     if (n > 0 && f->secret[n - 1] == '\r')
         n--;
     if (n < 16) {
-        fprintf(stderr, "troupe %s: the secret in %s is %zu bytes; at least "
-                        "16 are needed\n",
+        fprintf(stderr,
+                "troupe %s: the secret in %s is %zu bytes; at least "
+                "16 are needed\n",
                 who, f->secret_file, n);
         return false;
     }
@@ -233,14 +234,16 @@ sec_opts(sec_flags *f, const char *who, troupe_node_opts *o)
 {
     int tls = (f->cert != NULL) + (f->key != NULL) + (f->ca != NULL);
     if (tls != 0 && tls != 3) {
-        fprintf(stderr, "troupe %s: --tls-cert, --tls-key and --tls-ca go "
-                        "together\n",
+        fprintf(stderr,
+                "troupe %s: --tls-cert, --tls-key and --tls-ca go "
+                "together\n",
                 who);
         return 2;
     }
     if (f->bare && f->n_peers > 0) {
-        fprintf(stderr, "troupe %s: with an allow-list (--peer ID=URL) every "
-                        "--peer needs its ID\n",
+        fprintf(stderr,
+                "troupe %s: with an allow-list (--peer ID=URL) every "
+                "--peer needs its ID\n",
                 who);
         return 2;
     }
@@ -477,8 +480,9 @@ cmd_ping(int argc, char **argv)
     }
     e = troupe_node_connect_wait(node, url, (uint32_t)timeout, &peer);
     if (e == TROUPE_EAUTH || e == TROUPE_EFULL) {
-        fprintf(stderr, "troupe ping: %s refused us (or failed to prove "
-                        "who it is)\n",
+        fprintf(stderr,
+                "troupe ping: %s refused us (or failed to prove "
+                "who it is)\n",
                 url);
         rc = failed("connect", e);
         goto out;

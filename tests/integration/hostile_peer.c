@@ -153,8 +153,7 @@ send_data(int fd, uint32_t sender, troupe_msg *m)
 static troupe_addr
 random_addr(uint32_t node)
 {
-    return (troupe_addr){node, (uint32_t)(1 + rnd() % 4096),
-                         (uint32_t)rnd()};
+    return (troupe_addr){node, (uint32_t)(1 + rnd() % 4096), (uint32_t)rnd()};
 }
 
 /* What an accepted fake peer sends before it lets go. */
@@ -212,7 +211,7 @@ abuse(int fd, uint32_t me, uint32_t target)
 }
 
 #define PENDING_MAX 48
-#define VERDICT_MS 300 /* a REFUSE comes well within this */
+#define VERDICT_MS 300           /* a REFUSE comes well within this */
 static int pending[PENDING_MAX]; /* handshakes whose verdict is due */
 static uint64_t pending_at[PENDING_MAX];
 static int n_pending;
@@ -278,9 +277,8 @@ fake_hello(uint32_t me)
         return;
     }
     st.acks++;
-    troupe_wire_ctl a = {.type = TROUPE_FRAME_AUTH,
-                         .sender = me,
-                         .incarnation = c.incarnation};
+    troupe_wire_ctl a = {
+        .type = TROUPE_FRAME_AUTH, .sender = me, .incarnation = c.incarnation};
     uint32_t target = h.sender;
     if (troupe_wire_encode_ctl(&a, buf, sizeof(buf), &len) != TROUPE_OK ||
         sp_send(fd, buf, len) != 0) {

@@ -532,12 +532,17 @@ START_TEST(test_security_tls_nodes_talk_over_mutual_tls)
     ck_assert_ok(troupe_runtime_send(a.rt, echo_b, &m));
     struct count_at_least c = {&b.sh.count, 1};
     ck_assert_msg(ts_wait_until(count_reached, &c, 10000),
-                  "a sent %llu frames, b: %llu frames %llu bad %llu refused "
-                  "%llu deliver_fail",
+                  "a sent %llu frames (%llu given up, %llu auth failed), b: "
+                  "%llu frames %llu bad %llu refused %llu unauth %llu "
+                  "spoofed %llu deliver_fail",
                   (unsigned long long)stats(a.node).frames_sent,
+                  (unsigned long long)stats(a.node).gave_up,
+                  (unsigned long long)stats(a.node).auth_failed,
                   (unsigned long long)stats(b.node).frames_recv,
                   (unsigned long long)stats(b.node).bad_frames,
                   (unsigned long long)stats(b.node).refused,
+                  (unsigned long long)stats(b.node).unauth_frames,
+                  (unsigned long long)stats(b.node).spoofed,
                   (unsigned long long)stats(b.node).deliver_fail);
     ck_assert_uint_eq(atomic_load(&b.sh.bytes), big);
     ck_assert_uint_eq(stats(a.node).auth_failed, 0);
