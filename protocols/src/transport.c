@@ -106,6 +106,7 @@
 #define NAME_MAX_LEN 255
 #define LOG_PER_SEC 20
 #define PIPE_END_MS 500 /* how long teardown waits for an ended pipe */
+#define LISTENER_CHECK_MS 200
 
 struct qent {
     troupe_msg *m;
@@ -225,6 +226,14 @@ struct conn {
     bool part_out; /* the receive callback is copying into part */
 };
 
+/* A listener of the inbox. */
+struct lst {
+    nng_listener l;
+    char *bound;    /* the URL to listen on again (a tcp port 0 resolved) */
+    bool watch;     /* tls or ipc: see watch_listeners */
+    uint64_t other; /* its "other" error count, last seen */
+};
+
 struct troupe_node {
     troupe_runtime *rt;
     uint32_t id;
@@ -245,8 +254,9 @@ struct troupe_node {
     size_t part_bytes; /* reassembly buffers allocated */
 
     nng_socket inbox;
-    nng_listener *listeners; /* under mu */
+    struct lst *listeners; /* under mu */
     uint32_t n_listeners;
+    int64_t lst_checked; /* mono ms of the last watch_listeners */
     nng_aio *inbox_rx;
     troupe_wire_decoder *dec; /* inbox receive callback only */
 
@@ -2427,6 +2437,9 @@ sweep(troupe_node *n)
     }
 }
 
+static void
+watch_listeners(troupe_node *n, int64_t now);
+
 static void *
 sweeper_main(void *arg)
 {
@@ -2445,6 +2458,7 @@ sweeper_main(void *arg)
             break;
         pthread_mutex_unlock(&n->mu);
         sweep(n);
+        watch_listeners(n, mono_ms());
         pthread_mutex_lock(&n->mu);
     }
     pthread_mutex_unlock(&n->mu);
@@ -2621,6 +2635,8 @@ node_free(troupe_node *n)
             troupe_free((char *)n->peers[i].url);
     troupe_free(n->peers);
     troupe_free(n->conns);
+    for (uint32_t i = 0; i < n->n_listeners; i++)
+        troupe_free(n->listeners[i].bound);
     troupe_free(n->listeners);
     troupe_free(n->sweep_close);
     troupe_free(n->advertise);
@@ -2764,13 +2780,10 @@ advertised_url(const char *url, nng_listener l)
     return troupe_strdup(buf);
 }
 
-troupe_err
-troupe_node_listen(troupe_node *n, const char *url)
+/* Creates and starts a listener of the inbox on url. No lock held. */
+static troupe_err
+listener_open(troupe_node *n, const char *url, nng_listener *out)
 {
-    if (n == NULL || url == NULL || url[0] == '\0')
-        return TROUPE_EINVAL;
-    if (atomic_load(&n->closing))
-        return TROUPE_ECLOSED;
     nng_tls_config *tls = NULL;
     troupe_err e;
     if (is_tls_url(url) &&
@@ -2788,23 +2801,166 @@ troupe_node_listen(troupe_node *n, const char *url)
         nng_listener_close(l);
         return nng_err(rv, "listen");
     }
+    *out = l;
+    return TROUPE_OK;
+}
+
+/* The listener's count of errors nng files as "other" (0 without
+ * statistics). */
+static uint64_t
+listener_other(nng_stat *root, nng_listener l)
+{
+    nng_stat *ls = root ? nng_stat_find_listener(root, l) : NULL;
+    nng_stat *o = ls ? nng_stat_find(ls, "other") : NULL;
+    return o ? nng_stat_value(o) : 0;
+}
+
+troupe_err
+troupe_node_listen(troupe_node *n, const char *url)
+{
+    if (n == NULL || url == NULL || url[0] == '\0')
+        return TROUPE_EINVAL;
+    if (atomic_load(&n->closing))
+        return TROUPE_ECLOSED;
+    nng_listener l;
+    troupe_err e = listener_open(n, url, &l);
+    if (e != TROUPE_OK)
+        return e;
+    struct lst x = {.l = l,
+                    .bound = advertised_url(url, l),
+                    .watch = is_tls_url(url) || strncmp(url, "ipc", 3) == 0};
+    nng_stat *st = NULL;
+    if (x.watch && nng_stats_get(&st) == 0) {
+        x.other = listener_other(st, l);
+        nng_stats_free(st);
+    }
     pthread_mutex_lock(&n->mu);
-    nng_listener *ls =
-        troupe_realloc(n->listeners, sizeof(*ls) * (n->n_listeners + 1));
+    struct lst *ls =
+        x.bound
+            ? troupe_realloc(n->listeners, sizeof(*ls) * (n->n_listeners + 1))
+            : NULL;
     if (ls != NULL) {
         n->listeners = ls;
-        n->listeners[n->n_listeners++] = l;
-    }
-    if (n->advertise == NULL) {
-        char *adv = advertised_url(url, l);
-        if (adv != NULL && strlen(adv) > TROUPE_WIRE_URL_MAX) {
-            troupe_free(adv);
-            adv = NULL;
+        n->listeners[n->n_listeners++] = x;
+        if (n->advertise == NULL) {
+            char *adv = advertised_url(url, l);
+            if (adv != NULL && strlen(adv) > TROUPE_WIRE_URL_MAX) {
+                troupe_free(adv);
+                adv = NULL;
+            }
+            n->advertise = adv;
         }
-        n->advertise = adv;
     }
     pthread_mutex_unlock(&n->mu);
+    if (ls == NULL) {
+        troupe_free(x.bound);
+        nng_listener_close(l); /* nothing can have connected to it yet */
+        return TROUPE_ENOMEM;
+    }
     return TROUPE_OK;
+}
+
+struct pipes_of {
+    troupe_node *n;
+    const uint32_t *ids;
+    uint32_t n_ids;
+};
+
+static bool
+pipes_gone(void *arg)
+{
+    struct pipes_of *w = arg;
+    bool gone = true;
+    pthread_mutex_lock(&w->n->mu);
+    for (uint32_t i = 0; i < w->n_ids && gone; i++)
+        gone = conn_find(w->n, w->ids[i]) == NULL;
+    pthread_mutex_unlock(&w->n->mu);
+    return gone;
+}
+
+/*
+ * Listens again in place of listener i, which has stopped accepting: its
+ * connections are ended first (end_pipe says why), so that closing it
+ * closes none of them, then it is closed and a new one opened on its bound
+ * URL. The sweep thread only.
+ */
+static void
+relisten(troupe_node *n, uint32_t i)
+{
+    pthread_mutex_lock(&n->mu);
+    struct lst x = n->listeners[i];
+    uint32_t k = 0;
+    for (uint32_t c = 0; c < n->n_conns; c++) {
+        nng_pipe p = NNG_PIPE_INITIALIZER;
+        p.id = n->conns[c].pipe;
+        if (nng_listener_id(nng_pipe_listener(p)) == nng_listener_id(x.l))
+            n->sweep_close[k++] = p.id;
+    }
+    pthread_mutex_unlock(&n->mu);
+    node_log(n,
+             "the listener on %s stopped accepting (nng 1.5.2 does after "
+             "a connection closes in its handshake); listening again",
+             x.bound);
+    for (uint32_t c = 0; c < k; c++)
+        end_pipe(n->sweep_close[c]);
+    struct pipes_of w = {n, n->sweep_close, k};
+    wait_for(pipes_gone, &w, PIPE_END_MS);
+    nng_listener_close(x.l);
+    nng_listener l;
+    troupe_err e = listener_open(n, x.bound, &l);
+    if (e != TROUPE_OK) {
+        node_log(n, "cannot listen on %s again: %s (tried again shortly)",
+                 x.bound, troupe_err_name(e));
+        return;
+    }
+    nng_stat *st = NULL;
+    uint64_t other = 0;
+    if (nng_stats_get(&st) == 0) {
+        other = listener_other(st, l);
+        nng_stats_free(st);
+    }
+    pthread_mutex_lock(&n->mu);
+    n->listeners[i].l = l;
+    n->listeners[i].other = other;
+    pthread_mutex_unlock(&n->mu);
+}
+
+/*
+ * nng 1.5.2's tls and ipc transports report a connection that closes
+ * during their handshake to the listener as if the listener itself had
+ * been closed (fixed upstream after 1.5.2, "disconnect during negotiation
+ * breaks listener"), and the listener stops accepting for good: one
+ * connection opened and closed at once would cut a node off. nng counts
+ * that error among the listener's "other" errors, so a rise in that count
+ * is taken as the listener having stopped, and it is replaced
+ * (relisten). The sweep thread only, every LISTENER_CHECK_MS.
+ */
+static void
+watch_listeners(troupe_node *n, int64_t now)
+{
+    if (now - n->lst_checked < LISTENER_CHECK_MS)
+        return;
+    n->lst_checked = now;
+    nng_stat *st = NULL;
+    pthread_mutex_lock(&n->mu);
+    uint32_t count = n->n_listeners;
+    bool any = false;
+    for (uint32_t i = 0; i < count; i++)
+        any = any || n->listeners[i].watch;
+    pthread_mutex_unlock(&n->mu);
+    if (!any || nng_stats_get(&st) != 0)
+        return;
+    for (uint32_t i = 0; i < count && !atomic_load(&n->closing); i++) {
+        pthread_mutex_lock(&n->mu);
+        struct lst x = n->listeners[i];
+        pthread_mutex_unlock(&n->mu);
+        if (!x.watch)
+            continue;
+        uint64_t other = listener_other(st, x.l);
+        if (other > x.other)
+            relisten(n, i);
+    }
+    nng_stats_free(st);
 }
 
 const char *
@@ -3171,7 +3327,7 @@ troupe_node_destroy(troupe_node *n)
      * Then inbox pipes are ended (end_pipe says why) and closed by nng; a
      * pipe that slips in meanwhile is refused at ADD_PRE. */
     for (uint32_t i = 0; i < n->n_listeners; i++)
-        stop_listener(n->listeners[i]);
+        stop_listener(n->listeners[i].l);
     pthread_mutex_lock(&n->mu);
     for (uint32_t i = 0; i < n->n_conns; i++)
         n->sweep_close[i] = n->conns[i].pipe;

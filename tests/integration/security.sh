@@ -17,13 +17,6 @@ cleanup() {
 trap cleanup EXIT
 . "$(dirname "$0")/checks.sh"
 
-wait_for() {
-    for _ in $(seq 1 200); do
-        grep -q "$2" "$1" 2>/dev/null && return 0
-        sleep 0.05
-    done
-    return 1
-}
 
 # stop_node: SIGTERM, then a clean exit.
 stop_node() {
@@ -97,14 +90,14 @@ if wait_for "$out" "listening on tcp://"; then
     grep -q "accepts any peer" "$out" && bad "secret: node warns it is open" ||
         ok "secret: node does not warn it is open"
     expect 0 "secret: ping with the secret" -- "$troupe" ping "$url" --count 20 \
-        --secret-file "$tmp/secret"
+        --timeout 10000 --secret-file "$tmp/secret"
     grep -q "20 round trips" "$tmp/out" && ok "secret: round trips" || bad "secret: ping output"
     expect 1 "secret: ping with another secret" -- "$troupe" ping "$url" \
-        --count 5 --timeout 3000 --secret-file "$tmp/other"
+        --count 5 --timeout 10000 --secret-file "$tmp/other"
     grep -q "did not prove its identity\|refused us" "$tmp/err" &&
         ok "secret: another secret is explained" || bad "secret: another secret message"
     expect 1 "secret: ping without a secret" -- "$troupe" ping "$url" \
-        --count 5 --timeout 3000
+        --count 5 --timeout 10000
     grep -q "refused us" "$tmp/err" && ok "secret: no secret is refused" ||
         bad "secret: no secret message"
     grep -q "refused node .*: no secret proof" "$out" &&
@@ -124,21 +117,21 @@ if wait_for "$out" "listening on tls+tcp://"; then
     url=$(grep -o 'tls+tcp://127\.0\.0\.1:[0-9]*' "$out" | head -n 1)
     grep -q "(allow-list)" "$out" && ok "tls: node has an allow-list" || bad "tls: no allow-list"
     expect 0 "tls: listed node 9 pings over tls+tcp" -- "$troupe" ping "$url" \
-        --count 20 --id 9 --listen "$p9" --peer "1=$url" $(tls 9)
+        --count 20 --timeout 10000 --id 9 --listen "$p9" --peer "1=$url" $(tls 9)
     grep -q "20 round trips" "$tmp/out" && ok "tls: round trips" || bad "tls: ping output"
     expect 1 "tls: unlisted node 8 is refused" -- "$troupe" ping "$url" \
-        --count 5 --timeout 3000 --id 8 --listen "ipc://$tmp/p8.ipc" \
+        --count 5 --timeout 10000 --id 8 --listen "ipc://$tmp/p8.ipc" \
         --peer "1=$url" $(tls 8)
     grep -q "refused us" "$tmp/err" && ok "tls: unlisted node is told" ||
         bad "tls: unlisted node message"
     grep -q "refused node 8: not in the allow-list" "$out" &&
         ok "tls: node logs the unlisted node" || bad "tls: unlisted node not logged"
     expect 1 "tls: node 9 with node 2's certificate" -- "$troupe" ping "$url" \
-        --count 5 --timeout 3000 --id 9 --listen "$p9" --peer "1=$url" $(tls 2)
+        --count 5 --timeout 10000 --id 9 --listen "$p9" --peer "1=$url" $(tls 2)
     expect 1 "tls: ping without certificates" -- "$troupe" ping "$url" \
-        --count 5 --timeout 2000
+        --count 5 --timeout 5000
     expect 0 "tls: node 9 again" -- "$troupe" ping "$url" \
-        --count 5 --id 9 --listen "$p9" --peer "1=$url" $(tls 9)
+        --count 5 --timeout 10000 --id 9 --listen "$p9" --peer "1=$url" $(tls 9)
     stop_node tls
 else
     bad "tls: node did not start"; cat "$out"

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "tnode.h"
@@ -687,6 +688,97 @@ START_TEST(test_security_tls_dialer_checks_the_servers_name)
 }
 END_TEST
 
+/* Opens and at once closes connections to a listener, as a port scanner
+ * or a peer that gives up would: TCP for tcp:// and tls+tcp://, a Unix
+ * socket for ipc://. */
+static void
+touch_and_close(const char *url, int times)
+{
+    for (int i = 0; i < times; i++) {
+        int fd;
+        if (strncmp(url, "ipc://", 6) == 0) {
+            struct sockaddr_un sa = {.sun_family = AF_UNIX};
+            snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", url + 6);
+            fd = socket(AF_UNIX, SOCK_STREAM, 0);
+            ck_assert_int_ge(fd, 0);
+            ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)),
+                             0);
+        } else {
+            struct sockaddr_in sa = {.sin_family = AF_INET,
+                                     .sin_port = htons(url_port(url))};
+            sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+            fd = socket(AF_INET, SOCK_STREAM, 0);
+            ck_assert_int_ge(fd, 0);
+            ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)),
+                             0);
+        }
+        if (i % 2 == 1)
+            send(fd, "\x16\x03\x01\x00\x05hello", 10, MSG_NOSIGNAL);
+        close(fd);
+    }
+}
+
+static void
+listener_survives(const char *scheme)
+{
+    static const uint32_t ids[] = {1, 2, 3, 0};
+    char *dir = certs_make(ids, "relisten");
+    ck_assert_ptr_nonnull(dir);
+    struct tls_files fa, fb, fc;
+    bool tls = strcmp(scheme, "tls") == 0;
+    troupe_node_opts oa = tls ? with_certs((troupe_node_opts){0}, dir, 1, &fa)
+                              : (troupe_node_opts){0};
+    troupe_node_opts ob = tls ? with_certs((troupe_node_opts){0}, dir, 2, &fb)
+                              : (troupe_node_opts){0};
+    char *ua = tls ? strdup("tls+tcp://127.0.0.1:0") : unique_url(scheme, "a");
+    char *ub = tls ? strdup("tls+tcp://127.0.0.1:0") : unique_url(scheme, "b");
+    struct side a, b;
+    sec_open(&a, 1, &oa, ua);
+    touch_and_close(troupe_node_url(a.node), 20);
+    /* a real peer still gets in */
+    sec_open(&b, 2, &ob, ub);
+    uint32_t peer = 0;
+    ck_assert_ok(troupe_node_connect_wait(b.node, troupe_node_url(a.node),
+                                          10000, &peer));
+    ck_assert_uint_eq(peer, 1);
+    ck_assert_ok(troupe_node_wait_peer(a.node, 2, 10000));
+    touch_and_close(troupe_node_url(a.node), 20);
+    /* and one that comes after the next round of them */
+    troupe_node_opts oc = tls ? with_certs((troupe_node_opts){0}, dir, 3, &fc)
+                              : (troupe_node_opts){0};
+    char *uc = tls ? strdup("tls+tcp://127.0.0.1:0") : unique_url(scheme, "c");
+    struct side c;
+    sec_open(&c, 3, &oc, uc);
+    ck_assert_ok(troupe_node_connect_wait(c.node, troupe_node_url(a.node),
+                                          10000, &peer));
+    side_close(&c);
+    free(uc);
+    troupe_addr echo_a = lookup(&b, 1, "test");
+    struct ask_res r;
+    ck_assert_ok(host_ask(b.rt, echo_a, "\xa1x", 5000, &r));
+    side_close(&b);
+    side_close(&a);
+    ts_rmtree(dir);
+    free(dir);
+    free(ua);
+    free(ub);
+    nng_end();
+}
+
+START_TEST(
+    test_security_tls_listener_survives_a_connection_closed_in_its_handshake)
+{
+    listener_survives("tls");
+}
+END_TEST
+
+START_TEST(
+    test_security_ipc_listener_survives_a_connection_closed_in_its_handshake)
+{
+    listener_survives("ipc");
+}
+END_TEST
+
 /* ---- the allow-list ---- */
 
 START_TEST(test_security_allow_list_dials_only_configured_urls)
@@ -1211,6 +1303,12 @@ security_suite(void)
     tcase_add_test(tc, test_security_tls_certificate_must_name_the_node);
     tcase_add_test(tc, test_security_claimed_id_must_match_the_certificate);
     tcase_add_test(tc, test_security_tls_dialer_checks_the_servers_name);
+    tcase_add_test(
+        tc,
+        test_security_tls_listener_survives_a_connection_closed_in_its_handshake);
+    tcase_add_test(
+        tc,
+        test_security_ipc_listener_survives_a_connection_closed_in_its_handshake);
     tc = tcase(s, "allow");
     tcase_add_test(tc, test_security_allow_list_dials_only_configured_urls);
     tcase_add_test(tc, test_security_bad_options_are_einval);
