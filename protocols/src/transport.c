@@ -91,6 +91,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "auth.h"
 #include "troupe/alloc.h"
@@ -170,13 +171,15 @@ struct link {
     uint32_t hello_gen;                   /* pipe_gen of the last HELLO sent */
     uint8_t nonce[TROUPE_WIRE_NONCE_LEN]; /* our nonce on the current pipe */
     char hello_url[TROUPE_WIRE_URL_MAX + 1]; /* the URL that HELLO named */
-    troupe_err refused; /* the last refusal, for connect_wait; OK: none */
-    uint32_t dead_pipe; /* a pipe refused (by either side): nothing more is
-                           sent on it while it goes away */
-    bool backoff;       /* the dialer waits reconnect_max_ms after a
-                           refusal */
-    int64_t down_since; /* mono ms when it last stopped being usable */
-    int64_t hello_sent; /* mono ms */
+    troupe_err refused;   /* the last refusal, for connect_wait; OK: none */
+    uint32_t dead_pipe;   /* a pipe refused (by either side): nothing more is
+                             sent on it while it goes away */
+    bool backoff;         /* the dialer waits reconnect_max_ms after a
+                             refusal */
+    int64_t dial_started; /* mono ms the dialer was (re)started */
+    int64_t down_since;   /* mono ms when it last stopped being usable */
+    int64_t hello_sent;   /* mono ms */
+    int64_t pipe_since;   /* mono ms the current pipe came up */
     int64_t min_expires;
     struct qent *q;
     uint32_t qcap, qhead, qlen;
@@ -229,9 +232,8 @@ struct conn {
 /* A listener of the inbox. */
 struct lst {
     nng_listener l;
-    char *bound;    /* the URL to listen on again (a tcp port 0 resolved) */
-    bool watch;     /* tls or ipc: see watch_listeners */
-    uint64_t other; /* its "other" error count, last seen */
+    char *bound; /* the URL to listen on again (a tcp port 0 resolved) */
+    bool watch;  /* tls or ipc: see watch_listeners */
 };
 
 struct troupe_node {
@@ -275,7 +277,7 @@ struct troupe_node {
 
     _Atomic uint64_t msgs_sent, frames_sent, msgs_recv, frames_recv, bad_frames,
         stale_frames, deliver_fail, gave_up, error_replies, full, refused,
-        auth_failed, unauth_frames, spoofed, reaped;
+        auth_failed, unauth_frames, spoofed, reaped, relistened, redialed;
 };
 
 /* ---- helpers ---- */
@@ -424,6 +426,13 @@ static bool
 is_tls_url(const char *url)
 {
     return strncmp(url, "tls+tcp", 7) == 0;
+}
+
+/* The transports whose endpoints nng 1.5.2 may stop (watch_listeners). */
+static bool
+watched_url(const char *url)
+{
+    return is_tls_url(url) || strncmp(url, "ipc", 3) == 0;
 }
 
 static const troupe_node_peer *
@@ -1053,8 +1062,9 @@ link_pipe_ev(nng_pipe p, nng_pipe_ev ev, void *arg)
         l->auth_due = false;
         l->pipe_gen++;
         l->pipe_id = (uint32_t)nng_pipe_id(p);
+        l->pipe_since = mono_ms();
         /* without a nonce no HELLO can be said: the pipe idles until the
-         * peer's handshake timeout closes it, and the dialer redials */
+         * handshake timeout closes it (sweep), and the dialer redials */
         l->hello_due = fresh;
         if (fresh)
             memcpy(l->nonce, nonce, sizeof(nonce));
@@ -1279,9 +1289,10 @@ link_refuse(struct link *l, uint32_t pipe, troupe_err why)
     }
     slow = !l->backoff;
     l->backoff = true;
+    nng_dialer d = l->dialer;
     pthread_mutex_unlock(&l->mu);
     if (slow)
-        nng_dialer_set_ms(l->dialer, NNG_OPT_RECONNMINT,
+        nng_dialer_set_ms(d, NNG_OPT_RECONNMINT,
                           (nng_duration)l->node->o.reconnect_max_ms);
     end_pipe(pipe);
 }
@@ -1406,10 +1417,11 @@ link_acked(struct link *l, const troupe_frame_hdr *h, uint32_t gen,
         l->tx_busy = true;
         kick = true;
     }
+    nng_dialer d = l->dialer;
     pthread_mutex_unlock(&l->mu);
     pthread_mutex_unlock(&n->mu);
     if (fast)
-        nng_dialer_set_ms(l->dialer, NNG_OPT_RECONNMINT,
+        nng_dialer_set_ms(d, NNG_OPT_RECONNMINT,
                           (nng_duration)n->o.reconnect_min_ms);
     troupe_free(auth);
     give_up(n, stale);
@@ -1628,6 +1640,9 @@ static void
 link_start(struct link *l)
 {
     nng_recv_aio(l->sock, l->rx);
+    pthread_mutex_lock(&l->mu);
+    l->dial_started = mono_ms();
+    pthread_mutex_unlock(&l->mu);
     int rv = nng_dialer_start(l->dialer, NNG_FLAG_NONBLOCK);
     if (rv != 0)
         nng_err(rv, "dialer start");
@@ -1675,15 +1690,16 @@ static void
 link_quiesce(struct link *l)
 {
     pthread_mutex_lock(&l->mu);
-    l->closed = true;
+    l->closed = true; /* watch_dialers replaces no dialer from now on */
     uint32_t pipe = l->pipe_id;
+    nng_dialer d = l->dialer;
     pthread_mutex_unlock(&l->mu);
     if (pipe != 0) {
         struct pipe_wait w = {l, pipe};
         end_pipe(pipe);
         wait_for(link_pipe_ended, &w, PIPE_END_MS);
     }
-    nng_dialer_close(l->dialer);
+    nng_dialer_close(d);
 }
 
 static void
@@ -2337,6 +2353,8 @@ sweep(troupe_node *n)
     struct ask_ent *unreachable = NULL, *expired = NULL;
     struct link *kick[16];
     unsigned n_kick = 0;
+    uint32_t unanswered[16];
+    unsigned n_unanswered = 0;
     uint32_t *close_ids = n->sweep_close;
     unsigned n_close = 0, late = 0, stalled = 0;
     pthread_mutex_lock(&n->mu);
@@ -2371,6 +2389,16 @@ sweep(troupe_node *n)
                 ring_filter(l, drop_expired, &wall, &dropped);
             if (wall >= l->asks_min_deadline)
                 asks_drain(l, ASKS_EXPIRED, wall, &expired);
+        }
+        /* A pipe whose HELLO is not answered within the handshake timeout
+         * is ended, and the dialer redials: the peer may never have seen
+         * it (nng 1.5.2 can leave an accepted connection unreported, see
+         * watch_listeners). */
+        if (l->pipe_up && l->pipe_id != l->dead_pipe && !l->acked &&
+            now - l->pipe_since >= (int64_t)n->o.hello_timeout_ms &&
+            n_unanswered < 16) {
+            l->pipe_since = now;
+            unanswered[n_unanswered++] = l->pipe_id;
         }
         if (l->pipe_up && l->pipe_id != l->dead_pipe && !l->acked &&
             !l->hello_due && now - l->hello_sent >= HELLO_RETRY_MS) {
@@ -2420,6 +2448,8 @@ sweep(troupe_node *n)
                  stalled, n->o.frame_timeout_ms);
     for (unsigned i = 0; i < n_close; i++)
         end_pipe(close_ids[i]);
+    for (unsigned i = 0; i < n_unanswered; i++)
+        end_pipe(unanswered[i]);
     while (reap != NULL) {
         struct link *next = reap->next;
         atomic_fetch_add(&n->reaped, 1);
@@ -2805,14 +2835,20 @@ listener_open(troupe_node *n, const char *url, nng_listener *out)
     return TROUPE_OK;
 }
 
-/* The listener's count of errors nng files as "other" (0 without
- * statistics). */
+/* A listener's or dialer's count of the errors after which nng 1.5.2
+ * stops it for good (watch_listeners): ECLOSED, which nng files as
+ * "other", and ECANCELED. 0 without statistics. */
 static uint64_t
-listener_other(nng_stat *root, nng_listener l)
+stop_errors(nng_stat *ep)
 {
-    nng_stat *ls = root ? nng_stat_find_listener(root, l) : NULL;
-    nng_stat *o = ls ? nng_stat_find(ls, "other") : NULL;
-    return o ? nng_stat_value(o) : 0;
+    static const char *const names[] = {"other", "canceled"};
+    uint64_t sum = 0;
+    for (size_t i = 0; ep != NULL && i < sizeof(names) / sizeof(names[0]);
+         i++) {
+        nng_stat *o = nng_stat_find(ep, names[i]);
+        sum += o ? nng_stat_value(o) : 0;
+    }
+    return sum;
 }
 
 troupe_err
@@ -2826,14 +2862,10 @@ troupe_node_listen(troupe_node *n, const char *url)
     troupe_err e = listener_open(n, url, &l);
     if (e != TROUPE_OK)
         return e;
-    struct lst x = {.l = l,
-                    .bound = advertised_url(url, l),
-                    .watch = is_tls_url(url) || strncmp(url, "ipc", 3) == 0};
-    nng_stat *st = NULL;
-    if (x.watch && nng_stats_get(&st) == 0) {
-        x.other = listener_other(st, l);
-        nng_stats_free(st);
-    }
+    /* A listener's counts start at 0, and a snapshot taken now would hide
+     * a connection that had stopped it already. */
+    struct lst x = {
+        .l = l, .bound = advertised_url(url, l), .watch = watched_url(url)};
     pthread_mutex_lock(&n->mu);
     struct lst *ls =
         x.bound
@@ -2858,6 +2890,12 @@ troupe_node_listen(troupe_node *n, const char *url)
         return TROUPE_ENOMEM;
     }
     return TROUPE_OK;
+}
+
+static bool
+path_gone(void *arg)
+{
+    return access(arg, F_OK) != 0;
 }
 
 struct pipes_of {
@@ -2889,51 +2927,139 @@ relisten(troupe_node *n, uint32_t i)
 {
     pthread_mutex_lock(&n->mu);
     struct lst x = n->listeners[i];
+    bool open = nng_listener_id(x.l) > 0; /* not after a failed relisten */
     uint32_t k = 0;
-    for (uint32_t c = 0; c < n->n_conns; c++) {
+    for (uint32_t c = 0; open && c < n->n_conns; c++) {
         nng_pipe p = NNG_PIPE_INITIALIZER;
         p.id = n->conns[c].pipe;
         if (nng_listener_id(nng_pipe_listener(p)) == nng_listener_id(x.l))
             n->sweep_close[k++] = p.id;
     }
     pthread_mutex_unlock(&n->mu);
-    node_log(n,
-             "the listener on %s stopped accepting (nng 1.5.2 does after "
-             "a connection closes in its handshake); listening again",
-             x.bound);
-    for (uint32_t c = 0; c < k; c++)
-        end_pipe(n->sweep_close[c]);
-    struct pipes_of w = {n, n->sweep_close, k};
-    wait_for(pipes_gone, &w, PIPE_END_MS);
-    nng_listener_close(x.l);
-    nng_listener l;
+    if (open) {
+        node_log(n,
+                 "the listener on %s stopped accepting (nng 1.5.2 does after "
+                 "a connection closes in its handshake); listening again",
+                 x.bound);
+        atomic_fetch_add(&n->relistened, 1);
+        for (uint32_t c = 0; c < k; c++)
+            end_pipe(n->sweep_close[c]);
+        struct pipes_of w = {n, n->sweep_close, k};
+        wait_for(pipes_gone, &w, PIPE_END_MS);
+        nng_listener_close(x.l);
+        /* An ipc listener removes its socket file when nng finishes
+         * closing it, which may be after close returns: binding the path
+         * again first would have the new socket's file removed. */
+        if (strncmp(x.bound, "ipc://", 6) == 0)
+            wait_for(path_gone, x.bound + 6, PIPE_END_MS);
+    }
+    nng_listener l = NNG_LISTENER_INITIALIZER;
     troupe_err e = listener_open(n, x.bound, &l);
-    if (e != TROUPE_OK) {
+    if (e != TROUPE_OK)
         node_log(n, "cannot listen on %s again: %s (tried again shortly)",
                  x.bound, troupe_err_name(e));
-        return;
-    }
-    nng_stat *st = NULL;
-    uint64_t other = 0;
-    if (nng_stats_get(&st) == 0) {
-        other = listener_other(st, l);
-        nng_stats_free(st);
-    }
+    /* A listener that failed to open (id -1) is opened again by the next
+     * watch_listeners. */
     pthread_mutex_lock(&n->mu);
     n->listeners[i].l = l;
-    n->listeners[i].other = other;
     pthread_mutex_unlock(&n->mu);
 }
 
 /*
+ * Gives link l a new dialer in place of one nng has stopped
+ * (watch_listeners). Sweep thread only; no lock held.
+ */
+static void
+redial(troupe_node *n, struct link *l)
+{
+    nng_tls_config *tls = NULL;
+    nng_dialer d = NNG_DIALER_INITIALIZER;
+    int rv = 0;
+    if (is_tls_url(l->url) &&
+        tls_config(n, NNG_TLS_MODE_CLIENT, l->expect ? l->peer : 0, &tls) !=
+            TROUPE_OK)
+        return;
+    if ((rv = nng_dialer_create(&d, l->sock, l->url)) != 0 ||
+        (tls != NULL &&
+         (rv = nng_dialer_set_ptr(d, NNG_OPT_TLS_CONFIG, tls)) != 0)) {
+        if (tls != NULL)
+            nng_tls_config_free(tls);
+        if (nng_dialer_id(d) > 0)
+            nng_dialer_close(d);
+        nng_err(rv, "redial");
+        return;
+    }
+    if (tls != NULL)
+        nng_tls_config_free(tls);
+    pthread_mutex_lock(&l->mu);
+    bool closed = l->closed;
+    nng_dialer old = l->dialer;
+    if (!closed) {
+        l->dialer = d;
+        l->dial_started = mono_ms();
+        if (l->backoff)
+            nng_dialer_set_ms(d, NNG_OPT_RECONNMINT,
+                              (nng_duration)n->o.reconnect_max_ms);
+    }
+    pthread_mutex_unlock(&l->mu);
+    if (closed) {
+        nng_dialer_close(d);
+        return;
+    }
+    nng_dialer_close(old);
+    atomic_fetch_add(&n->redialed, 1);
+    rv = nng_dialer_start(d, NNG_FLAG_NONBLOCK);
+    if (rv != 0)
+        nng_err(rv, "dialer start");
+}
+
+/* The links whose dialer nng has stopped and that have waited their
+ * reconnect time since it started: given new ones. */
+static void
+watch_dialers(troupe_node *n, nng_stat *st, int64_t now)
+{
+    struct link *due[64];
+    unsigned k = 0;
+    pthread_mutex_lock(&n->mu);
+    for (struct link *l = n->links; l != NULL && k < 64; l = l->next) {
+        if (l->retired || !watched_url(l->url))
+            continue;
+        pthread_mutex_lock(&l->mu);
+        int64_t wait = (int64_t)(l->backoff ? n->o.reconnect_max_ms
+                                            : n->o.reconnect_min_ms);
+        bool stopped = !l->closed && l->pipe_id == 0 &&
+                       now - l->dial_started >= wait &&
+                       stop_errors(nng_stat_find_dialer(st, l->dialer)) > 0;
+        pthread_mutex_unlock(&l->mu);
+        if (stopped) {
+            atomic_fetch_add(&l->refs, 1);
+            due[k++] = l;
+        }
+    }
+    pthread_mutex_unlock(&n->mu);
+    for (unsigned i = 0; i < k; i++) {
+        node_log(n,
+                 "the dialer to %s stopped (nng 1.5.2 does after a "
+                 "connection closes in its handshake); dialing again",
+                 due[i]->url);
+        redial(n, due[i]);
+        link_unref(due[i]);
+    }
+}
+
+/*
  * nng 1.5.2's tls and ipc transports report a connection that closes
- * during their handshake to the listener as if the listener itself had
- * been closed (fixed upstream after 1.5.2, "disconnect during negotiation
- * breaks listener"), and the listener stops accepting for good: one
- * connection opened and closed at once would cut a node off. nng counts
- * that error among the listener's "other" errors, so a rise in that count
- * is taken as the listener having stopped, and it is replaced
- * (relisten). The sweep thread only, every LISTENER_CHECK_MS.
+ * during their handshake as if the listener or dialer itself had been
+ * closed (fixed upstream after 1.5.2, "disconnect during negotiation
+ * breaks listener"), and the listener stops accepting, or the dialer
+ * dialing, for good: one connection opened and closed at once would cut a
+ * node off, and a peer whose listener is being replaced would never be
+ * dialed again. nng counts those errors among an endpoint's "other" and
+ * "canceled" ones, and each endpoint's counts start at 0, so any such
+ * error is taken as the endpoint having stopped, and it is replaced
+ * (relisten, redial). An error after which nng goes on by itself is
+ * counted there too; replacing that endpoint costs a reconnect, nothing
+ * more. The sweep thread only, every LISTENER_CHECK_MS.
  */
 static void
 watch_listeners(troupe_node *n, int64_t now)
@@ -2947,17 +3073,20 @@ watch_listeners(troupe_node *n, int64_t now)
     bool any = false;
     for (uint32_t i = 0; i < count; i++)
         any = any || n->listeners[i].watch;
+    for (struct link *l = n->links; l != NULL && !any; l = l->next)
+        any = watched_url(l->url);
     pthread_mutex_unlock(&n->mu);
     if (!any || nng_stats_get(&st) != 0)
         return;
+    watch_dialers(n, st, now);
     for (uint32_t i = 0; i < count && !atomic_load(&n->closing); i++) {
         pthread_mutex_lock(&n->mu);
         struct lst x = n->listeners[i];
         pthread_mutex_unlock(&n->mu);
         if (!x.watch)
             continue;
-        uint64_t other = listener_other(st, x.l);
-        if (other > x.other)
+        if (nng_listener_id(x.l) <= 0 ||
+            stop_errors(nng_stat_find_listener(st, x.l)) > 0)
             relisten(n, i);
     }
     nng_stats_free(st);
@@ -3289,6 +3418,8 @@ troupe_node_stats_get(const troupe_node *n, troupe_node_stats *out)
     out->unauth_frames = atomic_load(&w->unauth_frames);
     out->spoofed = atomic_load(&w->spoofed);
     out->reaped = atomic_load(&w->reaped);
+    out->relistened = atomic_load(&w->relistened);
+    out->redialed = atomic_load(&w->redialed);
     pthread_mutex_lock(&w->mu);
     out->links = w->n_links;
     out->conns = w->n_conns;

@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <nng/nng.h>
 #include <nng/protocol/pair1/pair.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -688,36 +689,65 @@ START_TEST(test_security_tls_dialer_checks_the_servers_name)
 }
 END_TEST
 
-/* Opens and at once closes connections to a listener, as a port scanner
- * or a peer that gives up would: TCP for tcp:// and tls+tcp://, a Unix
- * socket for ipc://. */
+/* Opens connections to a listener and closes them in its handshake, as a
+ * port scanner or a peer that gives up would: at once, after the
+ * listener's own first bytes, after a few bytes of ours, after garbage.
+ * TCP for tcp:// and tls+tcp://, a Unix socket for ipc://. A refused
+ * connect (the listener being replaced) is skipped. */
 static void
 touch_and_close(const char *url, int times)
 {
     for (int i = 0; i < times; i++) {
-        int fd;
+        int fd, rc;
         if (strncmp(url, "ipc://", 6) == 0) {
             struct sockaddr_un sa = {.sun_family = AF_UNIX};
             snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", url + 6);
             fd = socket(AF_UNIX, SOCK_STREAM, 0);
             ck_assert_int_ge(fd, 0);
-            ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)),
-                             0);
+            rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
         } else {
             struct sockaddr_in sa = {.sin_family = AF_INET,
                                      .sin_port = htons(url_port(url))};
             sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
             fd = socket(AF_INET, SOCK_STREAM, 0);
             ck_assert_int_ge(fd, 0);
-            ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)),
-                             0);
+            rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
         }
-        if (i % 2 == 1)
-            send(fd, "\x16\x03\x01\x00\x05hello", 10, MSG_NOSIGNAL);
+        if (rc == 0) {
+            unsigned char got[8];
+            struct pollfd pf = {fd, POLLIN, 0};
+            switch (i % 4) {
+            case 1:
+                if (poll(&pf, 1, 100) == 1)
+                    (void)!recv(fd, got, sizeof(got), MSG_DONTWAIT);
+                break;
+            case 2:
+                send(fd, "\0SP", 3, MSG_NOSIGNAL);
+                break;
+            case 3:
+                send(fd, "\x16\x03\x01\x00\x05hello", 10, MSG_NOSIGNAL);
+                break;
+            default:
+                break;
+            }
+        }
         close(fd);
     }
 }
 
+static bool
+touched_until_replaced(void *arg)
+{
+    troupe_node *n = arg;
+    touch_and_close(troupe_node_url(n), 2);
+    troupe_node_stats st;
+    troupe_node_stats_get(n, &st);
+    return st.relistened > 0;
+}
+
+/* With ipc, only the first round: after a second round nng 1.5.2's ipc
+ * listener can stop taking connections without counting any error
+ * (docs/security.md, "Known limits"), so nothing outside nng can tell. */
 static void
 listener_survives(const char *scheme)
 {
@@ -734,7 +764,8 @@ listener_survives(const char *scheme)
     char *ub = tls ? strdup("tls+tcp://127.0.0.1:0") : unique_url(scheme, "b");
     struct side a, b;
     sec_open(&a, 1, &oa, ua);
-    touch_and_close(troupe_node_url(a.node), 20);
+    /* until nng has stopped the listener once (and the node replaced it) */
+    ck_assert(ts_wait_until(touched_until_replaced, a.node, 10000));
     /* a real peer still gets in */
     sec_open(&b, 2, &ob, ub);
     uint32_t peer = 0;
@@ -742,17 +773,21 @@ listener_survives(const char *scheme)
                                           10000, &peer));
     ck_assert_uint_eq(peer, 1);
     ck_assert_ok(troupe_node_wait_peer(a.node, 2, 10000));
-    touch_and_close(troupe_node_url(a.node), 20);
-    /* and one that comes after the next round of them */
-    troupe_node_opts oc = tls ? with_certs((troupe_node_opts){0}, dir, 3, &fc)
-                              : (troupe_node_opts){0};
-    char *uc = tls ? strdup("tls+tcp://127.0.0.1:0") : unique_url(scheme, "c");
-    struct side c;
-    sec_open(&c, 3, &oc, uc);
-    ck_assert_ok(troupe_node_connect_wait(c.node, troupe_node_url(a.node),
-                                          10000, &peer));
-    side_close(&c);
-    free(uc);
+    if (strcmp(scheme, "ipc") != 0) {
+        touch_and_close(troupe_node_url(a.node), 20);
+        /* and one that comes after the next round of them */
+        troupe_node_opts oc =
+            tls ? with_certs((troupe_node_opts){0}, dir, 3, &fc)
+                : (troupe_node_opts){0};
+        char *uc =
+            tls ? strdup("tls+tcp://127.0.0.1:0") : unique_url(scheme, "c");
+        struct side c;
+        sec_open(&c, 3, &oc, uc);
+        ck_assert_ok(troupe_node_connect_wait(c.node, troupe_node_url(a.node),
+                                              10000, &peer));
+        side_close(&c);
+        free(uc);
+    }
     troupe_addr echo_a = lookup(&b, 1, "test");
     struct ask_res r;
     ck_assert_ok(host_ask(b.rt, echo_a, "\xa1x", 5000, &r));
@@ -764,6 +799,60 @@ listener_survives(const char *scheme)
     free(ub);
     nng_end();
 }
+
+/* A listener that accepts and at once closes (a node being replaced, or
+ * not a node at all): what nng 1.5.2 stops a dialer for good after. */
+struct closer {
+    int fd;
+    troupe_node *n;
+};
+
+static bool
+closed_until_redialed(void *arg)
+{
+    struct closer *c = arg;
+    struct pollfd pf = {c->fd, POLLIN, 0};
+    if (poll(&pf, 1, 20) == 1) {
+        int fd = accept(c->fd, NULL, NULL);
+        if (fd >= 0)
+            close(fd);
+    }
+    troupe_node_stats st;
+    troupe_node_stats_get(c->n, &st);
+    return st.redialed > 0;
+}
+
+START_TEST(
+    test_security_ipc_dialer_survives_a_peer_that_closes_in_the_handshake)
+{
+    char *ua = unique_url("ipc", "dial-a");
+    char *ub = unique_url("ipc", "dial-b");
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", ub + 6);
+    unlink(sa.sun_path);
+    int lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+    ck_assert_int_ge(lfd, 0);
+    ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    ck_assert_int_eq(listen(lfd, 16), 0);
+    struct side a, b;
+    sec_open(&a, 1, NULL, ua);
+    uint32_t peer = 0;
+    ck_assert_err(troupe_node_connect_wait(a.node, ub, 50, &peer),
+                  TROUPE_ETIMEDOUT);
+    struct closer c = {lfd, a.node};
+    ck_assert(ts_wait_until(closed_until_redialed, &c, 10000));
+    close(lfd);
+    unlink(sa.sun_path);
+    /* the node that now listens there is dialed */
+    sec_open(&b, 2, NULL, ub);
+    ck_assert_ok(troupe_node_connect_wait(a.node, ub, 10000, &peer));
+    ck_assert_uint_eq(peer, 2);
+    side_close(&b);
+    side_close(&a);
+    free(ua);
+    free(ub);
+}
+END_TEST
 
 START_TEST(
     test_security_tls_listener_survives_a_connection_closed_in_its_handshake)
@@ -1309,6 +1398,9 @@ security_suite(void)
     tcase_add_test(
         tc,
         test_security_ipc_listener_survives_a_connection_closed_in_its_handshake);
+    tcase_add_test(
+        tc,
+        test_security_ipc_dialer_survives_a_peer_that_closes_in_the_handshake);
     tc = tcase(s, "allow");
     tcase_add_test(tc, test_security_allow_list_dials_only_configured_urls);
     tcase_add_test(tc, test_security_bad_options_are_einval);

@@ -284,6 +284,9 @@ typedef struct troupe_node_stats {
     uint64_t spoofed;       /* envelopes dropped: from.node was not the
                                authenticated peer's id */
     uint64_t reaped;        /* links freed while the node runs */
+    uint64_t relistened;    /* tls or ipc listeners replaced after nng
+                               stopped them (docs/wire.md, "Shutdown") */
+    uint64_t redialed;      /* tls or ipc dialers replaced likewise */
     uint32_t links;         /* outgoing links now */
     uint32_t conns;         /* inbox connections now */
     uint32_t pending;       /* of which still in their handshake */
