@@ -2,9 +2,12 @@
  * The troupe command.
  *
  *   troupe version
- *   troupe node --data DIR --listen URL [--peer URL]... [--id N]
- *               [--schedulers N]
- *   troupe ping URL [--count N] [--timeout MS] [--listen URL]
+ *   troupe node --data DIR --listen URL [--peer [ID=]URL]... [--id N]
+ *               [--schedulers N] [SECURITY]
+ *   troupe ping URL [--count N] [--timeout MS] [--listen URL] [--id N]
+ *               [--peer ID=URL]... [SECURITY]
+ *   SECURITY: [--secret-file FILE] [--tls-cert FILE --tls-key FILE
+ *              --tls-ca FILE]
  *   troupe stats --data DIR
  *   troupe queue list --data DIR
  *   troupe queue stats --data DIR --queue NAME
@@ -15,11 +18,22 @@
  * `node` runs a node until SIGINT or SIGTERM, then shuts down cleanly: it
  * opens the database under DIR, serves a kv actor registered as "kv" (the
  * built-in actors of later versions join it), listens on URL and dials its
- * peers. `ping` measures round trips to a node's own address (no actor
- * needed there). `stats` opens the database under DIR (which must exist;
- * RocksDB's lock refuses it while a node holds it), opens its tables and
- * prints the data-layer counters, one `key value...` line each. Key
- * versions live in memory, so a fresh open shows the catalog and zero
+ * peers. A --peer ID=URL puts that node on the allow-list (then only the
+ * listed nodes are accepted, and only their URLs dialed) and dials it; a
+ * bare --peer URL only dials (no allow-list may be given then). The
+ * SECURITY flags (docs/security.md): --secret-file names a file holding
+ * the cluster secret (at least 16 bytes; one trailing newline is not part
+ * of it), proven by every peer in its handshake; --tls-cert, --tls-key and
+ * --tls-ca name PEM files (this node's certificate, which must name
+ * "troupe-node-<id>", its key, and the cluster's CA), enable tls+tcp://
+ * URLs and make every peer prove its id with its certificate. `ping`
+ * measures round trips to a node's own address (no actor needed there);
+ * it takes the same SECURITY flags, and against a node with an allow-list
+ * it needs an --id and a --listen URL that node lists (and, as its own
+ * allow-list, --peer ID=URL for the node). `stats` opens the database under DIR
+ * (which must exist; RocksDB's lock refuses it while a node holds it), opens
+ * its tables and prints the data-layer counters, one `key value...` line each.
+ * Key versions live in memory, so a fresh open shows the catalog and zero
  * records: the command reports this process's view. `queue` opens the
  * queues of the database under DIR (which must exist, and no node may
  * hold it) and inspects them through troupe/queue.h: the queues, counts
@@ -59,9 +73,12 @@ usage(void)
     fprintf(stderr,
             "usage:\n"
             "  troupe version\n"
-            "  troupe node --data DIR --listen URL [--peer URL]... [--id N]"
-            " [--schedulers N]\n"
-            "  troupe ping URL [--count N] [--timeout MS] [--listen URL]\n"
+            "  troupe node --data DIR --listen URL [--peer [ID=]URL]..."
+            " [--id N] [--schedulers N] [SECURITY]\n"
+            "  troupe ping URL [--count N] [--timeout MS] [--listen URL]"
+            " [--id N] [--peer ID=URL]... [SECURITY]\n"
+            "    SECURITY: [--secret-file FILE] [--tls-cert FILE --tls-key"
+            " FILE --tls-ca FILE]\n"
             "  troupe stats --data DIR\n"
             "  troupe queue list --data DIR\n"
             "  troupe queue stats --data DIR --queue NAME\n"
@@ -107,12 +124,151 @@ block_signals(sigset_t *set)
     pthread_sigmask(SIG_BLOCK, set, NULL);
 }
 
+/* ---- security flags, shared by node and ping ---- */
+
+#define SECRET_MAX 4096
+
+typedef struct sec_flags {
+    const char *secret_file;
+    const char *cert, *key, *ca;
+    troupe_node_peer peers[MAX_PEERS]; /* ID=URL entries */
+    uint32_t n_peers;
+    const char *dial[MAX_PEERS]; /* every --peer's URL, in order */
+    uint32_t n_dial;
+    bool bare; /* a --peer without ID= */
+    char secret[SECRET_MAX + 1];
+    size_t secret_len;
+} sec_flags;
+
+/*
+ * Takes flag a with value v if it is a security flag: 1 taken, 0 not
+ * one, -1 bad (message printed). `who` names the command.
+ */
+static int
+sec_flag(sec_flags *f, const char *who, const char *a, const char *v)
+{
+    if (strcmp(a, "--secret-file") == 0)
+        f->secret_file = v;
+    else if (strcmp(a, "--tls-cert") == 0)
+        f->cert = v;
+    else if (strcmp(a, "--tls-key") == 0)
+        f->key = v;
+    else if (strcmp(a, "--tls-ca") == 0)
+        f->ca = v;
+    else if (strcmp(a, "--peer") == 0) {
+        if (f->n_dial == MAX_PEERS) {
+            fprintf(stderr, "troupe %s: at most %d peers\n", who, MAX_PEERS);
+            return -1;
+        }
+        const char *eq = strchr(v, '=');
+        const char *sep = strstr(v, "://");
+        if (eq != NULL && (sep == NULL || eq < sep)) {
+            char id[16];
+            size_t n = (size_t)(eq - v);
+            long num;
+            if (n == 0 || n >= sizeof(id)) {
+                fprintf(stderr,
+                        "troupe %s: --peer wants ID=URL or URL, got "
+                        "'%s'\n",
+                        who, v);
+                return -1;
+            }
+            memcpy(id, v, n);
+            id[n] = '\0';
+            if (!parse_num("--peer ID", id, 1, UINT32_MAX - 1, &num))
+                return -1;
+            if (eq[1] == '\0') {
+                fprintf(stderr, "troupe %s: --peer %s= needs a URL\n", who, id);
+                return -1;
+            }
+            f->peers[f->n_peers++] = (troupe_node_peer){(uint32_t)num, eq + 1};
+            f->dial[f->n_dial++] = eq + 1;
+        } else {
+            f->bare = true;
+            f->dial[f->n_dial++] = v;
+        }
+    } else
+        return 0;
+    return 1;
+}
+
+/* Reads the secret file (one trailing newline dropped); false with a
+ * message when it cannot be read or is too short or too long. */
+static bool
+read_secret(sec_flags *f, const char *who)
+{
+    FILE *fp = fopen(f->secret_file, "rb");
+    if (fp == NULL) {
+        fprintf(stderr, "troupe %s: cannot read --secret-file %s: %s\n", who,
+                f->secret_file, strerror(errno));
+        return false;
+    }
+    size_t n = fread(f->secret, 1, sizeof(f->secret), fp);
+    fclose(fp);
+    if (n > SECRET_MAX) {
+        fprintf(stderr, "troupe %s: --secret-file %s is over %d bytes\n", who,
+                f->secret_file, SECRET_MAX);
+        return false;
+    }
+    if (n > 0 && f->secret[n - 1] == '\n')
+        n--;
+    if (n > 0 && f->secret[n - 1] == '\r')
+        n--;
+    if (n < 16) {
+        fprintf(stderr,
+                "troupe %s: the secret in %s is %zu bytes; at least "
+                "16 are needed\n",
+                who, f->secret_file, n);
+        return false;
+    }
+    f->secret_len = n;
+    return true;
+}
+
+/*
+ * Checks the flags together and fills the node options: 0, or 2 (usage,
+ * message printed).
+ */
+static int
+sec_opts(sec_flags *f, const char *who, troupe_node_opts *o)
+{
+    int tls = (f->cert != NULL) + (f->key != NULL) + (f->ca != NULL);
+    if (tls != 0 && tls != 3) {
+        fprintf(stderr,
+                "troupe %s: --tls-cert, --tls-key and --tls-ca go "
+                "together\n",
+                who);
+        return 2;
+    }
+    if (f->bare && f->n_peers > 0) {
+        fprintf(stderr,
+                "troupe %s: with an allow-list (--peer ID=URL) every "
+                "--peer needs its ID\n",
+                who);
+        return 2;
+    }
+    if (f->secret_file != NULL && !read_secret(f, who))
+        return 2;
+    if (f->secret_len > 0) {
+        o->secret = f->secret;
+        o->secret_len = f->secret_len;
+    }
+    o->tls_cert = f->cert;
+    o->tls_key = f->key;
+    o->tls_ca = f->ca;
+    if (f->n_peers > 0) {
+        o->peers = f->peers;
+        o->n_peers = f->n_peers;
+    }
+    return 0;
+}
+
 static int
 cmd_node(int argc, char **argv)
 {
     const char *data = NULL, *listen = NULL;
-    const char *peers[MAX_PEERS];
-    int npeers = 0;
+    sec_flags sec;
+    memset(&sec, 0, sizeof(sec));
     long id = 1, scheds = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -120,17 +276,18 @@ cmd_node(int argc, char **argv)
             fprintf(stderr, "troupe node: %s needs a value\n", a);
             return usage();
         }
+        int taken = sec_flag(&sec, "node", a, v);
+        if (taken < 0)
+            return 2;
+        if (taken > 0) {
+            i++;
+            continue;
+        }
         if (strcmp(a, "--data") == 0)
             data = v;
         else if (strcmp(a, "--listen") == 0)
             listen = v;
-        else if (strcmp(a, "--peer") == 0) {
-            if (npeers == MAX_PEERS) {
-                fprintf(stderr, "troupe node: at most %d peers\n", MAX_PEERS);
-                return 2;
-            }
-            peers[npeers++] = v;
-        } else if (strcmp(a, "--id") == 0) {
+        else if (strcmp(a, "--id") == 0) {
             if (!parse_num("--id", v, 1, UINT32_MAX - 1, &id))
                 return 2;
         } else if (strcmp(a, "--schedulers") == 0) {
@@ -146,6 +303,10 @@ cmd_node(int argc, char **argv)
         fprintf(stderr, "troupe node: --data and --listen are required\n");
         return usage();
     }
+    troupe_node_opts no = {0};
+    int bad = sec_opts(&sec, "node", &no);
+    if (bad != 0)
+        return bad;
     sigset_t sigs;
     block_signals(&sigs);
 
@@ -164,7 +325,7 @@ cmd_node(int argc, char **argv)
         rc = failed("start", e);
         goto out;
     }
-    if ((e = troupe_node_create(&node, rt, NULL)) != TROUPE_OK) {
+    if ((e = troupe_node_create(&node, rt, &no)) != TROUPE_OK) {
         rc = failed("transport", e);
         goto out_rt;
     }
@@ -181,16 +342,17 @@ cmd_node(int argc, char **argv)
         rc = failed("kv actor", e);
         goto out_rt;
     }
-    for (int i = 0; i < npeers; i++) {
-        if ((e = troupe_node_connect(node, peers[i])) != TROUPE_OK) {
-            fprintf(stderr, "troupe node: bad peer URL %s\n", peers[i]);
+    for (uint32_t i = 0; i < sec.n_dial; i++) {
+        if ((e = troupe_node_connect(node, sec.dial[i])) != TROUPE_OK) {
+            fprintf(stderr, "troupe node: bad peer URL %s\n", sec.dial[i]);
             rc = failed("connect", e);
             goto out_rt;
         }
     }
-    printf("troupe node %ld: data %s, listening on %s, %d peer(s); "
+    printf("troupe node %ld: data %s, listening on %s, %u peer(s)%s; "
            "SIGINT or SIGTERM stops it\n",
-           id, data, troupe_node_url(node), npeers);
+           id, data, troupe_node_url(node), sec.n_dial,
+           sec.n_peers ? " (allow-list)" : "");
     fflush(stdout);
     int sig = 0;
     sigwait(&sigs, &sig);
@@ -245,10 +407,22 @@ cmd_ping(int argc, char **argv)
     if (argc < 1 || argv[0][0] == '-')
         return usage();
     const char *url = argv[0], *listen = NULL;
-    long count = 10, timeout = 2000;
+    long count = 10, timeout = 2000, id = 0;
+    sec_flags sec;
+    memset(&sec, 0, sizeof(sec));
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--count") == 0) {
+        int taken = v != NULL ? sec_flag(&sec, "ping", a, v) : 0;
+        if (taken < 0)
+            return 2;
+        if (taken > 0) {
+            i++;
+            continue;
+        }
+        if (strcmp(a, "--id") == 0) {
+            if (!parse_num("--id", v, 1, UINT32_MAX - 1, &id))
+                return 2;
+        } else if (strcmp(a, "--count") == 0) {
             if (!parse_num("--count", v, 1, 10000000, &count))
                 return 2;
         } else if (strcmp(a, "--timeout") == 0) {
@@ -262,6 +436,15 @@ cmd_ping(int argc, char **argv)
         }
         i++;
     }
+    if (sec.bare) {
+        fprintf(stderr, "troupe ping: --peer wants ID=URL (the node pinged "
+                        "is the URL argument)\n");
+        return 2;
+    }
+    troupe_node_opts no = {0};
+    int bad = sec_opts(&sec, "ping", &no);
+    if (bad != 0)
+        return bad;
     char own[128];
     if (listen == NULL) {
         /* Replies come back over a link the target dials to us. */
@@ -272,7 +455,9 @@ cmd_ping(int argc, char **argv)
             fprintf(stderr, "troupe ping: inproc:// URLs exist only inside "
                             "one process\n");
             return 2;
-        } else
+        } else if (strncmp(url, "tls+tcp://", 10) == 0)
+            snprintf(own, sizeof(own), "tls+tcp://127.0.0.1:0");
+        else
             snprintf(own, sizeof(own), "tcp://127.0.0.1:0");
         listen = own;
     }
@@ -281,18 +466,27 @@ cmd_ping(int argc, char **argv)
     /* A node id unlikely to collide with the cluster's own. */
     troupe_runtime_opts ro = {.schedulers = 1,
                               .workers = 1,
-                              .node_id = 0x70000000u | (uint32_t)getpid()};
+                              .node_id = id ? (uint32_t)id
+                                            : 0x70000000u | (uint32_t)getpid()};
     troupe_err e = troupe_runtime_create(&rt, &ro);
     if (e != TROUPE_OK)
         return failed("runtime", e);
     int rc = 0;
     uint32_t peer = 0;
-    if ((e = troupe_node_create(&node, rt, NULL)) != TROUPE_OK ||
+    if ((e = troupe_node_create(&node, rt, &no)) != TROUPE_OK ||
         (e = troupe_node_listen(node, listen)) != TROUPE_OK) {
         rc = failed("transport", e);
         goto out;
     }
     e = troupe_node_connect_wait(node, url, (uint32_t)timeout, &peer);
+    if (e == TROUPE_EAUTH || e == TROUPE_EFULL) {
+        fprintf(stderr,
+                "troupe ping: %s refused us (or failed to prove "
+                "who it is)\n",
+                url);
+        rc = failed("connect", e);
+        goto out;
+    }
     if (e != TROUPE_OK) {
         fprintf(stderr, "troupe ping: %s did not answer within %ld ms\n", url,
                 timeout);

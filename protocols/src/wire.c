@@ -18,6 +18,13 @@
  *  3. every field type- and range-checked over the object tree, then the
  *     messages are built and handed out in frame order.
  *
+ * Handshake and control frames (HELLO, HELLO_ACK, AUTH, PART, REFUSE) are
+ * carried, never interpreted: the proofs they hold are checked by the
+ * transport, which alone knows the secret and certificates, and a PART's
+ * chunk is reassembled there too. Their fields are range-checked here like
+ * any other (exact nonce and mac lengths, bounded certificates, signatures,
+ * URLs and reasons, a chunk inside its frame).
+ *
  * The body travels as bin, not as an embedded msgpack object: the runtime
  * treats bodies as opaque bytes, a bin is copied without re-parsing, and it
  * is unambiguous (an embedded body that was itself a nil or a bin could
@@ -27,6 +34,7 @@
 #include "troupe/wire.h"
 
 #include <msgpack.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "mpwalk.h"
@@ -208,30 +216,142 @@ troupe_wire_encode_data(uint32_t sender, uint64_t incarnation,
     return TROUPE_OK;
 }
 
-troupe_err
-troupe_wire_encode_hello(troupe_frame_type type, uint32_t sender,
-                         uint64_t incarnation, const char *url, void *buf,
-                         size_t cap, size_t *len)
+static bool
+known_err(troupe_err e)
 {
-    if (buf == NULL || len == NULL || sender == 0)
+    return (int)e >= 0 && err_known((uint64_t)(int)e);
+}
+
+/* A present proof field is exactly `fixed` bytes (fixed > 0) or 1..max. */
+static bool
+field_ok(const uint8_t *p, size_t len, size_t fixed, size_t max)
+{
+    if (p == NULL)
+        return len == 0;
+    return fixed ? len == fixed : len >= 1 && len <= max;
+}
+
+static bool
+proof_ok(const troupe_wire_proof *pr)
+{
+    return field_ok(pr->mac, pr->mac_len, TROUPE_WIRE_MAC_LEN, 0) &&
+           field_ok(pr->cert, pr->cert_len, 0, TROUPE_WIRE_CERT_MAX) &&
+           field_ok(pr->sig, pr->sig_len, 0, TROUPE_WIRE_SIG_MAX) &&
+           (pr->cert == NULL) == (pr->sig == NULL);
+}
+
+static bool
+proof_empty(const troupe_wire_proof *pr)
+{
+    return pr->mac == NULL && pr->cert == NULL && pr->sig == NULL &&
+           pr->mac_len == 0 && pr->cert_len == 0 && pr->sig_len == 0;
+}
+
+static int
+pack_opt_bin(msgpack_packer *pk, const uint8_t *p, size_t len)
+{
+    if (p == NULL)
+        return msgpack_pack_nil(pk);
+    return msgpack_pack_bin(pk, len) | msgpack_pack_bin_body(pk, p, len);
+}
+
+static int
+pack_proof(msgpack_packer *pk, const troupe_wire_proof *pr)
+{
+    return pack_opt_bin(pk, pr->mac, pr->mac_len) |
+           pack_opt_bin(pk, pr->cert, pr->cert_len) |
+           pack_opt_bin(pk, pr->sig, pr->sig_len);
+}
+
+troupe_err
+troupe_wire_encode_ctl(const troupe_wire_ctl *c, void *buf, size_t cap,
+                       size_t *len)
+{
+    if (c == NULL || buf == NULL || len == NULL || c->sender == 0)
         return TROUPE_EINVAL;
-    if (type != TROUPE_FRAME_HELLO && type != TROUPE_FRAME_HELLO_ACK)
+    bool hello = c->type == TROUPE_FRAME_HELLO;
+    bool ack = c->type == TROUPE_FRAME_HELLO_ACK;
+    bool auth = c->type == TROUPE_FRAME_AUTH;
+    bool refuse = c->type == TROUPE_FRAME_REFUSE;
+    if (!hello && !ack && !auth && !refuse)
         return TROUPE_EINVAL;
-    if (type == TROUPE_FRAME_HELLO_ACK && url != NULL)
+    /* each type carries exactly its own fields */
+    if ((c->url != NULL && !hello) || ((c->nonce != NULL) != (hello || ack)) ||
+        (!(ack || auth) && !proof_empty(&c->proof)) ||
+        ((ack || auth) && !proof_ok(&c->proof)) ||
+        (!refuse && (c->err != TROUPE_OK || c->reason != NULL)) ||
+        (refuse && !known_err(c->err)))
         return TROUPE_EINVAL;
-    size_t ulen = url ? strlen(url) : 0;
-    if (ulen > TROUPE_WIRE_URL_MAX)
+    size_t ulen = c->url ? strlen(c->url) : 0;
+    size_t rlen = c->reason ? strlen(c->reason) : 0;
+    if (ulen > TROUPE_WIRE_URL_MAX || rlen > TROUPE_WIRE_REASON_MAX)
         return TROUPE_ETOOBIG;
     struct fixbuf fb = {buf, 0, cap};
     msgpack_packer pk;
     msgpack_packer_init(&pk, &fb, fixbuf_write);
     int rc = 0;
-    pack_frame_hdr(&pk, type, sender, incarnation, &rc);
-    if (type == TROUPE_FRAME_HELLO)
-        rc |= msgpack_pack_str(&pk, ulen) |
-              msgpack_pack_str_body(&pk, url ? url : "", ulen);
-    else
-        rc |= msgpack_pack_nil(&pk);
+    pack_frame_hdr(&pk, c->type, c->sender, c->incarnation, &rc);
+    if (hello) {
+        rc |= msgpack_pack_array(&pk, 2) | msgpack_pack_str(&pk, ulen) |
+              msgpack_pack_str_body(&pk, c->url ? c->url : "", ulen) |
+              pack_opt_bin(&pk, c->nonce, TROUPE_WIRE_NONCE_LEN);
+    } else if (ack) {
+        rc |= msgpack_pack_array(&pk, 4) |
+              pack_opt_bin(&pk, c->nonce, TROUPE_WIRE_NONCE_LEN) |
+              pack_proof(&pk, &c->proof);
+    } else if (auth) {
+        rc |= msgpack_pack_array(&pk, 3) | pack_proof(&pk, &c->proof);
+    } else {
+        rc |= msgpack_pack_array(&pk, 2) |
+              msgpack_pack_uint32(&pk, (uint32_t)c->err) |
+              msgpack_pack_str(&pk, rlen) |
+              msgpack_pack_str_body(&pk, c->reason ? c->reason : "", rlen);
+    }
+    if (rc != 0)
+        return TROUPE_ETOOBIG;
+    *len = fb.len;
+    return TROUPE_OK;
+}
+
+static size_t
+bin_hdr_size(size_t n)
+{
+    return n <= 0xff ? 2 : n <= 0xffff ? 3 : 5;
+}
+
+size_t
+troupe_wire_part_size(uint32_t sender, uint64_t incarnation, size_t total,
+                      size_t offset, size_t chunk_len)
+{
+    return 1 + uint_size(TROUPE_WIRE_VERSION) + uint_size(TROUPE_FRAME_PART) +
+           uint_size(sender) + uint_size(incarnation) + 1 + uint_size(total) +
+           uint_size(offset) + bin_hdr_size(chunk_len) + chunk_len;
+}
+
+troupe_err
+troupe_wire_encode_part(uint32_t sender, uint64_t incarnation,
+                        const void *frame, size_t total, size_t offset,
+                        size_t chunk_len, void *buf, size_t cap, size_t *len)
+{
+    if (frame == NULL || buf == NULL || len == NULL || sender == 0 ||
+        chunk_len == 0 || chunk_len > TROUPE_WIRE_PART_MAX ||
+        total > TROUPE_WIRE_FRAME_MAX || offset > total ||
+        chunk_len > total - offset)
+        return TROUPE_EINVAL;
+    if (troupe_wire_part_size(sender, incarnation, total, offset, chunk_len) >
+        cap)
+        return TROUPE_ETOOBIG;
+    struct fixbuf fb = {buf, 0, cap};
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &fb, fixbuf_write);
+    int rc = 0;
+    pack_frame_hdr(&pk, TROUPE_FRAME_PART, sender, incarnation, &rc);
+    rc |= msgpack_pack_array(&pk, 3) |
+          msgpack_pack_uint32(&pk, (uint32_t)total) |
+          msgpack_pack_uint32(&pk, (uint32_t)offset) |
+          msgpack_pack_bin(&pk, chunk_len) |
+          msgpack_pack_bin_body(&pk, (const unsigned char *)frame + offset,
+                                chunk_len);
     if (rc != 0)
         return TROUPE_ETOOBIG;
     *len = fb.len;
@@ -379,6 +499,101 @@ build_msg(const struct envelope *env, troupe_msg **out)
     return TROUPE_OK;
 }
 
+/* A payload array of exactly n elements; its elements, or NULL. */
+static const msgpack_object *
+payload_array(const msgpack_object *pl, uint32_t n)
+{
+    if (pl->type != MSGPACK_OBJECT_ARRAY || pl->via.array.size != n)
+        return NULL;
+    return pl->via.array.ptr;
+}
+
+/* nil (absent) or a bin of exactly `fixed` bytes (fixed > 0) or 1..max. */
+static bool
+get_opt_bin(const msgpack_object *o, size_t fixed, size_t max,
+            const uint8_t **p, size_t *len)
+{
+    if (o->type == MSGPACK_OBJECT_NIL) {
+        *p = NULL;
+        *len = 0;
+        return true;
+    }
+    if (o->type != MSGPACK_OBJECT_BIN)
+        return false;
+    size_t n = o->via.bin.size;
+    if (fixed ? n != fixed : n == 0 || n > max)
+        return false;
+    *p = (const uint8_t *)o->via.bin.ptr;
+    *len = n;
+    return true;
+}
+
+static bool
+get_proof(const msgpack_object *f, troupe_wire_proof *pr)
+{
+    return get_opt_bin(&f[0], TROUPE_WIRE_MAC_LEN, 0, &pr->mac, &pr->mac_len) &&
+           get_opt_bin(&f[1], 0, TROUPE_WIRE_CERT_MAX, &pr->cert,
+                       &pr->cert_len) &&
+           get_opt_bin(&f[2], 0, TROUPE_WIRE_SIG_MAX, &pr->sig, &pr->sig_len) &&
+           (pr->cert == NULL) == (pr->sig == NULL);
+}
+
+static bool
+get_nonce(const msgpack_object *o, const uint8_t **nonce)
+{
+    size_t len;
+    return o->type == MSGPACK_OBJECT_BIN &&
+           get_opt_bin(o, TROUPE_WIRE_NONCE_LEN, 0, nonce, &len);
+}
+
+/* The payload of a frame other than DATA, into h. */
+static bool
+parse_ctl(const msgpack_object *pl, troupe_frame_hdr *h)
+{
+    const msgpack_object *f;
+    uint64_t v;
+    switch (h->type) {
+    case TROUPE_FRAME_HELLO:
+        if ((f = payload_array(pl, 2)) == NULL ||
+            f[0].type != MSGPACK_OBJECT_STR ||
+            f[0].via.str.size > TROUPE_WIRE_URL_MAX ||
+            !get_nonce(&f[1], &h->nonce))
+            return false;
+        h->url = f[0].via.str.ptr;
+        h->url_len = f[0].via.str.size;
+        return true;
+    case TROUPE_FRAME_HELLO_ACK:
+        return (f = payload_array(pl, 4)) != NULL &&
+               get_nonce(&f[0], &h->nonce) && get_proof(&f[1], &h->proof);
+    case TROUPE_FRAME_AUTH:
+        return (f = payload_array(pl, 3)) != NULL && get_proof(f, &h->proof);
+    case TROUPE_FRAME_PART:
+        if ((f = payload_array(pl, 3)) == NULL ||
+            !get_uint(&f[0], TROUPE_WIRE_FRAME_MAX, &v))
+            return false;
+        h->part_total = (uint32_t)v;
+        if (!get_uint(&f[1], h->part_total, &v) ||
+            !get_opt_bin(&f[2], 0, TROUPE_WIRE_PART_MAX, &h->chunk,
+                         &h->chunk_len) ||
+            h->chunk == NULL || h->chunk_len > h->part_total - v)
+            return false;
+        h->part_offset = (uint32_t)v;
+        return true;
+    case TROUPE_FRAME_REFUSE:
+        if ((f = payload_array(pl, 2)) == NULL ||
+            !get_uint(&f[0], UINT32_MAX, &v) || !err_known(v) ||
+            f[1].type != MSGPACK_OBJECT_STR ||
+            f[1].via.str.size > TROUPE_WIRE_REASON_MAX)
+            return false;
+        h->refuse_err = (troupe_err)v;
+        h->reason = f[1].via.str.ptr;
+        h->reason_len = f[1].via.str.size;
+        return true;
+    default:
+        return false;
+    }
+}
+
 /* Steps 2 and 3 over bytes that passed the walk. */
 static troupe_err
 decode_checked(msgpack_zone *zone, const char *buf, size_t len,
@@ -399,22 +614,13 @@ decode_checked(msgpack_zone *zone, const char *buf, size_t len,
     troupe_frame_hdr h = {0};
     if (!get_uint(&f[0], UINT64_MAX, &version) ||
         version != TROUPE_WIRE_VERSION ||
-        !get_uint(&f[1], TROUPE_FRAME_HELLO_ACK, &type) ||
+        !get_uint(&f[1], TROUPE_FRAME_REFUSE, &type) ||
         !get_u32(&f[2], &h.sender) || h.sender == 0 ||
         !get_uint(&f[3], UINT64_MAX, &h.incarnation))
         return TROUPE_EPROTO;
     h.type = (troupe_frame_type)type;
     const msgpack_object *pl = &f[4];
-    if (h.type == TROUPE_FRAME_HELLO) {
-        if (pl->type != MSGPACK_OBJECT_STR ||
-            pl->via.str.size > TROUPE_WIRE_URL_MAX)
-            return TROUPE_EPROTO;
-        h.url = pl->via.str.ptr;
-        h.url_len = pl->via.str.size;
-    } else if (h.type == TROUPE_FRAME_HELLO_ACK) {
-        if (pl->type != MSGPACK_OBJECT_NIL)
-            return TROUPE_EPROTO;
-    } else {
+    if (h.type == TROUPE_FRAME_DATA) {
         if (pl->type != MSGPACK_OBJECT_ARRAY || pl->via.array.size == 0 ||
             pl->via.array.size > TROUPE_WIRE_BATCH_MAX)
             return TROUPE_EPROTO;
@@ -425,6 +631,8 @@ decode_checked(msgpack_zone *zone, const char *buf, size_t len,
             if (e != TROUPE_OK)
                 return e;
         }
+    } else if (!parse_ctl(pl, &h)) {
+        return TROUPE_EPROTO;
     }
     if (hdr != NULL)
         *hdr = h;
@@ -471,6 +679,26 @@ troupe_wire_decode_frame(troupe_wire_decoder *d, const void *buf, size_t len,
     e = decode_checked(&zone, buf, len, hdr, fn, arg);
     msgpack_zone_destroy(&zone);
     return e;
+}
+
+troupe_err
+troupe_wire_frame_version(const void *buf, size_t len, uint64_t *version)
+{
+    if (buf == NULL || version == NULL)
+        return TROUPE_EINVAL;
+    struct mp_item it;
+    const unsigned char *p = buf;
+    if (len > 10)
+        len = 10;
+    if (troupe__mp_item(p, len, &it) != TROUPE_OK ||
+        it.type != TROUPE_MP_ARRAY || it.u != FRAME_FIELDS)
+        return TROUPE_EPROTO;
+    size_t off = it.size;
+    if (troupe__mp_item(p + off, len - off, &it) != TROUPE_OK ||
+        it.type != TROUPE_MP_UINT)
+        return TROUPE_EPROTO;
+    *version = it.u;
+    return TROUPE_OK;
 }
 
 struct take_one {

@@ -1,6 +1,7 @@
-# Sourced by the integration scripts (tools.sh, queue_cli.sh): counters
-# and the check helpers they share. The sourcing script sets $tmp (a
-# scratch directory) first, and ends by reporting $passes and $fails.
+# Sourced by the integration scripts (tools.sh, queue_cli.sh, security.sh,
+# hostile.sh): counters and the check helpers they share. The sourcing
+# script sets $tmp (a scratch directory) first, and ends by reporting
+# $passes and $fails.
 fails=0
 passes=0
 ok() { passes=$((passes + 1)); echo "ok: $*"; }
@@ -15,4 +16,13 @@ expect() {
     local rc=$?
     if [ "$rc" -eq "$want" ]; then ok "$what (exit $rc)"; else
         bad "$what: exit $rc, want $want"; cat "$tmp/out" "$tmp/err"; fi
+}
+
+# wait_for FILE PATTERN: polls up to 10 s for PATTERN in FILE.
+wait_for() {
+    for _ in $(seq 1 200); do
+        grep -q "$2" "$1" 2>/dev/null && return 0
+        sleep 0.05
+    done
+    return 1
 }

@@ -14,15 +14,6 @@ cleanup() {
 trap cleanup EXIT
 . "$(dirname "$0")/checks.sh"
 
-# wait_for FILE PATTERN: polls up to 10 s for PATTERN in FILE.
-wait_for() {
-    for _ in $(seq 1 200); do
-        grep -q "$2" "$1" 2>/dev/null && return 0
-        sleep 0.05
-    done
-    return 1
-}
-
 expect 0 "version" -- "$troupe" version
 grep -q '^troupe [0-9]' "$tmp/out" && ok "version prints it" || bad "version output"
 expect 2 "no command" -- "$troupe"

@@ -13,272 +13,12 @@
 #include <unistd.h>
 
 #include "suites.h"
+#include "tnode.h"
 #include "troupe/actor.h"
 #include "troupe/alloc.h"
 #include "troupe/pack.h"
 #include "troupe/transport.h"
 #include "troupe/wire.h"
-
-/* ---- test actors ---- */
-
-enum { K_ECHO = 0, K_SINK = 1, K_GO = 2, K_REPLY = 3, K_COUNT = 4 };
-
-struct shared {
-    _Atomic uint64_t count;
-    _Atomic uint64_t out_of_order;
-    uint64_t next_seq;
-    troupe_addr target;
-    _Atomic int done;
-    troupe_err err;
-    size_t len;
-    char body[64];
-};
-
-struct st {
-    struct shared *sh;
-};
-
-static troupe_err
-st_init(troupe_actor *self, void *state, void *arg)
-{
-    ((struct st *)state)->sh = arg;
-    return TROUPE_OK;
-}
-
-static troupe_err
-on_echo(troupe_actor *self, void *state, const troupe_msg *msg)
-{
-    troupe_msg *r = NULL;
-    troupe_err e = troupe_msg_create(&r, msg->kind, troupe_msg_data(msg),
-                                     troupe_msg_len(msg));
-    if (e != TROUPE_OK)
-        return e;
-    return troupe_reply(self, msg, &r) == TROUPE_OK ? TROUPE_OK : TROUPE_OK;
-}
-
-/* Counts messages whose body is a uint sequence number; checks order. */
-static troupe_err
-on_sink(troupe_actor *self, void *state, const troupe_msg *msg)
-{
-    struct shared *sh = ((struct st *)state)->sh;
-    troupe_reader r;
-    uint64_t seq = 0;
-    troupe_reader_init_msg(&r, msg);
-    troupe_read_uint(&r, &seq);
-    if (troupe_read_end(&r) != TROUPE_OK || seq != sh->next_seq)
-        atomic_fetch_add(&sh->out_of_order, 1);
-    sh->next_seq = seq + 1;
-    atomic_fetch_add(&sh->count, 1);
-    return TROUPE_OK;
-}
-
-/* Asks sh->target with the GO message's body; the reply lands in K_REPLY. */
-static troupe_err
-on_go(troupe_actor *self, void *state, const troupe_msg *msg)
-{
-    struct shared *sh = ((struct st *)state)->sh;
-    troupe_msg *m = NULL;
-    troupe_err e = troupe_msg_create(&m, K_ECHO, troupe_msg_data(msg),
-                                     troupe_msg_len(msg));
-    if (e == TROUPE_OK)
-        e = troupe_ask(self, sh->target, &m, 3000, K_REPLY, NULL);
-    if (e != TROUPE_OK) {
-        sh->err = e;
-        atomic_store(&sh->done, 1);
-    }
-    return TROUPE_OK;
-}
-
-static troupe_err
-on_reply(troupe_actor *self, void *state, const troupe_msg *msg)
-{
-    struct shared *sh = ((struct st *)state)->sh;
-    sh->err = msg->err;
-    sh->len = troupe_msg_len(msg);
-    if (sh->len > 0 && sh->len <= sizeof(sh->body))
-        memcpy(sh->body, troupe_msg_data(msg), sh->len);
-    atomic_store(&sh->done, 1);
-    return TROUPE_OK;
-}
-
-static troupe_err
-on_count(troupe_actor *self, void *state, const troupe_msg *msg)
-{
-    atomic_fetch_add(&((struct st *)state)->sh->count, 1);
-    return TROUPE_OK;
-}
-
-static const troupe_handler_fn handlers[] = {on_echo, on_sink, on_go, on_reply,
-                                             on_count};
-static const troupe_actor_def test_actor = {
-    .name = "test",
-    .state_size = sizeof(struct st),
-    .init = st_init,
-    .handlers = handlers,
-    .n_handlers = 5,
-    .remote_kinds = TROUPE_KIND_BIT(K_ECHO) | TROUPE_KIND_BIT(K_SINK) |
-                    TROUPE_KIND_BIT(K_COUNT),
-};
-
-/* ---- two nodes ---- */
-
-struct side {
-    troupe_runtime *rt;
-    troupe_node *node;
-    struct shared sh;
-    troupe_addr actor;
-};
-
-static void
-side_open(struct side *s, uint32_t id, const troupe_node_opts *o,
-          const char *listen)
-{
-    memset(s, 0, sizeof(*s));
-    troupe_runtime_opts ro = {.schedulers = 2, .workers = 1, .node_id = id};
-    ck_assert_ok(troupe_runtime_create(&s->rt, &ro));
-    ck_assert_ok(troupe_node_create(&s->node, s->rt, o));
-    if (listen != NULL)
-        ck_assert_ok(troupe_node_listen(s->node, listen));
-    troupe_spawn_opts so = TROUPE_SPAWN_OPTS_INIT;
-    so.arg = &s->sh;
-    so.name = "test";
-    ck_assert_ok(troupe_actor_spawn(s->rt, &test_actor, &so, &s->actor));
-}
-
-static void
-side_close(struct side *s)
-{
-    if (s->rt == NULL)
-        return;
-    ck_assert_ok(troupe_runtime_shutdown_wait(s->rt));
-    troupe_node_destroy(s->node);
-    troupe_runtime_destroy(s->rt);
-    s->rt = NULL;
-    s->node = NULL;
-}
-
-static void
-connect_pair(struct side *a, struct side *b)
-{
-    uint32_t peer = 0;
-    ck_assert_ok(troupe_node_connect_wait(a->node, troupe_node_url(b->node),
-                                          10000, &peer));
-    ck_assert_uint_eq(peer, troupe_runtime_node_id(b->rt));
-    ck_assert(troupe_node_peer_up(a->node, peer));
-    ck_assert_ok(
-        troupe_node_wait_peer(a->node, troupe_runtime_node_id(b->rt), 10000));
-    ck_assert_ok(
-        troupe_node_wait_peer(b->node, troupe_runtime_node_id(a->rt), 10000));
-}
-
-static char *
-unique_url(const char *scheme, const char *tag)
-{
-    static int seq;
-    char *u = malloc(256);
-    if (strcmp(scheme, "tcp") == 0)
-        snprintf(u, 256, "tcp://127.0.0.1:0");
-    else if (strcmp(scheme, "ipc") == 0)
-        snprintf(u, 256, "ipc:///tmp/troupe-%s-%d-%d.ipc", tag, (int)getpid(),
-                 seq++);
-    else
-        snprintf(u, 256, "inproc://troupe-%s-%d-%d", tag, (int)getpid(), seq++);
-    return u;
-}
-
-/* Host ask with a blocking wait. */
-struct ask_res {
-    _Atomic int done;
-    troupe_err err;
-    size_t len;
-    char body[128];
-    troupe_addr addr;
-    uint32_t kind;
-};
-
-static void
-ask_cb(troupe_runtime *rt, troupe_err err, troupe_msg *reply, void *arg)
-{
-    struct ask_res *r = arg;
-    r->err = err;
-    if (reply != NULL) {
-        r->len = troupe_msg_len(reply);
-        r->kind = reply->kind;
-        if (r->len <= sizeof(r->body) && r->len > 0)
-            memcpy(r->body, troupe_msg_data(reply), r->len);
-    }
-    atomic_store(&r->done, 1);
-}
-
-static void
-lookup_cb(troupe_runtime *rt, troupe_err err, troupe_addr a, void *arg)
-{
-    struct ask_res *r = arg;
-    r->err = err;
-    r->addr = a;
-    atomic_store(&r->done, 1);
-}
-
-static bool
-is_done(void *arg)
-{
-    return atomic_load(&((struct ask_res *)arg)->done) != 0;
-}
-
-static bool
-shared_done(void *arg)
-{
-    return atomic_load(&((struct shared *)arg)->done) != 0;
-}
-
-struct count_at_least {
-    _Atomic uint64_t *count;
-    uint64_t want;
-};
-
-static bool
-count_reached(void *arg)
-{
-    struct count_at_least *c = arg;
-    return atomic_load(c->count) >= c->want;
-}
-
-static troupe_err
-host_ask(troupe_runtime *rt, troupe_addr to, const char *body,
-         uint32_t timeout_ms, struct ask_res *r)
-{
-    memset(r, 0, sizeof(*r));
-    troupe_msg *m;
-    ck_assert_ok(troupe_msg_create(&m, K_ECHO, body, body ? strlen(body) : 0));
-    troupe_err e = troupe_runtime_ask(rt, to, &m, timeout_ms, ask_cb, r);
-    if (e != TROUPE_OK)
-        return e;
-    ck_assert(ts_wait_until(is_done, r, timeout_ms + 5000));
-    return r->err;
-}
-
-static troupe_addr
-lookup(struct side *from, uint32_t peer, const char *name)
-{
-    struct ask_res r = {0};
-    ck_assert_ok(
-        troupe_node_lookup(from->node, peer, name, 3000, lookup_cb, &r));
-    ck_assert(ts_wait_until(is_done, &r, 8000));
-    ck_assert_ok(r.err);
-    ck_assert(!troupe_addr_is_none(r.addr));
-    return r.addr;
-}
-
-static troupe_msg *
-seq_msg(uint32_t kind, uint64_t seq)
-{
-    troupe_packer p;
-    troupe_msg *m = NULL;
-    troupe_pack_init(&p);
-    troupe_pack_uint(&p, seq);
-    ck_assert_ok(troupe_pack_take_msg(&p, kind, &m));
-    return m;
-}
 
 /* ---- tests ---- */
 
@@ -715,16 +455,6 @@ START_TEST(test_transport_reconnects_after_peer_restarts)
 }
 END_TEST
 
-/* A raw pair1 socket dialing a node's inbox, for hostile frames. */
-static nng_socket
-raw_dial(const char *url)
-{
-    nng_socket s;
-    ck_assert_int_eq(nng_pair1_open(&s), 0);
-    ck_assert_int_eq(nng_dial(s, url, NULL, 0), 0);
-    return s;
-}
-
 static bool
 bad_frames_at_least(void *arg)
 {
@@ -736,30 +466,26 @@ bad_frames_at_least(void *arg)
 START_TEST(test_transport_inbox_drops_malformed_and_stale_frames)
 {
     struct side a;
-    char *ua = unique_url("inproc", "a");
+    char *ua = unique_url("tcp", "a");
     side_open(&a, 1, NULL, ua);
-    nng_socket s = raw_dial(ua);
+    struct raw r;
+    raw_open(&r, troupe_node_url(a.node), 7, 0x77);
+    ck_assert_ok(raw_handshake(&r));
     char bomb[] = "\xdd\xff\xff\xff\xff", reserved[] = "\xc1", empty[] = "";
-    ck_assert_int_eq(nng_send(s, bomb, 5, 0), 0);
-    ck_assert_int_eq(nng_send(s, reserved, 1, 0), 0);
-    ck_assert_int_eq(nng_send(s, empty, 0, 0), 0);
+    ck_assert_int_eq(raw_send(&r, bomb, 5), 0);
+    ck_assert_int_eq(raw_send(&r, reserved, 1), 0);
+    ck_assert_int_eq(raw_send(&r, empty, 0), 0);
     unsigned char junk[3000];
     memset(junk, 0x91, sizeof(junk));
-    ck_assert_int_eq(nng_send(s, junk, sizeof(junk), 0), 0);
+    ck_assert_int_eq(raw_send(&r, junk, sizeof(junk)), 0);
     ck_assert(ts_wait_until(bad_frames_at_least, a.node, 5000));
 
     /* a DATA frame for another incarnation is dropped; one for any
      * incarnation (0) is delivered */
     troupe_msg *m = seq_msg(K_COUNT, 0);
     m->to = a.actor;
-    unsigned char buf[256];
-    size_t len;
-    const troupe_msg *one[1] = {m};
-    ck_assert_ok(
-        troupe_wire_encode_data(7, 0x5eed, one, 1, buf, sizeof(buf), &len));
-    ck_assert_int_eq(nng_send(s, buf, len, 0), 0);
-    ck_assert_ok(troupe_wire_encode_data(7, 0, one, 1, buf, sizeof(buf), &len));
-    ck_assert_int_eq(nng_send(s, buf, len, 0), 0);
+    raw_data(&r, &m, 1, 0x5eed);
+    raw_data(&r, &m, 1, 0);
     struct count_at_least c = {&a.sh.count, 1};
     ck_assert(ts_wait_until(count_reached, &c, 5000));
     troupe_node_stats st;
@@ -768,21 +494,18 @@ START_TEST(test_transport_inbox_drops_malformed_and_stale_frames)
     ck_assert_uint_eq(atomic_load(&a.sh.count), 1);
     /* misrouted: an envelope for another node is not delivered here */
     m->to = (troupe_addr){5, a.actor.slot, a.actor.gen};
-    ck_assert_ok(troupe_wire_encode_data(7, 0, one, 1, buf, sizeof(buf), &len));
-    ck_assert_int_eq(nng_send(s, buf, len, 0), 0);
+    raw_data(&r, &m, 1, 0);
     troupe_msg_destroy(m);
     /* the node still works after all of that */
     m = seq_msg(K_COUNT, 1);
     m->to = a.actor;
-    one[0] = m;
-    ck_assert_ok(troupe_wire_encode_data(7, 0, one, 1, buf, sizeof(buf), &len));
+    raw_data(&r, &m, 1, 0);
     troupe_msg_destroy(m);
-    ck_assert_int_eq(nng_send(s, buf, len, 0), 0);
     c.want = 2;
     ck_assert(ts_wait_until(count_reached, &c, 5000));
     troupe_node_stats_get(a.node, &st);
     ck_assert_uint_ge(st.deliver_fail, 1);
-    nng_close(s);
+    raw_close(&r);
     side_close(&a);
     free(ua);
     nng_fini();

@@ -1,5 +1,6 @@
 /* Envelope and frame encoding: round trips of every field, batching,
- * HELLO frames, limits and bad arguments. */
+ * handshake, PART and REFUSE frames, wire versions, limits and bad
+ * arguments. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -216,48 +217,201 @@ START_TEST(test_wire_batch_of_many_envelopes_decodes_in_order)
 }
 END_TEST
 
+static const uint8_t nonce_a[TROUPE_WIRE_NONCE_LEN] = {1, 2, 3,  4,  5,  6, 7,
+                                                       8, 9, 10, 11, 12, 13};
+static const uint8_t mac_a[TROUPE_WIRE_MAC_LEN] = {0xaa, 0xbb, 0xcc, 0xdd};
+
 START_TEST(test_wire_hello_and_ack_round_trip)
 {
-    unsigned char buf[300];
+    unsigned char buf[TROUPE_WIRE_CTL_MAX];
     size_t len;
     troupe_frame_hdr h;
-    ck_assert_ok(troupe_wire_encode_hello(TROUPE_FRAME_HELLO, 3, UINT64_MAX,
-                                          "tcp://127.0.0.1:5555", buf,
-                                          sizeof(buf), &len));
+    troupe_wire_ctl c = {.type = TROUPE_FRAME_HELLO,
+                         .sender = 3,
+                         .incarnation = UINT64_MAX,
+                         .url = "tcp://127.0.0.1:5555",
+                         .nonce = nonce_a};
+    ck_assert_ok(troupe_wire_encode_ctl(&c, buf, sizeof(buf), &len));
     ck_assert_ok(troupe_wire_decode_frame(NULL, buf, len, &h, NULL, NULL));
     ck_assert_int_eq(h.type, TROUPE_FRAME_HELLO);
     ck_assert_uint_eq(h.sender, 3);
     ck_assert_uint_eq(h.incarnation, UINT64_MAX);
     ck_assert_uint_eq(h.url_len, strlen("tcp://127.0.0.1:5555"));
     ck_assert_mem_eq(h.url, "tcp://127.0.0.1:5555", h.url_len);
+    ck_assert_mem_eq(h.nonce, nonce_a, TROUPE_WIRE_NONCE_LEN);
+    uint64_t v = 0;
+    ck_assert_ok(troupe_wire_frame_version(buf, len, &v));
+    ck_assert_uint_eq(v, TROUPE_WIRE_VERSION);
 
-    ck_assert_ok(troupe_wire_encode_hello(TROUPE_FRAME_HELLO, 3, 1, NULL, buf,
-                                          sizeof(buf), &len));
+    c.url = NULL;
+    ck_assert_ok(troupe_wire_encode_ctl(&c, buf, sizeof(buf), &len));
     ck_assert_ok(troupe_wire_decode_frame(NULL, buf, len, &h, NULL, NULL));
     ck_assert_uint_eq(h.url_len, 0);
 
-    ck_assert_ok(troupe_wire_encode_hello(TROUPE_FRAME_HELLO_ACK, 4, 77, NULL,
-                                          buf, sizeof(buf), &len));
+    /* an ack with a mac only, then with a certificate and signature */
+    uint8_t cert[TROUPE_WIRE_CERT_MAX], sig[TROUPE_WIRE_SIG_MAX];
+    memset(cert, 0x30, sizeof(cert));
+    memset(sig, 0x5a, sizeof(sig));
+    c = (troupe_wire_ctl){
+        .type = TROUPE_FRAME_HELLO_ACK,
+        .sender = 4,
+        .incarnation = 77,
+        .nonce = nonce_a,
+        .proof = {.mac = mac_a, .mac_len = TROUPE_WIRE_MAC_LEN}};
+    ck_assert_ok(troupe_wire_encode_ctl(&c, buf, sizeof(buf), &len));
     ck_assert_ok(troupe_wire_decode_frame(NULL, buf, len, &h, NULL, NULL));
     ck_assert_int_eq(h.type, TROUPE_FRAME_HELLO_ACK);
     ck_assert_uint_eq(h.sender, 4);
     ck_assert_uint_eq(h.incarnation, 77);
     ck_assert_ptr_null(h.url);
+    ck_assert_mem_eq(h.nonce, nonce_a, TROUPE_WIRE_NONCE_LEN);
+    ck_assert_uint_eq(h.proof.mac_len, TROUPE_WIRE_MAC_LEN);
+    ck_assert_mem_eq(h.proof.mac, mac_a, TROUPE_WIRE_MAC_LEN);
+    ck_assert_ptr_null(h.proof.cert);
+    ck_assert_ptr_null(h.proof.sig);
     troupe_msg *m = NULL;
     ck_assert_err(troupe_wire_decode(buf, len, NULL, &m), TROUPE_EPROTO);
+    c.proof.cert = cert;
+    c.proof.cert_len = sizeof(cert);
+    c.proof.sig = sig;
+    c.proof.sig_len = sizeof(sig);
+    ck_assert_ok(troupe_wire_encode_ctl(&c, buf, sizeof(buf), &len));
+    ck_assert_uint_le(len, TROUPE_WIRE_CTL_MAX);
+    ck_assert_ok(troupe_wire_decode_frame(NULL, buf, len, &h, NULL, NULL));
+    ck_assert_uint_eq(h.proof.cert_len, sizeof(cert));
+    ck_assert_mem_eq(h.proof.cert, cert, sizeof(cert));
+    ck_assert_uint_eq(h.proof.sig_len, sizeof(sig));
+    ck_assert_mem_eq(h.proof.sig, sig, sizeof(sig));
+
+    /* AUTH carries the proof alone; an empty proof is allowed (open mode) */
+    c.type = TROUPE_FRAME_AUTH;
+    c.nonce = NULL;
+    ck_assert_ok(troupe_wire_encode_ctl(&c, buf, sizeof(buf), &len));
+    ck_assert_ok(troupe_wire_decode_frame(NULL, buf, len, &h, NULL, NULL));
+    ck_assert_int_eq(h.type, TROUPE_FRAME_AUTH);
+    ck_assert_ptr_null(h.nonce);
+    ck_assert_uint_eq(h.proof.cert_len, sizeof(cert));
+    c.proof = (troupe_wire_proof){0};
+    ck_assert_ok(troupe_wire_encode_ctl(&c, buf, sizeof(buf), &len));
+    ck_assert_ok(troupe_wire_decode_frame(NULL, buf, len, &h, NULL, NULL));
+    ck_assert_ptr_null(h.proof.mac);
+
+    /* REFUSE: a code and a reason */
+    c = (troupe_wire_ctl){.type = TROUPE_FRAME_REFUSE,
+                          .sender = 4,
+                          .err = TROUPE_EAUTH,
+                          .reason = "node id not allowed here"};
+    ck_assert_ok(troupe_wire_encode_ctl(&c, buf, sizeof(buf), &len));
+    ck_assert_ok(troupe_wire_decode_frame(NULL, buf, len, &h, NULL, NULL));
+    ck_assert_int_eq(h.type, TROUPE_FRAME_REFUSE);
+    ck_assert_int_eq(h.refuse_err, TROUPE_EAUTH);
+    ck_assert_uint_eq(h.reason_len, strlen("node id not allowed here"));
+    ck_assert_mem_eq(h.reason, "node id not allowed here", h.reason_len);
 
     char url[TROUPE_WIRE_URL_MAX + 2];
     memset(url, 'u', sizeof(url));
     url[TROUPE_WIRE_URL_MAX] = '\0';
-    ck_assert_ok(troupe_wire_encode_hello(TROUPE_FRAME_HELLO, 3, 1, url, buf,
-                                          sizeof(buf), &len));
+    c = (troupe_wire_ctl){.type = TROUPE_FRAME_HELLO,
+                          .sender = 3,
+                          .incarnation = 1,
+                          .url = url,
+                          .nonce = nonce_a};
+    ck_assert_ok(troupe_wire_encode_ctl(&c, buf, sizeof(buf), &len));
     ck_assert_ok(troupe_wire_decode_frame(NULL, buf, len, &h, NULL, NULL));
     ck_assert_uint_eq(h.url_len, TROUPE_WIRE_URL_MAX);
     url[TROUPE_WIRE_URL_MAX] = 'u';
     url[TROUPE_WIRE_URL_MAX + 1] = '\0';
-    ck_assert_err(troupe_wire_encode_hello(TROUPE_FRAME_HELLO, 3, 1, url, buf,
-                                           sizeof(buf), &len),
+    ck_assert_err(troupe_wire_encode_ctl(&c, buf, sizeof(buf), &len),
                   TROUPE_ETOOBIG);
+}
+END_TEST
+
+START_TEST(test_wire_parts_cover_a_frame_and_decode_in_bounds)
+{
+    size_t total = 3 * TROUPE_WIRE_PART_MAX + 17;
+    unsigned char *frame = malloc(total), *again = calloc(1, total);
+    for (size_t i = 0; i < total; i++)
+        frame[i] = (unsigned char)(i * 131u);
+    size_t cap = TROUPE_WIRE_PART_MAX + TROUPE_WIRE_PART_OVERHEAD;
+    unsigned char *buf = malloc(cap);
+    size_t off = 0, parts = 0;
+    while (off < total) {
+        size_t chunk = total - off < TROUPE_WIRE_PART_MAX
+                           ? total - off
+                           : TROUPE_WIRE_PART_MAX;
+        size_t need = troupe_wire_part_size(9, 0x1234, total, off, chunk);
+        ck_assert_uint_le(need, chunk + TROUPE_WIRE_PART_OVERHEAD);
+        size_t len;
+        ck_assert_err(troupe_wire_encode_part(9, 0x1234, frame, total, off,
+                                              chunk, buf, need - 1, &len),
+                      TROUPE_ETOOBIG);
+        ck_assert_ok(troupe_wire_encode_part(9, 0x1234, frame, total, off,
+                                             chunk, buf, cap, &len));
+        ck_assert_uint_eq(len, need);
+        troupe_frame_hdr h;
+        ck_assert_ok(troupe_wire_decode_frame(NULL, buf, len, &h, NULL, NULL));
+        ck_assert_int_eq(h.type, TROUPE_FRAME_PART);
+        ck_assert_uint_eq(h.sender, 9);
+        ck_assert_uint_eq(h.incarnation, 0x1234);
+        ck_assert_uint_eq(h.part_total, total);
+        ck_assert_uint_eq(h.part_offset, off);
+        ck_assert_uint_eq(h.chunk_len, chunk);
+        memcpy(again + off, h.chunk, h.chunk_len);
+        off += chunk;
+        parts++;
+    }
+    ck_assert_uint_eq(parts, 4);
+    ck_assert_mem_eq(again, frame, total);
+    size_t len;
+    /* a chunk outside its frame, an empty or oversized one, a frame over
+     * the cap */
+    ck_assert_err(troupe_wire_encode_part(9, 0, frame, total, total - 1, 2, buf,
+                                          cap, &len),
+                  TROUPE_EINVAL);
+    ck_assert_err(
+        troupe_wire_encode_part(9, 0, frame, total, 0, 0, buf, cap, &len),
+        TROUPE_EINVAL);
+    ck_assert_err(troupe_wire_encode_part(9, 0, frame, total, 0,
+                                          TROUPE_WIRE_PART_MAX + 1, buf, cap,
+                                          &len),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_wire_encode_part(9, 0, frame,
+                                          (size_t)TROUPE_WIRE_FRAME_MAX + 1, 0,
+                                          1, buf, cap, &len),
+                  TROUPE_EINVAL);
+    ck_assert_err(
+        troupe_wire_encode_part(0, 0, frame, total, 0, 1, buf, cap, &len),
+        TROUPE_EINVAL);
+    ck_assert_err(
+        troupe_wire_encode_part(9, 0, NULL, total, 0, 1, buf, cap, &len),
+        TROUPE_EINVAL);
+    free(buf);
+    free(frame);
+    free(again);
+}
+END_TEST
+
+START_TEST(test_wire_other_version_is_eproto_and_told_apart)
+{
+    /* a version-1 HELLO as the previous wire format wrote it */
+    const unsigned char v1[] = {0x95, 0x01, 0x01, 0x03, 0x01, 0xa0};
+    ck_assert_err(
+        troupe_wire_decode_frame(NULL, v1, sizeof(v1), NULL, NULL, NULL),
+        TROUPE_EPROTO);
+    uint64_t v = 0;
+    ck_assert_ok(troupe_wire_frame_version(v1, sizeof(v1), &v));
+    ck_assert_uint_eq(v, 1);
+    /* garbage is not a frame of any version */
+    const unsigned char junk[] = {0x93, 0x01, 0x02, 0x03};
+    ck_assert_err(troupe_wire_frame_version(junk, sizeof(junk), &v),
+                  TROUPE_EPROTO);
+    const unsigned char neg[] = {0x95, 0xff, 0x01, 0x03, 0x01, 0xa0};
+    ck_assert_err(troupe_wire_frame_version(neg, sizeof(neg), &v),
+                  TROUPE_EPROTO);
+    ck_assert_err(troupe_wire_frame_version(v1, 0, &v), TROUPE_EPROTO);
+    ck_assert_err(troupe_wire_frame_version(NULL, 4, &v), TROUPE_EINVAL);
+    ck_assert_err(troupe_wire_frame_version(v1, sizeof(v1), NULL),
+                  TROUPE_EINVAL);
 }
 END_TEST
 
@@ -360,27 +514,67 @@ START_TEST(test_wire_bad_arguments_are_einval)
         troupe_wire_encode_data(1, 0, with_null, 2, buf, sizeof(buf), &len),
         TROUPE_EINVAL);
 
-    ck_assert_err(troupe_wire_encode_hello((troupe_frame_type)7, 1, 0, NULL,
-                                           buf, sizeof(buf), &len),
+    troupe_wire_ctl c = {.type = (troupe_frame_type)7, .sender = 1};
+    ck_assert_err(troupe_wire_encode_ctl(&c, buf, sizeof(buf), &len),
                   TROUPE_EINVAL);
-    ck_assert_err(troupe_wire_encode_hello(TROUPE_FRAME_DATA, 1, 0, NULL, buf,
-                                           sizeof(buf), &len),
+    c.type = TROUPE_FRAME_DATA;
+    ck_assert_err(troupe_wire_encode_ctl(&c, buf, sizeof(buf), &len),
                   TROUPE_EINVAL);
-    ck_assert_err(troupe_wire_encode_hello(TROUPE_FRAME_HELLO_ACK, 1, 0, "x",
-                                           buf, sizeof(buf), &len),
+    c.type = TROUPE_FRAME_PART;
+    ck_assert_err(troupe_wire_encode_ctl(&c, buf, sizeof(buf), &len),
                   TROUPE_EINVAL);
-    ck_assert_err(troupe_wire_encode_hello(TROUPE_FRAME_HELLO, 0, 0, "x", buf,
-                                           sizeof(buf), &len),
+    /* a HELLO needs its nonce; an ack takes no URL; AUTH no nonce */
+    c = (troupe_wire_ctl){.type = TROUPE_FRAME_HELLO, .sender = 1, .url = "x"};
+    ck_assert_err(troupe_wire_encode_ctl(&c, buf, sizeof(buf), &len),
                   TROUPE_EINVAL);
-    ck_assert_err(troupe_wire_encode_hello(TROUPE_FRAME_HELLO, 1, 0, "x", NULL,
-                                           sizeof(buf), &len),
+    c = (troupe_wire_ctl){.type = TROUPE_FRAME_HELLO_ACK,
+                          .sender = 1,
+                          .nonce = nonce_a,
+                          .url = "x"};
+    ck_assert_err(troupe_wire_encode_ctl(&c, buf, sizeof(buf), &len),
                   TROUPE_EINVAL);
-    ck_assert_err(troupe_wire_encode_hello(TROUPE_FRAME_HELLO, 1, 0, "x", buf,
-                                           sizeof(buf), NULL),
+    c = (troupe_wire_ctl){
+        .type = TROUPE_FRAME_AUTH, .sender = 1, .nonce = nonce_a};
+    ck_assert_err(troupe_wire_encode_ctl(&c, buf, sizeof(buf), &len),
                   TROUPE_EINVAL);
-    ck_assert_err(
-        troupe_wire_encode_hello(TROUPE_FRAME_HELLO, 1, 0, "x", buf, 4, &len),
-        TROUPE_ETOOBIG);
+    /* proofs: a short mac, a certificate without a signature */
+    c = (troupe_wire_ctl){.type = TROUPE_FRAME_AUTH,
+                          .sender = 1,
+                          .proof = {.mac = mac_a, .mac_len = 31}};
+    ck_assert_err(troupe_wire_encode_ctl(&c, buf, sizeof(buf), &len),
+                  TROUPE_EINVAL);
+    c.proof = (troupe_wire_proof){.cert = mac_a, .cert_len = 4};
+    ck_assert_err(troupe_wire_encode_ctl(&c, buf, sizeof(buf), &len),
+                  TROUPE_EINVAL);
+    /* a proof or an error where the type has none */
+    c = (troupe_wire_ctl){
+        .type = TROUPE_FRAME_HELLO,
+        .sender = 1,
+        .nonce = nonce_a,
+        .proof = {.mac = mac_a, .mac_len = TROUPE_WIRE_MAC_LEN}};
+    ck_assert_err(troupe_wire_encode_ctl(&c, buf, sizeof(buf), &len),
+                  TROUPE_EINVAL);
+    c = (troupe_wire_ctl){.type = TROUPE_FRAME_HELLO,
+                          .sender = 1,
+                          .nonce = nonce_a,
+                          .err = TROUPE_EAUTH};
+    ck_assert_err(troupe_wire_encode_ctl(&c, buf, sizeof(buf), &len),
+                  TROUPE_EINVAL);
+    c = (troupe_wire_ctl){
+        .type = TROUPE_FRAME_REFUSE, .sender = 1, .err = (troupe_err)999};
+    ck_assert_err(troupe_wire_encode_ctl(&c, buf, sizeof(buf), &len),
+                  TROUPE_EINVAL);
+    c = (troupe_wire_ctl){.type = TROUPE_FRAME_HELLO, .nonce = nonce_a};
+    ck_assert_err(troupe_wire_encode_ctl(&c, buf, sizeof(buf), &len),
+                  TROUPE_EINVAL);
+    c.sender = 1;
+    ck_assert_err(troupe_wire_encode_ctl(NULL, buf, sizeof(buf), &len),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_wire_encode_ctl(&c, NULL, sizeof(buf), &len),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_wire_encode_ctl(&c, buf, sizeof(buf), NULL),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_wire_encode_ctl(&c, buf, 4, &len), TROUPE_ETOOBIG);
 
     ck_assert_err(troupe_wire_encode(1, NULL, &out, &len), TROUPE_EINVAL);
     ck_assert_err(troupe_wire_encode(1, m, NULL, &len), TROUPE_EINVAL);
@@ -473,6 +667,8 @@ wire_suite(void)
     tcase_add_test(tc, test_wire_internal_flag_bits_are_not_sent);
     tcase_add_test(tc, test_wire_batch_of_many_envelopes_decodes_in_order);
     tcase_add_test(tc, test_wire_hello_and_ack_round_trip);
+    tcase_add_test(tc, test_wire_parts_cover_a_frame_and_decode_in_bounds);
+    tcase_add_test(tc, test_wire_other_version_is_eproto_and_told_apart);
     tcase_add_test(tc, test_wire_oversized_body_and_frame_are_etoobig);
     tcase_add_test(
         tc, test_wire_encode_into_short_buffer_is_etoobig_and_stays_in_bounds);

@@ -14,5 +14,7 @@ Suite *
 read_suite(void);
 Suite *
 transport_suite(void);
+Suite *
+security_suite(void);
 
 #endif

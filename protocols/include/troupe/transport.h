@@ -1,6 +1,7 @@
 /*
  * Remote actors over nng: a node object carries messages between this
- * runtime and the runtimes of other nodes (docs/wire.md, "Transport").
+ * runtime and the runtimes of other nodes (docs/wire.md, "Transport";
+ * who may connect and what that protects: docs/security.md).
  *
  * A node is attached to one runtime and installs itself as the runtime's
  * remote hook, so troupe_send, troupe_ask, troupe_reply and
@@ -10,28 +11,54 @@
  * TROUPE_MSG_REPLY and the ask's corr.
  *
  * Topology: each node has one inbox (listen on one or more URLs:
- * tcp://HOST:PORT, ipc://PATH, inproc://NAME) and one outgoing link per
- * peer. troupe_node_connect dials a peer's inbox and says HELLO (its id,
- * incarnation and own listen URL); the peer answers HELLO_ACK, which names
- * it, and dials back the URL it was given, so every pair of nodes talks
- * over two one-way links. A node that never listens can send but receives
- * nothing, replies included.
+ * tcp://HOST:PORT, tls+tcp://HOST:PORT, ipc://PATH, inproc://NAME) and one
+ * outgoing link per peer. troupe_node_connect dials a peer's inbox and
+ * says HELLO (its id, incarnation, own listen URL and a nonce); the peer
+ * answers HELLO_ACK (its id, incarnation, its nonce and its proof), we
+ * answer AUTH (our proof), and the peer dials back, so every pair of nodes
+ * talks over two one-way links. A node that never listens can send but
+ * receives nothing, replies included.
  *
- * Delivery is at most once and in order per pair of nodes. Per-peer
- * queues are bounded (EFULL); frames batch many envelopes; a peer that
- * restarts is redialed, and messages queued for its old incarnation are
- * not delivered to the new one. A message queued for a peer that stays
- * disconnected longer than unreachable_ms, or past its deadline, is given
- * up; an ask given up so gets an error reply (err EUNREACHABLE, or
- * ETIMEDOUT at its deadline, flags TROUPE_MSG_REPLY, the ask's corr) so
- * the asker learns early. Once a peer has been disconnected for
- * unreachable_ms, sends to it fail at once with EUNREACHABLE.
+ * Authentication (docs/security.md). With a cluster secret each side
+ * proves it knows it (HMAC-SHA256 over both nonces); with certificates
+ * (tls_cert, tls_key, tls_ca) each side signs the handshake and shows a
+ * certificate from the CA that names its node id as "troupe-node-<id>",
+ * and tls+tcp:// URLs run over mutually authenticated TLS. An inbox
+ * connection delivers nothing until its handshake completes; every
+ * envelope it then delivers carries from.node = the authenticated id (an
+ * envelope naming another node is dropped). With an allow-list (`peers`)
+ * only those ids are accepted, and the node dials only their configured
+ * URLs. With none of these the node accepts anyone and says so on stderr.
+ *
+ * Delivery is at most once and in order per pair of nodes. Queues are
+ * bounded per peer and node-wide (EFULL); frames batch many envelopes; a
+ * peer that restarts is redialed, and messages queued for its old
+ * incarnation are not delivered to the new one. A message queued for a
+ * peer that stays disconnected longer than unreachable_ms, or past its
+ * deadline, is given up; an ask given up so gets an error reply (err
+ * EUNREACHABLE, or ETIMEDOUT at its deadline, flags TROUPE_MSG_REPLY, the
+ * ask's corr) so the asker learns early. Once a peer has been
+ * disconnected for unreachable_ms, sends to it fail at once with
+ * EUNREACHABLE.
+ *
+ * Bounds. Links are at most max_peers; a link the node made on its own (a
+ * dial-back) that stays down, or never completes its handshake, for
+ * reap_ms is freed with its dialer and queue. Inbox connections are at
+ * most 2 * max_peers + max_pending, of which at most max_pending are still
+ * in their handshake (a new one then evicts the oldest), each closed if
+ * its handshake takes longer than hello_timeout_ms. A connection holds at
+ * most one nng message of TROUPE_WIRE_PART_MAX (+ TROUPE_WIRE_PART_OVERHEAD)
+ * bytes; frames reassembled from PART frames (authenticated connections
+ * only) take at most reassembly_bytes node-wide and must progress within
+ * frame_timeout_ms. Queued envelopes take at most queue_bytes per peer and
+ * queue_bytes_total in all.
  *
  * Threads: every function may be called from any thread except nng's
- * callback threads; none blocks except troupe_node_wait_peer and
- * troupe_node_destroy (documented below). The node's own work runs on
- * nng's threads, which call troupe_runtime_deliver; never on a runtime
- * loop thread.
+ * callback threads; none blocks except troupe_node_wait_peer,
+ * troupe_node_connect_wait and troupe_node_destroy (documented below). The
+ * node's own work runs on nng's threads and on one thread of its own (the
+ * sweep), which call troupe_runtime_deliver; never on a runtime loop
+ * thread.
  */
 #ifndef TROUPE_TRANSPORT_H
 #define TROUPE_TRANSPORT_H
@@ -46,9 +73,17 @@
 
 typedef struct troupe_node troupe_node;
 
+/* One entry of an allow-list: a node id and the URL of its inbox. */
+typedef struct troupe_node_peer {
+    uint32_t id;     /* not 0, not this node's own */
+    const char *url; /* 1..TROUPE_WIRE_URL_MAX bytes */
+} troupe_node_peer;
+
 typedef struct troupe_node_opts {
     uint32_t queue_cap;        /* messages queued per peer; 0: 65536 */
     size_t queue_bytes;        /* encoded bytes queued per peer; 0: 64 MiB */
+    size_t queue_bytes_total;  /* encoded bytes queued for all peers
+                                  together; 0: 256 MiB */
     uint32_t batch_max;        /* envelopes per frame; 0: 1024, at most
                                   TROUPE_WIRE_BATCH_MAX */
     size_t frame_bytes;        /* close a frame once it is this big;
@@ -62,13 +97,39 @@ typedef struct troupe_node_opts {
     const char *advertise;     /* URL peers dial back (copied); NULL: the
                                   first listen URL, a tcp port 0 replaced
                                   by the bound port */
+    uint32_t max_peers;        /* outgoing links at most; 0: 64 */
+    uint32_t max_pending;      /* inbox connections still in their
+                                  handshake at most; 0: 16 */
+    uint32_t hello_timeout_ms; /* close an inbox connection whose handshake
+                                  takes longer; 0: 3000 */
+    uint32_t reap_ms;          /* free a dial-back link down this long;
+                                  0: 10000 */
+    size_t reassembly_bytes;   /* frames being reassembled, all connections;
+                                  0: 64 MiB, at least TROUPE_WIRE_FRAME_MAX */
+    uint32_t frame_timeout_ms; /* close a connection whose frame in parts
+                                  makes no progress this long; 0: 10000 */
+    const troupe_node_peer *peers; /* allow-list (copied); NULL: anyone */
+    uint32_t n_peers;              /* entries in peers, at most max_peers */
+    const void *secret;            /* cluster secret (copied), at least 16
+                                      bytes; NULL: none */
+    size_t secret_len;
+    const char *tls_cert; /* PEM file of this node's certificate, which must
+                             name "troupe-node-<id>" (CN or DNS SAN) */
+    const char *tls_key;  /* PEM file of its private key */
+    const char *tls_ca;   /* PEM file of the CA that signs every node's
+                             certificate; the three come together */
 } troupe_node_opts;
 
 /*
  * Creates a node for `rt` (opts may be NULL: defaults) and installs it as
  * rt's remote hook; one node per runtime. The node takes its id from
- * troupe_runtime_node_id. Errors: EINVAL (NULL argument, out-of-range
- * option), ENOMEM, EIO (nng failed; detail on stderr).
+ * troupe_runtime_node_id. Certificates and the CA are read and checked
+ * here (the key must match the certificate, which must chain to the CA
+ * and name this node's id). Without a secret and certificates it warns on
+ * stderr that it accepts any peer. Errors: EINVAL (NULL argument,
+ * out-of-range option, a bad allow-list entry, a secret under 16 bytes,
+ * some but not all of the TLS files, a file that does not load or check;
+ * detail on stderr), ENOMEM, EIO (nng or the system failed).
  */
 troupe_err
 troupe_node_create(troupe_node **out, troupe_runtime *rt,
@@ -76,8 +137,10 @@ troupe_node_create(troupe_node **out, troupe_runtime *rt,
 
 /*
  * Listens on `url` (synchronously bound). tcp port 0 picks a free port;
- * troupe_node_url tells which. Errors: EINVAL (NULL or bad URL), EBUSY
- * (address in use), ECLOSED, ENOMEM, EIO.
+ * troupe_node_url tells which. A tls+tcp:// URL listens with TLS and
+ * requires every client to show a certificate from the CA. Errors: EINVAL
+ * (NULL or bad URL, tls+tcp:// without certificates), EBUSY (address in
+ * use), ECLOSED, ENOMEM, EIO.
  */
 troupe_err
 troupe_node_listen(troupe_node *n, const char *url);
@@ -91,9 +154,14 @@ troupe_node_url(const troupe_node *n);
 
 /*
  * Starts dialing a peer's listen URL and returns; the dialer retries until
- * the node is destroyed. The peer becomes reachable once the HELLO
- * exchange completes (troupe_node_peer_up, troupe_node_wait_peer).
- * Errors: EINVAL (NULL or bad URL), ECLOSED, ENOMEM, EIO.
+ * the node is destroyed (a link made here is never reaped). Connecting
+ * again to a URL that already has a link reuses it. With an allow-list the
+ * URL must be one of its entries: the link then expects that node id (and
+ * over tls+tcp:// checks that the server's certificate names it). The peer
+ * becomes reachable once the handshake completes (troupe_node_peer_up,
+ * troupe_node_wait_peer). Errors: EINVAL (NULL or bad URL, tls+tcp://
+ * without certificates), EAUTH (not in the allow-list), EFULL (max_peers
+ * links exist), ECLOSED, ENOMEM, EIO.
  */
 troupe_err
 troupe_node_connect(troupe_node *n, const char *url);
@@ -103,15 +171,19 @@ troupe_node_connect(troupe_node *n, const char *url);
  * `url` and waits until the node there has answered and both links are up
  * (troupe_node_peer_up); *peer receives its node id. On ETIMEDOUT the link
  * keeps dialing in the background. Errors: those of troupe_node_connect,
- * ETIMEDOUT, EINVAL also when the URL turns out to be this node's own.
+ * ETIMEDOUT, EINVAL also when the URL turns out to be this node's own,
+ * EAUTH when the node there refused our proof or its own did not check
+ * (or another node id answered than the allow-list names), EFULL when it
+ * refused us for lack of room.
  */
 troupe_err
 troupe_node_connect_wait(troupe_node *n, const char *url, uint32_t timeout_ms,
                          uint32_t *peer);
 
 /*
- * True when both links with node `peer` are established: our HELLO was
- * answered and the peer's HELLO reached our inbox.
+ * True when both links with node `peer` are established: our handshake
+ * with its inbox completed and its handshake with ours did too, with the
+ * same incarnation.
  */
 bool
 troupe_node_peer_up(troupe_node *n, uint32_t peer);
@@ -203,6 +275,21 @@ typedef struct troupe_node_stats {
                                unreachable or restarted) */
     uint64_t error_replies; /* error replies sent to askers for those */
     uint64_t full;          /* sends refused with EFULL */
+    uint64_t refused;       /* inbox connections refused or closed: over a
+                               cap, handshake timeout, not allowed, failed
+                               proof, stalled or over-budget frame */
+    uint64_t auth_failed;   /* proofs that did not check, either side */
+    uint64_t unauth_frames; /* frames dropped because their connection had
+                               not completed its handshake */
+    uint64_t spoofed;       /* envelopes dropped: from.node was not the
+                               authenticated peer's id */
+    uint64_t reaped;        /* links freed while the node runs */
+    uint64_t relistened;    /* tls or ipc listeners replaced after nng
+                               stopped them (docs/wire.md, "Shutdown") */
+    uint64_t redialed;      /* tls or ipc dialers replaced likewise */
+    uint32_t links;         /* outgoing links now */
+    uint32_t conns;         /* inbox connections now */
+    uint32_t pending;       /* of which still in their handshake */
 } troupe_node_stats;
 
 /* A snapshot of the node's counters (each read atomically). */
@@ -210,11 +297,13 @@ void
 troupe_node_stats_get(const troupe_node *n, troupe_node_stats *out);
 
 /*
- * Removes the remote hook, closes every socket, waits until nng's
- * callbacks have finished, gives up on what is still queued (asks get an
- * EUNREACHABLE reply) and frees the node. Blocks briefly. Call it after
- * the runtime's shutdown has completed (or when no actor can still send
- * remotely) and before troupe_runtime_destroy. NULL is a no-op.
+ * Removes the remote hook, stops the sweep thread, closes every socket,
+ * waits until nng's callbacks have finished, gives up on what is still
+ * queued (asks get an EUNREACHABLE reply) and frees the node. Blocks
+ * briefly: the work is bounded by max_peers links and the inbox
+ * connections (docs/security.md has the measured figure under a flood).
+ * Call it after the runtime's shutdown has completed (or when no actor can
+ * still send remotely) and before troupe_runtime_destroy. NULL is a no-op.
  */
 void
 troupe_node_destroy(troupe_node *n);

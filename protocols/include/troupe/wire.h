@@ -2,21 +2,31 @@
  * The wire format between nodes: msgpack frames that carry message
  * envelopes (docs/wire.md has the byte layout and every rule).
  *
- *   frame    = [version=1, type, sender, incarnation, payload]
- *   DATA     payload = [envelope, ...]            (1..TROUPE_WIRE_BATCH_MAX)
- *   HELLO    payload = str: the sender's listen URL ("" when it has none)
- *   HELLO_ACK payload = nil
- *   envelope = [kind, flags, from, to, corr, deadline, err, body]
- *   address  = [node, slot, gen]
- *   body     = nil (no body) | bin (the body's msgpack bytes, opaque here)
+ *   frame     = [version=2, type, sender, incarnation, payload]
+ *   DATA      payload = [envelope, ...]          (1..TROUPE_WIRE_BATCH_MAX)
+ *   HELLO     payload = [url, nonce]
+ *   HELLO_ACK payload = [nonce, mac, cert, sig]
+ *   AUTH      payload = [mac, cert, sig]
+ *   PART      payload = [total, offset, chunk]
+ *   REFUSE    payload = [err, reason]
+ *   envelope  = [kind, flags, from, to, corr, deadline, err, body]
+ *   address   = [node, slot, gen]
+ *   body      = nil (no body) | bin (the body's msgpack bytes, opaque here)
+ *
+ * HELLO, HELLO_ACK and AUTH are the handshake that binds a connection to
+ * an authenticated node (the proofs, mac, cert and sig, are computed and
+ * checked by the transport, not here: this file only carries them). PART
+ * carries a slice of a frame too large for one nng message
+ * (TROUPE_WIRE_PART_MAX); REFUSE says why a connection is being closed.
  *
  * Decoding is strict: input is hostile. A frame is checked by a bounded,
  * iterative walk over its bytes (every declared count and length against
  * the bytes that remain, nesting depth capped) before msgpack-c allocates
  * anything, then every field is type- and range-checked. Truncated, wrongly
- * typed, out-of-range or trailing bytes fail with TROUPE_EPROTO; a frame
- * over TROUPE_WIRE_FRAME_MAX fails with TROUPE_ETOOBIG. A frame that fails
- * delivers no message at all.
+ * typed, out-of-range or trailing bytes, and frames of another wire
+ * version, fail with TROUPE_EPROTO (troupe_wire_frame_version tells the
+ * version of a refused frame); a frame over TROUPE_WIRE_FRAME_MAX fails with
+ * TROUPE_ETOOBIG. A frame that fails delivers no message at all.
  *
  * Every function here is pure (no I/O, no global state) and may be called
  * from any thread; a troupe_wire_decoder is used by one thread at a time.
@@ -30,38 +40,83 @@
 #include "troupe/err.h"
 #include "troupe/msg.h"
 
-#define TROUPE_WIRE_VERSION 1u
-/* Largest frame accepted or produced, in bytes. */
+#define TROUPE_WIRE_VERSION 2u
+/* Largest frame accepted or produced, in bytes (a DATA frame larger than
+ * TROUPE_WIRE_PART_MAX travels as PART frames and is this big at most
+ * once reassembled). */
 #define TROUPE_WIRE_FRAME_MAX (16u * 1024u * 1024u)
 /* Largest message body that fits one frame with its envelope. */
 #define TROUPE_WIRE_BODY_MAX (TROUPE_WIRE_FRAME_MAX - 256u)
+/* Largest frame sent as one nng message; larger frames are cut into PART
+ * frames whose chunks are at most this big. */
+#define TROUPE_WIRE_PART_MAX (256u * 1024u)
+/* Bytes a PART frame adds to its chunk, at most. */
+#define TROUPE_WIRE_PART_OVERHEAD 48u
 /* Most envelopes in one DATA frame. */
 #define TROUPE_WIRE_BATCH_MAX 8192u
 /* Longest URL in a HELLO frame, in bytes. */
 #define TROUPE_WIRE_URL_MAX 255u
 /* Deepest container nesting accepted in a message body. */
 #define TROUPE_WIRE_DEPTH_MAX 32u
+/* Handshake fields: nonce and mac lengths (exact), largest certificate
+ * (DER) and signature, longest REFUSE reason. */
+#define TROUPE_WIRE_NONCE_LEN 32u
+#define TROUPE_WIRE_MAC_LEN 32u
+#define TROUPE_WIRE_CERT_MAX 4096u
+#define TROUPE_WIRE_SIG_MAX 1024u
+#define TROUPE_WIRE_REASON_MAX 255u
+/* Bytes that always suffice for a HELLO, HELLO_ACK, AUTH or REFUSE. */
+#define TROUPE_WIRE_CTL_MAX 5632u
 
 typedef enum troupe_frame_type {
     TROUPE_FRAME_DATA = 0,
     TROUPE_FRAME_HELLO = 1,
-    TROUPE_FRAME_HELLO_ACK = 2
+    TROUPE_FRAME_HELLO_ACK = 2,
+    TROUPE_FRAME_AUTH = 3,
+    TROUPE_FRAME_PART = 4,
+    TROUPE_FRAME_REFUSE = 5
 } troupe_frame_type;
 
 /*
+ * The proof a HELLO_ACK or AUTH carries. Each field is absent (NULL, 0)
+ * or present: mac exactly TROUPE_WIRE_MAC_LEN bytes, cert 1..CERT_MAX
+ * bytes, sig 1..SIG_MAX bytes. cert and sig come together or not at all.
+ * In a decoded header the pointers point into the decoded bytes.
+ */
+typedef struct troupe_wire_proof {
+    const uint8_t *mac;
+    size_t mac_len;
+    const uint8_t *cert;
+    size_t cert_len;
+    const uint8_t *sig;
+    size_t sig_len;
+} troupe_wire_proof;
+
+/*
  * A decoded frame header. `sender` is the sending node's id (never 0).
- * `incarnation`: in DATA, the receiver incarnation the frame is meant for
- * (0: any); in HELLO and HELLO_ACK, the sender's own incarnation.
- * `url` points into the decoded bytes (not NUL-terminated); it is valid
- * only while those bytes are.
+ * `incarnation`: in DATA and PART, the receiver incarnation the frame is
+ * meant for (0: any); in HELLO, HELLO_ACK and AUTH, the sender's own
+ * incarnation; in REFUSE, the sender's own (0 when it has none to give).
+ * Pointers point into the decoded bytes (strings not NUL-terminated) and
+ * are valid only while those bytes are; fields a type does not carry are
+ * zero or NULL.
  */
 typedef struct troupe_frame_hdr {
     troupe_frame_type type;
     uint32_t sender;
     uint64_t incarnation;
-    uint32_t count;  /* DATA: envelopes in the frame; else 0 */
-    const char *url; /* HELLO: the sender's listen URL; else NULL */
+    uint32_t count;  /* DATA: envelopes in the frame */
+    const char *url; /* HELLO: the sender's listen URL ("" = none) */
     size_t url_len;
+    const uint8_t *nonce;    /* HELLO, HELLO_ACK: TROUPE_WIRE_NONCE_LEN bytes */
+    troupe_wire_proof proof; /* HELLO_ACK, AUTH */
+    uint32_t part_total;     /* PART: size of the whole frame */
+    uint32_t part_offset;    /* PART: where this chunk starts in it */
+    const uint8_t *chunk;    /* PART: 1..TROUPE_WIRE_PART_MAX bytes */
+    size_t chunk_len;
+    troupe_err refuse_err; /* REFUSE: why (a code this build knows) */
+    const char *reason;    /* REFUSE: text, 0..TROUPE_WIRE_REASON_MAX */
+    size_t reason_len;
 } troupe_frame_hdr;
 
 /* ---- encoding ---- */
@@ -93,15 +148,53 @@ troupe_wire_encode_data(uint32_t sender, uint64_t incarnation,
                         size_t cap, size_t *len);
 
 /*
- * Encodes a HELLO (url: the sender's listen URL, may be NULL or "") or a
- * HELLO_ACK (url must be NULL) frame into buf[0..cap). Errors: EINVAL (bad
- * type or argument, sender 0), ETOOBIG (url over TROUPE_WIRE_URL_MAX, or
- * cap too small; 300 bytes always suffice).
+ * A handshake or control frame to encode. `type` is HELLO, HELLO_ACK,
+ * AUTH or REFUSE; `sender` is not 0. HELLO uses url (NULL or "" for none,
+ * at most TROUPE_WIRE_URL_MAX bytes) and nonce; HELLO_ACK uses nonce and
+ * proof; AUTH uses proof; REFUSE uses err (a known code) and reason (NULL
+ * or at most TROUPE_WIRE_REASON_MAX bytes). nonce is TROUPE_WIRE_NONCE_LEN
+ * bytes. Fields a type does not use must be zero or NULL.
+ */
+typedef struct troupe_wire_ctl {
+    troupe_frame_type type;
+    uint32_t sender;
+    uint64_t incarnation;
+    const char *url;
+    const uint8_t *nonce;
+    troupe_wire_proof proof;
+    troupe_err err;
+    const char *reason;
+} troupe_wire_ctl;
+
+/*
+ * Encodes c into buf[0..cap); *len receives its size. Errors: EINVAL (a
+ * NULL argument, a bad type, sender 0, a missing nonce, a field the type
+ * does not use, a proof field of the wrong length, cert without sig or
+ * the reverse, an unknown err), ETOOBIG (url or reason too long, or cap
+ * too small; TROUPE_WIRE_CTL_MAX always suffices).
  */
 troupe_err
-troupe_wire_encode_hello(troupe_frame_type type, uint32_t sender,
-                         uint64_t incarnation, const char *url, void *buf,
-                         size_t cap, size_t *len);
+troupe_wire_encode_ctl(const troupe_wire_ctl *c, void *buf, size_t cap,
+                       size_t *len);
+
+/* Bytes of the PART frame carrying `chunk_len` bytes of a `total`-byte
+ * frame from `offset` (at most chunk_len + TROUPE_WIRE_PART_OVERHEAD). */
+size_t
+troupe_wire_part_size(uint32_t sender, uint64_t incarnation, size_t total,
+                      size_t offset, size_t chunk_len);
+
+/*
+ * Encodes the PART frame that carries frame[offset..offset + chunk_len) of
+ * the `total`-byte frame at `frame` into buf[0..cap); *len receives its
+ * size. Errors: EINVAL (NULL argument, sender 0, chunk_len 0 or over
+ * TROUPE_WIRE_PART_MAX, total over TROUPE_WIRE_FRAME_MAX, the chunk not
+ * inside the frame), ETOOBIG (cap too small: size buf with
+ * troupe_wire_part_size).
+ */
+troupe_err
+troupe_wire_encode_part(uint32_t sender, uint64_t incarnation,
+                        const void *frame, size_t total, size_t offset,
+                        size_t chunk_len, void *buf, size_t cap, size_t *len);
 
 /*
  * Convenience: a DATA frame holding the one message m, in a buffer
@@ -150,6 +243,15 @@ troupe_err
 troupe_wire_decode_frame(troupe_wire_decoder *d, const void *buf, size_t len,
                          troupe_frame_hdr *hdr, troupe_wire_msg_fn fn,
                          void *arg);
+
+/*
+ * The wire version a frame declares: OK and *version when buf[0..len)
+ * starts like a frame (an array of 5 whose first element is an unsigned
+ * integer), whatever the rest holds; EPROTO otherwise. For telling a peer
+ * that speaks another version apart from garbage. Reads at most 10 bytes.
+ */
+troupe_err
+troupe_wire_frame_version(const void *buf, size_t len, uint64_t *version);
 
 /*
  * Convenience: decodes a DATA frame that holds exactly one envelope into a

@@ -37,7 +37,8 @@
     X(ECANCELED, 23, "operation canceled")                                     \
     X(EFAILED, 24, "handler failed")                                           \
     X(EAGAIN, 25, "would block: the data is not in memory")                    \
-    X(ENOSPC, 26, "no space left on device: writes refused")
+    X(ENOSPC, 26, "no space left on device: writes refused")                   \
+    X(EAUTH, 27, "peer not authenticated or not allowed")
 
 typedef enum troupe_err {
 #define TROUPE_ERR_ENUM(name, num, text) TROUPE_##name = num,
