@@ -78,7 +78,8 @@ target_link_libraries(troupe_fuzz_core PUBLIC troupe_fuzz_msgpack
 
 # The targets, in the order `make fuzz` runs them; each is fuzz_<name>.c
 # with its saved corpus in corpus/<name>/.
-set(TROUPE_FUZZ_TARGETS envelope keycodec catalog index_def rows derive)
+set(TROUPE_FUZZ_TARGETS envelope keycodec catalog index_def rows derive
+    replies)
 add_custom_target(troupe_fuzz_all)
 foreach(t ${TROUPE_FUZZ_TARGETS})
   add_executable(fuzz_${t} fuzz_${t}.c fuzz_support.c)
