@@ -79,10 +79,15 @@ target_link_libraries(troupe_fuzz_core PUBLIC troupe_fuzz_msgpack
 # The targets, in the order `make fuzz` runs them; each is fuzz_<name>.c
 # with its saved corpus in corpus/<name>/.
 set(TROUPE_FUZZ_TARGETS envelope keycodec catalog index_def rows derive
-    replies)
+    replies cursor actors)
+# The stateful ones run a node (fuzz_node.c).
+set(TROUPE_FUZZ_NODE_TARGETS cursor actors)
 add_custom_target(troupe_fuzz_all)
 foreach(t ${TROUPE_FUZZ_TARGETS})
   add_executable(fuzz_${t} fuzz_${t}.c fuzz_support.c)
+  if(t IN_LIST TROUPE_FUZZ_NODE_TARGETS)
+    target_sources(fuzz_${t} PRIVATE fuzz_node.c)
+  endif()
   target_include_directories(fuzz_${t} BEFORE PRIVATE
                              ${TROUPE_FUZZ_MSGPACK_DIRS})
   target_include_directories(fuzz_${t} PRIVATE ${TROUPE_FUZZ_INC})
