@@ -97,5 +97,15 @@ foreach(t ${TROUPE_FUZZ_TARGETS})
   add_dependencies(troupe_fuzz_all fuzz_${t})
 endforeach()
 
+# Writes the saved corpora from the real encoders (docs/fuzzing.md).
+add_executable(fuzz_mkseeds mkseeds.c fuzz_support.c)
+target_include_directories(fuzz_mkseeds BEFORE PRIVATE
+                           ${TROUPE_FUZZ_MSGPACK_DIRS})
+target_include_directories(fuzz_mkseeds PRIVATE ${TROUPE_FUZZ_INC})
+target_compile_options(fuzz_mkseeds PRIVATE ${TROUPE_FUZZ_LIB_FLAGS})
+target_link_options(fuzz_mkseeds PRIVATE -fsanitize=fuzzer-no-link,address,undefined)
+target_link_libraries(fuzz_mkseeds PRIVATE troupe_fuzz_core)
+add_dependencies(troupe_fuzz_all fuzz_mkseeds)
+
 string(REPLACE ";" "\n" TROUPE_FUZZ_LIST "${TROUPE_FUZZ_TARGETS}")
 file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/targets.txt "${TROUPE_FUZZ_LIST}\n")

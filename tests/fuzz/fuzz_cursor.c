@@ -260,6 +260,11 @@ run(int call, const void *c, size_t cl, const void *key, size_t kl,
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    static const uint8_t tags[] = {TROUPE_CURSOR_ROWS,  TROUPE_CURSOR_ROWS,
+                                   TROUPE_CURSOR_INDEX, TROUPE_CURSOR_INDEX,
+                                   TROUPE_CURSOR_AND,   TROUPE_CURSOR_QUEUE};
+    uint64_t ids[] = {N->t_id,      N->t_id, N->by_name_id,
+                      N->by_age_id, N->t_id, N->q_id};
     fz_in in = {data, size};
     uint8_t mode = fz_u8(&in);
     int call = mode % 7;
@@ -286,11 +291,6 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         memcpy(c + cl, tail, tl);
         cl += tl;
     } else if (prefixed) {
-        static const uint8_t tags[] = {
-            TROUPE_CURSOR_ROWS,  TROUPE_CURSOR_ROWS, TROUPE_CURSOR_INDEX,
-            TROUPE_CURSOR_INDEX, TROUPE_CURSOR_AND,  TROUPE_CURSOR_QUEUE};
-        uint64_t ids[] = {N->t_id,      N->t_id, N->by_name_id,
-                          N->by_age_id, N->t_id, N->q_id};
         c = troupe_malloc(tl + TROUPE_CURSOR_OVERHEAD);
         troupe__cursor_put(c, tags[call], ids[call], tail, tl);
         cl = tl + TROUPE_CURSOR_OVERHEAD;
@@ -299,6 +299,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         c = troupe_malloc(tl);
         memcpy(c, tail, tl);
         cl = tl;
+        /* raw bytes may still be a cursor of this call's object */
+        if (call != 6 && troupe__cursor_key(c, cl, tags[call], ids[call], &key,
+                                            &kl) != TROUPE_OK) {
+            key = NULL;
+            kl = 0;
+        }
     }
     troupe_key_writer_fini(&w);
     page pg = run(call, c, cl, key, kl, reverse, ranged);
@@ -311,7 +317,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (pg.err == TROUPE_EINVAL && call != 6)
         FZ_CHECK(c != NULL && cl == 0, "EINVAL for a cursor of %zu bytes", cl);
     if (pg.err == TROUPE_OK && !prefixed && call != 6)
-        FZ_CHECK(cl == 0, "a raw %zu-byte cursor accepted", cl);
+        FZ_CHECK(cl == 0 || key != NULL,
+                 "a %zu-byte cursor of something else accepted", cl);
     if (pg.err == TROUPE_OK && pg.cursor != NULL) {
         /* the page's own cursor continues it */
         const void *k2 = NULL;
