@@ -84,10 +84,10 @@ index_defs(void)
                   NULL, 3);
     defs[2] = def("misc", false, misc, 3, TROUPE_COND_EQ, "kind", "\xa1x", 2,
                   NULL, 4);
-    defs[3] = def("fnix", false, NULL, 0, TROUPE_COND_TRUE, "live", NULL, 0,
-                  "f", 5);
-    defs[4] = def("ne", false, &name_f, 1, TROUPE_COND_NE, "k", "\x05", 1,
-                  NULL, 6);
+    defs[3] =
+        def("fnix", false, NULL, 0, TROUPE_COND_TRUE, "live", NULL, 0, "f", 5);
+    defs[4] =
+        def("ne", false, &name_f, 1, TROUPE_COND_NE, "k", "\x05", 1, NULL, 6);
     defs[5] = def("building", false, &name_f, 1, 0, NULL, NULL, 0, NULL, 7);
     troupe_index_def_set_ready(defs[5], false);
     for (int i = 0; i < 6; i++) {
@@ -201,8 +201,8 @@ catalog(void)
     /* check_catalog's: a key that is not a string, a repeated key */
     static const uint8_t bad_key[] = {0x00, 0x81, 0x01, 0x02};
     put("catalog", "bad_entry_int_key", NULL, 0, bad_key, sizeof(bad_key));
-    static const uint8_t dup[] = {0x00, 0x82, 0xa2, 'i', 'd', 0x01,
-                                  0xa2, 'i',  'd',  0x02};
+    static const uint8_t dup[] = {0x00, 0x82, 0xa2, 'i', 'd',
+                                  0x01, 0xa2, 'i',  'd', 0x02};
     put("catalog", "bad_entry_repeated_key", NULL, 0, dup, sizeof(dup));
     troupe_pack_init(&p);
     troupe_pack_uint(&p, 12);
@@ -347,7 +347,8 @@ rows(void)
                              .time_ms = 1700000000000,
                              .owner_kind = "user",
                              .owner_kind_len = 4,
-                             .owner_id = "u\0" "7",
+                             .owner_id = "u\0"
+                                         "7",
                              .owner_id_len = 3};
     uint8_t *v;
     size_t vl;
@@ -382,7 +383,10 @@ rows(void)
     uint8_t ipre[] = {6, 2, 'e', '1'};
     put_key("rows", "id_entry", ipre, sizeof(ipre), &w);
     troupe_key_writer_reset(&w);
-    troupe__tq_okey(&w, "user", 4, "u\0" "7", 3, false, skey, sl);
+    troupe__tq_okey(&w, "user", 4,
+                    "u\0"
+                    "7",
+                    3, false, skey, sl);
     uint8_t opre[] = {7, 4, 'u', 's', 'e', 'r', 3, 'u', 0, '7'};
     put_key("rows", "owner_entry", opre, sizeof(opre), &w);
     troupe_key_writer_reset(&w);
@@ -398,7 +402,10 @@ rows(void)
     memcpy(skey, k, kl);
     sl = kl;
     troupe_key_writer_reset(&w);
-    troupe__tq_okey(&w, "user", 4, "u\0" "7", 3, true, skey, sl);
+    troupe__tq_okey(&w, "user", 4,
+                    "u\0"
+                    "7",
+                    3, true, skey, sl);
     put_key("rows", "owner_entry_completed", opre, sizeof(opre), &w);
     troupe_free(v);
     troupe_key_writer_fini(&w);
@@ -541,9 +548,9 @@ cursors(void)
         const char *key;
         size_t len;
     } c[] = {
-        {0x80, "k03", 3},         /* scan after k03 */
-        {0xc0, "k10", 3},         /* reverse scan */
-        {0xa1, "k07", 3},         /* txn scan in [k05, k15) */
+        {0x80, "k03", 3}, /* scan after k03 */
+        {0xc0, "k10", 3}, /* reverse scan */
+        {0xa1, "k07", 3}, /* txn scan in [k05, k15) */
         {0x82, "\x20n1\x00\x21k01\x00", 9},
         {0xa3, "\x10\x80\0\0\0\0\0\0\x16\x21k01\x00", 15},
         {0x84, "k01", 3},
@@ -639,13 +646,11 @@ actors(void)
     FZ_ERR_IN(troupe_index_query_msg("by_name", &q, &m), TROUPE_OK);
     pre[0] = 3;
     pre[1] = TROUPE_INDEX_QUERY;
-    put("actors", "index_query", pre, 3, troupe_msg_data(m),
-        troupe_msg_len(m));
+    put("actors", "index_query", pre, 3, troupe_msg_data(m), troupe_msg_len(m));
     troupe_msg_destroy(m);
     FZ_ERR_IN(troupe_index_count_msg("by_name", &q, &m), TROUPE_OK);
     pre[1] = TROUPE_INDEX_COUNT;
-    put("actors", "index_count", pre, 3, troupe_msg_data(m),
-        troupe_msg_len(m));
+    put("actors", "index_count", pre, 3, troupe_msg_data(m), troupe_msg_len(m));
     troupe_msg_destroy(m);
     troupe_pack_fini(&p);
     FZ_ERR_IN(troupe_index_verify_msg(10, true, NULL, 0, &m), TROUPE_OK);
