@@ -72,11 +72,8 @@ rows(fz_in *in)
 }
 
 static void
-query(const uint8_t *d, size_t n)
+query(troupe_msg *m)
 {
-    troupe_msg *m = NULL;
-    if (troupe_msg_create(&m, 0, d, n) != TROUPE_OK)
-        return;
     troupe_index_result *res = NULL;
     troupe_err e = troupe_index_query_reply(m, &res);
     FZ_ERR_IN(e, TROUPE_OK, TROUPE_EPROTO, TROUPE_ENOMEM);
@@ -98,18 +95,13 @@ query(const uint8_t *d, size_t n)
         FZ_CHECK(res == NULL, "a result on error");
     }
     troupe_index_result_destroy(res);
-    troupe_msg_destroy(m);
 }
 
 static void
-count(const uint8_t *d, size_t n)
+count(troupe_msg *m)
 {
-    troupe_msg *m = NULL;
-    if (troupe_msg_create(&m, 0, d, n) != TROUPE_OK)
-        return;
     uint64_t c = 0;
     FZ_ERR_IN(troupe_index_count_reply(m, &c), TROUPE_OK, TROUPE_EPROTO);
-    troupe_msg_destroy(m);
 }
 
 static void
@@ -122,11 +114,8 @@ on_mismatch(void *ctx, const troupe_index_mismatch *mm)
 }
 
 static void
-verify(const uint8_t *d, size_t n)
+verify(troupe_msg *m)
 {
-    troupe_msg *m = NULL;
-    if (troupe_msg_create(&m, 0, d, n) != TROUPE_OK)
-        return;
     size_t calls = 0;
     void *next = NULL;
     size_t nl = 0;
@@ -140,26 +129,26 @@ verify(const uint8_t *d, size_t n)
         FZ_CHECK(done == (next == NULL) && (next == NULL || nl > 0),
                  "done %d with a cursor of %zu bytes", done, nl);
     troupe_free(next);
-    troupe_msg_destroy(m);
 }
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fz_in in = {data, size};
-    switch (fz_u8(&in) % 4) {
-    case 0:
+    uint8_t sel = fz_u8(&in) % 4;
+    if (sel == 0) {
         rows(&in);
-        break;
-    case 1:
-        query(in.p, in.n);
-        break;
-    case 2:
-        count(in.p, in.n);
-        break;
-    default:
-        verify(in.p, in.n);
-        break;
+        return 0;
     }
+    troupe_msg *m = NULL;
+    if (troupe_msg_create(&m, 0, in.p, in.n) != TROUPE_OK)
+        return 0;
+    if (sel == 1)
+        query(m);
+    else if (sel == 2)
+        count(m);
+    else
+        verify(m);
+    troupe_msg_destroy(m);
     return 0;
 }

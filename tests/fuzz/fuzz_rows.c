@@ -229,41 +229,30 @@ same_key(troupe_key_writer *w, const uint8_t *k, size_t n)
     FZ_CHECK(fz_same(k, n, k2, n2), "key re-encoded differently");
 }
 
+/* A pending (or completed) key: decoded, then encoded again from what the
+ * decoder gave, to the same bytes. */
 static void
-pending_key(const uint8_t *k, size_t n)
+state_key(const uint8_t *k, size_t n, bool completed)
 {
     uint32_t part = 0;
-    int64_t time = 0;
-    uint64_t order = 0;
-    troupe_err e = troupe__tq_pkey_decode(k, n, &part, &time, &order);
-    FZ_ERR_IN(e, TROUPE_OK, TROUPE_EINVAL);
-    if (e != TROUPE_OK)
-        return;
-    FZ_CHECK(part < TROUPE_QUEUE_PARTITIONS_MAX && time >= 0, "out of range");
-    size_t idl;
-    uint8_t *id = key_id(k, n, &idl);
-    troupe_key_writer w;
-    troupe_key_writer_init(&w);
-    troupe__tq_pkey(&w, part, time, order, id, idl);
-    same_key(&w, k, n);
-    troupe_key_writer_fini(&w);
-    troupe_free(id);
-}
-
-static void
-completed_key(const uint8_t *k, size_t n)
-{
     int64_t processed = 0, time = 0;
     uint64_t order = 0;
-    troupe_err e = troupe__tq_ckey_decode(k, n, &processed, &time, &order);
+    troupe_err e = completed
+                       ? troupe__tq_ckey_decode(k, n, &processed, &time, &order)
+                       : troupe__tq_pkey_decode(k, n, &part, &time, &order);
     FZ_ERR_IN(e, TROUPE_OK, TROUPE_EINVAL);
     if (e != TROUPE_OK)
         return;
+    FZ_CHECK(part < TROUPE_QUEUE_PARTITIONS_MAX && (completed || time >= 0),
+             "out of range");
     size_t idl;
     uint8_t *id = key_id(k, n, &idl);
     troupe_key_writer w;
     troupe_key_writer_init(&w);
-    troupe__tq_ckey(&w, processed, time, id, idl, order);
+    if (completed)
+        troupe__tq_ckey(&w, processed, time, id, idl, order);
+    else
+        troupe__tq_pkey(&w, part, time, order, id, idl);
     same_key(&w, k, n);
     troupe_key_writer_fini(&w);
     troupe_free(id);
@@ -353,7 +342,8 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fz_in in = {data, size};
-    switch (fz_u8(&in) % 8) {
+    uint8_t sel = fz_u8(&in) % 8;
+    switch (sel) {
     case 0:
         envelope(in.p, in.n);
         break;
@@ -364,10 +354,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         queue_value(in.p, in.n);
         break;
     case 3:
-        pending_key(in.p, in.n);
-        break;
     case 4:
-        completed_key(in.p, in.n);
+        state_key(in.p, in.n, sel == 4);
         break;
     case 5:
         queue_row(&in);

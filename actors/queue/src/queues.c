@@ -187,13 +187,9 @@ troupe_err
 troupe__tq_uint_decode(const void *v, size_t len, uint64_t *out)
 {
     troupe_reader r;
-    uint64_t u = 0;
     troupe_reader_init(&r, v, len);
-    troupe_read_uint(&r, &u);
-    if (troupe_read_end(&r) != TROUPE_OK)
-        return TROUPE_ECORRUPT;
-    *out = u;
-    return TROUPE_OK;
+    troupe_read_uint(&r, out); /* sticky: read_end reports its error */
+    return troupe_read_end(&r) == TROUPE_OK ? TROUPE_OK : TROUPE_ECORRUPT;
 }
 
 troupe_err

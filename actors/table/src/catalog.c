@@ -328,13 +328,9 @@ troupe_err
 troupe__tables_seq_parse(const void *v, size_t len, uint64_t *seq)
 {
     troupe_reader r;
-    uint64_t n = 0;
     troupe_reader_init(&r, v, len);
-    troupe_read_uint(&r, &n);
-    if (troupe_read_end(&r) != TROUPE_OK)
-        return TROUPE_ECORRUPT;
-    *seq = n;
-    return TROUPE_OK;
+    troupe_read_uint(&r, seq); /* sticky: read_end reports its error */
+    return troupe_read_end(&r) == TROUPE_OK ? TROUPE_OK : TROUPE_ECORRUPT;
 }
 
 /* The stored floor; 0 for a database that has none yet. */
