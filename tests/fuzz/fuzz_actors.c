@@ -6,7 +6,7 @@
  * for the actors' own kinds, from this node without the payload those
  * kinds expect.
  *
- * Input: target (1 byte), kind (1 byte: 0..15, or one of 63, 64, 100 and
+ * Input: target (1 byte), kind (1 byte: 0..31, or one of 63, 64, 100 and
  * 2^32 - 1), flags (1 byte: bit 0 an ask, bit 1 from the peer, bit 2 the
  * REPLY flag set, bit 3 a stale generation), then the body (none when
  * empty).
@@ -128,7 +128,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fz_in in = {data, size};
     int target = fz_u8(&in) % NTARGETS;
     uint8_t k = fz_u8(&in);
-    uint32_t kind = k < 0xf0 ? k % 16u : extra[k % 4];
+    uint32_t kind = k < 0xf0 ? k % 32u : extra[k % 4];
     uint8_t flags = fz_u8(&in);
     bool ask = flags & 1, peer = flags & 2, reply = flags & 4,
          stale = flags & 8;
