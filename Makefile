@@ -56,14 +56,15 @@ tsan: deps
 	@cd $(BUILD)-tsan && TSAN_OPTIONS=ignore_noninstrumented_modules=1 \
 	  ctest --output-on-failure -j $(JOBS) -LE slow
 
+# Every libFuzzer target (tests/fuzz, docs/fuzzing.md) for FUZZ_SECONDS each
+# (default 20); a crash fails the run and leaves its reproducer under
+# $(BUILD)-fuzz/crashes/.
 fuzz: deps
 	@src=$$(./scripts/fetch-msgpack-src.sh $(BUILD)-fuzz/msgpack-src) && \
 	cmake -S . -B $(BUILD)-fuzz -DCMAKE_C_COMPILER=clang -DTROUPE_FUZZ=ON \
 	  -DTROUPE_TESTS=OFF -DTROUPE_MSGPACK_SRC=$$(realpath $$src) >/dev/null
-	@cmake --build $(BUILD)-fuzz -j $(JOBS) --target fuzz_envelope
-	@mkdir -p $(BUILD)-fuzz/corpus
-	./$(BUILD)-fuzz/tests/fuzz/fuzz_envelope -max_total_time=$${FUZZ_SECONDS:-60} \
-	  -max_len=4096 $(BUILD)-fuzz/corpus tests/fuzz/seeds
+	@cmake --build $(BUILD)-fuzz -j $(JOBS) --target troupe_fuzz_all
+	@FUZZ_SECONDS=$${FUZZ_SECONDS:-20} ./tests/fuzz/run.sh $(BUILD)-fuzz
 
 format: deps
 	@clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')

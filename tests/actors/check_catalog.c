@@ -212,6 +212,103 @@ START_TEST(test_catalog_corrupt_entry_refused_at_open)
 }
 END_TEST
 
+/* Entries that decode but do not describe a table a create could have
+ * made: a name with a NUL inside or an empty one, a name other than the
+ * one its key holds, two indexes of one id or of one name, an index id
+ * the id counter never handed out. Each fails the open with ECORRUPT (each
+ * used to load: cut short, under the wrong name, or sharing a family). */
+enum {
+    INC_NAME_NUL,
+    INC_NAME_EMPTY,
+    INC_NAME_OTHER,
+    INC_INDEX_SAME_ID,
+    INC_INDEX_SAME_NAME,
+    INC_INDEX_ID_PAST_SEQ,
+    INC_N
+};
+
+static void
+pack_def(troupe_packer *p, const char *name, uint64_t id)
+{
+    troupe_index_field f = {"a", TROUPE_FIELD_STRING};
+    troupe_index_spec s = {.name = name, .fields = &f, .n_fields = 1};
+    troupe_index_def *d = NULL;
+    ck_assert_ok(troupe_index_def_create(&s, id, &d));
+    void *b = NULL;
+    size_t n = 0;
+    ck_assert_ok(troupe_index_def_pack(d, &b, &n));
+    troupe_pack_raw(p, b, n);
+    troupe_free(b);
+    troupe_index_def_destroy(d);
+}
+
+START_TEST(test_catalog_inconsistent_entry_refused_at_open)
+{
+    /* table "t" is id 1, its indexes ix and iy ids 2 and 3 */
+    troupe_index_field f = {"a", TROUPE_FIELD_STRING};
+    troupe_index_spec ix[2] = {{.name = "ix", .fields = &f, .n_fields = 1},
+                               {.name = "iy", .fields = &f, .n_fields = 1}};
+    ck_assert_ok(troupe_tables_create_wait(fx.tables, "t", ix, 2));
+    close_all();
+    if (_i == INC_INDEX_ID_PAST_SEQ) {
+        /* the family exists, so only the id rule can refuse it */
+        troupe_db *db = NULL;
+        ck_assert_ok(troupe_db_open(fx.dir, NULL, &db));
+        ck_assert_ok(troupe_db_cf_create(db, "x.99", NULL));
+        ck_assert_ok(troupe_db_close(db));
+    }
+    for (int good = 0; good < 2; good++) {
+        troupe_packer p;
+        troupe_pack_init(&p);
+        troupe_pack_map(&p, 4);
+        troupe_pack_cstr(&p, "id");
+        troupe_pack_uint(&p, 1);
+        troupe_pack_cstr(&p, "name");
+        if (good || _i >= INC_INDEX_SAME_ID)
+            troupe_pack_cstr(&p, "t");
+        else if (_i == INC_NAME_NUL)
+            troupe_pack_str(&p, "t\0x", 3);
+        else if (_i == INC_NAME_EMPTY)
+            troupe_pack_str(&p, "", 0);
+        else
+            troupe_pack_cstr(&p, "u");
+        troupe_pack_cstr(&p, "version");
+        troupe_pack_uint(&p, 1);
+        troupe_pack_cstr(&p, "indexes");
+        troupe_pack_array(&p, 2);
+        pack_def(&p, "ix", 2);
+        if (good || _i < INC_INDEX_SAME_ID)
+            pack_def(&p, "iy", 3);
+        else if (_i == INC_INDEX_SAME_ID)
+            pack_def(&p, "iy", 2);
+        else if (_i == INC_INDEX_SAME_NAME)
+            pack_def(&p, "ix", 3);
+        else
+            pack_def(&p, "iy", 99);
+        size_t len;
+        const void *v = troupe_pack_data(&p, &len);
+        ck_assert_ok(p.err);
+        put_entry("t", v, len);
+        troupe_pack_fini(&p);
+        if (!good) {
+            ck_assert_err(open_all(), TROUPE_ECORRUPT);
+            continue;
+        }
+        /* the good entry again: the table is back, with both indexes */
+        ck_assert_ok(open_all());
+        char **names = NULL;
+        size_t n = 0;
+        ck_assert_ok(troupe_tables_list(fx.tables, &names, &n));
+        ck_assert_uint_eq(n, 1);
+        ck_assert_str_eq(names[0], "t");
+        troupe_free(names);
+        bool ready = false;
+        ck_assert_ok(troupe_tables_index_state(fx.tables, "t", "iy", &ready));
+        ck_assert(ready);
+    }
+}
+END_TEST
+
 /* ---- key versions across opens ----------------------------------------- */
 
 /* {"v": v} */
@@ -785,6 +882,8 @@ catalog_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, test_catalog_corrupt_entry_refused_at_open,
                         BAD_KEY_INT, BAD_DEF_DUP + 1);
+    tcase_add_loop_test(tc, test_catalog_inconsistent_entry_refused_at_open, 0,
+                        INC_N);
     tcase_add_test(tc, test_versions_never_repeat_across_reopen);
     tcase_add_loop_test(tc, test_versions_stay_below_the_stored_floor, 0, 4);
     tcase_add_test(tc, test_versions_floor_absent_opens_malformed_refused);

@@ -1485,6 +1485,146 @@ START_TEST(test_delete_by_owner_touches_only_that_owner)
 }
 END_TEST
 
+/* Writes `n` raw puts into queue q's family (keys and values given). */
+static void
+raw_puts(const char *q, const uint8_t *const *keys, const size_t *klens,
+         size_t n)
+{
+    troupe_queue_info *info = NULL;
+    size_t ni = 0;
+    ck_assert_ok(troupe_queues_list(fx.qs, &info, &ni));
+    uint64_t id = 0;
+    for (size_t i = 0; i < ni; i++)
+        if (strcmp(info[i].name, q) == 0)
+            id = info[i].id;
+    troupe_free(info);
+    char cfn[32];
+    snprintf(cfn, sizeof(cfn), "q.%llu", (unsigned long long)id);
+    troupe_cf *cf = NULL;
+    ck_assert_ok(troupe_db_cf(fx.db, cfn, &cf));
+    troupe_batch *b = NULL;
+    ck_assert_ok(troupe_batch_create(&b));
+    for (size_t i = 0; i < n; i++)
+        ck_assert_ok(troupe_batch_put(b, cf, keys[i], klens[i], "", 0));
+    ck_assert_ok(troupe_db_write(fx.db, b, TROUPE_SYNC_OFF));
+    troupe_batch_destroy(b);
+}
+
+/* The storage key of the one pending event with id `id`. */
+static size_t
+skey_of(const char *q, const char *id, uint8_t *out, size_t cap)
+{
+    troupe_queue_page *pg = NULL;
+    ck_assert_ok(troupe_queue_lookup_wait(fx.qs, q, id, strlen(id), &pg));
+    ck_assert_uint_eq(pg->n, 1);
+    size_t n = pg->items[0].skey_len;
+    ck_assert_uint_le(n, cap);
+    memcpy(out, pg->items[0].skey, n);
+    troupe_queue_page_destroy(pg);
+    return n;
+}
+
+/* A corrupt id entry (e1's id pointing at e2's row) makes the lookup of
+ * e1 ECORRUPT, not an answer holding another event. */
+START_TEST(test_lookup_id_entry_of_another_row_is_corrupt)
+{
+    mkqueue("q", 2, 0);
+    pub("q", ev("e1", "k1", T0));
+    pub("q", ev("e2", "k2", T0));
+    uint8_t sk[256];
+    size_t sl = skey_of("q", "e2", sk, sizeof(sk));
+    troupe_key_writer w;
+    troupe_key_writer_init(&w);
+    ck_assert_ok(troupe__tq_ikey(&w, "e1", 2, sk, sl));
+    const uint8_t *k;
+    size_t kl;
+    ck_assert_ok(troupe_key_writer_finish(&w, &k, &kl));
+    raw_puts("q", &k, &kl, 1);
+    troupe_key_writer_fini(&w);
+    troupe_queue_page *pg = NULL;
+    ck_assert_err(troupe_queue_lookup_wait(fx.qs, "q", "e1", 2, &pg),
+                  TROUPE_ECORRUPT);
+    ck_assert_ptr_null(pg);
+    /* e2's own lookup is untouched */
+    ck_assert_ok(troupe_queue_lookup_wait(fx.qs, "q", "e2", 2, &pg));
+    ck_assert_uint_eq(pg->n, 1);
+    troupe_queue_page_destroy(pg);
+}
+END_TEST
+
+/* A corrupt owner entry (owner u1 pointing at u2's event, or naming the
+ * wrong state) makes the delete ECORRUPT and deletes nothing: another
+ * owner's event is never deleted through it. */
+START_TEST(test_delete_by_owner_entry_of_another_row_is_corrupt)
+{
+    mkqueue("q", 2, 0);
+    pub("q", evo("e1", "k1", T0, "user", "u1"));
+    pub("q", evo("e2", "k2", T0, "user", "u2"));
+    uint8_t sk[256];
+    size_t sl = skey_of("q", "e2", sk, sizeof(sk));
+    troupe_key_writer w;
+    troupe_key_writer_init(&w);
+    /* _i 0: another owner's row; 1: this owner's own row, wrong state */
+    if (_i == 0) {
+        ck_assert_ok(troupe__tq_okey(&w, "user", 4, "u1", 2, false, sk, sl));
+    } else {
+        sl = skey_of("q", "e1", sk, sizeof(sk));
+        ck_assert_ok(troupe__tq_okey(&w, "user", 4, "u1", 2, true, sk, sl));
+    }
+    const uint8_t *k;
+    size_t kl;
+    ck_assert_ok(troupe_key_writer_finish(&w, &k, &kl));
+    raw_puts("q", &k, &kl, 1);
+    troupe_key_writer_fini(&w);
+    size_t del = 9;
+    ck_assert_err(troupe_queue_delete_by_owner_wait(fx.qs, "q", "user", 4, "u1",
+                                                    2, NULL, NULL,
+                                                    TROUPE_SYNC_OFF, &del),
+                  TROUPE_ECORRUPT);
+    ck_assert_uint_eq(del, 0);
+    ck_assert_uint_eq(npending("q"), 2);
+}
+END_TEST
+
+/* A catalog entry whose name holds a NUL (no create makes one) fails the
+ * open with ECORRUPT: it used to load as the name cut at the NUL. */
+START_TEST(test_catalog_entry_name_with_nul_refused_at_open)
+{
+    mkqueue("a", 1, 0);
+    ck_assert_ok(troupe_queues_stop_wait(fx.qs));
+    troupe_queues_destroy(fx.qs);
+    fx.qs = NULL;
+    troupe_cf *cat = NULL;
+    ck_assert_ok(troupe_db_cf(fx.db, "queues", &cat));
+    troupe_key_writer w;
+    troupe_key_writer_init(&w);
+    troupe_key_put_string(&w, "queue", 5);
+    troupe_key_put_string(&w, "a", 1);
+    const uint8_t *k;
+    size_t kl;
+    ck_assert_ok(troupe_key_writer_finish(&w, &k, &kl));
+    void *v = NULL;
+    size_t vl = 0;
+    ck_assert_ok(troupe_db_get(fx.db, cat, NULL, k, kl, &v, &vl));
+    troupe_batch *b = NULL;
+    ck_assert_ok(troupe_batch_create(&b));
+    ck_assert_ok(troupe_batch_delete(b, cat, k, kl));
+    troupe_key_writer_reset(&w);
+    troupe_key_put_string(&w, "queue", 5);
+    troupe_key_put_string(&w, "a\0b", 3);
+    ck_assert_ok(troupe_key_writer_finish(&w, &k, &kl));
+    ck_assert_ok(troupe_batch_put(b, cat, k, kl, v, vl));
+    ck_assert_ok(troupe_db_write(fx.db, b, TROUPE_SYNC_ON));
+    troupe_batch_destroy(b);
+    troupe_free(v);
+    troupe_key_writer_fini(&w);
+    troupe_queues_opts o = {
+        .rt = fx.rt, .db = fx.db, .commit = fx.commit, .clock = fake_clock};
+    ck_assert_err(troupe_queues_open(&o, &fx.qs), TROUPE_ECORRUPT);
+    ck_assert_ptr_null(fx.qs);
+}
+END_TEST
+
 START_TEST(test_purge_completed_in_bounded_batches)
 {
     mkqueue("q", 1, 1000);
@@ -1597,6 +1737,10 @@ queue_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_catalog_create_list_drop_reopen);
+    tcase_add_test(tc, test_catalog_entry_name_with_nul_refused_at_open);
+    tcase_add_test(tc, test_lookup_id_entry_of_another_row_is_corrupt);
+    tcase_add_loop_test(
+        tc, test_delete_by_owner_entry_of_another_row_is_corrupt, 0, 2);
     tcase_add_test(tc, test_catalog_bad_input_rejected);
     tcase_add_test(tc, test_partition_hash_is_fnv1a64);
     tcase_add_test(tc, test_publish_bad_input_writes_nothing);

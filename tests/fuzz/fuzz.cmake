@@ -1,13 +1,16 @@
-# libFuzzer target for the envelope decoder (make fuzz).
+# libFuzzer targets for every decoder of disk and network input (make fuzz;
+# docs/fuzzing.md lists them and what each asserts).
 #
-# msgpack-c's own sources are compiled into the target, instrumented like
-# ours: against Debian's shared library the fuzzer sees about a tenth of the
-# edges (NOTES.md). TROUPE_MSGPACK_SRC is the tree that
+# msgpack-c's own sources are compiled in, instrumented like ours: against
+# Debian's shared library the fuzzer sees about a tenth of the edges
+# (NOTES.md). TROUPE_MSGPACK_SRC is the tree that
 # scripts/fetch-msgpack-src.sh unpacks (src/*.c, include/, cmake/*.h.in);
 # the two headers its own build generates (sysdep.h, pack_template.h) are
-# configured here. The troupe sources the decoder needs (protocols' codec
-# files, the runtime's message and allocator code) are compiled in with the
+# configured here. Every troupe module's sources (runtime, protocols,
+# storage, actors) are compiled once more into one static library with the
 # same instrumentation; nothing links the uninstrumented module libraries.
+# RocksDB, libuv and nng stay the system's (uninstrumented) libraries:
+# targets that need storage open a real database in a temporary directory.
 if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
   message(FATAL_ERROR "TROUPE_FUZZ needs clang: -DCMAKE_C_COMPILER=clang")
 endif()
@@ -31,28 +34,78 @@ foreach(hdr sysdep pack_template)
                  ${TROUPE_FUZZ_MSGPACK_INC}/msgpack/${hdr}.h @ONLY)
 endforeach()
 
-file(GLOB TROUPE_FUZZ_MSGPACK_SRC ${TROUPE_MSGPACK_SRC}/src/*.c)
-file(GLOB TROUPE_FUZZ_RUNTIME_SRC CONFIGURE_DEPENDS
-     ${PROJECT_SOURCE_DIR}/runtime/src/*.c)
-set(TROUPE_FUZZ_PROTOCOLS_SRC
-    ${PROJECT_SOURCE_DIR}/protocols/src/mpwalk.c
-    ${PROJECT_SOURCE_DIR}/protocols/src/wire.c
-    ${PROJECT_SOURCE_DIR}/protocols/src/pack.c
-    ${PROJECT_SOURCE_DIR}/protocols/src/read.c)
+# Instrumentation: the library objects get coverage without libFuzzer's
+# main (fuzzer-no-link); each target links libFuzzer itself.
+set(TROUPE_FUZZ_SAN -fsanitize=address,undefined -fno-sanitize-recover=undefined
+    -fno-omit-frame-pointer -g -O1)
+set(TROUPE_FUZZ_LIB_FLAGS -fsanitize=fuzzer-no-link ${TROUPE_FUZZ_SAN})
 
-add_executable(fuzz_envelope fuzz_envelope.c ${TROUPE_FUZZ_PROTOCOLS_SRC}
-               ${TROUPE_FUZZ_RUNTIME_SRC} ${TROUPE_FUZZ_MSGPACK_SRC})
+file(GLOB TROUPE_FUZZ_MSGPACK_SRC ${TROUPE_MSGPACK_SRC}/src/*.c)
+file(GLOB TROUPE_FUZZ_CORE_SRC CONFIGURE_DEPENDS
+     ${PROJECT_SOURCE_DIR}/runtime/src/*.c
+     ${PROJECT_SOURCE_DIR}/protocols/src/*.c
+     ${PROJECT_SOURCE_DIR}/storage/src/*.c
+     ${PROJECT_SOURCE_DIR}/actors/*/src/*.c)
+file(GLOB TROUPE_FUZZ_ACTOR_INC LIST_DIRECTORIES true CONFIGURE_DEPENDS
+     ${PROJECT_SOURCE_DIR}/actors/*/include)
+file(GLOB TROUPE_FUZZ_ACTOR_SRCDIR LIST_DIRECTORIES true CONFIGURE_DEPENDS
+     ${PROJECT_SOURCE_DIR}/actors/*/src)
+
 # The source tree's headers must win over /usr/include/msgpack. msgpack-c
 # includes the generated ones both as "msgpack/sysdep.h" and, from its own
 # headers, as "sysdep.h": both directories are searched.
-target_include_directories(fuzz_envelope BEFORE PRIVATE
-    ${TROUPE_FUZZ_MSGPACK_INC} ${TROUPE_FUZZ_MSGPACK_INC}/msgpack
-    ${TROUPE_MSGPACK_SRC}/include)
-target_include_directories(fuzz_envelope PRIVATE
+set(TROUPE_FUZZ_MSGPACK_DIRS ${TROUPE_FUZZ_MSGPACK_INC}
+    ${TROUPE_FUZZ_MSGPACK_INC}/msgpack ${TROUPE_MSGPACK_SRC}/include)
+set(TROUPE_FUZZ_INC
+    ${PROJECT_SOURCE_DIR}/runtime/include ${PROJECT_SOURCE_DIR}/runtime/src
     ${PROJECT_SOURCE_DIR}/protocols/include ${PROJECT_SOURCE_DIR}/protocols/src
-    ${PROJECT_SOURCE_DIR}/runtime/include ${PROJECT_SOURCE_DIR}/runtime/src)
-set(TROUPE_FUZZ_FLAGS -fsanitize=fuzzer,address,undefined
-    -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g -O1)
-target_compile_options(fuzz_envelope PRIVATE ${TROUPE_FUZZ_FLAGS})
-target_link_options(fuzz_envelope PRIVATE -fsanitize=fuzzer,address,undefined)
-target_link_libraries(fuzz_envelope PRIVATE PkgConfig::UV Threads::Threads)
+    ${PROJECT_SOURCE_DIR}/storage/include ${PROJECT_SOURCE_DIR}/storage/src
+    ${TROUPE_FUZZ_ACTOR_INC} ${TROUPE_FUZZ_ACTOR_SRCDIR})
+
+add_library(troupe_fuzz_msgpack STATIC ${TROUPE_FUZZ_MSGPACK_SRC})
+target_include_directories(troupe_fuzz_msgpack BEFORE PRIVATE
+                           ${TROUPE_FUZZ_MSGPACK_DIRS})
+target_compile_options(troupe_fuzz_msgpack PRIVATE ${TROUPE_FUZZ_LIB_FLAGS})
+
+add_library(troupe_fuzz_core STATIC ${TROUPE_FUZZ_CORE_SRC})
+target_include_directories(troupe_fuzz_core BEFORE PRIVATE
+                           ${TROUPE_FUZZ_MSGPACK_DIRS})
+target_include_directories(troupe_fuzz_core PRIVATE ${TROUPE_FUZZ_INC})
+target_compile_options(troupe_fuzz_core PRIVATE ${TROUPE_FUZZ_LIB_FLAGS})
+target_link_libraries(troupe_fuzz_core PUBLIC troupe_fuzz_msgpack
+                      PkgConfig::ROCKSDB PkgConfig::UV ${TROUPE_NNG}
+                      Threads::Threads m)
+
+# The targets, in the order `make fuzz` runs them; each is fuzz_<name>.c
+# with its saved corpus in corpus/<name>/.
+set(TROUPE_FUZZ_TARGETS envelope keycodec catalog index_def rows derive
+    replies cursor actors)
+# The stateful ones run a node (fuzz_node.c).
+set(TROUPE_FUZZ_NODE_TARGETS cursor actors)
+add_custom_target(troupe_fuzz_all)
+foreach(t ${TROUPE_FUZZ_TARGETS})
+  add_executable(fuzz_${t} fuzz_${t}.c fuzz_support.c)
+  if(t IN_LIST TROUPE_FUZZ_NODE_TARGETS)
+    target_sources(fuzz_${t} PRIVATE fuzz_node.c)
+  endif()
+  target_include_directories(fuzz_${t} BEFORE PRIVATE
+                             ${TROUPE_FUZZ_MSGPACK_DIRS})
+  target_include_directories(fuzz_${t} PRIVATE ${TROUPE_FUZZ_INC})
+  target_compile_options(fuzz_${t} PRIVATE -fsanitize=fuzzer ${TROUPE_FUZZ_SAN})
+  target_link_options(fuzz_${t} PRIVATE -fsanitize=fuzzer,address,undefined)
+  target_link_libraries(fuzz_${t} PRIVATE troupe_fuzz_core)
+  add_dependencies(troupe_fuzz_all fuzz_${t})
+endforeach()
+
+# Writes the saved corpora from the real encoders (docs/fuzzing.md).
+add_executable(fuzz_mkseeds mkseeds.c fuzz_support.c)
+target_include_directories(fuzz_mkseeds BEFORE PRIVATE
+                           ${TROUPE_FUZZ_MSGPACK_DIRS})
+target_include_directories(fuzz_mkseeds PRIVATE ${TROUPE_FUZZ_INC})
+target_compile_options(fuzz_mkseeds PRIVATE ${TROUPE_FUZZ_LIB_FLAGS})
+target_link_options(fuzz_mkseeds PRIVATE -fsanitize=fuzzer-no-link,address,undefined)
+target_link_libraries(fuzz_mkseeds PRIVATE troupe_fuzz_core)
+add_dependencies(troupe_fuzz_all fuzz_mkseeds)
+
+string(REPLACE ";" "\n" TROUPE_FUZZ_LIST "${TROUPE_FUZZ_TARGETS}")
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/targets.txt "${TROUPE_FUZZ_LIST}\n")

@@ -23,17 +23,6 @@
 #include "index_private.h"
 #include "troupe/alloc.h"
 
-typedef struct listed {
-    uint64_t id;
-    const uint8_t *key;
-    size_t key_len;
-} listed;
-
-typedef struct manifest {
-    listed *v;
-    size_t n;
-} manifest;
-
 static int
 bytes_cmp(const uint8_t *a, size_t an, const uint8_t *b, size_t bn)
 {
@@ -41,10 +30,8 @@ bytes_cmp(const uint8_t *a, size_t an, const uint8_t *b, size_t bn)
     return c != 0 ? c : (an > bn) - (an < bn);
 }
 
-/* Parses [1, [[index_id, key_bin], ...]] sorted by (id, key) with no
- * duplicates. The keys point into data. EPROTO when malformed. */
-static troupe_err
-manifest_parse(const void *data, size_t len, manifest *m)
+troupe_err
+troupe__index_manifest_parse(const void *data, size_t len, manifest *m)
 {
     troupe_reader r;
     uint64_t ver;
@@ -183,7 +170,7 @@ check_pair(vstate *s, const uint8_t *pk, size_t pk_len, const troupe_kv *row,
            const troupe_kv *man)
 {
     manifest m;
-    troupe_err e = manifest_parse(man->val, man->val_len, &m);
+    troupe_err e = troupe__index_manifest_parse(man->val, man->val_len, &m);
     if (e == TROUPE_EPROTO) {
         report(s, TROUPE_VERIFY_BAD_MANIFEST, pk, pk_len, 0, NULL, 0);
         return TROUPE_OK;
@@ -347,7 +334,7 @@ phase_entries(vstate *s, size_t i, lastkey *last, bool *finished)
             ke = troupe_db_get(s->db, s->m, s->snap, pk, pk_len, &mv, &ml);
             if (ke == TROUPE_OK) {
                 manifest m;
-                ke = manifest_parse(mv, ml, &m);
+                ke = troupe__index_manifest_parse(mv, ml, &m);
                 for (size_t j = 0; ke == TROUPE_OK && j < m.n; j++)
                     listed_here |= m.v[j].id == d->id &&
                                    bytes_cmp(m.v[j].key, m.v[j].key_len, kv.key,

@@ -267,6 +267,86 @@ troupe__tq_key_id(const void *k, size_t len, troupe_key_reader *r,
     return TROUPE_OK;
 }
 
+/* Reads a bytes element equal to want[0..n). */
+static bool
+rd_same(troupe_key_reader *r, const void *want, size_t n)
+{
+    troupe_key_item it;
+    return rd(r, TROUPE_KEY_BYTES, &it) && it.v.s.len == n &&
+           memcmp(it.v.s.ptr, want, n) == 0;
+}
+
+/* The last element of an entry, the row key it points at: a copy in
+ * *skey (troupe_malloc'd), which must decode as a pending or a completed
+ * key (*completed tells which), and nothing after it. */
+static troupe_err
+rd_skey(troupe_key_reader *r, uint8_t **skey, size_t *slen, bool *completed)
+{
+    troupe_key_item it;
+    uint32_t part;
+    int64_t a, b;
+    uint64_t order;
+    if (!rd(r, TROUPE_KEY_BYTES, &it))
+        return TROUPE_ECORRUPT;
+    bool p = troupe__tq_pkey_decode(it.v.s.ptr, it.v.s.len, &part, &b,
+                                    &order) == TROUPE_OK;
+    bool c = !p && troupe__tq_ckey_decode(it.v.s.ptr, it.v.s.len, &a, &b,
+                                          &order) == TROUPE_OK;
+    if (!p && !c)
+        return TROUPE_ECORRUPT;
+    uint8_t *copy = troupe_malloc(it.v.s.len);
+    if (copy == NULL)
+        return TROUPE_ENOMEM;
+    memcpy(copy, it.v.s.ptr, it.v.s.len);
+    if (!rd_end(r)) {
+        troupe_free(copy);
+        return TROUPE_ECORRUPT;
+    }
+    *skey = copy;
+    *slen = it.v.s.len;
+    *completed = c;
+    return TROUPE_OK;
+}
+
+troupe_err
+troupe__tq_ientry_decode(const void *k, size_t len, const void *id,
+                         size_t idlen, uint8_t **skey, size_t *slen)
+{
+    troupe_key_reader r;
+    bool completed;
+    troupe_key_reader_init(&r, k, len);
+    troupe_err e = rd_space(&r, TQ_IDS) && rd_same(&r, id, idlen)
+                       ? rd_skey(&r, skey, slen, &completed)
+                       : TROUPE_ECORRUPT;
+    troupe_key_reader_fini(&r);
+    return e;
+}
+
+troupe_err
+troupe__tq_oentry_decode(const void *k, size_t len, const void *kind,
+                         size_t klen, const void *oid, size_t olen,
+                         uint8_t **skey, size_t *slen, bool *completed)
+{
+    troupe_key_reader r;
+    troupe_key_item st;
+    troupe_key_reader_init(&r, k, len);
+    troupe_err e = TROUPE_ECORRUPT;
+    if (rd_space(&r, TQ_OWNER) && rd_same(&r, kind, klen) &&
+        rd_same(&r, oid, olen) && rd(&r, TROUPE_KEY_STRING, &st)) {
+        bool done = st.v.s.len == 9 && memcmp(st.v.s.ptr, "completed", 9) == 0;
+        bool pend = st.v.s.len == 7 && memcmp(st.v.s.ptr, "pending", 7) == 0;
+        if (done || pend)
+            e = rd_skey(&r, skey, slen, completed);
+        if (e == TROUPE_OK && *completed != done) {
+            troupe_free(*skey);
+            *skey = NULL;
+            e = TROUPE_ECORRUPT;
+        }
+    }
+    troupe_key_reader_fini(&r);
+    return e;
+}
+
 troupe_err
 troupe__tq_item(const tq_queue *q, const void *k, size_t klen, const void *v,
                 size_t vlen, troupe_queue_item *it)

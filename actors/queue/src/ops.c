@@ -547,30 +547,22 @@ troupe_queue_lookup_wait(troupe_queues *qs, const char *queue, const void *id,
     troupe_kv kv;
     while (e == TROUPE_OK && (e = troupe_iter_next(it, &kv)) == TROUPE_OK) {
         /* (i, id, skey): the skey is the last element */
-        troupe_key_reader kr;
-        troupe_key_item a;
-        troupe_key_reader_init(&kr, kv.key, kv.key_len);
-        bool ok = troupe_key_read(&kr, &a) == TROUPE_OK &&
-                  troupe_key_read(&kr, &a) == TROUPE_OK &&
-                  troupe_key_read(&kr, &a) == TROUPE_OK &&
-                  a.type == TROUPE_KEY_BYTES;
         void *val = NULL;
         size_t vl = 0;
         uint8_t *sk = NULL;
-        size_t skl = ok ? a.v.s.len : 0;
-        if (ok && (sk = troupe_malloc(skl)) != NULL)
-            memcpy(sk, a.v.s.ptr, skl);
-        troupe_key_reader_fini(&kr);
-        if (!ok)
-            e = TROUPE_ECORRUPT;
-        else if (sk == NULL)
-            e = TROUPE_ENOMEM;
-        else
+        size_t skl = 0;
+        e = troupe__tq_ientry_decode(kv.key, kv.key_len, id, id_len, &sk, &skl);
+        if (e == TROUPE_OK)
             e = troupe_db_get(qs->db, q->cf, snap, sk, skl, &val, &vl);
         if (e == TROUPE_ENOENT)
             e = TROUPE_ECORRUPT; /* an id entry without its row */
         if (e == TROUPE_OK)
             e = box_add(pb, q, sk, skl, val, vl);
+        /* the row it points at must be of that id */
+        if (e == TROUPE_OK &&
+            (pb->items[pb->n - 1].id_len != id_len ||
+             memcmp(pb->items[pb->n - 1].id, id, id_len) != 0))
+            e = TROUPE_ECORRUPT;
         troupe_free(sk);
         troupe_free(val);
     }
@@ -698,29 +690,13 @@ troupe_queue_delete_by_owner_wait(troupe_queues *qs, const char *queue,
         size_t claimedlen[OWNER_BATCH], nclaimed = 0, nb = 0;
         for (size_t i = 0; e == TROUPE_OK && i < pg->n; i++) {
             const troupe_kv *kv = &pg->items[i];
-            troupe_key_reader kr;
-            troupe_key_item a, st, sk;
-            troupe_key_reader_init(&kr, kv->key, kv->key_len);
-            bool ok = troupe_key_read(&kr, &a) == TROUPE_OK &&
-                      troupe_key_read(&kr, &a) == TROUPE_OK &&
-                      troupe_key_read(&kr, &a) == TROUPE_OK &&
-                      troupe_key_read(&kr, &st) == TROUPE_OK &&
-                      st.type == TROUPE_KEY_STRING &&
-                      troupe_key_read(&kr, &sk) == TROUPE_OK &&
-                      sk.type == TROUPE_KEY_BYTES;
             uint8_t *skey = NULL;
-            size_t slen = ok ? sk.v.s.len : 0;
-            if (ok && (skey = troupe_malloc(slen)) != NULL)
-                memcpy(skey, sk.v.s.ptr, slen);
-            troupe_key_reader_fini(&kr);
-            if (!ok) {
-                e = TROUPE_ECORRUPT;
+            size_t slen = 0;
+            bool done = false;
+            e = troupe__tq_oentry_decode(kv->key, kv->key_len, kind, kind_len,
+                                         id, id_len, &skey, &slen, &done);
+            if (e != TROUPE_OK)
                 break;
-            }
-            if (skey == NULL) {
-                e = TROUPE_ENOMEM;
-                break;
-            }
             if (!troupe__tq_claim(q, skey, slen)) {
                 troupe_free(skey); /* being delivered: spared */
                 continue;
@@ -737,6 +713,15 @@ troupe_queue_delete_by_owner_wait(troupe_queues *qs, const char *queue,
             troupe_queue_item item;
             if (e == TROUPE_OK)
                 e = troupe__tq_item(q, skey, slen, val, vl, &item);
+            /* the row it points at must be this owner's: a corrupt entry
+             * never deletes another owner's event */
+            if (e == TROUPE_OK &&
+                (item.owner_kind_len != kind_len ||
+                 memcmp(item.owner_kind, kind, kind_len) != 0 ||
+                 item.owner_id_len != id_len ||
+                 memcmp(item.owner_id, id, id_len) != 0 ||
+                 item.completed != done))
+                e = TROUPE_ECORRUPT;
             bool keep = e == TROUPE_OK && spare != NULL && spare(&item, arg);
             if (e == TROUPE_OK && !keep) {
                 e = troupe_batch_delete(b, q->cf, skey, slen);

@@ -7,6 +7,7 @@
 
 #include "troupe/actor.h"
 #include "troupe/keycodec.h"
+#include "troupe/pack.h"
 #include "troupe/queue.h"
 
 /* The key spaces of one queue's family (first tuple element). */
@@ -126,6 +127,20 @@ troupe__tq_okey(troupe_key_writer *w, const void *kind, size_t klen,
 troupe_err
 troupe__tq_ikey(troupe_key_writer *w, const void *id, size_t idlen,
                 const void *skey, size_t slen);
+/* Decoders of the entries above, as the lookups by id and by owner read
+ * them from the disk: the entry must be of the id (or owner kind and id)
+ * given, hold nothing else, and point at a key that decodes as a pending
+ * or completed key (for an owner entry: of the state it names). *skey is
+ * a troupe_malloc'd copy of that key; *completed (owner entries) tells
+ * its state. ECORRUPT for anything else, ENOMEM; nothing is allocated on
+ * error. */
+troupe_err
+troupe__tq_ientry_decode(const void *k, size_t len, const void *id,
+                         size_t idlen, uint8_t **skey, size_t *slen);
+troupe_err
+troupe__tq_oentry_decode(const void *k, size_t len, const void *kind,
+                         size_t klen, const void *oid, size_t olen,
+                         uint8_t **skey, size_t *slen, bool *completed);
 /* The id element of a pending or completed key (points into k). */
 troupe_err
 troupe__tq_key_id(const void *k, size_t len, troupe_key_reader *r,
@@ -143,6 +158,25 @@ troupe_err
 troupe__tq_commit_wait(troupe_commit *c, troupe_batch **b, troupe_sync sync);
 
 /* ---- queues.c ---- */
+/* The catalog's stored forms (queues.c's design note), read from the disk:
+ * an entry ("queue", name) -> [1, id, partitions, retention_ms] and the
+ * counters ("seq", the next queue id; "s" in a queue's family, its order
+ * mark) -> uint. The decoders return ECORRUPT for anything else (a name
+ * that is not a valid catalog name, id 0, partitions outside
+ * 1..TROUPE_QUEUE_PARTITIONS_MAX, a negative retention). entry_pack
+ * writes the key into w (reset first) and appends the value to p. Pure;
+ * any thread. */
+troupe_err
+troupe__tq_entry_pack(const char *name, uint64_t id, uint32_t parts,
+                      int64_t retention, troupe_key_writer *w,
+                      troupe_packer *p);
+troupe_err
+troupe__tq_entry_decode(const void *k, size_t klen, const void *v, size_t vlen,
+                        char name[TROUPE_QUEUE_NAME_MAX + 1], uint64_t *id,
+                        uint32_t *parts, int64_t *retention);
+troupe_err
+troupe__tq_uint_decode(const void *v, size_t len, uint64_t *out);
+
 tq_queue *
 troupe__tq_retain(tq_queue *q);
 void

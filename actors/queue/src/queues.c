@@ -183,6 +183,69 @@ entry_key(troupe_key_writer *w, const char *name)
     return w->err;
 }
 
+troupe_err
+troupe__tq_uint_decode(const void *v, size_t len, uint64_t *out)
+{
+    troupe_reader r;
+    troupe_reader_init(&r, v, len);
+    troupe_read_uint(&r, out); /* sticky: read_end reports its error */
+    return troupe_read_end(&r) == TROUPE_OK ? TROUPE_OK : TROUPE_ECORRUPT;
+}
+
+troupe_err
+troupe__tq_entry_pack(const char *name, uint64_t id, uint32_t parts,
+                      int64_t retention, troupe_key_writer *w, troupe_packer *p)
+{
+    entry_key(w, name);
+    troupe_pack_array(p, 4);
+    troupe_pack_uint(p, 1);
+    troupe_pack_uint(p, id);
+    troupe_pack_uint(p, parts);
+    troupe_pack_int(p, retention);
+    return w->err != TROUPE_OK ? w->err : p->err;
+}
+
+troupe_err
+troupe__tq_entry_decode(const void *k, size_t klen, const void *v, size_t vlen,
+                        char name[TROUPE_QUEUE_NAME_MAX + 1], uint64_t *id,
+                        uint32_t *parts, int64_t *retention)
+{
+    troupe_key_reader kr;
+    troupe_key_item a, b;
+    troupe_key_reader_init(&kr, k, klen);
+    bool ok =
+        troupe_key_read(&kr, &a) == TROUPE_OK && a.type == TROUPE_KEY_STRING &&
+        a.v.s.len == 5 && memcmp(a.v.s.ptr, "queue", 5) == 0 &&
+        troupe_key_read(&kr, &b) == TROUPE_OK && b.type == TROUPE_KEY_STRING &&
+        b.v.s.len > 0 && b.v.s.len <= TROUPE_QUEUE_NAME_MAX;
+    if (ok) {
+        memcpy(name, b.v.s.ptr, b.v.s.len);
+        name[b.v.s.len] = 0;
+        /* a NUL inside would cut the name short: no create makes one */
+        ok = strlen(name) == b.v.s.len &&
+             troupe_catalog_name_valid(name, NULL) &&
+             troupe_key_read(&kr, &a) == TROUPE_ENOENT;
+    }
+    troupe_key_reader_fini(&kr);
+    troupe_reader r;
+    uint64_t ver = 0, i = 0;
+    uint32_t n = 0;
+    int64_t ret = -1;
+    troupe_reader_init(&r, v, vlen);
+    troupe_read_array_n(&r, 4);
+    troupe_read_uint(&r, &ver);
+    troupe_read_uint(&r, &i);
+    troupe_read_u32(&r, &n);
+    troupe_read_int(&r, &ret);
+    if (!ok || troupe_read_end(&r) != TROUPE_OK || ver != 1 || i == 0 ||
+        n == 0 || n > TROUPE_QUEUE_PARTITIONS_MAX || ret < 0)
+        return TROUPE_ECORRUPT;
+    *id = i;
+    *parts = n;
+    *retention = ret;
+    return TROUPE_OK;
+}
+
 static troupe_err
 put_uint(troupe_queues *qs, troupe_cf *cf, const char *k1, uint64_t v)
 {
@@ -224,13 +287,8 @@ get_uint(troupe_queues *qs, troupe_cf *cf, const char *k1, uint64_t *v)
     troupe_err e = troupe_key_writer_finish(&w, &k, &kl);
     if (e == TROUPE_OK)
         e = troupe_db_get(qs->db, cf, NULL, k, kl, &val, &vl);
-    if (e == TROUPE_OK) {
-        troupe_reader r;
-        troupe_reader_init(&r, val, vl);
-        troupe_read_uint(&r, v);
-        if (troupe_read_end(&r) != TROUPE_OK)
-            e = TROUPE_ECORRUPT;
-    }
+    if (e == TROUPE_OK)
+        e = troupe__tq_uint_decode(val, vl, v);
     troupe_free(val);
     troupe_key_writer_fini(&w);
     return e;
@@ -385,37 +443,16 @@ load(troupe_queues *qs)
                                &it);
     troupe_kv kv;
     while (e == TROUPE_OK && (e = troupe_iter_next(it, &kv)) == TROUPE_OK) {
-        troupe_key_reader kr;
-        troupe_key_item a, b;
-        troupe_key_reader_init(&kr, kv.key, kv.key_len);
-        bool ok = troupe_key_read(&kr, &a) == TROUPE_OK &&
-                  troupe_key_read(&kr, &b) == TROUPE_OK &&
-                  b.type == TROUPE_KEY_STRING && b.v.s.len > 0 &&
-                  b.v.s.len <= TROUPE_QUEUE_NAME_MAX;
         char name[TROUPE_QUEUE_NAME_MAX + 1];
-        if (ok) {
-            memcpy(name, b.v.s.ptr, b.v.s.len);
-            name[b.v.s.len] = 0;
-            ok = troupe_catalog_name_valid(name, NULL) &&
-                 troupe_key_read(&kr, &a) == TROUPE_ENOENT;
-        }
-        troupe_key_reader_fini(&kr);
-        troupe_reader r;
-        uint64_t ver = 0, id = 0;
+        uint64_t id = 0;
         uint32_t parts = 0;
-        int64_t ret = -1;
-        troupe_reader_init(&r, kv.val, kv.val_len);
-        troupe_read_array_n(&r, 4);
-        troupe_read_uint(&r, &ver);
-        troupe_read_uint(&r, &id);
-        troupe_read_u32(&r, &parts);
-        troupe_read_int(&r, &ret);
-        if (!ok || troupe_read_end(&r) != TROUPE_OK || ver != 1 || id == 0 ||
-            id >= qs->seq || parts == 0 ||
-            parts > TROUPE_QUEUE_PARTITIONS_MAX || ret < 0) {
+        int64_t ret = 0;
+        e = troupe__tq_entry_decode(kv.key, kv.key_len, kv.val, kv.val_len,
+                                    name, &id, &parts, &ret);
+        if (e == TROUPE_OK && id >= qs->seq)
             e = TROUPE_ECORRUPT;
+        if (e != TROUPE_OK)
             break;
-        }
         tq_queue *q = NULL;
         e = queue_start(qs, id, name, parts, ret, &q);
         if (e == TROUPE_OK && (e = map_add(qs, q)) != TROUPE_OK) {
@@ -548,20 +585,17 @@ troupe_queues_create_wait(troupe_queues *qs, const troupe_queue_spec *spec)
     if (e == TROUPE_OK) {
         troupe_key_writer w;
         troupe_key_writer_init(&w);
-        entry_key(&w, spec->name);
         const uint8_t *k;
         size_t kl;
         troupe_packer p;
         troupe_pack_init(&p);
-        troupe_pack_array(&p, 4);
-        troupe_pack_uint(&p, 1);
-        troupe_pack_uint(&p, id);
-        troupe_pack_uint(&p, spec->partitions);
-        troupe_pack_int(&p, spec->retention_ms);
+        e = troupe__tq_entry_pack(spec->name, id, spec->partitions,
+                                  spec->retention_ms, &w, &p);
         size_t n;
         const void *d = troupe_pack_data(&p, &n);
         troupe_batch *b = NULL;
-        e = troupe_key_writer_finish(&w, &k, &kl);
+        if (e == TROUPE_OK)
+            e = troupe_key_writer_finish(&w, &k, &kl);
         if (e == TROUPE_OK)
             e = troupe_batch_create(&b);
         if (e == TROUPE_OK)

@@ -309,6 +309,30 @@ meta_get(troupe_tables *t, troupe_key_writer *w, troupe_err ke, void **v,
     return e;
 }
 
+troupe_err
+troupe__tables_floor_parse(const void *v, size_t len, uint64_t *floor)
+{
+    troupe_reader r;
+    uint64_t ver = 0, f = 0;
+    troupe_reader_init(&r, v, len);
+    troupe_read_array_n(&r, 2);
+    troupe_read_uint(&r, &ver);
+    troupe_read_uint(&r, &f);
+    if (troupe_read_end(&r) != TROUPE_OK || ver != 1)
+        return TROUPE_ECORRUPT;
+    *floor = f;
+    return TROUPE_OK;
+}
+
+troupe_err
+troupe__tables_seq_parse(const void *v, size_t len, uint64_t *seq)
+{
+    troupe_reader r;
+    troupe_reader_init(&r, v, len);
+    troupe_read_uint(&r, seq); /* sticky: read_end reports its error */
+    return troupe_read_end(&r) == TROUPE_OK ? TROUPE_OK : TROUPE_ECORRUPT;
+}
+
 /* The stored floor; 0 for a database that has none yet. */
 static troupe_err
 vers_load(troupe_tables *t, uint64_t *floor)
@@ -323,17 +347,8 @@ vers_load(troupe_tables *t, uint64_t *floor)
         return TROUPE_OK;
     if (e != TROUPE_OK)
         return e;
-    troupe_reader r;
-    uint64_t ver = 0, f = 0;
-    troupe_reader_init(&r, v, vlen);
-    troupe_read_array_n(&r, 2);
-    troupe_read_uint(&r, &ver);
-    troupe_read_uint(&r, &f);
-    e = troupe_read_end(&r) == TROUPE_OK && ver == 1 ? TROUPE_OK
-                                                     : TROUPE_ECORRUPT;
+    e = troupe__tables_floor_parse(v, vlen, floor);
     troupe_free(v);
-    if (e == TROUPE_OK)
-        *floor = f;
     return e;
 }
 
@@ -577,9 +592,33 @@ entry_start(troupe_tables *t, tentry *e)
 static void
 resume_builds(troupe_tables *t, tentry *en);
 
-/* { "id", "name", "version", "indexes": [def...] } into a new entry. */
-static troupe_err
-entry_parse(const void *val, size_t len, tentry **out)
+/* Whether the n defs have distinct ids and distinct names. */
+static bool
+defs_distinct(troupe_index_def *const *d, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < i; j++)
+            if (troupe_index_def_id(d[i]) == troupe_index_def_id(d[j]) ||
+                strcmp(troupe_index_def_name(d[i]),
+                       troupe_index_def_name(d[j])) == 0)
+                return false;
+    return true;
+}
+
+void
+troupe__tables_entry_free(tentry *e)
+{
+    entry_free(e);
+}
+
+const char *
+troupe__tables_entry_name(const tentry *e)
+{
+    return e->name;
+}
+
+troupe_err
+troupe__tables_entry_parse(const void *val, size_t len, tentry **out)
 {
     troupe_reader r;
     uint32_t n = 0, nidx = 0;
@@ -623,8 +662,12 @@ entry_parse(const void *val, size_t len, tentry **out)
         else
             troupe_read_skip(&r);
     }
+    /* The name is a valid catalog name, as every create checks: one with
+     * a NUL byte would be cut short in memory, and an empty one is no
+     * table's. */
     if (troupe_read_end(&r) != TROUPE_OK || ver != 1 || id == 0 ||
-        name == NULL || idx == NULL)
+        name == NULL || idx == NULL || nlen == 0 ||
+        memchr(name, '\0', nlen) != NULL)
         return TROUPE_ECORRUPT;
     troupe_reader_init(&r, idx, idx_len);
     troupe_read_array(&r, &nidx);
@@ -639,7 +682,8 @@ entry_parse(const void *val, size_t len, tentry **out)
     memcpy(e->name, name, nlen);
     e->name[nlen] = '\0';
     e->id = id;
-    troupe_err err = TROUPE_OK;
+    troupe_err err =
+        troupe_catalog_name_valid(e->name, NULL) ? TROUPE_OK : TROUPE_ECORRUPT;
     for (uint32_t i = 0; i < nidx && err == TROUPE_OK; i++) {
         const void *d;
         size_t dl;
@@ -651,7 +695,10 @@ entry_parse(const void *val, size_t len, tentry **out)
         else if (err != TROUPE_ENOMEM)
             err = TROUPE_ECORRUPT;
     }
-    if (err == TROUPE_OK && troupe_read_end(&r) != TROUPE_OK)
+    /* Two indexes of one id would share a family and list every key
+     * twice in a manifest; two of one name would make queries ambiguous. */
+    if (err == TROUPE_OK && (troupe_read_end(&r) != TROUPE_OK ||
+                             !defs_distinct(e->schema->defs, e->schema->n)))
         err = TROUPE_ECORRUPT;
     if (err == TROUPE_OK && drp != NULL) {
         uint32_t nd = 0;
@@ -680,6 +727,20 @@ entry_parse(const void *val, size_t len, tentry **out)
     return TROUPE_OK;
 }
 
+/* Whether key is meta_key(name). */
+static bool
+entry_key_is(const void *key, size_t klen, const char *name)
+{
+    troupe_key_writer w;
+    const uint8_t *k;
+    size_t n;
+    bool same = meta_key(&w, name) == TROUPE_OK &&
+                troupe_key_writer_finish(&w, &k, &n) == TROUPE_OK &&
+                n == klen && memcmp(k, key, n) == 0;
+    troupe_key_writer_fini(&w);
+    return same;
+}
+
 static troupe_err
 load(troupe_tables *t)
 {
@@ -689,10 +750,7 @@ load(troupe_tables *t)
     troupe_err ke = meta_key(&w, NULL);
     troupe_err e = meta_get(t, &w, ke, &v, &vlen);
     if (e == TROUPE_OK) {
-        troupe_reader r;
-        troupe_reader_init(&r, v, vlen);
-        troupe_read_uint(&r, &t->seq);
-        e = troupe_read_end(&r) == TROUPE_OK ? TROUPE_OK : TROUPE_ECORRUPT;
+        e = troupe__tables_seq_parse(v, vlen, &t->seq);
         troupe_free(v);
     } else if (e == TROUPE_ENOENT) {
         e = TROUPE_OK;
@@ -709,12 +767,18 @@ load(troupe_tables *t)
     troupe_kv kv;
     while (e == TROUPE_OK && (e = troupe_iter_next(it, &kv)) == TROUPE_OK) {
         tentry *en = NULL;
-        if ((e = entry_parse(kv.val, kv.val_len, &en)) != TROUPE_OK)
+        if ((e = troupe__tables_entry_parse(kv.val, kv.val_len, &en)) !=
+            TROUPE_OK)
             break;
-        if (en->id > t->seq)
+        /* Ids come from the counter; the entry sits under its own name
+         * (a drop of the name it holds must find it). */
+        if (en->id > t->seq || !entry_key_is(kv.key, kv.key_len, en->name))
             e = TROUPE_ECORRUPT;
         for (size_t i = 0; i < en->ndropped; i++)
             if (en->dropped[i] > t->seq)
+                e = TROUPE_ECORRUPT;
+        for (size_t i = 0; i < en->schema->n; i++)
+            if (troupe_index_def_id(en->schema->defs[i]) > t->seq)
                 e = TROUPE_ECORRUPT;
         if (e == TROUPE_OK)
             e = entry_start(t, en);
@@ -1244,23 +1308,23 @@ write_meta(troupe_tables *t, const char *name, const void *val, size_t vlen,
 /* The catalog entry; "dropped" only when a sweep is pending, so a table
  * that never dropped an index keeps the four-key form. */
 static troupe_err
-entry_pack_named(const ddl_job *j, const char *name, const uint64_t *dropped,
-                 size_t nd, troupe_packer *p)
+entry_pack_named(uint64_t id, const tschema *s, const char *name,
+                 const uint64_t *dropped, size_t nd, troupe_packer *p)
 {
     troupe_pack_init(p);
     troupe_pack_map(p, nd > 0 ? 5 : 4);
     troupe_pack_cstr(p, "id");
-    troupe_pack_uint(p, j->id);
+    troupe_pack_uint(p, id);
     troupe_pack_cstr(p, "name");
     troupe_pack_cstr(p, name);
     troupe_pack_cstr(p, "version");
     troupe_pack_uint(p, 1);
     troupe_pack_cstr(p, "indexes");
-    troupe_pack_array(p, (uint32_t)j->schema->n);
-    for (size_t i = 0; i < j->schema->n && p->err == TROUPE_OK; i++) {
+    troupe_pack_array(p, (uint32_t)s->n);
+    for (size_t i = 0; i < s->n && p->err == TROUPE_OK; i++) {
         void *d = NULL;
         size_t dl = 0;
-        troupe_err e = troupe_index_def_pack(j->schema->defs[i], &d, &dl);
+        troupe_err e = troupe_index_def_pack(s->defs[i], &d, &dl);
         if (e != TROUPE_OK)
             return e;
         troupe_pack_raw(p, d, dl);
@@ -1273,6 +1337,26 @@ entry_pack_named(const ddl_job *j, const char *name, const uint64_t *dropped,
             troupe_pack_uint(p, dropped[i]);
     }
     return p->err;
+}
+
+troupe_err
+troupe__tables_entry_pack(const tentry *e, void **out, size_t *len)
+{
+    troupe_packer p;
+    troupe_err err = entry_pack_named(e->id, e->schema, e->name, e->dropped,
+                                      e->ndropped, &p);
+    size_t n = 0;
+    const void *d = troupe_pack_data(&p, &n);
+    void *c = NULL;
+    if (err == TROUPE_OK && (c = troupe_malloc(n)) == NULL)
+        err = TROUPE_ENOMEM;
+    if (err == TROUPE_OK) {
+        memcpy(c, d, n);
+        *out = c;
+        *len = n;
+    }
+    troupe_pack_fini(&p);
+    return err;
 }
 
 static void
@@ -1347,7 +1431,7 @@ do_create(ddl_job *j)
     }
     troupe_packer p;
     if (e == TROUPE_OK)
-        e = entry_pack_named(j, j->name, NULL, 0, &p);
+        e = entry_pack_named(j->id, j->schema, j->name, NULL, 0, &p);
     if (e == TROUPE_OK) {
         size_t len;
         const void *d = troupe_pack_data(&p, &len);
@@ -1645,14 +1729,13 @@ static troupe_err
 entry_update(troupe_tables *t, tentry *en, tschema *s, const uint64_t *dropped,
              size_t nd, tbuild *b)
 {
-    ddl_job tmp = {.id = en->id, .schema = s};
     uint64_t *dc = NULL;
     if (nd > 0 && (dc = troupe_malloc(nd * sizeof(*dc))) == NULL)
         return TROUPE_ENOMEM;
     if (nd > 0)
         memcpy(dc, dropped, nd * sizeof(*dc));
     troupe_packer p;
-    troupe_err e = entry_pack_named(&tmp, en->name, dropped, nd, &p);
+    troupe_err e = entry_pack_named(en->id, s, en->name, dropped, nd, &p);
     if (e == TROUPE_OK) {
         size_t len;
         const void *d = troupe_pack_data(&p, &len);
@@ -1789,6 +1872,27 @@ troupe__tables_build_save(troupe_db *db, troupe_cf *meta, uint64_t table_id,
     return meta_put(db, meta, &w, ke, &p, TROUPE_SYNC_DEFAULT);
 }
 
+troupe_err
+troupe__tables_pos_parse(const void *v, size_t len, uint64_t *index_id,
+                         const void **after, size_t *alen)
+{
+    troupe_reader r;
+    uint64_t ver = 0, id = 0;
+    const void *a = NULL;
+    size_t n = 0;
+    troupe_reader_init(&r, v, len);
+    troupe_read_array_n(&r, 3);
+    troupe_read_uint(&r, &ver);
+    troupe_read_uint(&r, &id);
+    troupe_read_bin(&r, TROUPE_KEY_MAX, &a, &n);
+    if (troupe_read_end(&r) != TROUPE_OK || ver != 1 || n == 0)
+        return TROUPE_ECORRUPT;
+    *index_id = id;
+    *after = a;
+    *alen = n;
+    return TROUPE_OK;
+}
+
 /* The saved position of en's build of index_id, if there is one (a
  * malformed or foreign record is ignored: the build starts over). */
 static void
@@ -1801,17 +1905,11 @@ load_position(troupe_tables *t, const tentry *en, uint64_t index_id, tbuild *b)
     troupe_err e = meta_get(t, &w, ke, &v, &vlen);
     if (e != TROUPE_OK)
         return;
-    troupe_reader r;
-    uint64_t ver = 0, id = 0;
+    uint64_t id = 0;
     const void *after = NULL;
     size_t alen = 0;
-    troupe_reader_init(&r, v, vlen);
-    troupe_read_array_n(&r, 3);
-    troupe_read_uint(&r, &ver);
-    troupe_read_uint(&r, &id);
-    troupe_read_bin(&r, TROUPE_KEY_MAX, &after, &alen);
-    if (troupe_read_end(&r) == TROUPE_OK && ver == 1 && id == index_id &&
-        alen > 0 && (b->cursor = troupe_malloc(alen)) != NULL) {
+    if (troupe__tables_pos_parse(v, vlen, &id, &after, &alen) == TROUPE_OK &&
+        id == index_id && (b->cursor = troupe_malloc(alen)) != NULL) {
         memcpy(b->cursor, after, alen);
         b->clen = alen;
     }

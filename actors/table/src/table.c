@@ -510,17 +510,9 @@ vmap_remove(tstate *s, vent *v)
 
 /* ---- write preparation (worker thread) -------------------------------- */
 
-typedef struct mentry {
-    uint64_t id;
-    const void *key;
-    size_t len;
-} mentry;
-
-/* Parses manifest [1, [[id, key], ...]] strictly: sorted, and every key
- * ends with this row's encoded primary key (`suffix`). */
-static troupe_err
-manifest_parse(const void *man, size_t len, const uint8_t *suffix, size_t slen,
-               mentry **out, size_t *n)
+troupe_err
+troupe__manifest_parse(const void *man, size_t len, const uint8_t *suffix,
+                       size_t slen, mentry **out, size_t *n)
 {
     troupe_reader r;
     uint64_t ver = 0;
@@ -848,7 +840,7 @@ prepare(wop *op)
     if (e == TROUPE_OK && er == TROUPE_OK) {
         e = troupe__envelope_parse(row, rlen, &exp, &old_doc, &old_len);
         if (e == TROUPE_OK)
-            e = manifest_parse(man, mlen, suffix, slen, &old, &nold);
+            e = troupe__manifest_parse(man, mlen, suffix, slen, &old, &nold);
         live = troupe__row_live(exp, now);
     }
     if (e == TROUPE_OK) {

@@ -398,6 +398,56 @@ troupe_err
 troupe__tables_lookup_index(troupe_tables *t, const char *name, troupe_addr *a,
                             uint32_t *timeout_ms, troupe_runtime **rt);
 
+/*
+ * Decoders of the catalog's stored values in `meta` (catalog.c; formats in
+ * docs/data-model.md), exposed for the fuzz targets and tests. Each reads
+ * input from the disk: anything that is not the format is ECORRUPT, with
+ * nothing allocated; pointers returned point into the input. Pure; any
+ * thread.
+ *  - entry_parse: a table's entry {id, name, version, indexes, dropped?}
+ *    into a new tentry (*out, entry_free it): each key at most once, a
+ *    valid catalog name, index definitions with distinct ids and names.
+ *    ENOMEM.
+ *  - entry_pack: the entry's stored form (troupe_malloc'd *out), as a
+ *    create or an index change writes it. ENOMEM.
+ *  - seq_parse: ("seq"), the highest id handed out: one uint.
+ *  - floor_parse: ("versions"), the key-version floor: [1, floor].
+ *  - pos_parse: ("build", table id), a build's position: [1, index id
+ *    (0: a sweep), last primary key done (bin, not empty)].
+ */
+typedef struct tentry tentry;
+troupe_err
+troupe__tables_entry_parse(const void *val, size_t len, tentry **out);
+troupe_err
+troupe__tables_entry_pack(const tentry *e, void **out, size_t *len);
+void
+troupe__tables_entry_free(tentry *e);
+const char *
+troupe__tables_entry_name(const tentry *e);
+troupe_err
+troupe__tables_seq_parse(const void *v, size_t len, uint64_t *seq);
+troupe_err
+troupe__tables_floor_parse(const void *v, size_t len, uint64_t *floor);
+troupe_err
+troupe__tables_pos_parse(const void *v, size_t len, uint64_t *index_id,
+                         const void **after, size_t *alen);
+
+/* One key a manifest lists: index id and the index family key. */
+typedef struct mentry {
+    uint64_t id;
+    const void *key;
+    size_t len;
+} mentry;
+
+/* Parses the manifest [1, [[id, key bin], ...]] of the row whose encoded
+ * primary key is suffix[0..slen) strictly: sorted by (id, key) without
+ * repeats, every key longer than the suffix and ending with it. *out is a
+ * troupe_malloc'd array of *n entries pointing into man (NULL when *n is
+ * 0). ECORRUPT (nothing allocated), ENOMEM. Pure; any thread. */
+troupe_err
+troupe__manifest_parse(const void *man, size_t len, const uint8_t *suffix,
+                       size_t slen, mentry **out, size_t *n);
+
 /* The row envelope [1, expires, doc]: *doc points into env. */
 troupe_err
 troupe__envelope_parse(const void *env, size_t len, int64_t *expires,

@@ -391,7 +391,8 @@ troupe_queue_list_wait(troupe_queues *q, const char *queue,
 /*
  * Every stored invocation (pending and completed) of event id `id`,
  * through the id entries. n == 0 when none. Errors: EINVAL, ENOENT (no
- * such queue), ECORRUPT (an id entry naming a missing or malformed row),
+ * such queue), ECORRUPT (a malformed id entry, or one naming a missing or
+ * malformed row or another id's row),
  * ESTATE, EIO, ENOMEM. Blocks.
  */
 troupe_err
@@ -403,8 +404,9 @@ troupe_queue_lookup_wait(troupe_queues *q, const char *queue, const void *id,
  * owner and id entries, touching nothing else. `spare` (may be NULL)
  * sees each invocation and returns true to keep it; an invocation being
  * delivered right now is kept too. *deleted (may be NULL) receives the
- * count. Errors: EINVAL (bad owner parts), ENOENT, ECORRUPT (an owner
- * entry naming a malformed row: nothing of that batch written), ESTATE,
+ * count. Errors: EINVAL (bad owner parts), ENOENT, ECORRUPT (a malformed
+ * owner entry, or one naming a malformed row, another owner's row or the
+ * wrong state: nothing of that batch written), ESTATE,
  * EUNKNOWN, EFAILSTOP, EIO, ENOMEM. Blocks.
  */
 typedef bool (*troupe_queue_spare_fn)(const troupe_queue_item *it, void *arg);
