@@ -45,6 +45,7 @@ file(GLOB TROUPE_FUZZ_CORE_SRC CONFIGURE_DEPENDS
      ${PROJECT_SOURCE_DIR}/runtime/src/*.c
      ${PROJECT_SOURCE_DIR}/protocols/src/*.c
      ${PROJECT_SOURCE_DIR}/storage/src/*.c
+     ${PROJECT_SOURCE_DIR}/storage/src/*.cc
      ${PROJECT_SOURCE_DIR}/actors/*/src/*.c)
 file(GLOB TROUPE_FUZZ_ACTOR_INC LIST_DIRECTORIES true CONFIGURE_DEPENDS
      ${PROJECT_SOURCE_DIR}/actors/*/include)
@@ -72,14 +73,17 @@ target_include_directories(troupe_fuzz_core BEFORE PRIVATE
                            ${TROUPE_FUZZ_MSGPACK_DIRS})
 target_include_directories(troupe_fuzz_core PRIVATE ${TROUPE_FUZZ_INC})
 target_compile_options(troupe_fuzz_core PRIVATE ${TROUPE_FUZZ_LIB_FLAGS})
+set_target_properties(troupe_fuzz_core PROPERTIES CXX_STANDARD 17
+                      CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
 target_link_libraries(troupe_fuzz_core PUBLIC troupe_fuzz_msgpack
                       PkgConfig::ROCKSDB PkgConfig::UV ${TROUPE_NNG}
+                      ${MBEDX509_LIB} ${MBEDCRYPTO_LIB}
                       Threads::Threads m)
 
 # The targets, in the order `make fuzz` runs them; each is fuzz_<name>.c
 # with its saved corpus in corpus/<name>/.
-set(TROUPE_FUZZ_TARGETS envelope keycodec catalog index_def rows derive
-    replies cursor actors)
+set(TROUPE_FUZZ_TARGETS envelope handshake keycodec catalog index_def rows
+    derive replies cursor actors)
 # The stateful ones run a node (fuzz_node.c).
 set(TROUPE_FUZZ_NODE_TARGETS cursor actors)
 add_custom_target(troupe_fuzz_all)

@@ -21,6 +21,8 @@
 #include "troupe/kv.h"
 #include "troupe/pack.h"
 
+#include "fuzz_handshake.h"
+
 static const char *root;
 
 static void
@@ -672,6 +674,51 @@ actors(void)
     put("actors", "stale_generation", stale, 3, NULL, 0);
 }
 
+/* HELLO_ACK and AUTH frames carrying the proof the real peer would send
+ * for the transcript fuzz_handshake checks them against, and one whose
+ * mac is a bit off. */
+static void
+handshake(void)
+{
+    troupe__auth_cfg c = {.node_id = FZ_HS_SELF,
+                          .secret = FZ_HS_SECRET,
+                          .secret_len = strlen(FZ_HS_SECRET)};
+    troupe__auth *a = NULL;
+    FZ_CHECK(troupe__auth_create(&c, &a) == TROUPE_OK, "auth");
+    static const uint8_t nonce[TROUPE_WIRE_NONCE_LEN] = {9, 8, 7};
+    static const troupe_frame_type types[] = {TROUPE_FRAME_HELLO_ACK,
+                                              TROUPE_FRAME_AUTH};
+    for (int i = 0; i < 2; i++) {
+        for (int bad = 0; bad < 2; bad++) {
+            uint8_t sel = (uint8_t)(5 + 20 * i);
+            troupe_frame_hdr h = {.type = types[i],
+                                  .sender = 3,
+                                  .incarnation = 99,
+                                  .nonce = i == 0 ? nonce : NULL};
+            troupe__transcript t = fz_hs_transcript(&h, sel);
+            troupe__proof pr;
+            FZ_CHECK(troupe__auth_prove(a, &t, &pr) == TROUPE_OK, "prove");
+            pr.mac[0] ^= (uint8_t)bad;
+            troupe_wire_ctl ctl = {.type = h.type,
+                                   .sender = h.sender,
+                                   .incarnation = h.incarnation,
+                                   .nonce = h.nonce,
+                                   .proof = {.mac = pr.mac,
+                                             .mac_len = TROUPE_WIRE_MAC_LEN}};
+            uint8_t buf[TROUPE_WIRE_CTL_MAX];
+            size_t len = 0;
+            FZ_CHECK(troupe_wire_encode_ctl(&ctl, buf, sizeof(buf), &len) ==
+                         TROUPE_OK,
+                     "encode");
+            char name[32];
+            snprintf(name, sizeof(name), "%s%s", i == 0 ? "hello_ack" : "auth",
+                     bad ? "_bad_mac" : "");
+            put("handshake", name, &sel, 1, buf, len);
+        }
+    }
+    troupe__auth_destroy(a);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -688,6 +735,7 @@ main(int argc, char **argv)
     replies();
     cursors();
     actors();
+    handshake();
     for (int i = 0; i < 6; i++)
         troupe_index_def_destroy(defs[i]);
     return 0;

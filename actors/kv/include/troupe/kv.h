@@ -13,7 +13,8 @@
  * or with err EPROTO (malformed body, wrong types, trailing bytes),
  * ETOOBIG (key or value over the storage limits), EFULL (pipeline queue
  * full: retry later), EUNKNOWN (the write or its sync failed: it may or may
- * not be stored; the db is fail-stop), EFAILSTOP, ECORRUPT, EIO.
+ * not be stored; the db is fail-stop), EFAILSTOP, ENOSPC (the disk
+ * is below its free-space floor: nothing written), ECORRUPT, EIO.
  * Replies are sent straight from the storage writer or worker thread, so a
  * request in flight when the kv actor stops still gets its reply.
  */

@@ -189,7 +189,7 @@ typedef void (*troupe_queue_cb)(troupe_err err, void *arg);
  * Publishes one event: its pending row, its owner entry and its id entry
  * in one batch through the commit pipeline. Then the event's partition
  * actor learns its due time. cb(err, arg) fires once on scheduler 0: OK,
- * EUNKNOWN (may or may not be stored), EFULL, EFAILSTOP, ENOENT (queue
+ * EUNKNOWN (may or may not be stored), EFULL, EFAILSTOP, ENOSPC, ENOENT (queue
  * dropped meanwhile), ENOMEM. Call errors (nothing written, cb never
  * fires): EINVAL (NULL, empty or oversized id / key / owner part, owner
  * given by halves, negative time, payload not exactly one msgpack object,
@@ -308,7 +308,7 @@ troupe_queue_kick(troupe_queues *q, const char *queue);
  * partition the queue does not have, negative time); ECORRUPT (the row
  * is undecodable: left untouched); EBUSY (the invocation is being
  * delivered right now); ENOENT (no such queue); ESTATE; EUNKNOWN,
- * EFAILSTOP, EIO, ENOMEM. Blocks.
+ * EFAILSTOP, ENOSPC, EIO, ENOMEM. Blocks.
  */
 troupe_err
 troupe_queue_ack_wait(troupe_queues *q, const char *queue, const void *skey,
@@ -407,7 +407,7 @@ troupe_queue_lookup_wait(troupe_queues *q, const char *queue, const void *id,
  * count. Errors: EINVAL (bad owner parts), ENOENT, ECORRUPT (a malformed
  * owner entry, or one naming a malformed row, another owner's row or the
  * wrong state: nothing of that batch written), ESTATE,
- * EUNKNOWN, EFAILSTOP, EIO, ENOMEM. Blocks.
+ * EUNKNOWN, EFAILSTOP, ENOSPC, EIO, ENOMEM. Blocks.
  */
 typedef bool (*troupe_queue_spare_fn)(const troupe_queue_item *it, void *arg);
 troupe_err
@@ -424,7 +424,7 @@ troupe_queue_delete_by_owner_wait(troupe_queues *q, const char *queue,
  * rows are never touched). *purged (may be NULL) is how many rows went;
  * *full (may be NULL) is true when that is `max`: call again at once;
  * false: caught up. Errors: EINVAL (NULL, max 0), ESTATE, EUNKNOWN,
- * EFAILSTOP, EIO, ENOMEM. Blocks.
+ * EFAILSTOP, ENOSPC, EIO, ENOMEM. Blocks.
  */
 troupe_err
 troupe_queues_purge_completed(troupe_queues *q, int64_t now_ms, size_t max,

@@ -51,7 +51,9 @@
  * function index whose function this process did not register: it cannot
  * maintain that index; deletes and reads work; register the function and
  * reopen, or drop that index), ETOOBIG, EFULL (pipeline full: retry
- * later), EUNKNOWN, EFAILSTOP, EIO, ENOMEM, ECLOSED, ETIMEDOUT.
+ * later), EUNKNOWN, EFAILSTOP, ENOSPC (the disk is below the database's
+ * min_free_bytes: nothing written; writes work again once space is freed,
+ * docs/storage.md "Full disk"), EIO, ENOMEM, ECLOSED, ETIMEDOUT.
  *
  * Expiry. A row written with expires_at_ms > 0 is invisible to every read
  * (and to insert/update/delete, which treat it as absent) once the clock
@@ -200,7 +202,7 @@ typedef void (*troupe_tables_cb)(troupe_tables *t, troupe_err err, void *arg);
  * cb reports OK and nothing is written. The call validates arguments and
  * index specs at once (errors returned, cb never fires); the disk work
  * runs on a worker and cb reports OK, EEXIST (the name is taken by a
- * table with other indexes: nothing changes), EIO, EFAILSTOP, ENOMEM,
+ * table with other indexes: nothing changes), EIO, EFAILSTOP, ENOSPC, ENOMEM,
  * ECLOSED. Errors: EINVAL (NULL, bad name, bad spec, too many indexes,
  * duplicate index name, a function index whose function is not
  * registered in troupe_tables_opts.fns), ESTATE (stopping), ENOMEM.
@@ -218,7 +220,7 @@ troupe_tables_create_wait(troupe_tables *t, const char *name,
  * Drops table `name`: removes it from the catalog at once for new
  * requests (ENOENT), stops its actor, deletes the catalog entry (synced)
  * and drops its families. cb reports OK, ENOENT (no such table), EIO,
- * EFAILSTOP. Errors: EINVAL, ESTATE, ENOMEM.
+ * EFAILSTOP, ENOSPC. Errors: EINVAL, ESTATE, ENOMEM.
  */
 troupe_err
 troupe_tables_drop(troupe_tables *t, const char *name, troupe_tables_cb cb,
@@ -242,7 +244,7 @@ troupe_tables_drop_wait(troupe_tables *t, const char *name);
  * rows with one key: the index is removed again), ECORRUPT (a row or
  * manifest is corrupt: removed too), ECLOSED (stopped during the build:
  * the catalog keeps it "building" and the next open builds it again),
- * EIO, EFAILSTOP. Call errors: EINVAL (NULL, bad name or spec, a
+ * EIO, EFAILSTOP, ENOSPC. Call errors: EINVAL (NULL, bad name or spec, a
  * function index whose function is not registered), ESTATE, ENOMEM.
  * troupe_tables_stop waits for a running build to finish.
  * Each step of 64 rows first stores the position reached (the last primary
@@ -301,7 +303,7 @@ troupe_tables_rebuild_index_wait(troupe_tables *t, const char *table,
  * Until then verify reports the keys still listed as UNKNOWN_INDEX. cb
  * errors: ENOENT (table dropped meanwhile), ECORRUPT (a corrupt row or
  * manifest stopped the sweep: the family is dropped anyway and the keys
- * left in manifests are dropped by later writes), ECLOSED, EIO, EFAILSTOP.
+ * left in manifests are dropped by later writes), ECLOSED, EIO, EFAILSTOP, ENOSPC.
  * Call errors as rebuild_index.
  */
 troupe_err
@@ -538,7 +540,7 @@ typedef void (*troupe_purge_cb)(troupe_err err, const troupe_purge_result *r,
  * next step starts once every delete of this one finished. Expired rows
  * are invisible to reads already; this frees their space. r (borrowed for
  * the callback) says what it did. cb errors: EBUSY (a pass of this table
- * is running), ECLOSED, EIO, EFAILSTOP, ECORRUPT (a manifest of an expired
+ * is running), ECLOSED, EIO, EFAILSTOP, ENOSPC, ECORRUPT (a manifest of an expired
  * row is malformed: that row stays), EUNKNOWN, ENOMEM, ETIMEDOUT. Call
  * errors: EINVAL (NULL, bad name), ENOENT (no such table), ESTATE, ENOMEM.
  * Any thread.

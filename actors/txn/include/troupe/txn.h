@@ -194,7 +194,7 @@ troupe_txn_rollback(troupe_txn *tx);
  *   EUNKNOWN    the write or its sync failed: it may or may not be stored
  *               (never retry blindly);
  *   EFULL       the commit pipeline was full: nothing written;
- *   ETIMEDOUT, ECLOSED, EFAILSTOP, EIO, ENOMEM: nothing written.
+ *   ETIMEDOUT, ECLOSED, EFAILSTOP, ENOSPC, EIO, ENOMEM: nothing written.
  * Any outcome other than ECONFLICT wins over conflicts found before it
  * (a dropped table after another table conflicted is ENOENT), and the
  * conflict set is then empty. EDEAD never comes out of a commit.
