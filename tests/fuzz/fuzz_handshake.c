@@ -40,10 +40,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 1)
         return 0;
     troupe_frame_hdr h;
-    troupe_err e = troupe_wire_decode_frame(NULL, data + 1, size - 1, &h,
-                                            NULL, NULL);
-    if (e != TROUPE_OK || (h.type != TROUPE_FRAME_HELLO_ACK &&
-                           h.type != TROUPE_FRAME_AUTH))
+    troupe_err e =
+        troupe_wire_decode_frame(NULL, data + 1, size - 1, &h, NULL, NULL);
+    if (e != TROUPE_OK ||
+        (h.type != TROUPE_FRAME_HELLO_ACK && h.type != TROUPE_FRAME_AUTH))
         return 0;
     troupe__transcript t = fz_hs_transcript(&h, data[0]);
     const char *why = NULL;
@@ -55,8 +55,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* what the real peer, holding the secret, would have sent */
     troupe__proof real;
     FZ_CHECK(troupe__auth_prove(secret, &t, &real) == TROUPE_OK, "prove");
-    bool same = h.proof.mac != NULL &&
-                h.proof.mac_len == TROUPE_WIRE_MAC_LEN &&
+    bool same = h.proof.mac != NULL && h.proof.mac_len == TROUPE_WIRE_MAC_LEN &&
                 memcmp(h.proof.mac, real.mac, TROUPE_WIRE_MAC_LEN) == 0;
     FZ_CHECK((e == TROUPE_OK) == same, "check %s but the mac %s the real one",
              troupe_err_name(e), same ? "is" : "is not");

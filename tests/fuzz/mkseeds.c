@@ -699,12 +699,12 @@ handshake(void)
             troupe__proof pr;
             FZ_CHECK(troupe__auth_prove(a, &t, &pr) == TROUPE_OK, "prove");
             pr.mac[0] ^= (uint8_t)bad;
-            troupe_wire_ctl ctl = {.type = h.type,
-                                   .sender = h.sender,
-                                   .incarnation = h.incarnation,
-                                   .nonce = h.nonce,
-                                   .proof = {.mac = pr.mac,
-                                             .mac_len = TROUPE_WIRE_MAC_LEN}};
+            troupe_wire_ctl ctl = {
+                .type = h.type,
+                .sender = h.sender,
+                .incarnation = h.incarnation,
+                .nonce = h.nonce,
+                .proof = {.mac = pr.mac, .mac_len = TROUPE_WIRE_MAC_LEN}};
             uint8_t buf[TROUPE_WIRE_CTL_MAX];
             size_t len = 0;
             FZ_CHECK(troupe_wire_encode_ctl(&ctl, buf, sizeof(buf), &len) ==

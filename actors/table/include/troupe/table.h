@@ -303,8 +303,8 @@ troupe_tables_rebuild_index_wait(troupe_tables *t, const char *table,
  * Until then verify reports the keys still listed as UNKNOWN_INDEX. cb
  * errors: ENOENT (table dropped meanwhile), ECORRUPT (a corrupt row or
  * manifest stopped the sweep: the family is dropped anyway and the keys
- * left in manifests are dropped by later writes), ECLOSED, EIO, EFAILSTOP, ENOSPC.
- * Call errors as rebuild_index.
+ * left in manifests are dropped by later writes), ECLOSED, EIO, EFAILSTOP,
+ * ENOSPC. Call errors as rebuild_index.
  */
 troupe_err
 troupe_tables_drop_index(troupe_tables *t, const char *table, const char *index,
@@ -540,8 +540,8 @@ typedef void (*troupe_purge_cb)(troupe_err err, const troupe_purge_result *r,
  * next step starts once every delete of this one finished. Expired rows
  * are invisible to reads already; this frees their space. r (borrowed for
  * the callback) says what it did. cb errors: EBUSY (a pass of this table
- * is running), ECLOSED, EIO, EFAILSTOP, ENOSPC, ECORRUPT (a manifest of an expired
- * row is malformed: that row stays), EUNKNOWN, ENOMEM, ETIMEDOUT. Call
+ * is running), ECLOSED, EIO, EFAILSTOP, ENOSPC, ECORRUPT (a manifest of an
+ * expired row is malformed: that row stays), EUNKNOWN, ENOMEM, ETIMEDOUT. Call
  * errors: EINVAL (NULL, bad name), ENOENT (no such table), ESTATE, ENOMEM.
  * Any thread.
  */
