@@ -12,6 +12,7 @@
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
 #include "troupe/table.h"
+#include "troupe/wire.h"
 #include "tsupport.h"
 
 #define T0 1700000000000LL
@@ -998,6 +999,34 @@ START_TEST(test_integrity_malformed_envelope_is_ecorrupt_not_absent)
         ck_assert_err(get("t", "k"), TROUPE_ECORRUPT);
         ck_assert_err(scan("t", NULL, NULL, NULL, 0, 5, false),
                       TROUPE_ECORRUPT);
+    }
+    /* a document deeper than any write accepts (the envelope whole over
+     * the reader's depth) is refused in both forms alike */
+    for (int general = 0; general < 2; general++) {
+        unsigned char deep[64];
+        size_t n = 0;
+        deep[n++] = 0x93;
+        deep[n++] = 0x01;
+        if (general) {
+            deep[n++] = 0xcd; /* expires as uint16 */
+            deep[n++] = 0x7f;
+            deep[n++] = 0xff;
+        } else {
+            deep[n++] = 0x00;
+        }
+        deep[n++] = 0x81;
+        deep[n++] = 0xa1;
+        deep[n++] = 'v';
+        for (unsigned i = 1; i < TROUPE_WIRE_DEPTH_MAX; i++)
+            deep[n++] = 0x91;
+        deep[n++] = 0x07;
+        raw_put("t.1", "k", deep, n);
+        ck_assert_err(get("t", "k"), TROUPE_ECORRUPT);
+        /* one level less reads in both forms */
+        memmove(deep + n - 2, deep + n - 1, 1);
+        raw_put("t.1", "k", deep, n - 1);
+        atomic_store(&fx.now, 1);
+        ck_assert_ok(get("t", "k"));
     }
     /* the general form still reads: expires as uint16 (far future) */
     static const unsigned char good[] = {0x93, 0x01, 0xcd, 0x7f, 0xff,

@@ -285,13 +285,15 @@ troupe__envelope_parse(const void *env, size_t len, int64_t *expires,
 {
     /* Fast path, the form every write produces: 0x93 (array of 3), 0x01
      * (version 1), expires as a positive fixint (0: never; a time would be
-     * larger), then the doc, walked alone (one well-formed map, exactly the
-     * rest). Anything else takes the general path below. */
+     * larger), then the doc, a map. The envelope is walked whole, as on the
+     * general path below, so that both accept the same documents: one
+     * level less deep than a lone object, which is what writes accept (a
+     * write's request holds the document one level down). */
     const unsigned char *b = env;
     if (len > 3 && b[0] == 0x93 && b[1] == 0x01 && b[2] <= 0x7f) {
         troupe_reader d;
-        if (troupe_reader_init(&d, b + 3, len - 3) != TROUPE_OK ||
-            troupe_read_peek(&d) != TROUPE_MP_MAP)
+        if (troupe_reader_init(&d, b, len) != TROUPE_OK ||
+            !((b[3] & 0xf0) == 0x80 || b[3] == 0xde || b[3] == 0xdf))
             return TROUPE_ECORRUPT;
         *expires = b[2];
         *doc = b + 3;
