@@ -13,6 +13,7 @@
 
 #include "queue_int.h"
 #include "troupe/alloc.h"
+#include "troupe/internal/hash.h"
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
 
@@ -25,13 +26,8 @@ troupe__tq_now(const tq_queue *q)
 uint32_t
 troupe_queue_partition_of(const void *key, size_t key_len, uint32_t partitions)
 {
-    /* FNV-1a 64: offset basis and prime of the published algorithm. */
-    uint64_t h = UINT64_C(0xcbf29ce484222325);
-    const unsigned char *p = key;
-    for (size_t i = 0; i < key_len; i++) {
-        h ^= p[i];
-        h *= UINT64_C(0x100000001b3);
-    }
+    /* A format: partitions are stored and routed on (docs/queue.md). */
+    uint64_t h = troupe__fnv1a64(key, key_len);
     return partitions == 0 ? 0 : (uint32_t)(h % partitions);
 }
 

@@ -43,6 +43,7 @@
 #include "troupe/alloc.h"
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
+#include "troupe/storage.h"
 
 /* Attempt counts kept per partition (oldest dropped beyond). */
 #define ATT_MAX 65536
@@ -144,13 +145,6 @@ set_bytes(uint8_t **dst, size_t *dlen, const void *src, size_t n, bool zero)
     *dst = c;
     *dlen = n + (zero ? 1 : 0);
     return true;
-}
-
-static int
-kcmp(const void *a, size_t al, const void *b, size_t bl)
-{
-    int c = memcmp(a, b, al < bl ? al : bl);
-    return c != 0 ? c : (al > bl) - (al < bl);
 }
 
 /* Encodes ("p", part) or ("p", part, time) into a fresh copy. */
@@ -559,7 +553,7 @@ peek(troupe_actor *self, tq_part *s)
 static void
 lower_to(uint8_t **k, size_t *kl, const uint8_t *c, size_t cl)
 {
-    if (*k == NULL || kcmp(c, cl, *k, *kl) < 0)
+    if (*k == NULL || troupe_key_cmp(c, cl, *k, *kl) < 0)
         (void)set_bytes(k, kl, c, cl, false);
 }
 
@@ -572,7 +566,7 @@ pass_end(troupe_actor *self, tq_part *s)
      * copy failure the start stays where it was (lower: still correct). */
     const uint8_t *nl = s->first != NULL ? s->first : s->end;
     size_t nll = s->first != NULL ? s->firstlen : s->endlen;
-    if (s->nlow != NULL && kcmp(s->nlow, s->nlowlen, nl, nll) < 0) {
+    if (s->nlow != NULL && troupe_key_cmp(s->nlow, s->nlowlen, nl, nll) < 0) {
         nl = s->nlow;
         nll = s->nlowlen;
     }
@@ -630,7 +624,7 @@ pump(troupe_actor *self, tq_part *s)
         if (!credit)
             return;
     }
-    if (kcmp(s->cur, s->curlen, s->end, s->endlen) >= 0) {
+    if (troupe_key_cmp(s->cur, s->curlen, s->end, s->endlen) >= 0) {
         pass_end(self, s);
         return;
     }
@@ -661,7 +655,7 @@ on_scan(troupe_actor *self, void *state, const troupe_msg *m)
         if (s->first == NULL) /* may still be pending after this pass */
             (void)set_bytes(&s->first, &s->firstlen, kv->key, kv->key_len,
                             false);
-        if (kcmp(kv->key, kv->key_len, s->cur, s->curlen) < 0)
+        if (troupe_key_cmp(kv->key, kv->key_len, s->cur, s->curlen) < 0)
             continue; /* inside a bucket the pass jumped over */
         uint32_t part;
         int64_t time;

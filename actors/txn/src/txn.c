@@ -48,7 +48,9 @@
 
 #include "../../table/src/table_int.h"
 #include "troupe/alloc.h"
+#include "troupe/internal/hash.h"
 #include "troupe/pack.h"
+#include "troupe/storage.h"
 #include "troupe/txn.h"
 #include "txn_int.h"
 
@@ -143,10 +145,7 @@ struct troupe_txn {
 static size_t
 kh(uint32_t tab, const void *k, size_t n)
 {
-    const unsigned char *p = k;
-    uint64_t h = 1469598103934665603ull ^ tab;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ p[i]) * 1099511628211ull;
+    uint64_t h = troupe__fnv1a64_from(TROUPE__FNV1A64_BASIS ^ tab, k, n);
     return (size_t)(h ^ (h >> 29));
 }
 
@@ -822,13 +821,6 @@ typedef struct sjob {
     bitem *b; /* buffered writes in the range past the cursor, in order */
 } sjob;
 
-static int
-bcmp_len(const void *a, size_t alen, const void *b, size_t blen)
-{
-    int c = memcmp(a, b, alen < blen ? alen : blen);
-    return c != 0 ? c : (alen > blen) - (alen < blen);
-}
-
 static void
 scan_work(void *arg)
 {
@@ -864,7 +856,8 @@ scan_work(void *arg)
         /* the next candidate: the snapshot's row or the buffered write */
         bool from_buf = !have;
         if (have && bi < j->nb) {
-            int c = bcmp_len(kv.key, kv.key_len, j->b[bi].key, j->b[bi].klen);
+            int c =
+                troupe_key_cmp(kv.key, kv.key_len, j->b[bi].key, j->b[bi].klen);
             if (j->reverse)
                 c = -c;
             if (c >= 0)
@@ -955,10 +948,10 @@ range_add(troupe_txn *tx, uint32_t tab, const troupe_scan_opts *so)
         const xrange *r = &tx->ranges[i];
         if (r->tab == tab && (r->start == NULL) == (so->start == NULL) &&
             (r->end == NULL) == (so->end == NULL) &&
-            (so->start == NULL ||
-             bcmp_len(r->start, r->slen, so->start, so->start_len) == 0) &&
+            (so->start == NULL || troupe_key_cmp(r->start, r->slen, so->start,
+                                                 so->start_len) == 0) &&
             (so->end == NULL ||
-             bcmp_len(r->end, r->elen, so->end, so->end_len) == 0))
+             troupe_key_cmp(r->end, r->elen, so->end, so->end_len) == 0))
             return TROUPE_OK;
     }
     if (tx->nkeys + tx->nranges >= tx->max_keys)
@@ -991,7 +984,7 @@ static int
 bitem_cmp(const void *a, const void *b)
 {
     const xkey *x = *(const xkey *const *)a, *y = *(const xkey *const *)b;
-    return bcmp_len(x->key, x->klen, y->key, y->klen);
+    return troupe_key_cmp(x->key, x->klen, y->key, y->klen);
 }
 
 troupe_err
@@ -1026,13 +1019,13 @@ troupe_txn_scan(troupe_txn *tx, const char *table, const troupe_scan_opts *sc,
         if (x->tab != tab || x->kind == K_NONE)
             continue;
         if (so->start != NULL &&
-            bcmp_len(x->key, x->klen, so->start, so->start_len) < 0)
+            troupe_key_cmp(x->key, x->klen, so->start, so->start_len) < 0)
             continue;
         if (so->end != NULL &&
-            bcmp_len(x->key, x->klen, so->end, so->end_len) >= 0)
+            troupe_key_cmp(x->key, x->klen, so->end, so->end_len) >= 0)
             continue;
         if (so->after != NULL) {
-            int c = bcmp_len(x->key, x->klen, so->after, so->after_len);
+            int c = troupe_key_cmp(x->key, x->klen, so->after, so->after_len);
             if (so->reverse ? c >= 0 : c <= 0)
                 continue;
         }
@@ -1118,11 +1111,7 @@ conf_cmp(const void *a, const void *b)
     int c = strcmp(x->table, y->table);
     if (c != 0)
         return c;
-    c = memcmp(x->key, y->key,
-               x->key_len < y->key_len ? x->key_len : y->key_len);
-    if (c != 0)
-        return c;
-    return (x->key_len > y->key_len) - (x->key_len < y->key_len);
+    return troupe_key_cmp(x->key, x->key_len, y->key, y->key_len);
 }
 
 static int
@@ -1132,9 +1121,7 @@ rcpt_cmp(const void *a, const void *b)
     int c = strcmp(x->table, y->table);
     if (c != 0)
         return c;
-    c = memcmp(x->key, y->key,
-               x->key_len < y->key_len ? x->key_len : y->key_len);
-    return c != 0 ? c : (x->key_len > y->key_len) - (x->key_len < y->key_len);
+    return troupe_key_cmp(x->key, x->key_len, y->key, y->key_len);
 }
 
 /* One receipt per final write: (table, key, the version its table
@@ -1433,8 +1420,7 @@ static int
 xkey_cmp(const void *a, const void *b)
 {
     const xkey *x = *(const xkey *const *)a, *y = *(const xkey *const *)b;
-    int c = memcmp(x->key, y->key, x->klen < y->klen ? x->klen : y->klen);
-    return c != 0 ? c : (x->klen > y->klen) - (x->klen < y->klen);
+    return troupe_key_cmp(x->key, x->klen, y->key, y->klen);
 }
 
 /* The prepare request of table `tab`: its keys, sorted, copied. */

@@ -1,0 +1,190 @@
+/*
+ * What the actors share: the key order (troupe_key_cmp, storage.h) and
+ * FNV-1a 64 (troupe/internal/hash.h).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "troupe/alloc.h"
+#include "troupe/internal/hash.h"
+#include "troupe/storage.h"
+#include "tsupport.h"
+
+static int
+sign(int c)
+{
+    return (c > 0) - (c < 0);
+}
+
+/* ---- key order ---------------------------------------------------------- */
+
+/* Asserts a < b both ways round and a == a. */
+static void
+ck_before(const void *a, size_t an, const void *b, size_t bn)
+{
+    ck_assert_int_eq(sign(troupe_key_cmp(a, an, b, bn)), -1);
+    ck_assert_int_eq(sign(troupe_key_cmp(b, bn, a, an)), 1);
+    ck_assert_int_eq(troupe_key_cmp(a, an, a, an), 0);
+}
+
+START_TEST(test_key_cmp_prefix_sorts_first)
+{
+    ck_before("ab", 2, "abc", 3);
+    ck_before("a", 1, "a\0", 2); /* a zero byte still makes it longer */
+    ck_before("abc", 3, "abd", 3);
+    ck_before("abz", 3, "ac", 2); /* bytes before lengths */
+}
+END_TEST
+
+START_TEST(test_key_cmp_bytes_are_unsigned)
+{
+    ck_before("\x7f", 1, "\x80", 1);
+    ck_before("\x00", 1, "\xff", 1);
+    ck_before("a\xfe", 2, "a\xff", 2);
+    ck_before("\xff\xff", 2, "\xff\xff\x00", 3);
+    ck_before("\xff", 1, "\xff\xff", 2);
+}
+END_TEST
+
+START_TEST(test_key_cmp_empty_and_null)
+{
+    ck_assert_int_eq(troupe_key_cmp(NULL, 0, NULL, 0), 0);
+    ck_assert_int_eq(troupe_key_cmp("", 0, NULL, 0), 0);
+    ck_assert_int_eq(troupe_key_cmp("x", 0, "y", 0), 0); /* length rules */
+    ck_before(NULL, 0, "a", 1);
+    ck_before("", 0, "\x00", 1);
+    ck_before(NULL, 0, "\xff", 1);
+}
+END_TEST
+
+/* Keys that stress the order: prefixes of each other, 0x00 and 0xFF runs,
+ * one byte apart. */
+static size_t
+tricky_keys(uint8_t keys[][4], size_t *lens, size_t cap)
+{
+    static const uint8_t bytes[] = {0x00, 0x01, 0x7f, 0x80, 0xfe, 0xff};
+    size_t n = 0;
+    for (size_t len = 1; len <= 3; len++) {
+        size_t combos = 1;
+        for (size_t i = 0; i < len; i++)
+            combos *= sizeof(bytes);
+        for (size_t c = 0; c < combos && n < cap; c++) {
+            size_t v = c;
+            for (size_t i = 0; i < len; i++) {
+                keys[n][i] = bytes[v % sizeof(bytes)];
+                v /= sizeof(bytes);
+            }
+            lens[n++] = len;
+        }
+    }
+    return n;
+}
+
+typedef struct kref {
+    const uint8_t *k;
+    size_t n;
+} kref;
+
+static int
+kref_cmp(const void *a, const void *b)
+{
+    const kref *x = a, *y = b;
+    return troupe_key_cmp(x->k, x->n, y->k, y->n);
+}
+
+START_TEST(test_key_cmp_is_the_order_a_family_scans_in)
+{
+    enum { CAP = 6 + 36 + 216 };
+    static uint8_t keys[CAP][4];
+    static size_t lens[CAP];
+    size_t n = tricky_keys(keys, lens, CAP);
+    ck_assert_uint_eq(n, CAP);
+
+    char *dir = ts_tempdir("keyorder");
+    troupe_db *db = NULL;
+    troupe_cf *cf = NULL;
+    ck_assert_ok(troupe_db_open(dir, NULL, &db));
+    ck_assert_ok(troupe_db_cf_create(db, "k", &cf));
+    troupe_batch *b = NULL;
+    ck_assert_ok(troupe_batch_create(&b));
+    for (size_t i = 0; i < n; i++)
+        ck_assert_ok(troupe_batch_put(b, cf, keys[i], lens[i], "", 0));
+    ck_assert_ok(troupe_db_write(db, b, TROUPE_SYNC_DEFAULT));
+    troupe_batch_destroy(b);
+
+    kref *want = malloc(n * sizeof(*want));
+    ck_assert_ptr_nonnull(want);
+    for (size_t i = 0; i < n; i++)
+        want[i] = (kref){keys[i], lens[i]};
+    qsort(want, n, sizeof(*want), kref_cmp);
+
+    troupe_range all;
+    troupe_range_init_bounds(&all, NULL, 0, NULL, 0);
+    troupe_iter *it = NULL;
+    ck_assert_ok(troupe_iter_create(db, cf, NULL, &all, NULL, 0, false, &it));
+    troupe_kv kv;
+    size_t got = 0;
+    troupe_err e;
+    while ((e = troupe_iter_next(it, &kv)) == TROUPE_OK) {
+        ck_assert_uint_lt(got, n);
+        ck_assert_uint_eq(kv.key_len, want[got].n);
+        ck_assert_int_eq(memcmp(kv.key, want[got].k, kv.key_len), 0);
+        got++;
+    }
+    ck_assert_err(e, TROUPE_ENOENT);
+    ck_assert_uint_eq(got, n);
+    troupe_iter_destroy(it);
+    free(want);
+    ck_assert_ok(troupe_db_close(db));
+    ts_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
+/* ---- FNV-1a 64 ---------------------------------------------------------- */
+
+START_TEST(test_fnv1a64_published_vectors)
+{
+    /* From the FNV authors' test suite (isthe.com/chongo/tech/comp/fnv). */
+    ck_assert_uint_eq(troupe__fnv1a64("", 0), UINT64_C(0xcbf29ce484222325));
+    ck_assert_uint_eq(troupe__fnv1a64(NULL, 0), UINT64_C(0xcbf29ce484222325));
+    ck_assert_uint_eq(troupe__fnv1a64("a", 1), UINT64_C(0xaf63dc4c8601ec8c));
+    ck_assert_uint_eq(troupe__fnv1a64("foobar", 6),
+                      UINT64_C(0x85944171f73967e8));
+    /* a byte above 0x7f is taken unsigned */
+    ck_assert_uint_eq(troupe__fnv1a64("\xff\x00\x00\x01", 4),
+                      UINT64_C(0x6961196491cc682d));
+}
+END_TEST
+
+START_TEST(test_fnv1a64_from_continues_a_hash)
+{
+    uint64_t h = troupe__fnv1a64("foo", 3);
+    ck_assert_uint_eq(troupe__fnv1a64_from(h, "bar", 3),
+                      troupe__fnv1a64("foobar", 6));
+    ck_assert_uint_eq(troupe__fnv1a64_from(h, NULL, 0), h);
+    ck_assert_uint_eq(troupe__fnv1a64_from(TROUPE__FNV1A64_BASIS, "foobar", 6),
+                      troupe__fnv1a64("foobar", 6));
+}
+END_TEST
+
+Suite *
+common_suite(void);
+
+Suite *
+common_suite(void)
+{
+    Suite *s = suite_create("common");
+    TCase *tc = tcase_create("key_order");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_key_cmp_prefix_sorts_first);
+    tcase_add_test(tc, test_key_cmp_bytes_are_unsigned);
+    tcase_add_test(tc, test_key_cmp_empty_and_null);
+    tcase_add_test(tc, test_key_cmp_is_the_order_a_family_scans_in);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("fnv1a64");
+    tcase_add_test(tc, test_fnv1a64_published_vectors);
+    tcase_add_test(tc, test_fnv1a64_from_continues_a_hash);
+    suite_add_tcase(s, tc);
+    return s;
+}
