@@ -1,12 +1,17 @@
 /*
- * What the actors share: the key order (troupe_key_cmp, storage.h) and
- * FNV-1a 64 (troupe/internal/hash.h).
+ * What the actors share: the key order (troupe_key_cmp, storage.h),
+ * FNV-1a 64 (troupe/internal/hash.h) and the blocking waiter
+ * (troupe/internal/waiter.h).
  */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "troupe/alloc.h"
 #include "troupe/internal/hash.h"
+#include "troupe/internal/waiter.h"
 #include "troupe/storage.h"
 #include "tsupport.h"
 
@@ -168,6 +173,187 @@ START_TEST(test_fnv1a64_from_continues_a_hash)
 }
 END_TEST
 
+/* ---- the blocking waiter ------------------------------------------------ */
+
+static int token_a, token_b; /* results, compared by address */
+
+START_TEST(test_waiter_release_before_wait_returns_at_once)
+{
+    troupe__waiter w;
+    troupe__waiter_init(&w, 1);
+    troupe__waiter_release(&w, TROUPE_EIO, &token_a);
+    void *r = NULL;
+    ck_assert_err(troupe__waiter_wait(&w, &r), TROUPE_EIO);
+    ck_assert_ptr_eq(r, &token_a);
+    /* a wait on a count already at 0 does not block either */
+    ck_assert_err(troupe__waiter_wait(&w, NULL), TROUPE_EIO);
+    troupe__waiter_fini(&w);
+
+    troupe__waiter_init(&w, 0);
+    ck_assert_ok(troupe__waiter_wait(&w, &r));
+    ck_assert_ptr_null(r);
+    troupe__waiter_fini(&w);
+}
+END_TEST
+
+typedef struct releaser {
+    troupe__waiter *w;
+    atomic_int *go; /* released once *go is nonzero */
+    troupe_err err;
+    void *result;
+} releaser;
+
+static void *
+release_main(void *arg)
+{
+    releaser *r = arg;
+    while (r->go != NULL && atomic_load(r->go) == 0)
+        sched_yield();
+    troupe__waiter_release(r->w, r->err, r->result);
+    return NULL;
+}
+
+START_TEST(test_waiter_release_from_another_thread_wakes_wait)
+{
+    troupe__waiter w;
+    troupe__waiter_init(&w, 1);
+    atomic_int go = 0;
+    releaser rl = {&w, &go, TROUPE_ENOENT, &token_b};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, release_main, &rl), 0);
+    atomic_store(&go, 1); /* it releases while we wait, or just before */
+    void *r = NULL;
+    ck_assert_err(troupe__waiter_wait(&w, &r), TROUPE_ENOENT);
+    ck_assert_ptr_eq(r, &token_b);
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    troupe__waiter_fini(&w);
+}
+END_TEST
+
+typedef struct waiting {
+    troupe__waiter *w;
+    atomic_int returned;
+    troupe_err err;
+    void *result;
+} waiting;
+
+static void *
+wait_main(void *arg)
+{
+    waiting *x = arg;
+    x->err = troupe__waiter_wait(x->w, &x->result);
+    atomic_store(&x->returned, 1);
+    return NULL;
+}
+
+START_TEST(test_waiter_count_of_3_waits_for_every_release)
+{
+    troupe__waiter w;
+    troupe__waiter_init(&w, 1);
+    troupe__waiter_hold(&w);
+    troupe__waiter_hold(&w);
+    ck_assert_uint_eq(atomic_load(&w.count), 3);
+    waiting x = {.w = &w};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, wait_main, &x), 0);
+    /* the first error and the last non-NULL result are kept */
+    troupe__waiter_release(&w, TROUPE_OK, &token_a);
+    ck_assert_uint_eq(atomic_load(&w.count), 2);
+    ck_assert_int_eq(atomic_load(&x.returned), 0);
+    troupe__waiter_release(&w, TROUPE_EIO, NULL);
+    ck_assert_uint_eq(atomic_load(&w.count), 1);
+    ck_assert_int_eq(atomic_load(&x.returned), 0);
+    troupe__waiter_release(&w, TROUPE_ENOENT, &token_b);
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    ck_assert_int_eq(atomic_load(&x.returned), 1);
+    ck_assert_err(x.err, TROUPE_EIO);
+    ck_assert_ptr_eq(x.result, &token_b);
+    troupe__waiter_fini(&w);
+}
+END_TEST
+
+START_TEST(test_waiter_hold_after_zero_rearms_it)
+{
+    /* the queue worker's use: the count of deliveries goes back to 0 and
+     * up again while nobody waits */
+    troupe__waiter w;
+    troupe__waiter_init(&w, 0);
+    for (int i = 0; i < 3; i++) {
+        troupe__waiter_hold(&w);
+        ck_assert_uint_eq(atomic_load(&w.count), 1);
+        releaser rl = {&w, NULL, TROUPE_OK, NULL};
+        pthread_t th;
+        ck_assert_int_eq(pthread_create(&th, NULL, release_main, &rl), 0);
+        ck_assert_ok(troupe__waiter_wait(&w, NULL));
+        ck_assert_uint_eq(atomic_load(&w.count), 0);
+        ck_assert_int_eq(pthread_join(th, NULL), 0);
+    }
+    troupe__waiter_fini(&w);
+}
+END_TEST
+
+START_TEST(test_waiter_finish_with_start_error_returns_it_at_once)
+{
+    /* the call that failed to start never fires its callback: finish
+     * must not wait for a release */
+    troupe__waiter w;
+    troupe__waiter_init(&w, 1);
+    void *r = &token_a;
+    ck_assert_err(troupe__waiter_finish(&w, TROUPE_ESTATE, &r), TROUPE_ESTATE);
+    ck_assert_ptr_null(r);
+    troupe__waiter_init(&w, 1);
+    ck_assert_err(troupe__waiter_finish(&w, TROUPE_EINVAL, NULL),
+                  TROUPE_EINVAL);
+}
+END_TEST
+
+START_TEST(test_waiter_finish_started_returns_the_release)
+{
+    troupe__waiter w;
+    troupe__waiter_init(&w, 1);
+    releaser rl = {&w, NULL, TROUPE_ECONFLICT, &token_a};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, release_main, &rl), 0);
+    void *r = NULL;
+    ck_assert_err(troupe__waiter_finish(&w, TROUPE_OK, &r), TROUPE_ECONFLICT);
+    ck_assert_ptr_eq(r, &token_a);
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+}
+END_TEST
+
+/* The waiter is freed the moment its wait returns, while the threads that
+ * released it may still be on their way out. The test spins until the
+ * count reads 0, as early as it can be seen: a last release that brought
+ * it to 0 before taking the mutex would then lock a mutex already
+ * destroyed and freed (a hang here, or an ASan report). */
+START_TEST(test_waiter_freed_right_after_wait_with_concurrent_releases)
+{
+    enum { ROUNDS = 200, THREADS = 4 };
+    for (int round = 0; round < ROUNDS; round++) {
+        troupe__waiter *w = malloc(sizeof(*w));
+        ck_assert_ptr_nonnull(w);
+        troupe__waiter_init(w, 1);
+        for (int i = 1; i < THREADS; i++)
+            troupe__waiter_hold(w);
+        atomic_int go = 0;
+        releaser rl[THREADS];
+        pthread_t th[THREADS];
+        for (int i = 0; i < THREADS; i++) {
+            rl[i] = (releaser){w, &go, i == 2 ? TROUPE_EIO : TROUPE_OK, NULL};
+            ck_assert_int_eq(pthread_create(&th[i], NULL, release_main, &rl[i]),
+                             0);
+        }
+        atomic_store(&go, 1);
+        while (atomic_load(&w->count) != 0)
+            continue;
+        ck_assert_err(troupe__waiter_finish(w, TROUPE_OK, NULL), TROUPE_EIO);
+        free(w);
+        for (int i = 0; i < THREADS; i++)
+            ck_assert_int_eq(pthread_join(th[i], NULL), 0);
+    }
+}
+END_TEST
+
 Suite *
 common_suite(void);
 
@@ -185,6 +371,17 @@ common_suite(void)
     tc = tcase_create("fnv1a64");
     tcase_add_test(tc, test_fnv1a64_published_vectors);
     tcase_add_test(tc, test_fnv1a64_from_continues_a_hash);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("waiter");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_waiter_release_before_wait_returns_at_once);
+    tcase_add_test(tc, test_waiter_release_from_another_thread_wakes_wait);
+    tcase_add_test(tc, test_waiter_count_of_3_waits_for_every_release);
+    tcase_add_test(tc, test_waiter_hold_after_zero_rearms_it);
+    tcase_add_test(tc, test_waiter_finish_with_start_error_returns_it_at_once);
+    tcase_add_test(tc, test_waiter_finish_started_returns_the_release);
+    tcase_add_test(tc,
+                   test_waiter_freed_right_after_wait_with_concurrent_releases);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -408,39 +408,17 @@ troupe__tq_entries(troupe_batch *b, troupe_cf *cf, const troupe_queue_item *it,
     return e;
 }
 
-typedef struct cwait {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool done;
-    troupe_err err;
-} cwait;
-
 static void
-cwait_cb(troupe_err err, void *arg)
+committed(troupe_err err, void *arg)
 {
-    cwait *w = arg;
-    pthread_mutex_lock(&w->mu);
-    w->err = err;
-    w->done = true;
-    pthread_cond_signal(&w->cv);
-    pthread_mutex_unlock(&w->mu);
+    troupe__waiter_release(arg, err, NULL);
 }
 
 troupe_err
 troupe__tq_commit_wait(troupe_commit *c, troupe_batch **b, troupe_sync sync)
 {
-    cwait w = {.done = false};
-    pthread_mutex_init(&w.mu, NULL);
-    pthread_cond_init(&w.cv, NULL);
-    troupe_err e = troupe_commit_submit(c, b, sync, cwait_cb, &w);
-    if (e == TROUPE_OK) {
-        pthread_mutex_lock(&w.mu);
-        while (!w.done)
-            pthread_cond_wait(&w.cv, &w.mu);
-        pthread_mutex_unlock(&w.mu);
-        e = w.err;
-    }
-    pthread_mutex_destroy(&w.mu);
-    pthread_cond_destroy(&w.cv);
-    return e;
+    troupe__waiter w;
+    troupe__waiter_init(&w, 1);
+    return troupe__waiter_finish(
+        &w, troupe_commit_submit(c, b, sync, committed, &w), NULL);
 }

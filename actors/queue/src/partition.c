@@ -228,10 +228,7 @@ credit_give(troupe_queue_worker *w)
 static void
 running_done(troupe_queue_worker *w)
 {
-    pthread_mutex_lock(&w->mu);
-    if (atomic_fetch_sub(&w->running, 1) == 1)
-        pthread_cond_broadcast(&w->cv);
-    pthread_mutex_unlock(&w->mu);
+    troupe__waiter_release(&w->running, TROUPE_OK, NULL);
 }
 
 /* Drops workers that are stopping. */
@@ -437,7 +434,7 @@ deliver(troupe_actor *self, tq_part *s, troupe_queue_worker *w,
         s->jobs = a;
         s->capjobs = nc;
     }
-    atomic_fetch_add(&w->running, 1);
+    troupe__waiter_hold(&w->running);
     if (atomic_load(&w->stopping)) { /* see troupe_queue_worker_stop_wait */
         running_done(w);
         job_unref(j);

@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 
 #include "troupe/actor.h"
+#include "troupe/internal/waiter.h"
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
 #include "troupe/queue.h"
@@ -83,13 +84,12 @@ struct troupe_queue_worker {
     void *arg;
     uint32_t timeout_ms;
     troupe_sync sync;
-    _Atomic uint32_t held;    /* credit in use */
-    _Atomic uint32_t running; /* deliveries whose outcome is not settled */
+    _Atomic uint32_t held; /* credit in use */
+    /* deliveries whose outcome is not settled: a hold per delivery */
+    troupe__waiter running;
     _Atomic bool stopping;
     _Atomic bool starved;  /* a partition waits for credit */
     _Atomic bool unlisted; /* out of qs->ws: qs is not touched again */
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
 };
 
 /* ---- format.c ---- */

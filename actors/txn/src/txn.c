@@ -45,6 +45,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <uv.h>
 
 #include "../../table/src/table_int.h"
 #include "troupe/alloc.h"
@@ -1661,20 +1662,17 @@ troupe_txn_conflicts(const troupe_txn *tx, const troupe_txn_conflict **c,
 static void
 wake_rows(troupe_err err, troupe_rows *rows, void *arg)
 {
-    troupe__twaiter_wake(arg, err, rows);
+    troupe__waiter_release(arg, err, rows);
 }
 
+/* troupe__waiter_finish for the calls that answer rows. */
 static troupe_err
-finish_wait(twaiter *w, troupe_err started, troupe_rows **rows)
+finish_rows(troupe__waiter *w, troupe_err started, troupe_rows **rows)
 {
-    if (rows != NULL)
-        *rows = NULL;
-    if (started != TROUPE_OK) {
-        troupe__twaiter_wake(w, started, NULL);
-        troupe__twaiter_wait(w, NULL);
-        return started;
-    }
-    return troupe__twaiter_wait(w, rows);
+    void *r = NULL;
+    troupe_err e = troupe__waiter_finish(w, started, &r);
+    *rows = r;
+    return e;
 }
 
 troupe_err
@@ -1683,9 +1681,9 @@ troupe_txn_get_wait(troupe_txn *tx, const char *table, const void *key,
 {
     if (rows == NULL)
         return TROUPE_EINVAL;
-    twaiter w;
-    troupe__twaiter_init(&w);
-    return finish_wait(&w, troupe_txn_get(tx, table, key, klen, wake_rows, &w),
+    troupe__waiter w;
+    troupe__waiter_init(&w, 1);
+    return finish_rows(&w, troupe_txn_get(tx, table, key, klen, wake_rows, &w),
                        rows);
 }
 
@@ -1696,9 +1694,9 @@ troupe_txn_get_many_wait(troupe_txn *tx, const char *table,
 {
     if (rows == NULL)
         return TROUPE_EINVAL;
-    twaiter w;
-    troupe__twaiter_init(&w);
-    return finish_wait(
+    troupe__waiter w;
+    troupe__waiter_init(&w, 1);
+    return finish_rows(
         &w, troupe_txn_get_many(tx, table, keys, klens, n, wake_rows, &w),
         rows);
 }
@@ -1710,7 +1708,7 @@ wake_commit(troupe_txn *tx, troupe_err err, const troupe_txn_conflict *c,
     (void)tx;
     (void)c;
     (void)n;
-    troupe__twaiter_wake(arg, err, NULL);
+    troupe__waiter_release(arg, err, NULL);
 }
 
 troupe_err
@@ -1719,17 +1717,18 @@ troupe_txn_scan_wait(troupe_txn *tx, const char *table,
 {
     if (rows == NULL)
         return TROUPE_EINVAL;
-    twaiter w;
-    troupe__twaiter_init(&w);
-    return finish_wait(&w, troupe_txn_scan(tx, table, so, wake_rows, &w), rows);
+    troupe__waiter w;
+    troupe__waiter_init(&w, 1);
+    return finish_rows(&w, troupe_txn_scan(tx, table, so, wake_rows, &w), rows);
 }
 
 troupe_err
 troupe_txn_commit_wait(troupe_txn *tx, troupe_sync sync)
 {
-    twaiter w;
-    troupe__twaiter_init(&w);
-    return finish_wait(&w, troupe_txn_commit(tx, sync, wake_commit, &w), NULL);
+    troupe__waiter w;
+    troupe__waiter_init(&w, 1);
+    return troupe__waiter_finish(
+        &w, troupe_txn_commit(tx, sync, wake_commit, &w), NULL);
 }
 
 troupe_err
@@ -1905,7 +1904,7 @@ troupe_txn_query_versions(troupe_tables *t, const char *table,
 }
 
 typedef struct qwait {
-    twaiter w;
+    troupe__waiter w;
     uint64_t ver;
     uint64_t *vers;
 } qwait;
@@ -1915,7 +1914,7 @@ wake_qver(troupe_err err, troupe_rows *rows, uint64_t ver, void *arg)
 {
     qwait *q = arg;
     q->ver = ver;
-    troupe__twaiter_wake(&q->w, err, rows);
+    troupe__waiter_release(&q->w, err, rows);
 }
 
 static void
@@ -1923,7 +1922,7 @@ wake_qvers(troupe_err err, troupe_rows *rows, uint64_t *vers, void *arg)
 {
     qwait *q = arg;
     q->vers = vers;
-    troupe__twaiter_wake(&q->w, err, rows);
+    troupe__waiter_release(&q->w, err, rows);
 }
 
 troupe_err
@@ -1935,8 +1934,8 @@ troupe_txn_query_version_wait(troupe_tables *t, const char *table,
         return TROUPE_EINVAL;
     *version = 0;
     qwait q = {0};
-    troupe__twaiter_init(&q.w);
-    troupe_err e = finish_wait(
+    troupe__waiter_init(&q.w, 1);
+    troupe_err e = finish_rows(
         &q.w, troupe_txn_query_version(t, table, key, klen, wake_qver, &q),
         rows);
     if (e == TROUPE_OK)
@@ -1954,8 +1953,8 @@ troupe_txn_query_versions_wait(troupe_tables *t, const char *table,
         return TROUPE_EINVAL;
     *versions = NULL;
     qwait q = {0};
-    troupe__twaiter_init(&q.w);
-    troupe_err e = finish_wait(
+    troupe__waiter_init(&q.w, 1);
+    troupe_err e = finish_rows(
         &q.w,
         troupe_txn_query_versions(t, table, keys, klens, n, wake_qvers, &q),
         rows);
@@ -2014,14 +2013,14 @@ wake_vcommit(troupe_txn *tx, troupe_err err, const troupe_txn_conflict *c,
     (void)n;
     (void)r;
     (void)nr;
-    troupe__twaiter_wake(arg, err, NULL);
+    troupe__waiter_release(arg, err, NULL);
 }
 
 troupe_err
 troupe_txn_commit_version_wait(troupe_txn *tx, troupe_sync sync)
 {
-    twaiter w;
-    troupe__twaiter_init(&w);
-    return finish_wait(
+    troupe__waiter w;
+    troupe__waiter_init(&w, 1);
+    return troupe__waiter_finish(
         &w, troupe_txn_commit_version(tx, sync, wake_vcommit, &w), NULL);
 }
