@@ -1,7 +1,8 @@
 /*
  * What the actors share: the key order (troupe_key_cmp, storage.h),
- * FNV-1a 64 (troupe/internal/hash.h) and the blocking waiter
- * (troupe/internal/waiter.h).
+ * FNV-1a 64 (troupe/internal/hash.h), the blocking waiter
+ * (troupe/internal/waiter.h) and finishing on scheduler 0
+ * (troupe/internal/post.h).
  */
 #include <pthread.h>
 #include <sched.h>
@@ -11,6 +12,7 @@
 
 #include "troupe/alloc.h"
 #include "troupe/internal/hash.h"
+#include "troupe/internal/post.h"
 #include "troupe/internal/waiter.h"
 #include "troupe/storage.h"
 #include "tsupport.h"
@@ -354,6 +356,54 @@ START_TEST(test_waiter_freed_right_after_wait_with_concurrent_releases)
 }
 END_TEST
 
+/* ---- finishing on scheduler 0 ------------------------------------------- */
+
+typedef struct posted {
+    atomic_int runs;
+    pthread_t on;
+    troupe_runtime *rt;
+} posted;
+
+static void
+posted_fn(void *arg, troupe_runtime *rt)
+{
+    posted *p = arg;
+    p->on = pthread_self();
+    p->rt = rt;
+    atomic_fetch_add(&p->runs, 1);
+}
+
+static bool
+posted_ran(void *arg)
+{
+    return atomic_load(&((posted *)arg)->runs) > 0;
+}
+
+START_TEST(test_post_or_run_posts_to_scheduler_0_then_runs_here_once_closed)
+{
+    troupe_runtime *rt = NULL;
+    troupe_runtime_opts o = {.schedulers = 2, .workers = 1};
+    ck_assert_ok(troupe_runtime_create(&rt, &o));
+    /* running: on scheduler 0's thread, not this one */
+    posted p = {0};
+    troupe__post_or_run(rt, posted_fn, &p);
+    ck_assert(ts_wait_until(posted_ran, &p, 10000));
+    ck_assert_int_eq(atomic_load(&p.runs), 1);
+    ck_assert(!pthread_equal(p.on, pthread_self()));
+    ck_assert_ptr_eq(p.rt, rt);
+    /* scheduler 0 has closed: post refuses, so it runs here, at once */
+    ck_assert_ok(troupe_runtime_shutdown_wait(rt));
+    ck_assert_err(troupe_runtime_post(rt, posted_fn, &p), TROUPE_ECLOSED);
+    posted q = {0};
+    troupe__post_or_run(rt, posted_fn, &q);
+    ck_assert_int_eq(atomic_load(&q.runs), 1);
+    ck_assert(pthread_equal(q.on, pthread_self()));
+    ck_assert_ptr_eq(q.rt, rt);
+    troupe_runtime_destroy(rt);
+    ck_assert_int_eq(atomic_load(&p.runs), 1);
+}
+END_TEST
+
 Suite *
 common_suite(void);
 
@@ -382,6 +432,11 @@ common_suite(void)
     tcase_add_test(tc, test_waiter_finish_started_returns_the_release);
     tcase_add_test(tc,
                    test_waiter_freed_right_after_wait_with_concurrent_releases);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("post");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(
+        tc, test_post_or_run_posts_to_scheduler_0_then_runs_here_once_closed);
     suite_add_tcase(s, tc);
     return s;
 }

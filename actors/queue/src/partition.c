@@ -351,14 +351,12 @@ job_run(void *arg)
     troupe_batch *b = NULL;
     if (gone)
         j->result = TROUPE_OK; /* nothing left to deliver */
-    else if (he == TROUPE_OK &&
-             (out.kind == TROUPE_QUEUE_ACK ||
-              (out.kind == TROUPE_QUEUE_RESCHEDULE && out.time_ms >= 0)))
+    else if (he == TROUPE_OK)  /* EINVAL for an outcome that is none */
         j->result = troupe__tq_outcome_batch(j->q, j->skey, j->sklen, cur,
                                              curlen, out.kind, out.time_ms, &b,
                                              &j->resched_part);
     else
-        j->result = he != TROUPE_OK ? he : TROUPE_EINVAL;
+        j->result = he;
     troupe_free(cur);
     if (b != NULL) {
         /* Committed asynchronously: this pool thread is free at once, and

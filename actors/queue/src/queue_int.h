@@ -212,6 +212,16 @@ troupe__tq_outcome(tq_queue *q, const void *skey, size_t slen,
                    troupe_queue_outcome_kind kind, int64_t time_ms,
                    troupe_sync sync);
 
+/* The one check of an outcome: EINVAL unless skey decodes as a pending
+ * key (with q: of a partition q has) and kind/time_ms is an outcome (ACK,
+ * or RESCHEDULE at time_ms >= 0). *part, *time and *order (each may be
+ * NULL) get the key's fields. q may be NULL before the queue is looked
+ * up. Pure. */
+troupe_err
+troupe__tq_outcome_check(const tq_queue *q, const void *skey, size_t slen,
+                         troupe_queue_outcome_kind kind, int64_t time_ms,
+                         uint32_t *part, int64_t *time, uint64_t *order);
+
 /* The batch of an outcome for the claimed pending row (skey, val): the
  * row and its entries become the completed row and its entries, and a
  * reschedule inserts the replacement (*resched_part set to its partition,

@@ -55,6 +55,7 @@
 
 #include "table_int.h"
 #include "troupe/alloc.h"
+#include "troupe/internal/post.h"
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
 
@@ -856,20 +857,14 @@ stop_done_cb(void *arg, troupe_runtime *rt)
 }
 
 static void
-noop(void *arg)
-{
-    (void)arg;
-}
-
-static void
 one_stopped(troupe_tables *t)
 {
     if (atomic_fetch_sub(&t->stops, 1) != 1)
         return;
-    /* Hop to scheduler 0, as promised; at runtime shutdown there is no
-     * hop to take, and this thread is as good as any. */
-    if (troupe_runtime_work(t->rt, noop, stop_done_cb, t) != TROUPE_OK)
-        stop_done_cb(t, t->rt);
+    /* To scheduler 0, as promised; once scheduler 0 has closed at
+     * shutdown there is no hop to take, and this thread is as good as
+     * any. */
+    troupe__post_or_run(t->rt, stop_done_cb, t);
 }
 
 static void

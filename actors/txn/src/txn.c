@@ -50,6 +50,7 @@
 #include "../../table/src/table_int.h"
 #include "troupe/alloc.h"
 #include "troupe/internal/hash.h"
+#include "troupe/internal/post.h"
 #include "troupe/pack.h"
 #include "troupe/storage.h"
 #include "troupe/txn.h"
@@ -1210,27 +1211,21 @@ complete(troupe_txn *tx)
 }
 
 static void
-noop_work(void *arg)
-{
-    (void)arg;
-}
-
-static void
 complete_s0(void *arg, troupe_runtime *rt)
 {
     (void)rt;
     complete(arg);
 }
 
-/* Completes on scheduler 0: at once when already there, else through a
- * hop. If even the hop cannot start (the runtime is shutting down), the
- * callback fires on this thread: there is no loop left to run it on. */
+/* Completes on scheduler 0: at once when already there, else posted
+ * there (or here, once scheduler 0 has closed: troupe__post_or_run). */
 static void
 complete_anywhere(troupe_txn *tx, bool on_s0)
 {
-    if (on_s0 || troupe_runtime_work(tx->env.rt, noop_work, complete_s0, tx) !=
-                     TROUPE_OK)
+    if (on_s0)
         complete(tx);
+    else
+        troupe__post_or_run(tx->env.rt, complete_s0, tx);
 }
 
 static void
@@ -1617,8 +1612,8 @@ commit_start(troupe_txn *tx, troupe_sync sync)
     if (!writes && !vreads) {
         tx->state = TX_COMMITTING;
         tx->result = TROUPE_OK;
-        troupe_err e =
-            troupe_runtime_work(tx->env.rt, noop_work, complete_s0, tx);
+        /* nothing to write: the callback still never runs inside the call */
+        troupe_err e = troupe_runtime_post(tx->env.rt, complete_s0, tx);
         if (e != TROUPE_OK)
             tx->state = TX_OPEN;
         return e;
