@@ -68,6 +68,7 @@ fuzz: deps
 
 format: deps
 	@clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')
+	@./scripts/check-layout.sh --self-test .
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan $(BUILD)-bench $(BUILD)-fuzz

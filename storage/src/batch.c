@@ -135,15 +135,6 @@ troupe_batch_delete(troupe_batch *b, troupe_cf *cf, const void *key,
     return TROUPE_OK;
 }
 
-static int
-bytes_cmp(const void *a, size_t an, const void *b, size_t bn)
-{
-    int c = memcmp(a, b, an < bn ? an : bn);
-    if (c != 0)
-        return c;
-    return (an > bn) - (an < bn);
-}
-
 troupe_err
 troupe_batch_delete_range(troupe_batch *b, troupe_cf *cf, const void *start,
                           size_t start_len, const void *end, size_t end_len)
@@ -153,7 +144,7 @@ troupe_batch_delete_range(troupe_batch *b, troupe_cf *cf, const void *start,
         e = key_check(end, end_len);
     if (e != TROUPE_OK)
         return b == NULL || cf == NULL ? TROUPE_EINVAL : e;
-    if (bytes_cmp(start, start_len, end, end_len) >= 0)
+    if (troupe_key_cmp(start, start_len, end, end_len) >= 0)
         return TROUPE_EINVAL;
     e = batch_admit(b, cf, start_len + end_len, NULL);
     if (e != TROUPE_OK)

@@ -34,15 +34,6 @@ struct troupe_iter {
     troupe_err done; /* OK while iterating; then the sticky answer */
 };
 
-static int
-bytes_cmp(const void *a, size_t an, const void *b, size_t bn)
-{
-    int c = (an && bn) ? memcmp(a, b, an < bn ? an : bn) : 0;
-    if (c != 0)
-        return c;
-    return (an > bn) - (an < bn);
-}
-
 void
 troupe_range_init_bounds(troupe_range *r, const void *start, size_t start_len,
                          const void *end, size_t end_len)
@@ -134,15 +125,17 @@ resolve(const troupe_range *r, const void *after, size_t after_len,
             lo->len = r->start_len;
         }
         if (lo->p != NULL && hi->p != NULL &&
-            bytes_cmp(lo->p, lo->len, hi->p, hi->len) > 0)
+            troupe_key_cmp(lo->p, lo->len, hi->p, hi->len) > 0)
             return TROUPE_EINVAL;
     }
     if (after == NULL)
         return after_len == 0 ? TROUPE_OK : TROUPE_EINVAL;
     if (after_len == 0 || after_len > TROUPE_KEY_MAX)
         return TROUPE_EINVAL;
-    if ((lo->p != NULL && bytes_cmp(after, after_len, lo->p, lo->len) < 0) ||
-        (hi->p != NULL && bytes_cmp(after, after_len, hi->p, hi->len) >= 0))
+    if ((lo->p != NULL &&
+         troupe_key_cmp(after, after_len, lo->p, lo->len) < 0) ||
+        (hi->p != NULL &&
+         troupe_key_cmp(after, after_len, hi->p, hi->len) >= 0))
         return TROUPE_ERANGE;
     if (reverse) {
         hi->p = after;
@@ -209,7 +202,8 @@ iter_create(troupe_db *db, troupe_cf *cf, const troupe_snapshot *snap,
     /* An empty range never reaches RocksDB (whose assertion-enabled
      * Debian build is best not fed lower >= upper). */
     if (it->lower != NULL && it->upper != NULL &&
-        bytes_cmp(it->lower, it->lower_len, it->upper, it->upper_len) >= 0) {
+        troupe_key_cmp(it->lower, it->lower_len, it->upper, it->upper_len) >=
+            0) {
         it->done = TROUPE_ENOENT;
     } else {
         if (it->lower != NULL)
@@ -285,9 +279,9 @@ troupe_iter_next(troupe_iter *it, troupe_kv *kv)
     /* RocksDB keeps to both bounds; each side checks the bound it moves
      * towards (the seek placed it past the other) as a guard. */
     if ((it->reverse && it->lower != NULL &&
-         bytes_cmp(k, kl, it->lower, it->lower_len) < 0) ||
+         troupe_key_cmp(k, kl, it->lower, it->lower_len) < 0) ||
         (!it->reverse && it->upper != NULL &&
-         bytes_cmp(k, kl, it->upper, it->upper_len) >= 0)) {
+         troupe_key_cmp(k, kl, it->upper, it->upper_len) >= 0)) {
         it->done = TROUPE_ENOENT;
         return it->done;
     }

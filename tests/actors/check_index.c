@@ -2,6 +2,7 @@
  * keys, queries over RocksDB, verify; and changing a table's indexes
  * online (rebuild, drop, resumed builds) through the catalog. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -2648,8 +2649,8 @@ static atomic_int g_fail_at; /* 0: never; else this call returns ECLOSED */
 static atomic_int g_armed;   /* the next call waits for the gate */
 static atomic_int g_held;    /* a call is waiting */
 static int g_open;
-static uv_mutex_t g_mu;
-static uv_cond_t g_cv;
+static pthread_mutex_t g_mu;
+static pthread_cond_t g_cv;
 
 /* The string at key "email" of doc, if any. */
 static bool
@@ -2681,11 +2682,11 @@ fn_gate(void *ctx, const void *doc, size_t doc_len, const void *pk,
     int n = atomic_fetch_add(&g_calls, 1) + 1;
     int one = 1;
     if (atomic_compare_exchange_strong(&g_armed, &one, 0)) {
-        uv_mutex_lock(&g_mu);
+        pthread_mutex_lock(&g_mu);
         atomic_store(&g_held, 1);
         while (!g_open)
-            uv_cond_wait(&g_cv, &g_mu);
-        uv_mutex_unlock(&g_mu);
+            pthread_cond_wait(&g_cv, &g_mu);
+        pthread_mutex_unlock(&g_mu);
     }
     if (n == atomic_load(&g_fail_at))
         return TROUPE_ECLOSED;
@@ -2714,10 +2715,10 @@ gate_calls(void)
 static void
 gate_open(void)
 {
-    uv_mutex_lock(&g_mu);
+    pthread_mutex_lock(&g_mu);
     g_open = 1;
-    uv_cond_broadcast(&g_cv);
-    uv_mutex_unlock(&g_mu);
+    pthread_cond_broadcast(&g_cv);
+    pthread_mutex_unlock(&g_mu);
 }
 
 static bool
@@ -2789,9 +2790,9 @@ i_close(void)
 static void
 gate_reset(void)
 {
-    uv_mutex_lock(&g_mu);
+    pthread_mutex_lock(&g_mu);
     g_open = 0;
-    uv_mutex_unlock(&g_mu);
+    pthread_mutex_unlock(&g_mu);
     atomic_store(&g_held, 0);
     atomic_store(&g_armed, 0);
 }
@@ -2806,8 +2807,8 @@ i_setup_common(bool embedded)
     atomic_store(&g_armed, 0);
     atomic_store(&g_held, 0);
     g_open = 0;
-    ck_assert_int_eq(uv_mutex_init(&g_mu), 0);
-    ck_assert_int_eq(uv_cond_init(&g_cv), 0);
+    ck_assert_int_eq(pthread_mutex_init(&g_mu, NULL), 0);
+    ck_assert_int_eq(pthread_cond_init(&g_cv, NULL), 0);
     X.dir = ts_tempdir("index");
     ck_assert_ok(troupe_index_fns_create(&X.fns));
     ck_assert_ok(troupe_index_register_fn(X.fns, "gate", fn_gate, NULL));
@@ -2832,8 +2833,8 @@ i_teardown(void)
     troupe_index_result_destroy(X.res);
     i_close();
     troupe_index_fns_destroy(X.fns);
-    uv_cond_destroy(&g_cv);
-    uv_mutex_destroy(&g_mu);
+    pthread_cond_destroy(&g_cv);
+    pthread_mutex_destroy(&g_mu);
     ts_rmtree(X.dir);
     free(X.dir);
 }

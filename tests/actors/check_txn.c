@@ -1111,17 +1111,24 @@ emb_commit(troupe_txn *tx, troupe_err err, const troupe_txn_conflict *c,
     ecalls++;
 }
 
-START_TEST(test_txn_async_calls_back_on_the_host_loop)
+/* Creates table `name` through the asynchronous call, driving the loop. */
+static void
+emb_create(const char *name)
 {
     int want = ecalls + 1;
-    ck_assert_ok(troupe_tables_create(fx.tables, "a", NULL, 0, emb_ddl, NULL));
+    ck_assert_ok(troupe_tables_create(fx.tables, name, NULL, 0, emb_ddl, NULL));
     emb_drive(want);
     ck_assert_ok(eerr);
+}
+
+START_TEST(test_txn_async_calls_back_on_the_host_loop)
+{
+    emb_create("a");
     troupe_txn *tx = NULL;
     ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx));
     ck_assert_ok(txput(tx, "a", "k", 4));
     int64_t v = -1;
-    want = ecalls + 1;
+    int want = ecalls + 1;
     ck_assert_ok(troupe_txn_get(tx, "a", "k", 1, emb_rows, &v));
     emb_drive(want);
     ck_assert_ok(eerr);
@@ -1142,6 +1149,55 @@ START_TEST(test_txn_async_calls_back_on_the_host_loop)
     emb_drive(want);
     ck_assert_int_eq(v, 4);
     ck_assert_ok(troupe_txn_rollback(tx));
+    troupe_txn_destroy(tx);
+}
+END_TEST
+
+static void
+emb_vcommit(troupe_txn *tx, troupe_err err, const troupe_txn_conflict *c,
+            size_t n, const troupe_txn_receipt *r, size_t nr, void *arg)
+{
+    eerr = err;
+    *(size_t *)arg = nr;
+    eon_host = uv_thread_equal(&ehost, &(uv_thread_t){uv_thread_self()});
+    ecalls++;
+}
+
+/* A commit with nothing to write or check (a read-only transaction, an
+ * empty one) calls back like any other: on scheduler 0, the host's loop,
+ * and never inside the call. */
+START_TEST(test_txn_empty_commit_calls_back_on_the_host_loop_not_inside)
+{
+    emb_create("a");
+    troupe_txn *tx = NULL;
+    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx));
+    int64_t v = -1;
+    int want = ecalls + 1;
+    ck_assert_ok(troupe_txn_get(tx, "a", "k", 1, emb_rows, &v));
+    emb_drive(want);
+    ck_assert_err(eerr, TROUPE_ENOENT);
+    eerr = TROUPE_EUNKNOWN;
+    eon_host = false;
+    want = ecalls + 1;
+    ck_assert_ok(troupe_txn_commit(tx, TROUPE_SYNC_ON, emb_commit, NULL));
+    ck_assert_int_eq(ecalls, want - 1); /* not from inside the call */
+    emb_drive(want);
+    ck_assert_ok(eerr);
+    ck_assert(eon_host);
+    troupe_txn_destroy(tx);
+
+    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx));
+    size_t nr = 99;
+    eerr = TROUPE_EUNKNOWN;
+    eon_host = false;
+    want = ecalls + 1;
+    ck_assert_ok(
+        troupe_txn_commit_version(tx, TROUPE_SYNC_ON, emb_vcommit, &nr));
+    ck_assert_int_eq(ecalls, want - 1);
+    emb_drive(want);
+    ck_assert_ok(eerr);
+    ck_assert(eon_host);
+    ck_assert_uint_eq(nr, 0);
     troupe_txn_destroy(tx);
 }
 END_TEST
@@ -2105,6 +2161,8 @@ txn_suite(void)
     tcase_set_timeout(te, 60);
     tcase_add_checked_fixture(te, emb_setup, emb_teardown);
     tcase_add_test(te, test_txn_async_calls_back_on_the_host_loop);
+    tcase_add_test(
+        te, test_txn_empty_commit_calls_back_on_the_host_loop_not_inside);
     suite_add_tcase(s, te);
     return s;
 }

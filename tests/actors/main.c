@@ -1,6 +1,8 @@
 #include "tsupport.h"
 
 Suite *
+common_suite(void);
+Suite *
 kv_suite(void);
 Suite *
 table_suite(void);
@@ -22,8 +24,9 @@ catalog_suite(void);
 int
 main(void)
 {
-    Suite *s[] = {kv_suite(),      table_suite(), index_suite(),
-                  txn_suite(),     ttl_suite(),   queue_suite(),
-                  hostile_suite(), lanes_suite(), catalog_suite()};
+    Suite *s[] = {common_suite(), kv_suite(),      table_suite(),
+                  index_suite(),  txn_suite(),     ttl_suite(),
+                  queue_suite(),  hostile_suite(), lanes_suite(),
+                  catalog_suite()};
     return ts_run_suites(s, (int)(sizeof(s) / sizeof(s[0])));
 }

@@ -18,6 +18,7 @@
 
 #include "index_private.h"
 #include "troupe/alloc.h"
+#include "troupe/storage.h"
 
 /* ---- small helpers ---------------------------------------------------- */
 
@@ -1006,19 +1007,10 @@ typedef struct sort_item {
 } sort_item;
 
 static int
-key_cmp(const unsigned char *a, size_t an, const unsigned char *b, size_t bn)
-{
-    int c = memcmp(a, b, an < bn ? an : bn);
-    if (c != 0)
-        return c;
-    return an < bn ? -1 : an > bn;
-}
-
-static int
 sort_cmp(const void *pa, const void *pb)
 {
     const sort_item *a = pa, *b = pb;
-    int c = key_cmp(a->e.key, a->e.key_len, b->e.key, b->e.key_len);
+    int c = troupe_key_cmp(a->e.key, a->e.key_len, b->e.key, b->e.key_len);
     if (c != 0)
         return c;
     return a->order < b->order ? -1 : a->order > b->order;
@@ -1038,8 +1030,9 @@ sort_dedup(troupe_index_entries *e, size_t from)
     qsort(s, n, sizeof(*s), sort_cmp);
     size_t out = from;
     for (size_t i = 0; i < n; i++) {
-        if (out > from && key_cmp(e->v[out - 1].key, e->v[out - 1].key_len,
-                                  s[i].e.key, s[i].e.key_len) == 0) {
+        if (out > from &&
+            troupe_key_cmp(e->v[out - 1].key, e->v[out - 1].key_len, s[i].e.key,
+                           s[i].e.key_len) == 0) {
             troupe_free(s[i].e.key);
             troupe_free(s[i].e.val);
             continue;

@@ -25,6 +25,7 @@
 #include "index_private.h"
 #include "troupe/alloc.h"
 #include "troupe/cursor.h"
+#include "troupe/storage.h"
 
 troupe_err
 troupe_index_cf_name(char kind, uint64_t id, char *buf, size_t cap)
@@ -136,9 +137,7 @@ qrange_make(const troupe_index_query *q, qrange *out)
         troupe_key_writer_finish(&out->b, &t, &tl);
     }
     if (s != NULL && t != NULL) {
-        size_t m = sl < tl ? sl : tl;
-        int c = memcmp(s, t, m);
-        if (c > 0 || (c == 0 && sl >= tl))
+        if (troupe_key_cmp(s, sl, t, tl) >= 0)
             return TROUPE_EINVAL; /* from at or after to: empty */
     }
     troupe_range_init_bounds(&out->r, s, sl, t, tl);
@@ -445,8 +444,7 @@ static int
 pk_cmp(const void *pa, const void *pb)
 {
     const struct pkref *a = pa, *b = pb;
-    int c = memcmp(a->p, b->p, a->n < b->n ? a->n : b->n);
-    return c != 0 ? c : (a->n > b->n) - (a->n < b->n);
+    return troupe_key_cmp(a->p, a->n, b->p, b->n);
 }
 
 static void

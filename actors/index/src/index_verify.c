@@ -22,13 +22,7 @@
 
 #include "index_private.h"
 #include "troupe/alloc.h"
-
-static int
-bytes_cmp(const uint8_t *a, size_t an, const uint8_t *b, size_t bn)
-{
-    int c = memcmp(a, b, an < bn ? an : bn);
-    return c != 0 ? c : (an > bn) - (an < bn);
-}
+#include "troupe/storage.h"
 
 troupe_err
 troupe__index_manifest_parse(const void *data, size_t len, manifest *m)
@@ -59,7 +53,7 @@ troupe__index_manifest_parse(const void *data, size_t len, manifest *m)
             listed *p = &m->v[i - 1];
             if (p->id > x->id ||
                 (p->id == x->id &&
-                 bytes_cmp(p->key, p->key_len, x->key, x->key_len) >= 0))
+                 troupe_key_cmp(p->key, p->key_len, x->key, x->key_len) >= 0))
                 break;
         }
         m->n = i + 1;
@@ -146,8 +140,8 @@ check_derived(vstate *s, const troupe_index_def *d, const uint8_t *pk,
         bool has_l = j < m->n && m->v[j].id == d->id;
         int c = i == e.n ? 1
                 : !has_l ? -1
-                         : bytes_cmp(e.v[i].key, e.v[i].key_len, m->v[j].key,
-                                     m->v[j].key_len);
+                         : troupe_key_cmp(e.v[i].key, e.v[i].key_len,
+                                          m->v[j].key, m->v[j].key_len);
         if (c < 0) {
             report(s, TROUPE_VERIFY_STALE_MANIFEST, pk, pk_len, d->id,
                    e.v[i].key, e.v[i].key_len);
@@ -277,7 +271,7 @@ phase_rows(vstate *s, lastkey *last, bool *finished)
         int c = re == TROUPE_ENOENT ? 1
                 : me == TROUPE_ENOENT
                     ? -1
-                    : bytes_cmp(rk.key, rk.key_len, mk.key, mk.key_len);
+                    : troupe_key_cmp(rk.key, rk.key_len, mk.key, mk.key_len);
         s->budget--;
         if (c < 0) {
             report(s, TROUPE_VERIFY_MISSING_MANIFEST, rk.key, rk.key_len, 0,
@@ -337,8 +331,8 @@ phase_entries(vstate *s, size_t i, lastkey *last, bool *finished)
                 ke = troupe__index_manifest_parse(mv, ml, &m);
                 for (size_t j = 0; ke == TROUPE_OK && j < m.n; j++)
                     listed_here |= m.v[j].id == d->id &&
-                                   bytes_cmp(m.v[j].key, m.v[j].key_len, kv.key,
-                                             kv.key_len) == 0;
+                                   troupe_key_cmp(m.v[j].key, m.v[j].key_len,
+                                                  kv.key, kv.key_len) == 0;
                 if (ke == TROUPE_OK)
                     troupe_free(m.v);
                 if (ke == TROUPE_EPROTO)

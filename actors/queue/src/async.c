@@ -50,14 +50,12 @@ call_start(troupe_queues *qs, const char *queue, const void *skey, size_t slen,
            troupe_queue_outcome_kind kind, int64_t time_ms, troupe_sync sync,
            troupe_queue_cb cb, void *arg)
 {
+    /* the partition is checked by the blocking form, as it does for
+     * troupe_queue_ack_wait: its error is the callback's */
     if (cb == NULL || skey == NULL || slen == 0 || slen > TROUPE_KEY_MAX ||
         (unsigned)sync > TROUPE_SYNC_OFF ||
-        (kind == TROUPE_QUEUE_RESCHEDULE && time_ms < 0))
-        return TROUPE_EINVAL;
-    uint32_t part;
-    int64_t t;
-    uint64_t order;
-    if (troupe__tq_pkey_decode(skey, slen, &part, &t, &order) != TROUPE_OK)
+        troupe__tq_outcome_check(NULL, skey, slen, kind, time_ms, NULL, NULL,
+                                 NULL) != TROUPE_OK)
         return TROUPE_EINVAL;
     tq_queue *q = NULL;
     troupe_err e = troupe__tq_find(qs, queue, &q);

@@ -13,6 +13,7 @@
 
 #include "queue_int.h"
 #include "troupe/alloc.h"
+#include "troupe/internal/hash.h"
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
 
@@ -25,13 +26,8 @@ troupe__tq_now(const tq_queue *q)
 uint32_t
 troupe_queue_partition_of(const void *key, size_t key_len, uint32_t partitions)
 {
-    /* FNV-1a 64: offset basis and prime of the published algorithm. */
-    uint64_t h = UINT64_C(0xcbf29ce484222325);
-    const unsigned char *p = key;
-    for (size_t i = 0; i < key_len; i++) {
-        h ^= p[i];
-        h *= UINT64_C(0x100000001b3);
-    }
+    /* A format: partitions are stored and routed on (docs/queue.md). */
+    uint64_t h = troupe__fnv1a64(key, key_len);
     return partitions == 0 ? 0 : (uint32_t)(h % partitions);
 }
 
@@ -412,39 +408,17 @@ troupe__tq_entries(troupe_batch *b, troupe_cf *cf, const troupe_queue_item *it,
     return e;
 }
 
-typedef struct cwait {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool done;
-    troupe_err err;
-} cwait;
-
 static void
-cwait_cb(troupe_err err, void *arg)
+committed(troupe_err err, void *arg)
 {
-    cwait *w = arg;
-    pthread_mutex_lock(&w->mu);
-    w->err = err;
-    w->done = true;
-    pthread_cond_signal(&w->cv);
-    pthread_mutex_unlock(&w->mu);
+    troupe__waiter_release(arg, err, NULL);
 }
 
 troupe_err
 troupe__tq_commit_wait(troupe_commit *c, troupe_batch **b, troupe_sync sync)
 {
-    cwait w = {.done = false};
-    pthread_mutex_init(&w.mu, NULL);
-    pthread_cond_init(&w.cv, NULL);
-    troupe_err e = troupe_commit_submit(c, b, sync, cwait_cb, &w);
-    if (e == TROUPE_OK) {
-        pthread_mutex_lock(&w.mu);
-        while (!w.done)
-            pthread_cond_wait(&w.cv, &w.mu);
-        pthread_mutex_unlock(&w.mu);
-        e = w.err;
-    }
-    pthread_mutex_destroy(&w.mu);
-    pthread_cond_destroy(&w.cv);
-    return e;
+    troupe__waiter w;
+    troupe__waiter_init(&w, 1);
+    return troupe__waiter_finish(
+        &w, troupe_commit_submit(c, b, sync, committed, &w), NULL);
 }

@@ -17,6 +17,7 @@
 #include "queue_int.h"
 #include "troupe/alloc.h"
 #include "troupe/cursor.h"
+#include "troupe/internal/post.h"
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
 
@@ -132,12 +133,6 @@ troupe_queue_publish_in(troupe_queues *qs, troupe_txn *tx, const char *queue,
 }
 
 static void
-noop(void *arg)
-{
-    (void)arg;
-}
-
-static void
 pub_done_s0(void *arg, troupe_runtime *rt)
 {
     (void)rt;
@@ -154,8 +149,7 @@ pub_committed(troupe_err err, void *arg)
     if (err == TROUPE_OK)
         troupe__tq_notify(p->q, p->part, p->time);
     /* to scheduler 0; at shutdown, when no loop is left, right here */
-    if (troupe_runtime_work(p->q->rt, noop, pub_done_s0, p) != TROUPE_OK)
-        pub_done_s0(p, NULL);
+    troupe__post_or_run(p->q->rt, pub_done_s0, p);
 }
 
 static troupe_err
@@ -218,6 +212,28 @@ troupe_queue_publish_wait(troupe_queues *qs, const char *queue,
  * ---------------------------------------------------------------- */
 
 troupe_err
+troupe__tq_outcome_check(const tq_queue *q, const void *skey, size_t slen,
+                         troupe_queue_outcome_kind kind, int64_t time_ms,
+                         uint32_t *part, int64_t *time, uint64_t *order)
+{
+    uint32_t p;
+    int64_t t;
+    uint64_t o;
+    if (troupe__tq_pkey_decode(skey, slen, &p, &t, &o) != TROUPE_OK ||
+        (q != NULL && p >= q->partitions) ||
+        (kind != TROUPE_QUEUE_ACK && kind != TROUPE_QUEUE_RESCHEDULE) ||
+        (kind == TROUPE_QUEUE_RESCHEDULE && time_ms < 0))
+        return TROUPE_EINVAL;
+    if (part != NULL)
+        *part = p;
+    if (time != NULL)
+        *time = t;
+    if (order != NULL)
+        *order = o;
+    return TROUPE_OK;
+}
+
+troupe_err
 troupe__tq_outcome_batch(tq_queue *q, const void *skey, size_t slen,
                          const void *val, size_t vlen,
                          troupe_queue_outcome_kind kind, int64_t time_ms,
@@ -226,12 +242,9 @@ troupe__tq_outcome_batch(tq_queue *q, const void *skey, size_t slen,
     *out = NULL;
     *resched_part = UINT32_MAX;
     uint32_t part;
-    int64_t time;
     uint64_t order;
-    if (troupe__tq_pkey_decode(skey, slen, &part, &time, &order) != TROUPE_OK ||
-        part >= q->partitions ||
-        (kind != TROUPE_QUEUE_ACK && kind != TROUPE_QUEUE_RESCHEDULE) ||
-        (kind == TROUPE_QUEUE_RESCHEDULE && time_ms < 0))
+    if (troupe__tq_outcome_check(q, skey, slen, kind, time_ms, &part, NULL,
+                                 &order) != TROUPE_OK)
         return TROUPE_EINVAL;
     troupe_queue_item it;
     troupe_err e = troupe__tq_item(q, skey, slen, val, vlen, &it);
@@ -293,17 +306,13 @@ troupe__tq_outcome(tq_queue *q, const void *skey, size_t slen,
                    troupe_queue_outcome_kind kind, int64_t time_ms,
                    troupe_sync sync)
 {
-    uint32_t part;
-    int64_t time;
-    uint64_t order;
-    if (troupe__tq_pkey_decode(skey, slen, &part, &time, &order) != TROUPE_OK ||
-        part >= q->partitions ||
-        (kind != TROUPE_QUEUE_ACK && kind != TROUPE_QUEUE_RESCHEDULE) ||
-        (kind == TROUPE_QUEUE_RESCHEDULE && time_ms < 0))
-        return TROUPE_EINVAL;
+    troupe_err e = troupe__tq_outcome_check(q, skey, slen, kind, time_ms, NULL,
+                                            NULL, NULL);
+    if (e != TROUPE_OK)
+        return e;
     void *val = NULL;
     size_t vlen = 0;
-    troupe_err e = troupe_db_get(q->db, q->cf, NULL, skey, slen, &val, &vlen);
+    e = troupe_db_get(q->db, q->cf, NULL, skey, slen, &val, &vlen);
     if (e == TROUPE_ENOENT)
         return TROUPE_OK; /* already completed or deleted: a no-op */
     troupe_batch *b = NULL;
@@ -331,10 +340,10 @@ outcome_api(troupe_queues *qs, const char *queue, const void *skey, size_t slen,
     troupe_err e = troupe__tq_find(qs, queue, &q);
     if (e != TROUPE_OK)
         return e;
-    uint32_t part;
-    int64_t time;
-    uint64_t order;
-    if (troupe__tq_pkey_decode(skey, slen, &part, &time, &order) != TROUPE_OK)
+    /* the partition is checked once claimed (troupe__tq_outcome): a key
+     * being settled is busy first */
+    if (troupe__tq_outcome_check(NULL, skey, slen, kind, time_ms, NULL, NULL,
+                                 NULL) != TROUPE_OK)
         e = TROUPE_EINVAL;
     else if (!troupe__tq_claim(q, skey, slen))
         e = TROUPE_EBUSY;

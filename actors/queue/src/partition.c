@@ -43,6 +43,7 @@
 #include "troupe/alloc.h"
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
+#include "troupe/storage.h"
 
 /* Attempt counts kept per partition (oldest dropped beyond). */
 #define ATT_MAX 65536
@@ -146,13 +147,6 @@ set_bytes(uint8_t **dst, size_t *dlen, const void *src, size_t n, bool zero)
     return true;
 }
 
-static int
-kcmp(const void *a, size_t al, const void *b, size_t bl)
-{
-    int c = memcmp(a, b, al < bl ? al : bl);
-    return c != 0 ? c : (al > bl) - (al < bl);
-}
-
 /* Encodes ("p", part) or ("p", part, time) into a fresh copy. */
 static bool
 bucket_key(tq_part *s, int64_t time, bool with_time, uint8_t **out, size_t *len)
@@ -234,10 +228,7 @@ credit_give(troupe_queue_worker *w)
 static void
 running_done(troupe_queue_worker *w)
 {
-    pthread_mutex_lock(&w->mu);
-    if (atomic_fetch_sub(&w->running, 1) == 1)
-        pthread_cond_broadcast(&w->cv);
-    pthread_mutex_unlock(&w->mu);
+    troupe__waiter_release(&w->running, TROUPE_OK, NULL);
 }
 
 /* Drops workers that are stopping. */
@@ -360,14 +351,12 @@ job_run(void *arg)
     troupe_batch *b = NULL;
     if (gone)
         j->result = TROUPE_OK; /* nothing left to deliver */
-    else if (he == TROUPE_OK &&
-             (out.kind == TROUPE_QUEUE_ACK ||
-              (out.kind == TROUPE_QUEUE_RESCHEDULE && out.time_ms >= 0)))
+    else if (he == TROUPE_OK)  /* EINVAL for an outcome that is none */
         j->result = troupe__tq_outcome_batch(j->q, j->skey, j->sklen, cur,
                                              curlen, out.kind, out.time_ms, &b,
                                              &j->resched_part);
     else
-        j->result = he != TROUPE_OK ? he : TROUPE_EINVAL;
+        j->result = he;
     troupe_free(cur);
     if (b != NULL) {
         /* Committed asynchronously: this pool thread is free at once, and
@@ -443,7 +432,7 @@ deliver(troupe_actor *self, tq_part *s, troupe_queue_worker *w,
         s->jobs = a;
         s->capjobs = nc;
     }
-    atomic_fetch_add(&w->running, 1);
+    troupe__waiter_hold(&w->running);
     if (atomic_load(&w->stopping)) { /* see troupe_queue_worker_stop_wait */
         running_done(w);
         job_unref(j);
@@ -559,7 +548,7 @@ peek(troupe_actor *self, tq_part *s)
 static void
 lower_to(uint8_t **k, size_t *kl, const uint8_t *c, size_t cl)
 {
-    if (*k == NULL || kcmp(c, cl, *k, *kl) < 0)
+    if (*k == NULL || troupe_key_cmp(c, cl, *k, *kl) < 0)
         (void)set_bytes(k, kl, c, cl, false);
 }
 
@@ -572,7 +561,7 @@ pass_end(troupe_actor *self, tq_part *s)
      * copy failure the start stays where it was (lower: still correct). */
     const uint8_t *nl = s->first != NULL ? s->first : s->end;
     size_t nll = s->first != NULL ? s->firstlen : s->endlen;
-    if (s->nlow != NULL && kcmp(s->nlow, s->nlowlen, nl, nll) < 0) {
+    if (s->nlow != NULL && troupe_key_cmp(s->nlow, s->nlowlen, nl, nll) < 0) {
         nl = s->nlow;
         nll = s->nlowlen;
     }
@@ -630,7 +619,7 @@ pump(troupe_actor *self, tq_part *s)
         if (!credit)
             return;
     }
-    if (kcmp(s->cur, s->curlen, s->end, s->endlen) >= 0) {
+    if (troupe_key_cmp(s->cur, s->curlen, s->end, s->endlen) >= 0) {
         pass_end(self, s);
         return;
     }
@@ -661,7 +650,7 @@ on_scan(troupe_actor *self, void *state, const troupe_msg *m)
         if (s->first == NULL) /* may still be pending after this pass */
             (void)set_bytes(&s->first, &s->firstlen, kv->key, kv->key_len,
                             false);
-        if (kcmp(kv->key, kv->key_len, s->cur, s->curlen) < 0)
+        if (troupe_key_cmp(kv->key, kv->key_len, s->cur, s->curlen) < 0)
             continue; /* inside a bucket the pass jumped over */
         uint32_t part;
         int64_t time;

@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 
 #include "troupe/actor.h"
+#include "troupe/internal/waiter.h"
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
 #include "troupe/queue.h"
@@ -83,13 +84,12 @@ struct troupe_queue_worker {
     void *arg;
     uint32_t timeout_ms;
     troupe_sync sync;
-    _Atomic uint32_t held;    /* credit in use */
-    _Atomic uint32_t running; /* deliveries whose outcome is not settled */
+    _Atomic uint32_t held; /* credit in use */
+    /* deliveries whose outcome is not settled: a hold per delivery */
+    troupe__waiter running;
     _Atomic bool stopping;
     _Atomic bool starved;  /* a partition waits for credit */
     _Atomic bool unlisted; /* out of qs->ws: qs is not touched again */
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
 };
 
 /* ---- format.c ---- */
@@ -211,6 +211,16 @@ troupe_err
 troupe__tq_outcome(tq_queue *q, const void *skey, size_t slen,
                    troupe_queue_outcome_kind kind, int64_t time_ms,
                    troupe_sync sync);
+
+/* The one check of an outcome: EINVAL unless skey decodes as a pending
+ * key (with q: of a partition q has) and kind/time_ms is an outcome (ACK,
+ * or RESCHEDULE at time_ms >= 0). *part, *time and *order (each may be
+ * NULL) get the key's fields. q may be NULL before the queue is looked
+ * up. Pure. */
+troupe_err
+troupe__tq_outcome_check(const tq_queue *q, const void *skey, size_t slen,
+                         troupe_queue_outcome_kind kind, int64_t time_ms,
+                         uint32_t *part, int64_t *time, uint64_t *order);
 
 /* The batch of an outcome for the claimed pending row (skey, val): the
  * row and its entries become the completed row and its entries, and a

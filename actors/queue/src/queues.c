@@ -58,8 +58,7 @@ troupe__tq_worker_release(troupe_queue_worker *w)
     if (w == NULL || atomic_fetch_sub(&w->refs, 1) != 1)
         return;
     troupe__tq_release(w->q);
-    pthread_mutex_destroy(&w->mu);
-    pthread_cond_destroy(&w->cv);
+    troupe__waiter_fini(&w->running);
     troupe_free(w);
 }
 
@@ -370,46 +369,28 @@ queue_start(troupe_queues *qs, uint64_t id, const char *name, uint32_t parts,
     return TROUPE_OK;
 }
 
-typedef struct stopwait {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    uint32_t left;
-} stopwait;
-
 static void
 stopped_one(troupe_runtime *rt, troupe_addr a, void *arg)
 {
     (void)rt;
     (void)a;
-    stopwait *s = arg;
-    pthread_mutex_lock(&s->mu);
-    if (--s->left == 0)
-        pthread_cond_signal(&s->cv);
-    pthread_mutex_unlock(&s->mu);
+    troupe__waiter_release(arg, TROUPE_OK, NULL);
 }
 
 /* Stops q's partition actors and waits for them. */
 static void
 queue_stop(troupe_queues *qs, tq_queue *q)
 {
-    stopwait s = {.left = 1};
-    pthread_mutex_init(&s.mu, NULL);
-    pthread_cond_init(&s.cv, NULL);
+    troupe__waiter s;
+    troupe__waiter_init(&s, 1);
     for (uint32_t i = 0; i < q->partitions; i++) {
-        pthread_mutex_lock(&s.mu);
-        s.left++;
-        pthread_mutex_unlock(&s.mu);
+        troupe__waiter_hold(&s);
         if (troupe_actor_stop(qs->rt, q->parts[i], stopped_one, &s) !=
             TROUPE_OK)
-            stopped_one(qs->rt, q->parts[i], &s);
+            troupe__waiter_release(&s, TROUPE_OK, NULL);
     }
-    stopped_one(qs->rt, TROUPE_ADDR_NONE, &s);
-    pthread_mutex_lock(&s.mu);
-    while (s.left > 0)
-        pthread_cond_wait(&s.cv, &s.mu);
-    pthread_mutex_unlock(&s.mu);
-    pthread_mutex_destroy(&s.mu);
-    pthread_cond_destroy(&s.cv);
+    troupe__waiter_release(&s, TROUPE_OK, NULL);
+    troupe__waiter_finish(&s, TROUPE_OK, NULL);
 }
 
 static troupe_err
@@ -781,8 +762,7 @@ troupe_queue_worker_start(troupe_queues *qs, const troupe_queue_worker_opts *o,
     w->arg = o->arg;
     w->timeout_ms = o->timeout_ms ? o->timeout_ms : TROUPE_QUEUE_TIMEOUT_MS;
     w->sync = o->sync;
-    pthread_mutex_init(&w->mu, NULL);
-    pthread_cond_init(&w->cv, NULL);
+    troupe__waiter_init(&w->running, 0);
     pthread_mutex_lock(&qs->mu);
     troupe_queue_worker **nw =
         qs->stopped ? NULL
@@ -819,10 +799,7 @@ troupe_queue_worker_stop_wait(troupe_queue_worker **wp)
     *wp = NULL;
     troupe_queues *qs = w->qs;
     atomic_store(&w->stopping, true);
-    pthread_mutex_lock(&w->mu);
-    while (atomic_load(&w->running) > 0)
-        pthread_cond_wait(&w->cv, &w->mu);
-    pthread_mutex_unlock(&w->mu);
+    troupe__waiter_wait(&w->running, NULL);
     /* the first stop unlists it; a second one (the owner's, after
      * troupe_queues_stop_wait stopped it, maybe after the queues' destroy)
      * only frees */

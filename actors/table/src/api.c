@@ -433,61 +433,28 @@ troupe_table_scan(troupe_tables *t, const char *table,
 
 /* ---- blocking twins ---------------------------------------------------- */
 
-void
-troupe__twaiter_init(twaiter *w)
-{
-    uv_mutex_init(&w->mu);
-    uv_cond_init(&w->cv);
-    w->done = 0;
-    w->err = TROUPE_OK;
-    w->rows = NULL;
-}
-
-void
-troupe__twaiter_wake(twaiter *w, troupe_err err, troupe_rows *rows)
-{
-    uv_mutex_lock(&w->mu);
-    w->err = err;
-    w->rows = rows;
-    w->done = 1;
-    uv_cond_signal(&w->cv);
-    uv_mutex_unlock(&w->mu);
-}
-
-troupe_err
-troupe__twaiter_wait(twaiter *w, troupe_rows **rows)
-{
-    uv_mutex_lock(&w->mu);
-    while (!w->done)
-        uv_cond_wait(&w->cv, &w->mu);
-    uv_mutex_unlock(&w->mu);
-    uv_cond_destroy(&w->cv);
-    uv_mutex_destroy(&w->mu);
-    if (rows != NULL)
-        *rows = w->rows;
-    else
-        troupe_rows_destroy(w->rows);
-    return w->err;
-}
-
 static void
 wake_cb(troupe_err err, troupe_rows *rows, void *arg)
 {
-    troupe__twaiter_wake(arg, err, rows);
+    troupe__waiter_release(arg, err, rows);
 }
 
-/* Waits for a started call, or cleans up one that failed to start. */
+/* The write calls that take a document, as write_wait waits for them. */
+typedef troupe_err (*doc_write_fn)(troupe_tables *t, const char *table,
+                                   const void *key, size_t klen,
+                                   const void *doc, size_t dlen,
+                                   const troupe_write_opts *wo,
+                                   troupe_table_cb cb, void *arg);
+
 static troupe_err
-finish(twaiter *w, troupe_err started, troupe_rows **rows)
+write_wait(doc_write_fn fn, troupe_tables *t, const char *table,
+           const void *key, size_t klen, const void *doc, size_t dlen,
+           const troupe_write_opts *wo)
 {
-    if (rows != NULL)
-        *rows = NULL;
-    if (started != TROUPE_OK) {
-        troupe__twaiter_wake(w, started, NULL);
-        troupe__twaiter_wait(w, NULL);
-        return started;
-    }
-    return troupe__twaiter_wait(w, rows);
+    troupe__waiter w;
+    troupe__waiter_init(&w, 1);
+    return troupe__waiter_finish(
+        &w, fn(t, table, key, klen, doc, dlen, wo, wake_cb, &w), NULL);
 }
 
 troupe_err
@@ -495,12 +462,7 @@ troupe_table_insert_wait(troupe_tables *t, const char *table, const void *key,
                          size_t klen, const void *doc, size_t dlen,
                          const troupe_write_opts *wo)
 {
-    twaiter w;
-    troupe__twaiter_init(&w);
-    return finish(
-        &w,
-        troupe_table_insert(t, table, key, klen, doc, dlen, wo, wake_cb, &w),
-        NULL);
+    return write_wait(troupe_table_insert, t, table, key, klen, doc, dlen, wo);
 }
 
 troupe_err
@@ -508,12 +470,7 @@ troupe_table_update_wait(troupe_tables *t, const char *table, const void *key,
                          size_t klen, const void *doc, size_t dlen,
                          const troupe_write_opts *wo)
 {
-    twaiter w;
-    troupe__twaiter_init(&w);
-    return finish(
-        &w,
-        troupe_table_update(t, table, key, klen, doc, dlen, wo, wake_cb, &w),
-        NULL);
+    return write_wait(troupe_table_update, t, table, key, klen, doc, dlen, wo);
 }
 
 troupe_err
@@ -521,22 +478,17 @@ troupe_table_upsert_wait(troupe_tables *t, const char *table, const void *key,
                          size_t klen, const void *doc, size_t dlen,
                          const troupe_write_opts *wo)
 {
-    twaiter w;
-    troupe__twaiter_init(&w);
-    return finish(
-        &w,
-        troupe_table_upsert(t, table, key, klen, doc, dlen, wo, wake_cb, &w),
-        NULL);
+    return write_wait(troupe_table_upsert, t, table, key, klen, doc, dlen, wo);
 }
 
 troupe_err
 troupe_table_delete_wait(troupe_tables *t, const char *table, const void *key,
                          size_t klen, const troupe_write_opts *wo)
 {
-    twaiter w;
-    troupe__twaiter_init(&w);
-    return finish(&w, troupe_table_delete(t, table, key, klen, wo, wake_cb, &w),
-                  NULL);
+    troupe__waiter w;
+    troupe__waiter_init(&w, 1);
+    return troupe__waiter_finish(
+        &w, troupe_table_delete(t, table, key, klen, wo, wake_cb, &w), NULL);
 }
 
 troupe_err

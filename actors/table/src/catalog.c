@@ -55,6 +55,7 @@
 
 #include "table_int.h"
 #include "troupe/alloc.h"
+#include "troupe/internal/post.h"
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
 
@@ -90,8 +91,8 @@ struct troupe_tables {
     tversions vers; /* key versions (txn.c), floor in meta */
     ttables_shared ts;
     troupe_cf *meta;
-    uv_mutex_t mu;
-    uv_mutex_t ddl;
+    pthread_mutex_t mu;
+    pthread_mutex_t ddl;
     tentry *entries;
     uint64_t seq;         /* highest id handed out */
     int state;            /* RUNNING, STOPPING, STOPPED */
@@ -128,7 +129,7 @@ ddl_item_done(void *arg, troupe_runtime *rt)
 {
     ddl_item *it = arg;
     troupe_tables *t = it->t;
-    uv_mutex_lock(&t->mu);
+    pthread_mutex_lock(&t->mu);
     ddl_item *next = t->dq_head;
     if (next != NULL) {
         t->dq_head = next->next;
@@ -137,7 +138,7 @@ ddl_item_done(void *arg, troupe_runtime *rt)
     } else {
         t->dq_busy = false;
     }
-    uv_mutex_unlock(&t->mu);
+    pthread_mutex_unlock(&t->mu);
     it->done(it->arg, rt);
     troupe_free(it);
     while (next != NULL) {
@@ -146,7 +147,7 @@ ddl_item_done(void *arg, troupe_runtime *rt)
             return;
         /* Shutting down: no worker left to take it; run it here. */
         ddl_item *it2 = next;
-        uv_mutex_lock(&t->mu);
+        pthread_mutex_lock(&t->mu);
         next = t->dq_head;
         if (next != NULL) {
             t->dq_head = next->next;
@@ -155,7 +156,7 @@ ddl_item_done(void *arg, troupe_runtime *rt)
         } else {
             t->dq_busy = false;
         }
-        uv_mutex_unlock(&t->mu);
+        pthread_mutex_unlock(&t->mu);
         it2->fn(it2->arg);
         it2->done(it2->arg, rt);
         troupe_free(it2);
@@ -175,7 +176,7 @@ ddl_submit(troupe_tables *t, void (*fn)(void *),
     it->fn = fn;
     it->done = done;
     it->arg = arg;
-    uv_mutex_lock(&t->mu);
+    pthread_mutex_lock(&t->mu);
     bool queue = t->dq_busy;
     if (queue) {
         if (t->dq_tail != NULL)
@@ -186,14 +187,14 @@ ddl_submit(troupe_tables *t, void (*fn)(void *),
     } else {
         t->dq_busy = true;
     }
-    uv_mutex_unlock(&t->mu);
+    pthread_mutex_unlock(&t->mu);
     if (queue)
         return TROUPE_OK;
     troupe_err e = troupe_runtime_work(t->rt, ddl_item_run, ddl_item_done, it);
     if (e != TROUPE_OK) {
-        uv_mutex_lock(&t->mu);
+        pthread_mutex_lock(&t->mu);
         t->dq_busy = false;
-        uv_mutex_unlock(&t->mu);
+        pthread_mutex_unlock(&t->mu);
         troupe_free(it);
     }
     return e;
@@ -418,10 +419,10 @@ static void
 vers_raise_work(void *arg)
 {
     tversions *v = arg;
-    uv_mutex_lock(&v->mu);
+    pthread_mutex_lock(&v->mu);
     if (vers_low(v, atomic_load(&v->seq)))
         vers_raise_locked(v);
-    uv_mutex_unlock(&v->mu);
+    pthread_mutex_unlock(&v->mu);
     atomic_store(&v->raising, false);
 }
 
@@ -442,11 +443,11 @@ vers_kick(tversions *v, uint64_t cur)
         !atomic_compare_exchange_strong(&v->raising, &idle, true))
         return;
     troupe_tables *t = v->t;
-    uv_mutex_lock(&t->mu);
+    pthread_mutex_lock(&t->mu);
     bool run = t->state == RUNNING;
     if (run)
         t->ddl_jobs++;
-    uv_mutex_unlock(&t->mu);
+    pthread_mutex_unlock(&t->mu);
     if (run && troupe_runtime_work(t->rt, vers_raise_work, vers_raise_done,
                                    v) == TROUPE_OK)
         return;
@@ -462,10 +463,10 @@ troupe__vers_take(tversions *v)
     vers_kick(v, ver);
     if (ver < atomic_load(&v->limit))
         return ver;
-    uv_mutex_lock(&v->mu);
+    pthread_mutex_lock(&v->mu);
     if (ver >= atomic_load(&v->limit))
         vers_raise_locked(v);
-    uv_mutex_unlock(&v->mu);
+    pthread_mutex_unlock(&v->mu);
     return ver;
 }
 
@@ -503,9 +504,9 @@ vers_open(troupe_tables *t)
         return e;
     atomic_store(&t->vers.seq, f);
     atomic_store(&t->vers.limit, f);
-    uv_mutex_lock(&t->vers.mu);
+    pthread_mutex_lock(&t->vers.mu);
     e = vers_raise_locked(&t->vers);
-    uv_mutex_unlock(&t->vers.mu);
+    pthread_mutex_unlock(&t->vers.mu);
     return e;
 }
 
@@ -577,13 +578,13 @@ entry_start(troupe_tables *t, tentry *e)
         troupe_actor_stop(t->rt, e->addr, NULL, NULL);
         return err;
     }
-    uv_mutex_lock(&t->mu);
+    pthread_mutex_lock(&t->mu);
     tentry **pp = &t->entries;
     while (*pp != NULL && strcmp((*pp)->name, e->name) < 0)
         pp = &(*pp)->next;
     e->next = *pp;
     *pp = e;
-    uv_mutex_unlock(&t->mu);
+    pthread_mutex_unlock(&t->mu);
     return TROUPE_OK;
 }
 
@@ -813,10 +814,10 @@ troupe_tables_open(const troupe_tables_opts *o, troupe_tables **out)
     t->clock = o->clock ? o->clock : default_clock;
     t->clock_ctx = o->clock_ctx;
     t->timeout_ms = o->timeout_ms ? o->timeout_ms : 30000;
-    uv_mutex_init(&t->mu);
-    uv_mutex_init(&t->ddl);
-    uv_mutex_init(&t->ts.mu);
-    uv_mutex_init(&t->vers.mu);
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_mutex_init(&t->ddl, NULL);
+    pthread_mutex_init(&t->ts.mu, NULL);
+    pthread_mutex_init(&t->vers.mu, NULL);
     t->vers.t = t;
     t->vers.reserve = o->version_reserve ? o->version_reserve
                                          : TROUPE_VERSION_RESERVE_DEFAULT;
@@ -849,16 +850,10 @@ static void
 stop_done_cb(void *arg, troupe_runtime *rt)
 {
     troupe_tables *t = arg;
-    uv_mutex_lock(&t->mu);
+    pthread_mutex_lock(&t->mu);
     t->state = STOPPED;
-    uv_mutex_unlock(&t->mu);
+    pthread_mutex_unlock(&t->mu);
     t->stop_cb(t, t->stop_arg);
-}
-
-static void
-noop(void *arg)
-{
-    (void)arg;
 }
 
 static void
@@ -866,10 +861,10 @@ one_stopped(troupe_tables *t)
 {
     if (atomic_fetch_sub(&t->stops, 1) != 1)
         return;
-    /* Hop to scheduler 0, as promised; at runtime shutdown there is no
-     * hop to take, and this thread is as good as any. */
-    if (troupe_runtime_work(t->rt, noop, stop_done_cb, t) != TROUPE_OK)
-        stop_done_cb(t, t->rt);
+    /* To scheduler 0, as promised; once scheduler 0 has closed at
+     * shutdown there is no hop to take, and this thread is as good as
+     * any. */
+    troupe__post_or_run(t->rt, stop_done_cb, t);
 }
 
 static void
@@ -900,9 +895,9 @@ troupe_tables_stop(troupe_tables *t, troupe_tables_stop_cb cb, void *arg)
 {
     if (t == NULL || cb == NULL)
         return TROUPE_EINVAL;
-    uv_mutex_lock(&t->mu);
+    pthread_mutex_lock(&t->mu);
     if (t->state != RUNNING) {
-        uv_mutex_unlock(&t->mu);
+        pthread_mutex_unlock(&t->mu);
         return TROUPE_ESTATE;
     }
     t->state = STOPPING;
@@ -912,7 +907,7 @@ troupe_tables_stop(troupe_tables *t, troupe_tables_stop_cb cb, void *arg)
      * stops them (ddl_dec). */
     bool now = t->ddl_jobs == 0;
     t->stopping_actors = now;
-    uv_mutex_unlock(&t->mu);
+    pthread_mutex_unlock(&t->mu);
     if (now)
         stop_actors(t);
     return TROUPE_OK;
@@ -921,11 +916,11 @@ troupe_tables_stop(troupe_tables *t, troupe_tables_stop_cb cb, void *arg)
 static void
 ddl_dec(troupe_tables *t)
 {
-    uv_mutex_lock(&t->mu);
+    pthread_mutex_lock(&t->mu);
     bool go = --t->ddl_jobs == 0 && t->state == STOPPING && !t->stopping_actors;
     if (go)
         t->stopping_actors = true;
-    uv_mutex_unlock(&t->mu);
+    pthread_mutex_unlock(&t->mu);
     if (go)
         stop_actors(t);
 }
@@ -933,7 +928,7 @@ ddl_dec(troupe_tables *t)
 static void
 stop_actors(troupe_tables *t)
 {
-    uv_mutex_lock(&t->mu);
+    pthread_mutex_lock(&t->mu);
     size_t n = 0;
     for (tentry *en = t->entries; en != NULL; en = en->next)
         n++;
@@ -953,28 +948,23 @@ stop_actors(troupe_tables *t)
         q->addr = en->addr;
         troupe__table_quiesce(t->rt, en->addr, quiesced_stop, q);
     }
-    uv_mutex_unlock(&t->mu);
+    pthread_mutex_unlock(&t->mu);
     one_stopped(t);
 }
 
 static void
 wake_stopped(troupe_tables *t, void *arg)
 {
-    troupe__twaiter_wake(arg, TROUPE_OK, NULL);
+    troupe__waiter_release(arg, TROUPE_OK, NULL);
 }
 
 troupe_err
 troupe_tables_stop_wait(troupe_tables *t)
 {
-    twaiter w;
-    troupe__twaiter_init(&w);
-    troupe_err e = troupe_tables_stop(t, wake_stopped, &w);
-    if (e != TROUPE_OK) {
-        troupe__twaiter_wake(&w, e, NULL);
-        troupe__twaiter_wait(&w, NULL);
-        return e;
-    }
-    return troupe__twaiter_wait(&w, NULL);
+    troupe__waiter w;
+    troupe__waiter_init(&w, 1);
+    return troupe__waiter_finish(&w, troupe_tables_stop(t, wake_stopped, &w),
+                                 NULL);
 }
 
 /* open failed: stop what load spawned, without waiting (the actors hold
@@ -1001,10 +991,10 @@ troupe_tables_destroy(troupe_tables *t)
         t->entries = en->next;
         entry_free(en);
     }
-    uv_mutex_destroy(&t->mu);
-    uv_mutex_destroy(&t->ddl);
-    uv_mutex_destroy(&t->ts.mu);
-    uv_mutex_destroy(&t->vers.mu);
+    pthread_mutex_destroy(&t->mu);
+    pthread_mutex_destroy(&t->ddl);
+    pthread_mutex_destroy(&t->ts.mu);
+    pthread_mutex_destroy(&t->vers.mu);
     troupe_free(t);
 }
 
@@ -1017,9 +1007,9 @@ troupe_tables_list(troupe_tables *t, char ***names, size_t *n)
         return TROUPE_EINVAL;
     *names = NULL;
     *n = 0;
-    uv_mutex_lock(&t->mu);
+    pthread_mutex_lock(&t->mu);
     if (t->state != RUNNING) {
-        uv_mutex_unlock(&t->mu);
+        pthread_mutex_unlock(&t->mu);
         return TROUPE_ESTATE;
     }
     size_t cnt = 0, bytes = 0;
@@ -1029,7 +1019,7 @@ troupe_tables_list(troupe_tables *t, char ***names, size_t *n)
     }
     char **v = troupe_malloc((cnt + 1) * sizeof(char *) + bytes);
     if (v == NULL) {
-        uv_mutex_unlock(&t->mu);
+        pthread_mutex_unlock(&t->mu);
         return TROUPE_ENOMEM;
     }
     char *p = (char *)(v + cnt + 1);
@@ -1041,7 +1031,7 @@ troupe_tables_list(troupe_tables *t, char ***names, size_t *n)
         p += l;
     }
     v[cnt] = NULL;
-    uv_mutex_unlock(&t->mu);
+    pthread_mutex_unlock(&t->mu);
     *names = v;
     *n = cnt;
     return TROUPE_OK;
@@ -1059,7 +1049,7 @@ troupe__tables_index_env(troupe_tables *t, const char *table, const char *index,
         !troupe_catalog_name_valid(table, &len))
         return TROUPE_EINVAL;
     memset(env, 0, sizeof(*env));
-    uv_mutex_lock(&t->mu);
+    pthread_mutex_lock(&t->mu);
     troupe_err e = t->state == RUNNING ? TROUPE_ENOENT : TROUPE_ESTATE;
     tentry *en = e == TROUPE_ENOENT ? entry_find(t, table) : NULL;
     for (size_t i = 0; en != NULL && e == TROUPE_ENOENT && i < en->schema->n;
@@ -1070,7 +1060,7 @@ troupe__tables_index_env(troupe_tables *t, const char *table, const char *index,
             env->table_id = en->id;
             e = TROUPE_OK;
         }
-    uv_mutex_unlock(&t->mu);
+    pthread_mutex_unlock(&t->mu);
     if (e == TROUPE_OK) {
         env->db = t->db;
         env->now_ms = t->clock(t->clock_ctx);
@@ -1094,14 +1084,14 @@ entry_view(troupe_tables *t, const char *name, tentry_view *v)
     size_t len;
     if (t == NULL || !troupe_catalog_name_valid(name, &len))
         return TROUPE_EINVAL;
-    uv_mutex_lock(&t->mu);
+    pthread_mutex_lock(&t->mu);
     troupe_err e = t->state == RUNNING ? TROUPE_ENOENT : TROUPE_ESTATE;
     tentry *en = e == TROUPE_ENOENT ? entry_find(t, name) : NULL;
     if (en != NULL) {
         *v = (tentry_view){en->addr, en->iaddr, en->cf_t, en->id};
         e = TROUPE_OK;
     }
-    uv_mutex_unlock(&t->mu);
+    pthread_mutex_unlock(&t->mu);
     return e;
 }
 
@@ -1181,9 +1171,9 @@ troupe__tables_txn_env(troupe_tables *t, ttxn_env *env)
 {
     if (t == NULL || env == NULL)
         return TROUPE_EINVAL;
-    uv_mutex_lock(&t->mu);
+    pthread_mutex_lock(&t->mu);
     bool running = t->state == RUNNING;
-    uv_mutex_unlock(&t->mu);
+    pthread_mutex_unlock(&t->mu);
     if (!running)
         return TROUPE_ESTATE;
     env->rt = t->rt;
@@ -1200,7 +1190,7 @@ troupe__tables_txn_env(troupe_tables *t, ttxn_env *env)
 void
 troupe__tables_txn_enter(ttables_shared *ts, tversions *vers, ttxn_active *a)
 {
-    uv_mutex_lock(&ts->mu);
+    pthread_mutex_lock(&ts->mu);
     a->seq0 = troupe__vers_now(vers);
     a->next = NULL;
     a->prev = ts->tail;
@@ -1209,13 +1199,13 @@ troupe__tables_txn_enter(ttables_shared *ts, tversions *vers, ttxn_active *a)
     else
         ts->head = a;
     ts->tail = a;
-    uv_mutex_unlock(&ts->mu);
+    pthread_mutex_unlock(&ts->mu);
 }
 
 void
 troupe__tables_txn_leave(ttables_shared *ts, ttxn_active *a)
 {
-    uv_mutex_lock(&ts->mu);
+    pthread_mutex_lock(&ts->mu);
     if (a->prev != NULL)
         a->prev->next = a->next;
     else
@@ -1225,15 +1215,15 @@ troupe__tables_txn_leave(ttables_shared *ts, ttxn_active *a)
     else
         ts->tail = a->prev;
     a->prev = a->next = NULL;
-    uv_mutex_unlock(&ts->mu);
+    pthread_mutex_unlock(&ts->mu);
 }
 
 uint64_t
 troupe__tables_txn_oldest(ttables_shared *ts)
 {
-    uv_mutex_lock(&ts->mu);
+    pthread_mutex_lock(&ts->mu);
     uint64_t v = ts->head != NULL ? ts->head->seq0 : UINT64_MAX;
-    uv_mutex_unlock(&ts->mu);
+    pthread_mutex_unlock(&ts->mu);
     return v;
 }
 
@@ -1267,9 +1257,9 @@ write_meta(troupe_tables *t, const char *name, const void *val, size_t vlen,
     if (e == TROUPE_OK && put_seq) {
         troupe_packer p;
         troupe_pack_init(&p);
-        uv_mutex_lock(&t->mu);
+        pthread_mutex_lock(&t->mu);
         troupe_pack_uint(&p, t->seq);
-        uv_mutex_unlock(&t->mu);
+        pthread_mutex_unlock(&t->mu);
         size_t plen;
         const void *pd = troupe_pack_data(&p, &plen);
         e = meta_key(&w, NULL);
@@ -1405,7 +1395,7 @@ do_create(ddl_job *j)
 {
     troupe_tables *t = j->t;
     troupe_err e = TROUPE_OK;
-    uv_mutex_lock(&t->mu);
+    pthread_mutex_lock(&t->mu);
     tentry *have = entry_find(t, j->name);
     /* Creating a table again with the spec it has is done already
      * (nothing written); with another spec it is EEXIST. */
@@ -1413,7 +1403,7 @@ do_create(ddl_job *j)
         j->existed = schema_same(have->schema, j->schema);
         e = j->existed ? TROUPE_OK : TROUPE_EEXIST;
     }
-    uv_mutex_unlock(&t->mu);
+    pthread_mutex_unlock(&t->mu);
     if (e != TROUPE_OK || j->existed)
         return e;
     /* The counter first: see the design note. */
@@ -1461,13 +1451,13 @@ do_create(ddl_job *j)
 static void
 wake_stop(troupe_runtime *rt, troupe_addr a, void *arg)
 {
-    troupe__twaiter_wake(arg, TROUPE_OK, NULL);
+    troupe__waiter_release(arg, TROUPE_OK, NULL);
 }
 
 static void
 wake_quiesced(void *arg)
 {
-    troupe__twaiter_wake(arg, TROUPE_OK, NULL);
+    troupe__waiter_release(arg, TROUPE_OK, NULL);
 }
 
 static troupe_err
@@ -1475,27 +1465,27 @@ do_drop(ddl_job *j)
 {
     troupe_tables *t = j->t;
     tentry *en = NULL;
-    uv_mutex_lock(&t->mu);
+    pthread_mutex_lock(&t->mu);
     for (tentry **pp = &t->entries; *pp != NULL; pp = &(*pp)->next)
         if (strcmp((*pp)->name, j->name) == 0) {
             en = *pp;
             *pp = en->next;
             break;
         }
-    uv_mutex_unlock(&t->mu);
+    pthread_mutex_unlock(&t->mu);
     if (en == NULL)
         return TROUPE_ENOENT;
     /* The actor must be gone before its families are: a write racing the
      * drop could be lost half-way (storage.h). */
-    twaiter q, w;
-    troupe__twaiter_init(&q);
+    troupe__waiter q, w;
+    troupe__waiter_init(&q, 1);
     troupe__table_quiesce(t->rt, en->addr, wake_quiesced, &q);
-    troupe__twaiter_wait(&q, NULL);
+    troupe__waiter_finish(&q, TROUPE_OK, NULL);
     troupe_actor_stop(t->rt, en->iaddr, NULL, NULL);
-    troupe__twaiter_init(&w);
+    troupe__waiter_init(&w, 1);
     if (troupe_actor_stop(t->rt, en->addr, wake_stop, &w) != TROUPE_OK)
-        troupe__twaiter_wake(&w, TROUPE_OK, NULL);
-    troupe__twaiter_wait(&w, NULL);
+        troupe__waiter_release(&w, TROUPE_OK, NULL);
+    troupe__waiter_finish(&w, TROUPE_OK, NULL);
     troupe_err e = write_meta(t, en->name, NULL, 0, false, en->id);
     if (e == TROUPE_OK) {
         drop_families(t, en->id, en->schema);
@@ -1509,9 +1499,9 @@ static void
 ddl_work(void *arg)
 {
     ddl_job *j = arg;
-    uv_mutex_lock(&j->t->ddl);
+    pthread_mutex_lock(&j->t->ddl);
     j->err = j->drop ? do_drop(j) : do_create(j);
-    uv_mutex_unlock(&j->t->ddl);
+    pthread_mutex_unlock(&j->t->ddl);
 }
 
 static void
@@ -1562,7 +1552,7 @@ ddl_job_new(troupe_tables *t, const char *name, bool drop,
         troupe__tschema_release(s);
         return TROUPE_ENOMEM;
     }
-    uv_mutex_lock(&t->mu);
+    pthread_mutex_lock(&t->mu);
     troupe_err e = t->state == RUNNING ? TROUPE_OK : TROUPE_ESTATE;
     uint64_t base = t->seq;
     if (e == TROUPE_OK) {
@@ -1570,7 +1560,7 @@ ddl_job_new(troupe_tables *t, const char *name, bool drop,
             t->seq += 1 + n_idx;
         t->ddl_jobs++;
     }
-    uv_mutex_unlock(&t->mu);
+    pthread_mutex_unlock(&t->mu);
     j->t = t;
     j->drop = drop;
     j->schema = s;
@@ -1750,7 +1740,7 @@ entry_update(troupe_tables *t, tentry *en, tschema *s, const uint64_t *dropped,
      * actor; if none can be spawned the old one keeps answering. */
     troupe_addr ia;
     bool respawned = index_actor_spawn(t, en->id, s, &ia) == TROUPE_OK;
-    uv_mutex_lock(&t->mu);
+    pthread_mutex_lock(&t->mu);
     tschema *old = en->schema;
     en->schema = troupe__tschema_retain(s);
     troupe_free(en->dropped);
@@ -1759,7 +1749,7 @@ entry_update(troupe_tables *t, tentry *en, tschema *s, const uint64_t *dropped,
     troupe_addr old_ia = en->iaddr;
     if (respawned)
         en->iaddr = ia;
-    uv_mutex_unlock(&t->mu);
+    pthread_mutex_unlock(&t->mu);
     troupe__tschema_release(old);
     if (respawned)
         troupe_actor_stop(t->rt, old_ia, NULL, NULL);
@@ -1789,8 +1779,8 @@ finalize_work(void *arg)
 {
     tbuild *b = arg;
     troupe_tables *t = b->t;
-    uv_mutex_lock(&t->ddl);
-    uv_mutex_lock(&t->mu);
+    pthread_mutex_lock(&t->ddl);
+    pthread_mutex_lock(&t->mu);
     tentry *en = entry_find(t, b->table);
     uint64_t *gone = NULL;
     size_t ngone = 0;
@@ -1800,7 +1790,7 @@ finalize_work(void *arg)
         ngone = en->ndropped;
     }
     bool nomem = en != NULL && en->ndropped > 0 && gone == NULL;
-    uv_mutex_unlock(&t->mu);
+    pthread_mutex_unlock(&t->mu);
     if (en == NULL) {
         if (b->err == TROUPE_OK)
             b->err = TROUPE_ENOENT; /* dropped meanwhile */
@@ -1829,7 +1819,7 @@ finalize_work(void *arg)
             b->err = e;
     }
     troupe_free(gone);
-    uv_mutex_unlock(&t->ddl);
+    pthread_mutex_unlock(&t->ddl);
 }
 
 static void
@@ -1954,9 +1944,9 @@ resume_builds(troupe_tables *t, tentry *en)
     if (b == NULL)
         return;
     load_position(t, en, id, b);
-    uv_mutex_lock(&t->mu);
+    pthread_mutex_lock(&t->mu);
     t->ddl_jobs++;
-    uv_mutex_unlock(&t->mu);
+    pthread_mutex_unlock(&t->mu);
     troupe__table_switch(t->rt, en->addr, troupe__tschema_retain(en->schema),
                          b);
 }
@@ -1999,7 +1989,7 @@ static troupe_err
 replan(troupe_tables *t, tentry *en, const add_job *j, uint64_t *old_id,
        troupe_index_def **def)
 {
-    uv_mutex_lock(&t->mu);
+    pthread_mutex_lock(&t->mu);
     const troupe_index_def *d = index_find(en, j->index, NULL);
     troupe_err e = d == NULL        ? TROUPE_ENOENT
                    : entry_busy(en) ? TROUPE_EBUSY
@@ -2010,7 +2000,7 @@ replan(troupe_tables *t, tentry *en, const add_job *j, uint64_t *old_id,
             (e = troupe_index_def_clone(d, j->new_id, def)) == TROUPE_OK)
             troupe_index_def_set_ready(*def, false);
     }
-    uv_mutex_unlock(&t->mu);
+    pthread_mutex_unlock(&t->mu);
     return e;
 }
 
@@ -2019,8 +2009,8 @@ add_work(void *arg)
 {
     add_job *j = arg;
     troupe_tables *t = j->t;
-    uv_mutex_lock(&t->ddl);
-    uv_mutex_lock(&t->mu);
+    pthread_mutex_lock(&t->ddl);
+    pthread_mutex_lock(&t->mu);
     tentry *en = entry_find(t, j->table);
     troupe_err e = en == NULL ? TROUPE_ENOENT : TROUPE_OK;
     const troupe_index_def *have =
@@ -2039,9 +2029,9 @@ add_work(void *arg)
         else if (en->schema->n >= TROUPE_TABLE_INDEX_MAX)
             e = TROUPE_EINVAL;
     }
-    uv_mutex_unlock(&t->mu);
+    pthread_mutex_unlock(&t->mu);
     if (j->existed) {
-        uv_mutex_unlock(&t->ddl);
+        pthread_mutex_unlock(&t->ddl);
         j->err = TROUPE_OK; /* nothing written */
         return;
     }
@@ -2076,21 +2066,21 @@ add_work(void *arg)
         e = TROUPE_ENOMEM;
     if (e == TROUPE_OK) {
         /* The job's count moves to the build: finalize_done drops it. */
-        uv_mutex_lock(&t->mu);
+        pthread_mutex_lock(&t->mu);
         t->ddl_jobs++;
-        uv_mutex_unlock(&t->mu);
+        pthread_mutex_unlock(&t->mu);
         e = entry_update(t, en, s, &old_id, old_id != 0 ? 1 : 0, b);
         if (e != TROUPE_OK) {
-            uv_mutex_lock(&t->mu);
+            pthread_mutex_lock(&t->mu);
             t->ddl_jobs--;
-            uv_mutex_unlock(&t->mu);
+            pthread_mutex_unlock(&t->mu);
             build_free(b);
         }
     }
     if (e != TROUPE_OK && fam)
         troupe_db_cf_drop(t->db, buf);
     troupe__tschema_release(s);
-    uv_mutex_unlock(&t->ddl);
+    pthread_mutex_unlock(&t->ddl);
     j->err = e;
 }
 
@@ -2142,7 +2132,7 @@ index_change(troupe_tables *t, int op, const char *table,
     j->cb = cb;
     j->arg = arg;
     j->op = op;
-    uv_mutex_lock(&t->mu);
+    pthread_mutex_lock(&t->mu);
     troupe_err e = t->state == RUNNING ? TROUPE_OK : TROUPE_ESTATE;
     if (e == TROUPE_OK && op != IDX_ADD) {
         /* Checked again by the job: a change queued before it may
@@ -2158,7 +2148,7 @@ index_change(troupe_tables *t, int op, const char *table,
             j->new_id = ++t->seq;
         t->ddl_jobs++;
     }
-    uv_mutex_unlock(&t->mu);
+    pthread_mutex_unlock(&t->mu);
     if (e != TROUPE_OK) {
         troupe_free(j);
         return e;
@@ -2197,22 +2187,17 @@ troupe_tables_drop_index(troupe_tables *t, const char *table, const char *index,
 static void
 wake_ddl(troupe_tables *t, troupe_err err, void *arg)
 {
-    troupe__twaiter_wake(arg, err, NULL);
+    troupe__waiter_release(arg, err, NULL);
 }
 
 static troupe_err
 index_change_wait(troupe_tables *t, int op, const char *table,
                   const troupe_index_spec *spec, const char *index)
 {
-    twaiter w;
-    troupe__twaiter_init(&w);
-    troupe_err e = index_change(t, op, table, spec, index, wake_ddl, &w);
-    if (e != TROUPE_OK) {
-        troupe__twaiter_wake(&w, e, NULL);
-        troupe__twaiter_wait(&w, NULL);
-        return e;
-    }
-    return troupe__twaiter_wait(&w, NULL);
+    troupe__waiter w;
+    troupe__waiter_init(&w, 1);
+    return troupe__waiter_finish(
+        &w, index_change(t, op, table, spec, index, wake_ddl, &w), NULL);
 }
 
 troupe_err
@@ -2244,7 +2229,7 @@ troupe_tables_index_state(troupe_tables *t, const char *table,
     if (t == NULL || index == NULL || ready == NULL ||
         !troupe_catalog_name_valid(table, &len))
         return TROUPE_EINVAL;
-    uv_mutex_lock(&t->mu);
+    pthread_mutex_lock(&t->mu);
     troupe_err e = t->state == RUNNING ? TROUPE_ENOENT : TROUPE_ESTATE;
     tentry *en = e == TROUPE_ENOENT ? entry_find(t, table) : NULL;
     for (size_t i = 0; en != NULL && i < en->schema->n; i++)
@@ -2252,6 +2237,6 @@ troupe_tables_index_state(troupe_tables *t, const char *table,
             *ready = troupe_index_def_ready(en->schema->defs[i]);
             e = TROUPE_OK;
         }
-    uv_mutex_unlock(&t->mu);
+    pthread_mutex_unlock(&t->mu);
     return e;
 }

@@ -15,6 +15,7 @@
 #include "troupe/alloc.h"
 #include "troupe/cursor.h"
 #include "troupe/pack.h"
+#include "troupe/storage.h"
 
 /* ---- building troupe_rows ---------------------------------------------- */
 
@@ -225,9 +226,7 @@ troupe__scan_opts_check(const troupe_scan_opts *so)
         so->after_len > TROUPE_CURSOR_MAX)
         return TROUPE_ETOOBIG;
     if (so->start != NULL && so->end != NULL) {
-        size_t n = so->start_len < so->end_len ? so->start_len : so->end_len;
-        int c = memcmp(so->start, so->end, n);
-        if (c > 0 || (c == 0 && so->start_len >= so->end_len))
+        if (troupe_key_cmp(so->start, so->start_len, so->end, so->end_len) >= 0)
             return TROUPE_EINVAL; /* inverted, or empty: start == end */
     }
     return TROUPE_OK;

@@ -87,7 +87,7 @@ troupe_tables_evict_versions(troupe_tables *t, const char *table,
 }
 
 typedef struct evwait {
-    twaiter w;
+    troupe__waiter w;
     troupe_vevict_result r;
 } evwait;
 
@@ -96,7 +96,7 @@ wake_evict(troupe_err err, const troupe_vevict_result *r, void *arg)
 {
     evwait *w = arg;
     w->r = *r;
-    troupe__twaiter_wake(&w->w, err, NULL);
+    troupe__waiter_release(&w->w, err, NULL);
 }
 
 troupe_err
@@ -107,11 +107,9 @@ troupe_tables_evict_versions_wait(troupe_tables *t, const char *table,
         return TROUPE_EINVAL;
     *r = (troupe_vevict_result){0};
     evwait w = {0};
-    troupe__twaiter_init(&w.w);
-    troupe_err e = troupe_tables_evict_versions(t, table, wake_evict, &w);
-    if (e != TROUPE_OK)
-        troupe__twaiter_wake(&w.w, e, NULL);
-    e = troupe__twaiter_wait(&w.w, NULL);
+    troupe__waiter_init(&w.w, 1);
+    troupe_err e = troupe__waiter_finish(
+        &w.w, troupe_tables_evict_versions(t, table, wake_evict, &w), NULL);
     if (e == TROUPE_OK)
         *r = w.r;
     return e;
@@ -172,7 +170,7 @@ troupe_tables_purge_expired(troupe_tables *t, const char *table,
 }
 
 typedef struct puwait {
-    twaiter w;
+    troupe__waiter w;
     troupe_purge_result r;
 } puwait;
 
@@ -181,7 +179,7 @@ wake_purge(troupe_err err, const troupe_purge_result *r, void *arg)
 {
     puwait *w = arg;
     w->r = *r;
-    troupe__twaiter_wake(&w->w, err, NULL);
+    troupe__waiter_release(&w->w, err, NULL);
 }
 
 troupe_err
@@ -192,11 +190,9 @@ troupe_tables_purge_expired_wait(troupe_tables *t, const char *table,
         return TROUPE_EINVAL;
     *r = (troupe_purge_result){0};
     puwait w = {0};
-    troupe__twaiter_init(&w.w);
-    troupe_err e = troupe_tables_purge_expired(t, table, wake_purge, &w);
-    if (e != TROUPE_OK)
-        troupe__twaiter_wake(&w.w, e, NULL);
-    e = troupe__twaiter_wait(&w.w, NULL);
+    troupe__waiter_init(&w.w, 1);
+    troupe_err e = troupe__waiter_finish(
+        &w.w, troupe_tables_purge_expired(t, table, wake_purge, &w), NULL);
     if (e == TROUPE_OK)
         *r = w.r;
     return e;
@@ -205,7 +201,7 @@ troupe_tables_purge_expired_wait(troupe_tables *t, const char *table,
 /* ---- stats ------------------------------------------------------------- */
 
 typedef struct stwait {
-    twaiter w;
+    troupe__waiter w;
     uint64_t v[3];
 } stwait;
 
@@ -228,7 +224,7 @@ on_stats(troupe_runtime *rt, troupe_err err, troupe_msg *reply, void *arg)
             err = TROUPE_EPROTO;
     }
     memcpy(w->v, v, sizeof(v));
-    troupe__twaiter_wake(&w->w, err, NULL);
+    troupe__waiter_release(&w->w, err, NULL);
 }
 
 /* One table's counters; ENOENT when it was dropped meanwhile. */
@@ -236,11 +232,9 @@ static troupe_err
 table_stats(troupe_tables *t, const char *name, troupe_table_stats *ts)
 {
     stwait w = {0};
-    troupe__twaiter_init(&w.w);
-    troupe_err e = ask_table(t, name, TABLE_STATS, on_stats, &w);
-    if (e != TROUPE_OK)
-        troupe__twaiter_wake(&w.w, e, NULL);
-    e = troupe__twaiter_wait(&w.w, NULL);
+    troupe__waiter_init(&w.w, 1);
+    troupe_err e = troupe__waiter_finish(
+        &w.w, ask_table(t, name, TABLE_STATS, on_stats, &w), NULL);
     if (e == TROUPE_OK) {
         ts->name = name;
         ts->version_records = w.v[0];

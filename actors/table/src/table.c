@@ -33,8 +33,10 @@
 
 #include "table_int.h"
 #include "troupe/alloc.h"
+#include "troupe/internal/hash.h"
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
+#include "troupe/storage.h"
 #include "troupe/txn.h" /* troupe_conflict_kind: this is txn's 2PC server */
 
 enum {
@@ -151,7 +153,7 @@ typedef struct clog {
 typedef struct vent {
     struct vent *next;
     struct vent **pprev; /* the pointer to it in its chain: O(1) removal */
-    size_t hash;         /* key_hash of key */
+    size_t hash;         /* troupe__fnv1a64 of key */
     struct vent *lprev;  /* publish order */
     struct vent *lnext;
     int64_t pub_ms; /* when it was last published */
@@ -316,21 +318,9 @@ troupe__envelope_parse(const void *env, size_t len, int64_t *expires,
     return TROUPE_OK;
 }
 
-static int
-bytes_cmp(const void *a, size_t alen, const void *b, size_t blen)
-{
-    int c = memcmp(a, b, alen < blen ? alen : blen);
-    if (c != 0)
-        return c;
-    return alen < blen ? -1 : alen > blen;
-}
-
 /* ---- key versions (actor thread) ---------------------------------------- */
 
-static size_t
-key_hash(const void *k, size_t n);
-
-/* The record of key (hash h = key_hash(key, klen)), or NULL. */
+/* The record of key (hash h = troupe__fnv1a64(key, klen)), or NULL. */
 static vent *
 vmap_find(const tstate *s, const void *key, size_t klen, size_t h)
 {
@@ -343,7 +333,7 @@ vmap_find(const tstate *s, const void *key, size_t klen, size_t h)
 static uint64_t
 vmap_get(const tstate *s, const void *key, size_t klen)
 {
-    const vent *v = vmap_find(s, key, klen, key_hash(key, klen));
+    const vent *v = vmap_find(s, key, klen, troupe__fnv1a64(key, klen));
     return v != NULL ? v->ver : s->vfloor;
 }
 
@@ -462,7 +452,7 @@ vmap_publish(tstate *s, const void *key, size_t klen, uint64_t ver, int64_t now,
 {
     if (ver > s->vmax)
         s->vmax = ver;
-    size_t h = key_hash(key, klen);
+    size_t h = troupe__fnv1a64(key, klen);
     vent *v = vmap_find(s, key, klen, h);
     if (v != NULL) {
         v->ver = ver;
@@ -538,10 +528,10 @@ troupe__manifest_parse(const void *man, size_t len, const uint8_t *suffix,
             memcmp((const uint8_t *)v[i].key + v[i].len - slen, suffix, slen) !=
                 0)
             goto bad;
-        if (i > 0 &&
-            (v[i].id < v[i - 1].id ||
-             (v[i].id == v[i - 1].id &&
-              bytes_cmp(v[i - 1].key, v[i - 1].len, v[i].key, v[i].len) >= 0)))
+        if (i > 0 && (v[i].id < v[i - 1].id ||
+                      (v[i].id == v[i - 1].id &&
+                       troupe_key_cmp(v[i - 1].key, v[i - 1].len, v[i].key,
+                                      v[i].len) >= 0)))
             goto bad;
     }
     if (troupe_read_end(&r) != TROUPE_OK)
@@ -656,7 +646,8 @@ unique_check(wop *op, troupe_cf *xcf, const unsigned char *key, size_t vlen,
         size_t pv = 0;
         if (troupe_index_key_split(kv.key, kv.key_len, &pv, NULL) != TROUPE_OK)
             e = TROUPE_ECORRUPT;
-        else if (bytes_cmp(kv.key + pv, kv.key_len - pv, suffix, slen) != 0)
+        else if (troupe_key_cmp(kv.key + pv, kv.key_len - pv, suffix, slen) !=
+                 0)
             e = TROUPE_ECONSTRAINT;
     }
     troupe_iter_destroy(it);
@@ -924,20 +915,10 @@ prep_drop(void *arg)
 
 /* ---- per-key locks (actor thread) -------------------------------------- */
 
-static size_t
-key_hash(const void *k, size_t n)
-{
-    const unsigned char *p = k;
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ p[i]) * 1099511628211ull;
-    return (size_t)h;
-}
-
 static klock **
 lock_slot(tstate *s, const void *key, size_t klen)
 {
-    klock **pp = &s->buckets[key_hash(key, klen) & (s->nbuckets - 1)];
+    klock **pp = &s->buckets[troupe__fnv1a64(key, klen) & (s->nbuckets - 1)];
     while (*pp != NULL &&
            ((*pp)->klen != klen || memcmp((*pp)->key, key, klen)))
         pp = &(*pp)->next;
@@ -1867,9 +1848,9 @@ tpart_free(tpart *tp)
 static bool
 range_has(const ttxn_range *r, const void *key, size_t klen)
 {
-    if (r->start != NULL && bytes_cmp(key, klen, r->start, r->slen) < 0)
+    if (r->start != NULL && troupe_key_cmp(key, klen, r->start, r->slen) < 0)
         return false;
-    return r->end == NULL || bytes_cmp(key, klen, r->end, r->elen) < 0;
+    return r->end == NULL || troupe_key_cmp(key, klen, r->end, r->elen) < 0;
 }
 
 static bool
@@ -2608,7 +2589,7 @@ static troupe_err
 qver_of(tstate *s, const unsigned char *key, size_t klen, uint64_t *out)
 {
     klock *l = *lock_slot(s, key, klen);
-    const vent *v = vmap_find(s, key, klen, key_hash(key, klen));
+    const vent *v = vmap_find(s, key, klen, troupe__fnv1a64(key, klen));
     uint64_t ver;
     if (l != NULL && l->running != NULL) { /* stored, not yet published */
         ver = atomic_load(&l->running->cver);

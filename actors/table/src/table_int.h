@@ -3,10 +3,11 @@
 #ifndef TROUPE_TABLE_INT_H
 #define TROUPE_TABLE_INT_H
 
+#include <pthread.h>
 #include <stdatomic.h>
-#include <uv.h>
 
 #include "troupe/actor.h"
+#include "troupe/internal/waiter.h"
 #include "troupe/pack.h"
 #include "troupe/table.h"
 
@@ -168,7 +169,7 @@ typedef struct tversions {
     uint64_t reserve;       /* how far each raise moves the floor */
     atomic_bool raising;    /* a background raise is queued or running */
     _Atomic int err;        /* the last raise's error (OK when none) */
-    uv_mutex_t mu;          /* one raise (a synced write) at a time */
+    pthread_mutex_t mu;     /* one raise (a synced write) at a time */
     troupe_tables *t;
 } tversions;
 
@@ -200,8 +201,8 @@ troupe__vers_check(tversions *v, uint64_t ver);
  * data-layer counters (relaxed atomics: read by the stats call only).
  */
 typedef struct ttables_shared {
-    uint64_t vttl_ms; /* key-version TTL after quantization; 0: off */
-    uv_mutex_t mu;    /* guards the list below */
+    uint64_t vttl_ms;   /* key-version TTL after quantization; 0: off */
+    pthread_mutex_t mu; /* guards the list below */
     ttxn_active *head;
     ttxn_active *tail;
     _Atomic uint64_t qver_ok, qver_fail;
@@ -504,21 +505,5 @@ troupe__table_read(troupe_db *db, troupe_cf *cf, int64_t now, uint32_t kind,
 void
 troupe__table_pack_row(troupe_packer *p, const void *key, size_t klen,
                        int64_t exp, const void *doc, size_t dlen);
-
-/* A blocking waiter for the _wait twins. */
-typedef struct twaiter {
-    uv_mutex_t mu;
-    uv_cond_t cv;
-    int done;
-    troupe_err err;
-    troupe_rows *rows;
-} twaiter;
-
-void
-troupe__twaiter_init(twaiter *w);
-void
-troupe__twaiter_wake(twaiter *w, troupe_err err, troupe_rows *rows);
-troupe_err
-troupe__twaiter_wait(twaiter *w, troupe_rows **rows);
 
 #endif

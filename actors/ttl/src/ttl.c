@@ -18,16 +18,17 @@
  * back as TTL_QDONE; a full batch sends TTL_QNEXT to this actor, so the
  * next batch starts only after the mailbox had its turn (a long backlog
  * never holds the loop), and a short or failed one ends the pass. A batch
- * borrows the queues, so stop_wait waits for a running one (the object
- * counts them under mu) before the caller may stop the queues.
+ * borrows the queues, so stop_wait waits for a running one (the object's
+ * waiter counts them, with the actor) before the caller may stop the
+ * queues.
  */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <uv.h>
 
 #include "troupe/actor.h"
 #include "troupe/alloc.h"
+#include "troupe/internal/waiter.h"
 #include "troupe/pack.h"
 #include "troupe/ttl.h"
 
@@ -52,10 +53,10 @@ struct troupe_ttl {
     _Atomic uint64_t qpurged;
     _Atomic uint64_t qbatches;
     _Atomic uint64_t qpasses;
-    uv_mutex_t mu;
-    uv_cond_t cv;
-    int state;    /* under mu */
-    int qrunning; /* purge batches on the pool; under mu */
+    _Atomic int state;
+    /* what stop_wait waits for: a hold for the actor (released once it
+     * has stopped) and one per purge batch on the pool */
+    troupe__waiter live;
 };
 
 typedef struct sstate {
@@ -153,7 +154,7 @@ typedef struct qjob {
     troupe_ttl *o;
     troupe_err err;
     bool full;
-    bool ran; /* qjob_run has given back its count in qrunning */
+    bool ran; /* qjob_run has given back its hold on live */
     uint64_t purged;
 } qjob;
 
@@ -169,26 +170,18 @@ qjob_run(void *arg)
     j->purged = n;
     j->ran = true;
     /* The last touch of the queues: stop_wait may return after this. */
-    uv_mutex_lock(&o->mu);
-    o->qrunning--;
-    uv_cond_broadcast(&o->cv);
-    uv_mutex_unlock(&o->mu);
+    troupe__waiter_release(&o->live, TROUPE_OK, NULL);
 }
 
 /* The scanner is gone before the batch came back, or the runtime
- * cancelled the batch before it ran (shutdown): then its count in
- * qrunning, which stop_wait waits on, is given back here. */
+ * cancelled the batch before it ran (shutdown): then its hold on live,
+ * which stop_wait waits on, is given back here. */
 static void
 qjob_drop(void *arg)
 {
     qjob *j = arg;
-    if (!j->ran) {
-        troupe_ttl *o = j->o;
-        uv_mutex_lock(&o->mu);
-        o->qrunning--;
-        uv_cond_broadcast(&o->cv);
-        uv_mutex_unlock(&o->mu);
-    }
+    if (!j->ran)
+        troupe__waiter_release(&j->o->live, TROUPE_OK, NULL);
     troupe_free(j);
 }
 
@@ -200,20 +193,16 @@ queue_step(troupe_actor *self, sstate *s)
     qjob *j = troupe_calloc(1, sizeof(*j));
     if (j != NULL) {
         j->o = o;
-        uv_mutex_lock(&o->mu);
-        bool running = o->state == ST_RUNNING; /* stopping: no new batch */
+        /* stopping: no new batch. The hold is taken on the actor's own
+         * thread, so the actor's hold keeps the count above 0 here. */
+        bool running = atomic_load(&o->state) == ST_RUNNING;
         if (running)
-            o->qrunning++;
-        uv_mutex_unlock(&o->mu);
+            troupe__waiter_hold(&o->live);
         if (running && troupe_work_submit(self, qjob_run, j, TTL_QDONE,
                                           qjob_drop) == TROUPE_OK)
             return;
-        if (running) {
-            uv_mutex_lock(&o->mu);
-            o->qrunning--;
-            uv_cond_broadcast(&o->cv);
-            uv_mutex_unlock(&o->mu);
-        }
+        if (running)
+            troupe__waiter_release(&o->live, TROUPE_OK, NULL);
         troupe_free(j);
     }
     s->qbusy = false; /* try again next tick */
@@ -355,13 +344,13 @@ troupe_ttl_start(const troupe_ttl_opts *o, troupe_ttl **out)
     s->queue_batch = o->queue_batch ? o->queue_batch : QUEUE_BATCH_DEFAULT;
     s->clock = o->clock;
     s->clock_ctx = o->clock_ctx;
-    uv_mutex_init(&s->mu);
-    uv_cond_init(&s->cv);
+    atomic_init(&s->state, ST_RUNNING);
+    troupe__waiter_init(&s->live, 1);
     troupe_spawn_opts so = TROUPE_SPAWN_OPTS_INIT;
     so.arg = s;
     troupe_err e = troupe_actor_spawn(s->rt, &ttl_def, &so, &s->addr);
     if (e != TROUPE_OK) {
-        s->state = ST_STOPPED;
+        atomic_store(&s->state, ST_STOPPED);
         troupe_ttl_destroy(s);
         return e;
     }
@@ -380,10 +369,7 @@ troupe_ttl_kick(troupe_ttl *s)
 {
     if (s == NULL)
         return TROUPE_EINVAL;
-    uv_mutex_lock(&s->mu);
-    int st = s->state;
-    uv_mutex_unlock(&s->mu);
-    if (st != ST_RUNNING)
+    if (atomic_load(&s->state) != ST_RUNNING)
         return TROUPE_ESTATE;
     troupe_msg *m = NULL;
     troupe_err e = troupe_msg_create(&m, TTL_TICK, NULL, 0);
@@ -432,10 +418,8 @@ on_stopped(troupe_runtime *rt, troupe_addr a, void *arg)
     (void)rt;
     (void)a;
     troupe_ttl *s = arg;
-    uv_mutex_lock(&s->mu);
-    s->state = ST_STOPPED;
-    uv_cond_signal(&s->cv);
-    uv_mutex_unlock(&s->mu);
+    atomic_store(&s->state, ST_STOPPED);
+    troupe__waiter_release(&s->live, TROUPE_OK, NULL);
 }
 
 troupe_err
@@ -443,20 +427,12 @@ troupe_ttl_stop_wait(troupe_ttl *s)
 {
     if (s == NULL)
         return TROUPE_EINVAL;
-    uv_mutex_lock(&s->mu);
-    if (s->state != ST_RUNNING) {
-        uv_mutex_unlock(&s->mu);
+    int running = ST_RUNNING;
+    if (!atomic_compare_exchange_strong(&s->state, &running, ST_STOPPING))
         return TROUPE_ESTATE;
-    }
-    s->state = ST_STOPPING;
-    uv_mutex_unlock(&s->mu);
     if (troupe_actor_stop(s->rt, s->addr, on_stopped, s) != TROUPE_OK)
         on_stopped(s->rt, s->addr, s); /* already gone */
-    uv_mutex_lock(&s->mu);
-    while (s->state != ST_STOPPED || s->qrunning > 0)
-        uv_cond_wait(&s->cv, &s->mu);
-    uv_mutex_unlock(&s->mu);
-    return TROUPE_OK;
+    return troupe__waiter_wait(&s->live, NULL);
 }
 
 void
@@ -464,9 +440,8 @@ troupe_ttl_destroy(troupe_ttl *s)
 {
     if (s == NULL)
         return;
-    if (s->state != ST_STOPPED)
+    if (atomic_load(&s->state) != ST_STOPPED)
         abort(); /* the actor still runs: stop_wait first */
-    uv_cond_destroy(&s->cv);
-    uv_mutex_destroy(&s->mu);
+    troupe__waiter_fini(&s->live);
     troupe_free(s);
 }

@@ -21,6 +21,7 @@
 
 #include "../../table/src/table_int.h"
 #include "troupe/alloc.h"
+#include "troupe/internal/hash.h"
 #include "troupe/pack.h"
 #include "troupe/txn.h"
 #include "txn_int.h"
@@ -77,9 +78,7 @@ rm_free(rmjob *j)
 static size_t
 pk_hash(const uint8_t *p, size_t n)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ p[i]) * 1099511628211ull;
+    uint64_t h = troupe__fnv1a64(p, n);
     return (size_t)(h ^ (h >> 29));
 }
 

@@ -45,10 +45,14 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <uv.h>
 
 #include "../../table/src/table_int.h"
 #include "troupe/alloc.h"
+#include "troupe/internal/hash.h"
+#include "troupe/internal/post.h"
 #include "troupe/pack.h"
+#include "troupe/storage.h"
 #include "troupe/txn.h"
 #include "txn_int.h"
 
@@ -143,10 +147,7 @@ struct troupe_txn {
 static size_t
 kh(uint32_t tab, const void *k, size_t n)
 {
-    const unsigned char *p = k;
-    uint64_t h = 1469598103934665603ull ^ tab;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ p[i]) * 1099511628211ull;
+    uint64_t h = troupe__fnv1a64_from(TROUPE__FNV1A64_BASIS ^ tab, k, n);
     return (size_t)(h ^ (h >> 29));
 }
 
@@ -822,13 +823,6 @@ typedef struct sjob {
     bitem *b; /* buffered writes in the range past the cursor, in order */
 } sjob;
 
-static int
-bcmp_len(const void *a, size_t alen, const void *b, size_t blen)
-{
-    int c = memcmp(a, b, alen < blen ? alen : blen);
-    return c != 0 ? c : (alen > blen) - (alen < blen);
-}
-
 static void
 scan_work(void *arg)
 {
@@ -864,7 +858,8 @@ scan_work(void *arg)
         /* the next candidate: the snapshot's row or the buffered write */
         bool from_buf = !have;
         if (have && bi < j->nb) {
-            int c = bcmp_len(kv.key, kv.key_len, j->b[bi].key, j->b[bi].klen);
+            int c =
+                troupe_key_cmp(kv.key, kv.key_len, j->b[bi].key, j->b[bi].klen);
             if (j->reverse)
                 c = -c;
             if (c >= 0)
@@ -955,10 +950,10 @@ range_add(troupe_txn *tx, uint32_t tab, const troupe_scan_opts *so)
         const xrange *r = &tx->ranges[i];
         if (r->tab == tab && (r->start == NULL) == (so->start == NULL) &&
             (r->end == NULL) == (so->end == NULL) &&
-            (so->start == NULL ||
-             bcmp_len(r->start, r->slen, so->start, so->start_len) == 0) &&
+            (so->start == NULL || troupe_key_cmp(r->start, r->slen, so->start,
+                                                 so->start_len) == 0) &&
             (so->end == NULL ||
-             bcmp_len(r->end, r->elen, so->end, so->end_len) == 0))
+             troupe_key_cmp(r->end, r->elen, so->end, so->end_len) == 0))
             return TROUPE_OK;
     }
     if (tx->nkeys + tx->nranges >= tx->max_keys)
@@ -991,7 +986,7 @@ static int
 bitem_cmp(const void *a, const void *b)
 {
     const xkey *x = *(const xkey *const *)a, *y = *(const xkey *const *)b;
-    return bcmp_len(x->key, x->klen, y->key, y->klen);
+    return troupe_key_cmp(x->key, x->klen, y->key, y->klen);
 }
 
 troupe_err
@@ -1026,13 +1021,13 @@ troupe_txn_scan(troupe_txn *tx, const char *table, const troupe_scan_opts *sc,
         if (x->tab != tab || x->kind == K_NONE)
             continue;
         if (so->start != NULL &&
-            bcmp_len(x->key, x->klen, so->start, so->start_len) < 0)
+            troupe_key_cmp(x->key, x->klen, so->start, so->start_len) < 0)
             continue;
         if (so->end != NULL &&
-            bcmp_len(x->key, x->klen, so->end, so->end_len) >= 0)
+            troupe_key_cmp(x->key, x->klen, so->end, so->end_len) >= 0)
             continue;
         if (so->after != NULL) {
-            int c = bcmp_len(x->key, x->klen, so->after, so->after_len);
+            int c = troupe_key_cmp(x->key, x->klen, so->after, so->after_len);
             if (so->reverse ? c >= 0 : c <= 0)
                 continue;
         }
@@ -1118,11 +1113,7 @@ conf_cmp(const void *a, const void *b)
     int c = strcmp(x->table, y->table);
     if (c != 0)
         return c;
-    c = memcmp(x->key, y->key,
-               x->key_len < y->key_len ? x->key_len : y->key_len);
-    if (c != 0)
-        return c;
-    return (x->key_len > y->key_len) - (x->key_len < y->key_len);
+    return troupe_key_cmp(x->key, x->key_len, y->key, y->key_len);
 }
 
 static int
@@ -1132,9 +1123,7 @@ rcpt_cmp(const void *a, const void *b)
     int c = strcmp(x->table, y->table);
     if (c != 0)
         return c;
-    c = memcmp(x->key, y->key,
-               x->key_len < y->key_len ? x->key_len : y->key_len);
-    return c != 0 ? c : (x->key_len > y->key_len) - (x->key_len < y->key_len);
+    return troupe_key_cmp(x->key, x->key_len, y->key, y->key_len);
 }
 
 /* One receipt per final write: (table, key, the version its table
@@ -1222,27 +1211,21 @@ complete(troupe_txn *tx)
 }
 
 static void
-noop_work(void *arg)
-{
-    (void)arg;
-}
-
-static void
 complete_s0(void *arg, troupe_runtime *rt)
 {
     (void)rt;
     complete(arg);
 }
 
-/* Completes on scheduler 0: at once when already there, else through a
- * hop. If even the hop cannot start (the runtime is shutting down), the
- * callback fires on this thread: there is no loop left to run it on. */
+/* Completes on scheduler 0: at once when already there, else posted
+ * there (or here, once scheduler 0 has closed: troupe__post_or_run). */
 static void
 complete_anywhere(troupe_txn *tx, bool on_s0)
 {
-    if (on_s0 || troupe_runtime_work(tx->env.rt, noop_work, complete_s0, tx) !=
-                     TROUPE_OK)
+    if (on_s0)
         complete(tx);
+    else
+        troupe__post_or_run(tx->env.rt, complete_s0, tx);
 }
 
 static void
@@ -1433,8 +1416,7 @@ static int
 xkey_cmp(const void *a, const void *b)
 {
     const xkey *x = *(const xkey *const *)a, *y = *(const xkey *const *)b;
-    int c = memcmp(x->key, y->key, x->klen < y->klen ? x->klen : y->klen);
-    return c != 0 ? c : (x->klen > y->klen) - (x->klen < y->klen);
+    return troupe_key_cmp(x->key, x->klen, y->key, y->klen);
 }
 
 /* The prepare request of table `tab`: its keys, sorted, copied. */
@@ -1630,8 +1612,8 @@ commit_start(troupe_txn *tx, troupe_sync sync)
     if (!writes && !vreads) {
         tx->state = TX_COMMITTING;
         tx->result = TROUPE_OK;
-        troupe_err e =
-            troupe_runtime_work(tx->env.rt, noop_work, complete_s0, tx);
+        /* nothing to write: the callback still never runs inside the call */
+        troupe_err e = troupe_runtime_post(tx->env.rt, complete_s0, tx);
         if (e != TROUPE_OK)
             tx->state = TX_OPEN;
         return e;
@@ -1675,20 +1657,17 @@ troupe_txn_conflicts(const troupe_txn *tx, const troupe_txn_conflict **c,
 static void
 wake_rows(troupe_err err, troupe_rows *rows, void *arg)
 {
-    troupe__twaiter_wake(arg, err, rows);
+    troupe__waiter_release(arg, err, rows);
 }
 
+/* troupe__waiter_finish for the calls that answer rows. */
 static troupe_err
-finish_wait(twaiter *w, troupe_err started, troupe_rows **rows)
+finish_rows(troupe__waiter *w, troupe_err started, troupe_rows **rows)
 {
-    if (rows != NULL)
-        *rows = NULL;
-    if (started != TROUPE_OK) {
-        troupe__twaiter_wake(w, started, NULL);
-        troupe__twaiter_wait(w, NULL);
-        return started;
-    }
-    return troupe__twaiter_wait(w, rows);
+    void *r = NULL;
+    troupe_err e = troupe__waiter_finish(w, started, &r);
+    *rows = r;
+    return e;
 }
 
 troupe_err
@@ -1697,9 +1676,9 @@ troupe_txn_get_wait(troupe_txn *tx, const char *table, const void *key,
 {
     if (rows == NULL)
         return TROUPE_EINVAL;
-    twaiter w;
-    troupe__twaiter_init(&w);
-    return finish_wait(&w, troupe_txn_get(tx, table, key, klen, wake_rows, &w),
+    troupe__waiter w;
+    troupe__waiter_init(&w, 1);
+    return finish_rows(&w, troupe_txn_get(tx, table, key, klen, wake_rows, &w),
                        rows);
 }
 
@@ -1710,9 +1689,9 @@ troupe_txn_get_many_wait(troupe_txn *tx, const char *table,
 {
     if (rows == NULL)
         return TROUPE_EINVAL;
-    twaiter w;
-    troupe__twaiter_init(&w);
-    return finish_wait(
+    troupe__waiter w;
+    troupe__waiter_init(&w, 1);
+    return finish_rows(
         &w, troupe_txn_get_many(tx, table, keys, klens, n, wake_rows, &w),
         rows);
 }
@@ -1724,7 +1703,7 @@ wake_commit(troupe_txn *tx, troupe_err err, const troupe_txn_conflict *c,
     (void)tx;
     (void)c;
     (void)n;
-    troupe__twaiter_wake(arg, err, NULL);
+    troupe__waiter_release(arg, err, NULL);
 }
 
 troupe_err
@@ -1733,17 +1712,18 @@ troupe_txn_scan_wait(troupe_txn *tx, const char *table,
 {
     if (rows == NULL)
         return TROUPE_EINVAL;
-    twaiter w;
-    troupe__twaiter_init(&w);
-    return finish_wait(&w, troupe_txn_scan(tx, table, so, wake_rows, &w), rows);
+    troupe__waiter w;
+    troupe__waiter_init(&w, 1);
+    return finish_rows(&w, troupe_txn_scan(tx, table, so, wake_rows, &w), rows);
 }
 
 troupe_err
 troupe_txn_commit_wait(troupe_txn *tx, troupe_sync sync)
 {
-    twaiter w;
-    troupe__twaiter_init(&w);
-    return finish_wait(&w, troupe_txn_commit(tx, sync, wake_commit, &w), NULL);
+    troupe__waiter w;
+    troupe__waiter_init(&w, 1);
+    return troupe__waiter_finish(
+        &w, troupe_txn_commit(tx, sync, wake_commit, &w), NULL);
 }
 
 troupe_err
@@ -1919,7 +1899,7 @@ troupe_txn_query_versions(troupe_tables *t, const char *table,
 }
 
 typedef struct qwait {
-    twaiter w;
+    troupe__waiter w;
     uint64_t ver;
     uint64_t *vers;
 } qwait;
@@ -1929,7 +1909,7 @@ wake_qver(troupe_err err, troupe_rows *rows, uint64_t ver, void *arg)
 {
     qwait *q = arg;
     q->ver = ver;
-    troupe__twaiter_wake(&q->w, err, rows);
+    troupe__waiter_release(&q->w, err, rows);
 }
 
 static void
@@ -1937,7 +1917,7 @@ wake_qvers(troupe_err err, troupe_rows *rows, uint64_t *vers, void *arg)
 {
     qwait *q = arg;
     q->vers = vers;
-    troupe__twaiter_wake(&q->w, err, rows);
+    troupe__waiter_release(&q->w, err, rows);
 }
 
 troupe_err
@@ -1949,8 +1929,8 @@ troupe_txn_query_version_wait(troupe_tables *t, const char *table,
         return TROUPE_EINVAL;
     *version = 0;
     qwait q = {0};
-    troupe__twaiter_init(&q.w);
-    troupe_err e = finish_wait(
+    troupe__waiter_init(&q.w, 1);
+    troupe_err e = finish_rows(
         &q.w, troupe_txn_query_version(t, table, key, klen, wake_qver, &q),
         rows);
     if (e == TROUPE_OK)
@@ -1968,8 +1948,8 @@ troupe_txn_query_versions_wait(troupe_tables *t, const char *table,
         return TROUPE_EINVAL;
     *versions = NULL;
     qwait q = {0};
-    troupe__twaiter_init(&q.w);
-    troupe_err e = finish_wait(
+    troupe__waiter_init(&q.w, 1);
+    troupe_err e = finish_rows(
         &q.w,
         troupe_txn_query_versions(t, table, keys, klens, n, wake_qvers, &q),
         rows);
@@ -2028,14 +2008,14 @@ wake_vcommit(troupe_txn *tx, troupe_err err, const troupe_txn_conflict *c,
     (void)n;
     (void)r;
     (void)nr;
-    troupe__twaiter_wake(arg, err, NULL);
+    troupe__waiter_release(arg, err, NULL);
 }
 
 troupe_err
 troupe_txn_commit_version_wait(troupe_txn *tx, troupe_sync sync)
 {
-    twaiter w;
-    troupe__twaiter_init(&w);
-    return finish_wait(
+    troupe__waiter w;
+    troupe__waiter_init(&w, 1);
+    return troupe__waiter_finish(
         &w, troupe_txn_commit_version(tx, sync, wake_vcommit, &w), NULL);
 }

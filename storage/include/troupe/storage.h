@@ -49,6 +49,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "troupe/err.h"
 
@@ -64,6 +65,21 @@
 /* Defaults of troupe_db_opts' free-space thresholds (troupe_db_opts_init). */
 #define TROUPE_DB_MIN_FREE_DEFAULT (128u * 1024u * 1024u)
 #define TROUPE_DB_RESERVE_DEFAULT (32u * 1024u * 1024u)
+
+/*
+ * The order of keys in every family (RocksDB's bytewise comparator): the
+ * bytes compared as unsigned, a prefix before every longer key that
+ * begins with it. Negative, 0 or positive as a sorts before, equal to or
+ * after b. Either length may be 0, and then its pointer may be NULL.
+ * Pure; any thread.
+ */
+static inline int
+troupe_key_cmp(const void *a, size_t alen, const void *b, size_t blen)
+{
+    size_t n = alen < blen ? alen : blen;
+    int c = n != 0 ? memcmp(a, b, n) : 0;
+    return c != 0 ? c : (alen > blen) - (alen < blen);
+}
 
 typedef struct troupe_db troupe_db;
 typedef struct troupe_cf troupe_cf;

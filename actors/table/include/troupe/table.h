@@ -162,7 +162,7 @@ typedef void (*troupe_tables_stop_cb)(troupe_tables *t, void *arg);
 /*
  * Stops every table actor; requests in flight still get their replies.
  * Then cb(t, arg) runs once on scheduler 0 (directly on the stopping
- * actor's scheduler if the runtime is already shutting down). After it
+ * actor's scheduler once scheduler 0 has closed at runtime shutdown). After it
  * fired, only troupe_tables_destroy may be called. New catalog calls fail
  * with ESTATE at once; creates, drops and index builds already running
  * finish first (their callbacks fire before cb), as does a background
