@@ -1090,7 +1090,9 @@ START_TEST(test_timeout_leaves_pending_and_redelivers)
     mkqueue("q", 1, 0);
     hreset(H_BLOCK);
     pub("q", ev("e", "k", T0));
-    troupe_queue_worker *w = worker("q", 0, 0, 2, 30);
+    /* 250 ms: short enough for the test, long enough that attempt 2 (which
+     * returns at once) is not timed out too on a loaded machine */
+    troupe_queue_worker *w = worker("q", 0, 0, 2, 250);
     int one = 1;
     ck_assert(ts_wait_until(nlog_reach, &one, 10000));
     /* the timeout frees the credit but the invocation stays claimed
