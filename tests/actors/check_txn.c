@@ -9,7 +9,7 @@
 
 #include "../../actors/table/src/table_int.h"
 #include "troupe/alloc.h"
-#include "troupe/cursor.h"
+#include "troupe/internal/cursor.h"
 #include "troupe/pack.h"
 #include "troupe/table.h"
 #include "troupe/txn.h"

@@ -21,8 +21,8 @@
 #include "fuzz_support.h"
 #include "table_int.h"
 #include "troupe/alloc.h"
-#include "troupe/cursor.h"
 #include "troupe/index.h"
+#include "troupe/internal/cursor.h"
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
 

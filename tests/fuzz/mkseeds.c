@@ -16,8 +16,8 @@
 #include "queue_int.h"
 #include "table_int.h"
 #include "troupe/alloc.h"
-#include "troupe/cursor.h"
 #include "troupe/index.h"
+#include "troupe/internal/cursor.h"
 #include "troupe/kv.h"
 #include "troupe/pack.h"
 

@@ -17,7 +17,7 @@
 
 #include "index_private.h"
 #include "troupe/alloc.h"
-#include "troupe/cursor.h"
+#include "troupe/internal/cursor.h"
 
 enum { IX_WORK_DONE = TROUPE_INDEX_NKINDS_, IX_NKINDS };
 

@@ -82,22 +82,4 @@ troupe__index_hit_push(hitbuf *h, const void *key, size_t key_len,
                        const void *pk, size_t pk_len, const void *val,
                        size_t val_len, uint64_t exp);
 
-/* A manifest as verify reads it: the keys point into the input. */
-typedef struct listed {
-    uint64_t id;
-    const uint8_t *key;
-    size_t key_len;
-} listed;
-
-typedef struct manifest {
-    listed *v; /* troupe_malloc'd; NULL when n is 0 */
-    size_t n;
-} manifest;
-
-/* Parses [1, [[index_id, key_bin], ...]] sorted by (id, key) with no
- * repeats and no empty key (index_verify.c; read from the disk). EPROTO
- * when malformed (nothing allocated), ENOMEM. Pure; any thread. */
-troupe_err
-troupe__index_manifest_parse(const void *data, size_t len, manifest *m);
-
 #endif

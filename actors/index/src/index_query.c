@@ -17,31 +17,21 @@
  * An iterator rather than one storage page per query lets a page skip
  * expired rows and still fill up to its limit.
  */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "index_private.h"
 #include "troupe/alloc.h"
-#include "troupe/cursor.h"
+#include "troupe/internal/cursor.h"
+#include "troupe/internal/datafmt.h"
 #include "troupe/storage.h"
-
-troupe_err
-troupe_index_cf_name(char kind, uint64_t id, char *buf, size_t cap)
-{
-    if (buf == NULL || cap < TROUPE_INDEX_CF_NAME_LEN ||
-        (kind != 't' && kind != 'm' && kind != 'x'))
-        return TROUPE_EINVAL;
-    snprintf(buf, cap, "%c.%llu", kind, (unsigned long long)id);
-    return TROUPE_OK;
-}
 
 static troupe_err
 family(troupe_db *db, char kind, uint64_t id, troupe_cf **cf)
 {
-    char name[TROUPE_INDEX_CF_NAME_LEN];
-    troupe_index_cf_name(kind, id, name, sizeof(name));
+    char name[TROUPE__CF_NAME_LEN];
+    troupe__cf_name(kind, id, name, sizeof(name));
     return troupe_db_cf(db, name, cf);
 }
 
@@ -209,26 +199,6 @@ troupe__index_hit_push(hitbuf *h, const void *key, size_t key_len,
     return TROUPE_OK;
 }
 
-/* Decodes a row envelope [1, expires_at_ms, doc]; doc must be a map. */
-static troupe_err
-envelope(const void *row, size_t len, uint64_t *exp, const void **doc,
-         size_t *doc_len)
-{
-    troupe_reader r;
-    uint64_t ver;
-    if (troupe_reader_init(&r, row, len) != TROUPE_OK)
-        return TROUPE_ECORRUPT;
-    troupe_read_array_n(&r, 3);
-    troupe_read_uint(&r, &ver);
-    troupe_read_uint(&r, exp);
-    if (troupe_read_peek(&r) != TROUPE_MP_MAP)
-        return TROUPE_ECORRUPT;
-    troupe_read_raw(&r, doc, doc_len);
-    if (troupe_read_end(&r) != TROUPE_OK || ver != 1)
-        return TROUPE_ECORRUPT;
-    return TROUPE_OK;
-}
-
 static troupe_err
 query_check(troupe_db *db, const troupe_index_query *q)
 {
@@ -264,14 +234,14 @@ take_entry(troupe_db *db, troupe_cf *tcf, const troupe_snapshot *snap,
     e = troupe_db_get(db, tcf, snap, pk, pk_len, &row, &row_len);
     if (e == TROUPE_ENOENT)
         e = TROUPE_ECORRUPT; /* an entry without its row */
-    uint64_t exp = 0;
+    int64_t exp = 0;
     const void *doc = NULL;
     size_t doc_len = 0;
     if (e == TROUPE_OK)
-        e = envelope(row, row_len, &exp, &doc, &doc_len);
-    if (e == TROUPE_OK && !(exp != 0 && exp <= now))
+        e = troupe__envelope_parse(row, row_len, &exp, &doc, &doc_len);
+    if (e == TROUPE_OK && !(exp != 0 && (uint64_t)exp <= now))
         e = troupe__index_hit_push(h, kv->key, kv->key_len, pk, pk_len, doc,
-                                   doc_len, exp);
+                                   doc_len, (uint64_t)exp);
     troupe_free(row);
     troupe_free(pk);
     return e;

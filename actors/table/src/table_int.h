@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 
 #include "troupe/actor.h"
+#include "troupe/internal/datafmt.h"
 #include "troupe/internal/waiter.h"
 #include "troupe/pack.h"
 #include "troupe/table.h"
@@ -432,34 +433,6 @@ troupe__tables_floor_parse(const void *v, size_t len, uint64_t *floor);
 troupe_err
 troupe__tables_pos_parse(const void *v, size_t len, uint64_t *index_id,
                          const void **after, size_t *alen);
-
-/* One key a manifest lists: index id and the index family key. */
-typedef struct mentry {
-    uint64_t id;
-    const void *key;
-    size_t len;
-} mentry;
-
-/* Parses the manifest [1, [[id, key bin], ...]] of the row whose encoded
- * primary key is suffix[0..slen) strictly: sorted by (id, key) without
- * repeats, every key longer than the suffix and ending with it. *out is a
- * troupe_malloc'd array of *n entries pointing into man (NULL when *n is
- * 0). ECORRUPT (nothing allocated), ENOMEM. Pure; any thread. */
-troupe_err
-troupe__manifest_parse(const void *man, size_t len, const uint8_t *suffix,
-                       size_t slen, mentry **out, size_t *n);
-
-/* The row envelope [1, expires, doc]: *doc points into env. */
-troupe_err
-troupe__envelope_parse(const void *env, size_t len, int64_t *expires,
-                       const void **doc, size_t *doc_len);
-
-/* A row is live until its expiry (0: never expires). */
-static inline bool
-troupe__row_live(int64_t expires, int64_t now)
-{
-    return expires == 0 || expires > now;
-}
 
 /* Where and how a read reads (read.c): memory only when cached (EAGAIN
  * when a block is not in memory); `now` (Unix ms) decides expiry. */

@@ -539,11 +539,8 @@ troupe__txn_delete_any(troupe_txn *tx, const char *table, uint64_t table_id,
                        const void *key, size_t klen)
 {
     uint32_t tab;
-    char want[TROUPE_INDEX_CF_NAME_LEN];
     troupe_err e = tx != NULL ? tab_of(tx, table, &tab) : TROUPE_EINVAL;
-    if (e == TROUPE_OK)
-        e = troupe_index_cf_name('t', table_id, want, sizeof(want));
-    if (e == TROUPE_OK && strcmp(troupe_cf_name(tx->tabs[tab].cf_t), want) != 0)
+    if (e == TROUPE_OK && tx->tabs[tab].id != table_id)
         e = TROUPE_ENOENT; /* dropped, and the name taken by another */
     if (e != TROUPE_OK)
         return e;
