@@ -74,6 +74,8 @@
 #include "troupe/alloc.h"
 #include "troupe/commit.h"
 #include "troupe/index.h"
+#include "troupe/internal/datafmt.h"
+#include "troupe/internal/index.h"
 #include "troupe/keycodec.h"
 #include "troupe/runtime.h"
 #include "troupe/storage.h"
@@ -769,11 +771,11 @@ main(int argc, char **argv)
                 best_x = id;
         }
         troupe_free(names);
-        char nm[TROUPE_INDEX_CF_NAME_LEN];
-        troupe_index_cf_name('t', best_t, nm, sizeof(nm));
+        char nm[TROUPE__CF_NAME_LEN];
+        troupe__cf_name('t', best_t, nm, sizeof(nm));
         if ((e = troupe_db_cf(db, nm, &qt)) != TROUPE_OK)
             die("cf t", e);
-        troupe_index_cf_name('x', best_x, nm, sizeof(nm));
+        troupe__cf_name('x', best_x, nm, sizeof(nm));
         if ((e = troupe_db_cf(db, nm, &qx)) != TROUPE_OK)
             die("cf x", e);
     }

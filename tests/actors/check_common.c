@@ -1,8 +1,9 @@
 /*
  * What the actors share: the key order (troupe_key_cmp, storage.h),
  * FNV-1a 64 (troupe/internal/hash.h), the blocking waiter
- * (troupe/internal/waiter.h) and finishing on scheduler 0
- * (troupe/internal/post.h).
+ * (troupe/internal/waiter.h), finishing on scheduler 0
+ * (troupe/internal/post.h) and the stored formats several modules read
+ * (troupe/internal/datafmt.h).
  */
 #include <pthread.h>
 #include <sched.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 
 #include "troupe/alloc.h"
+#include "troupe/internal/datafmt.h"
 #include "troupe/internal/hash.h"
 #include "troupe/internal/post.h"
 #include "troupe/internal/waiter.h"
@@ -379,6 +381,140 @@ posted_ran(void *arg)
     return atomic_load(&((posted *)arg)->runs) > 0;
 }
 
+/* ---- stored formats ---------------------------------------------------- */
+
+START_TEST(test_cf_name_every_kind_and_its_bounds)
+{
+    char b[TROUPE__CF_NAME_LEN];
+    const char kinds[] = {'t', 'm', 'x', 'q'};
+    for (size_t i = 0; i < sizeof(kinds); i++) {
+        ck_assert_ok(troupe__cf_name(kinds[i], 42, b, sizeof(b)));
+        char want[8] = {kinds[i], '.', '4', '2', 0};
+        ck_assert_str_eq(b, want);
+    }
+    ck_assert_ok(troupe__cf_name('x', UINT64_MAX, b, sizeof(b)));
+    ck_assert_str_eq(b, "x.18446744073709551615");
+    ck_assert_err(troupe__cf_name('z', 1, b, sizeof(b)), TROUPE_EINVAL);
+    ck_assert_err(troupe__cf_name('t', 1, b, sizeof(b) - 1), TROUPE_EINVAL);
+    ck_assert_err(troupe__cf_name('t', 1, NULL, 64), TROUPE_EINVAL);
+}
+END_TEST
+
+typedef struct envcase {
+    const char *what;
+    const char *b;
+    size_t n;
+    troupe_err want;
+    int64_t expires;
+    size_t doc_at; /* where the doc starts (OK only) */
+} envcase;
+
+START_TEST(test_envelope_both_paths_and_what_is_corrupt)
+{
+    static const envcase cases[] = {
+        {"fast path", "\x93\x01\x05\x81\xa1k\x01", 7, TROUPE_OK, 5, 3},
+        {"general path", "\x93\xcc\x01\xcd\x01\x00\x80", 7, TROUPE_OK, 256, 6},
+        {"largest expiry", "\x93\x01\xcf\x7f\xff\xff\xff\xff\xff\xff\xff\x80",
+         12, TROUPE_OK, INT64_MAX, 11},
+        {"expiry past int64",
+         "\x93\x01\xcf\x80\x00\x00\x00\x00\x00\x00\x00\x80", 12,
+         TROUPE_ECORRUPT, 0, 0},
+        {"negative expiry", "\x93\x01\xff\x80", 4, TROUPE_ECORRUPT, 0, 0},
+        {"version 2", "\x93\x02\x00\x80", 4, TROUPE_ECORRUPT, 0, 0},
+        {"doc not a map", "\x93\x01\x00\x90", 4, TROUPE_ECORRUPT, 0, 0},
+        {"four elements", "\x94\x01\x00\x80\xc0", 5, TROUPE_ECORRUPT, 0, 0},
+        {"bytes after it", "\x93\x01\x00\x80\xc0", 5, TROUPE_ECORRUPT, 0, 0},
+        {"truncated doc", "\x93\x01\x00\x81\xa1", 5, TROUPE_ECORRUPT, 0, 0},
+        {"empty", "", 0, TROUPE_ECORRUPT, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const envcase *c = &cases[i];
+        int64_t exp = -1;
+        const void *doc = NULL;
+        size_t dl = 0;
+        troupe_err e = troupe__envelope_parse(c->b, c->n, &exp, &doc, &dl);
+        ck_assert_msg(e == c->want, "%s: %s", c->what, troupe_err_name(e));
+        if (e != TROUPE_OK)
+            continue;
+        ck_assert_msg(exp == c->expires, "%s: expires %lld", c->what,
+                      (long long)exp);
+        ck_assert_ptr_eq(doc, c->b + c->doc_at);
+        ck_assert_uint_eq(dl, c->n - c->doc_at);
+    }
+    ck_assert(troupe__row_live(0, INT64_MAX));
+    ck_assert(troupe__row_live(11, 10));
+    ck_assert(!troupe__row_live(10, 10));
+}
+END_TEST
+
+/* Parses m with the suffix (NULL: verify's mode), checks the entry count,
+ * frees the entries. */
+static troupe_err
+man_parse(const char *m, size_t n, const char *suffix, size_t *count)
+{
+    mentry *v = (mentry *)1;
+    size_t cnt = 99;
+    troupe_err e = troupe__manifest_parse(
+        m, n, (const uint8_t *)suffix, suffix ? strlen(suffix) : 0, &v, &cnt);
+    if (e != TROUPE_OK)
+        ck_assert(v == NULL && cnt == 0);
+    *count = cnt;
+    troupe_free(v);
+    return e;
+}
+
+START_TEST(test_manifest_suffix_rule_and_verify_mode)
+{
+    size_t n;
+    /* [1, [[1, "ab"], [1, "cb"], [2, "b"]]] */
+    const char ok3[] = "\x92\x01\x93\x92\x01\xc4\x02"
+                       "ab"
+                       "\x92\x01\xc4\x02"
+                       "cb"
+                       "\x92\x02\xc4\x01"
+                       "b";
+    ck_assert_ok(man_parse(ok3, sizeof(ok3) - 1, NULL, &n));
+    ck_assert_uint_eq(n, 3);
+    /* "b" is the third key whole: a row's keys are longer than its pk */
+    ck_assert_err(man_parse(ok3, sizeof(ok3) - 1, "b", &n), TROUPE_ECORRUPT);
+    ck_assert_err(man_parse(ok3, sizeof(ok3) - 1, "c", &n), TROUPE_ECORRUPT);
+    /* [1, [[1, "ab"], [1, "cb"]]] */
+    const char ok2[] = "\x92\x01\x92\x92\x01\xc4\x02"
+                       "ab"
+                       "\x92\x01\xc4\x02"
+                       "cb";
+    ck_assert_ok(man_parse(ok2, sizeof(ok2) - 1, "b", &n));
+    ck_assert_uint_eq(n, 2);
+    ck_assert_ok(man_parse(ok2, sizeof(ok2) - 1, "", &n));
+    /* [1, []] */
+    ck_assert_ok(man_parse("\x92\x01\x90", 3, "b", &n));
+    ck_assert_uint_eq(n, 0);
+    ck_assert_ok(man_parse("\x92\x01\x90", 3, NULL, &n));
+    /* refused in both modes: out of order, repeated, an empty key, a
+     * string key, version 2, bytes after it */
+    const char *bad[] = {
+        "\x92\x01\x92\x92\x01\xc4\x02"
+        "cb"
+        "\x92\x01\xc4\x02"
+        "ab",
+        "\x92\x01\x92\x92\x01\xc4\x02"
+        "ab"
+        "\x92\x01\xc4\x02"
+        "ab",
+        "\x92\x01\x91\x92\x01\xc4\x00",
+        "\x92\x01\x91\x92\x01\xa2"
+        "ab",
+        "\x92\x02\x90",
+        "\x92\x01\x90\xc0",
+    };
+    const size_t blen[] = {15, 15, 7, 8, 3, 4};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        ck_assert_err(man_parse(bad[i], blen[i], NULL, &n), TROUPE_ECORRUPT);
+        ck_assert_err(man_parse(bad[i], blen[i], "b", &n), TROUPE_ECORRUPT);
+    }
+}
+END_TEST
+
 START_TEST(test_post_or_run_posts_to_scheduler_0_then_runs_here_once_closed)
 {
     troupe_runtime *rt = NULL;
@@ -417,6 +553,11 @@ common_suite(void)
     tcase_add_test(tc, test_key_cmp_bytes_are_unsigned);
     tcase_add_test(tc, test_key_cmp_empty_and_null);
     tcase_add_test(tc, test_key_cmp_is_the_order_a_family_scans_in);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("datafmt");
+    tcase_add_test(tc, test_cf_name_every_kind_and_its_bounds);
+    tcase_add_test(tc, test_envelope_both_paths_and_what_is_corrupt);
+    tcase_add_test(tc, test_manifest_suffix_rule_and_verify_mode);
     suite_add_tcase(s, tc);
     tc = tcase_create("fnv1a64");
     tcase_add_test(tc, test_fnv1a64_published_vectors);

@@ -8,7 +8,8 @@
 #include <string.h>
 
 #include "troupe/alloc.h"
-#include "troupe/cursor.h"
+#include "troupe/internal/cursor.h"
+#include "troupe/internal/index.h"
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
 #include "troupe/table.h"

@@ -39,6 +39,8 @@
 #include "troupe/alloc.h"
 #include "troupe/commit.h"
 #include "troupe/index.h"
+#include "troupe/internal/datafmt.h"
+#include "troupe/internal/index.h"
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
 #include "troupe/runtime.h"
@@ -386,8 +388,8 @@ catalog_load(troupe_db *db, const char *name, tinfo *ti)
 static troupe_err
 rows_cf(troupe_db *db, uint64_t id, troupe_cf **cf)
 {
-    char name[TROUPE_INDEX_CF_NAME_LEN];
-    troupe_err e = troupe_index_cf_name('t', id, name, sizeof(name));
+    char name[TROUPE__CF_NAME_LEN];
+    troupe_err e = troupe__cf_name('t', id, name, sizeof(name));
     return e == TROUPE_OK ? troupe_db_cf(db, name, cf) : e;
 }
 

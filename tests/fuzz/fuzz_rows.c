@@ -3,7 +3,8 @@
  * own families. The first byte picks the decoder:
  *   0 a row envelope [1, expires, doc] (troupe__envelope_parse)
  *   1 a manifest, with the row's encoded primary key (1-byte length
- *     first): the table actor's parser and verify's, side by side
+ *     first): troupe__manifest_parse with that suffix (the table actor's
+ *     reading) and without (verify's), side by side
  *   2 a queue row's value [1, id, key, payload, owner]
  *   3 a pending key (p, partition, time, order, id)
  *   4 a completed key (c, processed, time, id, order)
@@ -16,18 +17,18 @@
  * Properties: a refused input is ECORRUPT / EPROTO / EINVAL as each
  * decoder documents, with nothing allocated; accepted ones agree with an
  * independent reading (the envelope: msgpack-c's unpacker over the same
- * bytes, both paths of the decoder; the manifest: both parsers accept the
- * same lists, the table's only those whose keys end with the primary
+ * bytes, both paths of the decoder; the manifest: both readings accept the
+ * same lists, the suffixed one only those whose keys end with the primary
  * key); every key decoder re-encodes what it accepted to the same bytes.
  */
 #include <msgpack.h>
 #include <string.h>
 
 #include "fuzz_support.h"
-#include "index_private.h"
-#include "queue_int.h"
-#include "table_int.h"
 #include "troupe/alloc.h"
+#include "troupe/internal/datafmt.h"
+#include "troupe/internal/queue.h"
+#include "troupe/internal/tables.h"
 #include "troupe/pack.h"
 
 /* ---- 0: envelopes ---- */
@@ -124,40 +125,38 @@ manifests(fz_in *in)
     size_t sl, ml;
     const uint8_t *suffix = fz_span8(in, &sl);
     const uint8_t *man = fz_take(in, in->n, &ml);
-    mentry *tv = NULL;
-    size_t tn = 0;
+    mentry *tv = NULL, *vv = NULL;
+    size_t tn = 0, vn = 0;
     troupe_err te = troupe__manifest_parse(man, ml, suffix, sl, &tv, &tn);
     FZ_ERR_IN(te, TROUPE_OK, TROUPE_ECORRUPT, TROUPE_ENOMEM);
-    manifest m;
-    troupe_err ve = troupe__index_manifest_parse(man, ml, &m);
-    FZ_ERR_IN(ve, TROUPE_OK, TROUPE_EPROTO, TROUPE_ENOMEM);
+    troupe_err ve = troupe__manifest_parse(man, ml, NULL, 0, &vv, &vn);
+    FZ_ERR_IN(ve, TROUPE_OK, TROUPE_ECORRUPT, TROUPE_ENOMEM);
     if (te != TROUPE_OK)
         FZ_CHECK(tv == NULL && tn == 0, "entries on error");
     if (ve != TROUPE_OK)
-        FZ_CHECK(m.v == NULL && m.n == 0, "entries on error");
-    /* the table's parser is verify's plus the suffix rule */
+        FZ_CHECK(vv == NULL && vn == 0, "entries on error");
+    /* with the row's suffix: verify's reading plus the suffix rule */
     if (te == TROUPE_OK)
         FZ_CHECK(ve == TROUPE_OK, "verify refuses what the table accepts");
     if (ve == TROUPE_OK && te != TROUPE_ENOMEM) {
         bool suffixed = true;
-        for (size_t i = 0; i < m.n; i++)
-            suffixed =
-                suffixed && m.v[i].key_len > sl &&
-                memcmp(m.v[i].key + m.v[i].key_len - sl, suffix, sl) == 0;
+        for (size_t i = 0; i < vn; i++)
+            suffixed = suffixed && vv[i].len > sl &&
+                       memcmp((const uint8_t *)vv[i].key + vv[i].len - sl,
+                              suffix, sl) == 0;
         FZ_CHECK(suffixed == (te == TROUPE_OK),
                  "table parser %s, keys %s the suffix", troupe_err_name(te),
                  suffixed ? "all end with" : "do not all end with");
     }
     if (te == TROUPE_OK && ve == TROUPE_OK) {
-        FZ_CHECK(tn == m.n, "%zu entries vs %zu", tn, m.n);
+        FZ_CHECK(tn == vn, "%zu entries vs %zu", tn, vn);
         for (size_t i = 0; i < tn; i++)
-            FZ_CHECK(
-                tv[i].id == m.v[i].id &&
-                    fz_same(tv[i].key, tv[i].len, m.v[i].key, m.v[i].key_len),
-                "entry %zu differs", i);
+            FZ_CHECK(tv[i].id == vv[i].id &&
+                         fz_same(tv[i].key, tv[i].len, vv[i].key, vv[i].len),
+                     "entry %zu differs", i);
     }
     troupe_free(tv);
-    troupe_free(m.v);
+    troupe_free(vv);
 }
 
 /* ---- 2..7: queue rows and entries ---- */

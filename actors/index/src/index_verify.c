@@ -20,52 +20,10 @@
 #include <string.h>
 #include <sys/types.h>
 
-#include "index_private.h"
+#include "index_int.h"
 #include "troupe/alloc.h"
+#include "troupe/internal/datafmt.h"
 #include "troupe/storage.h"
-
-troupe_err
-troupe__index_manifest_parse(const void *data, size_t len, manifest *m)
-{
-    troupe_reader r;
-    uint64_t ver;
-    uint32_t n;
-    m->v = NULL;
-    m->n = 0;
-    if (troupe_reader_init(&r, data, len) != TROUPE_OK)
-        return TROUPE_EPROTO;
-    troupe_read_array_n(&r, 2);
-    troupe_read_uint(&r, &ver);
-    if (troupe_read_array(&r, &n) != TROUPE_OK || ver != 1)
-        return TROUPE_EPROTO;
-    if (n > 0 && (m->v = troupe_malloc(n * sizeof(*m->v))) == NULL)
-        return TROUPE_ENOMEM;
-    for (uint32_t i = 0; i < n; i++) {
-        listed *x = &m->v[i];
-        const void *k;
-        troupe_read_array_n(&r, 2);
-        troupe_read_uint(&r, &x->id);
-        if (troupe_read_bin(&r, TROUPE_KEY_MAX, &k, &x->key_len) != TROUPE_OK ||
-            x->key_len == 0)
-            break;
-        x->key = k;
-        if (i > 0) {
-            listed *p = &m->v[i - 1];
-            if (p->id > x->id ||
-                (p->id == x->id &&
-                 troupe_key_cmp(p->key, p->key_len, x->key, x->key_len) >= 0))
-                break;
-        }
-        m->n = i + 1;
-    }
-    if (m->n != n || troupe_read_end(&r) != TROUPE_OK) {
-        troupe_free(m->v);
-        m->v = NULL;
-        m->n = 0;
-        return TROUPE_EPROTO;
-    }
-    return TROUPE_OK;
-}
 
 typedef struct vstate {
     troupe_db *db;
@@ -121,7 +79,8 @@ key_is_for(const uint8_t *key, size_t key_len, const uint8_t *pk, size_t pk_len,
 /* The row's entries for ready index d against the manifest's run. */
 static troupe_err
 check_derived(vstate *s, const troupe_index_def *d, const uint8_t *pk,
-              size_t pk_len, const void *doc, size_t doc_len, const manifest *m)
+              size_t pk_len, const void *doc, size_t doc_len, const mentry *m,
+              size_t mn)
 {
     troupe_index_entries e;
     troupe_index_entries_init(&e);
@@ -134,21 +93,21 @@ check_derived(vstate *s, const troupe_index_def *d, const uint8_t *pk,
     if (err != TROUPE_OK)
         return err;
     size_t i = 0, j = 0;
-    while (j < m->n && m->v[j].id != d->id)
+    while (j < mn && m[j].id != d->id)
         j++;
-    while (i < e.n || (j < m->n && m->v[j].id == d->id)) {
-        bool has_l = j < m->n && m->v[j].id == d->id;
+    while (i < e.n || (j < mn && m[j].id == d->id)) {
+        bool has_l = j < mn && m[j].id == d->id;
         int c = i == e.n ? 1
                 : !has_l ? -1
-                         : troupe_key_cmp(e.v[i].key, e.v[i].key_len,
-                                          m->v[j].key, m->v[j].key_len);
+                         : troupe_key_cmp(e.v[i].key, e.v[i].key_len, m[j].key,
+                                          m[j].len);
         if (c < 0) {
             report(s, TROUPE_VERIFY_STALE_MANIFEST, pk, pk_len, d->id,
                    e.v[i].key, e.v[i].key_len);
             i++;
         } else if (c > 0) {
-            report(s, TROUPE_VERIFY_STALE_MANIFEST, pk, pk_len, d->id,
-                   m->v[j].key, m->v[j].key_len);
+            report(s, TROUPE_VERIFY_STALE_MANIFEST, pk, pk_len, d->id, m[j].key,
+                   m[j].len);
             j++;
         } else {
             i++;
@@ -163,62 +122,57 @@ static troupe_err
 check_pair(vstate *s, const uint8_t *pk, size_t pk_len, const troupe_kv *row,
            const troupe_kv *man)
 {
-    manifest m;
-    troupe_err e = troupe__index_manifest_parse(man->val, man->val_len, &m);
-    if (e == TROUPE_EPROTO) {
+    mentry *m = NULL;
+    size_t mn = 0;
+    troupe_err e =
+        troupe__manifest_parse(man->val, man->val_len, NULL, 0, &m, &mn);
+    if (e == TROUPE_ECORRUPT) {
         report(s, TROUPE_VERIFY_BAD_MANIFEST, pk, pk_len, 0, NULL, 0);
         return TROUPE_OK;
     }
     if (e != TROUPE_OK)
         return e;
-    for (size_t i = 0; i < m.n && e == TROUPE_OK; i++) {
-        listed *x = &m.v[i];
+    for (size_t i = 0; i < mn && e == TROUPE_OK; i++) {
+        const mentry *x = &m[i];
         ssize_t p = def_pos(s, x->id);
         bool mine;
         if (p < 0) {
             report(s, TROUPE_VERIFY_UNKNOWN_INDEX, pk, pk_len, x->id, x->key,
-                   x->key_len);
+                   x->len);
             continue;
         }
-        if ((e = key_is_for(x->key, x->key_len, pk, pk_len, &mine)) !=
-            TROUPE_OK)
+        if ((e = key_is_for(x->key, x->len, pk, pk_len, &mine)) != TROUPE_OK)
             break;
         if (!mine) {
             report(s, TROUPE_VERIFY_CROSS_RECORD, pk, pk_len, x->id, x->key,
-                   x->key_len);
+                   x->len);
             continue;
         }
         void *v = NULL;
         size_t vl;
-        e = troupe_db_get(s->db, s->x[p], s->snap, x->key, x->key_len, &v, &vl);
+        e = troupe_db_get(s->db, s->x[p], s->snap, x->key, x->len, &v, &vl);
         troupe_free(v);
         if (e == TROUPE_ENOENT) {
             report(s, TROUPE_VERIFY_MISSING_ENTRY, pk, pk_len, x->id, x->key,
-                   x->key_len);
+                   x->len);
             e = TROUPE_OK;
         }
     }
     if (e == TROUPE_OK && s->o->derive) {
-        troupe_reader r;
-        uint64_t ver, exp;
+        int64_t exp;
         const void *doc = NULL;
         size_t doc_len = 0;
-        bool ok = troupe_reader_init(&r, row->val, row->val_len) == TROUPE_OK;
-        troupe_read_array_n(&r, 3);
-        troupe_read_uint(&r, &ver);
-        troupe_read_uint(&r, &exp);
-        ok = ok && troupe_read_peek(&r) == TROUPE_MP_MAP;
-        troupe_read_raw(&r, &doc, &doc_len);
-        ok = ok && troupe_read_end(&r) == TROUPE_OK && ver == 1;
+        bool ok = troupe__envelope_parse(row->val, row->val_len, &exp, &doc,
+                                         &doc_len) == TROUPE_OK;
         if (!ok)
             report(s, TROUPE_VERIFY_BAD_ROW, pk, pk_len, 0, NULL, 0);
         for (size_t i = 0; ok && i < s->o->n_defs && e == TROUPE_OK; i++) {
             if (s->o->defs[i]->ready)
-                e = check_derived(s, s->o->defs[i], pk, pk_len, doc, doc_len,
-                                  &m);
+                e = check_derived(s, s->o->defs[i], pk, pk_len, doc, doc_len, m,
+                                  mn);
         }
     }
-    troupe_free(m.v);
+    troupe_free(m);
     return e;
 }
 
@@ -327,15 +281,16 @@ phase_entries(vstate *s, size_t i, lastkey *last, bool *finished)
             bool listed_here = false;
             ke = troupe_db_get(s->db, s->m, s->snap, pk, pk_len, &mv, &ml);
             if (ke == TROUPE_OK) {
-                manifest m;
-                ke = troupe__index_manifest_parse(mv, ml, &m);
-                for (size_t j = 0; ke == TROUPE_OK && j < m.n; j++)
-                    listed_here |= m.v[j].id == d->id &&
-                                   troupe_key_cmp(m.v[j].key, m.v[j].key_len,
-                                                  kv.key, kv.key_len) == 0;
+                mentry *m = NULL;
+                size_t mn = 0;
+                ke = troupe__manifest_parse(mv, ml, NULL, 0, &m, &mn);
+                for (size_t j = 0; ke == TROUPE_OK && j < mn; j++)
+                    listed_here |= m[j].id == d->id &&
+                                   troupe_key_cmp(m[j].key, m[j].len, kv.key,
+                                                  kv.key_len) == 0;
                 if (ke == TROUPE_OK)
-                    troupe_free(m.v);
-                if (ke == TROUPE_EPROTO)
+                    troupe_free(m);
+                if (ke == TROUPE_ECORRUPT)
                     ke = TROUPE_OK; /* reported as BAD_MANIFEST in phase 0 */
             } else if (ke == TROUPE_ENOENT) {
                 ke = TROUPE_OK;
@@ -449,17 +404,17 @@ troupe_index_verify_step(troupe_db *db, const troupe_index_verify_opts *o,
     if (e == TROUPE_OK && o->n_defs > 0 &&
         (s.x = troupe_calloc(o->n_defs, sizeof(*s.x))) == NULL)
         e = TROUPE_ENOMEM;
-    char name[TROUPE_INDEX_CF_NAME_LEN];
+    char name[TROUPE__CF_NAME_LEN];
     if (e == TROUPE_OK) {
-        troupe_index_cf_name('t', o->table_id, name, sizeof(name));
+        troupe__cf_name('t', o->table_id, name, sizeof(name));
         e = troupe_db_cf(db, name, &s.t);
     }
     if (e == TROUPE_OK) {
-        troupe_index_cf_name('m', o->table_id, name, sizeof(name));
+        troupe__cf_name('m', o->table_id, name, sizeof(name));
         e = troupe_db_cf(db, name, &s.m);
     }
     for (size_t i = 0; e == TROUPE_OK && i < o->n_defs; i++) {
-        troupe_index_cf_name('x', o->defs[i]->id, name, sizeof(name));
+        troupe__cf_name('x', o->defs[i]->id, name, sizeof(name));
         e = troupe_db_cf(db, name, &s.x[i]);
     }
     if (e == TROUPE_OK && s.snap == NULL) {

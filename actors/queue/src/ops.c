@@ -16,7 +16,7 @@
 
 #include "queue_int.h"
 #include "troupe/alloc.h"
-#include "troupe/cursor.h"
+#include "troupe/internal/cursor.h"
 #include "troupe/internal/post.h"
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"

@@ -17,12 +17,12 @@
  * orders grow across restarts without a scan and without a write per
  * publish. A run that uses up its block gets EFULL from publish.
  */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "queue_int.h"
 #include "troupe/alloc.h"
+#include "troupe/internal/datafmt.h"
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
 
@@ -60,6 +60,12 @@ troupe__tq_worker_release(troupe_queue_worker *w)
     troupe__tq_release(w->q);
     troupe__waiter_fini(&w->running);
     troupe_free(w);
+}
+
+uint32_t
+troupe__tq_worker_held(troupe_queue_worker *w)
+{
+    return atomic_load(&w->held);
 }
 
 static troupe_err
@@ -293,12 +299,6 @@ get_uint(troupe_queues *qs, troupe_cf *cf, const char *k1, uint64_t *v)
     return e;
 }
 
-static void
-cf_name(char *buf, size_t n, uint64_t id)
-{
-    snprintf(buf, n, "q.%llu", (unsigned long long)id);
-}
-
 /* Builds a queue object, reserves its order block and spawns its
  * partition actors. On error nothing is left running. */
 static troupe_err
@@ -306,7 +306,7 @@ queue_start(troupe_queues *qs, uint64_t id, const char *name, uint32_t parts,
             int64_t retention, tq_queue **out)
 {
     char cfn[32];
-    cf_name(cfn, sizeof(cfn), id);
+    troupe__cf_name('q', id, cfn, sizeof(cfn));
     tq_queue *q = troupe_calloc(1, sizeof(*q));
     if (q == NULL)
         return TROUPE_ENOMEM;
@@ -553,7 +553,7 @@ troupe_queues_create_wait(troupe_queues *qs, const troupe_queue_spec *spec)
     pthread_mutex_unlock(&qs->mu);
     uint64_t id = qs->seq;
     char cfn[32];
-    cf_name(cfn, sizeof(cfn), id);
+    troupe__cf_name('q', id, cfn, sizeof(cfn));
     if (e == TROUPE_OK &&
         (e = put_uint(qs, qs->meta, "seq", id + 1)) == TROUPE_OK)
         qs->seq = id + 1;
@@ -636,7 +636,7 @@ troupe_queues_drop_wait(troupe_queues *qs, const char *name)
     troupe_batch_destroy(b);
     troupe_key_writer_fini(&w);
     char cfn[32];
-    cf_name(cfn, sizeof(cfn), q->id);
+    troupe__cf_name('q', q->id, cfn, sizeof(cfn));
     if (e == TROUPE_OK)
         e = troupe_db_cf_drop(qs->db, cfn);
     pthread_mutex_unlock(&qs->ddl);

@@ -49,7 +49,6 @@
  * per open in the high bits would have worked too, but it halves the
  * counter's range and changes every version's shape for nothing.
  */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -510,12 +509,6 @@ vers_open(troupe_tables *t)
     return e;
 }
 
-static void
-cf_name(char *buf, size_t n, char kind, uint64_t id)
-{
-    snprintf(buf, n, "%c.%llu", kind, (unsigned long long)id);
-}
-
 static tschema *
 schema_new(size_t n)
 {
@@ -558,14 +551,15 @@ entry_start(troupe_tables *t, tentry *e)
                     .vers = &t->vers,
                     .ts = &t->ts};
     troupe_err err;
-    cf_name(buf, sizeof(buf), 't', e->id);
+    troupe__cf_name('t', e->id, buf, sizeof(buf));
     if ((err = troupe_db_cf(t->db, buf, &c.cf_t)) != TROUPE_OK)
         return err == TROUPE_ENOENT ? TROUPE_ECORRUPT : err;
-    cf_name(buf, sizeof(buf), 'm', e->id);
+    troupe__cf_name('m', e->id, buf, sizeof(buf));
     if ((err = troupe_db_cf(t->db, buf, &c.cf_m)) != TROUPE_OK)
         return err == TROUPE_ENOENT ? TROUPE_ECORRUPT : err;
     for (size_t i = 0; i < e->schema->n; i++) {
-        cf_name(buf, sizeof(buf), 'x', troupe_index_def_id(e->schema->defs[i]));
+        troupe__cf_name('x', troupe_index_def_id(e->schema->defs[i]), buf,
+                        sizeof(buf));
         if ((err = troupe_db_cf(t->db, buf, &e->schema->xcf[i])) != TROUPE_OK)
             return err == TROUPE_ENOENT ? TROUPE_ECORRUPT : err;
     }
@@ -1353,12 +1347,12 @@ static void
 drop_families(troupe_tables *t, uint64_t id, const tschema *s)
 {
     char buf[32];
-    cf_name(buf, sizeof(buf), 't', id);
+    troupe__cf_name('t', id, buf, sizeof(buf));
     troupe_db_cf_drop(t->db, buf);
-    cf_name(buf, sizeof(buf), 'm', id);
+    troupe__cf_name('m', id, buf, sizeof(buf));
     troupe_db_cf_drop(t->db, buf);
     for (size_t i = 0; i < s->n; i++) {
-        cf_name(buf, sizeof(buf), 'x', troupe_index_def_id(s->defs[i]));
+        troupe__cf_name('x', troupe_index_def_id(s->defs[i]), buf, sizeof(buf));
         troupe_db_cf_drop(t->db, buf);
     }
 }
@@ -1368,7 +1362,7 @@ drop_x_families(troupe_tables *t, const uint64_t *ids, size_t n)
 {
     char buf[32];
     for (size_t i = 0; i < n; i++) {
-        cf_name(buf, sizeof(buf), 'x', ids[i]);
+        troupe__cf_name('x', ids[i], buf, sizeof(buf));
         troupe_db_cf_drop(t->db, buf);
     }
 }
@@ -1410,13 +1404,14 @@ do_create(ddl_job *j)
     if ((e = write_meta(t, NULL, NULL, 0, true, 0)) != TROUPE_OK)
         return e;
     char buf[32];
-    cf_name(buf, sizeof(buf), 't', j->id);
+    troupe__cf_name('t', j->id, buf, sizeof(buf));
     e = troupe_db_cf_create(t->db, buf, NULL);
-    cf_name(buf, sizeof(buf), 'm', j->id);
+    troupe__cf_name('m', j->id, buf, sizeof(buf));
     if (e == TROUPE_OK)
         e = troupe_db_cf_create(t->db, buf, NULL);
     for (size_t i = 0; e == TROUPE_OK && i < j->schema->n; i++) {
-        cf_name(buf, sizeof(buf), 'x', troupe_index_def_id(j->schema->defs[i]));
+        troupe__cf_name('x', troupe_index_def_id(j->schema->defs[i]), buf,
+                        sizeof(buf));
         e = troupe_db_cf_create(t->db, buf, NULL);
     }
     troupe_packer p;
@@ -1676,7 +1671,7 @@ schema_clone(troupe_db *db, const tschema *s, troupe_index_def *extra,
     }
     if (e == TROUPE_OK && extra != NULL) {
         char buf[32];
-        cf_name(buf, sizeof(buf), 'x', troupe_index_def_id(extra));
+        troupe__cf_name('x', troupe_index_def_id(extra), buf, sizeof(buf));
         e = troupe_db_cf(db, buf, &c->xcf[c->n]);
         if (e == TROUPE_OK)
             c->defs[c->n++] = extra;
@@ -2036,7 +2031,7 @@ add_work(void *arg)
         return;
     }
     char buf[32];
-    cf_name(buf, sizeof(buf), 'x', j->new_id);
+    troupe__cf_name('x', j->new_id, buf, sizeof(buf));
     uint64_t old_id = 0;
     if (e == TROUPE_OK && j->op == IDX_REBUILD)
         e = replan(t, en, j, &old_id, &j->def);

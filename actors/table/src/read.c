@@ -13,7 +13,7 @@
 
 #include "table_int.h"
 #include "troupe/alloc.h"
-#include "troupe/cursor.h"
+#include "troupe/internal/cursor.h"
 #include "troupe/pack.h"
 #include "troupe/storage.h"
 

@@ -37,7 +37,6 @@
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
 #include "troupe/storage.h"
-#include "troupe/txn.h" /* troupe_conflict_kind: this is txn's 2PC server */
 
 enum {
     TABLE_PREP_DONE = TABLE_NKINDS_,
@@ -281,41 +280,11 @@ troupe__tschema_release(tschema *s)
     troupe_free(s);
 }
 
-troupe_err
-troupe__envelope_parse(const void *env, size_t len, int64_t *expires,
-                       const void **doc, size_t *doc_len)
+const troupe_index_def *const *
+troupe__tschema_defs(const tschema *s, size_t *n)
 {
-    /* Fast path, the form every write produces: 0x93 (array of 3), 0x01
-     * (version 1), expires as a positive fixint (0: never; a time would be
-     * larger), then the doc, a map. The envelope is walked whole, as on the
-     * general path below, so that both accept the same documents: one
-     * level less deep than a lone object, which is what writes accept (a
-     * write's request holds the document one level down). */
-    const unsigned char *b = env;
-    if (len > 3 && b[0] == 0x93 && b[1] == 0x01 && b[2] <= 0x7f) {
-        troupe_reader d;
-        if (troupe_reader_init(&d, b, len) != TROUPE_OK ||
-            !((b[3] & 0xf0) == 0x80 || b[3] == 0xde || b[3] == 0xdf))
-            return TROUPE_ECORRUPT;
-        *expires = b[2];
-        *doc = b + 3;
-        *doc_len = len - 3;
-        return TROUPE_OK;
-    }
-    troupe_reader r;
-    uint64_t ver = 0;
-    troupe_reader_init(&r, env, len);
-    troupe_read_array_n(&r, 3);
-    troupe_read_uint(&r, &ver);
-    troupe_read_int(&r, expires);
-    /* One walk: troupe_reader_init checked that env is exactly one
-     * well-formed object, so the doc, its last element, is the rest. */
-    if (r.err != TROUPE_OK || troupe_read_peek(&r) != TROUPE_MP_MAP ||
-        ver != 1 || *expires < 0)
-        return TROUPE_ECORRUPT;
-    *doc = r.p;
-    *doc_len = (size_t)(r.end - r.p);
-    return TROUPE_OK;
+    *n = s->n;
+    return (const troupe_index_def *const *)s->defs;
 }
 
 /* ---- key versions (actor thread) ---------------------------------------- */
@@ -501,48 +470,6 @@ vmap_remove(tstate *s, vent *v)
 }
 
 /* ---- write preparation (worker thread) -------------------------------- */
-
-troupe_err
-troupe__manifest_parse(const void *man, size_t len, const uint8_t *suffix,
-                       size_t slen, mentry **out, size_t *n)
-{
-    troupe_reader r;
-    uint64_t ver = 0;
-    uint32_t cnt = 0;
-    *out = NULL;
-    *n = 0;
-    troupe_reader_init(&r, man, len);
-    troupe_read_array_n(&r, 2);
-    troupe_read_uint(&r, &ver);
-    troupe_read_array(&r, &cnt);
-    if (r.err != TROUPE_OK || ver != 1)
-        return TROUPE_ECORRUPT;
-    mentry *v = cnt ? troupe_calloc(cnt, sizeof(*v)) : NULL;
-    if (cnt && v == NULL)
-        return TROUPE_ENOMEM;
-    for (uint32_t i = 0; i < cnt; i++) {
-        troupe_read_array_n(&r, 2);
-        troupe_read_uint(&r, &v[i].id);
-        troupe_read_bin(&r, TROUPE_KEY_MAX, &v[i].key, &v[i].len);
-        if (r.err != TROUPE_OK || v[i].len <= slen ||
-            memcmp((const uint8_t *)v[i].key + v[i].len - slen, suffix, slen) !=
-                0)
-            goto bad;
-        if (i > 0 && (v[i].id < v[i - 1].id ||
-                      (v[i].id == v[i - 1].id &&
-                       troupe_key_cmp(v[i - 1].key, v[i - 1].len, v[i].key,
-                                      v[i].len) >= 0)))
-            goto bad;
-    }
-    if (troupe_read_end(&r) != TROUPE_OK)
-        goto bad;
-    *out = v;
-    *n = cnt;
-    return TROUPE_OK;
-bad:
-    troupe_free(v);
-    return TROUPE_ECORRUPT;
-}
 
 /* The raw created_at value of a stored document, if it has one. */
 static void
@@ -842,11 +769,11 @@ prepare(wop *op)
         else if ((op->kind == TABLE_UPDATE || op->kind == TABLE_DELETE) &&
                  !live)
             e = TROUPE_ENOENT;
-        else if (op->kind == TTXN_ABSENT && live)
+        else if (op->kind == TROUPE__PART_ABSENT && live)
             e = TROUPE_EEXIST;
     }
-    if (e == TROUPE_OK &&
-        (op->kind == TTXN_ABSENT || (op->kind == TTXN_DEL_ANY && !live)))
+    if (e == TROUPE_OK && (op->kind == TROUPE__PART_ABSENT ||
+                           (op->kind == TROUPE__PART_DEL_ANY && !live)))
         goto out; /* nothing to write */
     if (e == TROUPE_OK && op->kind == TABLE_REINDEX && er == TROUPE_ENOENT)
         goto out; /* deleted since the build listed it: nothing to do */
@@ -863,7 +790,7 @@ prepare(wop *op)
             e = troupe_batch_delete(b, xcf, old[i].key, old[i].len);
     }
     if (e == TROUPE_OK &&
-        (op->kind == TABLE_DELETE || op->kind == TTXN_DEL_ANY ||
+        (op->kind == TABLE_DELETE || op->kind == TROUPE__PART_DEL_ANY ||
          op->kind == TABLE_PURGE_OP)) {
         e = troupe_batch_delete(b, op->cfg.cf_t, op->key, op->klen);
         if (e == TROUPE_OK)
@@ -1976,7 +1903,7 @@ tpart_end(troupe_actor *self, tstate *s, tpart *tp, bool publish, uint64_t ver)
 typedef struct kref {
     const unsigned char *k;
     size_t n;
-    uint32_t kinds; /* TROUPE_CONFLICT_* bits */
+    uint32_t kinds; /* TROUPE__PART_* bits */
 } kref;
 
 /* A growing list of conflicting keys (borrowed bytes). */
@@ -2080,9 +2007,9 @@ range_conflicts(const tstate *s, const ttxn_range *r, uint64_t seq0, kset *ks)
     static const unsigned char zero = 0;
     if (s->vfloor > seq0) { /* forgotten versions: assume a change */
         if (r->start != NULL)
-            kset_add(ks, r->start, r->slen, TROUPE_CONFLICT_STALE);
+            kset_add(ks, r->start, r->slen, TROUPE__PART_STALE);
         else
-            kset_add(ks, &zero, 1, TROUPE_CONFLICT_STALE);
+            kset_add(ks, &zero, 1, TROUPE__PART_STALE);
         return;
     }
     for (size_t b = 0; b < s->vnb; b++)
@@ -2095,20 +2022,20 @@ range_conflicts(const tstate *s, const ttxn_range *r, uint64_t seq0, kset *ks)
                                    (l->running->ext ||
                                     atomic_load(&l->running->cver) == 0)));
                 kset_add(ks, v->key, v->klen,
-                         TROUPE_CONFLICT_STALE |
-                             (held ? TROUPE_CONFLICT_RESERVED : 0));
+                         TROUPE__PART_STALE |
+                             (held ? TROUPE__PART_RESERVED : 0));
             }
     for (size_t b = 0; b < s->nbuckets; b++)
         for (const klock *l = s->buckets[b]; l != NULL; l = l->next) {
             if (!range_has(r, l->key, l->klen) ||
                 vmap_get(s, l->key, l->klen) > seq0)
                 continue; /* listed above */
-            uint32_t kinds = l->whead != NULL ? TROUPE_CONFLICT_RESERVED : 0;
+            uint32_t kinds = l->whead != NULL ? TROUPE__PART_RESERVED : 0;
             if (l->running != NULL) {
                 uint64_t cv =
                     l->running->ext ? 0 : atomic_load(&l->running->cver);
-                kinds |= cv == 0     ? TROUPE_CONFLICT_RESERVED
-                         : cv > seq0 ? TROUPE_CONFLICT_STALE
+                kinds |= cv == 0     ? TROUPE__PART_RESERVED
+                         : cv > seq0 ? TROUPE__PART_STALE
                                      : 0;
             }
             if (kinds != 0)
@@ -2177,7 +2104,7 @@ txn_prepare(troupe_actor *self, tstate *s, ttxn_prep *p, troupe_addr asker,
      * RESERVED when another transaction or a write in flight holds it. */
     for (size_t i = 0; e == TROUPE_OK && i < p->n; i++) {
         const ttxn_key *k = &p->keys[i];
-        bool w = k->kind != TTXN_READ;
+        bool w = k->kind != TROUPE__PART_READ;
         klock *l = *lock_slot(s, k->key, k->klen);
         uint32_t c = 0;
         if (k->ver != 0) { /* a versioned read: its version, exactly */
@@ -2186,29 +2113,29 @@ txn_prepare(troupe_actor *self, tstate *s, ttxn_prep *p, troupe_addr asker,
                 uint64_t cv =
                     l->running->ext ? 0 : atomic_load(&l->running->cver);
                 if (cv == 0)
-                    c |= TROUPE_CONFLICT_RESERVED;
+                    c |= TROUPE__PART_RESERVED;
                 else
                     cur = cv;
             }
             if (cur != k->ver)
-                c |= TROUPE_CONFLICT_STALE;
+                c |= TROUPE__PART_STALE;
             else if (l != NULL && l->running != NULL && w)
                 wait = true;
         } else if (l != NULL && l->running != NULL) {
             uint64_t cv = l->running->ext ? 0 : atomic_load(&l->running->cver);
             if (cv == 0)
-                c |= TROUPE_CONFLICT_RESERVED; /* may commit after seq0 */
+                c |= TROUPE__PART_RESERVED; /* may commit after seq0 */
             else if (cv > p->seq0)
-                c |= TROUPE_CONFLICT_STALE; /* stored after the snapshot */
+                c |= TROUPE__PART_STALE; /* stored after the snapshot */
             else if (w)
                 wait = true; /* stored before it: wait for its release */
         }
         if (l != NULL && w && l->rsv > 0)
-            c |= TROUPE_CONFLICT_RESERVED; /* another transaction read it */
+            c |= TROUPE__PART_RESERVED; /* another transaction read it */
         if (w && in_rsv_range(s, k->key, k->klen))
-            c |= TROUPE_CONFLICT_RESERVED; /* another one scanned over it */
+            c |= TROUPE__PART_RESERVED; /* another one scanned over it */
         if (k->ver == 0 && vmap_get(s, k->key, k->klen) > p->seq0)
-            c |= TROUPE_CONFLICT_STALE;
+            c |= TROUPE__PART_STALE;
         if (c != 0)
             kset_add(&bad, k->key, k->klen, c);
         nw += w;
@@ -2278,7 +2205,7 @@ txn_prepare(troupe_actor *self, tstate *s, ttxn_prep *p, troupe_addr asker,
             e = TROUPE_ENOMEM;
             break;
         }
-        if (k->kind == TTXN_READ) {
+        if (k->kind == TROUPE__PART_READ) {
             l->rsv++;
             tp->rlocks[tp->nr++] = l;
             continue;
@@ -2366,8 +2293,7 @@ h_txn_prep_done(troupe_actor *self, void *st, const troupe_msg *m)
             /* a write in the pipeline claims one of its unique values,
              * or one committed since the check read the index */
             kref k = {op->key, op->klen,
-                      clash == 1 ? TROUPE_CONFLICT_RESERVED
-                                 : TROUPE_CONFLICT_STALE};
+                      clash == 1 ? TROUPE__PART_RESERVED : TROUPE__PART_STALE};
             answer_keys(rt, tp->asker, tp->corr, &k, 1);
             tpart_end(self, s, tp, false, 0);
             return TROUPE_OK;

@@ -1,11 +1,12 @@
 /*
- * Internals shared by the index module's files (defs, queries, verify).
- * Not installed; nothing outside actors/index includes it.
+ * Private: what the index module's files (defs, derivation, queries,
+ * verify, the actor) share beyond its internal tier
+ * (troupe/internal/index.h).
  */
-#ifndef TROUPE_INDEX_PRIVATE_H
-#define TROUPE_INDEX_PRIVATE_H
+#ifndef TROUPE_INDEX_INT_H
+#define TROUPE_INDEX_INT_H
 
-#include "troupe/index.h"
+#include "troupe/internal/index.h"
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
 
@@ -55,14 +56,6 @@ int
 troupe__index_put_query_value(troupe_reader *r, troupe_field_type t,
                               troupe_key_writer *w);
 
-/* The CASEFOLD collation (casefold.c): folds s[0..n) into out, which has
- * room for troupe__index_casefold_max(n) bytes; returns the length (n
- * and the bytes as they are when s is not valid UTF-8). */
-size_t
-troupe__index_casefold_max(size_t n);
-size_t
-troupe__index_casefold(const unsigned char *s, size_t n, unsigned char *out);
-
 /* A result being built: res and its hits' capacity. */
 typedef struct hitbuf {
     troupe_index_result *res;
@@ -81,23 +74,5 @@ troupe_err
 troupe__index_hit_push(hitbuf *h, const void *key, size_t key_len,
                        const void *pk, size_t pk_len, const void *val,
                        size_t val_len, uint64_t exp);
-
-/* A manifest as verify reads it: the keys point into the input. */
-typedef struct listed {
-    uint64_t id;
-    const uint8_t *key;
-    size_t key_len;
-} listed;
-
-typedef struct manifest {
-    listed *v; /* troupe_malloc'd; NULL when n is 0 */
-    size_t n;
-} manifest;
-
-/* Parses [1, [[index_id, key_bin], ...]] sorted by (id, key) with no
- * repeats and no empty key (index_verify.c; read from the disk). EPROTO
- * when malformed (nothing allocated), ENOMEM. Pure; any thread. */
-troupe_err
-troupe__index_manifest_parse(const void *data, size_t len, manifest *m);
 
 #endif

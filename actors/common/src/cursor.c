@@ -1,7 +1,7 @@
-/* Page cursors: tag, object id, key (troupe/cursor.h). */
+/* Page cursors: tag, object id, key (troupe/internal/cursor.h). */
 #include <string.h>
 
-#include "troupe/cursor.h"
+#include "troupe/internal/cursor.h"
 
 void
 troupe__cursor_put(uint8_t *out, uint8_t tag, uint64_t id, const void *key,
