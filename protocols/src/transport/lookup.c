@@ -111,9 +111,6 @@ troupe_node_lookup_result(const troupe_msg *reply, troupe_addr *a)
 struct lookup {
     troupe_lookup_cb cb;
     void *arg;
-    troupe_runtime *rt;
-    troupe_err err;
-    troupe_addr a;
     char name[NAME_MAX_LEN + 1];
 };
 
@@ -128,19 +125,16 @@ lookup_reply(troupe_runtime *rt, troupe_err err, troupe_msg *reply, void *arg)
     troupe_free(lk);
 }
 
+/* A lookup of this node's own registry, on scheduler 0 (posted, so never
+ * inside troupe_node_lookup). The registry takes a lock and nothing
+ * slower, so no worker is needed. */
 static void
-lookup_local(void *arg)
+lookup_local(void *arg, troupe_runtime *rt)
 {
     struct lookup *lk = arg;
-    lk->err = troupe_registry_lookup(lk->rt, lk->name, &lk->a);
-}
-
-static void
-lookup_local_done(void *arg, troupe_runtime *rt)
-{
-    struct lookup *lk = arg;
-    lk->cb(rt, lk->err, lk->err == TROUPE_OK ? lk->a : TROUPE_ADDR_NONE,
-           lk->arg);
+    troupe_addr a = TROUPE_ADDR_NONE;
+    troupe_err err = troupe_registry_lookup(rt, lk->name, &a);
+    lk->cb(rt, err, err == TROUPE_OK ? a : TROUPE_ADDR_NONE, lk->arg);
     troupe_free(lk);
 }
 
@@ -162,11 +156,12 @@ troupe_node_lookup(troupe_node *n, uint32_t peer, const char *name,
         return TROUPE_ENOMEM;
     lk->cb = cb;
     lk->arg = arg;
-    lk->rt = n->rt;
     memcpy(lk->name, name, len + 1);
     troupe_err e;
     if (peer == n->id) {
-        e = troupe_runtime_work(n->rt, lookup_local, lookup_local_done, lk);
+        /* Refused (ECLOSED once scheduler 0 has closed): the error is
+         * returned and cb never fires, as for any call that fails. */
+        e = troupe_runtime_post(n->rt, lookup_local, lk);
     } else {
         troupe_msg *m = NULL;
         e = troupe_node_lookup_msg(name, &m);
