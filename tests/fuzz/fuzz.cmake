@@ -46,6 +46,7 @@ file(GLOB TROUPE_FUZZ_MSGPACK_SRC ${TROUPE_MSGPACK_SRC}/src/*.c)
 file(GLOB TROUPE_FUZZ_CORE_SRC CONFIGURE_DEPENDS
      ${PROJECT_SOURCE_DIR}/runtime/src/*.c
      ${PROJECT_SOURCE_DIR}/protocols/src/*.c
+     ${PROJECT_SOURCE_DIR}/protocols/src/transport/*.c
      ${PROJECT_SOURCE_DIR}/storage/src/*.c
      ${PROJECT_SOURCE_DIR}/storage/src/*.cc)
 # The actor modules as actors/module.cmake defines them: each module's

@@ -6,10 +6,12 @@
  */
 #include <nng/nng.h>
 #include <nng/protocol/pair1/pair.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "suites.h"
@@ -184,6 +186,80 @@ START_TEST(test_transport_lookup_and_node_address)
     side_close(&b);
     free(ua);
     free(ub);
+    nng_fini();
+}
+END_TEST
+
+/* A job on the STORAGE lane that holds its worker until the gate opens
+ * (or 20 s pass, so that a failing test still ends). */
+struct gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool open;
+    _Atomic int started, finished;
+};
+
+static void
+gate_job(void *arg)
+{
+    struct gate *g = arg;
+    atomic_store(&g->started, 1);
+    struct timespec end;
+    clock_gettime(CLOCK_REALTIME, &end);
+    end.tv_sec += 20;
+    pthread_mutex_lock(&g->mu);
+    while (!g->open && pthread_cond_timedwait(&g->cv, &g->mu, &end) == 0)
+        ;
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void
+gate_done(void *arg, troupe_runtime *rt)
+{
+    atomic_store(&((struct gate *)arg)->finished, 1);
+}
+
+static bool
+gate_started(void *arg)
+{
+    return atomic_load(&((struct gate *)arg)->started) != 0;
+}
+
+static bool
+gate_finished(void *arg)
+{
+    return atomic_load(&((struct gate *)arg)->finished) != 0;
+}
+
+static void
+gate_open(struct gate *g)
+{
+    pthread_mutex_lock(&g->mu);
+    g->open = true;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+START_TEST(test_transport_lookup_of_own_id_needs_no_worker)
+{
+    struct side a;
+    char *ua = unique_url("inproc", "a");
+    side_open(&a, 1, NULL, ua); /* one STORAGE worker */
+    struct gate g = {.mu = PTHREAD_MUTEX_INITIALIZER,
+                     .cv = PTHREAD_COND_INITIALIZER};
+    ck_assert_ok(troupe_runtime_work(a.rt, gate_job, gate_done, &g));
+    ck_assert(ts_wait_until(gate_started, &g, 8000));
+    /* the only worker is held: the answer must not wait for it */
+    struct ask_res r = {0};
+    ck_assert_ok(troupe_node_lookup(a.node, 1, "test", 3000, lookup_cb, &r));
+    bool answered = ts_wait_until(is_done, &r, 3000);
+    gate_open(&g);
+    ck_assert(ts_wait_until(gate_finished, &g, 8000));
+    ck_assert(answered);
+    ck_assert_ok(r.err);
+    ck_assert(troupe_addr_eq(r.addr, a.actor));
+    side_close(&a);
+    free(ua);
     nng_fini();
 }
 END_TEST
@@ -643,6 +719,7 @@ transport_suite(void)
     tcase_add_test(tc, test_transport_inproc_ask_reply_both_ways);
     tcase_add_test(tc, test_transport_tcp_ask_reply_both_ways);
     tcase_add_test(tc, test_transport_lookup_and_node_address);
+    tcase_add_test(tc, test_transport_lookup_of_own_id_needs_no_worker);
     tcase_add_test(tc, test_transport_unknown_node_is_eunreachable_at_once);
     tcase_add_test(tc,
                    test_transport_ask_to_vanished_peer_fails_before_deadline);

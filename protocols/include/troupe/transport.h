@@ -253,8 +253,9 @@ typedef void (*troupe_lookup_cb)(troupe_runtime *rt, troupe_err err,
  * cb exactly once on scheduler 0 with OK and its address, or ENOENT,
  * EUNREACHABLE, ETIMEDOUT (after timeout_ms), ECLOSED, EPROTO. A call that
  * returns an error never fires cb. `peer` may be this node's own id (a
- * local registry lookup, still answered through cb). Errors: EINVAL,
- * ENOMEM, ECLOSED, EUNREACHABLE.
+ * local registry lookup, still answered through cb, never inside this
+ * call; it needs no worker thread). Errors: EINVAL, ENOMEM, ECLOSED,
+ * EUNREACHABLE.
  */
 troupe_err
 troupe_node_lookup(troupe_node *n, uint32_t peer, const char *name,

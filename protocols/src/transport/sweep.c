@@ -1,0 +1,200 @@
+/*
+ * The sweep thread: giving up and reaping.
+ *
+ * A sweep thread of our own runs every SWEEP_MS: it drops queued messages
+ * past their deadline (or send_timeout_ms when they have none) and, once
+ * a link has been down for unreachable_ms, everything it holds; asks
+ * among them get an error reply through troupe_runtime_deliver (asks.c).
+ * It closes inbox conns whose handshake is late, whose frame in parts
+ * stalls, or that were refused (after a short linger so the REFUSE
+ * reaches the peer). It frees retired links and the links it dialed back
+ * on its own that stayed down for reap_ms. It is a thread and not an nng
+ * aio because freeing a link closes its socket and waits for its
+ * callbacks, which must not happen on one of nng's callback threads. The
+ * same thread watches the endpoints nng 1.5.2 may stop (watch.c).
+ */
+#include "transport_int.h"
+
+#define SWEEP_MS 20
+#define HELLO_RETRY_MS 250
+#define REFUSE_LINGER_MS 50
+
+/* What one sweep found under node->mu, acted on after it is released. */
+struct sweep_out {
+    struct link *reap; /* off the list: to close and free */
+    troupe_msg *dropped;
+    struct ask_ent *unreachable, *expired;
+    struct link *kick[16]; /* HELLO retries, each with a reference */
+    unsigned n_kick;
+    uint32_t unanswered[16]; /* pipes whose HELLO went unanswered */
+    unsigned n_unanswered;
+    unsigned n_close, late, stalled; /* n->sweep_close[0..n_close) */
+};
+
+/* The links: reaps, gives up, and retries or ends handshakes. Under
+ * n->mu. */
+static void
+sweep_links(troupe_node *n, int64_t now, int64_t wall, struct sweep_out *s)
+{
+    struct link **pp = &n->links;
+    while (*pp != NULL) {
+        struct link *l = *pp;
+        pthread_mutex_lock(&l->mu);
+        bool gone =
+            l->retired || (l->dynamic && !usable(l) &&
+                           now - l->down_since >= (int64_t)n->o.reap_ms);
+        if (gone) {
+            pthread_mutex_unlock(&l->mu);
+            *pp = l->next;
+            l->next = s->reap;
+            s->reap = l;
+            n->n_links--;
+            /* a peer we cannot reach back at the URL it gave is dropped
+             * as a whole: it reconnects if it is real */
+            for (uint32_t i = 0; !l->retired && i < n->n_conns; i++)
+                if (n->conns[i].st == CONN_AUTHED &&
+                    n->conns[i].peer == l->peer)
+                    conn_close(n, &n->conns[i], true);
+            continue;
+        }
+        if (!usable(l) && now - l->down_since >= n->o.unreachable_ms) {
+            troupe__ring_filter(l, troupe__drop_all, NULL, &s->dropped);
+            troupe__asks_drain(l, ASKS_ALL, wall, &s->unreachable);
+        } else {
+            if (wall >= l->min_expires)
+                troupe__ring_filter(l, troupe__drop_expired, &wall,
+                                    &s->dropped);
+            if (wall >= l->asks_min_deadline)
+                troupe__asks_drain(l, ASKS_EXPIRED, wall, &s->expired);
+        }
+        /* A pipe whose HELLO is not answered within the handshake timeout
+         * is ended, and the dialer redials: the peer may never have seen
+         * it (nng 1.5.2 can leave an accepted connection unreported, see
+         * troupe__watch_listeners). */
+        if (l->pipe_up && l->pipe_id != l->dead_pipe && !l->acked &&
+            now - l->pipe_since >= (int64_t)n->o.hello_timeout_ms &&
+            s->n_unanswered < 16) {
+            l->pipe_since = now;
+            s->unanswered[s->n_unanswered++] = l->pipe_id;
+        }
+        if (l->pipe_up && l->pipe_id != l->dead_pipe && !l->acked &&
+            !l->hello_due && now - l->hello_sent >= HELLO_RETRY_MS) {
+            l->hello_due = true;
+            if (!l->tx_busy && s->n_kick < 16) {
+                l->tx_busy = true;
+                s->kick[s->n_kick++] = l;
+                atomic_fetch_add(&l->refs, 1);
+            }
+        }
+        pthread_mutex_unlock(&l->mu);
+        pp = &l->next;
+    }
+}
+
+/* The inbox conns: picks those to close (refused ones after their
+ * linger, late handshakes, stalled frames in parts). Under n->mu. */
+static void
+sweep_conns(troupe_node *n, int64_t now, struct sweep_out *s)
+{
+    for (uint32_t i = 0; i < n->n_conns; i++) {
+        struct conn *c = &n->conns[i];
+        if (c->close_issued)
+            continue;
+        bool close = false;
+        if (c->st == CONN_CLOSING) {
+            close = c->close_now || now - c->since >= REFUSE_LINGER_MS;
+        } else if (c->st != CONN_AUTHED &&
+                   now - c->since >= (int64_t)n->o.hello_timeout_ms) {
+            conn_close(n, c, true);
+            close = true;
+            s->late++;
+        } else if (c->st == CONN_AUTHED && c->part != NULL &&
+                   now - c->part_at >= (int64_t)n->o.frame_timeout_ms) {
+            conn_close(n, c, true);
+            close = true;
+            s->stalled++;
+        }
+        if (close) {
+            c->close_issued = true;
+            n->sweep_close[s->n_close++] = c->pipe;
+        }
+    }
+}
+
+static void
+sweep(troupe_node *n)
+{
+    int64_t now = mono_ms(), wall = troupe_now_ms();
+    struct sweep_out s = {0};
+    pthread_mutex_lock(&n->mu);
+    s.reap = n->graveyard;
+    n->graveyard = NULL;
+    sweep_links(n, now, wall, &s);
+    sweep_conns(n, now, &s);
+    pthread_mutex_unlock(&n->mu);
+    if (s.late > 0)
+        troupe__node_log(n,
+                         "closed %u connection(s) that did not complete the "
+                         "handshake within %u ms",
+                         s.late, n->o.hello_timeout_ms);
+    if (s.stalled > 0)
+        troupe__node_log(n,
+                         "closed %u connection(s) whose frame in parts "
+                         "stalled for %u ms",
+                         s.stalled, n->o.frame_timeout_ms);
+    for (unsigned i = 0; i < s.n_close; i++)
+        troupe__end_pipe(n->sweep_close[i]);
+    for (unsigned i = 0; i < s.n_unanswered; i++)
+        troupe__end_pipe(s.unanswered[i]);
+    while (s.reap != NULL) {
+        struct link *next = s.reap->next;
+        atomic_fetch_add(&n->reaped, 1);
+        troupe__link_close(n, s.reap);
+        s.reap = next;
+    }
+    troupe__give_up(n, s.dropped);
+    troupe__asks_fail(n, s.unreachable, TROUPE_EUNREACHABLE);
+    /* The runtime times these out on its own as well; whichever reply
+     * comes first completes the ask, the other is dropped as late. */
+    troupe__asks_fail(n, s.expired, TROUPE_ETIMEDOUT);
+    for (unsigned i = 0; i < s.n_kick; i++) {
+        troupe__link_pump(s.kick[i]);
+        link_unref(s.kick[i]);
+    }
+}
+
+static void *
+sweeper_main(void *arg)
+{
+    troupe_node *n = arg;
+    pthread_mutex_lock(&n->mu);
+    while (!atomic_load(&n->closing)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += SWEEP_MS * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&n->sweep_cv, &n->mu, &ts);
+        if (atomic_load(&n->closing))
+            break;
+        pthread_mutex_unlock(&n->mu);
+        sweep(n);
+        troupe__watch_listeners(n, mono_ms());
+        pthread_mutex_lock(&n->mu);
+    }
+    pthread_mutex_unlock(&n->mu);
+    return NULL;
+}
+
+/* Starts the sweep thread (n->sweeper; sweeper_running then true). It
+ * stops when n->closing is set and sweep_cv signalled; destroy joins it. */
+troupe_err
+troupe__sweeper_start(troupe_node *n)
+{
+    if (pthread_create(&n->sweeper, NULL, sweeper_main, n) != 0)
+        return TROUPE_EIO;
+    n->sweeper_running = true;
+    return TROUPE_OK;
+}
