@@ -21,7 +21,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "index_private.h"
+#include "index_int.h"
 #include "troupe/alloc.h"
 #include "troupe/internal/cursor.h"
 #include "troupe/internal/datafmt.h"
@@ -88,8 +88,27 @@ qrange_fini(qrange *q)
     troupe_key_writer_fini(&q->b);
 }
 
+/* A run's fields in one place: the user's query and the caller's part. */
+typedef struct qfull {
+    const troupe_index_def *def;
+    uint64_t table_id;
+    const void *values;
+    size_t values_len;
+    const void *from;
+    size_t from_len;
+    const void *to;
+    size_t to_len;
+    bool reverse;
+    size_t limit;
+    const void *after;
+    size_t after_len;
+    bool rows;
+    uint64_t now_ms;
+    const troupe_snapshot *snap;
+} qfull;
+
 static troupe_err
-qrange_make(const troupe_index_query *q, qrange *out)
+qrange_make(const qfull *q, qrange *out)
 {
     troupe_key_writer_init(&out->a);
     troupe_key_writer_init(&out->b);
@@ -200,19 +219,34 @@ troupe__index_hit_push(hitbuf *h, const void *key, size_t key_len,
 }
 
 static troupe_err
-query_check(troupe_db *db, const troupe_index_query *q)
+query_check(troupe_db *db, const troupe__index_run *r, qfull *f)
 {
-    if (db == NULL || q == NULL || q->def == NULL ||
-        (q->after == NULL && q->after_len != 0))
+    if (db == NULL || r == NULL || r->q == NULL || r->def == NULL ||
+        (r->q->after == NULL && r->q->after_len != 0))
         return TROUPE_EINVAL;
+    const troupe_index_query *u = r->q;
+    *f = (qfull){.def = r->def,
+                 .table_id = r->table_id,
+                 .values = u->values,
+                 .values_len = u->values_len,
+                 .from = u->from,
+                 .from_len = u->from_len,
+                 .to = u->to,
+                 .to_len = u->to_len,
+                 .reverse = u->reverse,
+                 .limit = u->limit,
+                 .after = u->after,
+                 .after_len = u->after_len,
+                 .rows = u->rows,
+                 .now_ms = r->now_ms,
+                 .snap = r->snap};
     return TROUPE_OK;
 }
 
 /* One matched entry, in rows or covering form. */
 static troupe_err
 take_entry(troupe_db *db, troupe_cf *tcf, const troupe_snapshot *snap,
-           const troupe_index_query *q, uint64_t now, const troupe_kv *kv,
-           hitbuf *h)
+           const qfull *q, uint64_t now, const troupe_kv *kv, hitbuf *h)
 {
     void *pk = NULL;
     size_t pk_len;
@@ -248,15 +282,17 @@ take_entry(troupe_db *db, troupe_cf *tcf, const troupe_snapshot *snap,
 }
 
 troupe_err
-troupe_index_query_run(troupe_db *db, const troupe_index_query *q,
+troupe_index_query_run(troupe_db *db, const troupe__index_run *run,
                        troupe_index_result **out)
 {
     if (out == NULL)
         return TROUPE_EINVAL;
     *out = NULL;
-    troupe_err e = query_check(db, q);
+    qfull f;
+    troupe_err e = query_check(db, run, &f);
     if (e != TROUPE_OK)
         return e;
+    const qfull *q = &f;
     if (q->limit == 0)
         return TROUPE_EINVAL;
     const void *after = NULL; /* the key of q->after: a cursor of this index */
@@ -321,7 +357,7 @@ troupe_index_query_run(troupe_db *db, const troupe_index_query *q,
 
 /* Calls each(kv) for every entry q's range matches. */
 static troupe_err
-walk(troupe_db *db, const troupe_index_query *q,
+walk(troupe_db *db, const qfull *q,
      troupe_err (*each)(void *arg, const troupe_kv *kv), void *arg)
 {
     qrange qr;
@@ -353,16 +389,17 @@ count_one(void *arg, const troupe_kv *kv)
 }
 
 troupe_err
-troupe_index_count(troupe_db *db, const troupe_index_query *q, uint64_t *out)
+troupe_index_count(troupe_db *db, const troupe__index_run *run, uint64_t *out)
 {
     if (out == NULL)
         return TROUPE_EINVAL;
     *out = 0;
-    troupe_err e = query_check(db, q);
+    qfull q;
+    troupe_err e = query_check(db, run, &q);
     if (e != TROUPE_OK)
         return e;
     uint64_t n = 0;
-    e = walk(db, q, count_one, &n);
+    e = walk(db, &q, count_one, &n);
     if (e == TROUPE_OK)
         *out = n;
     return e;
@@ -434,17 +471,19 @@ pkset_sort(pkset *s)
 }
 
 troupe_err
-troupe_index_query_and(troupe_db *db, const troupe_index_query *a,
-                       const troupe_index_query *b, const void *after,
+troupe_index_query_and(troupe_db *db, const troupe__index_run *ra,
+                       const troupe__index_run *rb, const void *after,
                        size_t after_len, size_t limit,
                        troupe_index_result **out)
 {
     if (out == NULL)
         return TROUPE_EINVAL;
     *out = NULL;
-    troupe_err e = query_check(db, a);
+    qfull fa, fb;
+    const qfull *a = &fa, *b = &fb;
+    troupe_err e = query_check(db, ra, &fa);
     if (e == TROUPE_OK)
-        e = query_check(db, b);
+        e = query_check(db, rb, &fb);
     if (e == TROUPE_OK && (limit == 0 || (after == NULL && after_len != 0) ||
                            (after != NULL && after_len == 0)))
         e = TROUPE_EINVAL;

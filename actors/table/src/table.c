@@ -37,7 +37,6 @@
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
 #include "troupe/storage.h"
-#include "troupe/txn.h" /* troupe_conflict_kind: this is txn's 2PC server */
 
 enum {
     TABLE_PREP_DONE = TABLE_NKINDS_,
@@ -279,6 +278,13 @@ troupe__tschema_release(tschema *s)
     troupe_free(s->defs);
     troupe_free(s->xcf);
     troupe_free(s);
+}
+
+const troupe_index_def *const *
+troupe__tschema_defs(const tschema *s, size_t *n)
+{
+    *n = s->n;
+    return (const troupe_index_def *const *)s->defs;
 }
 
 /* ---- key versions (actor thread) ---------------------------------------- */
@@ -763,11 +769,11 @@ prepare(wop *op)
         else if ((op->kind == TABLE_UPDATE || op->kind == TABLE_DELETE) &&
                  !live)
             e = TROUPE_ENOENT;
-        else if (op->kind == TTXN_ABSENT && live)
+        else if (op->kind == TROUPE__PART_ABSENT && live)
             e = TROUPE_EEXIST;
     }
-    if (e == TROUPE_OK &&
-        (op->kind == TTXN_ABSENT || (op->kind == TTXN_DEL_ANY && !live)))
+    if (e == TROUPE_OK && (op->kind == TROUPE__PART_ABSENT ||
+                           (op->kind == TROUPE__PART_DEL_ANY && !live)))
         goto out; /* nothing to write */
     if (e == TROUPE_OK && op->kind == TABLE_REINDEX && er == TROUPE_ENOENT)
         goto out; /* deleted since the build listed it: nothing to do */
@@ -784,7 +790,7 @@ prepare(wop *op)
             e = troupe_batch_delete(b, xcf, old[i].key, old[i].len);
     }
     if (e == TROUPE_OK &&
-        (op->kind == TABLE_DELETE || op->kind == TTXN_DEL_ANY ||
+        (op->kind == TABLE_DELETE || op->kind == TROUPE__PART_DEL_ANY ||
          op->kind == TABLE_PURGE_OP)) {
         e = troupe_batch_delete(b, op->cfg.cf_t, op->key, op->klen);
         if (e == TROUPE_OK)
@@ -1897,7 +1903,7 @@ tpart_end(troupe_actor *self, tstate *s, tpart *tp, bool publish, uint64_t ver)
 typedef struct kref {
     const unsigned char *k;
     size_t n;
-    uint32_t kinds; /* TROUPE_CONFLICT_* bits */
+    uint32_t kinds; /* TROUPE__PART_* bits */
 } kref;
 
 /* A growing list of conflicting keys (borrowed bytes). */
@@ -2001,9 +2007,9 @@ range_conflicts(const tstate *s, const ttxn_range *r, uint64_t seq0, kset *ks)
     static const unsigned char zero = 0;
     if (s->vfloor > seq0) { /* forgotten versions: assume a change */
         if (r->start != NULL)
-            kset_add(ks, r->start, r->slen, TROUPE_CONFLICT_STALE);
+            kset_add(ks, r->start, r->slen, TROUPE__PART_STALE);
         else
-            kset_add(ks, &zero, 1, TROUPE_CONFLICT_STALE);
+            kset_add(ks, &zero, 1, TROUPE__PART_STALE);
         return;
     }
     for (size_t b = 0; b < s->vnb; b++)
@@ -2016,20 +2022,20 @@ range_conflicts(const tstate *s, const ttxn_range *r, uint64_t seq0, kset *ks)
                                    (l->running->ext ||
                                     atomic_load(&l->running->cver) == 0)));
                 kset_add(ks, v->key, v->klen,
-                         TROUPE_CONFLICT_STALE |
-                             (held ? TROUPE_CONFLICT_RESERVED : 0));
+                         TROUPE__PART_STALE |
+                             (held ? TROUPE__PART_RESERVED : 0));
             }
     for (size_t b = 0; b < s->nbuckets; b++)
         for (const klock *l = s->buckets[b]; l != NULL; l = l->next) {
             if (!range_has(r, l->key, l->klen) ||
                 vmap_get(s, l->key, l->klen) > seq0)
                 continue; /* listed above */
-            uint32_t kinds = l->whead != NULL ? TROUPE_CONFLICT_RESERVED : 0;
+            uint32_t kinds = l->whead != NULL ? TROUPE__PART_RESERVED : 0;
             if (l->running != NULL) {
                 uint64_t cv =
                     l->running->ext ? 0 : atomic_load(&l->running->cver);
-                kinds |= cv == 0     ? TROUPE_CONFLICT_RESERVED
-                         : cv > seq0 ? TROUPE_CONFLICT_STALE
+                kinds |= cv == 0     ? TROUPE__PART_RESERVED
+                         : cv > seq0 ? TROUPE__PART_STALE
                                      : 0;
             }
             if (kinds != 0)
@@ -2098,7 +2104,7 @@ txn_prepare(troupe_actor *self, tstate *s, ttxn_prep *p, troupe_addr asker,
      * RESERVED when another transaction or a write in flight holds it. */
     for (size_t i = 0; e == TROUPE_OK && i < p->n; i++) {
         const ttxn_key *k = &p->keys[i];
-        bool w = k->kind != TTXN_READ;
+        bool w = k->kind != TROUPE__PART_READ;
         klock *l = *lock_slot(s, k->key, k->klen);
         uint32_t c = 0;
         if (k->ver != 0) { /* a versioned read: its version, exactly */
@@ -2107,29 +2113,29 @@ txn_prepare(troupe_actor *self, tstate *s, ttxn_prep *p, troupe_addr asker,
                 uint64_t cv =
                     l->running->ext ? 0 : atomic_load(&l->running->cver);
                 if (cv == 0)
-                    c |= TROUPE_CONFLICT_RESERVED;
+                    c |= TROUPE__PART_RESERVED;
                 else
                     cur = cv;
             }
             if (cur != k->ver)
-                c |= TROUPE_CONFLICT_STALE;
+                c |= TROUPE__PART_STALE;
             else if (l != NULL && l->running != NULL && w)
                 wait = true;
         } else if (l != NULL && l->running != NULL) {
             uint64_t cv = l->running->ext ? 0 : atomic_load(&l->running->cver);
             if (cv == 0)
-                c |= TROUPE_CONFLICT_RESERVED; /* may commit after seq0 */
+                c |= TROUPE__PART_RESERVED; /* may commit after seq0 */
             else if (cv > p->seq0)
-                c |= TROUPE_CONFLICT_STALE; /* stored after the snapshot */
+                c |= TROUPE__PART_STALE; /* stored after the snapshot */
             else if (w)
                 wait = true; /* stored before it: wait for its release */
         }
         if (l != NULL && w && l->rsv > 0)
-            c |= TROUPE_CONFLICT_RESERVED; /* another transaction read it */
+            c |= TROUPE__PART_RESERVED; /* another transaction read it */
         if (w && in_rsv_range(s, k->key, k->klen))
-            c |= TROUPE_CONFLICT_RESERVED; /* another one scanned over it */
+            c |= TROUPE__PART_RESERVED; /* another one scanned over it */
         if (k->ver == 0 && vmap_get(s, k->key, k->klen) > p->seq0)
-            c |= TROUPE_CONFLICT_STALE;
+            c |= TROUPE__PART_STALE;
         if (c != 0)
             kset_add(&bad, k->key, k->klen, c);
         nw += w;
@@ -2199,7 +2205,7 @@ txn_prepare(troupe_actor *self, tstate *s, ttxn_prep *p, troupe_addr asker,
             e = TROUPE_ENOMEM;
             break;
         }
-        if (k->kind == TTXN_READ) {
+        if (k->kind == TROUPE__PART_READ) {
             l->rsv++;
             tp->rlocks[tp->nr++] = l;
             continue;
@@ -2287,8 +2293,7 @@ h_txn_prep_done(troupe_actor *self, void *st, const troupe_msg *m)
             /* a write in the pipeline claims one of its unique values,
              * or one committed since the check read the index */
             kref k = {op->key, op->klen,
-                      clash == 1 ? TROUPE_CONFLICT_RESERVED
-                                 : TROUPE_CONFLICT_STALE};
+                      clash == 1 ? TROUPE__PART_RESERVED : TROUPE__PART_STALE};
             answer_keys(rt, tp->asker, tp->corr, &k, 1);
             tpart_end(self, s, tp, false, 0);
             return TROUPE_OK;
