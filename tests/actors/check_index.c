@@ -1603,49 +1603,15 @@ pks(const troupe_index_result *r)
     return buf;
 }
 
-/* A query as these tests build it: the user's fields and the caller's
- * (def, table_id, now_ms, snap) in one struct, split for each call. */
+/* A query as these tests build it: the user's part and what the caller
+ * adds (def, table_id, now_ms, snap), made into a run for each call. */
 typedef struct iq {
+    troupe_index_query u;
     const troupe_index_def *def;
     uint64_t table_id;
-    const void *values;
-    size_t values_len;
-    const void *from;
-    size_t from_len;
-    const void *to;
-    size_t to_len;
-    bool reverse;
-    size_t limit;
-    const void *after;
-    size_t after_len;
-    bool rows;
     uint64_t now_ms;
     const troupe_snapshot *snap;
 } iq;
-
-/* The user's part of q (NULL for NULL), in storage that lives until the
- * next call. */
-static const troupe_index_query *
-iq_user(const iq *q)
-{
-    static troupe_index_query u[2];
-    static int next;
-    if (q == NULL)
-        return NULL;
-    troupe_index_query *o = &u[next++ % 2];
-    *o = (troupe_index_query){.values = q->values,
-                              .values_len = q->values_len,
-                              .from = q->from,
-                              .from_len = q->from_len,
-                              .to = q->to,
-                              .to_len = q->to_len,
-                              .reverse = q->reverse,
-                              .limit = q->limit,
-                              .after = q->after,
-                              .after_len = q->after_len,
-                              .rows = q->rows};
-    return o;
-}
 
 /* q as the runner takes it (into *r; NULL for NULL). */
 static const troupe__index_run *
@@ -1653,7 +1619,7 @@ iq_run(const iq *q, troupe__index_run *r)
 {
     if (q == NULL)
         return NULL;
-    *r = (troupe__index_run){.q = iq_user(q),
+    *r = (troupe__index_run){.q = &q->u,
                              .def = q->def,
                              .table_id = q->table_id,
                              .now_ms = q->now_ms,
@@ -1692,21 +1658,21 @@ qmk(size_t def, const char *values, const char *from, const char *to)
         free(keep[i].p);
         keep[i].p = NULL;
     }
-    iq q = {.def = Q.defs[def], .table_id = 1, .limit = 100};
+    iq q = {.def = Q.defs[def], .table_id = 1, .u.limit = 100};
     if (values) {
         keep[0] = J(values);
-        q.values = keep[0].p;
-        q.values_len = keep[0].n;
+        q.u.values = keep[0].p;
+        q.u.values_len = keep[0].n;
     }
     if (from) {
         keep[1] = J(from);
-        q.from = keep[1].p;
-        q.from_len = keep[1].n;
+        q.u.from = keep[1].p;
+        q.u.from_len = keep[1].n;
     }
     if (to) {
         keep[2] = J(to);
-        q.to = keep[2].p;
-        q.to_len = keep[2].n;
+        q.u.to = keep[2].p;
+        q.u.to_len = keep[2].n;
     }
     return q;
 }
@@ -1727,7 +1693,7 @@ START_TEST(test_query_exact_prefix_range_orders)
     iq q = qmk(0, "[\"Oslo\"]", NULL, NULL);
     /* exact, pk order; "Oslo\0" is not a tuple-prefix match of "Oslo" */
     ck_assert_str_eq(run(&q), "p01 p03 p04");
-    q.reverse = true;
+    q.u.reverse = true;
     ck_assert_str_eq(run(&q), "p04 p03 p01");
     q = qmk(0, "[\"Bergen\"]", NULL, NULL);
     ck_assert_str_eq(run(&q), "p02");
@@ -1750,7 +1716,7 @@ START_TEST(test_query_exact_prefix_range_orders)
     ck_assert_str_eq(run(&q), "p06 p03");
     q = qmk(2, NULL, NULL, "[0]");
     ck_assert_str_eq(run(&q), "p02");
-    q.reverse = true;
+    q.u.reverse = true;
     q = qmk(2, NULL, NULL, NULL);
     ck_assert_str_eq(run(&q), "p02 p04 p01 p06 p03");
     /* full-tuple range inside a prefix */
@@ -1766,7 +1732,7 @@ START_TEST(test_query_rows_and_covering_values)
 {
     load_people();
     iq q = qmk(0, "[\"Bergen\"]", NULL, NULL);
-    q.rows = true;
+    q.u.rows = true;
     troupe_index_result *r;
     ck_assert_ok(iq_query(Q.db, &q, &r));
     ck_assert_uint_eq(r->n, 1);
@@ -1817,16 +1783,16 @@ START_TEST(test_query_limit_cursor_pages_both_directions)
     }
     for (int rev = 0; rev < 2; rev++) {
         iq q = qmk(2, NULL, "[1]", "[4]");
-        q.reverse = rev;
-        q.limit = 4;
+        q.u.reverse = rev;
+        q.u.limit = 4;
         char all[512] = "";
         troupe_index_result *r = NULL;
         uint8_t cur[64];
         size_t cur_len = 0;
         int pages = 0;
         for (;;) {
-            q.after = cur_len ? cur : NULL;
-            q.after_len = cur_len;
+            q.u.after = cur_len ? cur : NULL;
+            q.u.after_len = cur_len;
             ck_assert_ok(iq_query(Q.db, &q, &r));
             ck_assert_uint_le(r->n, 4);
             if (all[0] && r->n)
@@ -1844,7 +1810,7 @@ START_TEST(test_query_limit_cursor_pages_both_directions)
         }
         /* ages 1, 2, 3: 14 rows, in (age, pk) order */
         iq whole = qmk(2, NULL, "[1]", "[4]");
-        whole.reverse = rev;
+        whole.u.reverse = rev;
         ck_assert_str_eq(all, run(&whole));
         ck_assert_int_eq(pages, 4); /* 4 + 4 + 4 + 2 */
         ck_assert_uint_eq(strlen(all), 14 * 4 - 1);
@@ -1852,28 +1818,28 @@ START_TEST(test_query_limit_cursor_pages_both_directions)
     /* a cursor outside the range */
     iq q = qmk(2, NULL, "[1]", "[4]");
     jbuf k = xc(TROUPE_CURSOR_INDEX, 12, ekey("[4]", "k04", 3));
-    q.after = k.p;
-    q.after_len = k.n;
+    q.u.after = k.p;
+    q.u.after_len = k.n;
     troupe_index_result *r = (troupe_index_result *)&q;
     ck_assert_err(iq_query(Q.db, &q, &r), TROUPE_ERANGE);
     ck_assert_ptr_null(r);
-    q.reverse = true;
+    q.u.reverse = true;
     ck_assert_err(iq_query(Q.db, &q, &r), TROUPE_ERANGE);
     free(k.p);
     k = xc(TROUPE_CURSOR_INDEX, 12, ekey("[0]", "k00", 3));
-    q.after = k.p;
-    q.after_len = k.n;
-    q.reverse = false;
+    q.u.after = k.p;
+    q.u.after_len = k.n;
+    q.u.reverse = false;
     ck_assert_err(iq_query(Q.db, &q, &r), TROUPE_ERANGE);
     free(k.p);
     /* an exact cursor continues strictly after itself */
     q = qmk(0, "[\"B\"]", NULL, NULL);
     k = xc(TROUPE_CURSOR_INDEX, 10, ekey("[\"B\"]", "k03", 3));
-    q.after = k.p;
-    q.after_len = k.n;
-    q.limit = 2;
+    q.u.after = k.p;
+    q.u.after_len = k.n;
+    q.u.limit = 2;
     ck_assert_str_eq(run(&q), "k06 k09");
-    q.reverse = true;
+    q.u.reverse = true;
     ck_assert_str_eq(run(&q), "k00");
     free(k.p);
 }
@@ -1884,9 +1850,9 @@ START_TEST(test_query_bad_arguments_clear_errors)
     load_people();
     troupe_index_result *r = NULL;
     iq q = qmk(0, "[\"Oslo\"]", NULL, NULL);
-    q.limit = 0;
+    q.u.limit = 0;
     ck_assert_err(iq_query(Q.db, &q, &r), TROUPE_EINVAL);
-    q.limit = 1;
+    q.u.limit = 1;
     ck_assert_err(iq_query(NULL, &q, &r), TROUPE_EINVAL);
     ck_assert_err(iq_query(Q.db, NULL, &r), TROUPE_EINVAL);
     ck_assert_err(iq_query(Q.db, &q, NULL), TROUPE_EINVAL);
@@ -1921,9 +1887,9 @@ START_TEST(test_query_bad_arguments_clear_errors)
     }
     /* truncated msgpack */
     q = qmk(0, "[\"Oslo\"]", NULL, NULL);
-    q.values_len--;
+    q.u.values_len--;
     ck_assert_err(iq_query(Q.db, &q, &r), TROUPE_EPROTO);
-    q.values = NULL;
+    q.u.values = NULL;
     ck_assert_err(iq_query(Q.db, &q, &r), TROUPE_EINVAL);
     /* a building index says so */
     q = qmk(0, "[\"Oslo\"]", NULL, NULL);
@@ -1939,7 +1905,7 @@ START_TEST(test_query_bad_arguments_clear_errors)
     troupe_index_def_destroy(lost);
     /* rows of a table that does not exist */
     q = qmk(0, "[\"Oslo\"]", NULL, NULL);
-    q.rows = true;
+    q.u.rows = true;
     q.table_id = 77;
     ck_assert_err(iq_query(Q.db, &q, &r), TROUPE_ENOENT);
     ck_assert_err(iq_count(Q.db, &q, NULL), TROUPE_EINVAL);
@@ -1955,7 +1921,7 @@ START_TEST(test_query_rows_corrupt_or_missing_ecorrupt)
 {
     load_people();
     iq q = qmk(0, "[\"Oslo\"]", NULL, NULL);
-    q.rows = true;
+    q.u.rows = true;
     troupe_index_result *r = NULL;
     static const char *bad_rows[] = {
         NULL,               /* deleted: entry without its row */
@@ -1980,12 +1946,12 @@ START_TEST(test_query_rows_corrupt_or_missing_ecorrupt)
         ck_assert_err(iq_query(Q.db, &q, &r), TROUPE_ECORRUPT);
         ck_assert_ptr_null(r);
         /* a page that stops before the bad row is fine */
-        q.limit = 1;
+        q.u.limit = 1;
         ck_assert_str_eq(run(&q), "p01");
-        q.limit = 100;
+        q.u.limit = 100;
     }
     /* covering queries do not read rows */
-    q.rows = false;
+    q.u.rows = false;
     ck_assert_str_eq(run(&q), "p01 p03 p04");
     /* an entry key that is not values-then-pk, and a non-msgpack value */
     troupe_batch *b;
@@ -2006,29 +1972,6 @@ START_TEST(test_query_rows_corrupt_or_missing_ecorrupt)
 }
 END_TEST
 
-START_TEST(test_query_rows_expiry_past_int64_is_ecorrupt)
-{
-    /* The envelope's expiry is an int64 (what writes store, and what table
-     * reads accept): a row past it is as corrupt to a rows query as to a
-     * get of that row. */
-    load_people();
-    iq q = qmk(0, "[\"Oslo\"]", NULL, NULL);
-    q.rows = true;
-    troupe_index_result *r = NULL;
-    static const char row[] =
-        "\x93\x01\xcf\x80\x00\x00\x00\x00\x00\x00\x00\x80";
-    troupe_batch *b;
-    ck_assert_ok(troupe_batch_create(&b));
-    ck_assert_ok(troupe_batch_put(b, Q.t, "p03", 3, row, sizeof(row) - 1));
-    ck_assert_ok(troupe_db_write(Q.db, b, TROUPE_SYNC_OFF));
-    troupe_batch_destroy(b);
-    ck_assert_err(iq_query(Q.db, &q, &r), TROUPE_ECORRUPT);
-    ck_assert_ptr_null(r);
-    q.limit = 1;
-    ck_assert_str_eq(run(&q), "p01");
-}
-END_TEST
-
 START_TEST(test_query_rows_expired_skipped_limit_filled)
 {
     put_row("a1", "{\"city\": \"X\"}", 0);
@@ -2036,9 +1979,9 @@ START_TEST(test_query_rows_expired_skipped_limit_filled)
     put_row("a3", "{\"city\": \"X\"}", 5000); /* live at 2000 */
     put_row("a4", "{\"city\": \"X\"}", 0);
     iq q = qmk(0, "[\"X\"]", NULL, NULL);
-    q.rows = true;
+    q.u.rows = true;
     q.now_ms = 2000;
-    q.limit = 2;
+    q.u.limit = 2;
     troupe_index_result *r;
     ck_assert_ok(iq_query(Q.db, &q, &r));
     ck_assert_str_eq(pks(r), "a1 a3");
@@ -2046,10 +1989,10 @@ START_TEST(test_query_rows_expired_skipped_limit_filled)
     ck_assert(r->more);
     troupe_index_result_destroy(r);
     q.now_ms = 6000;
-    q.limit = 10;
+    q.u.limit = 10;
     ck_assert_str_eq(run(&q), "a1 a4");
     /* covering queries still list them (the TTL scanner removes them) */
-    q.rows = false;
+    q.u.rows = false;
     ck_assert_str_eq(run(&q), "a1 a2 a3 a4");
 }
 END_TEST
@@ -2082,13 +2025,13 @@ START_TEST(test_query_and_intersects_two_indexes)
     jbuf oslo = J("[\"Oslo\"]");
     iq a = {.def = Q.defs[0],
             .table_id = 1, /* its cursors name the table */
-            .values = oslo.p,
-            .values_len = oslo.n,
-            .limit = 1};
-    iq b = {.def = Q.defs[2], .table_id = 1, .limit = 1};
+            .u.values = oslo.p,
+            .u.values_len = oslo.n,
+            .u.limit = 1};
+    iq b = {.def = Q.defs[2], .table_id = 1, .u.limit = 1};
     jbuf from = J("[25]");
-    b.from = from.p;
-    b.from_len = from.n;
+    b.u.from = from.p;
+    b.u.from_len = from.n;
     troupe_index_result *r;
     ck_assert_ok(iq_and(Q.db, &a, &b, NULL, 0, 10, &r));
     ck_assert_str_eq(pks(r), "p01 p03 p08");
@@ -2118,8 +2061,8 @@ START_TEST(test_query_and_intersects_two_indexes)
     ck_assert_err(iq_and(Q.db, &a, NULL, NULL, 0, 1, &r), TROUPE_EINVAL);
     ck_assert_err(iq_and(Q.db, &a, &b, NULL, 3, 1, &r), TROUPE_EINVAL);
     jbuf bad = J("[5]");
-    b.from = bad.p;
-    b.from_len = bad.n;
+    b.u.from = bad.p;
+    b.u.from_len = bad.n;
     b.def = Q.defs[0];
     ck_assert_err(iq_and(Q.db, &a, &b, NULL, 0, 1, &r), TROUPE_EINVAL);
     ck_assert_ptr_null(r);
@@ -2211,6 +2154,25 @@ raw_put(troupe_cf *cf, const void *k, size_t kn, const void *v, size_t vn)
     ck_assert_ok(troupe_db_write(Q.db, b, TROUPE_SYNC_OFF));
     troupe_batch_destroy(b);
 }
+
+START_TEST(test_query_rows_expiry_past_int64_is_ecorrupt)
+{
+    /* The envelope's expiry is an int64 (what writes store, and what table
+     * reads accept): a row past it is as corrupt to a rows query as to a
+     * get of that row. */
+    load_people();
+    iq q = qmk(0, "[\"Oslo\"]", NULL, NULL);
+    q.u.rows = true;
+    static const char row[] =
+        "\x93\x01\xcf\x80\x00\x00\x00\x00\x00\x00\x00\x80";
+    raw_put(Q.t, "p03", 3, row, sizeof(row) - 1);
+    troupe_index_result *r = NULL;
+    ck_assert_err(iq_query(Q.db, &q, &r), TROUPE_ECORRUPT);
+    ck_assert_ptr_null(r);
+    q.u.limit = 1; /* a page that stops before the row is fine */
+    ck_assert_str_eq(run(&q), "p01");
+}
+END_TEST
 
 /* Compares the report at budget 1000 and at budget 1 (resumed). */
 static void
@@ -2504,10 +2466,10 @@ START_TEST(test_actor_query_count_and_pages)
 {
     load_people();
     iq q = qmk(1, "[\"c1\"]", NULL, NULL);
-    q.limit = 2;
-    q.rows = true;
+    q.u.limit = 2;
+    q.u.rows = true;
     troupe_msg *m;
-    ck_assert_ok(troupe_index_query_msg("cust_at", iq_user(&q), &m));
+    ck_assert_ok(troupe_index_query_msg("cust_at", &q.u, &m));
     ck_assert_ok(a_ask(m, false));
     ck_assert_str_eq(pks(A.res), "p03 p04");
     ck_assert(A.res->more);
@@ -2519,19 +2481,19 @@ START_TEST(test_actor_query_count_and_pages)
     /* next page from the decoded cursor */
     uint8_t cur[64];
     memcpy(cur, A.res->cursor, A.res->cursor_len);
-    q.after = cur;
-    q.after_len = A.res->cursor_len;
-    ck_assert_ok(troupe_index_query_msg("cust_at", iq_user(&q), &m));
+    q.u.after = cur;
+    q.u.after_len = A.res->cursor_len;
+    ck_assert_ok(troupe_index_query_msg("cust_at", &q.u, &m));
     ck_assert_ok(a_ask(m, false));
     ck_assert_str_eq(pks(A.res), "p01");
     ck_assert(!A.res->more);
     /* the index is addressed by name */
     q = qmk(3, NULL, NULL, NULL);
-    ck_assert_ok(troupe_index_count_msg("score", iq_user(&q), &m));
+    ck_assert_ok(troupe_index_count_msg("score", &q.u, &m));
     ck_assert_ok(a_ask(m, true));
     ck_assert_uint_eq(A.count, 3);
-    q.limit = 5;
-    ck_assert_ok(troupe_index_query_msg("score", iq_user(&q), &m));
+    q.u.limit = 5;
+    ck_assert_ok(troupe_index_query_msg("score", &q.u, &m));
     ck_assert_ok(a_ask(m, false));
     ck_assert_str_eq(pks(A.res), "p02 p01 p03");
     jbuf v = J("[7, \"cid\"]");
@@ -2545,23 +2507,23 @@ START_TEST(test_actor_bad_requests_clear_errors)
     load_people();
     iq q = qmk(3, NULL, NULL, NULL);
     troupe_msg *m;
-    ck_assert_ok(troupe_index_query_msg("nope", iq_user(&q), &m));
+    ck_assert_ok(troupe_index_query_msg("nope", &q.u, &m));
     ck_assert_err(a_ask(m, false), TROUPE_ENOENT);
     jbuf bad = J("[\"x\"]");
     q = qmk(2, NULL, NULL, NULL);
-    q.values = bad.p;
-    q.values_len = bad.n;
-    ck_assert_ok(troupe_index_count_msg("score", iq_user(&q), &m));
+    q.u.values = bad.p;
+    q.u.values_len = bad.n;
+    ck_assert_ok(troupe_index_count_msg("score", &q.u, &m));
     ck_assert_ok(a_ask(m, true)); /* a function index takes strings */
     ck_assert_uint_eq(A.count, 0);
     /* a declared int index does not */
-    ck_assert_ok(troupe_index_query_msg("age", iq_user(&q), &m));
+    ck_assert_ok(troupe_index_query_msg("age", &q.u, &m));
     ck_assert_err(a_ask(m, false), TROUPE_EINVAL);
     /* nor a string index an int */
     jbuf five = J("[5]");
-    q.values = five.p;
-    q.values_len = five.n;
-    ck_assert_ok(troupe_index_query_msg("city", iq_user(&q), &m));
+    q.u.values = five.p;
+    q.u.values_len = five.n;
+    ck_assert_ok(troupe_index_query_msg("city", &q.u, &m));
     ck_assert_err(a_ask(m, false), TROUPE_EINVAL);
     /* malformed bodies */
     troupe_packer p;
@@ -2583,19 +2545,18 @@ START_TEST(test_actor_bad_requests_clear_errors)
     ck_assert_err(a_ask(m, false), TROUPE_ENOTSUP);
     /* builders */
     q = qmk(0, NULL, NULL, NULL);
-    q.limit = 0;
+    q.u.limit = 0;
     m = NULL;
-    ck_assert_err(troupe_index_query_msg("ix", iq_user(&q), &m), TROUPE_EINVAL);
+    ck_assert_err(troupe_index_query_msg("ix", &q.u, &m), TROUPE_EINVAL);
     ck_assert_ptr_null(m);
-    q.limit = 1;
-    ck_assert_err(troupe_index_query_msg("", iq_user(&q), &m), TROUPE_EINVAL);
-    ck_assert_err(troupe_index_query_msg(NULL, iq_user(&q), &m), TROUPE_EINVAL);
+    q.u.limit = 1;
+    ck_assert_err(troupe_index_query_msg("", &q.u, &m), TROUPE_EINVAL);
+    ck_assert_err(troupe_index_query_msg(NULL, &q.u, &m), TROUPE_EINVAL);
     ck_assert_err(troupe_index_query_msg("ix", NULL, &m), TROUPE_EINVAL);
-    ck_assert_err(troupe_index_count_msg("ix", iq_user(&q), NULL),
-                  TROUPE_EINVAL);
-    q.values = "\xc1";
-    q.values_len = 1;
-    ck_assert_err(troupe_index_query_msg("ix", iq_user(&q), &m), TROUPE_EPROTO);
+    ck_assert_err(troupe_index_count_msg("ix", &q.u, NULL), TROUPE_EINVAL);
+    q.u.values = "\xc1";
+    q.u.values_len = 1;
+    ck_assert_err(troupe_index_query_msg("ix", &q.u, &m), TROUPE_EPROTO);
     /* reply decoders reject other shapes */
     ck_assert_ok(troupe_msg_create(&m, 0, "\x93\x90\xc0\x01", 4));
     troupe_index_result *r = NULL;

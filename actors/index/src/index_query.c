@@ -88,32 +88,14 @@ qrange_fini(qrange *q)
     troupe_key_writer_fini(&q->b);
 }
 
-/* A run's fields in one place: the user's query and the caller's part. */
-typedef struct qfull {
-    const troupe_index_def *def;
-    uint64_t table_id;
-    const void *values;
-    size_t values_len;
-    const void *from;
-    size_t from_len;
-    const void *to;
-    size_t to_len;
-    bool reverse;
-    size_t limit;
-    const void *after;
-    size_t after_len;
-    bool rows;
-    uint64_t now_ms;
-    const troupe_snapshot *snap;
-} qfull;
-
 static troupe_err
-qrange_make(const qfull *q, qrange *out)
+qrange_make(const troupe__index_run *run, qrange *out)
 {
     troupe_key_writer_init(&out->a);
     troupe_key_writer_init(&out->b);
     out->all = false;
-    const troupe_index_def *d = q->def;
+    const troupe_index_query *q = run->q;
+    const troupe_index_def *d = run->def;
     bool has_range = q->from != NULL || q->to != NULL;
     if ((q->values != NULL && has_range) ||
         (q->values == NULL && q->values_len != 0) ||
@@ -219,34 +201,19 @@ troupe__index_hit_push(hitbuf *h, const void *key, size_t key_len,
 }
 
 static troupe_err
-query_check(troupe_db *db, const troupe__index_run *r, qfull *f)
+query_check(troupe_db *db, const troupe__index_run *r)
 {
     if (db == NULL || r == NULL || r->q == NULL || r->def == NULL ||
         (r->q->after == NULL && r->q->after_len != 0))
         return TROUPE_EINVAL;
-    const troupe_index_query *u = r->q;
-    *f = (qfull){.def = r->def,
-                 .table_id = r->table_id,
-                 .values = u->values,
-                 .values_len = u->values_len,
-                 .from = u->from,
-                 .from_len = u->from_len,
-                 .to = u->to,
-                 .to_len = u->to_len,
-                 .reverse = u->reverse,
-                 .limit = u->limit,
-                 .after = u->after,
-                 .after_len = u->after_len,
-                 .rows = u->rows,
-                 .now_ms = r->now_ms,
-                 .snap = r->snap};
     return TROUPE_OK;
 }
 
 /* One matched entry, in rows or covering form. */
 static troupe_err
 take_entry(troupe_db *db, troupe_cf *tcf, const troupe_snapshot *snap,
-           const qfull *q, uint64_t now, const troupe_kv *kv, hitbuf *h)
+           const troupe_index_query *q, uint64_t now, const troupe_kv *kv,
+           hitbuf *h)
 {
     void *pk = NULL;
     size_t pk_len;
@@ -288,30 +255,29 @@ troupe_index_query_run(troupe_db *db, const troupe__index_run *run,
     if (out == NULL)
         return TROUPE_EINVAL;
     *out = NULL;
-    qfull f;
-    troupe_err e = query_check(db, run, &f);
+    troupe_err e = query_check(db, run);
     if (e != TROUPE_OK)
         return e;
-    const qfull *q = &f;
+    const troupe_index_query *q = run->q;
     if (q->limit == 0)
         return TROUPE_EINVAL;
     const void *after = NULL; /* the key of q->after: a cursor of this index */
     size_t alen = 0;
     if (q->after != NULL &&
         (e = troupe__cursor_key(q->after, q->after_len, TROUPE_CURSOR_INDEX,
-                                q->def->id, &after, &alen)) != TROUPE_OK)
+                                run->def->id, &after, &alen)) != TROUPE_OK)
         return e;
     qrange qr;
     troupe_cf *xcf = NULL, *tcf = NULL;
     troupe_snapshot *own = NULL;
     troupe_iter *it = NULL;
     hitbuf h = {0};
-    e = qrange_make(q, &qr);
+    e = qrange_make(run, &qr);
     if (e == TROUPE_OK)
-        e = family(db, 'x', q->def->id, &xcf);
+        e = family(db, 'x', run->def->id, &xcf);
     if (e == TROUPE_OK && q->rows)
-        e = family(db, 't', q->table_id, &tcf);
-    const troupe_snapshot *snap = q->snap;
+        e = family(db, 't', run->table_id, &tcf);
+    const troupe_snapshot *snap = run->snap;
     if (e == TROUPE_OK && snap == NULL && q->rows) {
         e = troupe_snapshot_create(db, &own);
         snap = own;
@@ -321,7 +287,7 @@ troupe_index_query_run(troupe_db *db, const troupe__index_run *run,
     if (e == TROUPE_OK)
         e = troupe_iter_create(db, xcf, snap, qr.all ? NULL : &qr.r, after,
                                alen, q->reverse, &it);
-    uint64_t now = q->now_ms != 0 ? q->now_ms : wall_ms();
+    uint64_t now = run->now_ms != 0 ? run->now_ms : wall_ms();
     troupe_kv kv;
     bool end = false;
     while (e == TROUPE_OK && !end && h.res->n < q->limit) {
@@ -341,8 +307,8 @@ troupe_index_query_run(troupe_db *db, const troupe__index_run *run,
     }
     if (e == TROUPE_OK && h.res->n > 0) {
         troupe_index_hit *last = &h.res->hits[h.res->n - 1];
-        e = troupe__index_result_cursor(h.res, TROUPE_CURSOR_INDEX, q->def->id,
-                                        last->key, last->key_len);
+        e = troupe__index_result_cursor(h.res, TROUPE_CURSOR_INDEX,
+                                        run->def->id, last->key, last->key_len);
     }
     troupe_iter_destroy(it);
     troupe_snapshot_destroy(own);
@@ -357,18 +323,18 @@ troupe_index_query_run(troupe_db *db, const troupe__index_run *run,
 
 /* Calls each(kv) for every entry q's range matches. */
 static troupe_err
-walk(troupe_db *db, const qfull *q,
+walk(troupe_db *db, const troupe__index_run *run,
      troupe_err (*each)(void *arg, const troupe_kv *kv), void *arg)
 {
     qrange qr;
     troupe_cf *xcf = NULL;
     troupe_iter *it = NULL;
-    troupe_err e = qrange_make(q, &qr);
+    troupe_err e = qrange_make(run, &qr);
     if (e == TROUPE_OK)
-        e = family(db, 'x', q->def->id, &xcf);
+        e = family(db, 'x', run->def->id, &xcf);
     if (e == TROUPE_OK)
-        e = troupe_iter_create(db, xcf, q->snap, qr.all ? NULL : &qr.r, NULL, 0,
-                               false, &it);
+        e = troupe_iter_create(db, xcf, run->snap, qr.all ? NULL : &qr.r, NULL,
+                               0, false, &it);
     troupe_kv kv;
     while (e == TROUPE_OK) {
         troupe_err ie = troupe_iter_next(it, &kv);
@@ -394,12 +360,11 @@ troupe_index_count(troupe_db *db, const troupe__index_run *run, uint64_t *out)
     if (out == NULL)
         return TROUPE_EINVAL;
     *out = 0;
-    qfull q;
-    troupe_err e = query_check(db, run, &q);
+    troupe_err e = query_check(db, run);
     if (e != TROUPE_OK)
         return e;
     uint64_t n = 0;
-    e = walk(db, &q, count_one, &n);
+    e = walk(db, run, count_one, &n);
     if (e == TROUPE_OK)
         *out = n;
     return e;
@@ -471,19 +436,17 @@ pkset_sort(pkset *s)
 }
 
 troupe_err
-troupe_index_query_and(troupe_db *db, const troupe__index_run *ra,
-                       const troupe__index_run *rb, const void *after,
+troupe_index_query_and(troupe_db *db, const troupe__index_run *a,
+                       const troupe__index_run *b, const void *after,
                        size_t after_len, size_t limit,
                        troupe_index_result **out)
 {
     if (out == NULL)
         return TROUPE_EINVAL;
     *out = NULL;
-    qfull fa, fb;
-    const qfull *a = &fa, *b = &fb;
-    troupe_err e = query_check(db, ra, &fa);
+    troupe_err e = query_check(db, a);
     if (e == TROUPE_OK)
-        e = query_check(db, rb, &fb);
+        e = query_check(db, b);
     if (e == TROUPE_OK && (limit == 0 || (after == NULL && after_len != 0) ||
                            (after != NULL && after_len == 0)))
         e = TROUPE_EINVAL;

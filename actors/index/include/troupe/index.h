@@ -137,6 +137,13 @@ troupe_index_register_fn(troupe_index_fns *r, const char *name,
  * key in the same snapshot; a row that has expired (expires_at_ms != 0
  * and <= now) is skipped (invisible), a missing row or an undecodable row
  * envelope is ECORRUPT (the page is never silently shortened).
+ *
+ * Errors of a query: EINVAL (limit 0, values with from/to, a values array
+ * that is empty, too long, or holds a value of the wrong type), EPROTO
+ * (values, from or to not one msgpack array), ESTATE (the index is still
+ * building), ERANGE (a cursor outside the range, or not this index's),
+ * ECORRUPT (an entry key not values-then-pk, an entry value that is not
+ * msgpack, a missing or undecodable row), EIO, ENOMEM.
  */
 typedef struct troupe_index_query {
     const void *values;

@@ -319,8 +319,8 @@ troupe_err
 troupe_index_spawn(troupe_runtime *rt, const troupe_index_actor_opts *o,
                    const troupe_spawn_opts *so, troupe_addr *out);
 
-/* Request builders from a query (def, table_id, now_ms and snap are not
- * sent; for COUNT also reverse, limit, after and rows). *out is owned by
+/* Request builders from a user's query (for COUNT reverse, limit, after
+ * and rows are not sent). *out is owned by
  * the caller until sent. Errors: EINVAL (NULL, bad name, limit 0 for a
  * QUERY, a NULL buffer with a length), EPROTO (values, from or to not one
  * msgpack object), ETOOBIG, ENOMEM. */
