@@ -25,15 +25,6 @@ default_clock(void *ctx)
     return troupe_now_ms();
 }
 
-tentry *
-troupe__tables_entry_find(troupe_tables *t, const char *name)
-{
-    for (tentry *en = t->entries; en != NULL; en = en->next)
-        if (strcmp(en->name, name) == 0)
-            return en;
-    return NULL;
-}
-
 troupe_err
 troupe__tables_entry_start(troupe_tables *t, tentry *e)
 {
