@@ -258,35 +258,6 @@ typedef struct rjob {
     struct rjob *next; /* the rest of this job's batch */
 } rjob;
 
-/* ---- shared helpers --------------------------------------------------- */
-
-tschema *
-troupe__tschema_retain(tschema *s)
-{
-    if (s != NULL)
-        atomic_fetch_add(&s->refs, 1);
-    return s;
-}
-
-void
-troupe__tschema_release(tschema *s)
-{
-    if (s == NULL || atomic_fetch_sub(&s->refs, 1) != 1)
-        return;
-    for (size_t i = 0; i < s->n; i++)
-        troupe_index_def_destroy(s->defs[i]);
-    troupe_free(s->defs);
-    troupe_free(s->xcf);
-    troupe_free(s);
-}
-
-const troupe_index_def *const *
-troupe__tschema_defs(const tschema *s, size_t *n)
-{
-    *n = s->n;
-    return (const troupe_index_def *const *)s->defs;
-}
-
 /* ---- key versions (actor thread) ---------------------------------------- */
 
 /* The record of key (hash h = troupe__fnv1a64(key, klen)), or NULL. */

@@ -153,7 +153,7 @@ typedef struct ttxn_active {
 
 /*
  * Key versions: one counter per troupe_tables whose values never repeat,
- * also across opens (catalog.c's design note). Every value handed out is
+ * also across opens (versions.c's design note). Every value handed out is
  * below `limit`, a floor stored durably in meta; the next open starts the
  * counter there. Fields are the catalog's; the functions below are the
  * interface.

@@ -130,11 +130,11 @@ troupe__tables_lookup_index(troupe_tables *t, const char *name, troupe_addr *a,
                             uint32_t *timeout_ms, troupe_runtime **rt);
 
 /*
- * Decoders of the catalog's stored values in `meta` (catalog.c; formats in
- * docs/data-model.md), exposed for the fuzz targets and tests. Each reads
- * input from the disk: anything that is not the format is ECORRUPT, with
- * nothing allocated; pointers returned point into the input. Pure; any
- * thread.
+ * Decoders of the catalog's stored values in `meta` (entry.c, versions.c,
+ * build.c; formats in docs/data-model.md), exposed for the fuzz targets
+ * and tests. Each reads input from the disk: anything that is not the
+ * format is ECORRUPT, with nothing allocated; pointers returned point into
+ * the input. Pure; any thread.
  *  - entry_parse: a table's entry {id, name, version, indexes, dropped?}
  *    into a new tentry (*out, entry_free it): each key at most once, a
  *    valid catalog name, index definitions with distinct ids and names.

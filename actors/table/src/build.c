@@ -1,0 +1,250 @@
+/*
+ * The catalog's half of online index builds (the table actor runs the
+ * walk itself): an entry update that starts a build or sweep with the new
+ * index list, the outcome recorded once the walk ends (finalize), the
+ * walk's saved position ("build", table id) in meta, and the builds an
+ * open resumes.
+ */
+#include <string.h>
+
+#include "table_int.h"
+#include "troupe/alloc.h"
+#include "troupe/keycodec.h"
+#include "troupe/pack.h"
+
+troupe_err
+troupe__tables_entry_update(troupe_tables *t, tentry *en, tschema *s,
+                            const uint64_t *dropped, size_t nd, tbuild *b)
+{
+    uint64_t *dc = NULL;
+    if (nd > 0 && (dc = troupe_malloc(nd * sizeof(*dc))) == NULL)
+        return TROUPE_ENOMEM;
+    if (nd > 0)
+        memcpy(dc, dropped, nd * sizeof(*dc));
+    troupe_packer p;
+    troupe_err e =
+        troupe__tables_entry_pack_named(en->id, s, en->name, dropped, nd, &p);
+    if (e == TROUPE_OK) {
+        size_t len;
+        const void *d = troupe_pack_data(&p, &len);
+        e = troupe__tables_write_meta(t, en->name, d, len, false, en->id);
+    }
+    troupe_pack_fini(&p);
+    if (e != TROUPE_OK) {
+        troupe_free(dc);
+        return e;
+    }
+    /* Queries see the new index list (and states) through a new index
+     * actor; if none can be spawned the old one keeps answering. */
+    troupe_addr ia;
+    bool respawned =
+        troupe__tschema_spawn_index(t, en->id, s, &ia) == TROUPE_OK;
+    pthread_mutex_lock(&t->mu);
+    tschema *old = en->schema;
+    en->schema = troupe__tschema_retain(s);
+    troupe_free(en->dropped);
+    en->dropped = dc;
+    en->ndropped = nd;
+    troupe_addr old_ia = en->iaddr;
+    if (respawned)
+        en->iaddr = ia;
+    pthread_mutex_unlock(&t->mu);
+    troupe__tschema_release(old);
+    if (respawned)
+        troupe_actor_stop(t->rt, old_ia, NULL, NULL);
+    troupe__table_switch(t->rt, en->addr, troupe__tschema_retain(s), b);
+    return TROUPE_OK;
+}
+
+void
+troupe__tables_build_free(tbuild *b)
+{
+    troupe_free(b->table);
+    troupe_free(b);
+}
+
+/*
+ * Records a build's outcome. OK: the index (if any) becomes ready and the
+ * families of the dropped indexes go, their manifest keys being swept.
+ * ECLOSED (the actor stopped): nothing changes, so the next open resumes
+ * from the saved position. Any other error (a duplicate in a unique index,
+ * a corrupt row): the index being built is removed as well, and the
+ * dropped families go anyway (the manifests of rows not reached yet keep
+ * naming them; writes skip such keys and drop them, as ids are never
+ * reused).
+ */
+static void
+finalize_work(void *arg)
+{
+    tbuild *b = arg;
+    troupe_tables *t = b->t;
+    pthread_mutex_lock(&t->ddl);
+    pthread_mutex_lock(&t->mu);
+    tentry *en = troupe__tables_entry_find(t, b->table);
+    uint64_t *gone = NULL;
+    size_t ngone = 0;
+    if (en != NULL && en->ndropped > 0 &&
+        (gone = troupe_malloc((en->ndropped + 1) * sizeof(*gone))) != NULL) {
+        memcpy(gone, en->dropped, en->ndropped * sizeof(*gone));
+        ngone = en->ndropped;
+    }
+    bool nomem = en != NULL && en->ndropped > 0 && gone == NULL;
+    pthread_mutex_unlock(&t->mu);
+    if (en == NULL) {
+        if (b->err == TROUPE_OK)
+            b->err = TROUPE_ENOENT; /* dropped meanwhile */
+    } else if (nomem) {
+        if (b->err == TROUPE_OK)
+            b->err = TROUPE_ENOMEM; /* still building: open resumes */
+    } else if (b->err != TROUPE_ECLOSED) {
+        bool ok = b->err == TROUPE_OK;
+        tschema *s = NULL;
+        troupe_err e =
+            troupe__tschema_clone(t->db, en->schema, NULL, ok ? 0 : b->index_id,
+                                  ok ? b->index_id : 0, &s);
+        if (e == TROUPE_OK)
+            e = troupe__tables_entry_update(t, en, s, NULL, 0, NULL);
+        troupe__tschema_release(s);
+        if (e == TROUPE_OK) {
+            if (!ok && b->index_id != 0) {
+                if (gone == NULL)
+                    gone = troupe_malloc(sizeof(*gone));
+                if (gone != NULL)
+                    gone[ngone++] = b->index_id;
+            }
+            troupe__tables_drop_x_families(t, gone, ngone);
+        }
+        if (e != TROUPE_OK && ok)
+            b->err = e;
+    }
+    troupe_free(gone);
+    pthread_mutex_unlock(&t->ddl);
+}
+
+static void
+finalize_done(void *arg, troupe_runtime *rt)
+{
+    tbuild *b = arg;
+    troupe_tables *t = b->t;
+    if (b->cb != NULL)
+        b->cb(t, b->err, b->arg);
+    troupe__tables_build_free(b);
+    troupe__tables_ddl_dec(t);
+}
+
+void
+troupe__tables_build_done(tbuild *b, troupe_err err)
+{
+    b->err = err;
+    if (troupe__ddl_submit(b->t, finalize_work, finalize_done, b) !=
+        TROUPE_OK) {
+        /* Shutting down: nothing more can be recorded; open resumes. */
+        b->err = TROUPE_ECLOSED;
+        finalize_done(b, b->t->rt);
+    }
+}
+
+troupe_err
+troupe__tables_build_save(troupe_db *db, troupe_cf *meta, uint64_t table_id,
+                          uint64_t index_id, const void *after, size_t alen)
+{
+    troupe_key_writer w;
+    troupe_packer p;
+    troupe_pack_init(&p);
+    troupe_pack_array(&p, 3);
+    troupe_pack_uint(&p, 1);
+    troupe_pack_uint(&p, index_id);
+    troupe_pack_bin(&p, after, alen);
+    troupe_err ke = troupe__tables_pos_key(&w, table_id);
+    /* Not synced: the reindexed rows it covers went through the WAL
+     * before it, so a crash may lose the position (that part is redone)
+     * but never keep it without them. */
+    return troupe__meta_put(db, meta, &w, ke, &p, TROUPE_SYNC_DEFAULT);
+}
+
+troupe_err
+troupe__tables_pos_parse(const void *v, size_t len, uint64_t *index_id,
+                         const void **after, size_t *alen)
+{
+    troupe_reader r;
+    uint64_t ver = 0, id = 0;
+    const void *a = NULL;
+    size_t n = 0;
+    troupe_reader_init(&r, v, len);
+    troupe_read_array_n(&r, 3);
+    troupe_read_uint(&r, &ver);
+    troupe_read_uint(&r, &id);
+    troupe_read_bin(&r, TROUPE_KEY_MAX, &a, &n);
+    if (troupe_read_end(&r) != TROUPE_OK || ver != 1 || n == 0)
+        return TROUPE_ECORRUPT;
+    *index_id = id;
+    *after = a;
+    *alen = n;
+    return TROUPE_OK;
+}
+
+/* The saved position of en's build of index_id, if there is one (a
+ * malformed or foreign record is ignored: the build starts over). */
+static void
+load_position(troupe_tables *t, const tentry *en, uint64_t index_id, tbuild *b)
+{
+    troupe_key_writer w;
+    void *v = NULL;
+    size_t vlen = 0;
+    troupe_err ke = troupe__tables_pos_key(&w, en->id);
+    troupe_err e = troupe__meta_get(t, &w, ke, &v, &vlen);
+    if (e != TROUPE_OK)
+        return;
+    uint64_t id = 0;
+    const void *after = NULL;
+    size_t alen = 0;
+    if (troupe__tables_pos_parse(v, vlen, &id, &after, &alen) == TROUPE_OK &&
+        id == index_id && (b->cursor = troupe_malloc(alen)) != NULL) {
+        memcpy(b->cursor, after, alen);
+        b->clen = alen;
+    }
+    troupe_free(v);
+}
+
+tbuild *
+troupe__tables_build_new(troupe_tables *t, const tentry *en, uint64_t index_id,
+                         troupe_tables_cb cb, void *arg)
+{
+    tbuild *b = troupe_calloc(1, sizeof(*b));
+    if (b == NULL || (b->table = troupe_strdup(en->name)) == NULL) {
+        troupe_free(b);
+        return NULL;
+    }
+    b->t = t;
+    b->cb = cb;
+    b->arg = arg;
+    b->index_id = index_id;
+    b->meta = t->meta;
+    b->table_id = en->id;
+    return b;
+}
+
+void
+troupe__tables_resume_builds(troupe_tables *t, tentry *en)
+{
+    bool pending = en->ndropped > 0;
+    uint64_t id = 0;
+    for (size_t i = 0; i < en->schema->n; i++)
+        if (!troupe_index_def_ready(en->schema->defs[i])) {
+            /* one at a time (EBUSY otherwise): the first is the one */
+            id = troupe_index_def_id(en->schema->defs[i]);
+            pending = true;
+            break;
+        }
+    if (!pending)
+        return;
+    tbuild *b = troupe__tables_build_new(t, en, id, NULL, NULL);
+    if (b == NULL)
+        return;
+    load_position(t, en, id, b);
+    pthread_mutex_lock(&t->mu);
+    t->ddl_jobs++;
+    pthread_mutex_unlock(&t->mu);
+    troupe__table_switch(t->rt, en->addr, troupe__tschema_retain(en->schema),
+                         b);
+}

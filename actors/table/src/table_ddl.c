@@ -1,0 +1,314 @@
+/*
+ * Create and drop of tables, as catalog jobs: the asynchronous forms run
+ * on the DDL queue (ddl.c), the _wait forms on the caller's thread; both
+ * hold `ddl` while they run, so each sees the catalog the previous one
+ * left.
+ *
+ * Ids come from one counter (`("seq")` in meta) and are never reused: ids
+ * are reserved in memory when a create is called and the counter is
+ * stored (synced) before any family named after them is created, so a
+ * crash between the two leaves at worst unused ids, never a family that a
+ * later create would collide with. `ddl` is held across I/O only on
+ * worker threads or by blocking callers.
+ *
+ * Catalog changes are not actor messages: they block on RocksDB's family
+ * management, which has no asynchronous form, so they run on the worker
+ * pool (the async forms) or on the caller's thread (the _wait forms).
+ */
+#include <string.h>
+
+#include "table_int.h"
+#include "troupe/alloc.h"
+
+typedef struct ddl_job {
+    troupe_tables *t;
+    troupe_tables_cb cb;
+    void *arg;
+    troupe_err err;
+    bool drop;
+    bool existed; /* create: the table was there with this very spec */
+    uint64_t id;
+    tschema *schema; /* create: the new indexes */
+    char name[];
+} ddl_job;
+
+static void
+drop_families(troupe_tables *t, uint64_t id, const tschema *s)
+{
+    char buf[32];
+    troupe__cf_name('t', id, buf, sizeof(buf));
+    troupe_db_cf_drop(t->db, buf);
+    troupe__cf_name('m', id, buf, sizeof(buf));
+    troupe_db_cf_drop(t->db, buf);
+    for (size_t i = 0; i < s->n; i++) {
+        troupe__cf_name('x', troupe_index_def_id(s->defs[i]), buf, sizeof(buf));
+        troupe_db_cf_drop(t->db, buf);
+    }
+}
+
+void
+troupe__tables_drop_x_families(troupe_tables *t, const uint64_t *ids, size_t n)
+{
+    char buf[32];
+    for (size_t i = 0; i < n; i++) {
+        troupe__cf_name('x', ids[i], buf, sizeof(buf));
+        troupe_db_cf_drop(t->db, buf);
+    }
+}
+
+static troupe_err
+do_create(ddl_job *j)
+{
+    troupe_tables *t = j->t;
+    troupe_err e = TROUPE_OK;
+    pthread_mutex_lock(&t->mu);
+    tentry *have = troupe__tables_entry_find(t, j->name);
+    /* Creating a table again with the spec it has is done already
+     * (nothing written); with another spec it is EEXIST. */
+    if (have != NULL) {
+        j->existed = troupe__tschema_same(have->schema, j->schema);
+        e = j->existed ? TROUPE_OK : TROUPE_EEXIST;
+    }
+    pthread_mutex_unlock(&t->mu);
+    if (e != TROUPE_OK || j->existed)
+        return e;
+    /* The counter first: see the design note. */
+    if ((e = troupe__tables_write_meta(t, NULL, NULL, 0, true, 0)) != TROUPE_OK)
+        return e;
+    char buf[32];
+    troupe__cf_name('t', j->id, buf, sizeof(buf));
+    e = troupe_db_cf_create(t->db, buf, NULL);
+    troupe__cf_name('m', j->id, buf, sizeof(buf));
+    if (e == TROUPE_OK)
+        e = troupe_db_cf_create(t->db, buf, NULL);
+    for (size_t i = 0; e == TROUPE_OK && i < j->schema->n; i++) {
+        troupe__cf_name('x', troupe_index_def_id(j->schema->defs[i]), buf,
+                        sizeof(buf));
+        e = troupe_db_cf_create(t->db, buf, NULL);
+    }
+    troupe_packer p;
+    if (e == TROUPE_OK)
+        e = troupe__tables_entry_pack_named(j->id, j->schema, j->name, NULL, 0,
+                                            &p);
+    if (e == TROUPE_OK) {
+        size_t len;
+        const void *d = troupe_pack_data(&p, &len);
+        e = troupe__tables_write_meta(t, j->name, d, len, false, 0);
+    }
+    troupe_pack_fini(&p);
+    tentry *en = NULL;
+    if (e == TROUPE_OK) {
+        en = troupe_calloc(1, sizeof(*en));
+        if (en == NULL || (en->name = troupe_strdup(j->name)) == NULL)
+            e = TROUPE_ENOMEM;
+    }
+    if (e == TROUPE_OK) {
+        en->id = j->id;
+        en->schema = troupe__tschema_retain(j->schema);
+        e = troupe__tables_entry_start(t, en);
+        if (e != TROUPE_OK)
+            troupe__tables_write_meta(t, j->name, NULL, 0, false, 0);
+    }
+    if (e != TROUPE_OK) {
+        troupe__tables_entry_free(en);
+        drop_families(t, j->id, j->schema);
+    }
+    return e;
+}
+
+static void
+wake_stop(troupe_runtime *rt, troupe_addr a, void *arg)
+{
+    troupe__waiter_release(arg, TROUPE_OK, NULL);
+}
+
+static void
+wake_quiesced(void *arg)
+{
+    troupe__waiter_release(arg, TROUPE_OK, NULL);
+}
+
+static troupe_err
+do_drop(ddl_job *j)
+{
+    troupe_tables *t = j->t;
+    tentry *en = NULL;
+    pthread_mutex_lock(&t->mu);
+    for (tentry **pp = &t->entries; *pp != NULL; pp = &(*pp)->next)
+        if (strcmp((*pp)->name, j->name) == 0) {
+            en = *pp;
+            *pp = en->next;
+            break;
+        }
+    pthread_mutex_unlock(&t->mu);
+    if (en == NULL)
+        return TROUPE_ENOENT;
+    /* The actor must be gone before its families are: a write racing the
+     * drop could be lost half-way (storage.h). */
+    troupe__waiter q, w;
+    troupe__waiter_init(&q, 1);
+    troupe__table_quiesce(t->rt, en->addr, wake_quiesced, &q);
+    troupe__waiter_finish(&q, TROUPE_OK, NULL);
+    troupe_actor_stop(t->rt, en->iaddr, NULL, NULL);
+    troupe__waiter_init(&w, 1);
+    if (troupe_actor_stop(t->rt, en->addr, wake_stop, &w) != TROUPE_OK)
+        troupe__waiter_release(&w, TROUPE_OK, NULL);
+    troupe__waiter_finish(&w, TROUPE_OK, NULL);
+    troupe_err e =
+        troupe__tables_write_meta(t, en->name, NULL, 0, false, en->id);
+    if (e == TROUPE_OK) {
+        drop_families(t, en->id, en->schema);
+        troupe__tables_drop_x_families(t, en->dropped, en->ndropped);
+    }
+    troupe__tables_entry_free(en);
+    return e;
+}
+
+static void
+ddl_work(void *arg)
+{
+    ddl_job *j = arg;
+    pthread_mutex_lock(&j->t->ddl);
+    j->err = j->drop ? do_drop(j) : do_create(j);
+    pthread_mutex_unlock(&j->t->ddl);
+}
+
+static void
+ddl_end(ddl_job *j)
+{
+    troupe_tables *t = j->t;
+    troupe__tschema_release(j->schema);
+    troupe_free(j);
+    troupe__tables_ddl_dec(t);
+}
+
+static void
+ddl_done(void *arg, troupe_runtime *rt)
+{
+    ddl_job *j = arg;
+    troupe_tables_cb cb = j->cb;
+    troupe_tables *t = j->t;
+    void *cb_arg = j->arg;
+    troupe_err e = j->err;
+    cb(t, e, cb_arg);
+    ddl_end(j);
+}
+
+/* Validates, reserves ids and builds the job; the caller runs it. */
+static troupe_err
+ddl_job_new(troupe_tables *t, const char *name, bool drop,
+            const troupe_index_spec *idx, size_t n_idx, ddl_job **out)
+{
+    size_t len;
+    if (t == NULL || !troupe_catalog_name_valid(name, &len) ||
+        n_idx > TROUPE_TABLE_INDEX_MAX || (idx == NULL && n_idx > 0))
+        return TROUPE_EINVAL;
+    for (size_t i = 0; i < n_idx; i++) {
+        for (size_t k = 0; k < i; k++)
+            if (idx[i].name != NULL && idx[k].name != NULL &&
+                strcmp(idx[i].name, idx[k].name) == 0)
+                return TROUPE_EINVAL;
+        /* a function index must name a registered function: refused
+         * here, not on every write */
+        if (idx[i].fn_name != NULL &&
+            !troupe_index_fn_registered(t->fns, idx[i].fn_name))
+            return TROUPE_EINVAL;
+    }
+    ddl_job *j = troupe_calloc(1, sizeof(*j) + len + 1);
+    tschema *s = drop ? NULL : troupe__tschema_new(n_idx);
+    if (j == NULL || (!drop && s == NULL)) {
+        troupe_free(j);
+        troupe__tschema_release(s);
+        return TROUPE_ENOMEM;
+    }
+    pthread_mutex_lock(&t->mu);
+    troupe_err e = t->state == TABLES_RUNNING ? TROUPE_OK : TROUPE_ESTATE;
+    uint64_t base = t->seq;
+    if (e == TROUPE_OK) {
+        if (!drop)
+            t->seq += 1 + n_idx;
+        t->ddl_jobs++;
+    }
+    pthread_mutex_unlock(&t->mu);
+    j->t = t;
+    j->drop = drop;
+    j->schema = s;
+    j->id = base + 1;
+    memcpy(j->name, name, len + 1);
+    for (size_t i = 0; e == TROUPE_OK && i < n_idx; i++) {
+        e = troupe_index_def_create(&idx[i], base + 2 + i, &s->defs[i]);
+        if (e == TROUPE_OK)
+            s->n++;
+    }
+    if (e != TROUPE_OK) {
+        if (e != TROUPE_ESTATE)
+            ddl_end(j);
+        else {
+            troupe__tschema_release(s);
+            troupe_free(j);
+        }
+        return e;
+    }
+    *out = j;
+    return TROUPE_OK;
+}
+
+static troupe_err
+ddl_async(ddl_job *j, troupe_tables_cb cb, void *arg)
+{
+    j->cb = cb;
+    j->arg = arg;
+    troupe_err e = troupe__ddl_submit(j->t, ddl_work, ddl_done, j);
+    if (e != TROUPE_OK)
+        ddl_end(j);
+    return e;
+}
+
+static troupe_err
+ddl_sync(ddl_job *j)
+{
+    ddl_work(j);
+    troupe_err e = j->err;
+    ddl_end(j);
+    return e;
+}
+
+troupe_err
+troupe_tables_create(troupe_tables *t, const char *name,
+                     const troupe_index_spec *idx, size_t n_idx,
+                     troupe_tables_cb cb, void *arg)
+{
+    ddl_job *j = NULL;
+    if (cb == NULL)
+        return TROUPE_EINVAL;
+    troupe_err e = ddl_job_new(t, name, false, idx, n_idx, &j);
+    return e != TROUPE_OK ? e : ddl_async(j, cb, arg);
+}
+
+troupe_err
+troupe_tables_create_wait(troupe_tables *t, const char *name,
+                          const troupe_index_spec *idx, size_t n_idx)
+{
+    ddl_job *j = NULL;
+    troupe_err e = ddl_job_new(t, name, false, idx, n_idx, &j);
+    return e != TROUPE_OK ? e : ddl_sync(j);
+}
+
+troupe_err
+troupe_tables_drop(troupe_tables *t, const char *name, troupe_tables_cb cb,
+                   void *arg)
+{
+    ddl_job *j = NULL;
+    if (cb == NULL)
+        return TROUPE_EINVAL;
+    troupe_err e = ddl_job_new(t, name, true, NULL, 0, &j);
+    return e != TROUPE_OK ? e : ddl_async(j, cb, arg);
+}
+
+troupe_err
+troupe_tables_drop_wait(troupe_tables *t, const char *name)
+{
+    ddl_job *j = NULL;
+    troupe_err e = ddl_job_new(t, name, true, NULL, 0, &j);
+    return e != TROUPE_OK ? e : ddl_sync(j);
+}

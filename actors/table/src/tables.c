@@ -1,0 +1,506 @@
+/*
+ * The troupe_tables object: open (the version floor, the stored entries,
+ * their actors, then the builds left unfinished), stop, stop_wait and
+ * destroy, the in-memory map from name to table actor (`entries`, sorted
+ * by name, guarded by `mu` and never held across I/O), the lookups every
+ * table call starts with, and the environments of reads, queries and
+ * transactions.
+ *
+ * Stopping waits for the catalog jobs (creates, drops, index changes,
+ * builds, the version floor's raises: `ddl_jobs`): the last one to end
+ * stops the actors (troupe__tables_ddl_dec).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "table_int.h"
+#include "troupe/alloc.h"
+#include "troupe/internal/post.h"
+#include "troupe/keycodec.h"
+
+static int64_t
+default_clock(void *ctx)
+{
+    (void)ctx;
+    return troupe_now_ms();
+}
+
+troupe_err
+troupe__tables_entry_start(troupe_tables *t, tentry *e)
+{
+    char buf[32];
+    ttable_cfg c = {.db = t->db,
+                    .commit = t->commit,
+                    .fns = t->fns,
+                    .clock = t->clock,
+                    .clock_ctx = t->clock_ctx,
+                    .vers = &t->vers,
+                    .ts = &t->ts};
+    troupe_err err;
+    troupe__cf_name('t', e->id, buf, sizeof(buf));
+    if ((err = troupe_db_cf(t->db, buf, &c.cf_t)) != TROUPE_OK)
+        return err == TROUPE_ENOENT ? TROUPE_ECORRUPT : err;
+    troupe__cf_name('m', e->id, buf, sizeof(buf));
+    if ((err = troupe_db_cf(t->db, buf, &c.cf_m)) != TROUPE_OK)
+        return err == TROUPE_ENOENT ? TROUPE_ECORRUPT : err;
+    if ((err = troupe__tschema_families(t->db, e->schema)) != TROUPE_OK)
+        return err;
+    e->cf_t = c.cf_t;
+    c.schema = troupe__tschema_retain(e->schema);
+    if ((err = troupe__table_spawn(t->rt, &c, &e->addr)) != TROUPE_OK)
+        return err;
+    if ((err = troupe__tschema_spawn_index(t, e->id, e->schema, &e->iaddr)) !=
+        TROUPE_OK) {
+        troupe_actor_stop(t->rt, e->addr, NULL, NULL);
+        return err;
+    }
+    pthread_mutex_lock(&t->mu);
+    tentry **pp = &t->entries;
+    while (*pp != NULL && strcmp((*pp)->name, e->name) < 0)
+        pp = &(*pp)->next;
+    e->next = *pp;
+    *pp = e;
+    pthread_mutex_unlock(&t->mu);
+    return TROUPE_OK;
+}
+
+static troupe_err
+load(troupe_tables *t)
+{
+    troupe_key_writer w;
+    void *v = NULL;
+    size_t vlen = 0;
+    troupe_err ke = troupe__tables_meta_key(&w, NULL);
+    troupe_err e = troupe__meta_get(t, &w, ke, &v, &vlen);
+    if (e == TROUPE_OK) {
+        e = troupe__tables_seq_parse(v, vlen, &t->seq);
+        troupe_free(v);
+    } else if (e == TROUPE_ENOENT) {
+        e = TROUPE_OK;
+    }
+    if (e != TROUPE_OK)
+        return e;
+    troupe_key_writer_init(&w);
+    troupe_key_put_string(&w, "table", 5);
+    troupe_range rg;
+    troupe_iter *it = NULL;
+    e = troupe_key_writer_range(&w, &rg);
+    if (e == TROUPE_OK)
+        e = troupe_iter_create(t->db, t->meta, NULL, &rg, NULL, 0, false, &it);
+    troupe_kv kv;
+    while (e == TROUPE_OK && (e = troupe_iter_next(it, &kv)) == TROUPE_OK) {
+        tentry *en = NULL;
+        if ((e = troupe__tables_entry_parse(kv.val, kv.val_len, &en)) !=
+            TROUPE_OK)
+            break;
+        /* Ids come from the counter; the entry sits under its own name
+         * (a drop of the name it holds must find it). */
+        if (en->id > t->seq ||
+            !troupe__tables_entry_key_is(kv.key, kv.key_len, en->name))
+            e = TROUPE_ECORRUPT;
+        for (size_t i = 0; i < en->ndropped; i++)
+            if (en->dropped[i] > t->seq)
+                e = TROUPE_ECORRUPT;
+        for (size_t i = 0; i < en->schema->n; i++)
+            if (troupe_index_def_id(en->schema->defs[i]) > t->seq)
+                e = TROUPE_ECORRUPT;
+        if (e == TROUPE_OK)
+            e = troupe__tables_entry_start(t, en);
+        if (e != TROUPE_OK)
+            troupe__tables_entry_free(en);
+    }
+    troupe_iter_destroy(it);
+    troupe_key_writer_fini(&w);
+    return e == TROUPE_ENOENT ? TROUPE_OK : e;
+}
+
+static void
+stop_all_now(troupe_tables *t);
+static void
+stop_actors(troupe_tables *t);
+
+troupe_err
+troupe_tables_open(const troupe_tables_opts *o, troupe_tables **out)
+{
+    if (out != NULL)
+        *out = NULL;
+    if (o == NULL || out == NULL || o->rt == NULL || o->db == NULL ||
+        o->commit == NULL || o->version_reserve > TROUPE_VERSION_RESERVE_MAX)
+        return TROUPE_EINVAL;
+    troupe_tables *t = troupe_calloc(1, sizeof(*t));
+    if (t == NULL)
+        return TROUPE_ENOMEM;
+    t->rt = o->rt;
+    t->db = o->db;
+    t->commit = o->commit;
+    t->fns = o->fns;
+    t->clock = o->clock ? o->clock : default_clock;
+    t->clock_ctx = o->clock_ctx;
+    t->timeout_ms = o->timeout_ms ? o->timeout_ms : 30000;
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_mutex_init(&t->ddl, NULL);
+    pthread_mutex_init(&t->ts.mu, NULL);
+    pthread_mutex_init(&t->vers.mu, NULL);
+    t->vers.t = t;
+    t->vers.reserve = o->version_reserve ? o->version_reserve
+                                         : TROUPE_VERSION_RESERVE_DEFAULT;
+    /* pi_db's quantum: 1 ms; below it rounds up, above it truncates. */
+    t->ts.vttl_ms = o->version_ttl_us == 0     ? 0
+                    : o->version_ttl_us < 1000 ? 1
+                                               : o->version_ttl_us / 1000;
+    troupe_err e = troupe_db_cf(t->db, "meta", &t->meta);
+    if (e == TROUPE_ENOENT)
+        e = troupe_db_cf_create(t->db, "meta", &t->meta);
+    if (e == TROUPE_OK)
+        e = troupe__vers_open(t);
+    if (e == TROUPE_OK)
+        e = load(t);
+    if (e != TROUPE_OK) {
+        stop_all_now(t);
+        troupe_tables_destroy(t);
+        return e;
+    }
+    /* Only now: a build refers to t, which a failed open frees. */
+    for (tentry *en = t->entries; en != NULL; en = en->next)
+        troupe__tables_resume_builds(t, en);
+    *out = t;
+    return TROUPE_OK;
+}
+
+static void
+stop_done_cb(void *arg, troupe_runtime *rt)
+{
+    troupe_tables *t = arg;
+    pthread_mutex_lock(&t->mu);
+    t->state = TABLES_STOPPED;
+    pthread_mutex_unlock(&t->mu);
+    t->stop_cb(t, t->stop_arg);
+}
+
+static void
+one_stopped(troupe_tables *t)
+{
+    if (atomic_fetch_sub(&t->stops, 1) != 1)
+        return;
+    /* To scheduler 0, as promised; once scheduler 0 has closed at
+     * shutdown there is no hop to take, and this thread is as good as
+     * any. */
+    troupe__post_or_run(t->rt, stop_done_cb, t);
+}
+
+static void
+on_actor_stopped(troupe_runtime *rt, troupe_addr a, void *arg)
+{
+    one_stopped(arg);
+}
+
+typedef struct qstop {
+    troupe_tables *t;
+    troupe_addr addr;
+} qstop;
+
+/* On the table actor's thread once it is idle (or at once if gone). */
+static void
+quiesced_stop(void *arg)
+{
+    qstop *q = arg;
+    troupe_tables *t = q->t;
+    troupe_addr a = q->addr;
+    troupe_free(q);
+    if (troupe_actor_stop(t->rt, a, on_actor_stopped, t) != TROUPE_OK)
+        one_stopped(t); /* already gone */
+}
+
+troupe_err
+troupe_tables_stop(troupe_tables *t, troupe_tables_stop_cb cb, void *arg)
+{
+    if (t == NULL || cb == NULL)
+        return TROUPE_EINVAL;
+    pthread_mutex_lock(&t->mu);
+    if (t->state != TABLES_RUNNING) {
+        pthread_mutex_unlock(&t->mu);
+        return TROUPE_ESTATE;
+    }
+    t->state = TABLES_STOPPING;
+    t->stop_cb = cb;
+    t->stop_arg = arg;
+    /* Catalog jobs and builds use the actors: the last one to finish
+     * stops them (troupe__tables_ddl_dec). */
+    bool now = t->ddl_jobs == 0;
+    t->stopping_actors = now;
+    pthread_mutex_unlock(&t->mu);
+    if (now)
+        stop_actors(t);
+    return TROUPE_OK;
+}
+
+void
+troupe__tables_ddl_dec(troupe_tables *t)
+{
+    pthread_mutex_lock(&t->mu);
+    bool go = --t->ddl_jobs == 0 && t->state == TABLES_STOPPING &&
+              !t->stopping_actors;
+    if (go)
+        t->stopping_actors = true;
+    pthread_mutex_unlock(&t->mu);
+    if (go)
+        stop_actors(t);
+}
+
+static void
+stop_actors(troupe_tables *t)
+{
+    pthread_mutex_lock(&t->mu);
+    size_t n = 0;
+    for (tentry *en = t->entries; en != NULL; en = en->next)
+        n++;
+    atomic_store(&t->stops, 2 * n + 1);
+    for (tentry *en = t->entries; en != NULL; en = en->next) {
+        if (troupe_actor_stop(t->rt, en->iaddr, on_actor_stopped, t) !=
+            TROUPE_OK)
+            atomic_fetch_sub(&t->stops, 1);
+        qstop *q = troupe_malloc(sizeof(*q));
+        if (q == NULL) { /* stop it as it is */
+            if (troupe_actor_stop(t->rt, en->addr, on_actor_stopped, t) !=
+                TROUPE_OK)
+                atomic_fetch_sub(&t->stops, 1);
+            continue;
+        }
+        q->t = t;
+        q->addr = en->addr;
+        troupe__table_quiesce(t->rt, en->addr, quiesced_stop, q);
+    }
+    pthread_mutex_unlock(&t->mu);
+    one_stopped(t);
+}
+
+static void
+wake_stopped(troupe_tables *t, void *arg)
+{
+    troupe__waiter_release(arg, TROUPE_OK, NULL);
+}
+
+troupe_err
+troupe_tables_stop_wait(troupe_tables *t)
+{
+    troupe__waiter w;
+    troupe__waiter_init(&w, 1);
+    return troupe__waiter_finish(&w, troupe_tables_stop(t, wake_stopped, &w),
+                                 NULL);
+}
+
+/* open failed: stop what load spawned, without waiting (the actors hold
+ * no reference to t). */
+static void
+stop_all_now(troupe_tables *t)
+{
+    for (tentry *en = t->entries; en != NULL; en = en->next) {
+        troupe_actor_stop(t->rt, en->addr, NULL, NULL);
+        troupe_actor_stop(t->rt, en->iaddr, NULL, NULL);
+    }
+    t->state = TABLES_STOPPED;
+}
+
+void
+troupe_tables_destroy(troupe_tables *t)
+{
+    if (t == NULL)
+        return;
+    if (t->state != TABLES_STOPPED && t->entries != NULL)
+        abort(); /* the actors still run: stop first */
+    while (t->entries != NULL) {
+        tentry *en = t->entries;
+        t->entries = en->next;
+        troupe__tables_entry_free(en);
+    }
+    pthread_mutex_destroy(&t->mu);
+    pthread_mutex_destroy(&t->ddl);
+    pthread_mutex_destroy(&t->ts.mu);
+    pthread_mutex_destroy(&t->vers.mu);
+    troupe_free(t);
+}
+
+troupe_err
+troupe_tables_list(troupe_tables *t, char ***names, size_t *n)
+{
+    if (t == NULL || names == NULL || n == NULL)
+        return TROUPE_EINVAL;
+    *names = NULL;
+    *n = 0;
+    pthread_mutex_lock(&t->mu);
+    if (t->state != TABLES_RUNNING) {
+        pthread_mutex_unlock(&t->mu);
+        return TROUPE_ESTATE;
+    }
+    size_t cnt = 0, bytes = 0;
+    for (tentry *en = t->entries; en != NULL; en = en->next) {
+        cnt++;
+        bytes += strlen(en->name) + 1;
+    }
+    char **v = troupe_malloc((cnt + 1) * sizeof(char *) + bytes);
+    if (v == NULL) {
+        pthread_mutex_unlock(&t->mu);
+        return TROUPE_ENOMEM;
+    }
+    char *p = (char *)(v + cnt + 1);
+    size_t i = 0;
+    for (tentry *en = t->entries; en != NULL; en = en->next) {
+        size_t l = strlen(en->name) + 1;
+        memcpy(p, en->name, l);
+        v[i++] = p;
+        p += l;
+    }
+    v[cnt] = NULL;
+    pthread_mutex_unlock(&t->mu);
+    *names = v;
+    *n = cnt;
+    return TROUPE_OK;
+}
+
+troupe_err
+troupe__tables_index_env(troupe_tables *t, const char *table, const char *index,
+                         tindex_env *env)
+{
+    size_t len;
+    if (t == NULL || index == NULL || env == NULL ||
+        !troupe_catalog_name_valid(table, &len))
+        return TROUPE_EINVAL;
+    memset(env, 0, sizeof(*env));
+    pthread_mutex_lock(&t->mu);
+    troupe_err e = t->state == TABLES_RUNNING ? TROUPE_ENOENT : TROUPE_ESTATE;
+    tentry *en =
+        e == TROUPE_ENOENT ? troupe__tables_entry_find(t, table) : NULL;
+    for (size_t i = 0; en != NULL && e == TROUPE_ENOENT && i < en->schema->n;
+         i++)
+        if (strcmp(troupe_index_def_name(en->schema->defs[i]), index) == 0) {
+            env->schema = troupe__tschema_retain(en->schema);
+            env->def = en->schema->defs[i];
+            env->table_id = en->id;
+            e = TROUPE_OK;
+        }
+    pthread_mutex_unlock(&t->mu);
+    if (e == TROUPE_OK) {
+        env->db = t->db;
+        env->now_ms = t->clock(t->clock_ctx);
+    }
+    return e;
+}
+
+/* What the lookups below copy out of a live table's entry. */
+typedef struct tentry_view {
+    troupe_addr addr;
+    troupe_addr iaddr;
+    troupe_cf *cf_t;
+    uint64_t id;
+} tentry_view;
+
+/* Finds the live table `name` under the lock and copies its view:
+ * EINVAL (bad name), ESTATE (stopped), ENOENT. */
+static troupe_err
+entry_view(troupe_tables *t, const char *name, tentry_view *v)
+{
+    size_t len;
+    if (t == NULL || !troupe_catalog_name_valid(name, &len))
+        return TROUPE_EINVAL;
+    pthread_mutex_lock(&t->mu);
+    troupe_err e = t->state == TABLES_RUNNING ? TROUPE_ENOENT : TROUPE_ESTATE;
+    tentry *en = e == TROUPE_ENOENT ? troupe__tables_entry_find(t, name) : NULL;
+    if (en != NULL) {
+        *v = (tentry_view){en->addr, en->iaddr, en->cf_t, en->id};
+        e = TROUPE_OK;
+    }
+    pthread_mutex_unlock(&t->mu);
+    return e;
+}
+
+/* The table actor's (or, with index, the index actor's) address of a
+ * table, with what an ask of it needs. */
+static troupe_err
+lookup_addr(troupe_tables *t, const char *name, bool index, troupe_addr *a,
+            uint32_t *timeout_ms, troupe_runtime **rt)
+{
+    tentry_view v;
+    troupe_err e = entry_view(t, name, &v);
+    if (e == TROUPE_EINVAL)
+        return e;
+    if (e == TROUPE_OK)
+        *a = index ? v.iaddr : v.addr;
+    *timeout_ms = t->timeout_ms;
+    *rt = t->rt;
+    return e;
+}
+
+troupe_err
+troupe__tables_lookup_index(troupe_tables *t, const char *name, troupe_addr *a,
+                            uint32_t *timeout_ms, troupe_runtime **rt)
+{
+    return lookup_addr(t, name, true, a, timeout_ms, rt);
+}
+
+troupe_err
+troupe__tables_lookup(troupe_tables *t, const char *name, troupe_addr *a,
+                      uint32_t *timeout_ms, troupe_runtime **rt)
+{
+    return lookup_addr(t, name, false, a, timeout_ms, rt);
+}
+
+troupe_err
+troupe__tables_lookup_cf(troupe_tables *t, const char *name, troupe_addr *a,
+                         troupe_cf **cf_t)
+{
+    return troupe__tables_lookup_id(t, name, a, cf_t, NULL);
+}
+
+troupe_err
+troupe__tables_lookup_id(troupe_tables *t, const char *name, troupe_addr *a,
+                         troupe_cf **cf_t, uint64_t *id)
+{
+    tentry_view v;
+    troupe_err e = entry_view(t, name, &v);
+    if (e == TROUPE_OK) {
+        *a = v.addr;
+        *cf_t = v.cf_t;
+        if (id != NULL)
+            *id = v.id;
+    }
+    return e;
+}
+
+troupe_err
+troupe__tables_read_env(troupe_tables *t, const char *name, tread_env *env)
+{
+    if (env == NULL)
+        return TROUPE_EINVAL;
+    tentry_view v;
+    troupe_err e = entry_view(t, name, &v);
+    if (e == TROUPE_EINVAL)
+        return e;
+    env->cf_t = e == TROUPE_OK ? v.cf_t : NULL;
+    env->table_id = e == TROUPE_OK ? v.id : 0;
+    env->rt = t->rt;
+    env->db = t->db;
+    env->clock = t->clock;
+    env->clock_ctx = t->clock_ctx;
+    return e;
+}
+
+troupe_err
+troupe__tables_txn_env(troupe_tables *t, ttxn_env *env)
+{
+    if (t == NULL || env == NULL)
+        return TROUPE_EINVAL;
+    pthread_mutex_lock(&t->mu);
+    bool running = t->state == TABLES_RUNNING;
+    pthread_mutex_unlock(&t->mu);
+    if (!running)
+        return TROUPE_ESTATE;
+    env->rt = t->rt;
+    env->db = t->db;
+    env->commit = t->commit;
+    env->clock = t->clock;
+    env->clock_ctx = t->clock_ctx;
+    env->timeout_ms = t->timeout_ms;
+    env->vers = &t->vers;
+    env->ts = &t->ts;
+    return TROUPE_OK;
+}
