@@ -571,6 +571,31 @@ START_TEST(test_future_event_waits_for_its_time)
 }
 END_TEST
 
+START_TEST(test_kick_during_a_stalled_pass_rereads_the_clock)
+{
+    /* "later" is seen first at T0, so a timer is armed for it with a
+     * delay of 60 s on the injected clock. Then "now" takes the only
+     * credit and blocks, so the next pass stalls. The clock jumps to
+     * "later"'s time and the kick meets the stalled pass: once the credit
+     * returns, "later" is delivered at once, not when the old timer fires
+     * (the deadline below is far shorter). */
+    mkqueue("q", 1, 0);
+    hreset(H_BLOCK);
+    pub("q", ev("later", "k", T0 + 60000));
+    troupe_queue_worker *w = worker("q", 0, 0, 1, 0);
+    pub("q", ev("now", "k", T0));
+    int one = 1;
+    ck_assert(ts_wait_until(nlog_reach, &one, 10000));
+    ck_assert_str_eq(H.ids[0], "now");
+    atomic_store(&fx.now, T0 + 60000);
+    ck_assert_ok(troupe_queue_kick(fx.qs, "q"));
+    atomic_store(&H.release, 1);
+    wait_completed("q", 2);
+    ck_assert_str_eq(H.ids[1], "later");
+    troupe_queue_worker_stop_wait(&w);
+}
+END_TEST
+
 START_TEST(test_due_timer_fires_without_kick)
 {
     /* real time here: the timer is armed for (time - clock) ms */
@@ -1065,7 +1090,9 @@ START_TEST(test_timeout_leaves_pending_and_redelivers)
     mkqueue("q", 1, 0);
     hreset(H_BLOCK);
     pub("q", ev("e", "k", T0));
-    troupe_queue_worker *w = worker("q", 0, 0, 2, 30);
+    /* 250 ms: short enough for the test, long enough that attempt 2 (which
+     * returns at once) is not timed out too on a loaded machine */
+    troupe_queue_worker *w = worker("q", 0, 0, 2, 250);
     int one = 1;
     ck_assert(ts_wait_until(nlog_reach, &one, 10000));
     /* the timeout frees the credit but the invocation stays claimed
@@ -1748,6 +1775,7 @@ queue_suite(void)
     tcase_add_test(tc, test_ack_and_reschedule_async);
     tcase_add_test(tc, test_deliver_ack_moves_row_and_entries);
     tcase_add_test(tc, test_future_event_waits_for_its_time);
+    tcase_add_test(tc, test_kick_during_a_stalled_pass_rereads_the_clock);
     tcase_add_test(tc, test_due_timer_fires_without_kick);
     tcase_add_test(tc, test_credit_bounds_events_held);
     tcase_add_test(tc, test_error_redelivers_with_attempt_numbers);

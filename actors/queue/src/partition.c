@@ -515,11 +515,14 @@ scan_start(troupe_actor *self, tq_part *s, const uint8_t *start, size_t slen,
 static void
 arm(troupe_actor *self, tq_part *s, int64_t t)
 {
-    if (s->timer_on && s->timer_at <= t)
+    /* A timer already set for t or before fires in time, unless t is due
+     * now: that timer's delay came from an older reading of the clock
+     * (an injected clock that jumped), so it may be far off. */
+    int64_t now = troupe__tq_now(s->q);
+    if (s->timer_on && s->timer_at <= t && t > now)
         return;
     if (s->timer_on)
         (void)troupe_timer_cancel(self, s->timer_id);
-    int64_t now = troupe__tq_now(s->q);
     uint64_t after = t > now ? (uint64_t)(t - now) : 0;
     s->timer_on =
         troupe_timer_start(self, TQ_DUE, after, 0, &s->timer_id) == TROUPE_OK;
@@ -807,7 +810,12 @@ static troupe_err
 on_kick(troupe_actor *self, void *state, const troupe_msg *m)
 {
     (void)m;
-    pump(self, state);
+    tq_part *s = state;
+    /* A pass under way keeps its boundary, read from the clock before the
+     * kick: its end must start a new pass with a new reading. */
+    if (s->pass)
+        s->dirty = true;
+    pump(self, s);
     return TROUPE_OK;
 }
 
