@@ -39,83 +39,8 @@
 #include "troupe/storage.h"
 #include "troupe/txn.h" /* troupe_conflict_kind: this is txn's 2PC server */
 
-enum {
-    TABLE_PREP_DONE = TABLE_NKINDS_,
-    TABLE_COMMIT_DONE,
-    TABLE_READ_DONE,
-    TABLE_SWITCH,
-    TABLE_BUILD_KEYS,
-    TABLE_QUIESCE,
-    TABLE_TXN_PREP_DONE,
-    TABLE_TXN_EXPIRE,
-    TABLE_TXN_QVER_DONE,
-    TABLE_VEVICT_NEXT, /* the next batch of the running eviction pass */
-    TABLE_PURGE_KEYS,  /* a purge step's expired keys, back from a worker */
-    TABLE_READ_FLUSH,  /* hand the queued reads to workers */
-    TABLE_NKINDS,
-    TABLE_REINDEX, /* an op kind only: rewrite a row's index entries */
-    TABLE_PURGE_OP /* an op kind only: delete the row if still expired */
-};
-
 /* Rows an index build reindexes per step. */
 #define BUILD_BATCH 64
-
-typedef struct uniq {
-    uint64_t index_id;
-    unsigned char *vals; /* the index key without its primary key */
-    size_t len;
-} uniq;
-
-typedef struct klock klock;
-
-typedef struct wop {
-    struct wop *next;  /* in its key's queue, or the parked list */
-    struct wop *inext; /* in the in-flight list (writes with uniques) */
-    struct wop *pnext; /* in the parked list */
-    uint64_t gen;      /* schema generation it was prepared with */
-    uint64_t cseq0;    /* commits with uniques seen when it started */
-    bool counted;      /* counted in nrunning */
-    bool build;        /* a build's reindex op */
-    bool ext;          /* a transaction's op: batch is the shared one */
-    bool purge_hit;    /* TABLE_PURGE_OP: prepared a delete */
-    bool cached;       /* prepare on the actor: memory-only reads */
-    bool nostamp;      /* store created_at / updated_at as given */
-    /* The version this write publishes, taken on the writer thread once
-     * the write is stored and before its caller hears of it (0 until
-     * then): a transaction that began after the reply has seq0 >= cver. */
-    _Atomic uint64_t cver;
-    /* The clock when cver was taken: the publish time its TTL counts
-     * from (the actor records the version only later). */
-    _Atomic int64_t cms;
-    klock *lock;
-    troupe_runtime *rt;
-    troupe_addr self;
-    troupe_addr asker;
-    uint64_t corr;
-    uint32_t kind;
-    troupe_sync sync;
-    int64_t expires;
-    ttable_cfg cfg; /* holds one schema reference */
-    troupe_err err;
-    troupe_batch *batch;
-    uniq *uq;
-    size_t nuq;
-    unsigned char *key;
-    size_t klen;
-    unsigned char *doc;
-    size_t dlen;
-} wop;
-
-struct klock {
-    klock *next;  /* bucket chain */
-    wop *running; /* in a worker, parked, or in the pipeline, or a
-                     prepared transaction's write */
-    size_t rsv;   /* prepared transactions that read the key: writes wait */
-    wop *whead;   /* writes waiting behind it, in arrival order */
-    wop *wtail;
-    size_t klen;
-    unsigned char key[];
-};
 
 /* Unique values of a committed write, for writes whose check read the
  * index before that commit. */
@@ -129,44 +54,6 @@ typedef struct clog {
 /* Committed writes remembered; an op that started before the oldest one
  * still remembered prepares again. */
 #define CLOG_MAX 1024
-
-/* The key-version map: the version each key got at its last committed
- * write. A key not in it has version `vfloor`. With a key-version TTL,
- * records older than it are evicted in passes (TTL and counters in
- * docs/data-model.md). The map holds at most VMAP_MAX records: when full,
- * the oldest records no running transaction needs go first, TTL or not
- * (vmap_shed); only when every record is still needed is the map emptied
- * and vfloor raised to the newest version, so a transaction that began
- * before then conflicts on those keys (safe, never a missed conflict).
- *
- * Eviction. Every record is also on an intrusive list in publish order
- * (a publish moves it to the tail), so the head is the oldest publish and
- * a pass looks at no record it will not evict: memory is the records
- * alone, no queue of tokens. A record goes only when its TTL has passed
- * (now >= published + ttl: never early) and its version is <= the seq0 of
- * every running transaction: such a transaction's snapshot already holds
- * that write, so `vfloor` (<= its seq0) answers its checks as well; a
- * newer version is one it still needs to see a conflict. A pass stops at
- * the first record it may not evict yet (the rest are newer) and works in
- * batches of VEVICT_BATCH, each one message to itself, so other requests
- * run between batches. */
-typedef struct vent {
-    struct vent *next;
-    struct vent **pprev; /* the pointer to it in its chain: O(1) removal */
-    size_t hash;         /* troupe__fnv1a64 of key */
-    struct vent *lprev;  /* publish order */
-    struct vent *lnext;
-    int64_t pub_ms; /* when it was last published */
-    uint64_t ver;
-    size_t klen;
-    unsigned char key[];
-} vent;
-
-#define VMAP_BUCKETS_MIN 256
-#define VMAP_MAX 65536
-/* Records one pass frees when the map is full (see vmap_publish). */
-#define VMAP_SHED (VMAP_MAX / 8)
-#define VEVICT_BATCH 256
 
 /* A transaction's part at this table, from its prepare to its finish. */
 typedef struct tpart {
@@ -188,61 +75,13 @@ typedef struct tpart {
     bool onwork;        /* its writes are being prepared on a worker */
 } tpart;
 
-typedef struct tstate {
-    ttable_cfg cfg;
-    vent **vmap;
-    size_t vnb; /* buckets of vmap: a power of two, grown with nv */
-    size_t nv;
-    size_t vbytes;     /* estimated bytes of the records */
-    uint64_t vevicted; /* records evicted since spawn */
-    vent *lhead;       /* oldest publish */
-    vent *ltail;
-    /* the eviction pass running, if any */
-    bool evicting;
-    troupe_addr ev_asker;
-    uint64_t ev_corr;
-    uint64_t ev_total;
-    uint32_t ev_batches;
-    uint32_t ev_largest;
-    uint64_t vfloor;
-    uint64_t vmax;
-    uint64_t last_pub; /* the version the last tpart_end published */
-    tpart *tparts;     /* prepared, waiting for their finish */
-    tpart *tpwork;     /* reserved, their writes being prepared on a worker
-                          (owned by the worker job, never freed by stop) */
-    struct tdefer *deferred;  /* prepares waiting for a commit's release */
-    struct qdefer *qdeferred; /* versioned queries waiting for a write */
-    wop *rwait_head; /* writes into a reserved range, waiting for its end */
-    wop *rwait_tail;
-    klock **buckets;
-    size_t nbuckets;
-    wop *inflight;
-    wop *parked;
-    uint64_t gen;       /* bumped by every schema switch */
-    size_t nrunning;    /* ops between start and release */
-    size_t old_running; /* of which prepared with an older schema */
-    tbuild *build;
-    struct tpurge *purge; /* the expired-row pass running, if any */
-    uint64_t cseq;        /* commits of writes with unique values */
-    uint64_t clog_floor;
-    clog *clog;
-    size_t nclog;
-    size_t nreads; /* read jobs on workers, and a pending READ_FLUSH */
-    struct rjob *rq_head, *rq_tail; /* reads waiting for READ_FLUSH */
-    bool rq_flush_sent;
-    bool closing;  /* quiescing: new requests get ECLOSED */
-    bool inlining; /* a write is being prepared on the actor's thread */
-    void (*quiesced)(void *arg);
-    void *quiesced_arg;
-} tstate;
-
 /* Calls the quiesce callback once nothing of this actor is in flight. */
-static void
-check_quiesced(tstate *s)
+void
+troupe__table_check_quiesced(tstate *s)
 {
-    if (s->quiesced == NULL || s->nrunning > 0 || s->nreads > 0 ||
-        s->evicting || s->purge != NULL || s->tparts != NULL ||
-        s->tpwork != NULL || s->rwait_head != NULL || s->build != NULL)
+    if (s->quiesced == NULL || s->writes.nrunning > 0 || s->nreads > 0 ||
+        s->vers.evicting || s->purge != NULL || s->tparts != NULL ||
+        s->tpwork != NULL || s->locks.rwait_head != NULL || s->build != NULL)
         return;
     void (*fn)(void *) = s->quiesced;
     s->quiesced = NULL;
@@ -279,188 +118,6 @@ troupe__tschema_release(tschema *s)
     troupe_free(s->defs);
     troupe_free(s->xcf);
     troupe_free(s);
-}
-
-/* ---- key versions (actor thread) ---------------------------------------- */
-
-/* The record of key (hash h = troupe__fnv1a64(key, klen)), or NULL. */
-static vent *
-vmap_find(const tstate *s, const void *key, size_t klen, size_t h)
-{
-    for (vent *v = s->vmap[h & (s->vnb - 1)]; v != NULL; v = v->next)
-        if (v->hash == h && v->klen == klen && memcmp(v->key, key, klen) == 0)
-            return v;
-    return NULL;
-}
-
-static uint64_t
-vmap_get(const tstate *s, const void *key, size_t klen)
-{
-    const vent *v = vmap_find(s, key, klen, troupe__fnv1a64(key, klen));
-    return v != NULL ? v->ver : s->vfloor;
-}
-
-/* Links v at the head of its chain. */
-static void
-vmap_link(vent **head, vent *v)
-{
-    v->next = *head;
-    if (v->next != NULL)
-        v->next->pprev = &v->next;
-    v->pprev = head;
-    *head = v;
-}
-
-static void
-vmap_clear(tstate *s)
-{
-    for (size_t i = 0; s->vmap != NULL && i < s->vnb; i++) {
-        while (s->vmap[i] != NULL) {
-            vent *v = s->vmap[i];
-            s->vmap[i] = v->next;
-            troupe_free(v);
-        }
-    }
-    s->nv = 0;
-    s->vbytes = 0;
-    s->lhead = s->ltail = NULL;
-}
-
-static size_t
-vent_bytes(const vent *v)
-{
-    return sizeof(*v) + v->klen;
-}
-
-static void
-vlist_unlink(tstate *s, vent *v)
-{
-    if (v->lprev != NULL)
-        v->lprev->lnext = v->lnext;
-    else
-        s->lhead = v->lnext;
-    if (v->lnext != NULL)
-        v->lnext->lprev = v->lprev;
-    else
-        s->ltail = v->lprev;
-    v->lprev = v->lnext = NULL;
-}
-
-static void
-vlist_append(tstate *s, vent *v)
-{
-    v->lnext = NULL;
-    v->lprev = s->ltail;
-    if (s->ltail != NULL)
-        s->ltail->lnext = v;
-    else
-        s->lhead = v;
-    s->ltail = v;
-}
-
-static void
-vmap_remove(tstate *s, vent *v);
-
-/* Doubles the buckets once the chains average two records (keeps the
- * old table when memory is short: longer chains, still correct). */
-static void
-vmap_grow(tstate *s)
-{
-    if (s->nv < 2 * s->vnb || s->vnb >= VMAP_MAX / 2)
-        return;
-    size_t nb = s->vnb * 2;
-    vent **t = troupe_calloc(nb, sizeof(*t));
-    if (t == NULL)
-        return;
-    for (size_t i = 0; i < s->vnb; i++)
-        while (s->vmap[i] != NULL) {
-            vent *v = s->vmap[i];
-            s->vmap[i] = v->next;
-            vmap_link(&t[v->hash & (nb - 1)], v);
-        }
-    troupe_free(s->vmap);
-    s->vmap = t;
-    s->vnb = nb;
-}
-
-/* The map is full: frees up to VMAP_SHED of the oldest records that no
- * running transaction needs (version <= the oldest one's seq0), as an
- * eviction pass would but without waiting for their TTL. Returns how
- * many went. */
-static size_t
-vmap_shed(tstate *s)
-{
-    uint64_t oldest = troupe__tables_txn_oldest(s->cfg.ts);
-    size_t n = 0;
-    while (n < VMAP_SHED && s->lhead != NULL && s->lhead->ver <= oldest) {
-        vmap_remove(s, s->lhead);
-        s->vevicted++;
-        n++;
-    }
-    return n;
-}
-
-/* Records that key got version ver. A write of a key that has no record
- * (`create` false) and that no running transaction can need (ver <= the
- * oldest one's seq0: each already has the write in its snapshot) makes no
- * record: the floor rises to ver instead. That changes nothing for running
- * transactions (their seq0 >= ver), and no client holds a version of such
- * a key (a versioned query or a versioned commit made a record, and one
- * evicted since conflicts against any floor). So an insert-heavy table
- * without transactions keeps no records at all. A versioned query's first
- * version (`create`) is always recorded: the client holds it. */
-static void
-vmap_publish(tstate *s, const void *key, size_t klen, uint64_t ver, int64_t now,
-             bool create)
-{
-    if (ver > s->vmax)
-        s->vmax = ver;
-    size_t h = troupe__fnv1a64(key, klen);
-    vent *v = vmap_find(s, key, klen, h);
-    if (v != NULL) {
-        v->ver = ver;
-        v->pub_ms = now; /* a publish refreshes its TTL */
-        vlist_unlink(s, v);
-        vlist_append(s, v);
-        return;
-    }
-    if (!create && ver <= troupe__tables_txn_oldest(s->cfg.ts)) {
-        if (ver > s->vfloor)
-            s->vfloor = ver;
-        return;
-    }
-    if (s->nv >= VMAP_MAX)
-        vmap_shed(s);
-    v = s->nv < VMAP_MAX ? troupe_malloc(sizeof(*v) + klen) : NULL;
-    if (v == NULL) { /* full of needed records (or no memory): every key
-                        is new now */
-        vmap_clear(s);
-        s->vfloor = s->vmax;
-        return;
-    }
-    v->ver = ver;
-    v->pub_ms = now;
-    v->hash = h;
-    v->klen = klen;
-    memcpy(v->key, key, klen);
-    vmap_link(&s->vmap[h & (s->vnb - 1)], v);
-    vlist_append(s, v);
-    s->nv++;
-    s->vbytes += vent_bytes(v);
-    vmap_grow(s);
-}
-
-/* Removes v from the map and the list. */
-static void
-vmap_remove(tstate *s, vent *v)
-{
-    *v->pprev = v->next;
-    if (v->next != NULL)
-        v->next->pprev = v->pprev;
-    vlist_unlink(s, v);
-    s->nv--;
-    s->vbytes -= vent_bytes(v);
-    troupe_free(v);
 }
 
 /* ---- write preparation (worker thread) -------------------------------- */
@@ -836,16 +493,6 @@ prep_drop(void *arg)
 
 /* ---- per-key locks (actor thread) -------------------------------------- */
 
-static klock **
-lock_slot(tstate *s, const void *key, size_t klen)
-{
-    klock **pp = &s->buckets[troupe__fnv1a64(key, klen) & (s->nbuckets - 1)];
-    while (*pp != NULL &&
-           ((*pp)->klen != klen || memcmp((*pp)->key, key, klen)))
-        pp = &(*pp)->next;
-    return pp;
-}
-
 static void
 start_op(troupe_actor *self, tstate *s, wop *op);
 static void
@@ -864,7 +511,7 @@ lock_advance(troupe_actor *self, tstate *s, klock *l)
         return;
     wop *next = l->whead;
     if (next == NULL) {
-        klock **pp = lock_slot(s, l->key, l->klen);
+        klock **pp = troupe__locks_slot(s, l->key, l->klen);
         *pp = l->next;
         troupe_free(l);
         return;
@@ -885,9 +532,9 @@ release_inner(troupe_actor *self, tstate *s, wop *op, bool answered)
         troupe_runtime_reply(op->rt, op->asker, op->corr, op->err, NULL);
     klock *l = op->lock;
     if (op->counted) {
-        s->nrunning--;
-        if (op->gen != s->gen)
-            s->old_running--;
+        s->writes.nrunning--;
+        if (op->gen != s->writes.gen)
+            s->writes.old_running--;
     }
     bool build = op->build;
     troupe_err berr = op->err;
@@ -919,7 +566,7 @@ release_and_next(troupe_actor *self, tstate *s, wop *op, bool answered)
 static bool
 prepare_here(const tstate *s, const wop *op)
 {
-    if (s->inlining || s->closing || op->ext ||
+    if (s->writes.inlining || s->closing || op->ext ||
         (op->kind != TABLE_INSERT && op->kind != TABLE_UPDATE &&
          op->kind != TABLE_UPSERT && op->kind != TABLE_DELETE))
         return false;
@@ -944,27 +591,27 @@ start_op(troupe_actor *self, tstate *s, wop *op)
     }
     if (!op->counted) {
         op->counted = true;
-        s->nrunning++;
-    } else if (op->gen != s->gen) {
-        s->old_running--;
+        s->writes.nrunning++;
+    } else if (op->gen != s->writes.gen) {
+        s->writes.old_running--;
     }
-    op->gen = s->gen;
-    op->cseq0 = s->cseq;
+    op->gen = s->writes.gen;
+    op->cseq0 = s->writes.cseq;
     if (prepare_here(s, op)) {
         /* Prepared on this thread from memory: no worker round trip. Not
          * nested (a failed write starts the next one of its key, which
          * then goes to a worker), so the stack stays flat. */
-        s->inlining = true;
+        s->writes.inlining = true;
         op->cached = true;
         troupe_err pe = prepare(op);
         op->cached = false;
         if (pe != TROUPE_EAGAIN) {
             op->err = pe;
             prep_done(self, s, op);
-            s->inlining = false;
+            s->writes.inlining = false;
             return;
         }
-        s->inlining = false;
+        s->writes.inlining = false;
     }
     /* declared: the request it holds; the batch it builds is bounded by
      * the storage limits and held only while a worker runs it */
@@ -1073,11 +720,11 @@ attach(troupe_actor *self, tstate *s, wop *op)
 {
     op->next = NULL;
     if (in_rsv_range(s, op->key, op->klen)) {
-        if (s->rwait_tail == NULL)
-            s->rwait_head = op;
+        if (s->locks.rwait_tail == NULL)
+            s->locks.rwait_head = op;
         else
-            s->rwait_tail->next = op;
-        s->rwait_tail = op;
+            s->locks.rwait_tail->next = op;
+        s->locks.rwait_tail = op;
         return TROUPE_OK;
     }
     klock *l = lock_get(s, op->key, op->klen);
@@ -1145,14 +792,15 @@ uniq_overlap(const uniq *a, size_t na, const uniq *b, size_t nb)
 static int
 uniq_clash(const tstate *s, const wop *op)
 {
-    for (const wop *o = s->inflight; o != NULL; o = o->inext)
+    for (const wop *o = s->writes.inflight; o != NULL; o = o->inext)
         if (uniq_overlap(op->uq, op->nuq, o->uq, o->nuq))
             return 1;
-    if (op->cseq0 == s->cseq)
+    if (op->cseq0 == s->writes.cseq)
         return 0;
-    if (op->cseq0 < s->clog_floor)
+    if (op->cseq0 < s->writes.clog_floor)
         return 2;
-    for (const clog *c = s->clog; c != NULL && c->seq > op->cseq0; c = c->next)
+    for (const clog *c = s->writes.clog; c != NULL && c->seq > op->cseq0;
+         c = c->next)
         if (uniq_overlap(op->uq, op->nuq, c->uq, c->nuq))
             return 2;
     return 0;
@@ -1171,40 +819,41 @@ clog_free(clog *c)
 static void
 clog_add(tstate *s, wop *op)
 {
-    s->cseq++;
+    s->writes.cseq++;
     clog *c = troupe_malloc(sizeof(*c));
     if (c == NULL) {
-        s->clog_floor = s->cseq; /* forget: everyone older checks again */
+        s->writes.clog_floor =
+            s->writes.cseq; /* forget: everyone older checks again */
         return;
     }
-    c->seq = s->cseq;
+    c->seq = s->writes.cseq;
     c->uq = op->uq;
     c->nuq = op->nuq;
     op->uq = NULL;
     op->nuq = 0;
-    c->next = s->clog;
-    s->clog = c;
-    if (++s->nclog > CLOG_MAX) {
-        clog **pp = &s->clog;
+    c->next = s->writes.clog;
+    s->writes.clog = c;
+    if (++s->writes.nclog > CLOG_MAX) {
+        clog **pp = &s->writes.clog;
         while ((*pp)->next != NULL)
             pp = &(*pp)->next;
-        s->clog_floor = (*pp)->seq;
+        s->writes.clog_floor = (*pp)->seq;
         clog_free(*pp);
         *pp = NULL;
-        s->nclog--;
+        s->writes.nclog--;
     }
 }
 
 static void
 clog_clear(tstate *s)
 {
-    while (s->clog != NULL) {
-        clog *c = s->clog;
-        s->clog = c->next;
+    while (s->writes.clog != NULL) {
+        clog *c = s->writes.clog;
+        s->writes.clog = c->next;
         clog_free(c);
     }
-    s->nclog = 0;
-    s->clog_floor = s->cseq;
+    s->writes.nclog = 0;
+    s->writes.clog_floor = s->writes.cseq;
 }
 
 static troupe_err
@@ -1231,7 +880,7 @@ h_prep_done(troupe_actor *self, void *st, const troupe_msg *m)
     if (m->ptr == NULL)
         return no_payload(self, m);
     prep_done(self, s, m->ptr);
-    check_quiesced(s);
+    troupe__table_check_quiesced(s);
     return TROUPE_OK;
 }
 
@@ -1251,8 +900,8 @@ prep_done(troupe_actor *self, tstate *s, wop *op)
             start_op(self, s, op);
             return TROUPE_OK;
         }
-        op->pnext = s->parked;
-        s->parked = op;
+        op->pnext = s->writes.parked;
+        s->writes.parked = op;
         return TROUPE_OK;
     }
     troupe_err e = troupe_commit_submit(op->cfg.commit, &op->batch, op->sync,
@@ -1263,8 +912,8 @@ prep_done(troupe_actor *self, tstate *s, wop *op)
         return TROUPE_OK;
     }
     if (op->nuq > 0) {
-        op->inext = s->inflight;
-        s->inflight = op;
+        op->inext = s->writes.inflight;
+        s->writes.inflight = op;
     }
     return TROUPE_OK;
 }
@@ -1276,7 +925,7 @@ h_commit_done(troupe_actor *self, void *st, const troupe_msg *m)
     wop *op = m->ptr;
     if (op == NULL)
         return no_payload(self, m);
-    for (wop **pp = &s->inflight; *pp != NULL; pp = &(*pp)->inext)
+    for (wop **pp = &s->writes.inflight; *pp != NULL; pp = &(*pp)->inext)
         if (*pp == op) {
             *pp = op->inext;
             break;
@@ -1284,23 +933,23 @@ h_commit_done(troupe_actor *self, void *st, const troupe_msg *m)
     if (op->nuq > 0)
         clog_add(s, op);
     if (!op->build && atomic_load(&op->cver) != 0)
-        vmap_publish(s, op->key, op->klen, atomic_load(&op->cver),
-                     atomic_load(&op->cms), false);
+        troupe__keyvers_publish(s, op->key, op->klen, atomic_load(&op->cver),
+                                atomic_load(&op->cms), false);
     release_and_next(self, s, op, true);
-    if (s->nrunning == 0)
+    if (s->writes.nrunning == 0)
         clog_clear(s); /* nobody can have read before those commits */
     retry_deferred(self, s);
     retry_qdeferred(self, s);
     /* The winner's entries are readable now: parked writes check again. */
-    wop *p = s->parked;
-    s->parked = NULL;
+    wop *p = s->writes.parked;
+    s->writes.parked = NULL;
     while (p != NULL) {
         wop *nx = p->pnext;
         p->err = TROUPE_OK;
         start_op(self, s, p);
         p = nx;
     }
-    check_quiesced(s);
+    troupe__table_check_quiesced(s);
     return TROUPE_OK;
 }
 
@@ -1366,7 +1015,7 @@ build_step(troupe_actor *self, tstate *s)
     if (b == NULL || b->scanning || b->outstanding > 0)
         return;
     if (!b->started) {
-        if (s->old_running > 0)
+        if (s->writes.old_running > 0)
             return; /* writes of an older schema still running */
         b->started = true;
     }
@@ -1426,7 +1075,7 @@ h_build_keys(troupe_actor *self, void *st, const troupe_msg *m)
         troupe_err e = b->err != TROUPE_OK ? b->err : j->err;
         kjob_free(j);
         build_finish(s, e);
-        check_quiesced(s);
+        troupe__table_check_quiesced(s);
         return TROUPE_OK;
     }
     const troupe_page *pg = j->page;
@@ -1462,8 +1111,8 @@ h_switch(troupe_actor *self, void *st, const troupe_msg *m)
         return no_payload(self, m);
     troupe__tschema_release(s->cfg.schema);
     s->cfg.schema = sw->schema;
-    s->gen++;
-    s->old_running = s->nrunning;
+    s->writes.gen++;
+    s->writes.old_running = s->writes.nrunning;
     if (sw->build != NULL) {
         if (s->build != NULL) /* one at a time: the catalog ensures it */
             troupe__tables_build_done(sw->build, TROUPE_EBUSY);
@@ -1568,7 +1217,7 @@ h_read_flush(troupe_actor *self, void *st, const troupe_msg *m)
         }
     }
     s->nreads--; /* the flush itself */
-    check_quiesced(s);
+    troupe__table_check_quiesced(s);
     return TROUPE_OK;
 }
 
@@ -1631,7 +1280,7 @@ h_read_done(troupe_actor *self, void *st, const troupe_msg *m)
         return no_payload(self, m);
     rjob_free(m->ptr);
     s->nreads--;
-    check_quiesced(s);
+    troupe__table_check_quiesced(s);
     return TROUPE_OK;
 }
 
@@ -1658,7 +1307,7 @@ h_quiesce(troupe_actor *self, void *st, const troupe_msg *m)
     s->quiesced = q->fn;
     s->quiesced_arg = q->arg;
     troupe_free(q);
-    check_quiesced(s);
+    troupe__table_check_quiesced(s);
     return TROUPE_OK;
 }
 
@@ -1767,21 +1416,13 @@ tpart_free(tpart *tp)
 }
 
 static bool
-range_has(const ttxn_range *r, const void *key, size_t klen)
-{
-    if (r->start != NULL && troupe_key_cmp(key, klen, r->start, r->slen) < 0)
-        return false;
-    return r->end == NULL || troupe_key_cmp(key, klen, r->end, r->elen) < 0;
-}
-
-static bool
 in_rsv_range(const tstate *s, const void *key, size_t klen)
 {
     for (int w = 0; w < 2; w++)
         for (const tpart *tp = w ? s->tpwork : s->tparts; tp != NULL;
              tp = tp->next)
             for (size_t i = 0; i < tp->nrg; i++)
-                if (range_has(&tp->ranges[i], key, klen))
+                if (troupe__range_has(&tp->ranges[i], key, klen))
                     return true;
     return false;
 }
@@ -1790,8 +1431,8 @@ in_rsv_range(const tstate *s, const void *key, size_t klen)
 static void
 rwait_retry(troupe_actor *self, tstate *s)
 {
-    wop *w = s->rwait_head;
-    s->rwait_head = s->rwait_tail = NULL;
+    wop *w = s->locks.rwait_head;
+    s->locks.rwait_head = s->locks.rwait_tail = NULL;
     while (w != NULL) {
         wop *nx = w->next;
         if (attach(self, s, w) != TROUPE_OK) {
@@ -1810,7 +1451,7 @@ rwait_retry(troupe_actor *self, tstate *s)
 static klock *
 lock_get(tstate *s, const void *key, size_t klen)
 {
-    klock **pp = lock_slot(s, key, klen);
+    klock **pp = troupe__locks_slot(s, key, klen);
     if (*pp == NULL) {
         klock *l = troupe_calloc(1, sizeof(*l) + klen);
         if (l == NULL)
@@ -1834,8 +1475,8 @@ rsv_release(troupe_actor *self, tstate *s, klock *l)
 static void
 restart_parked(troupe_actor *self, tstate *s)
 {
-    wop *p = s->parked;
-    s->parked = NULL;
+    wop *p = s->writes.parked;
+    s->writes.parked = NULL;
     while (p != NULL) {
         wop *nx = p->pnext;
         p->err = TROUPE_OK;
@@ -1866,7 +1507,7 @@ tpart_end(troupe_actor *self, tstate *s, tpart *tp, bool publish, uint64_t ver)
         if (op == NULL)
             continue;
         tp->ops[i] = NULL;
-        for (wop **pp = &s->inflight; *pp != NULL; pp = &(*pp)->inext)
+        for (wop **pp = &s->writes.inflight; *pp != NULL; pp = &(*pp)->inext)
             if (*pp == op) {
                 *pp = op->inext;
                 break;
@@ -1874,8 +1515,8 @@ tpart_end(troupe_actor *self, tstate *s, tpart *tp, bool publish, uint64_t ver)
         if (publish) {
             if (op->nuq > 0)
                 clog_add(s, op);
-            vmap_publish(s, op->key, op->klen, ver,
-                         s->cfg.clock(s->cfg.clock_ctx), false);
+            troupe__keyvers_publish(s, op->key, op->klen, ver,
+                                    s->cfg.clock(s->cfg.clock_ctx), false);
         }
         op->batch = NULL;
         release_and_next(self, s, op, true);
@@ -1888,42 +1529,10 @@ tpart_end(troupe_actor *self, tstate *s, tpart *tp, bool publish, uint64_t ver)
     if (ranged)
         rwait_retry(self, s);
     retry_qdeferred(self, s);
-    if (s->nrunning == 0)
+    if (s->writes.nrunning == 0)
         clog_clear(s);
     restart_parked(self, s);
-    check_quiesced(s);
-}
-
-typedef struct kref {
-    const unsigned char *k;
-    size_t n;
-    uint32_t kinds; /* TROUPE_CONFLICT_* bits */
-} kref;
-
-/* A growing list of conflicting keys (borrowed bytes). */
-typedef struct kset {
-    kref *v;
-    size_t n;
-    size_t cap;
-    troupe_err err;
-} kset;
-
-static void
-kset_add(kset *ks, const void *k, size_t n, uint32_t kinds)
-{
-    if (ks->err != TROUPE_OK)
-        return;
-    if (ks->n == ks->cap) {
-        size_t cap = ks->cap ? ks->cap * 2 : 16;
-        kref *v = troupe_realloc(ks->v, cap * sizeof(*v));
-        if (v == NULL) {
-            ks->err = TROUPE_ENOMEM;
-            return;
-        }
-        ks->v = v;
-        ks->cap = cap;
-    }
-    ks->v[ks->n++] = (kref){k, n, kinds};
+    troupe__table_check_quiesced(s);
 }
 
 static void
@@ -1998,31 +1607,12 @@ retry_deferred(troupe_actor *self, tstate *s)
 static void
 range_conflicts(const tstate *s, const ttxn_range *r, uint64_t seq0, kset *ks)
 {
-    static const unsigned char zero = 0;
-    if (s->vfloor > seq0) { /* forgotten versions: assume a change */
-        if (r->start != NULL)
-            kset_add(ks, r->start, r->slen, TROUPE_CONFLICT_STALE);
-        else
-            kset_add(ks, &zero, 1, TROUPE_CONFLICT_STALE);
-        return;
-    }
-    for (size_t b = 0; b < s->vnb; b++)
-        for (const vent *v = s->vmap[b]; v != NULL; v = v->next)
-            if (v->ver > seq0 && range_has(r, v->key, v->klen)) {
-                const klock *l = *lock_slot((tstate *)s, v->key, v->klen);
-                bool held =
-                    l != NULL && (l->whead != NULL ||
-                                  (l->running != NULL &&
-                                   (l->running->ext ||
-                                    atomic_load(&l->running->cver) == 0)));
-                kset_add(ks, v->key, v->klen,
-                         TROUPE_CONFLICT_STALE |
-                             (held ? TROUPE_CONFLICT_RESERVED : 0));
-            }
-    for (size_t b = 0; b < s->nbuckets; b++)
-        for (const klock *l = s->buckets[b]; l != NULL; l = l->next) {
-            if (!range_has(r, l->key, l->klen) ||
-                vmap_get(s, l->key, l->klen) > seq0)
+    if (troupe__keyvers_range_stale(s, r, seq0, ks))
+        return; /* forgotten versions: the whole range changed */
+    for (size_t b = 0; b < s->locks.nbuckets; b++)
+        for (const klock *l = s->locks.buckets[b]; l != NULL; l = l->next) {
+            if (!troupe__range_has(r, l->key, l->klen) ||
+                troupe__keyvers_get(s, l->key, l->klen) > seq0)
                 continue; /* listed above */
             uint32_t kinds = l->whead != NULL ? TROUPE_CONFLICT_RESERVED : 0;
             if (l->running != NULL) {
@@ -2033,7 +1623,7 @@ range_conflicts(const tstate *s, const ttxn_range *r, uint64_t seq0, kset *ks)
                                      : 0;
             }
             if (kinds != 0)
-                kset_add(ks, l->key, l->klen, kinds);
+                troupe__kset_add(ks, l->key, l->klen, kinds);
         }
 }
 
@@ -2099,10 +1689,10 @@ txn_prepare(troupe_actor *self, tstate *s, ttxn_prep *p, troupe_addr asker,
     for (size_t i = 0; e == TROUPE_OK && i < p->n; i++) {
         const ttxn_key *k = &p->keys[i];
         bool w = k->kind != TTXN_READ;
-        klock *l = *lock_slot(s, k->key, k->klen);
+        klock *l = *troupe__locks_slot(s, k->key, k->klen);
         uint32_t c = 0;
         if (k->ver != 0) { /* a versioned read: its version, exactly */
-            uint64_t cur = vmap_get(s, k->key, k->klen);
+            uint64_t cur = troupe__keyvers_get(s, k->key, k->klen);
             if (l != NULL && l->running != NULL) {
                 uint64_t cv =
                     l->running->ext ? 0 : atomic_load(&l->running->cver);
@@ -2128,10 +1718,10 @@ txn_prepare(troupe_actor *self, tstate *s, ttxn_prep *p, troupe_addr asker,
             c |= TROUPE_CONFLICT_RESERVED; /* another transaction read it */
         if (w && in_rsv_range(s, k->key, k->klen))
             c |= TROUPE_CONFLICT_RESERVED; /* another one scanned over it */
-        if (k->ver == 0 && vmap_get(s, k->key, k->klen) > p->seq0)
+        if (k->ver == 0 && troupe__keyvers_get(s, k->key, k->klen) > p->seq0)
             c |= TROUPE_CONFLICT_STALE;
         if (c != 0)
-            kset_add(&bad, k->key, k->klen, c);
+            troupe__kset_add(&bad, k->key, k->klen, c);
         nw += w;
         nr += !w;
     }
@@ -2207,7 +1797,7 @@ txn_prepare(troupe_actor *self, tstate *s, ttxn_prep *p, troupe_addr asker,
         wop *op = troupe_calloc(1, sizeof(*op) + k->klen + k->dlen);
         if (op == NULL) {
             if (l->running == NULL && l->rsv == 0 && l->whead == NULL) {
-                klock **pp = lock_slot(s, l->key, l->klen);
+                klock **pp = troupe__locks_slot(s, l->key, l->klen);
                 *pp = l->next;
                 troupe_free(l);
             }
@@ -2233,9 +1823,9 @@ txn_prepare(troupe_actor *self, tstate *s, ttxn_prep *p, troupe_addr asker,
         op->lock = l;
         l->running = op;
         op->counted = true;
-        s->nrunning++;
-        op->gen = s->gen;
-        op->cseq0 = s->cseq;
+        s->writes.nrunning++;
+        op->gen = s->writes.gen;
+        op->cseq0 = s->writes.cseq;
         tp->ops[tp->nops++] = op;
     }
     troupe__ttxn_prep_free(p);
@@ -2306,8 +1896,8 @@ h_txn_prep_done(troupe_actor *self, void *st, const troupe_msg *m)
     }
     for (size_t i = 0; i < tp->nops; i++)
         if (tp->ops[i]->nuq > 0) {
-            tp->ops[i]->inext = s->inflight;
-            s->inflight = tp->ops[i];
+            tp->ops[i]->inext = s->writes.inflight;
+            s->writes.inflight = tp->ops[i];
         }
     troupe_runtime_reply(rt, tp->asker, tp->corr, TROUPE_OK, NULL);
     return TROUPE_OK;
@@ -2509,8 +2099,9 @@ qver_work(void *arg)
 static troupe_err
 qver_of(tstate *s, const unsigned char *key, size_t klen, uint64_t *out)
 {
-    klock *l = *lock_slot(s, key, klen);
-    const vent *v = vmap_find(s, key, klen, troupe__fnv1a64(key, klen));
+    klock *l = *troupe__locks_slot(s, key, klen);
+    const vent *v =
+        troupe__keyvers_find(s, key, klen, troupe__fnv1a64(key, klen));
     uint64_t ver;
     if (l != NULL && l->running != NULL) { /* stored, not yet published */
         ver = atomic_load(&l->running->cver);
@@ -2521,9 +2112,10 @@ qver_of(tstate *s, const unsigned char *key, size_t klen, uint64_t *out)
          * block, so a counter at the floor (never in practice) refuses */
         if ((ver = troupe__vers_try(s->cfg.vers)) == 0)
             return troupe__vers_check(s->cfg.vers, UINT64_MAX);
-        vmap_publish(s, key, klen, ver, s->cfg.clock(s->cfg.clock_ctx), true);
-        if (vmap_get(s, key, klen) != ver)
-            ver = vmap_get(s, key, klen); /* map was full */
+        troupe__keyvers_publish(s, key, klen, ver,
+                                s->cfg.clock(s->cfg.clock_ctx), true);
+        if (troupe__keyvers_get(s, key, klen) != ver)
+            ver = troupe__keyvers_get(s, key, klen); /* map was full */
     }
     *out = ver;
     return troupe__vers_check(s->cfg.vers, ver);
@@ -2542,7 +2134,7 @@ qver_run(troupe_actor *self, tstate *s, ttxn_qver *q, troupe_addr asker,
     /* A write of one of the keys in flight: answer after it. (Checked for
      * every key first, so that no first version is created twice.) */
     for (size_t i = 0; i < q->n; i++) {
-        klock *l = *lock_slot(s, q->keys[i], q->klens[i]);
+        klock *l = *troupe__locks_slot(s, q->keys[i], q->klens[i]);
         if (l != NULL && l->running != NULL &&
             (l->running->ext || atomic_load(&l->running->cver) == 0)) {
             qdefer *d = troupe_malloc(sizeof(*d));
@@ -2645,107 +2237,7 @@ h_txn_qver_done(troupe_actor *self, void *st, const troupe_msg *m)
         return no_payload(self, m);
     qjob_free(m->ptr);
     s->nreads--;
-    check_quiesced(s);
-    return TROUPE_OK;
-}
-
-/* ---- key-version eviction and counters ----------------------------------- */
-
-/* Evicts up to VEVICT_BATCH records from the head of the publish list. */
-static uint32_t
-vevict_batch(tstate *s)
-{
-    uint64_t ttl = s->cfg.ts != NULL ? s->cfg.ts->vttl_ms : 0;
-    if (ttl == 0 || s->lhead == NULL)
-        return 0;
-    int64_t now = s->cfg.clock(s->cfg.clock_ctx);
-    uint64_t oldest = troupe__tables_txn_oldest(s->cfg.ts);
-    uint32_t n = 0;
-    while (n < VEVICT_BATCH && s->lhead != NULL) {
-        vent *v = s->lhead;
-        if (now < v->pub_ms || (uint64_t)(now - v->pub_ms) < ttl ||
-            v->ver > oldest)
-            break;
-        vmap_remove(s, v);
-        s->vevicted++;
-        n++;
-    }
-    return n;
-}
-
-static void
-vevict_step(troupe_actor *self, tstate *s)
-{
-    uint32_t n = s->closing ? 0 : vevict_batch(s);
-    s->ev_total += n;
-    if (n > 0)
-        s->ev_batches++;
-    if (n > s->ev_largest)
-        s->ev_largest = n;
-    if (n == VEVICT_BATCH && s->lhead != NULL) {
-        /* yield: the next batch queues behind what arrived meanwhile */
-        troupe_msg *m = NULL;
-        if (troupe_msg_create(&m, TABLE_VEVICT_NEXT, NULL, 0) == TROUPE_OK &&
-            troupe_runtime_send(troupe_actor_runtime(self), troupe_self(self),
-                                &m) == TROUPE_OK)
-            return;
-    }
-    troupe_packer pk;
-    troupe_pack_init(&pk);
-    troupe_pack_array(&pk, 3);
-    troupe_pack_uint(&pk, s->ev_total);
-    troupe_pack_uint(&pk, s->ev_batches);
-    troupe_pack_uint(&pk, s->ev_largest);
-    troupe_body *b = NULL;
-    troupe_err e = troupe_pack_take_body(&pk, &b);
-    troupe_runtime_reply(troupe_actor_runtime(self), s->ev_asker, s->ev_corr, e,
-                         e == TROUPE_OK ? &b : NULL);
-    s->evicting = false;
-    check_quiesced(s);
-}
-
-static troupe_err
-h_vevict(troupe_actor *self, void *st, const troupe_msg *m)
-{
-    tstate *s = st;
-    if (s->closing || s->evicting) {
-        troupe_runtime_reply(troupe_actor_runtime(self), m->from, m->corr,
-                             s->closing ? TROUPE_ECLOSED : TROUPE_EBUSY, NULL);
-        return TROUPE_OK;
-    }
-    s->evicting = true;
-    s->ev_asker = m->from;
-    s->ev_corr = m->corr;
-    s->ev_total = 0;
-    s->ev_batches = s->ev_largest = 0;
-    vevict_step(self, s);
-    return TROUPE_OK;
-}
-
-static troupe_err
-h_vevict_next(troupe_actor *self, void *st, const troupe_msg *m)
-{
-    (void)m;
-    tstate *s = st;
-    if (s->evicting)
-        vevict_step(self, s);
-    return TROUPE_OK;
-}
-
-static troupe_err
-h_stats(troupe_actor *self, void *st, const troupe_msg *m)
-{
-    tstate *s = st;
-    troupe_packer pk;
-    troupe_pack_init(&pk);
-    troupe_pack_array(&pk, 3);
-    troupe_pack_uint(&pk, s->nv);
-    troupe_pack_uint(&pk, s->vbytes);
-    troupe_pack_uint(&pk, s->vevicted);
-    troupe_body *b = NULL;
-    troupe_err e = troupe_pack_take_body(&pk, &b);
-    troupe_runtime_reply(troupe_actor_runtime(self), m->from, m->corr, e,
-                         e == TROUPE_OK ? &b : NULL);
+    troupe__table_check_quiesced(s);
     return TROUPE_OK;
 }
 
@@ -2844,7 +2336,7 @@ purge_finish(troupe_actor *self, tstate *s)
                          e == TROUPE_OK ? &b : NULL);
     troupe_free(p->cursor);
     troupe_free(p);
-    check_quiesced(s);
+    troupe__table_check_quiesced(s);
 }
 
 static void
@@ -2971,13 +2463,14 @@ table_init(troupe_actor *self, void *st, void *arg)
     memset(s, 0, sizeof(*s));
     s->cfg = *(const ttable_cfg *)arg;
     troupe__tschema_retain(s->cfg.schema);
-    s->nbuckets = 256;
-    s->buckets = troupe_calloc(s->nbuckets, sizeof(*s->buckets));
-    s->vnb = VMAP_BUCKETS_MIN;
-    s->vmap = troupe_calloc(s->vnb, sizeof(*s->vmap));
-    if (s->buckets == NULL || s->vmap == NULL) {
-        troupe_free(s->buckets);
-        troupe_free(s->vmap);
+    s->locks.nbuckets = 256;
+    s->locks.buckets =
+        troupe_calloc(s->locks.nbuckets, sizeof(*s->locks.buckets));
+    s->vers.vnb = VMAP_BUCKETS_MIN;
+    s->vers.vmap = troupe_calloc(s->vers.vnb, sizeof(*s->vers.vmap));
+    if (s->locks.buckets == NULL || s->vers.vmap == NULL) {
+        troupe_free(s->locks.buckets);
+        troupe_free(s->vers.vmap);
         troupe__tschema_release(s->cfg.schema);
         return TROUPE_ENOMEM;
     }
@@ -3025,22 +2518,22 @@ table_stop(troupe_actor *self, void *st, troupe_err reason)
         troupe__ttxn_prep_free(d->p);
         troupe_free(d);
     }
-    for (wop *w = s->rwait_head; w != NULL;) {
+    for (wop *w = s->locks.rwait_head; w != NULL;) {
         wop *nx = w->next;
         troupe_runtime_reply(w->rt, w->asker, w->corr, TROUPE_ECLOSED, NULL);
         wop_free(w);
         w = nx;
     }
-    vmap_clear(s);
-    troupe_free(s->vmap);
-    for (wop *p = s->parked; p != NULL;) {
+    troupe__keyvers_clear(s);
+    troupe_free(s->vers.vmap);
+    for (wop *p = s->writes.parked; p != NULL;) {
         wop *nx = p->pnext;
         troupe_runtime_reply(p->rt, p->asker, p->corr, TROUPE_ECLOSED, NULL);
         wop_free(p);
         p = nx;
     }
-    for (size_t i = 0; i < s->nbuckets; i++) {
-        klock *l = s->buckets[i];
+    for (size_t i = 0; i < s->locks.nbuckets; i++) {
+        klock *l = s->locks.buckets[i];
         while (l != NULL) {
             klock *ln = l->next;
             for (wop *w = l->whead; w != NULL;) {
@@ -3054,7 +2547,7 @@ table_stop(troupe_actor *self, void *st, troupe_err reason)
             l = ln;
         }
     }
-    troupe_free(s->buckets);
+    troupe_free(s->locks.buckets);
     troupe__tschema_release(s->cfg.schema);
     clog_clear(s);
     if (s->build != NULL)
@@ -3089,9 +2582,9 @@ static const troupe_handler_fn table_handlers[TABLE_NKINDS] = {
     [TABLE_TXN_EXPIRE] = h_txn_expire,
     [TABLE_TXN_QVER] = h_txn_qver,
     [TABLE_TXN_QVER_DONE] = h_txn_qver_done,
-    [TABLE_VEVICT] = h_vevict,
-    [TABLE_VEVICT_NEXT] = h_vevict_next,
-    [TABLE_STATS] = h_stats,
+    [TABLE_VEVICT] = troupe__keyvers_h_vevict,
+    [TABLE_VEVICT_NEXT] = troupe__keyvers_h_vevict_next,
+    [TABLE_STATS] = troupe__keyvers_h_stats,
     [TABLE_PURGE] = h_purge,
     [TABLE_PURGE_KEYS] = h_purge_keys,
 };

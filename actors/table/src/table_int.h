@@ -5,9 +5,12 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <string.h>
 
 #include "troupe/actor.h"
+#include "troupe/alloc.h"
 #include "troupe/internal/datafmt.h"
+#include "troupe/internal/hash.h"
 #include "troupe/internal/waiter.h"
 #include "troupe/pack.h"
 #include "troupe/table.h"
@@ -373,6 +376,286 @@ typedef struct ttable_cfg {
 troupe_err
 troupe__table_spawn(troupe_runtime *rt, const ttable_cfg *cfg,
                     troupe_addr *out);
+
+/* ---- the table actor's state, by concept (table.c, keyvers.c, locks.c,
+ * prepare.c, write.c) ---------------------------------------------------- */
+
+/* The actor's own kinds (completions and messages to itself), after the
+ * request kinds, and two op kinds that never arrive as messages. */
+enum {
+    TABLE_PREP_DONE = TABLE_NKINDS_,
+    TABLE_COMMIT_DONE,
+    TABLE_READ_DONE,
+    TABLE_SWITCH,
+    TABLE_BUILD_KEYS,
+    TABLE_QUIESCE,
+    TABLE_TXN_PREP_DONE,
+    TABLE_TXN_EXPIRE,
+    TABLE_TXN_QVER_DONE,
+    TABLE_VEVICT_NEXT, /* the next batch of the running eviction pass */
+    TABLE_PURGE_KEYS,  /* a purge step's expired keys, back from a worker */
+    TABLE_READ_FLUSH,  /* hand the queued reads to workers */
+    TABLE_NKINDS,
+    TABLE_REINDEX, /* an op kind only: rewrite a row's index entries */
+    TABLE_PURGE_OP /* an op kind only: delete the row if still expired */
+};
+
+typedef struct tstate tstate;
+typedef struct klock klock;
+
+/* prepare.c, write.c: a unique value a write claims (prepare.c finds it,
+ * write.c checks it against writes in flight and recent commits). */
+typedef struct uniq {
+    uint64_t index_id;
+    unsigned char *vals; /* the index key without its primary key */
+    size_t len;
+} uniq;
+
+/* write.c: one write of one key (a client's, a transaction's, or the
+ * actor's own: a build's reindex, a purge's delete), from its arrival to
+ * its release. */
+typedef struct wop {
+    struct wop *next;  /* in its key's queue, or the parked list */
+    struct wop *inext; /* in the in-flight list (writes with uniques) */
+    struct wop *pnext; /* in the parked list */
+    uint64_t gen;      /* schema generation it was prepared with */
+    uint64_t cseq0;    /* commits with uniques seen when it started */
+    bool counted;      /* counted in nrunning */
+    bool build;        /* a build's reindex op */
+    bool ext;          /* a transaction's op: batch is the shared one */
+    bool purge_hit;    /* TABLE_PURGE_OP: prepared a delete */
+    bool cached;       /* prepare on the actor: memory-only reads */
+    bool nostamp;      /* store created_at / updated_at as given */
+    /* The version this write publishes, taken on the writer thread once
+     * the write is stored and before its caller hears of it (0 until
+     * then): a transaction that began after the reply has seq0 >= cver. */
+    _Atomic uint64_t cver;
+    /* The clock when cver was taken: the publish time its TTL counts
+     * from (the actor records the version only later). */
+    _Atomic int64_t cms;
+    klock *lock;
+    troupe_runtime *rt;
+    troupe_addr self;
+    troupe_addr asker;
+    uint64_t corr;
+    uint32_t kind;
+    troupe_sync sync;
+    int64_t expires;
+    ttable_cfg cfg; /* holds one schema reference */
+    troupe_err err;
+    troupe_batch *batch;
+    uniq *uq;
+    size_t nuq;
+    unsigned char *key;
+    size_t klen;
+    unsigned char *doc;
+    size_t dlen;
+} wop;
+
+/* locks.c: a key's lock. */
+struct klock {
+    klock *next;  /* bucket chain */
+    wop *running; /* in a worker, parked, or in the pipeline, or a
+                     prepared transaction's write */
+    size_t rsv;   /* prepared transactions that read the key: writes wait */
+    wop *whead;   /* writes waiting behind it, in arrival order */
+    wop *wtail;
+    size_t klen;
+    unsigned char key[];
+};
+
+/* locks.c: per-key locks and what waits for reservations. */
+typedef struct tlocks {
+    klock **buckets;
+    size_t nbuckets;
+    wop *rwait_head; /* writes into a reserved range, waiting for its end */
+    wop *rwait_tail;
+} tlocks;
+
+/* keyvers.c: a key's version record (the map's design: keyvers.c). */
+typedef struct vent {
+    struct vent *next;
+    struct vent **pprev; /* the pointer to it in its chain: O(1) removal */
+    size_t hash;         /* troupe__fnv1a64 of key */
+    struct vent *lprev;  /* publish order */
+    struct vent *lnext;
+    int64_t pub_ms; /* when it was last published */
+    uint64_t ver;
+    size_t klen;
+    unsigned char key[];
+} vent;
+
+#define VMAP_BUCKETS_MIN 256
+
+/* keyvers.c: the key-version map and its eviction pass. */
+typedef struct tkeyvers {
+    vent **vmap;
+    size_t vnb; /* buckets of vmap: a power of two, grown with nv */
+    size_t nv;
+    size_t vbytes;     /* estimated bytes of the records */
+    uint64_t vevicted; /* records evicted since spawn */
+    vent *lhead;       /* oldest publish */
+    vent *ltail;
+    /* the eviction pass running, if any */
+    bool evicting;
+    troupe_addr ev_asker;
+    uint64_t ev_corr;
+    uint64_t ev_total;
+    uint32_t ev_batches;
+    uint32_t ev_largest;
+    uint64_t vfloor;
+    uint64_t vmax;
+} tkeyvers;
+
+/* write.c: the writes between start and release, and the unique values
+ * of recent commits. */
+typedef struct twrites {
+    wop *inflight;
+    wop *parked;
+    uint64_t gen;       /* bumped by every schema switch */
+    size_t nrunning;    /* ops between start and release */
+    size_t old_running; /* of which prepared with an older schema */
+    bool inlining;      /* a write is being prepared on the actor's thread */
+    uint64_t cseq;      /* commits of writes with unique values */
+    uint64_t clog_floor;
+    struct clog *clog;
+    size_t nclog;
+} twrites;
+
+/* table.c: the actor's state; each sub-struct is its file's. */
+struct tstate {
+    ttable_cfg cfg;
+    tkeyvers vers;
+    tlocks locks;
+    twrites writes;
+    uint64_t last_pub;        /* the version the last tpart_end published */
+    struct tpart *tparts;     /* prepared, waiting for their finish */
+    struct tpart *tpwork;     /* reserved, their writes being prepared on a
+                                 worker (owned by the worker job, never freed
+                                 by stop) */
+    struct tdefer *deferred;  /* prepares waiting for a commit's release */
+    struct qdefer *qdeferred; /* versioned queries waiting for a write */
+    tbuild *build;
+    struct tpurge *purge; /* the expired-row pass running, if any */
+    size_t nreads;        /* read jobs on workers, and a pending READ_FLUSH */
+    struct rjob *rq_head, *rq_tail; /* reads waiting for READ_FLUSH */
+    bool rq_flush_sent;
+    bool closing; /* quiescing: new requests get ECLOSED */
+    void (*quiesced)(void *arg);
+    void *quiesced_arg;
+};
+
+/* A growing list of conflicting keys (borrowed bytes), filled by the
+ * conflict checks of a transaction's prepare (table.c, keyvers.c,
+ * locks.c). */
+typedef struct kref {
+    const unsigned char *k;
+    size_t n;
+    uint32_t kinds; /* TROUPE_CONFLICT_* bits */
+} kref;
+
+typedef struct kset {
+    kref *v;
+    size_t n;
+    size_t cap;
+    troupe_err err;
+} kset;
+
+static inline void
+troupe__kset_add(kset *ks, const void *k, size_t n, uint32_t kinds)
+{
+    if (ks->err != TROUPE_OK)
+        return;
+    if (ks->n == ks->cap) {
+        size_t cap = ks->cap ? ks->cap * 2 : 16;
+        kref *v = troupe_realloc(ks->v, cap * sizeof(*v));
+        if (v == NULL) {
+            ks->err = TROUPE_ENOMEM;
+            return;
+        }
+        ks->v = v;
+        ks->cap = cap;
+    }
+    ks->v[ks->n++] = (kref){k, n, kinds};
+}
+
+/* Whether key lies in the scanned range r. */
+static inline bool
+troupe__range_has(const ttxn_range *r, const void *key, size_t klen)
+{
+    if (r->start != NULL && troupe_key_cmp(key, klen, r->start, r->slen) < 0)
+        return false;
+    return r->end == NULL || troupe_key_cmp(key, klen, r->end, r->elen) < 0;
+}
+
+/* table.c: the actor itself (its lifecycle, and the parts of the actor
+ * that have no file of their own yet). */
+
+/* Calls the quiesce callback once nothing of this actor is in flight. */
+void
+troupe__table_check_quiesced(tstate *s);
+
+/* keyvers.c: key versions. Actor thread. */
+
+/* The record of key (hash h = troupe__fnv1a64(key, klen)), or NULL. On
+ * the write path and in every conflict check: kept inline. */
+static inline vent *
+troupe__keyvers_find(const tstate *s, const void *key, size_t klen, size_t h)
+{
+    for (vent *v = s->vers.vmap[h & (s->vers.vnb - 1)]; v != NULL; v = v->next)
+        if (v->hash == h && v->klen == klen && memcmp(v->key, key, klen) == 0)
+            return v;
+    return NULL;
+}
+
+/* The version of key: its record's, else the floor. */
+static inline uint64_t
+troupe__keyvers_get(const tstate *s, const void *key, size_t klen)
+{
+    const vent *v =
+        troupe__keyvers_find(s, key, klen, troupe__fnv1a64(key, klen));
+    return v != NULL ? v->ver : s->vers.vfloor;
+}
+
+/* Records that key got version ver at `now` (`create`: a versioned
+ * query's first version, always recorded). */
+void
+troupe__keyvers_publish(tstate *s, const void *key, size_t klen, uint64_t ver,
+                        int64_t now, bool create);
+/* Forgets every record (the floor stays). */
+void
+troupe__keyvers_clear(tstate *s);
+/* The version half of a scanned range's conflicts: the keys of r with a
+ * version newer than seq0 (STALE, and RESERVED when a write holds one),
+ * into ks. True when versions newer than seq0 may have been forgotten:
+ * the whole range is reported as changed, by its start, and there is
+ * nothing more to check. */
+bool
+troupe__keyvers_range_stale(const tstate *s, const ttxn_range *r, uint64_t seq0,
+                            kset *ks);
+troupe_err
+troupe__keyvers_h_vevict(troupe_actor *self, void *st, const troupe_msg *m);
+troupe_err
+troupe__keyvers_h_vevict_next(troupe_actor *self, void *st,
+                              const troupe_msg *m);
+troupe_err
+troupe__keyvers_h_stats(troupe_actor *self, void *st, const troupe_msg *m);
+
+/* locks.c: per-key locks, read reservations, reserved ranges. Actor
+ * thread. */
+
+/* Where key's lock is, or would be linked, in its bucket. On the write
+ * path: kept inline. */
+static inline klock **
+troupe__locks_slot(const tstate *s, const void *key, size_t klen)
+{
+    klock **pp =
+        &s->locks.buckets[troupe__fnv1a64(key, klen) & (s->locks.nbuckets - 1)];
+    while (*pp != NULL &&
+           ((*pp)->klen != klen || memcmp((*pp)->key, key, klen)))
+        pp = &(*pp)->next;
+    return pp;
+}
 
 /* The address of a live table and the request deadline; ENOENT/ESTATE. */
 troupe_err
