@@ -120,363 +120,12 @@ troupe__tschema_release(tschema *s)
     troupe_free(s);
 }
 
-/* ---- write preparation (worker thread) -------------------------------- */
-
-/* The raw created_at value of a stored document, if it has one. */
-static void
-find_created(const void *doc, size_t len, const void **raw, size_t *rlen)
-{
-    troupe_reader r;
-    uint32_t n = 0;
-    *raw = NULL;
-    troupe_reader_init(&r, doc, len);
-    troupe_read_map(&r, &n);
-    for (uint32_t i = 0; i < n && r.err == TROUPE_OK; i++) {
-        const char *s = NULL;
-        size_t sl = 0;
-        if (troupe_read_peek(&r) == TROUPE_MP_STR)
-            troupe_read_str(&r, SIZE_MAX, &s, &sl);
-        else
-            troupe_read_skip(&r);
-        if (s != NULL && sl == 10 && memcmp(s, "created_at", 10) == 0) {
-            troupe_read_raw(&r, raw, rlen);
-            return;
-        }
-        troupe_read_skip(&r);
-    }
-}
-
-/* Packs doc into p, setting created_at / updated_at where doc has them. */
-static troupe_err
-stamp_doc(troupe_packer *p, const void *doc, size_t len, const void *created,
-          size_t clen, int64_t now)
-{
-    troupe_reader r;
-    uint32_t n = 0;
-    troupe_reader_init(&r, doc, len);
-    troupe_read_map(&r, &n);
-    troupe_pack_map(p, n);
-    for (uint32_t i = 0; i < n && r.err == TROUPE_OK; i++) {
-        const void *raw;
-        size_t rl;
-        if (troupe_read_peek(&r) == TROUPE_MP_STR) {
-            const char *s = NULL;
-            size_t sl = 0;
-            if (troupe_read_str(&r, SIZE_MAX, &s, &sl) != TROUPE_OK)
-                break;
-            troupe_pack_str(p, s, sl);
-            bool c = sl == 10 && memcmp(s, "created_at", 10) == 0;
-            bool u = sl == 10 && memcmp(s, "updated_at", 10) == 0;
-            if (c || u) {
-                troupe_read_skip(&r);
-                if (c && created != NULL)
-                    troupe_pack_raw(p, created, clen);
-                else
-                    troupe_pack_int(p, now);
-                continue;
-            }
-        } else if (troupe_read_raw(&r, &raw, &rl) == TROUPE_OK) {
-            troupe_pack_raw(p, raw, rl);
-        }
-        if (troupe_read_raw(&r, &raw, &rl) == TROUPE_OK)
-            troupe_pack_raw(p, raw, rl);
-    }
-    troupe_err e = troupe_read_end(&r);
-    return e != TROUPE_OK ? TROUPE_EPROTO : p->err;
-}
-
-static troupe_cf *
-schema_cf(const tschema *s, uint64_t id, size_t *idx)
-{
-    for (size_t i = 0; i < s->n; i++)
-        if (troupe_index_def_id(s->defs[i]) == id) {
-            if (idx != NULL)
-                *idx = i;
-            return s->xcf[i];
-        }
-    return NULL;
-}
-
-/* A unique index entry whose first vlen bytes are its values (entry.
- * values_len): ECONSTRAINT when the index already holds the same values
- * for another primary key. The entries with those values are walked, not
- * just the first two: under a CASEFOLD field this very row may hold
- * several (one per original string), and those are no clash; an entry is
- * another row's when its pk element differs from this row's (`suffix`,
- * the encoded pk, compared as a whole element: a byte suffix match could
- * be a longer pk). */
-static troupe_err
-unique_check(wop *op, troupe_cf *xcf, const unsigned char *key, size_t vlen,
-             const uint8_t *suffix, size_t slen)
-{
-    unsigned char *end = troupe_malloc(vlen + 1);
-    if (end == NULL)
-        return TROUPE_ENOMEM;
-    memcpy(end, key, vlen);
-    end[vlen] = 0xFF;
-    troupe_range rg;
-    troupe_range_init_bounds(&rg, key, vlen, end, vlen + 1);
-    troupe_iter *it = NULL;
-    troupe_err e =
-        troupe_iter_create(op->cfg.db, xcf, NULL, &rg, NULL, 0, false, &it);
-    troupe_kv kv;
-    while (e == TROUPE_OK && (e = troupe_iter_next(it, &kv)) == TROUPE_OK) {
-        size_t pv = 0;
-        if (troupe_index_key_split(kv.key, kv.key_len, &pv, NULL) != TROUPE_OK)
-            e = TROUPE_ECORRUPT;
-        else if (troupe_key_cmp(kv.key + pv, kv.key_len - pv, suffix, slen) !=
-                 0)
-            e = TROUPE_ECONSTRAINT;
-    }
-    troupe_iter_destroy(it);
-    troupe_free(end);
-    return e == TROUPE_ENOENT ? TROUPE_OK : e;
-}
-
-static troupe_err
-add_uniq(wop *op, uint64_t id, const unsigned char *key, size_t vlen)
-{
-    uniq *v = troupe_realloc(op->uq, (op->nuq + 1) * sizeof(*v));
-    if (v == NULL)
-        return TROUPE_ENOMEM;
-    op->uq = v;
-    v[op->nuq].index_id = id;
-    v[op->nuq].len = vlen;
-    v[op->nuq].vals = troupe_malloc(vlen ? vlen : 1);
-    if (v[op->nuq].vals == NULL)
-        return TROUPE_ENOMEM;
-    memcpy(v[op->nuq].vals, key, vlen);
-    op->nuq++;
-    return TROUPE_OK;
-}
-
-static void
-uniq_free(wop *op)
-{
-    for (size_t i = 0; i < op->nuq; i++)
-        troupe_free(op->uq[i].vals);
-    troupe_free(op->uq);
-    op->uq = NULL;
-    op->nuq = 0;
-}
-
-/* The new row, its index entries and manifest into op->batch. */
-static troupe_err
-prepare_put(wop *op, troupe_batch *b, const void *old_doc, size_t old_len,
-            bool live, const uint8_t *suffix, size_t slen, int64_t now)
-{
-    const tschema *s = op->cfg.schema;
-    const void *created = NULL;
-    size_t clen = 0;
-    bool reindex = op->kind == TABLE_REINDEX;
-    if (live && op->kind != TABLE_INSERT)
-        find_created(old_doc, old_len, &created, &clen);
-    troupe_packer p;
-    troupe_pack_init(&p);
-    size_t off = 0, elen = 0;
-    const unsigned char *env;
-    troupe_err e = TROUPE_OK;
-    if (reindex) { /* the stored document, as it is */
-        env = old_doc;
-        elen = old_len;
-    } else {
-        troupe_pack_array(&p, 3);
-        troupe_pack_uint(&p, 1);
-        troupe_pack_int(&p, op->expires);
-        troupe_pack_data(&p, &off);
-        if (op->nostamp)
-            troupe_pack_raw(&p, op->doc, op->dlen);
-        else
-            e = stamp_doc(&p, op->doc, op->dlen, created, clen, now);
-        env = troupe_pack_data(&p, &elen);
-    }
-    troupe_index_entries *ents =
-        s->n ? troupe_calloc(s->n, sizeof(*ents)) : NULL;
-    if (e == TROUPE_OK && s->n && ents == NULL)
-        e = TROUPE_ENOMEM;
-    size_t total = 0;
-    for (size_t i = 0; ents != NULL && i < s->n; i++)
-        troupe_index_entries_init(&ents[i]);
-    for (size_t i = 0; e == TROUPE_OK && i < s->n; i++) {
-        /* A table loaded from disk may name a function this process did
-         * not register (creates refuse that): it cannot maintain that
-         * index, so it writes nothing but deletes, which derive nothing. */
-        const char *fn = troupe_index_def_fn_name(s->defs[i]);
-        if (fn != NULL && !troupe_index_fn_registered(op->cfg.fns, fn)) {
-            e = TROUPE_ESTATE;
-            break;
-        }
-        e = troupe_index_derive(s->defs[i], op->cfg.fns, env + off, elen - off,
-                                op->key, op->klen, &ents[i]);
-        total += ents[i].n;
-        bool uq = troupe_index_def_unique(s->defs[i]);
-        uint64_t id = troupe_index_def_id(s->defs[i]);
-        for (size_t j = 0; e == TROUPE_OK && j < ents[i].n; j++) {
-            troupe_index_entry *x = &ents[i].v[j];
-            if (x->key_len <= slen) {
-                e = TROUPE_EPROTO;
-                break;
-            }
-            static const unsigned char nil = 0xc0;
-            e = troupe_batch_put(b, s->xcf[i], x->key, x->key_len,
-                                 x->val ? x->val : &nil,
-                                 x->val ? x->val_len : 1);
-            if (e == TROUPE_OK && uq)
-                e = unique_check(op, s->xcf[i], x->key, x->values_len, suffix,
-                                 slen);
-            if (e == TROUPE_OK && uq)
-                e = add_uniq(op, id, x->key, x->values_len);
-        }
-    }
-    /* The manifest [1, [[id, key], ...]]; a row without index keys has
-     * the constant [1, []] (no packer needed) */
-    static const unsigned char no_keys[] = {0x92, 0x01, 0x90};
-    troupe_packer m;
-    troupe_pack_init(&m);
-    if (total > 0) {
-        troupe_pack_array(&m, 2);
-        troupe_pack_uint(&m, 1);
-        troupe_pack_array(&m, (uint32_t)total);
-    }
-    for (size_t i = 0; e == TROUPE_OK && i < s->n; i++)
-        for (size_t j = 0; j < ents[i].n; j++) {
-            troupe_pack_array(&m, 2);
-            troupe_pack_uint(&m, troupe_index_def_id(s->defs[i]));
-            troupe_pack_bin(&m, ents[i].v[j].key, ents[i].v[j].key_len);
-        }
-    if (e == TROUPE_OK)
-        e = m.err != TROUPE_OK ? m.err : p.err;
-    if (e == TROUPE_OK && !reindex)
-        e = troupe_batch_put(b, op->cfg.cf_t, op->key, op->klen, env, elen);
-    if (e == TROUPE_OK) {
-        size_t mlen = sizeof(no_keys);
-        const void *md = total > 0 ? troupe_pack_data(&m, &mlen) : no_keys;
-        e = troupe_batch_put(b, op->cfg.cf_m, op->key, op->klen, md, mlen);
-    }
-    for (size_t i = 0; ents != NULL && i < s->n; i++)
-        troupe_index_entries_fini(&ents[i]);
-    troupe_free(ents);
-    troupe_pack_fini(&m);
-    troupe_pack_fini(&p);
-    return e;
-}
-
-static troupe_err
-prepare(wop *op)
-{
-    int64_t now = op->cfg.clock(op->cfg.clock_ctx);
-    void *row = NULL, *man = NULL;
-    size_t rlen = 0, mlen = 0, nold = 0;
-    mentry *old = NULL;
-    troupe_batch *b = NULL;
-    troupe_key_writer kw;
-    troupe_key_writer_init(&kw);
-    const uint8_t *suffix = NULL;
-    size_t slen = 0;
-    troupe_err e = TROUPE_OK;
-    troupe_err er = TROUPE_ENOENT, em = TROUPE_ENOENT;
-    if (e == TROUPE_OK && op->cached) {
-        er = troupe_db_get_cached(op->cfg.db, op->cfg.cf_t, op->key, op->klen,
-                                  &row, &rlen);
-        em = er == TROUPE_EAGAIN
-                 ? er
-                 : troupe_db_get_cached(op->cfg.db, op->cfg.cf_m, op->key,
-                                        op->klen, &man, &mlen);
-    } else if (e == TROUPE_OK) {
-        er = troupe_db_get(op->cfg.db, op->cfg.cf_t, NULL, op->key, op->klen,
-                           &row, &rlen);
-        em = troupe_db_get(op->cfg.db, op->cfg.cf_m, NULL, op->key, op->klen,
-                           &man, &mlen);
-    }
-    if (e == TROUPE_OK) {
-        if (er != TROUPE_OK && er != TROUPE_ENOENT)
-            e = er;
-        else if (em != TROUPE_OK && em != TROUPE_ENOENT)
-            e = em;
-        else if ((er == TROUPE_OK) != (em == TROUPE_OK))
-            e = TROUPE_ECORRUPT; /* missing or orphaned manifest */
-    }
-    /* The encoded primary key that ends every index key and manifest
-     * entry of this row: needed for an old manifest or for indexes (a
-     * fresh row of a table without indexes has neither). */
-    if (e == TROUPE_OK && (er == TROUPE_OK || op->cfg.schema->n > 0)) {
-        e = troupe_key_put_bytes(&kw, op->key, op->klen);
-        if (e == TROUPE_OK)
-            e = troupe_key_writer_finish(&kw, &suffix, &slen);
-    }
-    int64_t exp = 0;
-    const void *old_doc = NULL;
-    size_t old_len = 0;
-    bool live = false;
-    if (e == TROUPE_OK && er == TROUPE_OK) {
-        e = troupe__envelope_parse(row, rlen, &exp, &old_doc, &old_len);
-        if (e == TROUPE_OK)
-            e = troupe__manifest_parse(man, mlen, suffix, slen, &old, &nold);
-        live = troupe__row_live(exp, now);
-    }
-    if (e == TROUPE_OK) {
-        if (op->kind == TABLE_INSERT && live)
-            e = TROUPE_EEXIST;
-        else if ((op->kind == TABLE_UPDATE || op->kind == TABLE_DELETE) &&
-                 !live)
-            e = TROUPE_ENOENT;
-        else if (op->kind == TTXN_ABSENT && live)
-            e = TROUPE_EEXIST;
-    }
-    if (e == TROUPE_OK &&
-        (op->kind == TTXN_ABSENT || (op->kind == TTXN_DEL_ANY && !live)))
-        goto out; /* nothing to write */
-    if (e == TROUPE_OK && op->kind == TABLE_REINDEX && er == TROUPE_ENOENT)
-        goto out; /* deleted since the build listed it: nothing to do */
-    if (e == TROUPE_OK && op->kind == TABLE_PURGE_OP &&
-        (er == TROUPE_ENOENT || live))
-        goto out; /* gone, or rewritten since the scan: not expired now */
-    if (e == TROUPE_OK && op->ext)
-        b = op->batch; /* the transaction's one batch, borrowed */
-    else if (e == TROUPE_OK)
-        e = troupe_commit_batch(op->cfg.commit, &b);
-    for (size_t i = 0; e == TROUPE_OK && i < nold; i++) {
-        troupe_cf *xcf = schema_cf(op->cfg.schema, old[i].id, NULL);
-        if (xcf != NULL) /* else the index is gone with its family */
-            e = troupe_batch_delete(b, xcf, old[i].key, old[i].len);
-    }
-    if (e == TROUPE_OK &&
-        (op->kind == TABLE_DELETE || op->kind == TTXN_DEL_ANY ||
-         op->kind == TABLE_PURGE_OP)) {
-        e = troupe_batch_delete(b, op->cfg.cf_t, op->key, op->klen);
-        if (e == TROUPE_OK)
-            e = troupe_batch_delete(b, op->cfg.cf_m, op->key, op->klen);
-        op->purge_hit = op->kind == TABLE_PURGE_OP && e == TROUPE_OK;
-    } else if (e == TROUPE_OK) {
-        e = prepare_put(op, b, old_doc, old_len, live, suffix, slen, now);
-    }
-    if (e == TROUPE_OK) {
-        op->batch = b;
-        b = NULL;
-    }
-out:
-    if (!op->ext)
-        troupe_batch_destroy(b);
-    troupe_free(old);
-    troupe_free(row);
-    troupe_free(man);
-    troupe_key_writer_fini(&kw);
-    return e;
-}
-
-static void
-prep_work(void *arg)
-{
-    wop *op = arg;
-    op->err = prepare(op);
-}
-
 static void
 wop_free(wop *op)
 {
     if (!op->ext)
         troupe_batch_destroy(op->batch);
-    uniq_free(op);
+    troupe__prepare_uniq_free(op);
     troupe__tschema_release(op->cfg.schema);
     troupe_free(op);
 }
@@ -603,7 +252,7 @@ start_op(troupe_actor *self, tstate *s, wop *op)
          * then goes to a worker), so the stack stays flat. */
         s->writes.inlining = true;
         op->cached = true;
-        troupe_err pe = prepare(op);
+        troupe_err pe = troupe__prepare(op);
         op->cached = false;
         if (pe != TROUPE_EAGAIN) {
             op->err = pe;
@@ -616,8 +265,8 @@ start_op(troupe_actor *self, tstate *s, wop *op)
     /* declared: the request it holds; the batch it builds is bounded by
      * the storage limits and held only while a worker runs it */
     troupe_err e = troupe_work_submit_in(
-        self, TROUPE_LANE_STORAGE, sizeof(*op) + op->klen + op->dlen, prep_work,
-        op, TABLE_PREP_DONE, prep_drop);
+        self, TROUPE_LANE_STORAGE, sizeof(*op) + op->klen + op->dlen,
+        troupe__prepare_work, op, TABLE_PREP_DONE, prep_drop);
     if (e != TROUPE_OK) {
         op->err = e;
         release_and_next(self, s, op, false);
@@ -895,7 +544,7 @@ prep_done(troupe_actor *self, tstate *s, wop *op)
     if (clash != 0) {
         troupe_batch_destroy(op->batch);
         op->batch = NULL;
-        uniq_free(op);
+        troupe__prepare_uniq_free(op);
         if (clash == 2) {
             start_op(self, s, op);
             return TROUPE_OK;
@@ -1560,7 +1209,7 @@ tprep_work(void *arg)
 {
     tpart *tp = arg;
     for (size_t i = 0; i < tp->nops && tp->err == TROUPE_OK; i++)
-        tp->err = tp->ops[i]->err = prepare(tp->ops[i]);
+        tp->err = tp->ops[i]->err = troupe__prepare(tp->ops[i]);
 }
 
 /* The actor is gone before the prepared part reached it (its locks went

@@ -641,6 +641,20 @@ troupe__keyvers_h_vevict_next(troupe_actor *self, void *st,
 troupe_err
 troupe__keyvers_h_stats(troupe_actor *self, void *st, const troupe_msg *m);
 
+/* prepare.c: write preparation. Any thread: it touches only the op. */
+
+/* Prepares op (read, check, build its batch into op->batch; its unique
+ * values into op->uq): the write's error, or EAGAIN when op->cached and a
+ * read needs the disk. Blocks unless op->cached. */
+troupe_err
+troupe__prepare(wop *op);
+/* troupe__prepare as a worker job: the outcome in op->err. */
+void
+troupe__prepare_work(void *arg);
+/* Frees op's unique values. */
+void
+troupe__prepare_uniq_free(wop *op);
+
 /* locks.c: per-key locks, read reservations, reserved ranges. Actor
  * thread. */
 
