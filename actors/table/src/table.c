@@ -3,27 +3,14 @@
  * envelopes) and m.<id> (manifests) plus the x.<index id> families of its
  * indexes. Formats: docs/data-model.md.
  *
- * The actor's loop never touches the disk. A write is a small state
- * machine:
- *   arrival -> per-key lock (a later write to the same key queues behind
- *   it, so it reads what the earlier one committed) -> prepare on a worker
- *   (read row and manifest, check their integrity, apply insert/update
- *   semantics and expiry, stamp timestamps, derive index entries, check
- *   unique indexes, build the one batch) -> back on the actor: unique
- *   reservations -> commit pipeline -> the writer thread answers the asker
- *   and hands the op back -> the actor releases the key lock and starts
- *   the next write of that key.
- * Unique checks read the index family on the worker, which cannot see a
- * write of another key that is prepared but not yet committed, nor one
- * that committed after the check read. So the actor keeps the unique
- * values of every write between submit and commit, and parks a write that
- * claims one of them; parked writes are prepared again after the next
- * commit, when the check reads the winner's entry. It also remembers the
- * unique values of recent commits (until no write that started before
- * them is running, at most CLOG_MAX), and a write whose check predates a
- * commit of one of its values prepares again at once. A lock per index
- * value on arrival would be the alternative, but the values are only
- * known after reading the old row.
+ * The actor's loop never touches the disk. Its state is a tstate
+ * (table_int.h), one sub-struct per concept file: the write state machine
+ * and its unique bookkeeping (write.c), write preparation (prepare.c, no
+ * state), per-key locks and reservations (locks.c), key versions
+ * (keyvers.c). This file holds the actor's definition and lifecycle and
+ * the concepts that have no file of their own yet: index builds, reads,
+ * transactions (the participant of two-phase commit), versioned queries
+ * and expired-row purges.
  *
  * Reads need no lock: they run on a worker against RocksDB's latest state
  * (a scan against one implicit snapshot) and answer from there.
@@ -34,26 +21,12 @@
 #include "table_int.h"
 #include "troupe/alloc.h"
 #include "troupe/internal/hash.h"
-#include "troupe/keycodec.h"
 #include "troupe/pack.h"
 #include "troupe/storage.h"
 #include "troupe/txn.h" /* troupe_conflict_kind: this is txn's 2PC server */
 
 /* Rows an index build reindexes per step. */
 #define BUILD_BATCH 64
-
-/* Unique values of a committed write, for writes whose check read the
- * index before that commit. */
-typedef struct clog {
-    struct clog *next; /* newer first */
-    uint64_t seq;
-    uniq *uq;
-    size_t nuq;
-} clog;
-
-/* Committed writes remembered; an op that started before the oldest one
- * still remembered prepares again. */
-#define CLOG_MAX 1024
 
 /* A transaction's part at this table, from its prepare to its finish. */
 typedef struct tpart {
@@ -70,9 +43,8 @@ typedef struct tpart {
     wop **ops; /* writes, each holding its key's lock */
     size_t nr;
     klock **rlocks; /* read reservations */
-    size_t nrg;
-    ttxn_range *ranges; /* scanned ranges, reserved (copies, one block) */
-    bool onwork;        /* its writes are being prepared on a worker */
+    trsv rsv;       /* scanned ranges, reserved (copies, one block) */
+    bool onwork;    /* its writes are being prepared on a worker */
 } tpart;
 
 /* Calls the quiesce callback once nothing of this actor is in flight. */
@@ -121,484 +93,15 @@ troupe__tschema_release(tschema *s)
 }
 
 static void
-wop_free(wop *op)
-{
-    if (!op->ext)
-        troupe_batch_destroy(op->batch);
-    troupe__prepare_uniq_free(op);
-    troupe__tschema_release(op->cfg.schema);
-    troupe_free(op);
-}
-
-/* The actor is gone before the prepared write reached it: nothing was
- * submitted, so nothing is written. */
-static void
-prep_drop(void *arg)
-{
-    wop *op = arg;
-    troupe_runtime_reply(op->rt, op->asker, op->corr, TROUPE_ECLOSED, NULL);
-    wop_free(op);
-}
-
-/* ---- per-key locks (actor thread) -------------------------------------- */
-
-static void
-start_op(troupe_actor *self, tstate *s, wop *op);
-static void
-build_op_done(troupe_actor *self, tstate *s, troupe_err err);
-static void
-build_step(troupe_actor *self, tstate *s);
-static void
 purge_op_done(troupe_actor *self, tstate *s, troupe_err err, bool hit);
-
-/* l runs no write: unless a read reservation holds writes back, starts
- * its next waiting write, or frees l when none waits. */
-static void
-lock_advance(troupe_actor *self, tstate *s, klock *l)
-{
-    if (l->rsv > 0)
-        return;
-    wop *next = l->whead;
-    if (next == NULL) {
-        klock **pp = troupe__locks_slot(s, l->key, l->klen);
-        *pp = l->next;
-        troupe_free(l);
-        return;
-    }
-    l->whead = next->next;
-    if (l->whead == NULL)
-        l->wtail = NULL;
-    l->running = next;
-    start_op(self, s, next);
-}
-
-/* The running write of a key is done: answer it unless the pipeline
- * already did, and start the next write of that key. */
-static void
-release_inner(troupe_actor *self, tstate *s, wop *op, bool answered)
-{
-    if (!answered)
-        troupe_runtime_reply(op->rt, op->asker, op->corr, op->err, NULL);
-    klock *l = op->lock;
-    if (op->counted) {
-        s->writes.nrunning--;
-        if (op->gen != s->writes.gen)
-            s->writes.old_running--;
-    }
-    bool build = op->build;
-    troupe_err berr = op->err;
-    wop_free(op);
-    if (build)
-        build_op_done(self, s, berr);
-    else if (s->build != NULL && !s->build->started)
-        build_step(self, s);
-    l->running = NULL;
-    lock_advance(self, s, l);
-}
-
-/* A purge pass hears of its op only once the key's next write started,
- * so a pass that ends here never sees the actor idle while a write of
- * that key still waits. */
-static void
-release_and_next(troupe_actor *self, tstate *s, wop *op, bool answered)
-{
-    bool purge = op->kind == TABLE_PURGE_OP, hit = op->purge_hit;
-    troupe_err err = op->err;
-    release_inner(self, s, op, answered);
-    if (purge)
-        purge_op_done(self, s, err, hit);
-}
-
-/* Whether op may be prepared on the actor's thread: a plain write whose
- * reads may all hit memory, with no unique index (its check scans) and no
- * function index (a host callback, which may block). */
-static bool
-prepare_here(const tstate *s, const wop *op)
-{
-    if (s->writes.inlining || s->closing || op->ext ||
-        (op->kind != TABLE_INSERT && op->kind != TABLE_UPDATE &&
-         op->kind != TABLE_UPSERT && op->kind != TABLE_DELETE))
-        return false;
-    const tschema *sc = op->cfg.schema;
-    for (size_t i = 0; i < sc->n; i++)
-        if (troupe_index_def_unique(sc->defs[i]) ||
-            troupe_index_def_fn_name(sc->defs[i]) != NULL)
-            return false;
-    return true;
-}
-
-static troupe_err
-prep_done(troupe_actor *self, tstate *s, wop *op);
-
-static void
-start_op(troupe_actor *self, tstate *s, wop *op)
-{
-    /* Prepare with the current schema, also after waiting or parking. */
-    if (op->cfg.schema != s->cfg.schema) {
-        troupe__tschema_release(op->cfg.schema);
-        op->cfg.schema = troupe__tschema_retain(s->cfg.schema);
-    }
-    if (!op->counted) {
-        op->counted = true;
-        s->writes.nrunning++;
-    } else if (op->gen != s->writes.gen) {
-        s->writes.old_running--;
-    }
-    op->gen = s->writes.gen;
-    op->cseq0 = s->writes.cseq;
-    if (prepare_here(s, op)) {
-        /* Prepared on this thread from memory: no worker round trip. Not
-         * nested (a failed write starts the next one of its key, which
-         * then goes to a worker), so the stack stays flat. */
-        s->writes.inlining = true;
-        op->cached = true;
-        troupe_err pe = troupe__prepare(op);
-        op->cached = false;
-        if (pe != TROUPE_EAGAIN) {
-            op->err = pe;
-            prep_done(self, s, op);
-            s->writes.inlining = false;
-            return;
-        }
-        s->writes.inlining = false;
-    }
-    /* declared: the request it holds; the batch it builds is bounded by
-     * the storage limits and held only while a worker runs it */
-    troupe_err e = troupe_work_submit_in(
-        self, TROUPE_LANE_STORAGE, sizeof(*op) + op->klen + op->dlen,
-        troupe__prepare_work, op, TABLE_PREP_DONE, prep_drop);
-    if (e != TROUPE_OK) {
-        op->err = e;
-        release_and_next(self, s, op, false);
-    }
-}
-
-/* ---- handlers ---------------------------------------------------------- */
-
-static troupe_err
-enqueue(troupe_actor *self, tstate *s, uint32_t kind, const void *key,
-        size_t klen, const void *doc, size_t dlen, int64_t expires,
-        troupe_sync sync, bool nostamp, troupe_addr asker, uint64_t corr,
-        bool build);
-static troupe_err
-attach(troupe_actor *self, tstate *s, wop *op);
-
-static troupe_err
-h_write(troupe_actor *self, void *st, const troupe_msg *m)
-{
-    tstate *s = st;
-    troupe_reader r;
-    const void *key, *doc = NULL;
-    size_t klen, dlen = 0;
-    int64_t expires = 0;
-    uint32_t sync = 0;
-    bool del = m->kind == TABLE_DELETE, stamp = true;
-    troupe_reader_init_msg(&r, m);
-    troupe_read_array_n(&r, del ? 2 : 5);
-    troupe_read_bin(&r, TROUPE_KEY_MAX, &key, &klen);
-    if (!del) {
-        if (r.err == TROUPE_OK && troupe_read_peek(&r) != TROUPE_MP_MAP)
-            r.err = TROUPE_EPROTO;
-        troupe_read_raw(&r, &doc, &dlen);
-        troupe_read_int(&r, &expires);
-    }
-    troupe_read_u32(&r, &sync);
-    if (!del)
-        troupe_read_bool(&r, &stamp);
-    troupe_err e = troupe_read_end(&r);
-    if (e == TROUPE_OK && (klen == 0 || expires < 0 || sync > TROUPE_SYNC_OFF))
-        e = TROUPE_EPROTO;
-    if (e == TROUPE_OK && s->closing)
-        e = TROUPE_ECLOSED;
-    if (e != TROUPE_OK) {
-        troupe_runtime_reply(troupe_actor_runtime(self), m->from, m->corr, e,
-                             NULL);
-        return TROUPE_OK;
-    }
-    e = enqueue(self, s, m->kind, key, klen, doc, dlen, expires,
-                (troupe_sync)sync, !stamp, m->from, m->corr, false);
-    if (e != TROUPE_OK)
-        troupe_runtime_reply(troupe_actor_runtime(self), m->from, m->corr, e,
-                             NULL);
-    return TROUPE_OK;
-}
-
-/* A new write behind its key's lock; ENOMEM when it cannot be queued. */
-static troupe_err
-enqueue(troupe_actor *self, tstate *s, uint32_t kind, const void *key,
-        size_t klen, const void *doc, size_t dlen, int64_t expires,
-        troupe_sync sync, bool nostamp, troupe_addr asker, uint64_t corr,
-        bool build)
-{
-    wop *op = troupe_calloc(1, sizeof(*op) + klen + dlen);
-    if (op == NULL)
-        return TROUPE_ENOMEM;
-    op->rt = troupe_actor_runtime(self);
-    op->self = troupe_self(self);
-    op->asker = asker;
-    op->corr = corr;
-    op->kind = kind;
-    op->build = build;
-    op->sync = sync;
-    op->nostamp = nostamp;
-    op->expires = expires;
-    op->cfg = s->cfg;
-    troupe__tschema_retain(op->cfg.schema);
-    op->key = (unsigned char *)(op + 1);
-    op->klen = klen;
-    memcpy(op->key, key, klen);
-    op->doc = op->key + klen;
-    op->dlen = dlen;
-    if (dlen)
-        memcpy(op->doc, doc, dlen);
-    troupe_err e = attach(self, s, op);
-    if (e != TROUPE_OK)
-        wop_free(op);
-    return e;
-}
-
-static bool
-in_rsv_range(const tstate *s, const void *key, size_t klen);
-static klock *
-lock_get(tstate *s, const void *key, size_t klen);
-
-/* Queues op behind its key's lock (or behind a reserved range that holds
- * its key) and starts it when nothing holds the key. */
-static troupe_err
-attach(troupe_actor *self, tstate *s, wop *op)
-{
-    op->next = NULL;
-    if (in_rsv_range(s, op->key, op->klen)) {
-        if (s->locks.rwait_tail == NULL)
-            s->locks.rwait_head = op;
-        else
-            s->locks.rwait_tail->next = op;
-        s->locks.rwait_tail = op;
-        return TROUPE_OK;
-    }
-    klock *l = lock_get(s, op->key, op->klen);
-    if (l == NULL)
-        return TROUPE_ENOMEM;
-    op->lock = l;
-    if (l->running == NULL && l->rsv == 0) {
-        l->running = op;
-        start_op(self, s, op);
-    } else if (l->wtail == NULL) {
-        l->whead = l->wtail = op;
-    } else {
-        l->wtail->next = op;
-        l->wtail = op;
-    }
-    return TROUPE_OK;
-}
-
-static void
-on_commit(troupe_err err, void *arg)
-{
-    wop *op = arg;
-    if (op->kind == TABLE_PURGE_OP)
-        op->err = err; /* counted by purge_op_done */
-    if (!op->build && op->cfg.vers != NULL) {
-        atomic_store(&op->cms, op->cfg.clock(op->cfg.clock_ctx));
-        /* the writer thread may block: a version below the durable
-         * floor, always */
-        atomic_store(&op->cver, troupe__vers_take(op->cfg.vers));
-    }
-    /* The actor hears first, so that whatever the caller asks it after
-     * the reply finds this write's version recorded. The op is the
-     * actor's once sent: copy what the reply needs. */
-    troupe_runtime *rt = op->rt;
-    troupe_addr asker = op->asker;
-    uint64_t corr = op->corr;
-    troupe_msg *m = NULL;
-    if (troupe_msg_create(&m, TABLE_COMMIT_DONE, NULL, 0) == TROUPE_OK) {
-        m->ptr = op;
-        if (troupe_runtime_send(rt, op->self, &m) == TROUPE_OK) {
-            troupe_runtime_reply(rt, asker, corr, err, NULL);
-            return;
-        }
-    }
-    /* The actor is gone (its locks with it), or no memory: only the op is
-     * left to free. */
-    troupe_runtime_reply(rt, asker, corr, err, NULL);
-    wop_free(op);
-}
-
-static bool
-uniq_overlap(const uniq *a, size_t na, const uniq *b, size_t nb)
-{
-    for (size_t i = 0; i < na; i++)
-        for (size_t j = 0; j < nb; j++)
-            if (a[i].index_id == b[j].index_id && a[i].len == b[j].len &&
-                memcmp(a[i].vals, b[j].vals, b[j].len) == 0)
-                return true;
-    return false;
-}
-
-/* 1: a write in the pipeline claims one of op's unique values (wait for
- * its commit); 2: one committed after op's check read the index (check
- * again now); 0: neither. */
-static int
-uniq_clash(const tstate *s, const wop *op)
-{
-    for (const wop *o = s->writes.inflight; o != NULL; o = o->inext)
-        if (uniq_overlap(op->uq, op->nuq, o->uq, o->nuq))
-            return 1;
-    if (op->cseq0 == s->writes.cseq)
-        return 0;
-    if (op->cseq0 < s->writes.clog_floor)
-        return 2;
-    for (const clog *c = s->writes.clog; c != NULL && c->seq > op->cseq0;
-         c = c->next)
-        if (uniq_overlap(op->uq, op->nuq, c->uq, c->nuq))
-            return 2;
-    return 0;
-}
-
-static void
-clog_free(clog *c)
-{
-    for (size_t i = 0; i < c->nuq; i++)
-        troupe_free(c->uq[i].vals);
-    troupe_free(c->uq);
-    troupe_free(c);
-}
-
-/* Remembers op's unique values as committed (moved out of op). */
-static void
-clog_add(tstate *s, wop *op)
-{
-    s->writes.cseq++;
-    clog *c = troupe_malloc(sizeof(*c));
-    if (c == NULL) {
-        s->writes.clog_floor =
-            s->writes.cseq; /* forget: everyone older checks again */
-        return;
-    }
-    c->seq = s->writes.cseq;
-    c->uq = op->uq;
-    c->nuq = op->nuq;
-    op->uq = NULL;
-    op->nuq = 0;
-    c->next = s->writes.clog;
-    s->writes.clog = c;
-    if (++s->writes.nclog > CLOG_MAX) {
-        clog **pp = &s->writes.clog;
-        while ((*pp)->next != NULL)
-            pp = &(*pp)->next;
-        s->writes.clog_floor = (*pp)->seq;
-        clog_free(*pp);
-        *pp = NULL;
-        s->writes.nclog--;
-    }
-}
-
-static void
-clog_clear(tstate *s)
-{
-    while (s->writes.clog != NULL) {
-        clog *c = s->writes.clog;
-        s->writes.clog = c->next;
-        clog_free(c);
-    }
-    s->writes.nclog = 0;
-    s->writes.clog_floor = s->writes.cseq;
-}
-
-static troupe_err
-prep_done(troupe_actor *self, tstate *s, wop *op);
-static void
-retry_deferred(troupe_actor *self, tstate *s);
-static void
-retry_qdeferred(troupe_actor *self, tstate *s);
 
 /* An internal kind (a completion or a request from the data layer) that
  * came without its payload: these kinds are local-only, so only a local
  * sender's mistake can make one. Answered, never followed. */
-static troupe_err
-no_payload(troupe_actor *self, const troupe_msg *m)
+troupe_err
+troupe__table_no_payload(troupe_actor *self, const troupe_msg *m)
 {
     troupe_reply_error(self, m, TROUPE_EINVAL);
-    return TROUPE_OK;
-}
-
-static troupe_err
-h_prep_done(troupe_actor *self, void *st, const troupe_msg *m)
-{
-    tstate *s = st;
-    if (m->ptr == NULL)
-        return no_payload(self, m);
-    prep_done(self, s, m->ptr);
-    troupe__table_check_quiesced(s);
-    return TROUPE_OK;
-}
-
-static troupe_err
-prep_done(troupe_actor *self, tstate *s, wop *op)
-{
-    if (op->err != TROUPE_OK || op->batch == NULL) {
-        release_and_next(self, s, op, false);
-        return TROUPE_OK;
-    }
-    int clash = op->nuq > 0 ? uniq_clash(s, op) : 0;
-    if (clash != 0) {
-        troupe_batch_destroy(op->batch);
-        op->batch = NULL;
-        troupe__prepare_uniq_free(op);
-        if (clash == 2) {
-            start_op(self, s, op);
-            return TROUPE_OK;
-        }
-        op->pnext = s->writes.parked;
-        s->writes.parked = op;
-        return TROUPE_OK;
-    }
-    troupe_err e = troupe_commit_submit(op->cfg.commit, &op->batch, op->sync,
-                                        on_commit, op);
-    if (e != TROUPE_OK) {
-        op->err = e;
-        release_and_next(self, s, op, false);
-        return TROUPE_OK;
-    }
-    if (op->nuq > 0) {
-        op->inext = s->writes.inflight;
-        s->writes.inflight = op;
-    }
-    return TROUPE_OK;
-}
-
-static troupe_err
-h_commit_done(troupe_actor *self, void *st, const troupe_msg *m)
-{
-    tstate *s = st;
-    wop *op = m->ptr;
-    if (op == NULL)
-        return no_payload(self, m);
-    for (wop **pp = &s->writes.inflight; *pp != NULL; pp = &(*pp)->inext)
-        if (*pp == op) {
-            *pp = op->inext;
-            break;
-        }
-    if (op->nuq > 0)
-        clog_add(s, op);
-    if (!op->build && atomic_load(&op->cver) != 0)
-        troupe__keyvers_publish(s, op->key, op->klen, atomic_load(&op->cver),
-                                atomic_load(&op->cms), false);
-    release_and_next(self, s, op, true);
-    if (s->writes.nrunning == 0)
-        clog_clear(s); /* nobody can have read before those commits */
-    retry_deferred(self, s);
-    retry_qdeferred(self, s);
-    /* The winner's entries are readable now: parked writes check again. */
-    wop *p = s->writes.parked;
-    s->writes.parked = NULL;
-    while (p != NULL) {
-        wop *nx = p->pnext;
-        p->err = TROUPE_OK;
-        start_op(self, s, p);
-        p = nx;
-    }
-    troupe__table_check_quiesced(s);
     return TROUPE_OK;
 }
 
@@ -657,8 +160,8 @@ build_finish(tstate *s, troupe_err err)
     troupe__tables_build_done(b, err);
 }
 
-static void
-build_step(troupe_actor *self, tstate *s)
+void
+troupe__build_step(troupe_actor *self, tstate *s)
 {
     tbuild *b = s->build;
     if (b == NULL || b->scanning || b->outstanding > 0)
@@ -704,7 +207,14 @@ build_op_done(troupe_actor *self, tstate *s, troupe_err err)
     if (err != TROUPE_OK && b->err == TROUPE_OK)
         b->err = err;
     if (--b->outstanding == 0)
-        build_step(self, s);
+        troupe__build_step(self, s);
+}
+
+/* A reindex op ended (its wop.done). */
+static void
+build_op_release(troupe_actor *self, tstate *s, wop *op)
+{
+    build_op_done(self, s, op->err);
 }
 
 static troupe_err
@@ -714,7 +224,7 @@ h_build_keys(troupe_actor *self, void *st, const troupe_msg *m)
     kjob *j = m->ptr;
     tbuild *b = s->build;
     if (j == NULL)
-        return no_payload(self, m);
+        return troupe__table_no_payload(self, m);
     if (b == NULL) {
         kjob_free(j);
         return TROUPE_OK;
@@ -740,9 +250,14 @@ h_build_keys(troupe_actor *self, void *st, const troupe_msg *m)
     /* Count them all first: an op may finish inside enqueue. */
     b->outstanding = pg->n + 1;
     for (size_t i = 0; i < pg->n; i++) {
-        troupe_err e = enqueue(
-            self, s, TABLE_REINDEX, pg->items[i].key, pg->items[i].key_len,
-            NULL, 0, 0, TROUPE_SYNC_DEFAULT, false, TROUPE_ADDR_NONE, 0, true);
+        wop *op = troupe__wop_new(self, s, TABLE_REINDEX, pg->items[i].key,
+                                  pg->items[i].key_len, NULL, 0, 0, false);
+        troupe_err e = TROUPE_ENOMEM;
+        if (op != NULL) {
+            op->build = true;
+            op->done = build_op_release;
+            e = troupe__write_enqueue(self, s, op);
+        }
         if (e != TROUPE_OK)
             build_op_done(self, s, e);
     }
@@ -757,7 +272,7 @@ h_switch(troupe_actor *self, void *st, const troupe_msg *m)
     tstate *s = st;
     tswitch *sw = m->ptr;
     if (sw == NULL)
-        return no_payload(self, m);
+        return troupe__table_no_payload(self, m);
     troupe__tschema_release(s->cfg.schema);
     s->cfg.schema = sw->schema;
     s->writes.gen++;
@@ -769,7 +284,7 @@ h_switch(troupe_actor *self, void *st, const troupe_msg *m)
             s->build = sw->build;
     }
     troupe_free(sw);
-    build_step(self, s);
+    troupe__build_step(self, s);
     return TROUPE_OK;
 }
 
@@ -841,7 +356,7 @@ h_read_flush(troupe_actor *self, void *st, const troupe_msg *m)
 {
     tstate *s = st;
     if (m->ptr != s) /* only the flush h_read sent counts */
-        return no_payload(self, m);
+        return troupe__table_no_payload(self, m);
     rjob *list = s->rq_head;
     s->rq_head = s->rq_tail = NULL;
     s->rq_flush_sent = false;
@@ -926,7 +441,7 @@ h_read_done(troupe_actor *self, void *st, const troupe_msg *m)
 {
     tstate *s = st;
     if (m->ptr == NULL)
-        return no_payload(self, m);
+        return troupe__table_no_payload(self, m);
     rjob_free(m->ptr);
     s->nreads--;
     troupe__table_check_quiesced(s);
@@ -944,7 +459,7 @@ h_quiesce(troupe_actor *self, void *st, const troupe_msg *m)
     tstate *s = st;
     tquiesce *q = m->ptr;
     if (q == NULL)
-        return no_payload(self, m);
+        return troupe__table_no_payload(self, m);
     s->closing = true;
     if (s->build != NULL && s->build->err == TROUPE_OK)
         s->build->err = TROUPE_ECLOSED; /* winds down at its next step */
@@ -1056,82 +571,12 @@ tpart_free(tpart *tp)
 {
     for (size_t i = 0; i < tp->nops; i++)
         if (tp->ops[i] != NULL)
-            wop_free(tp->ops[i]);
+            troupe__wop_free(tp->ops[i]);
     troupe_free(tp->ops);
     troupe_free(tp->rlocks);
-    troupe_free(tp->ranges);
+    troupe_free(tp->rsv.v);
     troupe__ttxn_release(tp->sh);
     troupe_free(tp);
-}
-
-static bool
-in_rsv_range(const tstate *s, const void *key, size_t klen)
-{
-    for (int w = 0; w < 2; w++)
-        for (const tpart *tp = w ? s->tpwork : s->tparts; tp != NULL;
-             tp = tp->next)
-            for (size_t i = 0; i < tp->nrg; i++)
-                if (troupe__range_has(&tp->ranges[i], key, klen))
-                    return true;
-    return false;
-}
-
-/* Writes that waited for reserved ranges try again. */
-static void
-rwait_retry(troupe_actor *self, tstate *s)
-{
-    wop *w = s->locks.rwait_head;
-    s->locks.rwait_head = s->locks.rwait_tail = NULL;
-    while (w != NULL) {
-        wop *nx = w->next;
-        if (attach(self, s, w) != TROUPE_OK) {
-            bool build = w->build, purge = w->kind == TABLE_PURGE_OP;
-            troupe_runtime_reply(w->rt, w->asker, w->corr, TROUPE_ENOMEM, NULL);
-            wop_free(w);
-            if (build)
-                build_op_done(self, s, TROUPE_ENOMEM);
-            else if (purge)
-                purge_op_done(self, s, TROUPE_ENOMEM, false);
-        }
-        w = nx;
-    }
-}
-
-static klock *
-lock_get(tstate *s, const void *key, size_t klen)
-{
-    klock **pp = troupe__locks_slot(s, key, klen);
-    if (*pp == NULL) {
-        klock *l = troupe_calloc(1, sizeof(*l) + klen);
-        if (l == NULL)
-            return NULL;
-        l->klen = klen;
-        memcpy(l->key, key, klen);
-        *pp = l;
-    }
-    return *pp;
-}
-
-/* Drops one read reservation; starts a write that waited for it. */
-static void
-rsv_release(troupe_actor *self, tstate *s, klock *l)
-{
-    if (--l->rsv > 0 || l->running != NULL)
-        return;
-    lock_advance(self, s, l);
-}
-
-static void
-restart_parked(troupe_actor *self, tstate *s)
-{
-    wop *p = s->writes.parked;
-    s->writes.parked = NULL;
-    while (p != NULL) {
-        wop *nx = p->pnext;
-        p->err = TROUPE_OK;
-        start_op(self, s, p);
-        p = nx;
-    }
 }
 
 /* Ends tp's part here: publishes version `ver` of its writes when
@@ -1146,6 +591,7 @@ tpart_end(troupe_actor *self, tstate *s, tpart *tp, bool publish, uint64_t ver)
             *pp = tp->next;
             break;
         }
+    troupe__locks_unreserve(s, &tp->rsv);
     tp->onwork = false;
     if (tp->timed)
         troupe_timer_cancel(self, tp->timer);
@@ -1156,31 +602,27 @@ tpart_end(troupe_actor *self, tstate *s, tpart *tp, bool publish, uint64_t ver)
         if (op == NULL)
             continue;
         tp->ops[i] = NULL;
-        for (wop **pp = &s->writes.inflight; *pp != NULL; pp = &(*pp)->inext)
-            if (*pp == op) {
-                *pp = op->inext;
-                break;
-            }
+        troupe__write_inflight_remove(s, op);
         if (publish) {
             if (op->nuq > 0)
-                clog_add(s, op);
+                troupe__write_clog_add(s, op);
             troupe__keyvers_publish(s, op->key, op->klen, ver,
                                     s->cfg.clock(s->cfg.clock_ctx), false);
         }
         op->batch = NULL;
-        release_and_next(self, s, op, true);
+        troupe__write_release(self, s, op, true);
     }
     for (size_t i = 0; i < tp->nr; i++)
-        rsv_release(self, s, tp->rlocks[i]);
+        troupe__locks_rsv_release(self, s, tp->rlocks[i]);
     tp->nr = 0;
-    bool ranged = tp->nrg > 0;
+    bool ranged = tp->rsv.n > 0;
     tpart_free(tp);
     if (ranged)
-        rwait_retry(self, s);
-    retry_qdeferred(self, s);
+        troupe__locks_rwait_retry(self, s);
+    troupe__qver_retry(self, s);
     if (s->writes.nrunning == 0)
-        clog_clear(s);
-    restart_parked(self, s);
+        troupe__write_clog_clear(s);
+    troupe__write_restart_parked(self, s);
     troupe__table_check_quiesced(s);
 }
 
@@ -1237,8 +679,8 @@ static void
 txn_prepare(troupe_actor *self, tstate *s, ttxn_prep *p, troupe_addr asker,
             uint64_t corr);
 
-static void
-retry_deferred(troupe_actor *self, tstate *s)
+void
+troupe__parts_retry(troupe_actor *self, tstate *s)
 {
     tdefer *d = s->deferred;
     s->deferred = NULL;
@@ -1256,24 +698,8 @@ retry_deferred(troupe_actor *self, tstate *s)
 static void
 range_conflicts(const tstate *s, const ttxn_range *r, uint64_t seq0, kset *ks)
 {
-    if (troupe__keyvers_range_stale(s, r, seq0, ks))
-        return; /* forgotten versions: the whole range changed */
-    for (size_t b = 0; b < s->locks.nbuckets; b++)
-        for (const klock *l = s->locks.buckets[b]; l != NULL; l = l->next) {
-            if (!troupe__range_has(r, l->key, l->klen) ||
-                troupe__keyvers_get(s, l->key, l->klen) > seq0)
-                continue; /* listed above */
-            uint32_t kinds = l->whead != NULL ? TROUPE_CONFLICT_RESERVED : 0;
-            if (l->running != NULL) {
-                uint64_t cv =
-                    l->running->ext ? 0 : atomic_load(&l->running->cver);
-                kinds |= cv == 0     ? TROUPE_CONFLICT_RESERVED
-                         : cv > seq0 ? TROUPE_CONFLICT_STALE
-                                     : 0;
-            }
-            if (kinds != 0)
-                troupe__kset_add(ks, l->key, l->klen, kinds);
-        }
+    if (!troupe__keyvers_range_stale(s, r, seq0, ks))
+        troupe__locks_range_held(s, r, seq0, ks);
 }
 
 static ttxn_range *
@@ -1365,7 +791,7 @@ txn_prepare(troupe_actor *self, tstate *s, ttxn_prep *p, troupe_addr asker,
         }
         if (l != NULL && w && l->rsv > 0)
             c |= TROUPE_CONFLICT_RESERVED; /* another transaction read it */
-        if (w && in_rsv_range(s, k->key, k->klen))
+        if (w && troupe__locks_in_range(s, k->key, k->klen))
             c |= TROUPE_CONFLICT_RESERVED; /* another one scanned over it */
         if (k->ver == 0 && troupe__keyvers_get(s, k->key, k->klen) > p->seq0)
             c |= TROUPE_CONFLICT_STALE;
@@ -1406,12 +832,12 @@ txn_prepare(troupe_actor *self, tstate *s, ttxn_prep *p, troupe_addr asker,
     if (tp != NULL) {
         tp->ops = nw ? troupe_calloc(nw, sizeof(*tp->ops)) : NULL;
         tp->rlocks = nr ? troupe_calloc(nr, sizeof(*tp->rlocks)) : NULL;
-        tp->ranges = p->nranges ? ranges_copy(p->ranges, p->nranges) : NULL;
+        tp->rsv.v = p->nranges ? ranges_copy(p->ranges, p->nranges) : NULL;
         if ((nw && tp->ops == NULL) || (nr && tp->rlocks == NULL) ||
-            (p->nranges && tp->ranges == NULL)) {
+            (p->nranges && tp->rsv.v == NULL)) {
             troupe_free(tp->ops);
             troupe_free(tp->rlocks);
-            troupe_free(tp->ranges);
+            troupe_free(tp->rsv.v);
             troupe_free(tp);
             tp = NULL;
         }
@@ -1426,14 +852,15 @@ txn_prepare(troupe_actor *self, tstate *s, ttxn_prep *p, troupe_addr asker,
     tp->asker = asker;
     tp->corr = corr;
     tp->reserve_ms = p->reserve_ms ? p->reserve_ms : 30000;
-    tp->nrg = p->nranges;
+    tp->rsv.n = p->nranges;
     tp->onwork = true;
     tp->next = s->tpwork;
     s->tpwork = tp;
+    troupe__locks_reserve(s, &tp->rsv);
     /* Reserve. A lock allocation that fails undoes what was taken. */
     for (size_t i = 0; e == TROUPE_OK && i < p->n; i++) {
         const ttxn_key *k = &p->keys[i];
-        klock *l = lock_get(s, k->key, k->klen);
+        klock *l = troupe__locks_get(s, k->key, k->klen);
         if (l == NULL) {
             e = TROUPE_ENOMEM;
             break;
@@ -1443,7 +870,8 @@ txn_prepare(troupe_actor *self, tstate *s, ttxn_prep *p, troupe_addr asker,
             tp->rlocks[tp->nr++] = l;
             continue;
         }
-        wop *op = troupe_calloc(1, sizeof(*op) + k->klen + k->dlen);
+        wop *op = troupe__wop_new(self, s, k->kind, k->key, k->klen, k->doc,
+                                  k->dlen, k->expires, k->nostamp);
         if (op == NULL) {
             if (l->running == NULL && l->rsv == 0 && l->whead == NULL) {
                 klock **pp = troupe__locks_slot(s, l->key, l->klen);
@@ -1453,22 +881,8 @@ txn_prepare(troupe_actor *self, tstate *s, ttxn_prep *p, troupe_addr asker,
             e = TROUPE_ENOMEM;
             break;
         }
-        op->rt = rt;
-        op->self = troupe_self(self);
-        op->kind = k->kind;
         op->ext = true;
         op->batch = p->sh->batch;
-        op->expires = k->expires;
-        op->nostamp = k->nostamp;
-        op->cfg = s->cfg;
-        troupe__tschema_retain(op->cfg.schema);
-        op->key = (unsigned char *)(op + 1);
-        op->klen = k->klen;
-        memcpy(op->key, k->key, k->klen);
-        op->doc = op->key + k->klen;
-        op->dlen = k->dlen;
-        if (k->dlen)
-            memcpy(op->doc, k->doc, k->dlen);
         op->lock = l;
         l->running = op;
         op->counted = true;
@@ -1494,7 +908,7 @@ h_txn_prep_done(troupe_actor *self, void *st, const troupe_msg *m)
     tpart *tp = m->ptr;
     troupe_runtime *rt = troupe_actor_runtime(self);
     if (tp == NULL)
-        return no_payload(self, m);
+        return troupe__table_no_payload(self, m);
     for (tpart **pp = &s->tpwork; *pp != NULL; pp = &(*pp)->next)
         if (*pp == tp) {
             *pp = tp->next;
@@ -1519,9 +933,10 @@ h_txn_prep_done(troupe_actor *self, void *st, const troupe_msg *m)
         if (op->nuq == 0)
             continue;
         for (size_t j = 0; j < i; j++)
-            if (uniq_overlap(op->uq, op->nuq, tp->ops[j]->uq, tp->ops[j]->nuq))
+            if (troupe__write_uniq_overlap(op->uq, op->nuq, tp->ops[j]->uq,
+                                           tp->ops[j]->nuq))
                 e = TROUPE_ECONSTRAINT;
-        int clash = e == TROUPE_OK ? uniq_clash(s, op) : 0;
+        int clash = e == TROUPE_OK ? troupe__write_uniq_clash(s, op) : 0;
         if (clash != 0) {
             /* a write in the pipeline claims one of its unique values,
              * or one committed since the check read the index */
@@ -1544,10 +959,7 @@ h_txn_prep_done(troupe_actor *self, void *st, const troupe_msg *m)
         return TROUPE_OK;
     }
     for (size_t i = 0; i < tp->nops; i++)
-        if (tp->ops[i]->nuq > 0) {
-            tp->ops[i]->inext = s->writes.inflight;
-            s->writes.inflight = tp->ops[i];
-        }
+        troupe__write_inflight_add(s, tp->ops[i]);
     troupe_runtime_reply(rt, tp->asker, tp->corr, TROUPE_OK, NULL);
     return TROUPE_OK;
 }
@@ -1850,8 +1262,8 @@ qver_run(troupe_actor *self, tstate *s, ttxn_qver *q, troupe_addr asker,
     s->nreads++;
 }
 
-static void
-retry_qdeferred(troupe_actor *self, tstate *s)
+void
+troupe__qver_retry(troupe_actor *self, tstate *s)
 {
     qdefer *d = s->qdeferred;
     s->qdeferred = NULL;
@@ -1883,7 +1295,7 @@ h_txn_qver_done(troupe_actor *self, void *st, const troupe_msg *m)
 {
     tstate *s = st;
     if (m->ptr == NULL)
-        return no_payload(self, m);
+        return troupe__table_no_payload(self, m);
     qjob_free(m->ptr);
     s->nreads--;
     troupe__table_check_quiesced(s);
@@ -2033,6 +1445,13 @@ purge_op_done(troupe_actor *self, tstate *s, troupe_err err, bool hit)
         purge_step(self, s);
 }
 
+/* A purge op ended (its wop.done). */
+static void
+purge_op_release(troupe_actor *self, tstate *s, wop *op)
+{
+    purge_op_done(self, s, op->err, op->purge_hit);
+}
+
 static troupe_err
 h_purge(troupe_actor *self, void *st, const troupe_msg *m)
 {
@@ -2061,7 +1480,7 @@ h_purge_keys(troupe_actor *self, void *st, const troupe_msg *m)
     pjob *j = m->ptr;
     tpurge *p = s->purge;
     if (j == NULL)
-        return no_payload(self, m);
+        return troupe__table_no_payload(self, m);
     if (p == NULL) {
         pjob_free(j);
         return TROUPE_OK;
@@ -2092,9 +1511,13 @@ h_purge_keys(troupe_actor *self, void *st, const troupe_msg *m)
     p->outstanding = j->nexp + 1;
     for (size_t i = 0; i < j->nexp; i++) {
         const troupe_kv *kv = &pg->items[j->exp[i]];
-        troupe_err e =
-            enqueue(self, s, TABLE_PURGE_OP, kv->key, kv->key_len, NULL, 0, 0,
-                    TROUPE_SYNC_DEFAULT, false, TROUPE_ADDR_NONE, 0, false);
+        wop *op = troupe__wop_new(self, s, TABLE_PURGE_OP, kv->key, kv->key_len,
+                                  NULL, 0, 0, false);
+        troupe_err e = TROUPE_ENOMEM;
+        if (op != NULL) {
+            op->done = purge_op_release;
+            e = troupe__write_enqueue(self, s, op);
+        }
         if (e != TROUPE_OK)
             purge_op_done(self, s, e, false);
     }
@@ -2170,7 +1593,7 @@ table_stop(troupe_actor *self, void *st, troupe_err reason)
     for (wop *w = s->locks.rwait_head; w != NULL;) {
         wop *nx = w->next;
         troupe_runtime_reply(w->rt, w->asker, w->corr, TROUPE_ECLOSED, NULL);
-        wop_free(w);
+        troupe__wop_free(w);
         w = nx;
     }
     troupe__keyvers_clear(s);
@@ -2178,7 +1601,7 @@ table_stop(troupe_actor *self, void *st, troupe_err reason)
     for (wop *p = s->writes.parked; p != NULL;) {
         wop *nx = p->pnext;
         troupe_runtime_reply(p->rt, p->asker, p->corr, TROUPE_ECLOSED, NULL);
-        wop_free(p);
+        troupe__wop_free(p);
         p = nx;
     }
     for (size_t i = 0; i < s->locks.nbuckets; i++) {
@@ -2189,7 +1612,7 @@ table_stop(troupe_actor *self, void *st, troupe_err reason)
                 wop *nx = w->next;
                 troupe_runtime_reply(w->rt, w->asker, w->corr, TROUPE_ECLOSED,
                                      NULL);
-                wop_free(w);
+                troupe__wop_free(w);
                 w = nx;
             }
             troupe_free(l);
@@ -2198,7 +1621,7 @@ table_stop(troupe_actor *self, void *st, troupe_err reason)
     }
     troupe_free(s->locks.buckets);
     troupe__tschema_release(s->cfg.schema);
-    clog_clear(s);
+    troupe__write_clog_clear(s);
     if (s->build != NULL)
         build_finish(s, TROUPE_ECLOSED);
     if (s->purge != NULL) { /* quiescing waits for it; only a hard stop */
@@ -2211,15 +1634,15 @@ table_stop(troupe_actor *self, void *st, troupe_err reason)
 }
 
 static const troupe_handler_fn table_handlers[TABLE_NKINDS] = {
-    [TABLE_INSERT] = h_write,
-    [TABLE_UPDATE] = h_write,
-    [TABLE_UPSERT] = h_write,
-    [TABLE_DELETE] = h_write,
+    [TABLE_INSERT] = troupe__write_h_write,
+    [TABLE_UPDATE] = troupe__write_h_write,
+    [TABLE_UPSERT] = troupe__write_h_write,
+    [TABLE_DELETE] = troupe__write_h_write,
     [TABLE_GET] = h_read,
     [TABLE_GET_MANY] = h_read,
     [TABLE_SCAN] = h_read,
-    [TABLE_PREP_DONE] = h_prep_done,
-    [TABLE_COMMIT_DONE] = h_commit_done,
+    [TABLE_PREP_DONE] = troupe__write_h_prep_done,
+    [TABLE_COMMIT_DONE] = troupe__write_h_commit_done,
     [TABLE_READ_DONE] = h_read_done,
     [TABLE_READ_FLUSH] = h_read_flush,
     [TABLE_SWITCH] = h_switch,

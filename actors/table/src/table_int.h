@@ -433,6 +433,11 @@ typedef struct wop {
     /* The clock when cver was taken: the publish time its TTL counts
      * from (the actor records the version only later). */
     _Atomic int64_t cms;
+    /* An op of the actor's own (REINDEX, PURGE_OP): called once when it
+     * ends, with op->err its outcome, after the key's next write started
+     * (or when it could not be queued); op is freed after. NULL for
+     * client and transaction ops. */
+    void (*done)(troupe_actor *self, tstate *s, struct wop *op);
     klock *lock;
     troupe_runtime *rt;
     troupe_addr self;
@@ -464,12 +469,23 @@ struct klock {
     unsigned char key[];
 };
 
+/* locks.c: reserved ranges (a prepared transaction's scans): a write
+ * into one of them waits until they are released. Owned by whoever
+ * embeds it (v too); linked in tlocks while reserved. */
+typedef struct trsv {
+    struct trsv *next;
+    struct trsv **pprev;
+    size_t n;
+    ttxn_range *v;
+} trsv;
+
 /* locks.c: per-key locks and what waits for reservations. */
 typedef struct tlocks {
     klock **buckets;
     size_t nbuckets;
     wop *rwait_head; /* writes into a reserved range, waiting for its end */
     wop *rwait_tail;
+    trsv *ranges; /* the reserved ranges */
 } tlocks;
 
 /* keyvers.c: a key's version record (the map's design: keyvers.c). */
@@ -594,6 +610,20 @@ troupe__range_has(const ttxn_range *r, const void *key, size_t klen)
 /* Calls the quiesce callback once nothing of this actor is in flight. */
 void
 troupe__table_check_quiesced(tstate *s);
+/* Answers an internal kind that came without its payload: these kinds
+ * are local-only, so only a local sender's mistake can make one. */
+troupe_err
+troupe__table_no_payload(troupe_actor *self, const troupe_msg *m);
+/* A build waiting for the writes of an older schema, or between its
+ * steps, moves on if it can. */
+void
+troupe__build_step(troupe_actor *self, tstate *s);
+/* A commit's release: deferred transaction prepares, then deferred
+ * versioned queries, run again. */
+void
+troupe__parts_retry(troupe_actor *self, tstate *s);
+void
+troupe__qver_retry(troupe_actor *self, tstate *s);
 
 /* keyvers.c: key versions. Actor thread. */
 
@@ -670,6 +700,96 @@ troupe__locks_slot(const tstate *s, const void *key, size_t klen)
         pp = &(*pp)->next;
     return pp;
 }
+
+/* key's lock, created when absent; NULL when out of memory. */
+klock *
+troupe__locks_get(tstate *s, const void *key, size_t klen);
+/* l runs no write: unless a read reservation holds writes back, starts
+ * its next waiting write, or frees l when none waits. */
+void
+troupe__locks_advance(troupe_actor *self, tstate *s, klock *l);
+/* Queues op behind its key's lock (or behind a reserved range that holds
+ * its key) and starts it when nothing holds the key. ENOMEM (op is the
+ * caller's again). */
+troupe_err
+troupe__locks_attach(troupe_actor *self, tstate *s, wop *op);
+/* Drops one read reservation; starts a write that waited for it. */
+void
+troupe__locks_rsv_release(troupe_actor *self, tstate *s, klock *l);
+/* Whether a reserved range holds key. */
+bool
+troupe__locks_in_range(const tstate *s, const void *key, size_t klen);
+/* Reserves r's ranges (none: nothing); unreserve before r goes. */
+void
+troupe__locks_reserve(tstate *s, trsv *r);
+void
+troupe__locks_unreserve(tstate *s, trsv *r);
+/* Writes that waited for reserved ranges try again. */
+void
+troupe__locks_rwait_retry(troupe_actor *self, tstate *s);
+/* The lock half of a scanned range's conflicts: the keys of r without a
+ * version newer than seq0 that a write holds (RESERVED) or stored after
+ * seq0 without publishing it yet (STALE), into ks. */
+void
+troupe__locks_range_held(const tstate *s, const ttxn_range *r, uint64_t seq0,
+                         kset *ks);
+
+/* write.c: the write state machine. Actor thread. */
+
+/* A new op of `kind` at this actor for key (and doc), with its own copies
+ * of both and one reference to the current schema; asker, corr, sync,
+ * build, done and the rest are the caller's to set (zero: no asker).
+ * NULL when out of memory. */
+wop *
+troupe__wop_new(troupe_actor *self, const tstate *s, uint32_t kind,
+                const void *key, size_t klen, const void *doc, size_t dlen,
+                int64_t expires, bool nostamp);
+/* Frees op (its batch unless it is a transaction's, its unique values,
+ * its schema reference). */
+void
+troupe__wop_free(wop *op);
+/* Queues op behind its key's lock and starts it when nothing holds the
+ * key; ENOMEM when it cannot be queued (op is freed, done not called). */
+troupe_err
+troupe__write_enqueue(troupe_actor *self, tstate *s, wop *op);
+/* Starts op, which holds its key's lock: prepares it with the current
+ * schema, on this thread from memory when it may, else on a worker. */
+void
+troupe__write_start(troupe_actor *self, tstate *s, wop *op);
+/* The running write op of a key is done: answers it unless `answered`,
+ * starts the next write of that key, calls op->done, frees op. */
+void
+troupe__write_release(troupe_actor *self, tstate *s, wop *op, bool answered);
+/* Whether two lists of unique values share one. */
+bool
+troupe__write_uniq_overlap(const uniq *a, size_t na, const uniq *b, size_t nb);
+/* 1: a write in the pipeline claims one of op's unique values (wait for
+ * its commit); 2: one committed after op's check read the index (check
+ * again now); 0: neither. */
+int
+troupe__write_uniq_clash(const tstate *s, const wop *op);
+/* op committed: remembers its unique values (moved out of op). */
+void
+troupe__write_clog_add(tstate *s, wop *op);
+/* Forgets the committed unique values (no running write can have read
+ * before them). */
+void
+troupe__write_clog_clear(tstate *s);
+/* Tracks op's unique values (if any) while it is in the pipeline, or
+ * stops tracking them. */
+void
+troupe__write_inflight_add(tstate *s, wop *op);
+void
+troupe__write_inflight_remove(tstate *s, wop *op);
+/* Parked writes (their unique values were claimed) prepare again. */
+void
+troupe__write_restart_parked(troupe_actor *self, tstate *s);
+troupe_err
+troupe__write_h_write(troupe_actor *self, void *st, const troupe_msg *m);
+troupe_err
+troupe__write_h_prep_done(troupe_actor *self, void *st, const troupe_msg *m);
+troupe_err
+troupe__write_h_commit_done(troupe_actor *self, void *st, const troupe_msg *m);
 
 /* The address of a live table and the request deadline; ENOENT/ESTATE. */
 troupe_err
