@@ -75,6 +75,7 @@
 #include "troupe/commit.h"
 #include "troupe/index.h"
 #include "troupe/internal/datafmt.h"
+#include "troupe/internal/index.h"
 #include "troupe/keycodec.h"
 #include "troupe/runtime.h"
 #include "troupe/storage.h"

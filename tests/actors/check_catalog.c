@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "troupe/alloc.h"
+#include "troupe/internal/index.h"
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
 #include "troupe/table.h"

@@ -25,9 +25,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../actors/queue/src/queue_int.h"
-#include "../../actors/table/src/table_int.h"
 #include "troupe/alloc.h"
+#include "troupe/internal/index.h"
+#include "troupe/internal/queue.h"
+#include "troupe/internal/tables.h"
 #include "troupe/kv.h"
 #include "troupe/pack.h"
 #include "troupe/ttl.h"

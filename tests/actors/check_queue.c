@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../actors/queue/src/queue_int.h"
 #include "troupe/alloc.h"
+#include "troupe/internal/queue.h"
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
 #include "troupe/queue.h"
@@ -1082,7 +1082,7 @@ END_TEST
 static bool
 credit_free(void *arg)
 {
-    return atomic_load(&((troupe_queue_worker *)arg)->held) == 0;
+    return troupe__tq_worker_held(arg) == 0;
 }
 
 START_TEST(test_timeout_leaves_pending_and_redelivers)

@@ -9,6 +9,7 @@
 
 #include "troupe/alloc.h"
 #include "troupe/internal/cursor.h"
+#include "troupe/internal/index.h"
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
 #include "troupe/table.h"

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "troupe/alloc.h"
-#include "troupe/index.h"
+#include "troupe/internal/index.h"
 #include "troupe/pack.h"
 #include "troupe/queue.h"
 #include "troupe/table.h"

@@ -7,9 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../actors/table/src/table_int.h"
 #include "troupe/alloc.h"
 #include "troupe/internal/cursor.h"
+#include "troupe/internal/participant.h"
+#include "troupe/internal/tables.h"
 #include "troupe/pack.h"
 #include "troupe/table.h"
 #include "troupe/txn.h"
@@ -990,7 +991,7 @@ START_TEST(test_txn_reservation_of_a_vanished_txn_lapses_at_deadline)
     ck_assert_ptr_nonnull(p);
     p->keys = (ttxn_key *)(p + 1);
     p->n = 1;
-    p->keys[0] = (ttxn_key){.kind = TABLE_UPSERT,
+    p->keys[0] = (ttxn_key){.kind = TROUPE__PART_UPSERT,
                             .key = (const unsigned char *)"k",
                             .klen = 1,
                             .doc = docv(1, 1),
@@ -998,7 +999,7 @@ START_TEST(test_txn_reservation_of_a_vanished_txn_lapses_at_deadline)
     p->reserve_ms = 300;
     p->sh = troupe__ttxn_retain(sh);
     troupe_msg *m = NULL;
-    ck_assert_ok(troupe_msg_create(&m, TABLE_TXN_PREPARE, NULL, 0));
+    ck_assert_ok(troupe_msg_create(&m, TROUPE__PART_PREPARE, NULL, 0));
     m->ptr = p;
     m->ptr_drop = troupe__ttxn_prep_free;
     ck_assert_ok(troupe_runtime_ask(fx.rt, a, &m, 5000, on_raw_prepared, NULL));
@@ -1241,7 +1242,7 @@ START_TEST(test_txn_reserved_range_holds_writes_into_it)
     p->reserve_ms = 1000;
     p->sh = troupe__ttxn_retain(sh);
     troupe_msg *m = NULL;
-    ck_assert_ok(troupe_msg_create(&m, TABLE_TXN_PREPARE, NULL, 0));
+    ck_assert_ok(troupe_msg_create(&m, TROUPE__PART_PREPARE, NULL, 0));
     m->ptr = p;
     m->ptr_drop = troupe__ttxn_prep_free;
     atomic_store(&rsv_state, -1);
@@ -1294,13 +1295,13 @@ raw_read_reserve(const char *t, const char *k)
     p->keys = (ttxn_key *)(p + 1);
     unsigned char *kb = (unsigned char *)(p->keys + 1);
     memcpy(kb, k, kl);
-    p->keys[0] = (ttxn_key){.kind = TTXN_READ, .key = kb, .klen = kl};
+    p->keys[0] = (ttxn_key){.kind = TROUPE__PART_READ, .key = kb, .klen = kl};
     p->n = 1;
     p->seq0 = UINT64_MAX;
     p->reserve_ms = 60000;
     p->sh = troupe__ttxn_retain(sh);
     troupe_msg *m = NULL;
-    ck_assert_ok(troupe_msg_create(&m, TABLE_TXN_PREPARE, NULL, 0));
+    ck_assert_ok(troupe_msg_create(&m, TROUPE__PART_PREPARE, NULL, 0));
     m->ptr = p;
     m->ptr_drop = troupe__ttxn_prep_free;
     atomic_store(&rsv_state, -1);
@@ -1321,7 +1322,7 @@ raw_finish(const char *t, ttxn_shared *sh)
     ck_assert_ptr_nonnull(f);
     f->sh = troupe__ttxn_retain(sh);
     troupe_msg *m = NULL;
-    ck_assert_ok(troupe_msg_create(&m, TABLE_TXN_FINISH, NULL, 0));
+    ck_assert_ok(troupe_msg_create(&m, TROUPE__PART_FINISH, NULL, 0));
     m->ptr = f;
     m->ptr_drop = troupe__ttxn_fin_free;
     atomic_store(&rsv_state, -1);

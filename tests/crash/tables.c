@@ -40,6 +40,7 @@
 #include "troupe/commit.h"
 #include "troupe/index.h"
 #include "troupe/internal/datafmt.h"
+#include "troupe/internal/index.h"
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
 #include "troupe/runtime.h"

@@ -9,6 +9,8 @@
 # configured here. Every troupe module's sources (runtime, protocols,
 # storage, actors) are compiled once more into one static library with the
 # same instrumentation; nothing links the uninstrumented module libraries.
+# The targets see the actor modules' public and internal headers, as the
+# Check suites do, and no module's src/.
 # RocksDB, libuv and nng stay the system's (uninstrumented) libraries:
 # targets that need storage open a real database in a temporary directory.
 if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
@@ -45,12 +47,22 @@ file(GLOB TROUPE_FUZZ_CORE_SRC CONFIGURE_DEPENDS
      ${PROJECT_SOURCE_DIR}/runtime/src/*.c
      ${PROJECT_SOURCE_DIR}/protocols/src/*.c
      ${PROJECT_SOURCE_DIR}/storage/src/*.c
-     ${PROJECT_SOURCE_DIR}/storage/src/*.cc
-     ${PROJECT_SOURCE_DIR}/actors/*/src/*.c)
-file(GLOB TROUPE_FUZZ_ACTOR_INC LIST_DIRECTORIES true CONFIGURE_DEPENDS
-     ${PROJECT_SOURCE_DIR}/actors/*/include ${PROJECT_SOURCE_DIR}/actors/*/internal)
-file(GLOB TROUPE_FUZZ_ACTOR_SRCDIR LIST_DIRECTORIES true CONFIGURE_DEPENDS
-     ${PROJECT_SOURCE_DIR}/actors/*/src)
+     ${PROJECT_SOURCE_DIR}/storage/src/*.cc)
+# The actor modules as actors/module.cmake defines them: each module's
+# sources, and what a target linking troupe_<m>_internal sees (its public
+# and internal headers; a module's src/ stays its own: its files include
+# their private header from their own folder).
+set(TROUPE_FUZZ_ACTOR_INC)
+foreach(m ${TROUPE_ACTOR_MODULES})
+  get_target_property(msrc troupe_${m} SOURCES)
+  list(APPEND TROUPE_FUZZ_CORE_SRC ${msrc})
+  foreach(t troupe_${m} troupe_${m}_internal)
+    get_target_property(minc ${t} INTERFACE_INCLUDE_DIRECTORIES)
+    if(minc)
+      list(APPEND TROUPE_FUZZ_ACTOR_INC ${minc})
+    endif()
+  endforeach()
+endforeach()
 
 # The source tree's headers must win over /usr/include/msgpack. msgpack-c
 # includes the generated ones both as "msgpack/sysdep.h" and, from its own
@@ -61,7 +73,7 @@ set(TROUPE_FUZZ_INC
     ${PROJECT_SOURCE_DIR}/runtime/include ${PROJECT_SOURCE_DIR}/runtime/src
     ${PROJECT_SOURCE_DIR}/protocols/include ${PROJECT_SOURCE_DIR}/protocols/src
     ${PROJECT_SOURCE_DIR}/storage/include ${PROJECT_SOURCE_DIR}/storage/src
-    ${TROUPE_FUZZ_ACTOR_INC} ${TROUPE_FUZZ_ACTOR_SRCDIR})
+    ${TROUPE_FUZZ_ACTOR_INC})
 
 add_library(troupe_fuzz_msgpack STATIC ${TROUPE_FUZZ_MSGPACK_SRC})
 target_include_directories(troupe_fuzz_msgpack BEFORE PRIVATE

@@ -27,9 +27,9 @@
 
 #include "fuzz_node.h"
 #include "fuzz_support.h"
-#include "table_int.h"
 #include "troupe/alloc.h"
-#include "troupe/index.h"
+#include "troupe/internal/index.h"
+#include "troupe/internal/tables.h"
 #include "troupe/pack.h"
 
 static fz_node *N;

@@ -18,9 +18,9 @@
 #include <string.h>
 
 #include "fuzz_support.h"
-#include "queue_int.h"
-#include "table_int.h"
 #include "troupe/alloc.h"
+#include "troupe/internal/queue.h"
+#include "troupe/internal/tables.h"
 #include "troupe/pack.h"
 
 static void

@@ -19,10 +19,10 @@
 
 #include "fuzz_node.h"
 #include "fuzz_support.h"
-#include "table_int.h"
 #include "troupe/alloc.h"
-#include "troupe/index.h"
 #include "troupe/internal/cursor.h"
+#include "troupe/internal/index.h"
+#include "troupe/internal/tables.h"
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
 
@@ -216,12 +216,14 @@ verify(const void *c, size_t cl)
     tindex_env env;
     FZ_ERR_IN(troupe__tables_index_env(N->tables, "t", "by_name", &env),
               TROUPE_OK);
-    troupe_index_verify_opts o = {
-        .table_id = env.table_id,
-        .defs = (const troupe_index_def *const *)env.schema->defs,
-        .n_defs = env.schema->n,
-        .budget = 7,
-        .cb = on_mismatch};
+    size_t ndefs;
+    const troupe_index_def *const *defs =
+        troupe__tschema_defs(env.schema, &ndefs);
+    troupe_index_verify_opts o = {.table_id = env.table_id,
+                                  .defs = defs,
+                                  .n_defs = ndefs,
+                                  .budget = 7,
+                                  .cb = on_mismatch};
     page pg = {0};
     void *next = NULL;
     size_t nl = 0;

@@ -24,9 +24,8 @@
 #include <string.h>
 
 #include "fuzz_support.h"
-#include "index_private.h"
 #include "troupe/alloc.h"
-#include "troupe/index.h"
+#include "troupe/internal/index.h"
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
 

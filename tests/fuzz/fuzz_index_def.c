@@ -11,7 +11,7 @@
  */
 #include "fuzz_support.h"
 #include "troupe/alloc.h"
-#include "troupe/index.h"
+#include "troupe/internal/index.h"
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -7,8 +7,9 @@
 #include <time.h>
 
 #include "fuzz_support.h"
-#include "queue_int.h"
-#include "table_int.h"
+#include "troupe/internal/index.h"
+#include "troupe/internal/queue.h"
+#include "troupe/internal/tables.h"
 #include "troupe/pack.h"
 
 #define OK(expr)                                                               \

@@ -14,10 +14,10 @@
 #include <string.h>
 
 #include "fuzz_support.h"
-#include "table_int.h"
 #include "troupe/alloc.h"
-#include "troupe/index.h"
 #include "troupe/internal/cursor.h"
+#include "troupe/internal/index.h"
+#include "troupe/internal/tables.h"
 
 static void
 rows(fz_in *in)

@@ -13,11 +13,11 @@
 #include <sys/stat.h>
 
 #include "fuzz_support.h"
-#include "queue_int.h"
-#include "table_int.h"
 #include "troupe/alloc.h"
-#include "troupe/index.h"
 #include "troupe/internal/cursor.h"
+#include "troupe/internal/index.h"
+#include "troupe/internal/queue.h"
+#include "troupe/internal/tables.h"
 #include "troupe/kv.h"
 #include "troupe/pack.h"
 

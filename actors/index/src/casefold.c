@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #include "casefold_table.h"
-#include "index_private.h"
+#include "index_int.h"
 
 static uint32_t
 fold_cp(uint32_t c)

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "index_private.h"
+#include "index_int.h"
 #include "troupe/alloc.h"
 #include "troupe/storage.h"
 

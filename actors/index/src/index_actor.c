@@ -15,7 +15,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "index_private.h"
+#include "index_int.h"
 #include "troupe/alloc.h"
 #include "troupe/internal/cursor.h"
 
@@ -42,6 +42,7 @@ typedef struct ix_job {
     ix_cfg *cfg;
     troupe_body *body; /* the request's bytes, retained */
     troupe_index_query q;
+    const troupe_index_def *def; /* the queried index */
     /* VERIFY */
     size_t budget;
     bool derive;
@@ -222,7 +223,9 @@ do_work(void *arg)
     troupe_err e;
     if (j->kind == TROUPE_INDEX_QUERY) {
         troupe_index_result *r = NULL;
-        e = troupe_index_query_run(j->cfg->db, &j->q, &r);
+        troupe__index_run run = {
+            .q = &j->q, .def = j->def, .table_id = j->cfg->table_id};
+        e = troupe_index_query_run(j->cfg->db, &run, &r);
         if (e == TROUPE_OK)
             e = pack_result(r, &body);
         troupe_index_result_destroy(r);
@@ -230,7 +233,9 @@ do_work(void *arg)
         e = verify_work(j, &body);
     } else {
         uint64_t n = 0;
-        e = troupe_index_count(j->cfg->db, &j->q, &n);
+        troupe__index_run run = {
+            .q = &j->q, .def = j->def, .table_id = j->cfg->table_id};
+        e = troupe_index_count(j->cfg->db, &run, &n);
         if (e == TROUPE_OK) {
             troupe_packer p;
             troupe_pack_init(&p);
@@ -293,16 +298,15 @@ h_request(troupe_actor *self, void *st, const troupe_msg *m)
         troupe_free(j);
         return reply_err(self, m, TROUPE_EPROTO);
     }
-    for (size_t i = 0; i < s->cfg->n_defs && j->q.def == NULL; i++) {
+    for (size_t i = 0; i < s->cfg->n_defs && j->def == NULL; i++) {
         const char *dn = s->cfg->defs[i]->name;
         if (strlen(dn) == name_len && memcmp(dn, name, name_len) == 0)
-            j->q.def = s->cfg->defs[i];
+            j->def = s->cfg->defs[i];
     }
-    if (j->q.def == NULL) {
+    if (j->def == NULL) {
         troupe_free(j);
         return reply_err(self, m, TROUPE_ENOENT);
     }
-    j->q.table_id = s->cfg->table_id;
     j->rt = troupe_actor_runtime(self);
     j->asker = m->from;
     j->corr = m->corr;

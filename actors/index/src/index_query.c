@@ -21,7 +21,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "index_private.h"
+#include "index_int.h"
 #include "troupe/alloc.h"
 #include "troupe/internal/cursor.h"
 #include "troupe/internal/datafmt.h"
@@ -89,12 +89,13 @@ qrange_fini(qrange *q)
 }
 
 static troupe_err
-qrange_make(const troupe_index_query *q, qrange *out)
+qrange_make(const troupe__index_run *run, qrange *out)
 {
     troupe_key_writer_init(&out->a);
     troupe_key_writer_init(&out->b);
     out->all = false;
-    const troupe_index_def *d = q->def;
+    const troupe_index_query *q = run->q;
+    const troupe_index_def *d = run->def;
     bool has_range = q->from != NULL || q->to != NULL;
     if ((q->values != NULL && has_range) ||
         (q->values == NULL && q->values_len != 0) ||
@@ -200,10 +201,10 @@ troupe__index_hit_push(hitbuf *h, const void *key, size_t key_len,
 }
 
 static troupe_err
-query_check(troupe_db *db, const troupe_index_query *q)
+query_check(troupe_db *db, const troupe__index_run *r)
 {
-    if (db == NULL || q == NULL || q->def == NULL ||
-        (q->after == NULL && q->after_len != 0))
+    if (db == NULL || r == NULL || r->q == NULL || r->def == NULL ||
+        (r->q->after == NULL && r->q->after_len != 0))
         return TROUPE_EINVAL;
     return TROUPE_OK;
 }
@@ -248,34 +249,35 @@ take_entry(troupe_db *db, troupe_cf *tcf, const troupe_snapshot *snap,
 }
 
 troupe_err
-troupe_index_query_run(troupe_db *db, const troupe_index_query *q,
+troupe_index_query_run(troupe_db *db, const troupe__index_run *run,
                        troupe_index_result **out)
 {
     if (out == NULL)
         return TROUPE_EINVAL;
     *out = NULL;
-    troupe_err e = query_check(db, q);
+    troupe_err e = query_check(db, run);
     if (e != TROUPE_OK)
         return e;
+    const troupe_index_query *q = run->q;
     if (q->limit == 0)
         return TROUPE_EINVAL;
     const void *after = NULL; /* the key of q->after: a cursor of this index */
     size_t alen = 0;
     if (q->after != NULL &&
         (e = troupe__cursor_key(q->after, q->after_len, TROUPE_CURSOR_INDEX,
-                                q->def->id, &after, &alen)) != TROUPE_OK)
+                                run->def->id, &after, &alen)) != TROUPE_OK)
         return e;
     qrange qr;
     troupe_cf *xcf = NULL, *tcf = NULL;
     troupe_snapshot *own = NULL;
     troupe_iter *it = NULL;
     hitbuf h = {0};
-    e = qrange_make(q, &qr);
+    e = qrange_make(run, &qr);
     if (e == TROUPE_OK)
-        e = family(db, 'x', q->def->id, &xcf);
+        e = family(db, 'x', run->def->id, &xcf);
     if (e == TROUPE_OK && q->rows)
-        e = family(db, 't', q->table_id, &tcf);
-    const troupe_snapshot *snap = q->snap;
+        e = family(db, 't', run->table_id, &tcf);
+    const troupe_snapshot *snap = run->snap;
     if (e == TROUPE_OK && snap == NULL && q->rows) {
         e = troupe_snapshot_create(db, &own);
         snap = own;
@@ -285,7 +287,7 @@ troupe_index_query_run(troupe_db *db, const troupe_index_query *q,
     if (e == TROUPE_OK)
         e = troupe_iter_create(db, xcf, snap, qr.all ? NULL : &qr.r, after,
                                alen, q->reverse, &it);
-    uint64_t now = q->now_ms != 0 ? q->now_ms : wall_ms();
+    uint64_t now = run->now_ms != 0 ? run->now_ms : wall_ms();
     troupe_kv kv;
     bool end = false;
     while (e == TROUPE_OK && !end && h.res->n < q->limit) {
@@ -305,8 +307,8 @@ troupe_index_query_run(troupe_db *db, const troupe_index_query *q,
     }
     if (e == TROUPE_OK && h.res->n > 0) {
         troupe_index_hit *last = &h.res->hits[h.res->n - 1];
-        e = troupe__index_result_cursor(h.res, TROUPE_CURSOR_INDEX, q->def->id,
-                                        last->key, last->key_len);
+        e = troupe__index_result_cursor(h.res, TROUPE_CURSOR_INDEX,
+                                        run->def->id, last->key, last->key_len);
     }
     troupe_iter_destroy(it);
     troupe_snapshot_destroy(own);
@@ -321,18 +323,18 @@ troupe_index_query_run(troupe_db *db, const troupe_index_query *q,
 
 /* Calls each(kv) for every entry q's range matches. */
 static troupe_err
-walk(troupe_db *db, const troupe_index_query *q,
+walk(troupe_db *db, const troupe__index_run *run,
      troupe_err (*each)(void *arg, const troupe_kv *kv), void *arg)
 {
     qrange qr;
     troupe_cf *xcf = NULL;
     troupe_iter *it = NULL;
-    troupe_err e = qrange_make(q, &qr);
+    troupe_err e = qrange_make(run, &qr);
     if (e == TROUPE_OK)
-        e = family(db, 'x', q->def->id, &xcf);
+        e = family(db, 'x', run->def->id, &xcf);
     if (e == TROUPE_OK)
-        e = troupe_iter_create(db, xcf, q->snap, qr.all ? NULL : &qr.r, NULL, 0,
-                               false, &it);
+        e = troupe_iter_create(db, xcf, run->snap, qr.all ? NULL : &qr.r, NULL,
+                               0, false, &it);
     troupe_kv kv;
     while (e == TROUPE_OK) {
         troupe_err ie = troupe_iter_next(it, &kv);
@@ -353,16 +355,16 @@ count_one(void *arg, const troupe_kv *kv)
 }
 
 troupe_err
-troupe_index_count(troupe_db *db, const troupe_index_query *q, uint64_t *out)
+troupe_index_count(troupe_db *db, const troupe__index_run *run, uint64_t *out)
 {
     if (out == NULL)
         return TROUPE_EINVAL;
     *out = 0;
-    troupe_err e = query_check(db, q);
+    troupe_err e = query_check(db, run);
     if (e != TROUPE_OK)
         return e;
     uint64_t n = 0;
-    e = walk(db, q, count_one, &n);
+    e = walk(db, run, count_one, &n);
     if (e == TROUPE_OK)
         *out = n;
     return e;
@@ -434,8 +436,8 @@ pkset_sort(pkset *s)
 }
 
 troupe_err
-troupe_index_query_and(troupe_db *db, const troupe_index_query *a,
-                       const troupe_index_query *b, const void *after,
+troupe_index_query_and(troupe_db *db, const troupe__index_run *a,
+                       const troupe__index_run *b, const void *after,
                        size_t after_len, size_t limit,
                        troupe_index_result **out)
 {

@@ -20,7 +20,7 @@
 #include <string.h>
 #include <sys/types.h>
 
-#include "index_private.h"
+#include "index_int.h"
 #include "troupe/alloc.h"
 #include "troupe/internal/datafmt.h"
 #include "troupe/storage.h"

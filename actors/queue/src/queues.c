@@ -62,6 +62,12 @@ troupe__tq_worker_release(troupe_queue_worker *w)
     troupe_free(w);
 }
 
+uint32_t
+troupe__tq_worker_held(troupe_queue_worker *w)
+{
+    return atomic_load(&w->held);
+}
+
 static troupe_err
 find_locked(troupe_queues *qs, const char *name, size_t *at)
 {

@@ -264,14 +264,6 @@ read_wait(troupe_tables *t, const char *table, const treq *q,
     return e != TROUPE_OK ? e : rerr;
 }
 
-static troupe_err
-check_key(const void *key, size_t klen)
-{
-    if (key == NULL || klen == 0)
-        return TROUPE_EINVAL;
-    return klen > TROUPE_KEY_MAX ? TROUPE_ETOOBIG : TROUPE_OK;
-}
-
 static void
 pack_opt_bin(troupe_packer *p, const void *b, size_t n)
 {
@@ -311,14 +303,14 @@ static troupe_err
 check_req(const treq *q)
 {
     if (q->kind == TABLE_GET)
-        return check_key(q->key, q->klen);
+        return troupe__table_key_check(q->key, q->klen);
     if (q->kind == TABLE_GET_MANY) {
         if (q->n == 0)
             return TROUPE_OK; /* an empty result (keys may be NULL) */
         if (q->keys == NULL || q->klens == NULL || q->n > TROUPE_TABLE_PAGE_MAX)
             return TROUPE_EINVAL;
         for (size_t i = 0; i < q->n; i++) {
-            troupe_err e = check_key(q->keys[i], q->klens[i]);
+            troupe_err e = troupe__table_key_check(q->keys[i], q->klens[i]);
             if (e != TROUPE_OK)
                 return e;
         }
@@ -333,7 +325,7 @@ write_req(troupe_tables *t, const char *table, uint32_t kind, const void *key,
           const troupe_write_opts *wo, troupe_table_cb cb, void *arg)
 {
     troupe_write_opts o = wo != NULL ? *wo : (troupe_write_opts){0};
-    troupe_err e = check_key(key, klen);
+    troupe_err e = troupe__table_key_check(key, klen);
     if (e != TROUPE_OK)
         return e;
     if (t == NULL || (kind != TABLE_DELETE && doc == NULL) ||

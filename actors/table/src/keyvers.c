@@ -31,7 +31,6 @@
 #include "troupe/alloc.h"
 #include "troupe/internal/hash.h"
 #include "troupe/pack.h"
-#include "troupe/txn.h" /* troupe_conflict_kind: this is txn's 2PC server */
 
 #define VMAP_MAX 65536
 /* Records one pass frees when the map is full (see vmap_publish). */
@@ -209,9 +208,9 @@ troupe__keyvers_range_stale(const tstate *s, const ttxn_range *r, uint64_t seq0,
     static const unsigned char zero = 0;
     if (s->vers.vfloor > seq0) { /* forgotten versions: assume a change */
         if (r->start != NULL)
-            troupe__kset_add(ks, r->start, r->slen, TROUPE_CONFLICT_STALE);
+            troupe__kset_add(ks, r->start, r->slen, TROUPE__PART_STALE);
         else
-            troupe__kset_add(ks, &zero, 1, TROUPE_CONFLICT_STALE);
+            troupe__kset_add(ks, &zero, 1, TROUPE__PART_STALE);
         return true;
     }
     for (size_t b = 0; b < s->vers.vnb; b++)
@@ -224,8 +223,8 @@ troupe__keyvers_range_stale(const tstate *s, const ttxn_range *r, uint64_t seq0,
                                    (l->running->ext ||
                                     atomic_load(&l->running->cver) == 0)));
                 troupe__kset_add(ks, v->key, v->klen,
-                                 TROUPE_CONFLICT_STALE |
-                                     (held ? TROUPE_CONFLICT_RESERVED : 0));
+                                 TROUPE__PART_STALE |
+                                     (held ? TROUPE__PART_RESERVED : 0));
             }
     return false;
 }

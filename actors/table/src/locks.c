@@ -13,7 +13,6 @@
 #include "table_int.h"
 #include "troupe/alloc.h"
 #include "troupe/storage.h"
-#include "troupe/txn.h" /* troupe_conflict_kind: this is txn's 2PC server */
 
 klock *
 troupe__locks_get(tstate *s, const void *key, size_t klen)
@@ -147,12 +146,12 @@ troupe__locks_range_held(const tstate *s, const ttxn_range *r, uint64_t seq0,
             if (!troupe__range_has(r, l->key, l->klen) ||
                 troupe__keyvers_get(s, l->key, l->klen) > seq0)
                 continue; /* troupe__keyvers_range_stale lists it */
-            uint32_t kinds = l->whead != NULL ? TROUPE_CONFLICT_RESERVED : 0;
+            uint32_t kinds = l->whead != NULL ? TROUPE__PART_RESERVED : 0;
             if (l->running != NULL) {
                 uint64_t cv =
                     l->running->ext ? 0 : atomic_load(&l->running->cver);
-                kinds |= cv == 0     ? TROUPE_CONFLICT_RESERVED
-                         : cv > seq0 ? TROUPE_CONFLICT_STALE
+                kinds |= cv == 0     ? TROUPE__PART_RESERVED
+                         : cv > seq0 ? TROUPE__PART_STALE
                                      : 0;
             }
             if (kinds != 0)

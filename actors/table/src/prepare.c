@@ -376,11 +376,12 @@ prep_apply(wop *op, const prow *o, int64_t now)
         e = TROUPE_EEXIST;
     else if ((op->kind == TABLE_UPDATE || op->kind == TABLE_DELETE) && !o->live)
         e = TROUPE_ENOENT;
-    else if (op->kind == TTXN_ABSENT && o->live)
+    else if (op->kind == TROUPE__PART_ABSENT && o->live)
         e = TROUPE_EEXIST;
     if (e != TROUPE_OK)
         return e;
-    if (op->kind == TTXN_ABSENT || (op->kind == TTXN_DEL_ANY && !o->live))
+    if (op->kind == TROUPE__PART_ABSENT ||
+        (op->kind == TROUPE__PART_DEL_ANY && !o->live))
         return TROUPE_OK; /* nothing to write */
     if (op->kind == TABLE_REINDEX && o->er == TROUPE_ENOENT)
         return TROUPE_OK; /* deleted since the build listed it: nothing to do */
@@ -398,7 +399,7 @@ prep_apply(wop *op, const prow *o, int64_t now)
             e = troupe_batch_delete(b, xcf, o->old[i].key, o->old[i].len);
     }
     if (e == TROUPE_OK &&
-        (op->kind == TABLE_DELETE || op->kind == TTXN_DEL_ANY ||
+        (op->kind == TABLE_DELETE || op->kind == TROUPE__PART_DEL_ANY ||
          op->kind == TABLE_PURGE_OP)) {
         e = troupe_batch_delete(b, op->cfg.cf_t, op->key, op->klen);
         if (e == TROUPE_OK)

@@ -94,11 +94,11 @@ run_here(troupe_tables *t, const char *table, const char *index,
     troupe_err e = troupe__tables_index_env(t, table, index, &env);
     if (e != TROUPE_OK)
         return e;
-    troupe_index_query rq = *q; /* a building index answers ESTATE */
-    rq.def = env.def;
-    rq.table_id = env.table_id;
-    rq.now_ms = env.now_ms > 0 ? (uint64_t)env.now_ms : 0;
-    rq.snap = NULL;
+    troupe__index_run rq = {
+        .q = q,
+        .def = env.def, /* a building index answers ESTATE */
+        .table_id = env.table_id,
+        .now_ms = env.now_ms > 0 ? (uint64_t)env.now_ms : 0};
     e = n != NULL ? troupe_index_count(env.db, &rq, n)
                   : troupe_index_query_run(env.db, &rq, out);
     troupe__tschema_release(env.schema);
@@ -146,11 +146,10 @@ troupe_tables_query_and_wait(troupe_tables *t, const char *table,
     if (e == TROUPE_OK)
         e = troupe_snapshot_create(ea.db, &snap);
     if (e == TROUPE_OK) {
-        troupe_index_query a = *qa, b = *qb;
-        a.def = ea.def;
-        b.def = eb.def;
-        a.table_id = b.table_id = ea.table_id;
-        a.snap = b.snap = snap;
+        troupe__index_run a = {
+            .q = qa, .def = ea.def, .table_id = ea.table_id, .snap = snap};
+        troupe__index_run b = {
+            .q = qb, .def = eb.def, .table_id = ea.table_id, .snap = snap};
         e = troupe_index_query_and(ea.db, &a, &b, after, after_len, limit, out);
     }
     troupe_snapshot_destroy(snap);

@@ -23,7 +23,6 @@
 #include "troupe/internal/hash.h"
 #include "troupe/pack.h"
 #include "troupe/storage.h"
-#include "troupe/txn.h" /* troupe_conflict_kind: this is txn's 2PC server */
 
 /* Rows an index build reindexes per step. */
 #define BUILD_BATCH 64
@@ -90,6 +89,13 @@ troupe__tschema_release(tschema *s)
     troupe_free(s->defs);
     troupe_free(s->xcf);
     troupe_free(s);
+}
+
+const troupe_index_def *const *
+troupe__tschema_defs(const tschema *s, size_t *n)
+{
+    *n = s->n;
+    return (const troupe_index_def *const *)s->defs;
 }
 
 static void
@@ -763,7 +769,7 @@ txn_prepare(troupe_actor *self, tstate *s, ttxn_prep *p, troupe_addr asker,
      * RESERVED when another transaction or a write in flight holds it. */
     for (size_t i = 0; e == TROUPE_OK && i < p->n; i++) {
         const ttxn_key *k = &p->keys[i];
-        bool w = k->kind != TTXN_READ;
+        bool w = k->kind != TROUPE__PART_READ;
         klock *l = *troupe__locks_slot(s, k->key, k->klen);
         uint32_t c = 0;
         if (k->ver != 0) { /* a versioned read: its version, exactly */
@@ -772,29 +778,29 @@ txn_prepare(troupe_actor *self, tstate *s, ttxn_prep *p, troupe_addr asker,
                 uint64_t cv =
                     l->running->ext ? 0 : atomic_load(&l->running->cver);
                 if (cv == 0)
-                    c |= TROUPE_CONFLICT_RESERVED;
+                    c |= TROUPE__PART_RESERVED;
                 else
                     cur = cv;
             }
             if (cur != k->ver)
-                c |= TROUPE_CONFLICT_STALE;
+                c |= TROUPE__PART_STALE;
             else if (l != NULL && l->running != NULL && w)
                 wait = true;
         } else if (l != NULL && l->running != NULL) {
             uint64_t cv = l->running->ext ? 0 : atomic_load(&l->running->cver);
             if (cv == 0)
-                c |= TROUPE_CONFLICT_RESERVED; /* may commit after seq0 */
+                c |= TROUPE__PART_RESERVED; /* may commit after seq0 */
             else if (cv > p->seq0)
-                c |= TROUPE_CONFLICT_STALE; /* stored after the snapshot */
+                c |= TROUPE__PART_STALE; /* stored after the snapshot */
             else if (w)
                 wait = true; /* stored before it: wait for its release */
         }
         if (l != NULL && w && l->rsv > 0)
-            c |= TROUPE_CONFLICT_RESERVED; /* another transaction read it */
+            c |= TROUPE__PART_RESERVED; /* another transaction read it */
         if (w && troupe__locks_in_range(s, k->key, k->klen))
-            c |= TROUPE_CONFLICT_RESERVED; /* another one scanned over it */
+            c |= TROUPE__PART_RESERVED; /* another one scanned over it */
         if (k->ver == 0 && troupe__keyvers_get(s, k->key, k->klen) > p->seq0)
-            c |= TROUPE_CONFLICT_STALE;
+            c |= TROUPE__PART_STALE;
         if (c != 0)
             troupe__kset_add(&bad, k->key, k->klen, c);
         nw += w;
@@ -865,7 +871,7 @@ txn_prepare(troupe_actor *self, tstate *s, ttxn_prep *p, troupe_addr asker,
             e = TROUPE_ENOMEM;
             break;
         }
-        if (k->kind == TTXN_READ) {
+        if (k->kind == TROUPE__PART_READ) {
             l->rsv++;
             tp->rlocks[tp->nr++] = l;
             continue;
@@ -941,8 +947,7 @@ h_txn_prep_done(troupe_actor *self, void *st, const troupe_msg *m)
             /* a write in the pipeline claims one of its unique values,
              * or one committed since the check read the index */
             kref k = {op->key, op->klen,
-                      clash == 1 ? TROUPE_CONFLICT_RESERVED
-                                 : TROUPE_CONFLICT_STALE};
+                      clash == 1 ? TROUPE__PART_RESERVED : TROUPE__PART_STALE};
             answer_keys(rt, tp->asker, tp->corr, &k, 1);
             tpart_end(self, s, tp, false, 0);
             return TROUPE_OK;

@@ -1,5 +1,6 @@
 /* Private: what the catalog (catalog.c), the client calls (api.c) and the
- * table actor (table.c) share. */
+ * table actor (table.c) share beyond the internal tier
+ * (troupe/internal/tables.h, troupe/internal/participant.h). */
 #ifndef TROUPE_TABLE_INT_H
 #define TROUPE_TABLE_INT_H
 
@@ -11,276 +12,23 @@
 #include "troupe/alloc.h"
 #include "troupe/internal/datafmt.h"
 #include "troupe/internal/hash.h"
+#include "troupe/internal/index.h"
+#include "troupe/internal/participant.h"
+#include "troupe/internal/tables.h"
 #include "troupe/internal/waiter.h"
 #include "troupe/pack.h"
 #include "troupe/table.h"
 
-/* Request kinds of the table actor. Bodies:
- *   INSERT/UPDATE/UPSERT [key bin, doc raw map, expires int, sync u32,
- *                         stamp bool (false: no created_at / updated_at)]
- *   DELETE   [key bin, sync u32]
- *   GET      [key bin]
- *   GET_MANY [[key bin, ...]]
- *   SCAN     [start bin|nil, end bin|nil, after bin|nil, limit u32, rev]
- * Replies: nil for writes; [[[key bin, expires int, doc raw], ...],
- * cursor bin|nil, more bool] for reads; err set on failure. */
-enum table_kind {
-    TABLE_INSERT = 0,
-    TABLE_UPDATE,
-    TABLE_UPSERT,
-    TABLE_DELETE,
-    TABLE_GET,
-    TABLE_GET_MANY,
-    TABLE_SCAN,
-    TABLE_TXN_PREPARE, /* ptr: ttxn_prep (txn.c's two-phase commit) */
-    TABLE_TXN_FINISH,  /* ptr: ttxn_fin */
-    TABLE_TXN_QVER,    /* ptr: ttxn_qver (query with version) */
-    TABLE_VEVICT,      /* one eviction pass over key-version records;
-                          replies [evicted u64, batches u32, largest u32] */
-    TABLE_STATS,       /* replies [records u64, bytes u64, evicted u64] */
-    TABLE_PURGE,       /* one expired-row pass; replies [scanned u64,
-                          purged u64, steps u32] */
-    TABLE_NKINDS_
-};
-
-/*
- * Two-phase commit between a transaction (actors/txn) and the table
- * actors it touches. The transaction and every participant share one
- * ttxn_shared: the snapshot its reads use, the one batch every table's
- * prepare appends its rows, index entries and manifests to, and the state
- * that decides, exactly once, whether the batch is submitted (SUBMITTED,
- * set by the transaction) or abandoned (ABORTED, set by the transaction or
- * by a participant whose reservation deadline passed first).
- */
-enum { TTXN_OPEN = 0, TTXN_SUBMITTED, TTXN_ABORTED };
-
-typedef struct ttxn_shared {
-    atomic_int refs;
-    atomic_int state;
-    troupe_snapshot *snap;
-    troupe_batch *batch; /* NULL once submitted */
-} ttxn_shared;
-
-ttxn_shared *
-troupe__ttxn_retain(ttxn_shared *sh);
-/* The last reference destroys snapshot and batch. Any thread. */
-void
-troupe__ttxn_release(ttxn_shared *sh);
-
-/* Op kinds of a prepare beyond TABLE_INSERT..TABLE_DELETE. */
-enum {
-    TTXN_READ = 100, /* read only: validate and reserve for reading */
-    TTXN_DEL_ANY,    /* delete if a live row exists, else nothing */
-    TTXN_ABSENT      /* write nothing; EEXIST if a live row exists */
-};
-
-typedef struct ttxn_key {
-    uint32_t kind;
-    int64_t expires;
-    bool nostamp;             /* the write's troupe_write_opts.no_timestamps */
-    const unsigned char *key; /* into the prep's arena */
-    size_t klen;
-    const unsigned char *doc; /* NULL for reads and deletes */
-    size_t dlen;
-    /* Versioned reads: the version the caller read (> 0); the key
-     * conflicts when its current version differs. 0: compare with seq0. */
-    uint64_t ver;
-} ttxn_key;
-
-/* A query with version of n keys (one allocation, troupe_free): replies
- * [[version uint, ...n], rows body] where rows body is the read reply of
- * table.h's GET_MANY (the live rows among the keys, in the order asked).
- * Each value and its version are taken at one instant (no write of the
- * key in flight); a key without a version gets its first one. */
-typedef struct ttxn_qver {
-    size_t n;
-    const unsigned char **keys; /* into the allocation */
-    size_t *klens;
-} ttxn_qver;
-
-/* Copies n keys into a new ttxn_qver; NULL when out of memory. */
-ttxn_qver *
-troupe__ttxn_qver_new(const void *const *keys, const size_t *klens, size_t n);
-
-/* A prepare request, sent as a message's ptr (owned by the message, then
- * by the table actor). Keys are distinct and sorted. Reply: OK (keys
- * reserved, rows appended to sh->batch), ECONFLICT with body [[key bin,
- * kinds uint], ...] (the keys whose version changed since seq0, kind
- * TROUPE_CONFLICT_STALE, or that another write or transaction holds,
- * TROUPE_CONFLICT_RESERVED, or both; nothing reserved), or the error of a
- * write (EEXIST, ENOENT, ECONSTRAINT, ECORRUPT, ...). check_only:
- * validate only, reserve and write nothing. */
-/* A scanned range [start, end); NULL: unbounded on that side. */
-typedef struct ttxn_range {
-    const unsigned char *start;
-    size_t slen;
-    const unsigned char *end;
-    size_t elen;
-} ttxn_range;
-
-typedef struct ttxn_prep {
-    ttxn_shared *sh; /* one reference */
-    uint64_t seq0;
-    uint32_t reserve_ms; /* reservations lapse after this unless
-                            submitted */
-    bool check_only;
-    size_t n;
-    ttxn_key *keys;
-    /* Ranges the transaction scanned: a key of one written since seq0,
-     * or held by a write, conflicts (reported by its key; by the range's
-     * start, or a single 0x00 byte when unbounded, when the table no
-     * longer knows which key changed). Reserved like reads: writes into
-     * them wait, other transactions' writes into them conflict. */
-    size_t nranges;
-    ttxn_range *ranges;
-} ttxn_prep;
-
-void
-troupe__ttxn_prep_free(void *p);
-
-/* Releases the reservations of sh at one table, publishing `ver` as the
- * new version of its written keys when `publish` (the batch was
- * submitted, whatever its outcome; the version was taken on the writer
- * thread once the batch was written). Sent as a message's ptr; replies
- * the version published (uint, 0 when none). */
-typedef struct ttxn_fin {
-    ttxn_shared *sh; /* one reference */
-    bool publish;
-    uint64_t ver;
-} ttxn_fin;
-
-void
-troupe__ttxn_fin_free(void *p);
-
-/* A running transaction's begin point, linked in ttables_shared from
- * troupe_txn_begin to troupe_txn_destroy. */
-typedef struct ttxn_active {
-    struct ttxn_active *prev;
-    struct ttxn_active *next;
-    uint64_t seq0;
-} ttxn_active;
-
-/*
- * Key versions: one counter per troupe_tables whose values never repeat,
- * also across opens (catalog.c's design note). Every value handed out is
- * below `limit`, a floor stored durably in meta; the next open starts the
- * counter there. Fields are the catalog's; the functions below are the
- * interface.
- */
-typedef struct tversions {
-    _Atomic uint64_t seq;   /* the last value handed out */
-    _Atomic uint64_t limit; /* the durable floor */
-    uint64_t reserve;       /* how far each raise moves the floor */
-    atomic_bool raising;    /* a background raise is queued or running */
-    _Atomic int err;        /* the last raise's error (OK when none) */
-    pthread_mutex_t mu;     /* one raise (a synced write) at a time */
-    troupe_tables *t;
-} tversions;
-
-/* The next version, on a thread that may block on the disk (the commit
- * pipeline's writer): when the background raise is behind, the floor is
- * raised here first. If that fails too the value is still returned (the
- * write it versions is stored) but is never revealed: see
- * troupe__vers_check. Any thread that may block. */
-uint64_t
-troupe__vers_take(tversions *v);
-/* The next version on a thread that must not block (an actor's loop): 0
- * when it would reach the durable floor (the background raise is behind;
- * the caller answers troupe__vers_check's error). */
-uint64_t
-troupe__vers_try(tversions *v);
-/* The counter now (a transaction's seq0). */
-uint64_t
-troupe__vers_now(tversions *v);
-/* OK when `ver` may be shown to a client (a versioned query's answer, a
- * receipt): it is below the durable floor. Else the last raise's error,
- * or EBUSY when the raise is only behind. Any thread. */
-troupe_err
-troupe__vers_check(tversions *v, uint64_t ver);
-
-/*
- * What the catalog shares with every table actor and transaction of one
- * troupe_tables: the key-version TTL, the running transactions in begin
- * order (so the oldest begin point is the head's, O(1)), and the
- * data-layer counters (relaxed atomics: read by the stats call only).
- */
-typedef struct ttables_shared {
-    uint64_t vttl_ms;   /* key-version TTL after quantization; 0: off */
-    pthread_mutex_t mu; /* guards the list below */
-    ttxn_active *head;
-    ttxn_active *tail;
-    _Atomic uint64_t qver_ok, qver_fail;
-    _Atomic uint64_t vprep_ok, vprep_fail, vcommit_ok, vcommit_fail;
-    _Atomic uint64_t txn_created, txn_closed;
-} ttables_shared;
-
-/* Links a into the running list, taking its seq0 from the counter under
- * the lock, so a later entry never has a smaller seq0. Any thread. */
-void
-troupe__tables_txn_enter(ttables_shared *ts, tversions *vers, ttxn_active *a);
-/* Unlinks a (entered before). Any thread. */
-void
-troupe__tables_txn_leave(ttables_shared *ts, ttxn_active *a);
-/* The oldest running transaction's seq0; UINT64_MAX when none runs. */
-uint64_t
-troupe__tables_txn_oldest(ttables_shared *ts);
-
-/* What a transaction needs from the catalog. */
-typedef struct ttxn_env {
-    troupe_runtime *rt;
-    troupe_db *db;
-    troupe_commit *commit;
-    int64_t (*clock)(void *ctx);
-    void *clock_ctx;
-    uint32_t timeout_ms;
-    tversions *vers;
-    ttables_shared *ts;
-} ttxn_env;
-
-troupe_err
-troupe__tables_txn_env(troupe_tables *t, ttxn_env *env);
-
-/* What a read on the caller's thread needs, from one lookup: the live
- * table `name`'s row family, the db, runtime and clock. EINVAL, ENOENT,
- * ESTATE. */
-typedef struct tread_env {
-    troupe_runtime *rt;
-    troupe_db *db;
-    troupe_cf *cf_t;
-    uint64_t table_id; /* its cursors name it (troupe/cursor.h) */
-    int64_t (*clock)(void *ctx);
-    void *clock_ctx;
-} tread_env;
-
-troupe_err
-troupe__tables_read_env(troupe_tables *t, const char *name, tread_env *env);
-/* The live table `name`: its actor and row family. EINVAL, ENOENT,
- * ESTATE. */
-troupe_err
-troupe__tables_lookup_cf(troupe_tables *t, const char *name, troupe_addr *a,
-                         troupe_cf **cf_t);
-/* The same, with the table's catalog id (id may be NULL). */
-troupe_err
-troupe__tables_lookup_id(troupe_tables *t, const char *name, troupe_addr *a,
-                         troupe_cf **cf_t, uint64_t *id);
-
-/* A troupe_rows over a read reply body (retains the body). */
-troupe_err
-troupe__rows_from_body(troupe_body *body, troupe_rows **out);
-
-/* Replaces r's cursor (an exact key, when there is one) by the cursor of
- * table `table_id` at that key (troupe/cursor.h), owned by r. ENOMEM. */
-troupe_err
-troupe__rows_cursor_wrap(troupe_rows *r, uint64_t table_id);
-
-/* The exact key of scan cursor so->after of table `table_id`, in *raw (a
- * copy of *so pointing into the cursor): ERANGE when it is not a cursor
- * of that table. No cursor: *raw is *so. */
-troupe_err
-troupe__scan_cursor_unwrap(const troupe_scan_opts *so, uint64_t table_id,
-                           troupe_scan_opts *raw);
-
-typedef struct tschema tschema;
+/* The transaction kinds and op kinds are the participant protocol's. */
+_Static_assert((int)TABLE_TXN_PREPARE == (int)TROUPE__PART_PREPARE &&
+                   (int)TABLE_TXN_FINISH == (int)TROUPE__PART_FINISH &&
+                   (int)TABLE_TXN_QVER == (int)TROUPE__PART_QVER,
+               "transaction kinds");
+_Static_assert((int)TABLE_INSERT == (int)TROUPE__PART_INSERT &&
+                   (int)TABLE_UPDATE == (int)TROUPE__PART_UPDATE &&
+                   (int)TABLE_UPSERT == (int)TROUPE__PART_UPSERT &&
+                   (int)TABLE_DELETE == (int)TROUPE__PART_DELETE,
+               "write kinds");
 
 /* An online index build (catalog.c starts and finishes it, table.c runs
  * it). The catalog fields are set before the actor sees it; the actor
@@ -353,8 +101,6 @@ struct tschema {
 
 tschema *
 troupe__tschema_retain(tschema *s);
-void
-troupe__tschema_release(tschema *s);
 
 /* What a table actor needs; copied by spawn, which takes over one
  * reference to schema (also on failure). */
@@ -567,7 +313,7 @@ struct tstate {
 typedef struct kref {
     const unsigned char *k;
     size_t n;
-    uint32_t kinds; /* TROUPE_CONFLICT_* bits */
+    uint32_t kinds; /* TROUPE__PART_* bits */
 } kref;
 
 typedef struct kset {
@@ -791,66 +537,6 @@ troupe__write_h_prep_done(troupe_actor *self, void *st, const troupe_msg *m);
 troupe_err
 troupe__write_h_commit_done(troupe_actor *self, void *st, const troupe_msg *m);
 
-/* The address of a live table and the request deadline; ENOENT/ESTATE. */
-troupe_err
-troupe__tables_lookup(troupe_tables *t, const char *name, troupe_addr *a,
-                      uint32_t *timeout_ms, troupe_runtime **rt);
-
-/* What a query run on the caller's thread needs: the index's def in a
- * retained schema (immutable: a change of the table's indexes publishes
- * a new schema), the table's id, the db and the tables' clock now. */
-typedef struct tindex_env {
-    tschema *schema; /* one reference: troupe__tschema_release it */
-    const troupe_index_def *def;
-    uint64_t table_id;
-    troupe_db *db;
-    int64_t now_ms;
-} tindex_env;
-
-/* EINVAL, ENOENT (no such table or index), ESTATE (tables stopped). */
-troupe_err
-troupe__tables_index_env(troupe_tables *t, const char *table, const char *index,
-                         tindex_env *env);
-
-/* The same for the table's index actor (queries). */
-troupe_err
-troupe__tables_lookup_index(troupe_tables *t, const char *name, troupe_addr *a,
-                            uint32_t *timeout_ms, troupe_runtime **rt);
-
-/*
- * Decoders of the catalog's stored values in `meta` (catalog.c; formats in
- * docs/data-model.md), exposed for the fuzz targets and tests. Each reads
- * input from the disk: anything that is not the format is ECORRUPT, with
- * nothing allocated; pointers returned point into the input. Pure; any
- * thread.
- *  - entry_parse: a table's entry {id, name, version, indexes, dropped?}
- *    into a new tentry (*out, entry_free it): each key at most once, a
- *    valid catalog name, index definitions with distinct ids and names.
- *    ENOMEM.
- *  - entry_pack: the entry's stored form (troupe_malloc'd *out), as a
- *    create or an index change writes it. ENOMEM.
- *  - seq_parse: ("seq"), the highest id handed out: one uint.
- *  - floor_parse: ("versions"), the key-version floor: [1, floor].
- *  - pos_parse: ("build", table id), a build's position: [1, index id
- *    (0: a sweep), last primary key done (bin, not empty)].
- */
-typedef struct tentry tentry;
-troupe_err
-troupe__tables_entry_parse(const void *val, size_t len, tentry **out);
-troupe_err
-troupe__tables_entry_pack(const tentry *e, void **out, size_t *len);
-void
-troupe__tables_entry_free(tentry *e);
-const char *
-troupe__tables_entry_name(const tentry *e);
-troupe_err
-troupe__tables_seq_parse(const void *v, size_t len, uint64_t *seq);
-troupe_err
-troupe__tables_floor_parse(const void *v, size_t len, uint64_t *floor);
-troupe_err
-troupe__tables_pos_parse(const void *v, size_t len, uint64_t *index_id,
-                         const void **after, size_t *alen);
-
 /* Where and how a read reads (read.c): memory only when cached (EAGAIN
  * when a block is not in memory); `now` (Unix ms) decides expiry. */
 typedef struct tread_src {
@@ -873,16 +559,6 @@ troupe__read_get_many(const tread_src *s, const void *const *keys,
 troupe_err
 troupe__read_scan(const tread_src *s, const troupe_scan_opts *so,
                   troupe_rows **out);
-/* A scan's options, as troupe_table_scan and troupe_txn_scan check them:
- * EINVAL (NULL, limit 0 or above the page maximum, a pointer without a
- * length or the reverse, start at or above end), ETOOBIG (a bound over
- * TROUPE_KEY_MAX, a cursor over TROUPE_CURSOR_MAX). */
-troupe_err
-troupe__scan_opts_check(const troupe_scan_opts *so);
-
-/* The reply body of rows: [[[key, expires, doc], ...], cursor, more]. */
-troupe_err
-troupe__rows_pack(const troupe_rows *r, troupe_body **out);
 
 /* Runs one read request body (kind TABLE_GET, TABLE_GET_MANY or
  * TABLE_SCAN, bodies as above) from the disk: the reply body, or the
@@ -890,10 +566,5 @@ troupe__rows_pack(const troupe_rows *r, troupe_body **out);
 troupe_err
 troupe__table_read(troupe_db *db, troupe_cf *cf, int64_t now, uint32_t kind,
                    const void *req, size_t len, troupe_body **out);
-
-/* Appends [key, expires, doc] to p (a row of a reply body). */
-void
-troupe__table_pack_row(troupe_packer *p, const void *key, size_t klen,
-                       int64_t exp, const void *doc, size_t dlen);
 
 #endif

@@ -19,9 +19,11 @@
  */
 #include <string.h>
 
-#include "../../table/src/table_int.h"
 #include "troupe/alloc.h"
 #include "troupe/internal/hash.h"
+#include "troupe/internal/index.h"
+#include "troupe/internal/participant.h"
+#include "troupe/internal/tables.h"
 #include "troupe/pack.h"
 #include "troupe/txn.h"
 #include "txn_int.h"
@@ -122,17 +124,19 @@ rm_collect(rmjob *j)
     if (j->slots == NULL || j->rows == NULL)
         e = TROUPE_ENOMEM;
     troupe_index_query q = j->q;
-    q.def = env.def;
-    q.table_id = env.table_id;
     q.rows = true;
-    q.now_ms = env.now_ms > 0 ? (uint64_t)env.now_ms : 0;
-    q.snap = troupe__txn_snapshot(j->tx);
     q.after = NULL;
     q.after_len = 0;
+    troupe__index_run run = {.q = &q,
+                             .def = env.def,
+                             .table_id = env.table_id,
+                             .now_ms =
+                                 env.now_ms > 0 ? (uint64_t)env.now_ms : 0,
+                             .snap = troupe__txn_snapshot(j->tx)};
     while (e == TROUPE_OK) {
         troupe_index_result *r = NULL;
         q.limit = limit - j->nrows;
-        if ((e = troupe_index_query_run(env.db, &q, &r)) != TROUPE_OK)
+        if ((e = troupe_index_query_run(env.db, &run, &r)) != TROUPE_OK)
             break;
         troupe_index_result **pv =
             troupe_realloc(j->pages, (j->npages + 1) * sizeof(*pv));

@@ -47,14 +47,22 @@
 #include <string.h>
 #include <uv.h>
 
-#include "../../table/src/table_int.h"
 #include "troupe/alloc.h"
+#include "troupe/internal/datafmt.h"
 #include "troupe/internal/hash.h"
+#include "troupe/internal/participant.h"
 #include "troupe/internal/post.h"
+#include "troupe/internal/tables.h"
+#include "troupe/internal/waiter.h"
 #include "troupe/pack.h"
 #include "troupe/storage.h"
 #include "troupe/txn.h"
 #include "txn_int.h"
+
+/* A prepare's conflict bits are the kinds this API reports. */
+_Static_assert((int)TROUPE__PART_STALE == (int)TROUPE_CONFLICT_STALE &&
+                   (int)TROUPE__PART_RESERVED == (int)TROUPE_CONFLICT_RESERVED,
+               "conflict kinds");
 
 enum { TX_OPEN = 0, TX_COMMITTING, TX_DONE };
 /* Which protocol the transaction chose with its first read (writes choose
@@ -86,8 +94,8 @@ typedef struct xrange {
 
 typedef struct xkey {
     uint32_t tab;
-    uint32_t
-        kind; /* K_NONE: read only; TABLE_INSERT.. or TTXN_DEL_ANY/ABSENT */
+    uint32_t kind; /* K_NONE: read only; TROUPE__PART_INSERT.. or
+                      TROUPE__PART_DEL_ANY/ABSENT */
     int64_t expires;
     uint64_t ver;     /* versioned read: the version the caller read; 0: none */
     uint32_t nwrites; /* buffered writes of the key (counted up to 2) */
@@ -247,14 +255,6 @@ tab_of(troupe_txn *tx, const char *name, uint32_t *out)
     return TROUPE_OK;
 }
 
-static troupe_err
-check_key(const void *key, size_t klen)
-{
-    if (key == NULL || klen == 0)
-        return TROUPE_EINVAL;
-    return klen > TROUPE_KEY_MAX ? TROUPE_ETOOBIG : TROUPE_OK;
-}
-
 /* ---- begin / destroy --------------------------------------------------- */
 
 troupe_err
@@ -394,42 +394,42 @@ troupe_txn_rollback(troupe_txn *tx)
 static troupe_err
 combine(uint32_t ok, uint32_t nk, uint32_t *out)
 {
-    bool ins = nk == TABLE_INSERT, upd = nk == TABLE_UPDATE,
-         ups = nk == TABLE_UPSERT;
+    bool ins = nk == TROUPE__PART_INSERT, upd = nk == TROUPE__PART_UPDATE,
+         ups = nk == TROUPE__PART_UPSERT;
     if (ok == K_NONE) {
         *out = nk;
         return TROUPE_OK;
     }
     switch (ok) {
-    case TABLE_INSERT: /* present; the stored row must be absent */
+    case TROUPE__PART_INSERT: /* present; the stored row must be absent */
         if (ins)
             return TROUPE_EEXIST;
-        *out = upd || ups ? TABLE_INSERT : TTXN_ABSENT;
+        *out = upd || ups ? TROUPE__PART_INSERT : TROUPE__PART_ABSENT;
         return TROUPE_OK;
-    case TABLE_UPDATE: /* present; the stored row must be present */
+    case TROUPE__PART_UPDATE: /* present; the stored row must be present */
         if (ins)
             return TROUPE_EEXIST;
-        *out = upd || ups ? TABLE_UPDATE : TABLE_DELETE;
+        *out = upd || ups ? TROUPE__PART_UPDATE : TROUPE__PART_DELETE;
         return TROUPE_OK;
-    case TABLE_UPSERT:
+    case TROUPE__PART_UPSERT:
         if (ins)
             return TROUPE_EEXIST;
-        *out = upd || ups ? TABLE_UPSERT : TTXN_DEL_ANY;
+        *out = upd || ups ? TROUPE__PART_UPSERT : TROUPE__PART_DEL_ANY;
         return TROUPE_OK;
-    case TABLE_DELETE: /* absent; the stored row must be present */
+    case TROUPE__PART_DELETE: /* absent; the stored row must be present */
         if (!ins && !ups)
             return TROUPE_ENOENT;
-        *out = TABLE_UPDATE;
+        *out = TROUPE__PART_UPDATE;
         return TROUPE_OK;
-    case TTXN_DEL_ANY:
+    case TROUPE__PART_DEL_ANY:
         if (!ins && !ups)
             return TROUPE_ENOENT;
-        *out = TABLE_UPSERT;
+        *out = TROUPE__PART_UPSERT;
         return TROUPE_OK;
-    default: /* TTXN_ABSENT: absent; the stored row must be absent */
+    default: /* TROUPE__PART_ABSENT: absent; the stored row must be absent */
         if (!ins && !ups)
             return TROUPE_ENOENT;
-        *out = TABLE_INSERT;
+        *out = TROUPE__PART_INSERT;
         return TROUPE_OK;
     }
 }
@@ -450,17 +450,17 @@ buffer(troupe_txn *tx, const char *table, uint32_t kind, const void *key,
        size_t klen, const void *doc, size_t dlen, const troupe_write_opts *wo)
 {
     troupe_write_opts o = wo != NULL ? *wo : (troupe_write_opts){0};
-    if (tx == NULL || table == NULL || (kind != TABLE_DELETE && doc == NULL) ||
-        o.expires_at_ms < 0)
+    if (tx == NULL || table == NULL ||
+        (kind != TROUPE__PART_DELETE && doc == NULL) || o.expires_at_ms < 0)
         return TROUPE_EINVAL;
-    troupe_err e = check_key(key, klen);
+    troupe_err e = troupe__table_key_check(key, klen);
     if (e != TROUPE_OK)
         return e;
     if (tx->state != TX_OPEN)
         return TROUPE_ESTATE;
     if (dlen > TROUPE_VALUE_MAX)
         return TROUPE_ETOOBIG;
-    if (kind != TABLE_DELETE && !is_map(doc, dlen))
+    if (kind != TROUPE__PART_DELETE && !is_map(doc, dlen))
         return TROUPE_EPROTO;
     uint32_t tab;
     if ((e = tab_of(tx, table, &tab)) != TROUPE_OK)
@@ -473,11 +473,12 @@ buffer(troupe_txn *tx, const char *table, uint32_t kind, const void *key,
     if ((e = combine(x != NULL ? x->kind : K_NONE, kind, &nk)) != TROUPE_OK)
         return e;
     size_t old = x != NULL && x->kind != K_NONE ? x->klen + x->dlen : 0;
-    size_t nb = klen + (kind == TABLE_DELETE ? 0 : dlen);
+    size_t nb = klen + (kind == TROUPE__PART_DELETE ? 0 : dlen);
     if (tx->bytes - old + nb > tx->max_bytes)
         return TROUPE_ETOOBIG;
     unsigned char *copy = NULL;
-    if (kind != TABLE_DELETE && (copy = troupe_malloc(dlen ? dlen : 1)) == NULL)
+    if (kind != TROUPE__PART_DELETE &&
+        (copy = troupe_malloc(dlen ? dlen : 1)) == NULL)
         return TROUPE_ENOMEM;
     if (copy != NULL)
         memcpy(copy, doc, dlen);
@@ -502,7 +503,7 @@ troupe_txn_insert(troupe_txn *tx, const char *table, const void *key,
                   size_t klen, const void *doc, size_t dlen,
                   const troupe_write_opts *wo)
 {
-    return buffer(tx, table, TABLE_INSERT, key, klen, doc, dlen, wo);
+    return buffer(tx, table, TROUPE__PART_INSERT, key, klen, doc, dlen, wo);
 }
 
 troupe_err
@@ -510,7 +511,7 @@ troupe_txn_update(troupe_txn *tx, const char *table, const void *key,
                   size_t klen, const void *doc, size_t dlen,
                   const troupe_write_opts *wo)
 {
-    return buffer(tx, table, TABLE_UPDATE, key, klen, doc, dlen, wo);
+    return buffer(tx, table, TROUPE__PART_UPDATE, key, klen, doc, dlen, wo);
 }
 
 troupe_err
@@ -518,14 +519,14 @@ troupe_txn_upsert(troupe_txn *tx, const char *table, const void *key,
                   size_t klen, const void *doc, size_t dlen,
                   const troupe_write_opts *wo)
 {
-    return buffer(tx, table, TABLE_UPSERT, key, klen, doc, dlen, wo);
+    return buffer(tx, table, TROUPE__PART_UPSERT, key, klen, doc, dlen, wo);
 }
 
 troupe_err
 troupe_txn_delete(troupe_txn *tx, const char *table, const void *key,
                   size_t klen)
 {
-    return buffer(tx, table, TABLE_DELETE, key, klen, NULL, 0, NULL);
+    return buffer(tx, table, TROUPE__PART_DELETE, key, klen, NULL, 0, NULL);
 }
 
 const troupe_snapshot *
@@ -544,13 +545,14 @@ troupe__txn_delete_any(troupe_txn *tx, const char *table, uint64_t table_id,
         e = TROUPE_ENOENT; /* dropped, and the name taken by another */
     if (e != TROUPE_OK)
         return e;
-    /* a delete over nothing buffered is TABLE_DELETE; made "if present" */
+    /* a delete over nothing buffered is TROUPE__PART_DELETE; made "if present"
+     */
     xkey *x = kfind(tx, tab, key, klen);
     if (x != NULL && x->kind != K_NONE)
         return TROUPE_EINVAL; /* written already: not this helper's case */
-    e = buffer(tx, table, TABLE_DELETE, key, klen, NULL, 0, NULL);
+    e = buffer(tx, table, TROUPE__PART_DELETE, key, klen, NULL, 0, NULL);
     if (e == TROUPE_OK)
-        kfind(tx, tab, key, klen)->kind = TTXN_DEL_ANY;
+        kfind(tx, tab, key, klen)->kind = TROUPE__PART_DEL_ANY;
     return e;
 }
 
@@ -581,22 +583,6 @@ typedef struct rjob {
     size_t n;
     ritem items[];
 } rjob;
-
-static bool
-live(int64_t expires, int64_t now)
-{
-    return expires == 0 || expires > now;
-}
-
-static void
-pack_row(troupe_packer *p, const void *key, size_t klen, int64_t exp,
-         const void *doc, size_t dlen)
-{
-    troupe_pack_array(p, 3);
-    troupe_pack_bin(p, key, klen);
-    troupe_pack_int(p, exp);
-    troupe_pack_raw(p, doc, dlen);
-}
 
 /* The reply body [[rows...], cursor | nil, more] from rows packed one by
  * one into `items` (row i starts at off[i]). */
@@ -638,10 +624,10 @@ read_work(void *arg)
         if (it->src == SRC_ABSENT)
             continue;
         if (it->src == SRC_BUF) {
-            if (live(it->expires, now)) {
+            if (troupe__row_live(it->expires, now)) {
                 troupe_pack_data(&rows, &off[cnt++]);
-                pack_row(&rows, it->key, it->klen, it->expires, it->doc,
-                         it->dlen);
+                troupe__table_pack_row(&rows, it->key, it->klen, it->expires,
+                                       it->doc, it->dlen);
             }
             continue;
         }
@@ -658,9 +644,9 @@ read_work(void *arg)
         size_t dlen = 0;
         if (e == TROUPE_OK)
             e = troupe__envelope_parse(val, vlen, &exp, &doc, &dlen);
-        if (e == TROUPE_OK && live(exp, now)) {
+        if (e == TROUPE_OK && troupe__row_live(exp, now)) {
             troupe_pack_data(&rows, &off[cnt++]);
-            pack_row(&rows, it->key, it->klen, exp, doc, dlen);
+            troupe__table_pack_row(&rows, it->key, it->klen, exp, doc, dlen);
         }
         troupe_free(val);
     }
@@ -700,7 +686,7 @@ read_start(troupe_txn *tx, const char *table, const void *const *keys,
         return TROUPE_EINVAL;
     size_t bytes = 0;
     for (size_t i = 0; i < n; i++) {
-        troupe_err e = check_key(keys[i], klens[i]);
+        troupe_err e = troupe__table_key_check(keys[i], klens[i]);
         if (e != TROUPE_OK)
             return e;
     }
@@ -734,9 +720,9 @@ read_start(troupe_txn *tx, const char *table, const void *const *keys,
         case K_NONE:
             it->src = SRC_SNAP;
             break;
-        case TABLE_INSERT:
-        case TABLE_UPDATE:
-        case TABLE_UPSERT:
+        case TROUPE__PART_INSERT:
+        case TROUPE__PART_UPDATE:
+        case TROUPE__PART_UPSERT:
             it->src = SRC_BUF;
             it->expires = x->expires;
             memcpy(p, x->doc, x->dlen);
@@ -873,7 +859,7 @@ scan_work(void *arg)
             const bitem *b = &j->b[bi++];
             key = b->key;
             klen = b->klen;
-            present = b->present && live(b->expires, now);
+            present = b->present && troupe__row_live(b->expires, now);
             exp = b->expires;
             doc = b->doc;
             dlen = b->dlen;
@@ -881,7 +867,7 @@ scan_work(void *arg)
             key = kv.key;
             klen = kv.key_len;
             pe = troupe__envelope_parse(kv.val, kv.val_len, &exp, &doc, &dlen);
-            present = pe == TROUPE_OK && live(exp, now);
+            present = pe == TROUPE_OK && troupe__row_live(exp, now);
             have = false;
         }
         if (n == j->limit) {
@@ -898,7 +884,7 @@ scan_work(void *arg)
         if (!present)
             continue;
         troupe_pack_data(&rows, &off[n++]);
-        pack_row(&rows, key, klen, exp, doc, dlen);
+        troupe__table_pack_row(&rows, key, klen, exp, doc, dlen);
         unsigned char *c = troupe_realloc(cur, klen);
         if (c == NULL) {
             e = TROUPE_ENOMEM;
@@ -1050,8 +1036,9 @@ troupe_txn_scan(troupe_txn *tx, const char *table, const troupe_scan_opts *sc,
     unsigned char *d = (unsigned char *)&j->b[nb];
     for (size_t i = 0; i < nb; i++) {
         bitem *b = &j->b[i];
-        b->present = v[i]->kind == TABLE_INSERT || v[i]->kind == TABLE_UPDATE ||
-                     v[i]->kind == TABLE_UPSERT;
+        b->present = v[i]->kind == TROUPE__PART_INSERT ||
+                     v[i]->kind == TROUPE__PART_UPDATE ||
+                     v[i]->kind == TROUPE__PART_UPSERT;
         b->expires = v[i]->expires;
         memcpy(d, v[i]->key, v[i]->klen);
         b->key = d;
@@ -1131,13 +1118,14 @@ receipts_build(troupe_txn *tx)
 {
     size_t n = 0;
     for (size_t i = 0; i < tx->nkeys; i++)
-        n += tx->keys[i]->kind != K_NONE && tx->keys[i]->kind != TTXN_ABSENT;
+        n += tx->keys[i]->kind != K_NONE &&
+             tx->keys[i]->kind != TROUPE__PART_ABSENT;
     tx->rcpt = n ? troupe_calloc(n, sizeof(*tx->rcpt)) : NULL;
     if (n && tx->rcpt == NULL)
         return TROUPE_EUNKNOWN; /* committed, but the receipts are lost */
     for (size_t i = 0; i < tx->nkeys; i++) {
         const xkey *x = tx->keys[i];
-        if (x->kind == K_NONE || x->kind == TTXN_ABSENT)
+        if (x->kind == K_NONE || x->kind == TROUPE__PART_ABSENT)
             continue;
         uint8_t *k = troupe_malloc(x->klen);
         if (k == NULL)
@@ -1148,7 +1136,8 @@ receipts_build(troupe_txn *tx)
         r->key = k;
         r->key_len = x->klen;
         r->version = tx->tabs[x->tab].pub_ver;
-        r->deleted = x->kind == TABLE_DELETE || x->kind == TTXN_DEL_ANY;
+        r->deleted =
+            x->kind == TROUPE__PART_DELETE || x->kind == TROUPE__PART_DEL_ANY;
         /* committed, but a version at or past the durable floor (its
          * raise failed) must never reach a client */
         if (troupe__vers_check(tx->env.vers, r->version) != TROUPE_OK)
@@ -1271,7 +1260,7 @@ finish_all(troupe_txn *tx, bool publish, troupe_err result, bool on_s0)
         finarg *fa = troupe_malloc(sizeof(*fa));
         troupe_msg *m = NULL;
         if (f == NULL || fa == NULL ||
-            troupe_msg_create(&m, TABLE_TXN_FINISH, NULL, 0) != TROUPE_OK) {
+            troupe_msg_create(&m, TROUPE__PART_FINISH, NULL, 0) != TROUPE_OK) {
             troupe_free(f);
             troupe_free(fa);
             continue; /* the table's reservation deadline releases it */
@@ -1463,7 +1452,7 @@ prep_build(troupe_txn *tx, size_t tab, ttxn_prep **out)
     }
     for (size_t i = 0; i < n; i++) {
         ttxn_key *pk = &p->keys[i];
-        pk->kind = v[i]->kind != K_NONE ? v[i]->kind : TTXN_READ;
+        pk->kind = v[i]->kind != K_NONE ? v[i]->kind : TROUPE__PART_READ;
         pk->expires = v[i]->expires;
         pk->nostamp = v[i]->nostamp;
         pk->ver = v[i]->ver;
@@ -1535,7 +1524,7 @@ prepare_next(troupe_txn *tx, bool on_s0)
         ttxn_prep *p = NULL;
         troupe_msg *m = NULL;
         troupe_err e = prep_build(tx, tx->order[tx->cur], &p);
-        if (e == TROUPE_OK && (e = troupe_msg_create(&m, TABLE_TXN_PREPARE,
+        if (e == TROUPE_OK && (e = troupe_msg_create(&m, TROUPE__PART_PREPARE,
                                                      NULL, 0)) != TROUPE_OK)
             troupe__ttxn_prep_free(p);
         if (e == TROUPE_OK) {
@@ -1851,7 +1840,7 @@ query_versions(troupe_tables *t, const char *table, const void *const *keys,
         return TROUPE_EINVAL;
     troupe_err e = TROUPE_OK;
     for (size_t i = 0; e == TROUPE_OK && i < n; i++)
-        e = check_key(keys[i], klens[i]);
+        e = troupe__table_key_check(keys[i], klens[i]);
     ttxn_env env;
     troupe_addr a;
     troupe_cf *cf;
@@ -1862,7 +1851,7 @@ query_versions(troupe_tables *t, const char *table, const void *const *keys,
     qcall *c = troupe_malloc(sizeof(*c));
     troupe_msg *m = NULL;
     if (q == NULL || c == NULL ||
-        troupe_msg_create(&m, TABLE_TXN_QVER, NULL, 0) != TROUPE_OK) {
+        troupe_msg_create(&m, TROUPE__PART_QVER, NULL, 0) != TROUPE_OK) {
         troupe_free(q);
         troupe_free(c);
         return TROUPE_ENOMEM;
@@ -1963,7 +1952,7 @@ troupe_txn_read_version(troupe_txn *tx, const char *table, const void *key,
 {
     if (tx == NULL || table == NULL || version == 0)
         return TROUPE_EINVAL;
-    troupe_err e = check_key(key, klen);
+    troupe_err e = troupe__table_key_check(key, klen);
     if (e != TROUPE_OK)
         return e;
     if (tx->state != TX_OPEN || tx->mode == MODE_ORDINARY)

@@ -325,14 +325,13 @@ troupe_tables_index_state(troupe_tables *t, const char *table,
 
 /*
  * A query (or count) on index `index` of `table`, answered by the table's
- * index actor (troupe/index.h describes q; its def, table_id, now_ms and
- * snap are ignored here: the catalog supplies the table's current index
- * list). The callback owns *res (NULL on error) and frees it with
- * troupe_index_result_destroy. cb errors: those of troupe_index_query_run
- * (ESTATE while the index is still building), ENOENT (no such index),
- * ETIMEDOUT, ECLOSED. Call errors: EINVAL (NULL, bad names, limit 0),
- * EPROTO (q's values not msgpack), ENOENT (no such table), ESTATE
- * (stopping), ENOMEM.
+ * index actor (troupe/index.h describes q; the catalog supplies the
+ * table's current index list). The callback owns *res (NULL on error)
+ * and frees it with troupe_index_result_destroy. cb errors: those of a
+ * query (ESTATE while the index is still building, and the rest that
+ * troupe/index.h lists), ENOENT (no such index), ETIMEDOUT, ECLOSED. Call
+ * errors: EINVAL (NULL, bad names, limit 0), EPROTO (q's values not
+ * msgpack), ENOENT (no such table), ESTATE (stopping), ENOMEM.
  */
 typedef void (*troupe_tables_query_cb)(troupe_err err, troupe_index_result *res,
                                        void *arg);

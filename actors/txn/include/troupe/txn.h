@@ -371,8 +371,8 @@ troupe_txn_receipts(const troupe_txn *tx, const troupe_txn_receipt **r,
 /*
  * Remove by index: deletes, in one transaction, up to q->limit (1..
  * TROUPE_TABLE_PAGE_MAX) rows of `table` that index `index` matches with
- * q's values or from/to (troupe/index.h; in q's order, reverse too; def,
- * table_id, after, rows, now_ms and snap are not used), and hands them
+ * q's values or from/to (troupe/index.h; in q's order, reverse too;
+ * after and rows are not used), and hands them
  * back: rows->rows[i] is a deleted row (key, document and expiry as they
  * were read), one per primary key in index order however many entries of
  * it matched, and rows->more says that more matching entries followed (of

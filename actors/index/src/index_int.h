@@ -1,11 +1,12 @@
 /*
- * Internals shared by the index module's files (defs, queries, verify).
- * Not installed; nothing outside actors/index includes it.
+ * Private: what the index module's files (defs, derivation, queries,
+ * verify, the actor) share beyond its internal tier
+ * (troupe/internal/index.h).
  */
-#ifndef TROUPE_INDEX_PRIVATE_H
-#define TROUPE_INDEX_PRIVATE_H
+#ifndef TROUPE_INDEX_INT_H
+#define TROUPE_INDEX_INT_H
 
-#include "troupe/index.h"
+#include "troupe/internal/index.h"
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
 
@@ -54,14 +55,6 @@ troupe__index_put_any(troupe_reader *r, troupe_key_writer *w);
 int
 troupe__index_put_query_value(troupe_reader *r, troupe_field_type t,
                               troupe_key_writer *w);
-
-/* The CASEFOLD collation (casefold.c): folds s[0..n) into out, which has
- * room for troupe__index_casefold_max(n) bytes; returns the length (n
- * and the bytes as they are when s is not valid UTF-8). */
-size_t
-troupe__index_casefold_max(size_t n);
-size_t
-troupe__index_casefold(const unsigned char *s, size_t n, unsigned char *out);
 
 /* A result being built: res and its hits' capacity. */
 typedef struct hitbuf {

@@ -1,0 +1,153 @@
+/*
+ * What the queue module lends its tests and fuzz targets: the queue
+ * object (one per queue, refcounted) and how to find one, the partition
+ * actors' message kinds, and the codecs of what a queue stores (its rows,
+ * keys and entries, its catalog entries and counters; docs/queue.md).
+ * The codecs read input from the disk: pure, any thread.
+ */
+#ifndef TROUPE_INTERNAL_QUEUE_H
+#define TROUPE_INTERNAL_QUEUE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "troupe/actor.h"
+#include "troupe/keycodec.h"
+#include "troupe/pack.h"
+#include "troupe/queue.h"
+
+typedef struct tq_claim {
+    uint8_t *key;
+    size_t len;
+} tq_claim;
+
+/* One queue. Refcounted: the catalog map, partition actors, workers,
+ * jobs and API calls in progress each hold a reference. */
+typedef struct tq_queue {
+    _Atomic long refs;
+    troupe_queues *qs; /* valid while the queues are; what runs on after
+                          their destroy (a timed-out handler) uses only
+                          the copies below */
+    troupe_runtime *rt;
+    troupe_db *db;
+    troupe_commit *commit;
+    int64_t (*clock)(void *ctx);
+    void *clock_ctx;
+    uint64_t id;
+    char *name;
+    uint32_t partitions;
+    int64_t retention_ms;
+    troupe_cf *cf;
+    _Atomic uint64_t next_order;
+    uint64_t order_end; /* first order not reserved */
+    _Atomic bool paused;
+    troupe_addr *parts; /* [partitions]: the partition actors */
+    /* Invocations being delivered or changed right now: no second
+     * delivery, outcome or owner delete touches them meanwhile. */
+    pthread_mutex_t mu;
+    tq_claim *claims;
+    size_t nclaims, capclaims;
+    size_t workers; /* running workers (under qs->mu) */
+} tq_queue;
+
+/* ---- codecs (format.c) ---- */
+/* The stored value of an event: [1, id, key, payload, owner | nil]. */
+troupe_err
+troupe__tq_value_pack(const troupe_queue_event *ev, uint8_t **out, size_t *len);
+/* Decodes a stored value into the item's id, key, payload, owner. */
+troupe_err
+troupe__tq_value_decode(const void *v, size_t len, troupe_queue_item *it);
+/* Pending key (p, partition, time, order, id), completed key (c,
+ * processed, time, id, order), and their decoders (EINVAL for anything
+ * else). */
+troupe_err
+troupe__tq_pkey(troupe_key_writer *w, uint32_t part, int64_t time,
+                uint64_t order, const void *id, size_t idlen);
+troupe_err
+troupe__tq_pkey_decode(const void *k, size_t len, uint32_t *part, int64_t *time,
+                       uint64_t *order);
+troupe_err
+troupe__tq_ckey(troupe_key_writer *w, int64_t processed, int64_t time,
+                const void *id, size_t idlen, uint64_t order);
+troupe_err
+troupe__tq_ckey_decode(const void *k, size_t len, int64_t *processed,
+                       int64_t *time, uint64_t *order);
+/* Owner entry (o, kind, id, state, skey) and id entry (i, id, skey). */
+troupe_err
+troupe__tq_okey(troupe_key_writer *w, const void *kind, size_t klen,
+                const void *oid, size_t olen, bool completed, const void *skey,
+                size_t slen);
+troupe_err
+troupe__tq_ikey(troupe_key_writer *w, const void *id, size_t idlen,
+                const void *skey, size_t slen);
+/* Decoders of the entries above, as the lookups by id and by owner read
+ * them from the disk: the entry must be of the id (or owner kind and id)
+ * given, hold nothing else, and point at a key that decodes as a pending
+ * or completed key (for an owner entry: of the state it names). *skey is
+ * a troupe_malloc'd copy of that key; *completed (owner entries) tells
+ * its state. ECORRUPT for anything else, ENOMEM; nothing is allocated on
+ * error. */
+troupe_err
+troupe__tq_ientry_decode(const void *k, size_t len, const void *id,
+                         size_t idlen, uint8_t **skey, size_t *slen);
+troupe_err
+troupe__tq_oentry_decode(const void *k, size_t len, const void *kind,
+                         size_t klen, const void *oid, size_t olen,
+                         uint8_t **skey, size_t *slen, bool *completed);
+/* The id element of a pending or completed key (points into k). */
+troupe_err
+troupe__tq_key_id(const void *k, size_t len, troupe_key_reader *r,
+                  const uint8_t **id, size_t *idlen);
+/* Fills a full item from a row; ECORRUPT when it does not decode. */
+troupe_err
+troupe__tq_item(const tq_queue *q, const void *k, size_t klen, const void *v,
+                size_t vlen, troupe_queue_item *it);
+
+/* ---- the catalog (queues.c) ---- */
+/* The catalog's stored forms (queues.c's design note), read from the disk:
+ * an entry ("queue", name) -> [1, id, partitions, retention_ms] and the
+ * counters ("seq", the next queue id; "s" in a queue's family, its order
+ * mark) -> uint. The decoders return ECORRUPT for anything else (a name
+ * that is not a valid catalog name, id 0, partitions outside
+ * 1..TROUPE_QUEUE_PARTITIONS_MAX, a negative retention). entry_pack
+ * writes the key into w (reset first) and appends the value to p. Pure;
+ * any thread. */
+troupe_err
+troupe__tq_entry_pack(const char *name, uint64_t id, uint32_t parts,
+                      int64_t retention, troupe_key_writer *w,
+                      troupe_packer *p);
+troupe_err
+troupe__tq_entry_decode(const void *k, size_t klen, const void *v, size_t vlen,
+                        char name[TROUPE_QUEUE_NAME_MAX + 1], uint64_t *id,
+                        uint32_t *parts, int64_t *retention);
+troupe_err
+troupe__tq_uint_decode(const void *v, size_t len, uint64_t *out);
+
+tq_queue *
+troupe__tq_retain(tq_queue *q);
+void
+troupe__tq_release(tq_queue *q);
+/* Finds a queue by name and retains it. ENOENT, EINVAL, ESTATE. */
+troupe_err
+troupe__tq_find(troupe_queues *qs, const char *name, tq_queue **out);
+/* The credit worker w uses now (deliveries not yet settled or timed
+ * out). Any thread. */
+uint32_t
+troupe__tq_worker_held(troupe_queue_worker *w);
+
+/* Kinds of the partition actors' messages (partition.c). */
+enum {
+    TQ_KICK = 0,  /* re-evaluate (resume, clock jump) */
+    TQ_NOTIFY,    /* body: int due time */
+    TQ_SUBSCRIBE, /* ptr: worker (a reference moves in) */
+    TQ_SCAN_DONE, /* work completion */
+    TQ_PEEK_DONE, /* work completion */
+    TQ_JOB_DONE,  /* work completion */
+    TQ_DUE,       /* the due timer */
+    TQ_TIMEOUT,   /* a handler timeout timer */
+    TQ_CREDIT,    /* a worker's credit freed: continue a stalled pass */
+    TQ_SETTLED,   /* ptr: a job whose outcome commit completed */
+    TQ_KINDS
+};
+
+#endif
