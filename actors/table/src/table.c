@@ -3,27 +3,14 @@
  * envelopes) and m.<id> (manifests) plus the x.<index id> families of its
  * indexes. Formats: docs/data-model.md.
  *
- * The actor's loop never touches the disk. A write is a small state
- * machine:
- *   arrival -> per-key lock (a later write to the same key queues behind
- *   it, so it reads what the earlier one committed) -> prepare on a worker
- *   (read row and manifest, check their integrity, apply insert/update
- *   semantics and expiry, stamp timestamps, derive index entries, check
- *   unique indexes, build the one batch) -> back on the actor: unique
- *   reservations -> commit pipeline -> the writer thread answers the asker
- *   and hands the op back -> the actor releases the key lock and starts
- *   the next write of that key.
- * Unique checks read the index family on the worker, which cannot see a
- * write of another key that is prepared but not yet committed, nor one
- * that committed after the check read. So the actor keeps the unique
- * values of every write between submit and commit, and parks a write that
- * claims one of them; parked writes are prepared again after the next
- * commit, when the check reads the winner's entry. It also remembers the
- * unique values of recent commits (until no write that started before
- * them is running, at most CLOG_MAX), and a write whose check predates a
- * commit of one of its values prepares again at once. A lock per index
- * value on arrival would be the alternative, but the values are only
- * known after reading the old row.
+ * The actor's loop never touches the disk. Its state is a tstate
+ * (table_int.h), one sub-struct per concept file: the write state machine
+ * and its unique bookkeeping (write.c), write preparation (prepare.c, no
+ * state), per-key locks and reservations (locks.c), key versions
+ * (keyvers.c). This file holds the actor's definition and lifecycle and
+ * the concepts that have no file of their own yet: index builds, reads,
+ * transactions (the participant of two-phase commit), versioned queries
+ * and expired-row purges.
  *
  * Reads need no lock: they run on a worker against RocksDB's latest state
  * (a scan against one implicit snapshot) and answer from there.
@@ -34,138 +21,11 @@
 #include "table_int.h"
 #include "troupe/alloc.h"
 #include "troupe/internal/hash.h"
-#include "troupe/keycodec.h"
 #include "troupe/pack.h"
 #include "troupe/storage.h"
 
-enum {
-    TABLE_PREP_DONE = TABLE_NKINDS_,
-    TABLE_COMMIT_DONE,
-    TABLE_READ_DONE,
-    TABLE_SWITCH,
-    TABLE_BUILD_KEYS,
-    TABLE_QUIESCE,
-    TABLE_TXN_PREP_DONE,
-    TABLE_TXN_EXPIRE,
-    TABLE_TXN_QVER_DONE,
-    TABLE_VEVICT_NEXT, /* the next batch of the running eviction pass */
-    TABLE_PURGE_KEYS,  /* a purge step's expired keys, back from a worker */
-    TABLE_READ_FLUSH,  /* hand the queued reads to workers */
-    TABLE_NKINDS,
-    TABLE_REINDEX, /* an op kind only: rewrite a row's index entries */
-    TABLE_PURGE_OP /* an op kind only: delete the row if still expired */
-};
-
 /* Rows an index build reindexes per step. */
 #define BUILD_BATCH 64
-
-typedef struct uniq {
-    uint64_t index_id;
-    unsigned char *vals; /* the index key without its primary key */
-    size_t len;
-} uniq;
-
-typedef struct klock klock;
-
-typedef struct wop {
-    struct wop *next;  /* in its key's queue, or the parked list */
-    struct wop *inext; /* in the in-flight list (writes with uniques) */
-    struct wop *pnext; /* in the parked list */
-    uint64_t gen;      /* schema generation it was prepared with */
-    uint64_t cseq0;    /* commits with uniques seen when it started */
-    bool counted;      /* counted in nrunning */
-    bool build;        /* a build's reindex op */
-    bool ext;          /* a transaction's op: batch is the shared one */
-    bool purge_hit;    /* TABLE_PURGE_OP: prepared a delete */
-    bool cached;       /* prepare on the actor: memory-only reads */
-    bool nostamp;      /* store created_at / updated_at as given */
-    /* The version this write publishes, taken on the writer thread once
-     * the write is stored and before its caller hears of it (0 until
-     * then): a transaction that began after the reply has seq0 >= cver. */
-    _Atomic uint64_t cver;
-    /* The clock when cver was taken: the publish time its TTL counts
-     * from (the actor records the version only later). */
-    _Atomic int64_t cms;
-    klock *lock;
-    troupe_runtime *rt;
-    troupe_addr self;
-    troupe_addr asker;
-    uint64_t corr;
-    uint32_t kind;
-    troupe_sync sync;
-    int64_t expires;
-    ttable_cfg cfg; /* holds one schema reference */
-    troupe_err err;
-    troupe_batch *batch;
-    uniq *uq;
-    size_t nuq;
-    unsigned char *key;
-    size_t klen;
-    unsigned char *doc;
-    size_t dlen;
-} wop;
-
-struct klock {
-    klock *next;  /* bucket chain */
-    wop *running; /* in a worker, parked, or in the pipeline, or a
-                     prepared transaction's write */
-    size_t rsv;   /* prepared transactions that read the key: writes wait */
-    wop *whead;   /* writes waiting behind it, in arrival order */
-    wop *wtail;
-    size_t klen;
-    unsigned char key[];
-};
-
-/* Unique values of a committed write, for writes whose check read the
- * index before that commit. */
-typedef struct clog {
-    struct clog *next; /* newer first */
-    uint64_t seq;
-    uniq *uq;
-    size_t nuq;
-} clog;
-
-/* Committed writes remembered; an op that started before the oldest one
- * still remembered prepares again. */
-#define CLOG_MAX 1024
-
-/* The key-version map: the version each key got at its last committed
- * write. A key not in it has version `vfloor`. With a key-version TTL,
- * records older than it are evicted in passes (TTL and counters in
- * docs/data-model.md). The map holds at most VMAP_MAX records: when full,
- * the oldest records no running transaction needs go first, TTL or not
- * (vmap_shed); only when every record is still needed is the map emptied
- * and vfloor raised to the newest version, so a transaction that began
- * before then conflicts on those keys (safe, never a missed conflict).
- *
- * Eviction. Every record is also on an intrusive list in publish order
- * (a publish moves it to the tail), so the head is the oldest publish and
- * a pass looks at no record it will not evict: memory is the records
- * alone, no queue of tokens. A record goes only when its TTL has passed
- * (now >= published + ttl: never early) and its version is <= the seq0 of
- * every running transaction: such a transaction's snapshot already holds
- * that write, so `vfloor` (<= its seq0) answers its checks as well; a
- * newer version is one it still needs to see a conflict. A pass stops at
- * the first record it may not evict yet (the rest are newer) and works in
- * batches of VEVICT_BATCH, each one message to itself, so other requests
- * run between batches. */
-typedef struct vent {
-    struct vent *next;
-    struct vent **pprev; /* the pointer to it in its chain: O(1) removal */
-    size_t hash;         /* troupe__fnv1a64 of key */
-    struct vent *lprev;  /* publish order */
-    struct vent *lnext;
-    int64_t pub_ms; /* when it was last published */
-    uint64_t ver;
-    size_t klen;
-    unsigned char key[];
-} vent;
-
-#define VMAP_BUCKETS_MIN 256
-#define VMAP_MAX 65536
-/* Records one pass frees when the map is full (see vmap_publish). */
-#define VMAP_SHED (VMAP_MAX / 8)
-#define VEVICT_BATCH 256
 
 /* A transaction's part at this table, from its prepare to its finish. */
 typedef struct tpart {
@@ -182,66 +42,17 @@ typedef struct tpart {
     wop **ops; /* writes, each holding its key's lock */
     size_t nr;
     klock **rlocks; /* read reservations */
-    size_t nrg;
-    ttxn_range *ranges; /* scanned ranges, reserved (copies, one block) */
-    bool onwork;        /* its writes are being prepared on a worker */
+    trsv rsv;       /* scanned ranges, reserved (copies, one block) */
+    bool onwork;    /* its writes are being prepared on a worker */
 } tpart;
 
-typedef struct tstate {
-    ttable_cfg cfg;
-    vent **vmap;
-    size_t vnb; /* buckets of vmap: a power of two, grown with nv */
-    size_t nv;
-    size_t vbytes;     /* estimated bytes of the records */
-    uint64_t vevicted; /* records evicted since spawn */
-    vent *lhead;       /* oldest publish */
-    vent *ltail;
-    /* the eviction pass running, if any */
-    bool evicting;
-    troupe_addr ev_asker;
-    uint64_t ev_corr;
-    uint64_t ev_total;
-    uint32_t ev_batches;
-    uint32_t ev_largest;
-    uint64_t vfloor;
-    uint64_t vmax;
-    uint64_t last_pub; /* the version the last tpart_end published */
-    tpart *tparts;     /* prepared, waiting for their finish */
-    tpart *tpwork;     /* reserved, their writes being prepared on a worker
-                          (owned by the worker job, never freed by stop) */
-    struct tdefer *deferred;  /* prepares waiting for a commit's release */
-    struct qdefer *qdeferred; /* versioned queries waiting for a write */
-    wop *rwait_head; /* writes into a reserved range, waiting for its end */
-    wop *rwait_tail;
-    klock **buckets;
-    size_t nbuckets;
-    wop *inflight;
-    wop *parked;
-    uint64_t gen;       /* bumped by every schema switch */
-    size_t nrunning;    /* ops between start and release */
-    size_t old_running; /* of which prepared with an older schema */
-    tbuild *build;
-    struct tpurge *purge; /* the expired-row pass running, if any */
-    uint64_t cseq;        /* commits of writes with unique values */
-    uint64_t clog_floor;
-    clog *clog;
-    size_t nclog;
-    size_t nreads; /* read jobs on workers, and a pending READ_FLUSH */
-    struct rjob *rq_head, *rq_tail; /* reads waiting for READ_FLUSH */
-    bool rq_flush_sent;
-    bool closing;  /* quiescing: new requests get ECLOSED */
-    bool inlining; /* a write is being prepared on the actor's thread */
-    void (*quiesced)(void *arg);
-    void *quiesced_arg;
-} tstate;
-
 /* Calls the quiesce callback once nothing of this actor is in flight. */
-static void
-check_quiesced(tstate *s)
+void
+troupe__table_check_quiesced(tstate *s)
 {
-    if (s->quiesced == NULL || s->nrunning > 0 || s->nreads > 0 ||
-        s->evicting || s->purge != NULL || s->tparts != NULL ||
-        s->tpwork != NULL || s->rwait_head != NULL || s->build != NULL)
+    if (s->quiesced == NULL || s->writes.nrunning > 0 || s->nreads > 0 ||
+        s->vers.evicting || s->purge != NULL || s->tparts != NULL ||
+        s->tpwork != NULL || s->locks.rwait_head != NULL || s->build != NULL)
         return;
     void (*fn)(void *) = s->quiesced;
     s->quiesced = NULL;
@@ -258,1026 +69,16 @@ typedef struct rjob {
     struct rjob *next; /* the rest of this job's batch */
 } rjob;
 
-/* ---- key versions (actor thread) ---------------------------------------- */
-
-/* The record of key (hash h = troupe__fnv1a64(key, klen)), or NULL. */
-static vent *
-vmap_find(const tstate *s, const void *key, size_t klen, size_t h)
-{
-    for (vent *v = s->vmap[h & (s->vnb - 1)]; v != NULL; v = v->next)
-        if (v->hash == h && v->klen == klen && memcmp(v->key, key, klen) == 0)
-            return v;
-    return NULL;
-}
-
-static uint64_t
-vmap_get(const tstate *s, const void *key, size_t klen)
-{
-    const vent *v = vmap_find(s, key, klen, troupe__fnv1a64(key, klen));
-    return v != NULL ? v->ver : s->vfloor;
-}
-
-/* Links v at the head of its chain. */
-static void
-vmap_link(vent **head, vent *v)
-{
-    v->next = *head;
-    if (v->next != NULL)
-        v->next->pprev = &v->next;
-    v->pprev = head;
-    *head = v;
-}
-
-static void
-vmap_clear(tstate *s)
-{
-    for (size_t i = 0; s->vmap != NULL && i < s->vnb; i++) {
-        while (s->vmap[i] != NULL) {
-            vent *v = s->vmap[i];
-            s->vmap[i] = v->next;
-            troupe_free(v);
-        }
-    }
-    s->nv = 0;
-    s->vbytes = 0;
-    s->lhead = s->ltail = NULL;
-}
-
-static size_t
-vent_bytes(const vent *v)
-{
-    return sizeof(*v) + v->klen;
-}
-
-static void
-vlist_unlink(tstate *s, vent *v)
-{
-    if (v->lprev != NULL)
-        v->lprev->lnext = v->lnext;
-    else
-        s->lhead = v->lnext;
-    if (v->lnext != NULL)
-        v->lnext->lprev = v->lprev;
-    else
-        s->ltail = v->lprev;
-    v->lprev = v->lnext = NULL;
-}
-
-static void
-vlist_append(tstate *s, vent *v)
-{
-    v->lnext = NULL;
-    v->lprev = s->ltail;
-    if (s->ltail != NULL)
-        s->ltail->lnext = v;
-    else
-        s->lhead = v;
-    s->ltail = v;
-}
-
-static void
-vmap_remove(tstate *s, vent *v);
-
-/* Doubles the buckets once the chains average two records (keeps the
- * old table when memory is short: longer chains, still correct). */
-static void
-vmap_grow(tstate *s)
-{
-    if (s->nv < 2 * s->vnb || s->vnb >= VMAP_MAX / 2)
-        return;
-    size_t nb = s->vnb * 2;
-    vent **t = troupe_calloc(nb, sizeof(*t));
-    if (t == NULL)
-        return;
-    for (size_t i = 0; i < s->vnb; i++)
-        while (s->vmap[i] != NULL) {
-            vent *v = s->vmap[i];
-            s->vmap[i] = v->next;
-            vmap_link(&t[v->hash & (nb - 1)], v);
-        }
-    troupe_free(s->vmap);
-    s->vmap = t;
-    s->vnb = nb;
-}
-
-/* The map is full: frees up to VMAP_SHED of the oldest records that no
- * running transaction needs (version <= the oldest one's seq0), as an
- * eviction pass would but without waiting for their TTL. Returns how
- * many went. */
-static size_t
-vmap_shed(tstate *s)
-{
-    uint64_t oldest = troupe__tables_txn_oldest(s->cfg.ts);
-    size_t n = 0;
-    while (n < VMAP_SHED && s->lhead != NULL && s->lhead->ver <= oldest) {
-        vmap_remove(s, s->lhead);
-        s->vevicted++;
-        n++;
-    }
-    return n;
-}
-
-/* Records that key got version ver. A write of a key that has no record
- * (`create` false) and that no running transaction can need (ver <= the
- * oldest one's seq0: each already has the write in its snapshot) makes no
- * record: the floor rises to ver instead. That changes nothing for running
- * transactions (their seq0 >= ver), and no client holds a version of such
- * a key (a versioned query or a versioned commit made a record, and one
- * evicted since conflicts against any floor). So an insert-heavy table
- * without transactions keeps no records at all. A versioned query's first
- * version (`create`) is always recorded: the client holds it. */
-static void
-vmap_publish(tstate *s, const void *key, size_t klen, uint64_t ver, int64_t now,
-             bool create)
-{
-    if (ver > s->vmax)
-        s->vmax = ver;
-    size_t h = troupe__fnv1a64(key, klen);
-    vent *v = vmap_find(s, key, klen, h);
-    if (v != NULL) {
-        v->ver = ver;
-        v->pub_ms = now; /* a publish refreshes its TTL */
-        vlist_unlink(s, v);
-        vlist_append(s, v);
-        return;
-    }
-    if (!create && ver <= troupe__tables_txn_oldest(s->cfg.ts)) {
-        if (ver > s->vfloor)
-            s->vfloor = ver;
-        return;
-    }
-    if (s->nv >= VMAP_MAX)
-        vmap_shed(s);
-    v = s->nv < VMAP_MAX ? troupe_malloc(sizeof(*v) + klen) : NULL;
-    if (v == NULL) { /* full of needed records (or no memory): every key
-                        is new now */
-        vmap_clear(s);
-        s->vfloor = s->vmax;
-        return;
-    }
-    v->ver = ver;
-    v->pub_ms = now;
-    v->hash = h;
-    v->klen = klen;
-    memcpy(v->key, key, klen);
-    vmap_link(&s->vmap[h & (s->vnb - 1)], v);
-    vlist_append(s, v);
-    s->nv++;
-    s->vbytes += vent_bytes(v);
-    vmap_grow(s);
-}
-
-/* Removes v from the map and the list. */
-static void
-vmap_remove(tstate *s, vent *v)
-{
-    *v->pprev = v->next;
-    if (v->next != NULL)
-        v->next->pprev = v->pprev;
-    vlist_unlink(s, v);
-    s->nv--;
-    s->vbytes -= vent_bytes(v);
-    troupe_free(v);
-}
-
-/* ---- write preparation (worker thread) -------------------------------- */
-
-/* The raw created_at value of a stored document, if it has one. */
-static void
-find_created(const void *doc, size_t len, const void **raw, size_t *rlen)
-{
-    troupe_reader r;
-    uint32_t n = 0;
-    *raw = NULL;
-    troupe_reader_init(&r, doc, len);
-    troupe_read_map(&r, &n);
-    for (uint32_t i = 0; i < n && r.err == TROUPE_OK; i++) {
-        const char *s = NULL;
-        size_t sl = 0;
-        if (troupe_read_peek(&r) == TROUPE_MP_STR)
-            troupe_read_str(&r, SIZE_MAX, &s, &sl);
-        else
-            troupe_read_skip(&r);
-        if (s != NULL && sl == 10 && memcmp(s, "created_at", 10) == 0) {
-            troupe_read_raw(&r, raw, rlen);
-            return;
-        }
-        troupe_read_skip(&r);
-    }
-}
-
-/* Packs doc into p, setting created_at / updated_at where doc has them. */
-static troupe_err
-stamp_doc(troupe_packer *p, const void *doc, size_t len, const void *created,
-          size_t clen, int64_t now)
-{
-    troupe_reader r;
-    uint32_t n = 0;
-    troupe_reader_init(&r, doc, len);
-    troupe_read_map(&r, &n);
-    troupe_pack_map(p, n);
-    for (uint32_t i = 0; i < n && r.err == TROUPE_OK; i++) {
-        const void *raw;
-        size_t rl;
-        if (troupe_read_peek(&r) == TROUPE_MP_STR) {
-            const char *s = NULL;
-            size_t sl = 0;
-            if (troupe_read_str(&r, SIZE_MAX, &s, &sl) != TROUPE_OK)
-                break;
-            troupe_pack_str(p, s, sl);
-            bool c = sl == 10 && memcmp(s, "created_at", 10) == 0;
-            bool u = sl == 10 && memcmp(s, "updated_at", 10) == 0;
-            if (c || u) {
-                troupe_read_skip(&r);
-                if (c && created != NULL)
-                    troupe_pack_raw(p, created, clen);
-                else
-                    troupe_pack_int(p, now);
-                continue;
-            }
-        } else if (troupe_read_raw(&r, &raw, &rl) == TROUPE_OK) {
-            troupe_pack_raw(p, raw, rl);
-        }
-        if (troupe_read_raw(&r, &raw, &rl) == TROUPE_OK)
-            troupe_pack_raw(p, raw, rl);
-    }
-    troupe_err e = troupe_read_end(&r);
-    return e != TROUPE_OK ? TROUPE_EPROTO : p->err;
-}
-
-static troupe_cf *
-schema_cf(const tschema *s, uint64_t id, size_t *idx)
-{
-    for (size_t i = 0; i < s->n; i++)
-        if (troupe_index_def_id(s->defs[i]) == id) {
-            if (idx != NULL)
-                *idx = i;
-            return s->xcf[i];
-        }
-    return NULL;
-}
-
-/* A unique index entry whose first vlen bytes are its values (entry.
- * values_len): ECONSTRAINT when the index already holds the same values
- * for another primary key. The entries with those values are walked, not
- * just the first two: under a CASEFOLD field this very row may hold
- * several (one per original string), and those are no clash; an entry is
- * another row's when its pk element differs from this row's (`suffix`,
- * the encoded pk, compared as a whole element: a byte suffix match could
- * be a longer pk). */
-static troupe_err
-unique_check(wop *op, troupe_cf *xcf, const unsigned char *key, size_t vlen,
-             const uint8_t *suffix, size_t slen)
-{
-    unsigned char *end = troupe_malloc(vlen + 1);
-    if (end == NULL)
-        return TROUPE_ENOMEM;
-    memcpy(end, key, vlen);
-    end[vlen] = 0xFF;
-    troupe_range rg;
-    troupe_range_init_bounds(&rg, key, vlen, end, vlen + 1);
-    troupe_iter *it = NULL;
-    troupe_err e =
-        troupe_iter_create(op->cfg.db, xcf, NULL, &rg, NULL, 0, false, &it);
-    troupe_kv kv;
-    while (e == TROUPE_OK && (e = troupe_iter_next(it, &kv)) == TROUPE_OK) {
-        size_t pv = 0;
-        if (troupe_index_key_split(kv.key, kv.key_len, &pv, NULL) != TROUPE_OK)
-            e = TROUPE_ECORRUPT;
-        else if (troupe_key_cmp(kv.key + pv, kv.key_len - pv, suffix, slen) !=
-                 0)
-            e = TROUPE_ECONSTRAINT;
-    }
-    troupe_iter_destroy(it);
-    troupe_free(end);
-    return e == TROUPE_ENOENT ? TROUPE_OK : e;
-}
-
-static troupe_err
-add_uniq(wop *op, uint64_t id, const unsigned char *key, size_t vlen)
-{
-    uniq *v = troupe_realloc(op->uq, (op->nuq + 1) * sizeof(*v));
-    if (v == NULL)
-        return TROUPE_ENOMEM;
-    op->uq = v;
-    v[op->nuq].index_id = id;
-    v[op->nuq].len = vlen;
-    v[op->nuq].vals = troupe_malloc(vlen ? vlen : 1);
-    if (v[op->nuq].vals == NULL)
-        return TROUPE_ENOMEM;
-    memcpy(v[op->nuq].vals, key, vlen);
-    op->nuq++;
-    return TROUPE_OK;
-}
-
-static void
-uniq_free(wop *op)
-{
-    for (size_t i = 0; i < op->nuq; i++)
-        troupe_free(op->uq[i].vals);
-    troupe_free(op->uq);
-    op->uq = NULL;
-    op->nuq = 0;
-}
-
-/* The new row, its index entries and manifest into op->batch. */
-static troupe_err
-prepare_put(wop *op, troupe_batch *b, const void *old_doc, size_t old_len,
-            bool live, const uint8_t *suffix, size_t slen, int64_t now)
-{
-    const tschema *s = op->cfg.schema;
-    const void *created = NULL;
-    size_t clen = 0;
-    bool reindex = op->kind == TABLE_REINDEX;
-    if (live && op->kind != TABLE_INSERT)
-        find_created(old_doc, old_len, &created, &clen);
-    troupe_packer p;
-    troupe_pack_init(&p);
-    size_t off = 0, elen = 0;
-    const unsigned char *env;
-    troupe_err e = TROUPE_OK;
-    if (reindex) { /* the stored document, as it is */
-        env = old_doc;
-        elen = old_len;
-    } else {
-        troupe_pack_array(&p, 3);
-        troupe_pack_uint(&p, 1);
-        troupe_pack_int(&p, op->expires);
-        troupe_pack_data(&p, &off);
-        if (op->nostamp)
-            troupe_pack_raw(&p, op->doc, op->dlen);
-        else
-            e = stamp_doc(&p, op->doc, op->dlen, created, clen, now);
-        env = troupe_pack_data(&p, &elen);
-    }
-    troupe_index_entries *ents =
-        s->n ? troupe_calloc(s->n, sizeof(*ents)) : NULL;
-    if (e == TROUPE_OK && s->n && ents == NULL)
-        e = TROUPE_ENOMEM;
-    size_t total = 0;
-    for (size_t i = 0; ents != NULL && i < s->n; i++)
-        troupe_index_entries_init(&ents[i]);
-    for (size_t i = 0; e == TROUPE_OK && i < s->n; i++) {
-        /* A table loaded from disk may name a function this process did
-         * not register (creates refuse that): it cannot maintain that
-         * index, so it writes nothing but deletes, which derive nothing. */
-        const char *fn = troupe_index_def_fn_name(s->defs[i]);
-        if (fn != NULL && !troupe_index_fn_registered(op->cfg.fns, fn)) {
-            e = TROUPE_ESTATE;
-            break;
-        }
-        e = troupe_index_derive(s->defs[i], op->cfg.fns, env + off, elen - off,
-                                op->key, op->klen, &ents[i]);
-        total += ents[i].n;
-        bool uq = troupe_index_def_unique(s->defs[i]);
-        uint64_t id = troupe_index_def_id(s->defs[i]);
-        for (size_t j = 0; e == TROUPE_OK && j < ents[i].n; j++) {
-            troupe_index_entry *x = &ents[i].v[j];
-            if (x->key_len <= slen) {
-                e = TROUPE_EPROTO;
-                break;
-            }
-            static const unsigned char nil = 0xc0;
-            e = troupe_batch_put(b, s->xcf[i], x->key, x->key_len,
-                                 x->val ? x->val : &nil,
-                                 x->val ? x->val_len : 1);
-            if (e == TROUPE_OK && uq)
-                e = unique_check(op, s->xcf[i], x->key, x->values_len, suffix,
-                                 slen);
-            if (e == TROUPE_OK && uq)
-                e = add_uniq(op, id, x->key, x->values_len);
-        }
-    }
-    /* The manifest [1, [[id, key], ...]]; a row without index keys has
-     * the constant [1, []] (no packer needed) */
-    static const unsigned char no_keys[] = {0x92, 0x01, 0x90};
-    troupe_packer m;
-    troupe_pack_init(&m);
-    if (total > 0) {
-        troupe_pack_array(&m, 2);
-        troupe_pack_uint(&m, 1);
-        troupe_pack_array(&m, (uint32_t)total);
-    }
-    for (size_t i = 0; e == TROUPE_OK && i < s->n; i++)
-        for (size_t j = 0; j < ents[i].n; j++) {
-            troupe_pack_array(&m, 2);
-            troupe_pack_uint(&m, troupe_index_def_id(s->defs[i]));
-            troupe_pack_bin(&m, ents[i].v[j].key, ents[i].v[j].key_len);
-        }
-    if (e == TROUPE_OK)
-        e = m.err != TROUPE_OK ? m.err : p.err;
-    if (e == TROUPE_OK && !reindex)
-        e = troupe_batch_put(b, op->cfg.cf_t, op->key, op->klen, env, elen);
-    if (e == TROUPE_OK) {
-        size_t mlen = sizeof(no_keys);
-        const void *md = total > 0 ? troupe_pack_data(&m, &mlen) : no_keys;
-        e = troupe_batch_put(b, op->cfg.cf_m, op->key, op->klen, md, mlen);
-    }
-    for (size_t i = 0; ents != NULL && i < s->n; i++)
-        troupe_index_entries_fini(&ents[i]);
-    troupe_free(ents);
-    troupe_pack_fini(&m);
-    troupe_pack_fini(&p);
-    return e;
-}
-
-static troupe_err
-prepare(wop *op)
-{
-    int64_t now = op->cfg.clock(op->cfg.clock_ctx);
-    void *row = NULL, *man = NULL;
-    size_t rlen = 0, mlen = 0, nold = 0;
-    mentry *old = NULL;
-    troupe_batch *b = NULL;
-    troupe_key_writer kw;
-    troupe_key_writer_init(&kw);
-    const uint8_t *suffix = NULL;
-    size_t slen = 0;
-    troupe_err e = TROUPE_OK;
-    troupe_err er = TROUPE_ENOENT, em = TROUPE_ENOENT;
-    if (e == TROUPE_OK && op->cached) {
-        er = troupe_db_get_cached(op->cfg.db, op->cfg.cf_t, op->key, op->klen,
-                                  &row, &rlen);
-        em = er == TROUPE_EAGAIN
-                 ? er
-                 : troupe_db_get_cached(op->cfg.db, op->cfg.cf_m, op->key,
-                                        op->klen, &man, &mlen);
-    } else if (e == TROUPE_OK) {
-        er = troupe_db_get(op->cfg.db, op->cfg.cf_t, NULL, op->key, op->klen,
-                           &row, &rlen);
-        em = troupe_db_get(op->cfg.db, op->cfg.cf_m, NULL, op->key, op->klen,
-                           &man, &mlen);
-    }
-    if (e == TROUPE_OK) {
-        if (er != TROUPE_OK && er != TROUPE_ENOENT)
-            e = er;
-        else if (em != TROUPE_OK && em != TROUPE_ENOENT)
-            e = em;
-        else if ((er == TROUPE_OK) != (em == TROUPE_OK))
-            e = TROUPE_ECORRUPT; /* missing or orphaned manifest */
-    }
-    /* The encoded primary key that ends every index key and manifest
-     * entry of this row: needed for an old manifest or for indexes (a
-     * fresh row of a table without indexes has neither). */
-    if (e == TROUPE_OK && (er == TROUPE_OK || op->cfg.schema->n > 0)) {
-        e = troupe_key_put_bytes(&kw, op->key, op->klen);
-        if (e == TROUPE_OK)
-            e = troupe_key_writer_finish(&kw, &suffix, &slen);
-    }
-    int64_t exp = 0;
-    const void *old_doc = NULL;
-    size_t old_len = 0;
-    bool live = false;
-    if (e == TROUPE_OK && er == TROUPE_OK) {
-        e = troupe__envelope_parse(row, rlen, &exp, &old_doc, &old_len);
-        if (e == TROUPE_OK)
-            e = troupe__manifest_parse(man, mlen, suffix, slen, &old, &nold);
-        live = troupe__row_live(exp, now);
-    }
-    if (e == TROUPE_OK) {
-        if (op->kind == TABLE_INSERT && live)
-            e = TROUPE_EEXIST;
-        else if ((op->kind == TABLE_UPDATE || op->kind == TABLE_DELETE) &&
-                 !live)
-            e = TROUPE_ENOENT;
-        else if (op->kind == TROUPE__PART_ABSENT && live)
-            e = TROUPE_EEXIST;
-    }
-    if (e == TROUPE_OK && (op->kind == TROUPE__PART_ABSENT ||
-                           (op->kind == TROUPE__PART_DEL_ANY && !live)))
-        goto out; /* nothing to write */
-    if (e == TROUPE_OK && op->kind == TABLE_REINDEX && er == TROUPE_ENOENT)
-        goto out; /* deleted since the build listed it: nothing to do */
-    if (e == TROUPE_OK && op->kind == TABLE_PURGE_OP &&
-        (er == TROUPE_ENOENT || live))
-        goto out; /* gone, or rewritten since the scan: not expired now */
-    if (e == TROUPE_OK && op->ext)
-        b = op->batch; /* the transaction's one batch, borrowed */
-    else if (e == TROUPE_OK)
-        e = troupe_commit_batch(op->cfg.commit, &b);
-    for (size_t i = 0; e == TROUPE_OK && i < nold; i++) {
-        troupe_cf *xcf = schema_cf(op->cfg.schema, old[i].id, NULL);
-        if (xcf != NULL) /* else the index is gone with its family */
-            e = troupe_batch_delete(b, xcf, old[i].key, old[i].len);
-    }
-    if (e == TROUPE_OK &&
-        (op->kind == TABLE_DELETE || op->kind == TROUPE__PART_DEL_ANY ||
-         op->kind == TABLE_PURGE_OP)) {
-        e = troupe_batch_delete(b, op->cfg.cf_t, op->key, op->klen);
-        if (e == TROUPE_OK)
-            e = troupe_batch_delete(b, op->cfg.cf_m, op->key, op->klen);
-        op->purge_hit = op->kind == TABLE_PURGE_OP && e == TROUPE_OK;
-    } else if (e == TROUPE_OK) {
-        e = prepare_put(op, b, old_doc, old_len, live, suffix, slen, now);
-    }
-    if (e == TROUPE_OK) {
-        op->batch = b;
-        b = NULL;
-    }
-out:
-    if (!op->ext)
-        troupe_batch_destroy(b);
-    troupe_free(old);
-    troupe_free(row);
-    troupe_free(man);
-    troupe_key_writer_fini(&kw);
-    return e;
-}
-
-static void
-prep_work(void *arg)
-{
-    wop *op = arg;
-    op->err = prepare(op);
-}
-
-static void
-wop_free(wop *op)
-{
-    if (!op->ext)
-        troupe_batch_destroy(op->batch);
-    uniq_free(op);
-    troupe__tschema_release(op->cfg.schema);
-    troupe_free(op);
-}
-
-/* The actor is gone before the prepared write reached it: nothing was
- * submitted, so nothing is written. */
-static void
-prep_drop(void *arg)
-{
-    wop *op = arg;
-    troupe_runtime_reply(op->rt, op->asker, op->corr, TROUPE_ECLOSED, NULL);
-    wop_free(op);
-}
-
-/* ---- per-key locks (actor thread) -------------------------------------- */
-
-static klock **
-lock_slot(tstate *s, const void *key, size_t klen)
-{
-    klock **pp = &s->buckets[troupe__fnv1a64(key, klen) & (s->nbuckets - 1)];
-    while (*pp != NULL &&
-           ((*pp)->klen != klen || memcmp((*pp)->key, key, klen)))
-        pp = &(*pp)->next;
-    return pp;
-}
-
-static void
-start_op(troupe_actor *self, tstate *s, wop *op);
-static void
-build_op_done(troupe_actor *self, tstate *s, troupe_err err);
-static void
-build_step(troupe_actor *self, tstate *s);
 static void
 purge_op_done(troupe_actor *self, tstate *s, troupe_err err, bool hit);
-
-/* l runs no write: unless a read reservation holds writes back, starts
- * its next waiting write, or frees l when none waits. */
-static void
-lock_advance(troupe_actor *self, tstate *s, klock *l)
-{
-    if (l->rsv > 0)
-        return;
-    wop *next = l->whead;
-    if (next == NULL) {
-        klock **pp = lock_slot(s, l->key, l->klen);
-        *pp = l->next;
-        troupe_free(l);
-        return;
-    }
-    l->whead = next->next;
-    if (l->whead == NULL)
-        l->wtail = NULL;
-    l->running = next;
-    start_op(self, s, next);
-}
-
-/* The running write of a key is done: answer it unless the pipeline
- * already did, and start the next write of that key. */
-static void
-release_inner(troupe_actor *self, tstate *s, wop *op, bool answered)
-{
-    if (!answered)
-        troupe_runtime_reply(op->rt, op->asker, op->corr, op->err, NULL);
-    klock *l = op->lock;
-    if (op->counted) {
-        s->nrunning--;
-        if (op->gen != s->gen)
-            s->old_running--;
-    }
-    bool build = op->build;
-    troupe_err berr = op->err;
-    wop_free(op);
-    if (build)
-        build_op_done(self, s, berr);
-    else if (s->build != NULL && !s->build->started)
-        build_step(self, s);
-    l->running = NULL;
-    lock_advance(self, s, l);
-}
-
-/* A purge pass hears of its op only once the key's next write started,
- * so a pass that ends here never sees the actor idle while a write of
- * that key still waits. */
-static void
-release_and_next(troupe_actor *self, tstate *s, wop *op, bool answered)
-{
-    bool purge = op->kind == TABLE_PURGE_OP, hit = op->purge_hit;
-    troupe_err err = op->err;
-    release_inner(self, s, op, answered);
-    if (purge)
-        purge_op_done(self, s, err, hit);
-}
-
-/* Whether op may be prepared on the actor's thread: a plain write whose
- * reads may all hit memory, with no unique index (its check scans) and no
- * function index (a host callback, which may block). */
-static bool
-prepare_here(const tstate *s, const wop *op)
-{
-    if (s->inlining || s->closing || op->ext ||
-        (op->kind != TABLE_INSERT && op->kind != TABLE_UPDATE &&
-         op->kind != TABLE_UPSERT && op->kind != TABLE_DELETE))
-        return false;
-    const tschema *sc = op->cfg.schema;
-    for (size_t i = 0; i < sc->n; i++)
-        if (troupe_index_def_unique(sc->defs[i]) ||
-            troupe_index_def_fn_name(sc->defs[i]) != NULL)
-            return false;
-    return true;
-}
-
-static troupe_err
-prep_done(troupe_actor *self, tstate *s, wop *op);
-
-static void
-start_op(troupe_actor *self, tstate *s, wop *op)
-{
-    /* Prepare with the current schema, also after waiting or parking. */
-    if (op->cfg.schema != s->cfg.schema) {
-        troupe__tschema_release(op->cfg.schema);
-        op->cfg.schema = troupe__tschema_retain(s->cfg.schema);
-    }
-    if (!op->counted) {
-        op->counted = true;
-        s->nrunning++;
-    } else if (op->gen != s->gen) {
-        s->old_running--;
-    }
-    op->gen = s->gen;
-    op->cseq0 = s->cseq;
-    if (prepare_here(s, op)) {
-        /* Prepared on this thread from memory: no worker round trip. Not
-         * nested (a failed write starts the next one of its key, which
-         * then goes to a worker), so the stack stays flat. */
-        s->inlining = true;
-        op->cached = true;
-        troupe_err pe = prepare(op);
-        op->cached = false;
-        if (pe != TROUPE_EAGAIN) {
-            op->err = pe;
-            prep_done(self, s, op);
-            s->inlining = false;
-            return;
-        }
-        s->inlining = false;
-    }
-    /* declared: the request it holds; the batch it builds is bounded by
-     * the storage limits and held only while a worker runs it */
-    troupe_err e = troupe_work_submit_in(
-        self, TROUPE_LANE_STORAGE, sizeof(*op) + op->klen + op->dlen, prep_work,
-        op, TABLE_PREP_DONE, prep_drop);
-    if (e != TROUPE_OK) {
-        op->err = e;
-        release_and_next(self, s, op, false);
-    }
-}
-
-/* ---- handlers ---------------------------------------------------------- */
-
-static troupe_err
-enqueue(troupe_actor *self, tstate *s, uint32_t kind, const void *key,
-        size_t klen, const void *doc, size_t dlen, int64_t expires,
-        troupe_sync sync, bool nostamp, troupe_addr asker, uint64_t corr,
-        bool build);
-static troupe_err
-attach(troupe_actor *self, tstate *s, wop *op);
-
-static troupe_err
-h_write(troupe_actor *self, void *st, const troupe_msg *m)
-{
-    tstate *s = st;
-    troupe_reader r;
-    const void *key, *doc = NULL;
-    size_t klen, dlen = 0;
-    int64_t expires = 0;
-    uint32_t sync = 0;
-    bool del = m->kind == TABLE_DELETE, stamp = true;
-    troupe_reader_init_msg(&r, m);
-    troupe_read_array_n(&r, del ? 2 : 5);
-    troupe_read_bin(&r, TROUPE_KEY_MAX, &key, &klen);
-    if (!del) {
-        if (r.err == TROUPE_OK && troupe_read_peek(&r) != TROUPE_MP_MAP)
-            r.err = TROUPE_EPROTO;
-        troupe_read_raw(&r, &doc, &dlen);
-        troupe_read_int(&r, &expires);
-    }
-    troupe_read_u32(&r, &sync);
-    if (!del)
-        troupe_read_bool(&r, &stamp);
-    troupe_err e = troupe_read_end(&r);
-    if (e == TROUPE_OK && (klen == 0 || expires < 0 || sync > TROUPE_SYNC_OFF))
-        e = TROUPE_EPROTO;
-    if (e == TROUPE_OK && s->closing)
-        e = TROUPE_ECLOSED;
-    if (e != TROUPE_OK) {
-        troupe_runtime_reply(troupe_actor_runtime(self), m->from, m->corr, e,
-                             NULL);
-        return TROUPE_OK;
-    }
-    e = enqueue(self, s, m->kind, key, klen, doc, dlen, expires,
-                (troupe_sync)sync, !stamp, m->from, m->corr, false);
-    if (e != TROUPE_OK)
-        troupe_runtime_reply(troupe_actor_runtime(self), m->from, m->corr, e,
-                             NULL);
-    return TROUPE_OK;
-}
-
-/* A new write behind its key's lock; ENOMEM when it cannot be queued. */
-static troupe_err
-enqueue(troupe_actor *self, tstate *s, uint32_t kind, const void *key,
-        size_t klen, const void *doc, size_t dlen, int64_t expires,
-        troupe_sync sync, bool nostamp, troupe_addr asker, uint64_t corr,
-        bool build)
-{
-    wop *op = troupe_calloc(1, sizeof(*op) + klen + dlen);
-    if (op == NULL)
-        return TROUPE_ENOMEM;
-    op->rt = troupe_actor_runtime(self);
-    op->self = troupe_self(self);
-    op->asker = asker;
-    op->corr = corr;
-    op->kind = kind;
-    op->build = build;
-    op->sync = sync;
-    op->nostamp = nostamp;
-    op->expires = expires;
-    op->cfg = s->cfg;
-    troupe__tschema_retain(op->cfg.schema);
-    op->key = (unsigned char *)(op + 1);
-    op->klen = klen;
-    memcpy(op->key, key, klen);
-    op->doc = op->key + klen;
-    op->dlen = dlen;
-    if (dlen)
-        memcpy(op->doc, doc, dlen);
-    troupe_err e = attach(self, s, op);
-    if (e != TROUPE_OK)
-        wop_free(op);
-    return e;
-}
-
-static bool
-in_rsv_range(const tstate *s, const void *key, size_t klen);
-static klock *
-lock_get(tstate *s, const void *key, size_t klen);
-
-/* Queues op behind its key's lock (or behind a reserved range that holds
- * its key) and starts it when nothing holds the key. */
-static troupe_err
-attach(troupe_actor *self, tstate *s, wop *op)
-{
-    op->next = NULL;
-    if (in_rsv_range(s, op->key, op->klen)) {
-        if (s->rwait_tail == NULL)
-            s->rwait_head = op;
-        else
-            s->rwait_tail->next = op;
-        s->rwait_tail = op;
-        return TROUPE_OK;
-    }
-    klock *l = lock_get(s, op->key, op->klen);
-    if (l == NULL)
-        return TROUPE_ENOMEM;
-    op->lock = l;
-    if (l->running == NULL && l->rsv == 0) {
-        l->running = op;
-        start_op(self, s, op);
-    } else if (l->wtail == NULL) {
-        l->whead = l->wtail = op;
-    } else {
-        l->wtail->next = op;
-        l->wtail = op;
-    }
-    return TROUPE_OK;
-}
-
-static void
-on_commit(troupe_err err, void *arg)
-{
-    wop *op = arg;
-    if (op->kind == TABLE_PURGE_OP)
-        op->err = err; /* counted by purge_op_done */
-    if (!op->build && op->cfg.vers != NULL) {
-        atomic_store(&op->cms, op->cfg.clock(op->cfg.clock_ctx));
-        /* the writer thread may block: a version below the durable
-         * floor, always */
-        atomic_store(&op->cver, troupe__vers_take(op->cfg.vers));
-    }
-    /* The actor hears first, so that whatever the caller asks it after
-     * the reply finds this write's version recorded. The op is the
-     * actor's once sent: copy what the reply needs. */
-    troupe_runtime *rt = op->rt;
-    troupe_addr asker = op->asker;
-    uint64_t corr = op->corr;
-    troupe_msg *m = NULL;
-    if (troupe_msg_create(&m, TABLE_COMMIT_DONE, NULL, 0) == TROUPE_OK) {
-        m->ptr = op;
-        if (troupe_runtime_send(rt, op->self, &m) == TROUPE_OK) {
-            troupe_runtime_reply(rt, asker, corr, err, NULL);
-            return;
-        }
-    }
-    /* The actor is gone (its locks with it), or no memory: only the op is
-     * left to free. */
-    troupe_runtime_reply(rt, asker, corr, err, NULL);
-    wop_free(op);
-}
-
-static bool
-uniq_overlap(const uniq *a, size_t na, const uniq *b, size_t nb)
-{
-    for (size_t i = 0; i < na; i++)
-        for (size_t j = 0; j < nb; j++)
-            if (a[i].index_id == b[j].index_id && a[i].len == b[j].len &&
-                memcmp(a[i].vals, b[j].vals, b[j].len) == 0)
-                return true;
-    return false;
-}
-
-/* 1: a write in the pipeline claims one of op's unique values (wait for
- * its commit); 2: one committed after op's check read the index (check
- * again now); 0: neither. */
-static int
-uniq_clash(const tstate *s, const wop *op)
-{
-    for (const wop *o = s->inflight; o != NULL; o = o->inext)
-        if (uniq_overlap(op->uq, op->nuq, o->uq, o->nuq))
-            return 1;
-    if (op->cseq0 == s->cseq)
-        return 0;
-    if (op->cseq0 < s->clog_floor)
-        return 2;
-    for (const clog *c = s->clog; c != NULL && c->seq > op->cseq0; c = c->next)
-        if (uniq_overlap(op->uq, op->nuq, c->uq, c->nuq))
-            return 2;
-    return 0;
-}
-
-static void
-clog_free(clog *c)
-{
-    for (size_t i = 0; i < c->nuq; i++)
-        troupe_free(c->uq[i].vals);
-    troupe_free(c->uq);
-    troupe_free(c);
-}
-
-/* Remembers op's unique values as committed (moved out of op). */
-static void
-clog_add(tstate *s, wop *op)
-{
-    s->cseq++;
-    clog *c = troupe_malloc(sizeof(*c));
-    if (c == NULL) {
-        s->clog_floor = s->cseq; /* forget: everyone older checks again */
-        return;
-    }
-    c->seq = s->cseq;
-    c->uq = op->uq;
-    c->nuq = op->nuq;
-    op->uq = NULL;
-    op->nuq = 0;
-    c->next = s->clog;
-    s->clog = c;
-    if (++s->nclog > CLOG_MAX) {
-        clog **pp = &s->clog;
-        while ((*pp)->next != NULL)
-            pp = &(*pp)->next;
-        s->clog_floor = (*pp)->seq;
-        clog_free(*pp);
-        *pp = NULL;
-        s->nclog--;
-    }
-}
-
-static void
-clog_clear(tstate *s)
-{
-    while (s->clog != NULL) {
-        clog *c = s->clog;
-        s->clog = c->next;
-        clog_free(c);
-    }
-    s->nclog = 0;
-    s->clog_floor = s->cseq;
-}
-
-static troupe_err
-prep_done(troupe_actor *self, tstate *s, wop *op);
-static void
-retry_deferred(troupe_actor *self, tstate *s);
-static void
-retry_qdeferred(troupe_actor *self, tstate *s);
 
 /* An internal kind (a completion or a request from the data layer) that
  * came without its payload: these kinds are local-only, so only a local
  * sender's mistake can make one. Answered, never followed. */
-static troupe_err
-no_payload(troupe_actor *self, const troupe_msg *m)
+troupe_err
+troupe__table_no_payload(troupe_actor *self, const troupe_msg *m)
 {
     troupe_reply_error(self, m, TROUPE_EINVAL);
-    return TROUPE_OK;
-}
-
-static troupe_err
-h_prep_done(troupe_actor *self, void *st, const troupe_msg *m)
-{
-    tstate *s = st;
-    if (m->ptr == NULL)
-        return no_payload(self, m);
-    prep_done(self, s, m->ptr);
-    check_quiesced(s);
-    return TROUPE_OK;
-}
-
-static troupe_err
-prep_done(troupe_actor *self, tstate *s, wop *op)
-{
-    if (op->err != TROUPE_OK || op->batch == NULL) {
-        release_and_next(self, s, op, false);
-        return TROUPE_OK;
-    }
-    int clash = op->nuq > 0 ? uniq_clash(s, op) : 0;
-    if (clash != 0) {
-        troupe_batch_destroy(op->batch);
-        op->batch = NULL;
-        uniq_free(op);
-        if (clash == 2) {
-            start_op(self, s, op);
-            return TROUPE_OK;
-        }
-        op->pnext = s->parked;
-        s->parked = op;
-        return TROUPE_OK;
-    }
-    troupe_err e = troupe_commit_submit(op->cfg.commit, &op->batch, op->sync,
-                                        on_commit, op);
-    if (e != TROUPE_OK) {
-        op->err = e;
-        release_and_next(self, s, op, false);
-        return TROUPE_OK;
-    }
-    if (op->nuq > 0) {
-        op->inext = s->inflight;
-        s->inflight = op;
-    }
-    return TROUPE_OK;
-}
-
-static troupe_err
-h_commit_done(troupe_actor *self, void *st, const troupe_msg *m)
-{
-    tstate *s = st;
-    wop *op = m->ptr;
-    if (op == NULL)
-        return no_payload(self, m);
-    for (wop **pp = &s->inflight; *pp != NULL; pp = &(*pp)->inext)
-        if (*pp == op) {
-            *pp = op->inext;
-            break;
-        }
-    if (op->nuq > 0)
-        clog_add(s, op);
-    if (!op->build && atomic_load(&op->cver) != 0)
-        vmap_publish(s, op->key, op->klen, atomic_load(&op->cver),
-                     atomic_load(&op->cms), false);
-    release_and_next(self, s, op, true);
-    if (s->nrunning == 0)
-        clog_clear(s); /* nobody can have read before those commits */
-    retry_deferred(self, s);
-    retry_qdeferred(self, s);
-    /* The winner's entries are readable now: parked writes check again. */
-    wop *p = s->parked;
-    s->parked = NULL;
-    while (p != NULL) {
-        wop *nx = p->pnext;
-        p->err = TROUPE_OK;
-        start_op(self, s, p);
-        p = nx;
-    }
-    check_quiesced(s);
     return TROUPE_OK;
 }
 
@@ -1336,14 +137,14 @@ build_finish(tstate *s, troupe_err err)
     troupe__tables_build_done(b, err);
 }
 
-static void
-build_step(troupe_actor *self, tstate *s)
+void
+troupe__build_step(troupe_actor *self, tstate *s)
 {
     tbuild *b = s->build;
     if (b == NULL || b->scanning || b->outstanding > 0)
         return;
     if (!b->started) {
-        if (s->old_running > 0)
+        if (s->writes.old_running > 0)
             return; /* writes of an older schema still running */
         b->started = true;
     }
@@ -1383,7 +184,14 @@ build_op_done(troupe_actor *self, tstate *s, troupe_err err)
     if (err != TROUPE_OK && b->err == TROUPE_OK)
         b->err = err;
     if (--b->outstanding == 0)
-        build_step(self, s);
+        troupe__build_step(self, s);
+}
+
+/* A reindex op ended (its wop.done). */
+static void
+build_op_release(troupe_actor *self, tstate *s, wop *op)
+{
+    build_op_done(self, s, op->err);
 }
 
 static troupe_err
@@ -1393,7 +201,7 @@ h_build_keys(troupe_actor *self, void *st, const troupe_msg *m)
     kjob *j = m->ptr;
     tbuild *b = s->build;
     if (j == NULL)
-        return no_payload(self, m);
+        return troupe__table_no_payload(self, m);
     if (b == NULL) {
         kjob_free(j);
         return TROUPE_OK;
@@ -1403,7 +211,7 @@ h_build_keys(troupe_actor *self, void *st, const troupe_msg *m)
         troupe_err e = b->err != TROUPE_OK ? b->err : j->err;
         kjob_free(j);
         build_finish(s, e);
-        check_quiesced(s);
+        troupe__table_check_quiesced(s);
         return TROUPE_OK;
     }
     const troupe_page *pg = j->page;
@@ -1419,9 +227,14 @@ h_build_keys(troupe_actor *self, void *st, const troupe_msg *m)
     /* Count them all first: an op may finish inside enqueue. */
     b->outstanding = pg->n + 1;
     for (size_t i = 0; i < pg->n; i++) {
-        troupe_err e = enqueue(
-            self, s, TABLE_REINDEX, pg->items[i].key, pg->items[i].key_len,
-            NULL, 0, 0, TROUPE_SYNC_DEFAULT, false, TROUPE_ADDR_NONE, 0, true);
+        wop *op = troupe__wop_new(self, s, TABLE_REINDEX, pg->items[i].key,
+                                  pg->items[i].key_len, NULL, 0, 0, false);
+        troupe_err e = TROUPE_ENOMEM;
+        if (op != NULL) {
+            op->build = true;
+            op->done = build_op_release;
+            e = troupe__write_enqueue(self, s, op);
+        }
         if (e != TROUPE_OK)
             build_op_done(self, s, e);
     }
@@ -1436,11 +249,11 @@ h_switch(troupe_actor *self, void *st, const troupe_msg *m)
     tstate *s = st;
     tswitch *sw = m->ptr;
     if (sw == NULL)
-        return no_payload(self, m);
+        return troupe__table_no_payload(self, m);
     troupe__tschema_release(s->cfg.schema);
     s->cfg.schema = sw->schema;
-    s->gen++;
-    s->old_running = s->nrunning;
+    s->writes.gen++;
+    s->writes.old_running = s->writes.nrunning;
     if (sw->build != NULL) {
         if (s->build != NULL) /* one at a time: the catalog ensures it */
             troupe__tables_build_done(sw->build, TROUPE_EBUSY);
@@ -1448,7 +261,7 @@ h_switch(troupe_actor *self, void *st, const troupe_msg *m)
             s->build = sw->build;
     }
     troupe_free(sw);
-    build_step(self, s);
+    troupe__build_step(self, s);
     return TROUPE_OK;
 }
 
@@ -1520,7 +333,7 @@ h_read_flush(troupe_actor *self, void *st, const troupe_msg *m)
 {
     tstate *s = st;
     if (m->ptr != s) /* only the flush h_read sent counts */
-        return no_payload(self, m);
+        return troupe__table_no_payload(self, m);
     rjob *list = s->rq_head;
     s->rq_head = s->rq_tail = NULL;
     s->rq_flush_sent = false;
@@ -1545,7 +358,7 @@ h_read_flush(troupe_actor *self, void *st, const troupe_msg *m)
         }
     }
     s->nreads--; /* the flush itself */
-    check_quiesced(s);
+    troupe__table_check_quiesced(s);
     return TROUPE_OK;
 }
 
@@ -1605,10 +418,10 @@ h_read_done(troupe_actor *self, void *st, const troupe_msg *m)
 {
     tstate *s = st;
     if (m->ptr == NULL)
-        return no_payload(self, m);
+        return troupe__table_no_payload(self, m);
     rjob_free(m->ptr);
     s->nreads--;
-    check_quiesced(s);
+    troupe__table_check_quiesced(s);
     return TROUPE_OK;
 }
 
@@ -1623,7 +436,7 @@ h_quiesce(troupe_actor *self, void *st, const troupe_msg *m)
     tstate *s = st;
     tquiesce *q = m->ptr;
     if (q == NULL)
-        return no_payload(self, m);
+        return troupe__table_no_payload(self, m);
     s->closing = true;
     if (s->build != NULL && s->build->err == TROUPE_OK)
         s->build->err = TROUPE_ECLOSED; /* winds down at its next step */
@@ -1635,7 +448,7 @@ h_quiesce(troupe_actor *self, void *st, const troupe_msg *m)
     s->quiesced = q->fn;
     s->quiesced_arg = q->arg;
     troupe_free(q);
-    check_quiesced(s);
+    troupe__table_check_quiesced(s);
     return TROUPE_OK;
 }
 
@@ -1735,90 +548,12 @@ tpart_free(tpart *tp)
 {
     for (size_t i = 0; i < tp->nops; i++)
         if (tp->ops[i] != NULL)
-            wop_free(tp->ops[i]);
+            troupe__wop_free(tp->ops[i]);
     troupe_free(tp->ops);
     troupe_free(tp->rlocks);
-    troupe_free(tp->ranges);
+    troupe_free(tp->rsv.v);
     troupe__ttxn_release(tp->sh);
     troupe_free(tp);
-}
-
-static bool
-range_has(const ttxn_range *r, const void *key, size_t klen)
-{
-    if (r->start != NULL && troupe_key_cmp(key, klen, r->start, r->slen) < 0)
-        return false;
-    return r->end == NULL || troupe_key_cmp(key, klen, r->end, r->elen) < 0;
-}
-
-static bool
-in_rsv_range(const tstate *s, const void *key, size_t klen)
-{
-    for (int w = 0; w < 2; w++)
-        for (const tpart *tp = w ? s->tpwork : s->tparts; tp != NULL;
-             tp = tp->next)
-            for (size_t i = 0; i < tp->nrg; i++)
-                if (range_has(&tp->ranges[i], key, klen))
-                    return true;
-    return false;
-}
-
-/* Writes that waited for reserved ranges try again. */
-static void
-rwait_retry(troupe_actor *self, tstate *s)
-{
-    wop *w = s->rwait_head;
-    s->rwait_head = s->rwait_tail = NULL;
-    while (w != NULL) {
-        wop *nx = w->next;
-        if (attach(self, s, w) != TROUPE_OK) {
-            bool build = w->build, purge = w->kind == TABLE_PURGE_OP;
-            troupe_runtime_reply(w->rt, w->asker, w->corr, TROUPE_ENOMEM, NULL);
-            wop_free(w);
-            if (build)
-                build_op_done(self, s, TROUPE_ENOMEM);
-            else if (purge)
-                purge_op_done(self, s, TROUPE_ENOMEM, false);
-        }
-        w = nx;
-    }
-}
-
-static klock *
-lock_get(tstate *s, const void *key, size_t klen)
-{
-    klock **pp = lock_slot(s, key, klen);
-    if (*pp == NULL) {
-        klock *l = troupe_calloc(1, sizeof(*l) + klen);
-        if (l == NULL)
-            return NULL;
-        l->klen = klen;
-        memcpy(l->key, key, klen);
-        *pp = l;
-    }
-    return *pp;
-}
-
-/* Drops one read reservation; starts a write that waited for it. */
-static void
-rsv_release(troupe_actor *self, tstate *s, klock *l)
-{
-    if (--l->rsv > 0 || l->running != NULL)
-        return;
-    lock_advance(self, s, l);
-}
-
-static void
-restart_parked(troupe_actor *self, tstate *s)
-{
-    wop *p = s->parked;
-    s->parked = NULL;
-    while (p != NULL) {
-        wop *nx = p->pnext;
-        p->err = TROUPE_OK;
-        start_op(self, s, p);
-        p = nx;
-    }
 }
 
 /* Ends tp's part here: publishes version `ver` of its writes when
@@ -1833,6 +568,7 @@ tpart_end(troupe_actor *self, tstate *s, tpart *tp, bool publish, uint64_t ver)
             *pp = tp->next;
             break;
         }
+    troupe__locks_unreserve(s, &tp->rsv);
     tp->onwork = false;
     if (tp->timed)
         troupe_timer_cancel(self, tp->timer);
@@ -1843,64 +579,28 @@ tpart_end(troupe_actor *self, tstate *s, tpart *tp, bool publish, uint64_t ver)
         if (op == NULL)
             continue;
         tp->ops[i] = NULL;
-        for (wop **pp = &s->inflight; *pp != NULL; pp = &(*pp)->inext)
-            if (*pp == op) {
-                *pp = op->inext;
-                break;
-            }
+        troupe__write_inflight_remove(s, op);
         if (publish) {
             if (op->nuq > 0)
-                clog_add(s, op);
-            vmap_publish(s, op->key, op->klen, ver,
-                         s->cfg.clock(s->cfg.clock_ctx), false);
+                troupe__write_clog_add(s, op);
+            troupe__keyvers_publish(s, op->key, op->klen, ver,
+                                    s->cfg.clock(s->cfg.clock_ctx), false);
         }
         op->batch = NULL;
-        release_and_next(self, s, op, true);
+        troupe__write_release(self, s, op, true);
     }
     for (size_t i = 0; i < tp->nr; i++)
-        rsv_release(self, s, tp->rlocks[i]);
+        troupe__locks_rsv_release(self, s, tp->rlocks[i]);
     tp->nr = 0;
-    bool ranged = tp->nrg > 0;
+    bool ranged = tp->rsv.n > 0;
     tpart_free(tp);
     if (ranged)
-        rwait_retry(self, s);
-    retry_qdeferred(self, s);
-    if (s->nrunning == 0)
-        clog_clear(s);
-    restart_parked(self, s);
-    check_quiesced(s);
-}
-
-typedef struct kref {
-    const unsigned char *k;
-    size_t n;
-    uint32_t kinds; /* TROUPE__PART_* bits */
-} kref;
-
-/* A growing list of conflicting keys (borrowed bytes). */
-typedef struct kset {
-    kref *v;
-    size_t n;
-    size_t cap;
-    troupe_err err;
-} kset;
-
-static void
-kset_add(kset *ks, const void *k, size_t n, uint32_t kinds)
-{
-    if (ks->err != TROUPE_OK)
-        return;
-    if (ks->n == ks->cap) {
-        size_t cap = ks->cap ? ks->cap * 2 : 16;
-        kref *v = troupe_realloc(ks->v, cap * sizeof(*v));
-        if (v == NULL) {
-            ks->err = TROUPE_ENOMEM;
-            return;
-        }
-        ks->v = v;
-        ks->cap = cap;
-    }
-    ks->v[ks->n++] = (kref){k, n, kinds};
+        troupe__locks_rwait_retry(self, s);
+    troupe__qver_retry(self, s);
+    if (s->writes.nrunning == 0)
+        troupe__write_clog_clear(s);
+    troupe__write_restart_parked(self, s);
+    troupe__table_check_quiesced(s);
 }
 
 static void
@@ -1928,7 +628,7 @@ tprep_work(void *arg)
 {
     tpart *tp = arg;
     for (size_t i = 0; i < tp->nops && tp->err == TROUPE_OK; i++)
-        tp->err = tp->ops[i]->err = prepare(tp->ops[i]);
+        tp->err = tp->ops[i]->err = troupe__prepare(tp->ops[i]);
 }
 
 /* The actor is gone before the prepared part reached it (its locks went
@@ -1956,8 +656,8 @@ static void
 txn_prepare(troupe_actor *self, tstate *s, ttxn_prep *p, troupe_addr asker,
             uint64_t corr);
 
-static void
-retry_deferred(troupe_actor *self, tstate *s)
+void
+troupe__parts_retry(troupe_actor *self, tstate *s)
 {
     tdefer *d = s->deferred;
     s->deferred = NULL;
@@ -1975,43 +675,8 @@ retry_deferred(troupe_actor *self, tstate *s)
 static void
 range_conflicts(const tstate *s, const ttxn_range *r, uint64_t seq0, kset *ks)
 {
-    static const unsigned char zero = 0;
-    if (s->vfloor > seq0) { /* forgotten versions: assume a change */
-        if (r->start != NULL)
-            kset_add(ks, r->start, r->slen, TROUPE__PART_STALE);
-        else
-            kset_add(ks, &zero, 1, TROUPE__PART_STALE);
-        return;
-    }
-    for (size_t b = 0; b < s->vnb; b++)
-        for (const vent *v = s->vmap[b]; v != NULL; v = v->next)
-            if (v->ver > seq0 && range_has(r, v->key, v->klen)) {
-                const klock *l = *lock_slot((tstate *)s, v->key, v->klen);
-                bool held =
-                    l != NULL && (l->whead != NULL ||
-                                  (l->running != NULL &&
-                                   (l->running->ext ||
-                                    atomic_load(&l->running->cver) == 0)));
-                kset_add(ks, v->key, v->klen,
-                         TROUPE__PART_STALE |
-                             (held ? TROUPE__PART_RESERVED : 0));
-            }
-    for (size_t b = 0; b < s->nbuckets; b++)
-        for (const klock *l = s->buckets[b]; l != NULL; l = l->next) {
-            if (!range_has(r, l->key, l->klen) ||
-                vmap_get(s, l->key, l->klen) > seq0)
-                continue; /* listed above */
-            uint32_t kinds = l->whead != NULL ? TROUPE__PART_RESERVED : 0;
-            if (l->running != NULL) {
-                uint64_t cv =
-                    l->running->ext ? 0 : atomic_load(&l->running->cver);
-                kinds |= cv == 0     ? TROUPE__PART_RESERVED
-                         : cv > seq0 ? TROUPE__PART_STALE
-                                     : 0;
-            }
-            if (kinds != 0)
-                kset_add(ks, l->key, l->klen, kinds);
-        }
+    if (!troupe__keyvers_range_stale(s, r, seq0, ks))
+        troupe__locks_range_held(s, r, seq0, ks);
 }
 
 static ttxn_range *
@@ -2076,10 +741,10 @@ txn_prepare(troupe_actor *self, tstate *s, ttxn_prep *p, troupe_addr asker,
     for (size_t i = 0; e == TROUPE_OK && i < p->n; i++) {
         const ttxn_key *k = &p->keys[i];
         bool w = k->kind != TROUPE__PART_READ;
-        klock *l = *lock_slot(s, k->key, k->klen);
+        klock *l = *troupe__locks_slot(s, k->key, k->klen);
         uint32_t c = 0;
         if (k->ver != 0) { /* a versioned read: its version, exactly */
-            uint64_t cur = vmap_get(s, k->key, k->klen);
+            uint64_t cur = troupe__keyvers_get(s, k->key, k->klen);
             if (l != NULL && l->running != NULL) {
                 uint64_t cv =
                     l->running->ext ? 0 : atomic_load(&l->running->cver);
@@ -2103,12 +768,12 @@ txn_prepare(troupe_actor *self, tstate *s, ttxn_prep *p, troupe_addr asker,
         }
         if (l != NULL && w && l->rsv > 0)
             c |= TROUPE__PART_RESERVED; /* another transaction read it */
-        if (w && in_rsv_range(s, k->key, k->klen))
+        if (w && troupe__locks_in_range(s, k->key, k->klen))
             c |= TROUPE__PART_RESERVED; /* another one scanned over it */
-        if (k->ver == 0 && vmap_get(s, k->key, k->klen) > p->seq0)
+        if (k->ver == 0 && troupe__keyvers_get(s, k->key, k->klen) > p->seq0)
             c |= TROUPE__PART_STALE;
         if (c != 0)
-            kset_add(&bad, k->key, k->klen, c);
+            troupe__kset_add(&bad, k->key, k->klen, c);
         nw += w;
         nr += !w;
     }
@@ -2144,12 +809,12 @@ txn_prepare(troupe_actor *self, tstate *s, ttxn_prep *p, troupe_addr asker,
     if (tp != NULL) {
         tp->ops = nw ? troupe_calloc(nw, sizeof(*tp->ops)) : NULL;
         tp->rlocks = nr ? troupe_calloc(nr, sizeof(*tp->rlocks)) : NULL;
-        tp->ranges = p->nranges ? ranges_copy(p->ranges, p->nranges) : NULL;
+        tp->rsv.v = p->nranges ? ranges_copy(p->ranges, p->nranges) : NULL;
         if ((nw && tp->ops == NULL) || (nr && tp->rlocks == NULL) ||
-            (p->nranges && tp->ranges == NULL)) {
+            (p->nranges && tp->rsv.v == NULL)) {
             troupe_free(tp->ops);
             troupe_free(tp->rlocks);
-            troupe_free(tp->ranges);
+            troupe_free(tp->rsv.v);
             troupe_free(tp);
             tp = NULL;
         }
@@ -2164,14 +829,15 @@ txn_prepare(troupe_actor *self, tstate *s, ttxn_prep *p, troupe_addr asker,
     tp->asker = asker;
     tp->corr = corr;
     tp->reserve_ms = p->reserve_ms ? p->reserve_ms : 30000;
-    tp->nrg = p->nranges;
+    tp->rsv.n = p->nranges;
     tp->onwork = true;
     tp->next = s->tpwork;
     s->tpwork = tp;
+    troupe__locks_reserve(s, &tp->rsv);
     /* Reserve. A lock allocation that fails undoes what was taken. */
     for (size_t i = 0; e == TROUPE_OK && i < p->n; i++) {
         const ttxn_key *k = &p->keys[i];
-        klock *l = lock_get(s, k->key, k->klen);
+        klock *l = troupe__locks_get(s, k->key, k->klen);
         if (l == NULL) {
             e = TROUPE_ENOMEM;
             break;
@@ -2181,38 +847,25 @@ txn_prepare(troupe_actor *self, tstate *s, ttxn_prep *p, troupe_addr asker,
             tp->rlocks[tp->nr++] = l;
             continue;
         }
-        wop *op = troupe_calloc(1, sizeof(*op) + k->klen + k->dlen);
+        wop *op = troupe__wop_new(self, s, k->kind, k->key, k->klen, k->doc,
+                                  k->dlen, k->expires, k->nostamp);
         if (op == NULL) {
             if (l->running == NULL && l->rsv == 0 && l->whead == NULL) {
-                klock **pp = lock_slot(s, l->key, l->klen);
+                klock **pp = troupe__locks_slot(s, l->key, l->klen);
                 *pp = l->next;
                 troupe_free(l);
             }
             e = TROUPE_ENOMEM;
             break;
         }
-        op->rt = rt;
-        op->self = troupe_self(self);
-        op->kind = k->kind;
         op->ext = true;
         op->batch = p->sh->batch;
-        op->expires = k->expires;
-        op->nostamp = k->nostamp;
-        op->cfg = s->cfg;
-        troupe__tschema_retain(op->cfg.schema);
-        op->key = (unsigned char *)(op + 1);
-        op->klen = k->klen;
-        memcpy(op->key, k->key, k->klen);
-        op->doc = op->key + k->klen;
-        op->dlen = k->dlen;
-        if (k->dlen)
-            memcpy(op->doc, k->doc, k->dlen);
         op->lock = l;
         l->running = op;
         op->counted = true;
-        s->nrunning++;
-        op->gen = s->gen;
-        op->cseq0 = s->cseq;
+        s->writes.nrunning++;
+        op->gen = s->writes.gen;
+        op->cseq0 = s->writes.cseq;
         tp->ops[tp->nops++] = op;
     }
     troupe__ttxn_prep_free(p);
@@ -2232,7 +885,7 @@ h_txn_prep_done(troupe_actor *self, void *st, const troupe_msg *m)
     tpart *tp = m->ptr;
     troupe_runtime *rt = troupe_actor_runtime(self);
     if (tp == NULL)
-        return no_payload(self, m);
+        return troupe__table_no_payload(self, m);
     for (tpart **pp = &s->tpwork; *pp != NULL; pp = &(*pp)->next)
         if (*pp == tp) {
             *pp = tp->next;
@@ -2257,9 +910,10 @@ h_txn_prep_done(troupe_actor *self, void *st, const troupe_msg *m)
         if (op->nuq == 0)
             continue;
         for (size_t j = 0; j < i; j++)
-            if (uniq_overlap(op->uq, op->nuq, tp->ops[j]->uq, tp->ops[j]->nuq))
+            if (troupe__write_uniq_overlap(op->uq, op->nuq, tp->ops[j]->uq,
+                                           tp->ops[j]->nuq))
                 e = TROUPE_ECONSTRAINT;
-        int clash = e == TROUPE_OK ? uniq_clash(s, op) : 0;
+        int clash = e == TROUPE_OK ? troupe__write_uniq_clash(s, op) : 0;
         if (clash != 0) {
             /* a write in the pipeline claims one of its unique values,
              * or one committed since the check read the index */
@@ -2281,10 +935,7 @@ h_txn_prep_done(troupe_actor *self, void *st, const troupe_msg *m)
         return TROUPE_OK;
     }
     for (size_t i = 0; i < tp->nops; i++)
-        if (tp->ops[i]->nuq > 0) {
-            tp->ops[i]->inext = s->inflight;
-            s->inflight = tp->ops[i];
-        }
+        troupe__write_inflight_add(s, tp->ops[i]);
     troupe_runtime_reply(rt, tp->asker, tp->corr, TROUPE_OK, NULL);
     return TROUPE_OK;
 }
@@ -2485,8 +1136,9 @@ qver_work(void *arg)
 static troupe_err
 qver_of(tstate *s, const unsigned char *key, size_t klen, uint64_t *out)
 {
-    klock *l = *lock_slot(s, key, klen);
-    const vent *v = vmap_find(s, key, klen, troupe__fnv1a64(key, klen));
+    klock *l = *troupe__locks_slot(s, key, klen);
+    const vent *v =
+        troupe__keyvers_find(s, key, klen, troupe__fnv1a64(key, klen));
     uint64_t ver;
     if (l != NULL && l->running != NULL) { /* stored, not yet published */
         ver = atomic_load(&l->running->cver);
@@ -2497,9 +1149,10 @@ qver_of(tstate *s, const unsigned char *key, size_t klen, uint64_t *out)
          * block, so a counter at the floor (never in practice) refuses */
         if ((ver = troupe__vers_try(s->cfg.vers)) == 0)
             return troupe__vers_check(s->cfg.vers, UINT64_MAX);
-        vmap_publish(s, key, klen, ver, s->cfg.clock(s->cfg.clock_ctx), true);
-        if (vmap_get(s, key, klen) != ver)
-            ver = vmap_get(s, key, klen); /* map was full */
+        troupe__keyvers_publish(s, key, klen, ver,
+                                s->cfg.clock(s->cfg.clock_ctx), true);
+        if (troupe__keyvers_get(s, key, klen) != ver)
+            ver = troupe__keyvers_get(s, key, klen); /* map was full */
     }
     *out = ver;
     return troupe__vers_check(s->cfg.vers, ver);
@@ -2518,7 +1171,7 @@ qver_run(troupe_actor *self, tstate *s, ttxn_qver *q, troupe_addr asker,
     /* A write of one of the keys in flight: answer after it. (Checked for
      * every key first, so that no first version is created twice.) */
     for (size_t i = 0; i < q->n; i++) {
-        klock *l = *lock_slot(s, q->keys[i], q->klens[i]);
+        klock *l = *troupe__locks_slot(s, q->keys[i], q->klens[i]);
         if (l != NULL && l->running != NULL &&
             (l->running->ext || atomic_load(&l->running->cver) == 0)) {
             qdefer *d = troupe_malloc(sizeof(*d));
@@ -2585,8 +1238,8 @@ qver_run(troupe_actor *self, tstate *s, ttxn_qver *q, troupe_addr asker,
     s->nreads++;
 }
 
-static void
-retry_qdeferred(troupe_actor *self, tstate *s)
+void
+troupe__qver_retry(troupe_actor *self, tstate *s)
 {
     qdefer *d = s->qdeferred;
     s->qdeferred = NULL;
@@ -2618,110 +1271,10 @@ h_txn_qver_done(troupe_actor *self, void *st, const troupe_msg *m)
 {
     tstate *s = st;
     if (m->ptr == NULL)
-        return no_payload(self, m);
+        return troupe__table_no_payload(self, m);
     qjob_free(m->ptr);
     s->nreads--;
-    check_quiesced(s);
-    return TROUPE_OK;
-}
-
-/* ---- key-version eviction and counters ----------------------------------- */
-
-/* Evicts up to VEVICT_BATCH records from the head of the publish list. */
-static uint32_t
-vevict_batch(tstate *s)
-{
-    uint64_t ttl = s->cfg.ts != NULL ? s->cfg.ts->vttl_ms : 0;
-    if (ttl == 0 || s->lhead == NULL)
-        return 0;
-    int64_t now = s->cfg.clock(s->cfg.clock_ctx);
-    uint64_t oldest = troupe__tables_txn_oldest(s->cfg.ts);
-    uint32_t n = 0;
-    while (n < VEVICT_BATCH && s->lhead != NULL) {
-        vent *v = s->lhead;
-        if (now < v->pub_ms || (uint64_t)(now - v->pub_ms) < ttl ||
-            v->ver > oldest)
-            break;
-        vmap_remove(s, v);
-        s->vevicted++;
-        n++;
-    }
-    return n;
-}
-
-static void
-vevict_step(troupe_actor *self, tstate *s)
-{
-    uint32_t n = s->closing ? 0 : vevict_batch(s);
-    s->ev_total += n;
-    if (n > 0)
-        s->ev_batches++;
-    if (n > s->ev_largest)
-        s->ev_largest = n;
-    if (n == VEVICT_BATCH && s->lhead != NULL) {
-        /* yield: the next batch queues behind what arrived meanwhile */
-        troupe_msg *m = NULL;
-        if (troupe_msg_create(&m, TABLE_VEVICT_NEXT, NULL, 0) == TROUPE_OK &&
-            troupe_runtime_send(troupe_actor_runtime(self), troupe_self(self),
-                                &m) == TROUPE_OK)
-            return;
-    }
-    troupe_packer pk;
-    troupe_pack_init(&pk);
-    troupe_pack_array(&pk, 3);
-    troupe_pack_uint(&pk, s->ev_total);
-    troupe_pack_uint(&pk, s->ev_batches);
-    troupe_pack_uint(&pk, s->ev_largest);
-    troupe_body *b = NULL;
-    troupe_err e = troupe_pack_take_body(&pk, &b);
-    troupe_runtime_reply(troupe_actor_runtime(self), s->ev_asker, s->ev_corr, e,
-                         e == TROUPE_OK ? &b : NULL);
-    s->evicting = false;
-    check_quiesced(s);
-}
-
-static troupe_err
-h_vevict(troupe_actor *self, void *st, const troupe_msg *m)
-{
-    tstate *s = st;
-    if (s->closing || s->evicting) {
-        troupe_runtime_reply(troupe_actor_runtime(self), m->from, m->corr,
-                             s->closing ? TROUPE_ECLOSED : TROUPE_EBUSY, NULL);
-        return TROUPE_OK;
-    }
-    s->evicting = true;
-    s->ev_asker = m->from;
-    s->ev_corr = m->corr;
-    s->ev_total = 0;
-    s->ev_batches = s->ev_largest = 0;
-    vevict_step(self, s);
-    return TROUPE_OK;
-}
-
-static troupe_err
-h_vevict_next(troupe_actor *self, void *st, const troupe_msg *m)
-{
-    (void)m;
-    tstate *s = st;
-    if (s->evicting)
-        vevict_step(self, s);
-    return TROUPE_OK;
-}
-
-static troupe_err
-h_stats(troupe_actor *self, void *st, const troupe_msg *m)
-{
-    tstate *s = st;
-    troupe_packer pk;
-    troupe_pack_init(&pk);
-    troupe_pack_array(&pk, 3);
-    troupe_pack_uint(&pk, s->nv);
-    troupe_pack_uint(&pk, s->vbytes);
-    troupe_pack_uint(&pk, s->vevicted);
-    troupe_body *b = NULL;
-    troupe_err e = troupe_pack_take_body(&pk, &b);
-    troupe_runtime_reply(troupe_actor_runtime(self), m->from, m->corr, e,
-                         e == TROUPE_OK ? &b : NULL);
+    troupe__table_check_quiesced(s);
     return TROUPE_OK;
 }
 
@@ -2820,7 +1373,7 @@ purge_finish(troupe_actor *self, tstate *s)
                          e == TROUPE_OK ? &b : NULL);
     troupe_free(p->cursor);
     troupe_free(p);
-    check_quiesced(s);
+    troupe__table_check_quiesced(s);
 }
 
 static void
@@ -2868,6 +1421,13 @@ purge_op_done(troupe_actor *self, tstate *s, troupe_err err, bool hit)
         purge_step(self, s);
 }
 
+/* A purge op ended (its wop.done). */
+static void
+purge_op_release(troupe_actor *self, tstate *s, wop *op)
+{
+    purge_op_done(self, s, op->err, op->purge_hit);
+}
+
 static troupe_err
 h_purge(troupe_actor *self, void *st, const troupe_msg *m)
 {
@@ -2896,7 +1456,7 @@ h_purge_keys(troupe_actor *self, void *st, const troupe_msg *m)
     pjob *j = m->ptr;
     tpurge *p = s->purge;
     if (j == NULL)
-        return no_payload(self, m);
+        return troupe__table_no_payload(self, m);
     if (p == NULL) {
         pjob_free(j);
         return TROUPE_OK;
@@ -2927,9 +1487,13 @@ h_purge_keys(troupe_actor *self, void *st, const troupe_msg *m)
     p->outstanding = j->nexp + 1;
     for (size_t i = 0; i < j->nexp; i++) {
         const troupe_kv *kv = &pg->items[j->exp[i]];
-        troupe_err e =
-            enqueue(self, s, TABLE_PURGE_OP, kv->key, kv->key_len, NULL, 0, 0,
-                    TROUPE_SYNC_DEFAULT, false, TROUPE_ADDR_NONE, 0, false);
+        wop *op = troupe__wop_new(self, s, TABLE_PURGE_OP, kv->key, kv->key_len,
+                                  NULL, 0, 0, false);
+        troupe_err e = TROUPE_ENOMEM;
+        if (op != NULL) {
+            op->done = purge_op_release;
+            e = troupe__write_enqueue(self, s, op);
+        }
         if (e != TROUPE_OK)
             purge_op_done(self, s, e, false);
     }
@@ -2947,13 +1511,14 @@ table_init(troupe_actor *self, void *st, void *arg)
     memset(s, 0, sizeof(*s));
     s->cfg = *(const ttable_cfg *)arg;
     troupe__tschema_retain(s->cfg.schema);
-    s->nbuckets = 256;
-    s->buckets = troupe_calloc(s->nbuckets, sizeof(*s->buckets));
-    s->vnb = VMAP_BUCKETS_MIN;
-    s->vmap = troupe_calloc(s->vnb, sizeof(*s->vmap));
-    if (s->buckets == NULL || s->vmap == NULL) {
-        troupe_free(s->buckets);
-        troupe_free(s->vmap);
+    s->locks.nbuckets = 256;
+    s->locks.buckets =
+        troupe_calloc(s->locks.nbuckets, sizeof(*s->locks.buckets));
+    s->vers.vnb = VMAP_BUCKETS_MIN;
+    s->vers.vmap = troupe_calloc(s->vers.vnb, sizeof(*s->vers.vmap));
+    if (s->locks.buckets == NULL || s->vers.vmap == NULL) {
+        troupe_free(s->locks.buckets);
+        troupe_free(s->vers.vmap);
         troupe__tschema_release(s->cfg.schema);
         return TROUPE_ENOMEM;
     }
@@ -3001,38 +1566,38 @@ table_stop(troupe_actor *self, void *st, troupe_err reason)
         troupe__ttxn_prep_free(d->p);
         troupe_free(d);
     }
-    for (wop *w = s->rwait_head; w != NULL;) {
+    for (wop *w = s->locks.rwait_head; w != NULL;) {
         wop *nx = w->next;
         troupe_runtime_reply(w->rt, w->asker, w->corr, TROUPE_ECLOSED, NULL);
-        wop_free(w);
+        troupe__wop_free(w);
         w = nx;
     }
-    vmap_clear(s);
-    troupe_free(s->vmap);
-    for (wop *p = s->parked; p != NULL;) {
+    troupe__keyvers_clear(s);
+    troupe_free(s->vers.vmap);
+    for (wop *p = s->writes.parked; p != NULL;) {
         wop *nx = p->pnext;
         troupe_runtime_reply(p->rt, p->asker, p->corr, TROUPE_ECLOSED, NULL);
-        wop_free(p);
+        troupe__wop_free(p);
         p = nx;
     }
-    for (size_t i = 0; i < s->nbuckets; i++) {
-        klock *l = s->buckets[i];
+    for (size_t i = 0; i < s->locks.nbuckets; i++) {
+        klock *l = s->locks.buckets[i];
         while (l != NULL) {
             klock *ln = l->next;
             for (wop *w = l->whead; w != NULL;) {
                 wop *nx = w->next;
                 troupe_runtime_reply(w->rt, w->asker, w->corr, TROUPE_ECLOSED,
                                      NULL);
-                wop_free(w);
+                troupe__wop_free(w);
                 w = nx;
             }
             troupe_free(l);
             l = ln;
         }
     }
-    troupe_free(s->buckets);
+    troupe_free(s->locks.buckets);
     troupe__tschema_release(s->cfg.schema);
-    clog_clear(s);
+    troupe__write_clog_clear(s);
     if (s->build != NULL)
         build_finish(s, TROUPE_ECLOSED);
     if (s->purge != NULL) { /* quiescing waits for it; only a hard stop */
@@ -3045,15 +1610,15 @@ table_stop(troupe_actor *self, void *st, troupe_err reason)
 }
 
 static const troupe_handler_fn table_handlers[TABLE_NKINDS] = {
-    [TABLE_INSERT] = h_write,
-    [TABLE_UPDATE] = h_write,
-    [TABLE_UPSERT] = h_write,
-    [TABLE_DELETE] = h_write,
+    [TABLE_INSERT] = troupe__write_h_write,
+    [TABLE_UPDATE] = troupe__write_h_write,
+    [TABLE_UPSERT] = troupe__write_h_write,
+    [TABLE_DELETE] = troupe__write_h_write,
     [TABLE_GET] = h_read,
     [TABLE_GET_MANY] = h_read,
     [TABLE_SCAN] = h_read,
-    [TABLE_PREP_DONE] = h_prep_done,
-    [TABLE_COMMIT_DONE] = h_commit_done,
+    [TABLE_PREP_DONE] = troupe__write_h_prep_done,
+    [TABLE_COMMIT_DONE] = troupe__write_h_commit_done,
     [TABLE_READ_DONE] = h_read_done,
     [TABLE_READ_FLUSH] = h_read_flush,
     [TABLE_SWITCH] = h_switch,
@@ -3065,9 +1630,9 @@ static const troupe_handler_fn table_handlers[TABLE_NKINDS] = {
     [TABLE_TXN_EXPIRE] = h_txn_expire,
     [TABLE_TXN_QVER] = h_txn_qver,
     [TABLE_TXN_QVER_DONE] = h_txn_qver_done,
-    [TABLE_VEVICT] = h_vevict,
-    [TABLE_VEVICT_NEXT] = h_vevict_next,
-    [TABLE_STATS] = h_stats,
+    [TABLE_VEVICT] = troupe__keyvers_h_vevict,
+    [TABLE_VEVICT_NEXT] = troupe__keyvers_h_vevict_next,
+    [TABLE_STATS] = troupe__keyvers_h_stats,
     [TABLE_PURGE] = h_purge,
     [TABLE_PURGE_KEYS] = h_purge_keys,
 };

@@ -9,7 +9,9 @@
 #include <string.h>
 
 #include "troupe/actor.h"
+#include "troupe/alloc.h"
 #include "troupe/internal/datafmt.h"
+#include "troupe/internal/hash.h"
 #include "troupe/internal/index.h"
 #include "troupe/internal/participant.h"
 #include "troupe/internal/tables.h"
@@ -294,6 +296,420 @@ typedef struct ttable_cfg {
 troupe_err
 troupe__table_spawn(troupe_runtime *rt, const ttable_cfg *cfg,
                     troupe_addr *out);
+
+/* ---- the table actor's state, by concept (table.c, keyvers.c, locks.c,
+ * prepare.c, write.c) ---------------------------------------------------- */
+
+/* The actor's own kinds (completions and messages to itself), after the
+ * request kinds, and two op kinds that never arrive as messages. */
+enum {
+    TABLE_PREP_DONE = TABLE_NKINDS_,
+    TABLE_COMMIT_DONE,
+    TABLE_READ_DONE,
+    TABLE_SWITCH,
+    TABLE_BUILD_KEYS,
+    TABLE_QUIESCE,
+    TABLE_TXN_PREP_DONE,
+    TABLE_TXN_EXPIRE,
+    TABLE_TXN_QVER_DONE,
+    TABLE_VEVICT_NEXT, /* the next batch of the running eviction pass */
+    TABLE_PURGE_KEYS,  /* a purge step's expired keys, back from a worker */
+    TABLE_READ_FLUSH,  /* hand the queued reads to workers */
+    TABLE_NKINDS,
+    TABLE_REINDEX, /* an op kind only: rewrite a row's index entries */
+    TABLE_PURGE_OP /* an op kind only: delete the row if still expired */
+};
+
+typedef struct tstate tstate;
+typedef struct klock klock;
+
+/* prepare.c, write.c: a unique value a write claims (prepare.c finds it,
+ * write.c checks it against writes in flight and recent commits). */
+typedef struct uniq {
+    uint64_t index_id;
+    unsigned char *vals; /* the index key without its primary key */
+    size_t len;
+} uniq;
+
+/* write.c: one write of one key (a client's, a transaction's, or the
+ * actor's own: a build's reindex, a purge's delete), from its arrival to
+ * its release. */
+typedef struct wop {
+    struct wop *next;  /* in its key's queue, or the parked list */
+    struct wop *inext; /* in the in-flight list (writes with uniques) */
+    struct wop *pnext; /* in the parked list */
+    uint64_t gen;      /* schema generation it was prepared with */
+    uint64_t cseq0;    /* commits with uniques seen when it started */
+    bool counted;      /* counted in nrunning */
+    bool build;        /* a build's reindex op */
+    bool ext;          /* a transaction's op: batch is the shared one */
+    bool purge_hit;    /* TABLE_PURGE_OP: prepared a delete */
+    bool cached;       /* prepare on the actor: memory-only reads */
+    bool nostamp;      /* store created_at / updated_at as given */
+    /* The version this write publishes, taken on the writer thread once
+     * the write is stored and before its caller hears of it (0 until
+     * then): a transaction that began after the reply has seq0 >= cver. */
+    _Atomic uint64_t cver;
+    /* The clock when cver was taken: the publish time its TTL counts
+     * from (the actor records the version only later). */
+    _Atomic int64_t cms;
+    /* An op of the actor's own (REINDEX, PURGE_OP): called once when it
+     * ends, with op->err its outcome, after the key's next write started
+     * (or when it could not be queued); op is freed after. NULL for
+     * client and transaction ops. */
+    void (*done)(troupe_actor *self, tstate *s, struct wop *op);
+    klock *lock;
+    troupe_runtime *rt;
+    troupe_addr self;
+    troupe_addr asker;
+    uint64_t corr;
+    uint32_t kind;
+    troupe_sync sync;
+    int64_t expires;
+    ttable_cfg cfg; /* holds one schema reference */
+    troupe_err err;
+    troupe_batch *batch;
+    uniq *uq;
+    size_t nuq;
+    unsigned char *key;
+    size_t klen;
+    unsigned char *doc;
+    size_t dlen;
+} wop;
+
+/* locks.c: a key's lock. */
+struct klock {
+    klock *next;  /* bucket chain */
+    wop *running; /* in a worker, parked, or in the pipeline, or a
+                     prepared transaction's write */
+    size_t rsv;   /* prepared transactions that read the key: writes wait */
+    wop *whead;   /* writes waiting behind it, in arrival order */
+    wop *wtail;
+    size_t klen;
+    unsigned char key[];
+};
+
+/* locks.c: reserved ranges (a prepared transaction's scans): a write
+ * into one of them waits until they are released. Owned by whoever
+ * embeds it (v too); linked in tlocks while reserved. */
+typedef struct trsv {
+    struct trsv *next;
+    struct trsv **pprev;
+    size_t n;
+    ttxn_range *v;
+} trsv;
+
+/* locks.c: per-key locks and what waits for reservations. */
+typedef struct tlocks {
+    klock **buckets;
+    size_t nbuckets;
+    wop *rwait_head; /* writes into a reserved range, waiting for its end */
+    wop *rwait_tail;
+    trsv *ranges; /* the reserved ranges */
+} tlocks;
+
+/* keyvers.c: a key's version record (the map's design: keyvers.c). */
+typedef struct vent {
+    struct vent *next;
+    struct vent **pprev; /* the pointer to it in its chain: O(1) removal */
+    size_t hash;         /* troupe__fnv1a64 of key */
+    struct vent *lprev;  /* publish order */
+    struct vent *lnext;
+    int64_t pub_ms; /* when it was last published */
+    uint64_t ver;
+    size_t klen;
+    unsigned char key[];
+} vent;
+
+#define VMAP_BUCKETS_MIN 256
+
+/* keyvers.c: the key-version map and its eviction pass. */
+typedef struct tkeyvers {
+    vent **vmap;
+    size_t vnb; /* buckets of vmap: a power of two, grown with nv */
+    size_t nv;
+    size_t vbytes;     /* estimated bytes of the records */
+    uint64_t vevicted; /* records evicted since spawn */
+    vent *lhead;       /* oldest publish */
+    vent *ltail;
+    /* the eviction pass running, if any */
+    bool evicting;
+    troupe_addr ev_asker;
+    uint64_t ev_corr;
+    uint64_t ev_total;
+    uint32_t ev_batches;
+    uint32_t ev_largest;
+    uint64_t vfloor;
+    uint64_t vmax;
+} tkeyvers;
+
+/* write.c: the writes between start and release, and the unique values
+ * of recent commits. */
+typedef struct twrites {
+    wop *inflight;
+    wop *parked;
+    uint64_t gen;       /* bumped by every schema switch */
+    size_t nrunning;    /* ops between start and release */
+    size_t old_running; /* of which prepared with an older schema */
+    bool inlining;      /* a write is being prepared on the actor's thread */
+    uint64_t cseq;      /* commits of writes with unique values */
+    uint64_t clog_floor;
+    struct clog *clog;
+    size_t nclog;
+} twrites;
+
+/* table.c: the actor's state; each sub-struct is its file's. */
+struct tstate {
+    ttable_cfg cfg;
+    tkeyvers vers;
+    tlocks locks;
+    twrites writes;
+    uint64_t last_pub;        /* the version the last tpart_end published */
+    struct tpart *tparts;     /* prepared, waiting for their finish */
+    struct tpart *tpwork;     /* reserved, their writes being prepared on a
+                                 worker (owned by the worker job, never freed
+                                 by stop) */
+    struct tdefer *deferred;  /* prepares waiting for a commit's release */
+    struct qdefer *qdeferred; /* versioned queries waiting for a write */
+    tbuild *build;
+    struct tpurge *purge; /* the expired-row pass running, if any */
+    size_t nreads;        /* read jobs on workers, and a pending READ_FLUSH */
+    struct rjob *rq_head, *rq_tail; /* reads waiting for READ_FLUSH */
+    bool rq_flush_sent;
+    bool closing; /* quiescing: new requests get ECLOSED */
+    void (*quiesced)(void *arg);
+    void *quiesced_arg;
+};
+
+/* A growing list of conflicting keys (borrowed bytes), filled by the
+ * conflict checks of a transaction's prepare (table.c, keyvers.c,
+ * locks.c). */
+typedef struct kref {
+    const unsigned char *k;
+    size_t n;
+    uint32_t kinds; /* TROUPE__PART_* bits */
+} kref;
+
+typedef struct kset {
+    kref *v;
+    size_t n;
+    size_t cap;
+    troupe_err err;
+} kset;
+
+static inline void
+troupe__kset_add(kset *ks, const void *k, size_t n, uint32_t kinds)
+{
+    if (ks->err != TROUPE_OK)
+        return;
+    if (ks->n == ks->cap) {
+        size_t cap = ks->cap ? ks->cap * 2 : 16;
+        kref *v = troupe_realloc(ks->v, cap * sizeof(*v));
+        if (v == NULL) {
+            ks->err = TROUPE_ENOMEM;
+            return;
+        }
+        ks->v = v;
+        ks->cap = cap;
+    }
+    ks->v[ks->n++] = (kref){k, n, kinds};
+}
+
+/* Whether key lies in the scanned range r. */
+static inline bool
+troupe__range_has(const ttxn_range *r, const void *key, size_t klen)
+{
+    if (r->start != NULL && troupe_key_cmp(key, klen, r->start, r->slen) < 0)
+        return false;
+    return r->end == NULL || troupe_key_cmp(key, klen, r->end, r->elen) < 0;
+}
+
+/* table.c: the actor itself (its lifecycle, and the parts of the actor
+ * that have no file of their own yet). */
+
+/* Calls the quiesce callback once nothing of this actor is in flight. */
+void
+troupe__table_check_quiesced(tstate *s);
+/* Answers an internal kind that came without its payload: these kinds
+ * are local-only, so only a local sender's mistake can make one. */
+troupe_err
+troupe__table_no_payload(troupe_actor *self, const troupe_msg *m);
+/* A build waiting for the writes of an older schema, or between its
+ * steps, moves on if it can. */
+void
+troupe__build_step(troupe_actor *self, tstate *s);
+/* A commit's release: deferred transaction prepares, then deferred
+ * versioned queries, run again. */
+void
+troupe__parts_retry(troupe_actor *self, tstate *s);
+void
+troupe__qver_retry(troupe_actor *self, tstate *s);
+
+/* keyvers.c: key versions. Actor thread. */
+
+/* The record of key (hash h = troupe__fnv1a64(key, klen)), or NULL. On
+ * the write path and in every conflict check: kept inline. */
+static inline vent *
+troupe__keyvers_find(const tstate *s, const void *key, size_t klen, size_t h)
+{
+    for (vent *v = s->vers.vmap[h & (s->vers.vnb - 1)]; v != NULL; v = v->next)
+        if (v->hash == h && v->klen == klen && memcmp(v->key, key, klen) == 0)
+            return v;
+    return NULL;
+}
+
+/* The version of key: its record's, else the floor. */
+static inline uint64_t
+troupe__keyvers_get(const tstate *s, const void *key, size_t klen)
+{
+    const vent *v =
+        troupe__keyvers_find(s, key, klen, troupe__fnv1a64(key, klen));
+    return v != NULL ? v->ver : s->vers.vfloor;
+}
+
+/* Records that key got version ver at `now` (`create`: a versioned
+ * query's first version, always recorded). */
+void
+troupe__keyvers_publish(tstate *s, const void *key, size_t klen, uint64_t ver,
+                        int64_t now, bool create);
+/* Forgets every record (the floor stays). */
+void
+troupe__keyvers_clear(tstate *s);
+/* The version half of a scanned range's conflicts: the keys of r with a
+ * version newer than seq0 (STALE, and RESERVED when a write holds one),
+ * into ks. True when versions newer than seq0 may have been forgotten:
+ * the whole range is reported as changed, by its start, and there is
+ * nothing more to check. */
+bool
+troupe__keyvers_range_stale(const tstate *s, const ttxn_range *r, uint64_t seq0,
+                            kset *ks);
+troupe_err
+troupe__keyvers_h_vevict(troupe_actor *self, void *st, const troupe_msg *m);
+troupe_err
+troupe__keyvers_h_vevict_next(troupe_actor *self, void *st,
+                              const troupe_msg *m);
+troupe_err
+troupe__keyvers_h_stats(troupe_actor *self, void *st, const troupe_msg *m);
+
+/* prepare.c: write preparation. Any thread: it touches only the op. */
+
+/* Prepares op (read, check, build its batch into op->batch; its unique
+ * values into op->uq): the write's error, or EAGAIN when op->cached and a
+ * read needs the disk. Blocks unless op->cached. */
+troupe_err
+troupe__prepare(wop *op);
+/* troupe__prepare as a worker job: the outcome in op->err. */
+void
+troupe__prepare_work(void *arg);
+/* Frees op's unique values. */
+void
+troupe__prepare_uniq_free(wop *op);
+
+/* locks.c: per-key locks, read reservations, reserved ranges. Actor
+ * thread. */
+
+/* Where key's lock is, or would be linked, in its bucket. On the write
+ * path: kept inline. */
+static inline klock **
+troupe__locks_slot(const tstate *s, const void *key, size_t klen)
+{
+    klock **pp =
+        &s->locks.buckets[troupe__fnv1a64(key, klen) & (s->locks.nbuckets - 1)];
+    while (*pp != NULL &&
+           ((*pp)->klen != klen || memcmp((*pp)->key, key, klen)))
+        pp = &(*pp)->next;
+    return pp;
+}
+
+/* key's lock, created when absent; NULL when out of memory. */
+klock *
+troupe__locks_get(tstate *s, const void *key, size_t klen);
+/* l runs no write: unless a read reservation holds writes back, starts
+ * its next waiting write, or frees l when none waits. */
+void
+troupe__locks_advance(troupe_actor *self, tstate *s, klock *l);
+/* Queues op behind its key's lock (or behind a reserved range that holds
+ * its key) and starts it when nothing holds the key. ENOMEM (op is the
+ * caller's again). */
+troupe_err
+troupe__locks_attach(troupe_actor *self, tstate *s, wop *op);
+/* Drops one read reservation; starts a write that waited for it. */
+void
+troupe__locks_rsv_release(troupe_actor *self, tstate *s, klock *l);
+/* Whether a reserved range holds key. */
+bool
+troupe__locks_in_range(const tstate *s, const void *key, size_t klen);
+/* Reserves r's ranges (none: nothing); unreserve before r goes. */
+void
+troupe__locks_reserve(tstate *s, trsv *r);
+void
+troupe__locks_unreserve(tstate *s, trsv *r);
+/* Writes that waited for reserved ranges try again. */
+void
+troupe__locks_rwait_retry(troupe_actor *self, tstate *s);
+/* The lock half of a scanned range's conflicts: the keys of r without a
+ * version newer than seq0 that a write holds (RESERVED) or stored after
+ * seq0 without publishing it yet (STALE), into ks. */
+void
+troupe__locks_range_held(const tstate *s, const ttxn_range *r, uint64_t seq0,
+                         kset *ks);
+
+/* write.c: the write state machine. Actor thread. */
+
+/* A new op of `kind` at this actor for key (and doc), with its own copies
+ * of both and one reference to the current schema; asker, corr, sync,
+ * build, done and the rest are the caller's to set (zero: no asker).
+ * NULL when out of memory. */
+wop *
+troupe__wop_new(troupe_actor *self, const tstate *s, uint32_t kind,
+                const void *key, size_t klen, const void *doc, size_t dlen,
+                int64_t expires, bool nostamp);
+/* Frees op (its batch unless it is a transaction's, its unique values,
+ * its schema reference). */
+void
+troupe__wop_free(wop *op);
+/* Queues op behind its key's lock and starts it when nothing holds the
+ * key; ENOMEM when it cannot be queued (op is freed, done not called). */
+troupe_err
+troupe__write_enqueue(troupe_actor *self, tstate *s, wop *op);
+/* Starts op, which holds its key's lock: prepares it with the current
+ * schema, on this thread from memory when it may, else on a worker. */
+void
+troupe__write_start(troupe_actor *self, tstate *s, wop *op);
+/* The running write op of a key is done: answers it unless `answered`,
+ * starts the next write of that key, calls op->done, frees op. */
+void
+troupe__write_release(troupe_actor *self, tstate *s, wop *op, bool answered);
+/* Whether two lists of unique values share one. */
+bool
+troupe__write_uniq_overlap(const uniq *a, size_t na, const uniq *b, size_t nb);
+/* 1: a write in the pipeline claims one of op's unique values (wait for
+ * its commit); 2: one committed after op's check read the index (check
+ * again now); 0: neither. */
+int
+troupe__write_uniq_clash(const tstate *s, const wop *op);
+/* op committed: remembers its unique values (moved out of op). */
+void
+troupe__write_clog_add(tstate *s, wop *op);
+/* Forgets the committed unique values (no running write can have read
+ * before them). */
+void
+troupe__write_clog_clear(tstate *s);
+/* Tracks op's unique values (if any) while it is in the pipeline, or
+ * stops tracking them. */
+void
+troupe__write_inflight_add(tstate *s, wop *op);
+void
+troupe__write_inflight_remove(tstate *s, wop *op);
+/* Parked writes (their unique values were claimed) prepare again. */
+void
+troupe__write_restart_parked(troupe_actor *self, tstate *s);
+troupe_err
+troupe__write_h_write(troupe_actor *self, void *st, const troupe_msg *m);
+troupe_err
+troupe__write_h_prep_done(troupe_actor *self, void *st, const troupe_msg *m);
+troupe_err
+troupe__write_h_commit_done(troupe_actor *self, void *st, const troupe_msg *m);
 
 /* Where and how a read reads (read.c): memory only when cached (EAGAIN
  * when a block is not in memory); `now` (Unix ms) decides expiry. */
