@@ -64,6 +64,7 @@
 #include "troupe/storage.h"
 #include "troupe/table.h"
 #include "troupe/transport.h"
+#include "troupe/version.h"
 
 #define MAX_PEERS 64
 
@@ -988,8 +989,10 @@ main(int argc, char **argv)
     if (argc < 2)
         return usage();
     setvbuf(stdout, NULL, _IOLBF, 0);
-    if (strcmp(argv[1], "version") == 0 && argc == 2) {
-        printf("troupe %s\n", TROUPE_VERSION);
+    if ((strcmp(argv[1], "version") == 0 ||
+         strcmp(argv[1], "--version") == 0) &&
+        argc == 2) {
+        printf("troupe %s\n", troupe_version());
         return 0;
     }
     if (strcmp(argv[1], "node") == 0)

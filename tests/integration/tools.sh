@@ -15,7 +15,12 @@ trap cleanup EXIT
 . "$(dirname "$0")/checks.sh"
 
 expect 0 "version" -- "$troupe" version
-grep -q '^troupe [0-9]' "$tmp/out" && ok "version prints it" || bad "version output"
+want_version=$(sed -n 's/^project(troupe VERSION \([0-9.]*\) .*/\1/p' "$(dirname "$0")/../../CMakeLists.txt")
+[ -n "$want_version" ] && [ "$(cat "$tmp/out")" = "troupe $want_version" ] &&
+    ok "version prints the project's version" || { bad "version output"; cat "$tmp/out"; }
+expect 0 "--version" -- "$troupe" --version
+[ "$(cat "$tmp/out")" = "troupe $want_version" ] && ok "--version prints it" ||
+    { bad "--version output"; cat "$tmp/out"; }
 expect 2 "no command" -- "$troupe"
 expect 2 "unknown command" -- "$troupe" frobnicate
 expect 2 "node without flags" -- "$troupe" node
