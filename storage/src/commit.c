@@ -467,6 +467,8 @@ troupe_commit_destroy(troupe_commit *c)
     if (c == NULL)
         return;
     if (pthread_equal(pthread_self(), c->thread)) {
+        /* A programming error, and the process ends here: written
+         * directly (the logger may be what the callback tears down). */
         fprintf(stderr, "troupe_commit_destroy called from its own writer "
                         "thread (a completion or stop callback)\n");
         abort();

@@ -171,7 +171,7 @@ db_free(troupe_db *db)
         rocksdb_block_based_options_destroy(db->topts);
     if (db->cache != NULL)
         rocksdb_cache_destroy(db->cache);
-    troupe__rocks_log_destroy(db->logger);
+    troupe__rocks_log_destroy(db->rlog);
     troupe__space_fini(&db->space);
     pthread_mutex_destroy(&db->mu);
     troupe_free(db);
@@ -218,10 +218,11 @@ reopen_flush(troupe_db *db, const char *dir, uint64_t wal)
     if (wal == 0)
         return TROUPE_OK;
     if (!troupe__space_room_for(&db->space, wal + wal / 4)) {
-        fprintf(stderr,
-                "troupe storage: open %s: the %llu bytes replayed from the "
-                "WAL stay in memory, not flushed: too little free space\n",
-                dir, (unsigned long long)wal);
+        troupe_log_fields(&db->log, TROUPE_LOG_WARN, "storage",
+                          (troupe_log_field[]){{"dir", dir}}, 1,
+                          "open %s: the %llu bytes replayed from the WAL stay "
+                          "in memory, not flushed: too little free space",
+                          dir, (unsigned long long)wal);
         return TROUPE_OK;
     }
     return troupe_db_flush(db);
@@ -248,7 +249,7 @@ list_families(troupe_db *db, const char *dir, char ***names, size_t *n)
     size_t len = 0;
     char **v = rocksdb_list_column_families(db->opts, dir, &len, &err);
     if (err != NULL)
-        return troupe__rocks_err(err, open_io_class(err),
+        return troupe__rocks_err(&db->log, err, open_io_class(err),
                                  "list column families");
     *names = v;
     *n = len;
@@ -279,7 +280,7 @@ open_families(troupe_db *db, const char *dir, char **names, size_t n,
     troupe_err e = TROUPE_OK;
     if (err != NULL) {
         db->rdb = NULL;
-        e = troupe__rocks_err(err, open_io_class(err), "open");
+        e = troupe__rocks_err(&db->log, err, open_io_class(err), "open");
         troupe_free(hs);
         return e;
     }
@@ -313,11 +314,11 @@ db_configure(troupe_db *db, const char *dir, const troupe_db_opts *o)
                                         &err);
         if (err != NULL) {
             rocksdb_options_destroy(base);
-            return troupe__rocks_err(err, TROUPE_EIO, "options");
+            return troupe__rocks_err(&db->log, err, TROUPE_EIO, "options");
         }
     }
     rocksdb_options_destroy(base);
-    db->logger = troupe__rocks_log_create(dir, TROUPE_ROCKS_LOG_MAX);
+    db->rlog = troupe__rocks_log_create(dir, TROUPE_ROCKS_LOG_MAX, &db->log);
     db->topts = rocksdb_block_based_options_create();
     db->cache = rocksdb_cache_create_lru(
         o->block_cache_bytes ? o->block_cache_bytes : DEFAULT_BLOCK_CACHE);
@@ -325,10 +326,10 @@ db_configure(troupe_db *db, const char *dir, const troupe_db_opts *o)
     db->wo_nosync = rocksdb_writeoptions_create();
     db->ro = rocksdb_readoptions_create();
     db->ro_cached = rocksdb_readoptions_create();
-    if (!db->opts || !db->logger || !db->topts || !db->cache || !db->wo_sync ||
+    if (!db->opts || !db->rlog || !db->topts || !db->cache || !db->wo_sync ||
         !db->wo_nosync || !db->ro || !db->ro_cached)
         return TROUPE_ENOMEM;
-    rocksdb_options_set_info_log(db->opts, db->logger);
+    rocksdb_options_set_info_log(db->opts, db->rlog);
     rocksdb_options_set_info_log_level(db->opts, 1);     /* INFO, as the log */
     rocksdb_readoptions_set_read_tier(db->ro_cached, 1); /* kBlockCacheTier */
     rocksdb_block_based_options_set_block_cache(db->topts, db->cache);
@@ -370,7 +371,7 @@ create_listed(troupe_db *db, const troupe_db_opts *o)
              * family: RocksDB's CreateColumnFamily clears it first). */
             if (h != NULL)
                 rocksdb_column_family_handle_destroy(h);
-            return troupe__rocks_err(err, open_io_class(err),
+            return troupe__rocks_err(&db->log, err, open_io_class(err),
                                      "create column family");
         }
         troupe_err e = cf_add_locked(db, o->cfs[i], h, NULL);
@@ -383,10 +384,13 @@ create_listed(troupe_db *db, const troupe_db_opts *o)
 }
 
 static troupe_err
-dir_refused(const char *dir, const char *why, troupe_err e)
+dir_refused(const troupe_logger *lg, const char *dir, const char *why,
+            troupe_err e)
 {
-    fprintf(stderr, "troupe storage: open %s: %s (%s)\n", dir, why,
-            troupe_err_name(e));
+    troupe_log_fields(
+        lg, TROUPE_LOG_WARN, "storage",
+        (troupe_log_field[]){{"dir", dir}, {"err", troupe_err_name(e)}}, 2,
+        "open %s: %s", dir, why);
     return e;
 }
 
@@ -396,37 +400,38 @@ dir_refused(const char *dir, const char *why, troupe_err e)
  * RocksDB only the last component. What stands in the way is the caller's
  * path, not a failing disk: EINVAL (not a directory, under a plain file,
  * permission denied, read-only), ENOENT (missing, or its parent is), the
- * detail on stderr.
+ * detail logged through lg.
  */
 static troupe_err
-dir_check(const char *dir, bool create_if_missing)
+dir_check(const troupe_logger *lg, const char *dir, bool create_if_missing)
 {
     struct stat st;
     if (stat(dir, &st) == 0) {
         if (!S_ISDIR(st.st_mode))
-            return dir_refused(dir, "not a directory", TROUPE_EINVAL);
+            return dir_refused(lg, dir, "not a directory", TROUPE_EINVAL);
         if (access(dir, R_OK | W_OK | X_OK) != 0)
-            return dir_refused(dir, strerror(errno), TROUPE_EINVAL);
+            return dir_refused(lg, dir, strerror(errno), TROUPE_EINVAL);
         return TROUPE_OK;
     }
     int err = errno;
     if (err == ENOENT && create_if_missing) {
         if (mkdir(dir, 0755) == 0 || errno == EEXIST)
-            return dir_check(dir, false);
+            return dir_check(lg, dir, false);
         err = errno;
     }
     switch (err) {
     case ENOENT:
-        return dir_refused(dir,
+        return dir_refused(lg, dir,
                            create_if_missing
                                ? "its parent directory does not exist"
                                : "no such directory",
                            TROUPE_ENOENT);
     case ENOTDIR:
-        return dir_refused(dir, "a component of the path is not a directory",
+        return dir_refused(lg, dir,
+                           "a component of the path is not a directory",
                            TROUPE_EINVAL);
     case ENOSPC:
-        return dir_refused(dir, strerror(err), TROUPE_ENOSPC);
+        return dir_refused(lg, dir, strerror(err), TROUPE_ENOSPC);
     case ENOMEM:
         return TROUPE_ENOMEM;
     case EACCES:
@@ -434,9 +439,9 @@ dir_check(const char *dir, bool create_if_missing)
     case EROFS:
     case ENAMETOOLONG:
     case ELOOP:
-        return dir_refused(dir, strerror(err), TROUPE_EINVAL);
+        return dir_refused(lg, dir, strerror(err), TROUPE_EINVAL);
     default:
-        return dir_refused(dir, strerror(err), TROUPE_EIO);
+        return dir_refused(lg, dir, strerror(err), TROUPE_EIO);
     }
 }
 
@@ -461,7 +466,10 @@ troupe_db_open(const char *dir, const troupe_db_opts *opts, troupe_db **out)
             return TROUPE_EINVAL;
     }
 
-    troupe_err e = dir_check(dir, o.create_if_missing);
+    if (o.logger.level < TROUPE_LOG_DEFAULT ||
+        o.logger.level > TROUPE_LOG_DEBUG)
+        return TROUPE_EINVAL;
+    troupe_err e = dir_check(&o.logger, dir, o.create_if_missing);
     if (e != TROUPE_OK)
         return e;
 
@@ -471,7 +479,9 @@ troupe_db_open(const char *dir, const troupe_db_opts *opts, troupe_db **out)
     pthread_mutex_init(&db->mu, NULL);
     atomic_init(&db->failstop, false);
     atomic_init(&db->users, 0);
-    e = troupe__space_init(&db->space, dir, o.min_free_bytes, o.reserve_bytes);
+    db->log = o.logger;
+    e = troupe__space_init(&db->space, &db->log, dir, o.min_free_bytes,
+                           o.reserve_bytes);
     if (e == TROUPE_OK)
         e = db_configure(db, dir, &o);
     char **names = NULL;
@@ -488,11 +498,12 @@ troupe_db_open(const char *dir, const troupe_db_opts *opts, troupe_db **out)
             e = open_families(db, dir, names, n,
                               rocksdb_tolerate_corrupted_tail_records_recovery);
         if (e == TROUPE_ECORRUPT && o.accept_wal_loss) {
-            fprintf(stderr,
-                    "troupe storage: open %s: corrupt WAL; "
-                    "accept_wal_loss is set, recovering to the last "
-                    "consistent point (records after it are lost)\n",
-                    dir);
+            troupe_log_fields(&db->log, TROUPE_LOG_WARN, "storage",
+                              (troupe_log_field[]){{"dir", dir}}, 1,
+                              "open %s: corrupt WAL; accept_wal_loss is set, "
+                              "recovering to the last consistent point "
+                              "(records after it are lost)",
+                              dir);
             e = open_families(db, dir, names, n,
                               rocksdb_point_in_time_recovery);
             db->wal_loss = e == TROUPE_OK;
@@ -568,7 +579,7 @@ troupe__db_change_failed(troupe_db *db, char *errptr, troupe_err io_class,
                          const char *what)
 {
     bool nospace = troupe__rocks_nospace(errptr);
-    troupe_err e = troupe__rocks_err(errptr, io_class, what);
+    troupe_err e = troupe__rocks_err(&db->log, errptr, io_class, what);
     if (e == TROUPE_ENOSPC || e == io_class)
         atomic_store(&db->failstop, true);
     if (nospace)

@@ -91,7 +91,7 @@ get_impl(troupe_db *db, troupe_cf *cf, const troupe_snapshot *snap, bool cached,
     rocksdb_pinnableslice_t *ps =
         rocksdb_get_pinned_cf(db->rdb, ro, cf->h, key, key_len, &err);
     if (err != NULL)
-        return troupe__rocks_err(err, TROUPE_EIO, "get");
+        return troupe__rocks_err(&db->log, err, TROUPE_EIO, "get");
     if (ps == NULL)
         return TROUPE_ENOENT;
     size_t n = 0;
@@ -138,7 +138,8 @@ batched_multi_get(troupe_db *db, troupe_cf *cf, const rocksdb_readoptions_t *ro,
         vals[i] = NULL;
         val_lens[i] = 0;
         if (rerr[i] != NULL) {
-            errs[i] = troupe__rocks_err(rerr[i], TROUPE_EIO, "multi_get");
+            errs[i] =
+                troupe__rocks_err(&db->log, rerr[i], TROUPE_EIO, "multi_get");
         } else if (pv[i] == NULL) {
             errs[i] = TROUPE_ENOENT;
         } else {
@@ -196,7 +197,8 @@ multi_get_impl(troupe_db *db, troupe_cf *cf, const troupe_snapshot *snap,
         vals[i] = NULL;
         val_lens[i] = 0;
         if (rerr[i] != NULL) {
-            errs[i] = troupe__rocks_err(rerr[i], TROUPE_EIO, "multi_get");
+            errs[i] =
+                troupe__rocks_err(&db->log, rerr[i], TROUPE_EIO, "multi_get");
             if (rv[i] != NULL)
                 rocksdb_free(rv[i]);
             continue;

@@ -17,11 +17,11 @@
  * mutex. A line that cannot be written is dropped and counted; nothing
  * remembers the failure, so the next line simply tries again (the disk
  * may have room by then), and the operator is told once per streak of
- * failures on stderr. The file is bounded: at TROUPE_ROCKS_LOG_MAX bytes
- * (or the size given) it becomes LOG.old and a new LOG begins, so the info
- * log never holds more than twice that. At open the previous LOG becomes
- * LOG.old, where RocksDB would have named it LOG.old.<time> and kept
- * keep_log_file_num of them.
+ * failures through the db's logger. The file is bounded: at
+ * TROUPE_ROCKS_LOG_MAX bytes (or the size given) it becomes LOG.old and a new
+ * LOG begins, so the info log never holds more than twice that. At open the
+ * previous LOG becomes LOG.old, where RocksDB would have named it
+ * LOG.old.<time> and kept keep_log_file_num of them.
  *
  * Lines look like RocksDB's (time, thread id, message; "[WARN] " and the
  * like come from rocksdb::Logger's level dispatch), so tools that read a
@@ -70,9 +70,9 @@ constexpr size_t kMaxLine = 64 * 1024;
 class InfoLog final : public rocksdb::Logger
 {
   public:
-    InfoLog(std::string path, size_t max_bytes)
+    InfoLog(std::string path, size_t max_bytes, const troupe_logger &lg)
         : rocksdb::Logger(rocksdb::InfoLogLevel::INFO_LEVEL),
-          path_(std::move(path)), old_(path_ + ".old"), max_(max_bytes)
+          path_(std::move(path)), old_(path_ + ".old"), max_(max_bytes), lg_(lg)
     {
         std::lock_guard<std::mutex> g(mu_);
         (void)rename(path_.c_str(), old_.c_str()); /* absent: fine */
@@ -122,16 +122,18 @@ class InfoLog final : public rocksdb::Logger
         if (failing_)
             return;
         failing_ = true;
-        fprintf(stderr,
-                "troupe storage: info log %s: %s; RocksDB's log lines are "
-                "dropped until it can be written again\n",
-                path_.c_str(), strerror(err));
+        const troupe_log_field f[] = {{"file", path_.c_str()}};
+        troupe_log_fields(&lg_, TROUPE_LOG_WARN, "storage", f, 1,
+                          "info log %s: %s; RocksDB's log lines are "
+                          "dropped until it can be written again",
+                          path_.c_str(), strerror(err));
     }
 
     void Put(const char *line, size_t n);
 
     const std::string path_, old_;
     const size_t max_;
+    const troupe_logger lg_;
     std::mutex mu_; /* guards everything below */
     int fd_ = -1;
     size_t size_ = 0;
@@ -219,14 +221,15 @@ InfoLog::Logv(const char *format, va_list ap)
 } // namespace
 
 extern "C" rocksdb_logger_t *
-troupe__rocks_log_create(const char *dir, size_t max_bytes)
+troupe__rocks_log_create(const char *dir, size_t max_bytes,
+                         const troupe_logger *lg)
 {
-    if (dir == nullptr || max_bytes == 0)
+    if (dir == nullptr || max_bytes == 0 || lg == nullptr)
         return nullptr;
     try {
         std::unique_ptr<rocksdb_logger_t> l(new rocksdb_logger_t);
-        l->rep =
-            std::make_shared<InfoLog>(std::string(dir) + "/LOG", max_bytes);
+        l->rep = std::make_shared<InfoLog>(std::string(dir) + "/LOG", max_bytes,
+                                           *lg);
         return l.release();
     } catch (...) {
         return nullptr;

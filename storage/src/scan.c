@@ -269,7 +269,8 @@ troupe_iter_next(troupe_iter *it, troupe_kv *kv)
     if (!rocksdb_iter_valid(it->it)) {
         char *err = NULL;
         rocksdb_iter_get_error(it->it, &err);
-        it->done = err != NULL ? troupe__rocks_err(err, TROUPE_EIO, "iterate")
+        it->done = err != NULL ? troupe__rocks_err(&it->db->log, err,
+                                                   TROUPE_EIO, "iterate")
                                : TROUPE_ENOENT;
         return it->done;
     }

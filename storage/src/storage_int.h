@@ -52,6 +52,7 @@ struct troupe_cf {
 #define TROUPE_RESERVE_FILE "TROUPE-RESERVE"
 
 typedef struct troupe_space {
+    const troupe_logger *log; /* the db's */
     char *dir;
     char *reserve_path;
     uint64_t min_free;
@@ -65,8 +66,8 @@ typedef struct troupe_space {
 } troupe_space;
 
 troupe_err
-troupe__space_init(troupe_space *s, const char *dir, uint64_t min_free,
-                   uint64_t reserve_bytes);
+troupe__space_init(troupe_space *s, const troupe_logger *log, const char *dir,
+                   uint64_t min_free, uint64_t reserve_bytes);
 void
 troupe__space_fini(troupe_space *s);
 /* ENOSPC when a write of `bytes` would leave less than min_free (nothing
@@ -105,7 +106,8 @@ struct troupe_db {
     rocksdb_readoptions_t *ro; /* latest view; shared read-only */
     /* latest view, block-cache tier: never reads the disk */
     rocksdb_readoptions_t *ro_cached;
-    rocksdb_logger_t *logger; /* RocksDB's info log (rocks_log.cc) */
+    rocksdb_logger_t *rlog; /* RocksDB's info log (rocks_log.cc) */
+    troupe_logger log;      /* opts.logger: the engine's records */
     troupe_space space;
     bool sync_default;
     bool disable_wal;
@@ -167,13 +169,15 @@ troupe__batch_raise_bounds(const troupe_batch *b);
 
 /*
  * The RocksDB adapter (rocks_err.c): translates an errptr string to a
- * troupe_err, logs "troupe storage: <what>: <detail>" to stderr, and frees
+ * troupe_err, logs "<what>: <detail>" through lg (ERROR for a failing
+ * disk or corrupt data, WARN otherwise; nothing for EAGAIN), and frees
  * the string. An "IO error" becomes io_class (EIO on most paths), except
  * that running out of space while writing data (an append, a pwrite, the
  * creation of a file: the bytes never reached the file) is ENOSPC.
  */
 troupe_err
-troupe__rocks_err(char *errptr, troupe_err io_class, const char *what);
+troupe__rocks_err(const troupe_logger *lg, char *errptr, troupe_err io_class,
+                  const char *what);
 
 /* Whether errptr is RocksDB's "No space left on device" (any call). */
 bool

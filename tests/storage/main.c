@@ -19,6 +19,7 @@ main(void)
         return ts_run_suites(s, 1);
     }
     Suite *s[] = {storage_engine_suite(), storage_scan_suite(),
-                  storage_keycodec_suite(), storage_commit_suite()};
-    return ts_run_suites(s, 4);
+                  storage_keycodec_suite(), storage_commit_suite(),
+                  storage_log_suite()};
+    return ts_run_suites(s, (int)(sizeof(s) / sizeof(s[0])));
 }

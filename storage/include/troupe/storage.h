@@ -52,6 +52,7 @@
 #include <string.h>
 
 #include "troupe/err.h"
+#include "troupe/log.h"
 
 /* Largest key and value the engine accepts (ETOOBIG beyond). */
 #define TROUPE_KEY_MAX 16384
@@ -144,6 +145,10 @@ typedef struct troupe_db_opts {
      * call). Existing families are always opened, listed or not. */
     const char *const *cfs;
     size_t ncfs;
+    /* Where the engine's log records go (sys "storage"; RocksDB's own
+     * info lines go to <dir>/LOG, not here); copied at open. Zeroed (as
+     * troupe_db_opts_init leaves it): stderr at WARN (log.h). */
+    troupe_logger logger;
 } troupe_db_opts;
 
 /* Fills o with the defaults above (a zeroed struct turns the free-space
@@ -162,7 +167,7 @@ troupe_db_opts_init(troupe_db_opts *o);
  * Errors: EINVAL (NULL dir/out, bad option or family name; or a `dir`
  * that cannot hold a db: a plain file, a path under a plain file, a
  * directory this process may not read, write and search, or a read-only
- * filesystem; the reason is logged on stderr), ENOENT (no db and
+ * filesystem; the reason is logged through opts->logger), ENOENT (no db and
  * create_if_missing false; or `dir`'s parent is missing), EBUSY (the db
  * is open elsewhere: RocksDB's LOCK), ECORRUPT (corrupt WAL without
  * accept_wal_loss, or other corrupt metadata), ENOSPC (the filesystem
