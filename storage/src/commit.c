@@ -330,6 +330,8 @@ troupe_commit_create(troupe_db *db, const troupe_commit_opts *opts,
         *out = NULL;
     if (db == NULL || out == NULL)
         return TROUPE_EINVAL;
+    if (db->read_only)
+        return TROUPE_EREADONLY;
     troupe_commit *c = troupe_calloc(1, sizeof(*c));
     if (c == NULL)
         return TROUPE_ENOMEM;

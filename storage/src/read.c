@@ -26,8 +26,13 @@ troupe_snapshot_create(troupe_db *db, troupe_snapshot **out)
         return TROUPE_ENOMEM;
     }
     s->db = db;
-    s->snap = rocksdb_create_snapshot(db->rdb);
-    rocksdb_readoptions_set_snapshot(s->ro, s->snap);
+    /* A read-only db's view never changes after open, so the latest
+     * state is the snapshot (and RocksDB's secondary instance refuses
+     * iterators over a snapshot). */
+    if (!db->read_only) {
+        s->snap = rocksdb_create_snapshot(db->rdb);
+        rocksdb_readoptions_set_snapshot(s->ro, s->snap);
+    }
     atomic_fetch_add(&db->users, 1);
     *out = s;
     return TROUPE_OK;
@@ -38,7 +43,8 @@ troupe_snapshot_destroy(troupe_snapshot *s)
 {
     if (s == NULL)
         return;
-    rocksdb_release_snapshot(s->db->rdb, s->snap);
+    if (s->snap != NULL)
+        rocksdb_release_snapshot(s->db->rdb, s->snap);
     rocksdb_readoptions_destroy(s->ro);
     atomic_fetch_sub(&s->db->users, 1);
     troupe_free(s);

@@ -36,11 +36,21 @@ rocksdb_logger_t *
 troupe__rocks_log_create(const char *dir, size_t max_bytes,
                          const troupe_logger *lg);
 
+/*
+ * A logger for a read-only db: writes no file; RocksDB's lines become
+ * records of lg (copied), sys "rocksdb": its DEBUG, INFO and HEADER lines
+ * at DEBUG, WARN at INFO, ERROR and FATAL at WARN. Freed with
+ * troupe__rocks_log_destroy. NULL when out of memory.
+ */
+rocksdb_logger_t *
+troupe__rocks_log_create_forward(const troupe_logger *lg);
+
 /* NULL is a no-op. */
 void
 troupe__rocks_log_destroy(rocksdb_logger_t *l);
 
-/* Lines dropped since create (a write that failed or was short). */
+/* Lines dropped since create (a write that failed or was short); 0 for
+ * a forwarding logger. */
 uint64_t
 troupe__rocks_log_dropped(const rocksdb_logger_t *l);
 

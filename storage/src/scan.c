@@ -195,7 +195,7 @@ iter_create(troupe_db *db, troupe_cf *cf, const troupe_snapshot *snap,
     it->db = db;
     it->reverse = reverse;
     it->done = TROUPE_OK;
-    if (snap != NULL)
+    if (snap != NULL && snap->snap != NULL)
         rocksdb_readoptions_set_snapshot(it->ro, snap->snap);
     if (cached)
         rocksdb_readoptions_set_read_tier(it->ro, 1); /* kBlockCacheTier */

@@ -32,6 +32,9 @@ struct troupe_cf {
     /* Set once by drop; the handle itself lives until close so that a
      * racing reader never touches freed memory. */
     atomic_bool dropped;
+    /* The db is read-only: a copy here, so that a batch refuses the
+     * family without touching the db's cache lines. */
+    bool read_only;
     /* The bound of the largest key the family may hold: of its last key
      * at open or create, raised before every write that puts a key above
      * it (troupe__batch_raise_bounds), never lowered. A point read of a
@@ -111,6 +114,10 @@ struct troupe_db {
     troupe_space space;
     bool sync_default;
     bool disable_wal;
+    /* Opened read-only (a RocksDB secondary instance that never catches
+     * up: the view is the database as it was at open). */
+    bool read_only;
+    char *secondary_dir; /* its private directory, removed at close */
     bool wal_loss;
     atomic_bool failstop;
     /* Snapshots, iterators and commit pipelines alive: close needs 0. */
