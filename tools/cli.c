@@ -65,6 +65,27 @@ cli_bad_option(const cli_cmd *c, int ch, char **argv)
 }
 
 int
+cli_common_flag(const cli_cmd *c, int ch, char **argv, troupe_log_level *level)
+{
+    if (ch == 'h')
+        return cli_help(c);
+    if (ch == OPT_LOG_LEVEL)
+        return cli_log_level(c, optarg, level) ? CLI_CONTINUE : CLI_USAGE;
+    return cli_bad_option(c, ch, argv);
+}
+
+int
+cli_operands(const cli_cmd *c, int argc, char **argv, int want,
+             const char *missing)
+{
+    if (argc - optind < want)
+        return cli_usage(c, "%s", missing);
+    if (argc - optind > want)
+        return cli_usage(c, "unexpected argument '%s'", argv[optind + want]);
+    return CLI_CONTINUE;
+}
+
+int
 cli_failed(const char *what, troupe_err e)
 {
     fprintf(stderr, "troupe: %s: %s (%s)\n", what, troupe_strerror(e),

@@ -51,6 +51,32 @@ cli_bad_option(const cli_cmd *c, int ch, char **argv);
 void
 cli_getopt_reset(void);
 
+/* Returned by the helpers below when the command goes on. */
+#define CLI_CONTINUE (-1)
+
+/* In every command's option table: --log-level and -h/--help. */
+#define CLI_COMMON_OPTIONS                                                     \
+    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},                     \
+    {                                                                          \
+        "help", no_argument, NULL, 'h'                                         \
+    }
+
+/*
+ * Every option a command's switch does not take itself: --log-level
+ * (parsed into *level: CLI_CONTINUE), -h/--help (help printed: 0), and
+ * anything else, an error getopt_long reported (CLI_USAGE, message
+ * printed).
+ */
+int
+cli_common_flag(const cli_cmd *c, int ch, char **argv, troupe_log_level *level);
+
+/* After the options: CLI_CONTINUE when argv[optind..] holds exactly
+ * `want` operands, else CLI_USAGE naming the first one too many (or,
+ * for a missing one, saying `missing`). */
+int
+cli_operands(const cli_cmd *c, int argc, char **argv, int want,
+             const char *missing);
+
 /* "troupe: <what>: <text> (<NAME>)"; returns CLI_FAIL. */
 int
 cli_failed(const char *what, troupe_err e);

@@ -60,9 +60,8 @@ cmd_node(int argc, char **argv)
         {"listen", required_argument, NULL, OPT_LISTEN},
         {"id", required_argument, NULL, OPT_ID},
         {"schedulers", required_argument, NULL, OPT_SCHEDULERS},
-        {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
         CLI_SEC_OPTIONS,
-        {"help", no_argument, NULL, 'h'},
+        CLI_COMMON_OPTIONS,
         {NULL, 0, NULL, 0}};
     const char *data = NULL, *listen = NULL;
     static cli_sec sec; /* 8 KiB of secret and peers: off the stack */
@@ -70,7 +69,7 @@ cmd_node(int argc, char **argv)
     long id = 1, scheds = 0;
     troupe_log_level level = TROUPE_LOG_DEFAULT;
     cli_getopt_reset();
-    int ch;
+    int ch, rc;
     while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         int taken = cli_sec_flag(&sec, c, ch, optarg);
         if (taken < 0)
@@ -78,8 +77,6 @@ cmd_node(int argc, char **argv)
         if (taken > 0)
             continue;
         switch (ch) {
-        case 'h':
-            return cli_help(c);
         case OPT_DATA:
             data = optarg;
             break;
@@ -96,16 +93,13 @@ cmd_node(int argc, char **argv)
             if (!cli_num(c, "--schedulers", optarg, 1, 256, &scheds))
                 return CLI_USAGE;
             break;
-        case OPT_LOG_LEVEL:
-            if (!cli_log_level(c, optarg, &level))
-                return CLI_USAGE;
-            break;
         default:
-            return cli_bad_option(c, ch, argv);
+            if ((rc = cli_common_flag(c, ch, argv, &level)) != CLI_CONTINUE)
+                return rc;
         }
     }
-    if (optind < argc)
-        return cli_usage(c, "unexpected argument '%s'", argv[optind]);
+    if ((rc = cli_operands(c, argc, argv, 0, "")) != CLI_CONTINUE)
+        return rc;
     if (data == NULL || listen == NULL)
         return cli_usage(c, "--data and --listen are required");
     troupe_node_opts no = {0};
@@ -132,7 +126,7 @@ cmd_node(int argc, char **argv)
     troupe_err e = troupe_db_open(data, &dbo, &db);
     if (e != TROUPE_OK)
         return cli_failed("open database", e);
-    int rc = 0;
+    rc = 0;
     troupe_runtime_opts ro = {
         .schedulers = (unsigned)scheds, .node_id = (uint32_t)id, .logger = lg};
     if ((e = troupe_commit_create(db, NULL, &commit)) != TROUPE_OK ||

@@ -74,9 +74,8 @@ cmd_ping(int argc, char **argv)
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
         {"listen", required_argument, NULL, OPT_LISTEN},
         {"id", required_argument, NULL, OPT_ID},
-        {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
         CLI_SEC_OPTIONS,
-        {"help", no_argument, NULL, 'h'},
+        CLI_COMMON_OPTIONS,
         {NULL, 0, NULL, 0}};
     const char *listen = NULL;
     long count = 10, timeout = 2000, id = 0;
@@ -84,7 +83,7 @@ cmd_ping(int argc, char **argv)
     static cli_sec sec;
     memset(&sec, 0, sizeof(sec));
     cli_getopt_reset();
-    int ch;
+    int ch, rc;
     while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         int taken = cli_sec_flag(&sec, c, ch, optarg);
         if (taken < 0)
@@ -92,8 +91,6 @@ cmd_ping(int argc, char **argv)
         if (taken > 0)
             continue;
         switch (ch) {
-        case 'h':
-            return cli_help(c);
         case OPT_COUNT:
             if (!cli_num(c, "--count", optarg, 1, 10000000, &count))
                 return CLI_USAGE;
@@ -111,18 +108,14 @@ cmd_ping(int argc, char **argv)
             if (!cli_num(c, "--id", optarg, 1, UINT32_MAX - 1, &id))
                 return CLI_USAGE;
             break;
-        case OPT_LOG_LEVEL:
-            if (!cli_log_level(c, optarg, &level))
-                return CLI_USAGE;
-            break;
         default:
-            return cli_bad_option(c, ch, argv);
+            if ((rc = cli_common_flag(c, ch, argv, &level)) != CLI_CONTINUE)
+                return rc;
         }
     }
-    if (optind >= argc)
-        return cli_usage(c, "which node? give its URL");
-    if (argc - optind > 1)
-        return cli_usage(c, "one URL only, got '%s' too", argv[optind + 1]);
+    if ((rc = cli_operands(c, argc, argv, 1, "which node? give its URL")) !=
+        CLI_CONTINUE)
+        return rc;
     const char *url = argv[optind];
     if (!cli_url(c, "URL", url, true))
         return CLI_USAGE;
@@ -156,7 +149,7 @@ cmd_ping(int argc, char **argv)
     troupe_err e = troupe_runtime_create(&rt, &ro);
     if (e != TROUPE_OK)
         return cli_failed("runtime", e);
-    int rc = 0;
+    rc = 0;
     uint32_t peer = 0;
     if ((e = troupe_node_create(&node, rt, &no)) != TROUPE_OK ||
         (e = troupe_node_listen(node, listen)) != TROUPE_OK) {

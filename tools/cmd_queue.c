@@ -413,11 +413,9 @@ cmd_queue(int argc, char **argv)
     long limit = 100;
     troupe_log_level level = TROUPE_LOG_DEFAULT;
     cli_getopt_reset();
-    int ch;
+    int ch, rc;
     while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         switch (ch) {
-        case 'h':
-            return cli_help(c);
         case OPT_DATA:
             data = optarg;
             break;
@@ -438,17 +436,15 @@ cmd_queue(int argc, char **argv)
         case OPT_ID_HEX:
             id_hex = optarg;
             break;
-        case OPT_LOG_LEVEL:
-            if (!cli_log_level(c, optarg, &level))
-                return CLI_USAGE;
-            break;
         default:
-            return cli_bad_option(c, ch, argv);
+            if ((rc = cli_common_flag(c, ch, argv, &level)) != CLI_CONTINUE)
+                return rc;
         }
     }
-    /* argv[0] is the subcommand; getopt_long skipped it as argv[0]. */
-    if (optind < argc)
-        return cli_usage(c, "unexpected argument '%s'", argv[optind]);
+    /* argv[0] is the subcommand, which getopt_long skips as it would a
+     * program name. */
+    if ((rc = cli_operands(c, argc, argv, 0, "")) != CLI_CONTINUE)
+        return rc;
     if (data == NULL)
         return cli_usage(c, "--data is required");
     if (kind != Q_LIST && queue == NULL)
@@ -471,7 +467,7 @@ cmd_queue(int argc, char **argv)
         return cli_usage(c, "--id wants 1..%d bytes", TROUPE_QUEUE_ID_MAX);
     }
     qenv q;
-    int rc = qenv_open(data, level, &q);
+    rc = qenv_open(data, level, &q);
     if (rc == 0) {
         switch (kind) {
         case Q_LIST:

@@ -164,34 +164,28 @@ cmd_stats(int argc, char **argv)
     static const struct option opts[] = {
         {"data", required_argument, NULL, OPT_DATA},
         {"tables", no_argument, NULL, OPT_TABLES},
-        {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
-        {"help", no_argument, NULL, 'h'},
+        CLI_COMMON_OPTIONS,
         {NULL, 0, NULL, 0}};
     const char *data = NULL;
     bool tables = false;
     troupe_log_level level = TROUPE_LOG_DEFAULT;
     cli_getopt_reset();
-    int ch;
+    int ch, rc;
     while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         switch (ch) {
-        case 'h':
-            return cli_help(c);
         case OPT_DATA:
             data = optarg;
             break;
         case OPT_TABLES:
             tables = true;
             break;
-        case OPT_LOG_LEVEL:
-            if (!cli_log_level(c, optarg, &level))
-                return CLI_USAGE;
-            break;
         default:
-            return cli_bad_option(c, ch, argv);
+            if ((rc = cli_common_flag(c, ch, argv, &level)) != CLI_CONTINUE)
+                return rc;
         }
     }
-    if (optind < argc)
-        return cli_usage(c, "unexpected argument '%s'", argv[optind]);
+    if ((rc = cli_operands(c, argc, argv, 0, "")) != CLI_CONTINUE)
+        return rc;
     if (data == NULL)
         return cli_usage(c, "--data is required");
     if (access(data, F_OK) != 0) {

@@ -39,11 +39,28 @@ keep(void *ctx, const troupe_log_record *r)
     pthread_mutex_unlock(&s->mu);
 }
 
-static void
-seen_init(seen *s)
+/* Opens dir with a logger that keeps its records in *s (cleared):
+ * the open's result. */
+static troupe_err
+open_seen(const char *dir, seen *s, troupe_db **db)
 {
     memset(s, 0, sizeof(*s));
     pthread_mutex_init(&s->mu, NULL);
+    troupe_db_opts o;
+    troupe_db_opts_init(&o);
+    o.logger = (troupe_logger){.fn = keep, .ctx = s};
+    *db = NULL;
+    return troupe_db_open(dir, &o, db);
+}
+
+/* The first record: a warning of the storage engine, with these fields. */
+static void
+assert_first_warning(const seen *s, const char *fields)
+{
+    ck_assert_int_ge(s->n, 1);
+    ck_assert_int_eq(s->level[0], TROUPE_LOG_WARN);
+    ck_assert_str_eq(s->sys[0], "storage");
+    ck_assert_str_eq(s->fields[0], fields);
 }
 
 START_TEST(test_storage_log_open_refused_dir_goes_to_db_logger)
@@ -55,23 +72,20 @@ START_TEST(test_storage_log_open_refused_dir_goes_to_db_logger)
     ck_assert_int_ge(fd, 0);
     close(fd);
     seen s;
-    seen_init(&s);
-    troupe_db_opts o;
-    troupe_db_opts_init(&o);
-    o.logger = (troupe_logger){.fn = keep, .ctx = &s};
     troupe_db *db = NULL;
-    ck_assert_err(troupe_db_open(file, &o, &db), TROUPE_EINVAL);
+    ck_assert_err(open_seen(file, &s, &db), TROUPE_EINVAL);
     ck_assert_int_eq(s.n, 1);
-    ck_assert_int_eq(s.level[0], TROUPE_LOG_WARN);
-    ck_assert_str_eq(s.sys[0], "storage");
-    ck_assert_ptr_nonnull(strstr(s.msg[0], file));
-    ck_assert_ptr_nonnull(strstr(s.msg[0], "not a directory"));
     char want[600];
     snprintf(want, sizeof(want), "dir=%s err=EINVAL", file);
-    ck_assert_str_eq(s.fields[0], want);
+    assert_first_warning(&s, want);
+    ck_assert_ptr_nonnull(strstr(s.msg[0], file));
+    ck_assert_ptr_nonnull(strstr(s.msg[0], "not a directory"));
 
     /* The level filter applies: at ERROR the same refusal is silent. */
-    o.logger.level = TROUPE_LOG_ERROR;
+    troupe_db_opts o;
+    troupe_db_opts_init(&o);
+    o.logger =
+        (troupe_logger){.fn = keep, .ctx = &s, .level = TROUPE_LOG_ERROR};
     ck_assert_err(troupe_db_open(file, &o, &db), TROUPE_EINVAL);
     ck_assert_int_eq(s.n, 1);
     ts_rmtree(dir);
@@ -84,17 +98,10 @@ START_TEST(test_storage_log_busy_lock_is_a_warning_from_rocksdb_adapter)
     char *dir = ts_tempdir("slog");
     troupe_db *held = st_open(dir, NULL, 0);
     seen s;
-    seen_init(&s);
-    troupe_db_opts o;
-    troupe_db_opts_init(&o);
-    o.logger = (troupe_logger){.fn = keep, .ctx = &s};
     troupe_db *db = NULL;
-    ck_assert_err(troupe_db_open(dir, &o, &db), TROUPE_EBUSY);
-    ck_assert_int_ge(s.n, 1);
-    ck_assert_int_eq(s.level[0], TROUPE_LOG_WARN);
-    ck_assert_str_eq(s.sys[0], "storage");
+    ck_assert_err(open_seen(dir, &s, &db), TROUPE_EBUSY);
+    assert_first_warning(&s, "op=open err=EBUSY");
     ck_assert_ptr_nonnull(strstr(s.msg[0], "LOCK"));
-    ck_assert_str_eq(s.fields[0], "op=open err=EBUSY");
     ck_assert_ok(troupe_db_close(held));
     ts_rmtree(dir);
     free(dir);

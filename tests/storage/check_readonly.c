@@ -148,6 +148,16 @@ private_tmpdir(void)
     return t;
 }
 
+/* Removes and frees a test's database and $TMPDIR directories. */
+static void
+done(char *dir, char *tmp)
+{
+    ts_rmtree(dir);
+    ts_rmtree(tmp);
+    free(dir);
+    free(tmp);
+}
+
 START_TEST(test_readonly_reads_and_writes_nothing)
 {
     char *dir = ts_tempdir("ro");
@@ -211,10 +221,7 @@ START_TEST(test_readonly_reads_and_writes_nothing)
     list_dir(dir, &after);
     ck_assert_str_eq(before.text, after.text);
     ck_assert_int_eq(entries(tmp), 0); /* removed at close */
-    ts_rmtree(dir);
-    ts_rmtree(tmp);
-    free(dir);
-    free(tmp);
+    done(dir, tmp);
 }
 END_TEST
 
@@ -256,10 +263,7 @@ START_TEST(test_readonly_missing_things_are_enoent_never_created)
     ck_assert_int_eq(entries(tmp), 0); /* every failed open cleaned up */
     ts_rmtree(other);
     free(other);
-    ts_rmtree(dir);
-    ts_rmtree(tmp);
-    free(dir);
-    free(tmp);
+    done(dir, tmp);
 }
 END_TEST
 
@@ -298,10 +302,7 @@ START_TEST(test_readonly_opens_beside_a_writer_with_the_view_of_its_open)
     ck_assert_ok(troupe_db_cf(ro, "late", &late));
     ck_assert_ok(troupe_db_close(ro));
     ck_assert_ok(troupe_db_close(rw));
-    ts_rmtree(dir);
-    ts_rmtree(tmp);
-    free(dir);
-    free(tmp);
+    done(dir, tmp);
 }
 END_TEST
 
@@ -342,10 +343,7 @@ START_TEST(test_readonly_rocksdb_info_lines_go_to_the_logger)
     db = open_ro(dir, &lg);
     ck_assert_ok(troupe_db_close(db));
     ck_assert_int_eq(c.rocksdb, 0);
-    ts_rmtree(dir);
-    ts_rmtree(tmp);
-    free(dir);
-    free(tmp);
+    done(dir, tmp);
 }
 END_TEST
 
@@ -390,10 +388,7 @@ START_TEST(test_readonly_cf_stats_count_what_the_writer_wrote)
     ck_assert_err(troupe_db_cf_stats(rw, b, &st), TROUPE_ENOENT);
     ck_assert_uint_eq(st.keys, 0);
     ck_assert_ok(troupe_db_close(rw));
-    ts_rmtree(dir);
-    ts_rmtree(tmp);
-    free(dir);
-    free(tmp);
+    done(dir, tmp);
 }
 END_TEST
 
