@@ -383,8 +383,13 @@ fail(troupe_actor *a, troupe_err reason)
         }
         if (ext->restarts < ext->max_restarts) {
             ext->restarts++;
-            fprintf(stderr, "troupe: actor %s failed (%s); restarting\n",
-                    a->def->name ? a->def->name : "?", troupe_err_name(reason));
+            const char *name = a->def->name ? a->def->name : "?";
+            troupe_log_fields(
+                &a->sched->rt->logger, TROUPE_LOG_WARN, "runtime",
+                (troupe_log_field[]){{"actor", name},
+                                     {"err", troupe_err_name(reason)}},
+                2, "actor %s failed (%s); restarting", name,
+                troupe_err_name(reason));
             if (a->def->stop)
                 a->def->stop(a, state_of(a), reason);
             timers_cancel_all(a);

@@ -220,6 +220,7 @@ enum rt_phase { RT_RUNNING, RT_CLOSING, RT_DONE };
 
 struct troupe_runtime {
     uint32_t node_id;
+    troupe_logger logger; /* opts.logger; read-only after create */
     unsigned n_sched;
     struct sched *scheds;
     _Atomic unsigned rr;

@@ -45,7 +45,9 @@ troupe_runtime_create(troupe_runtime **out, const troupe_runtime_opts *opts)
     *out = NULL;
     troupe_runtime_opts o = opts ? *opts : (troupe_runtime_opts){0};
     if (o.schedulers > TROUPE_MAX_SCHEDULERS ||
-        o.workers > TROUPE_MAX_WORKERS || o.host_workers > TROUPE_MAX_WORKERS)
+        o.workers > TROUPE_MAX_WORKERS || o.host_workers > TROUPE_MAX_WORKERS ||
+        o.logger.level < TROUPE_LOG_DEFAULT ||
+        o.logger.level > TROUPE_LOG_DEBUG)
         return TROUPE_EINVAL;
     if (o.schedulers == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -74,6 +76,7 @@ troupe_runtime_create(troupe_runtime **out, const troupe_runtime_opts *opts)
         return ke;
     }
     rt->node_id = o.node_id;
+    rt->logger = o.logger;
     rt->mailbox_bytes = o.mailbox_bytes;
     rt->net_cap = o.net_bytes;
     rt->n_sched = o.schedulers;
@@ -107,8 +110,8 @@ troupe_runtime_create(troupe_runtime **out, const troupe_runtime_opts *opts)
     }
     if (e != TROUPE_OK) {
         /* Nothing has run yet: no thread started a loop. */
-        fprintf(stderr, "troupe: runtime_create failed: %s\n",
-                troupe_err_name(e));
+        troupe_log(&rt->logger, TROUPE_LOG_ERROR, "runtime",
+                   "runtime_create failed (%s): aborting", troupe_err_name(e));
         abort(); /* partial teardown of started workers is not worth it */
     }
     rt->proxy_addr = proxy;
@@ -118,7 +121,8 @@ troupe_runtime_create(troupe_runtime **out, const troupe_runtime_opts *opts)
         if (s->embedded)
             continue;
         if (pthread_create(&s->thread, NULL, sched_main, s) != 0) {
-            fprintf(stderr, "troupe: cannot start scheduler thread\n");
+            troupe_log(&rt->logger, TROUPE_LOG_ERROR, "runtime",
+                       "cannot start the thread of scheduler %u: aborting", i);
             abort();
         }
         s->thread_started = true;
@@ -126,6 +130,13 @@ troupe_runtime_create(troupe_runtime **out, const troupe_runtime_opts *opts)
     (void)inited;
     *out = rt;
     return TROUPE_OK;
+}
+
+const troupe_logger *
+troupe_runtime_logger(const troupe_runtime *rt)
+{
+    static const troupe_logger default_logger = {0};
+    return rt != NULL ? &rt->logger : &default_logger;
 }
 
 unsigned
@@ -638,6 +649,9 @@ troupe_runtime_destroy(troupe_runtime *rt)
     bool done = rt->done;
     pthread_mutex_unlock(&rt->done_lock);
     if (!done) {
+        /* A programming error, and the process ends here: written
+         * directly, since the logger's fn may belong to what the caller
+         * is tearing down. */
         fprintf(stderr, "troupe: runtime_destroy before shutdown completed\n");
         abort();
     }
@@ -648,7 +662,10 @@ troupe_runtime_destroy(troupe_runtime *rt)
         if (!s->embedded) {
             uv_run(&s->own_loop, UV_RUN_DEFAULT); /* close callbacks */
             if (uv_loop_close(&s->own_loop) != 0)
-                fprintf(stderr, "troupe: scheduler %u loop not closed\n", i);
+                troupe_log(&rt->logger, TROUPE_LOG_ERROR, "runtime",
+                           "the loop of scheduler %u did not close: a handle "
+                           "is still open",
+                           i);
         }
         pthread_mutex_destroy(&s->ctl_lock);
     }

@@ -48,7 +48,8 @@ complete(troupe_runtime *rt, struct job *j)
     if (j->done_cb != NULL) {
         if (troupe__ctl(&rt->scheds[0], done_on_sched0, j) != TROUPE_OK) {
             /* Scheduler 0 closes only after the pool has exited. */
-            fprintf(stderr, "troupe: work completion lost at shutdown\n");
+            troupe_log(&rt->logger, TROUPE_LOG_ERROR, "runtime",
+                       "a work completion was lost at shutdown");
             troupe_free(j);
         }
         return;

@@ -62,6 +62,8 @@ batch_admit(troupe_batch *b, troupe_cf *cf, size_t payload, size_t *idx)
     troupe_err e = troupe__cf_check(NULL, cf);
     if (e != TROUPE_OK)
         return e;
+    if (cf->read_only)
+        return TROUPE_EREADONLY;
     if (troupe__batch_bytes(b) + payload + RECORD_OVERHEAD > TROUPE_BATCH_MAX)
         return TROUPE_ETOOBIG;
     for (size_t i = 0; i < b->ncfs; i++) {

@@ -122,7 +122,7 @@ troupe__cf_bound_init(troupe_cf *cf)
             if (err == NULL)
                 b.any = false; /* empty: every key is above */
             else
-                troupe__rocks_err(err, TROUPE_EIO, "key bound");
+                troupe__rocks_err(&cf->db->log, err, TROUPE_EIO, "key bound");
         }
         rocksdb_iter_destroy(it);
     }

@@ -330,6 +330,8 @@ troupe_commit_create(troupe_db *db, const troupe_commit_opts *opts,
         *out = NULL;
     if (db == NULL || out == NULL)
         return TROUPE_EINVAL;
+    if (db->read_only)
+        return TROUPE_EREADONLY;
     troupe_commit *c = troupe_calloc(1, sizeof(*c));
     if (c == NULL)
         return TROUPE_ENOMEM;
@@ -467,6 +469,8 @@ troupe_commit_destroy(troupe_commit *c)
     if (c == NULL)
         return;
     if (pthread_equal(pthread_self(), c->thread)) {
+        /* A programming error, and the process ends here: written
+         * directly (the logger may be what the callback tears down). */
         fprintf(stderr, "troupe_commit_destroy called from its own writer "
                         "thread (a completion or stop callback)\n");
         abort();

@@ -58,11 +58,31 @@
  *
  * The directory is checked before RocksDB sees it: RocksDB reports a path
  * that is a plain file, or one it may not write, as an "IO error", which
- * would read as a failing disk.
+ * would read as a failing disk. *
+ * Read-only (opts.read_only) is a RocksDB secondary instance that never
+ * catches up with its primary, not RocksDB's read-only open. Both open a
+ * database a running node holds (neither takes the LOCK) and neither
+ * writes in its directory (compared file by file before and after). But
+ * measured on 7.8.3 against a writer that flushes and compacts every few
+ * milliseconds, the read-only open failed in 36 of 60 tries ("IO error:
+ * No such file or directory" for a WAL, or, worse, "Corruption: ... No
+ * such file" for a table file the writer had just compacted away, which
+ * would read as ECORRUPT), while the secondary open succeeded in 60 of
+ * 60. So: secondary, with max_open_files -1, which keeps every table
+ * file open from the start, so that files compacted away after the open
+ * stay readable (a scan 7.5 s later, 270k keys rewritten meanwhile, read
+ * the view of the open whole). Never catching up keeps the view fixed at
+ * the open: every read sees the same state, which is also what a
+ * snapshot would see, so snapshots need no RocksDB snapshot (which a
+ * secondary refuses for iterators). The secondary wants a directory of
+ * its own (for its info log): a fresh one under $TMPDIR, removed at
+ * close; the info log itself is forwarded to the db's logger
+ * (rocks_log.cc), so nothing is written there either.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -133,11 +153,60 @@ cf_add_locked(troupe_db *db, const char *name,
     cf->db = db;
     cf->h = h;
     cf->name = nm;
+    cf->read_only = db->read_only;
     atomic_init(&cf->dropped, false);
     troupe__cf_bound_init(cf);
     db->cfs[db->ncfs++] = cf;
     if (out != NULL)
         *out = cf;
+    return TROUPE_OK;
+}
+
+/* Removes the secondary instance's private directory and what RocksDB
+ * put in it (nothing but files: it is ours alone). */
+static void
+secondary_dir_remove(const char *sdir)
+{
+    if (sdir == NULL)
+        return;
+    DIR *d = opendir(sdir);
+    if (d != NULL) {
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL) {
+            if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+                (void)unlinkat(dirfd(d), e->d_name, 0);
+        }
+        closedir(d);
+    }
+    (void)rmdir(sdir);
+}
+
+/*
+ * A read-only open is a RocksDB secondary instance, which wants a
+ * directory of its own; a fresh one under $TMPDIR (or /tmp), so that
+ * nothing is written in the db's directory.
+ */
+static troupe_err
+secondary_dir_make(troupe_db *db)
+{
+    const char *tmp = getenv("TMPDIR");
+    if (tmp == NULL || *tmp == '\0')
+        tmp = "/tmp";
+    size_t n = strlen(tmp) + sizeof("/troupe-secondary-XXXXXX");
+    char *p = troupe_malloc(n);
+    if (p == NULL)
+        return TROUPE_ENOMEM;
+    snprintf(p, n, "%s/troupe-secondary-XXXXXX", tmp);
+    if (mkdtemp(p) == NULL) {
+        troupe_log_fields(&db->log, TROUPE_LOG_WARN, "storage",
+                          (troupe_log_field[]){{"dir", tmp}}, 1,
+                          "read-only open: cannot make a directory for the "
+                          "secondary instance under %s: %s",
+                          tmp, strerror(errno));
+        troupe_free(p);
+        return TROUPE_ESYS;
+    }
+    db->secondary_dir = p;
     return TROUPE_OK;
 }
 
@@ -171,8 +240,10 @@ db_free(troupe_db *db)
         rocksdb_block_based_options_destroy(db->topts);
     if (db->cache != NULL)
         rocksdb_cache_destroy(db->cache);
-    troupe__rocks_log_destroy(db->logger);
+    troupe__rocks_log_destroy(db->rlog);
     troupe__space_fini(&db->space);
+    secondary_dir_remove(db->secondary_dir);
+    troupe_free(db->secondary_dir);
     pthread_mutex_destroy(&db->mu);
     troupe_free(db);
 }
@@ -218,10 +289,11 @@ reopen_flush(troupe_db *db, const char *dir, uint64_t wal)
     if (wal == 0)
         return TROUPE_OK;
     if (!troupe__space_room_for(&db->space, wal + wal / 4)) {
-        fprintf(stderr,
-                "troupe storage: open %s: the %llu bytes replayed from the "
-                "WAL stay in memory, not flushed: too little free space\n",
-                dir, (unsigned long long)wal);
+        troupe_log_fields(&db->log, TROUPE_LOG_WARN, "storage",
+                          (troupe_log_field[]){{"dir", dir}}, 1,
+                          "open %s: the %llu bytes replayed from the WAL stay "
+                          "in memory, not flushed: too little free space",
+                          dir, (unsigned long long)wal);
         return TROUPE_OK;
     }
     return troupe_db_flush(db);
@@ -242,13 +314,19 @@ list_families(troupe_db *db, const char *dir, char ***names, size_t *n)
     if (snprintf(current, sizeof(current), "%s/CURRENT", dir) >=
         (int)sizeof(current))
         return TROUPE_EINVAL;
-    if (stat(current, &st) != 0)
-        return TROUPE_OK; /* fresh (or absent): open decides */
+    if (stat(current, &st) != 0) {
+        if (!db->read_only)
+            return TROUPE_OK; /* fresh (or absent): open decides */
+        troupe_log_fields(&db->log, TROUPE_LOG_WARN, "storage",
+                          (troupe_log_field[]){{"dir", dir}, {"err", "ENOENT"}},
+                          2, "read-only open %s: no database there", dir);
+        return TROUPE_ENOENT;
+    }
     char *err = NULL;
     size_t len = 0;
     char **v = rocksdb_list_column_families(db->opts, dir, &len, &err);
     if (err != NULL)
-        return troupe__rocks_err(err, open_io_class(err),
+        return troupe__rocks_err(&db->log, err, open_io_class(err),
                                  "list column families");
     *names = v;
     *n = len;
@@ -273,13 +351,17 @@ open_families(troupe_db *db, const char *dir, char **names, size_t n,
         cfo[i] = db->opts;
     rocksdb_options_set_wal_recovery_mode(db->opts, recovery_mode);
     char *err = NULL;
-    db->rdb = rocksdb_open_column_families(db->opts, dir, (int)cnt, nm, cfo, hs,
-                                           &err);
+    if (db->read_only)
+        db->rdb = rocksdb_open_as_secondary_column_families(
+            db->opts, dir, db->secondary_dir, (int)cnt, nm, cfo, hs, &err);
+    else
+        db->rdb = rocksdb_open_column_families(db->opts, dir, (int)cnt, nm, cfo,
+                                               hs, &err);
     troupe_free(cfo);
     troupe_err e = TROUPE_OK;
     if (err != NULL) {
         db->rdb = NULL;
-        e = troupe__rocks_err(err, open_io_class(err), "open");
+        e = troupe__rocks_err(&db->log, err, open_io_class(err), "open");
         troupe_free(hs);
         return e;
     }
@@ -313,11 +395,14 @@ db_configure(troupe_db *db, const char *dir, const troupe_db_opts *o)
                                         &err);
         if (err != NULL) {
             rocksdb_options_destroy(base);
-            return troupe__rocks_err(err, TROUPE_EIO, "options");
+            return troupe__rocks_err(&db->log, err, TROUPE_EIO, "options");
         }
     }
     rocksdb_options_destroy(base);
-    db->logger = troupe__rocks_log_create(dir, TROUPE_ROCKS_LOG_MAX);
+    db->rlog =
+        o->read_only
+            ? troupe__rocks_log_create_forward(&db->log)
+            : troupe__rocks_log_create(dir, TROUPE_ROCKS_LOG_MAX, &db->log);
     db->topts = rocksdb_block_based_options_create();
     db->cache = rocksdb_cache_create_lru(
         o->block_cache_bytes ? o->block_cache_bytes : DEFAULT_BLOCK_CACHE);
@@ -325,10 +410,10 @@ db_configure(troupe_db *db, const char *dir, const troupe_db_opts *o)
     db->wo_nosync = rocksdb_writeoptions_create();
     db->ro = rocksdb_readoptions_create();
     db->ro_cached = rocksdb_readoptions_create();
-    if (!db->opts || !db->logger || !db->topts || !db->cache || !db->wo_sync ||
+    if (!db->opts || !db->rlog || !db->topts || !db->cache || !db->wo_sync ||
         !db->wo_nosync || !db->ro || !db->ro_cached)
         return TROUPE_ENOMEM;
-    rocksdb_options_set_info_log(db->opts, db->logger);
+    rocksdb_options_set_info_log(db->opts, db->rlog);
     rocksdb_options_set_info_log_level(db->opts, 1);     /* INFO, as the log */
     rocksdb_readoptions_set_read_tier(db->ro_cached, 1); /* kBlockCacheTier */
     rocksdb_block_based_options_set_block_cache(db->topts, db->cache);
@@ -342,7 +427,12 @@ db_configure(troupe_db *db, const char *dir, const troupe_db_opts *o)
     rocksdb_options_set_memtable_prefix_bloom_size_ratio(db->opts, 0.02);
     rocksdb_options_set_memtable_whole_key_filtering(db->opts, 1);
     rocksdb_options_set_block_based_table_factory(db->opts, db->topts);
-    rocksdb_options_set_create_if_missing(db->opts, o->create_if_missing);
+    rocksdb_options_set_create_if_missing(db->opts, o->create_if_missing &&
+                                                        !o->read_only);
+    /* A secondary instance keeps every table file open, so that a file
+     * the node holding the db compacts away stays readable. */
+    if (o->read_only)
+        rocksdb_options_set_max_open_files(db->opts, -1);
     rocksdb_options_set_paranoid_checks(db->opts, 1);
     rocksdb_options_set_keep_log_file_num(db->opts, 8);
     rocksdb_writeoptions_set_sync(db->wo_sync, 1);
@@ -362,6 +452,16 @@ create_listed(troupe_db *db, const troupe_db_opts *o)
     for (size_t i = 0; i < o->ncfs; i++) {
         if (cf_find_locked(db, o->cfs[i]) != NULL)
             continue;
+        if (db->read_only) {
+            troupe_log_fields(
+                &db->log, TROUPE_LOG_WARN, "storage",
+                (troupe_log_field[]){{"family", o->cfs[i]}, {"err", "ENOENT"}},
+                2,
+                "read-only open: no column family %s (a "
+                "read-only db creates none)",
+                o->cfs[i]);
+            return TROUPE_ENOENT;
+        }
         char *err = NULL;
         rocksdb_column_family_handle_t *h =
             rocksdb_create_column_family(db->rdb, db->opts, o->cfs[i], &err);
@@ -370,7 +470,7 @@ create_listed(troupe_db *db, const troupe_db_opts *o)
              * family: RocksDB's CreateColumnFamily clears it first). */
             if (h != NULL)
                 rocksdb_column_family_handle_destroy(h);
-            return troupe__rocks_err(err, open_io_class(err),
+            return troupe__rocks_err(&db->log, err, open_io_class(err),
                                      "create column family");
         }
         troupe_err e = cf_add_locked(db, o->cfs[i], h, NULL);
@@ -383,50 +483,56 @@ create_listed(troupe_db *db, const troupe_db_opts *o)
 }
 
 static troupe_err
-dir_refused(const char *dir, const char *why, troupe_err e)
+dir_refused(const troupe_logger *lg, const char *dir, const char *why,
+            troupe_err e)
 {
-    fprintf(stderr, "troupe storage: open %s: %s (%s)\n", dir, why,
-            troupe_err_name(e));
+    troupe_log_fields(
+        lg, TROUPE_LOG_WARN, "storage",
+        (troupe_log_field[]){{"dir", dir}, {"err", troupe_err_name(e)}}, 2,
+        "open %s: %s", dir, why);
     return e;
 }
 
 /*
  * The directory must be one we can use: an existing directory we may
- * read, write and search, or (create_if_missing) one we can make, like
+ * read, write (unless `writable` is false: a read-only open) and search,
+ * or (create_if_missing) one we can make, like
  * RocksDB only the last component. What stands in the way is the caller's
  * path, not a failing disk: EINVAL (not a directory, under a plain file,
  * permission denied, read-only), ENOENT (missing, or its parent is), the
- * detail on stderr.
+ * detail logged through lg.
  */
 static troupe_err
-dir_check(const char *dir, bool create_if_missing)
+dir_check(const troupe_logger *lg, const char *dir, bool create_if_missing,
+          bool writable)
 {
     struct stat st;
     if (stat(dir, &st) == 0) {
         if (!S_ISDIR(st.st_mode))
-            return dir_refused(dir, "not a directory", TROUPE_EINVAL);
-        if (access(dir, R_OK | W_OK | X_OK) != 0)
-            return dir_refused(dir, strerror(errno), TROUPE_EINVAL);
+            return dir_refused(lg, dir, "not a directory", TROUPE_EINVAL);
+        if (access(dir, writable ? R_OK | W_OK | X_OK : R_OK | X_OK) != 0)
+            return dir_refused(lg, dir, strerror(errno), TROUPE_EINVAL);
         return TROUPE_OK;
     }
     int err = errno;
     if (err == ENOENT && create_if_missing) {
         if (mkdir(dir, 0755) == 0 || errno == EEXIST)
-            return dir_check(dir, false);
+            return dir_check(lg, dir, false, writable);
         err = errno;
     }
     switch (err) {
     case ENOENT:
-        return dir_refused(dir,
+        return dir_refused(lg, dir,
                            create_if_missing
                                ? "its parent directory does not exist"
                                : "no such directory",
                            TROUPE_ENOENT);
     case ENOTDIR:
-        return dir_refused(dir, "a component of the path is not a directory",
+        return dir_refused(lg, dir,
+                           "a component of the path is not a directory",
                            TROUPE_EINVAL);
     case ENOSPC:
-        return dir_refused(dir, strerror(err), TROUPE_ENOSPC);
+        return dir_refused(lg, dir, strerror(err), TROUPE_ENOSPC);
     case ENOMEM:
         return TROUPE_ENOMEM;
     case EACCES:
@@ -434,9 +540,9 @@ dir_check(const char *dir, bool create_if_missing)
     case EROFS:
     case ENAMETOOLONG:
     case ELOOP:
-        return dir_refused(dir, strerror(err), TROUPE_EINVAL);
+        return dir_refused(lg, dir, strerror(err), TROUPE_EINVAL);
     default:
-        return dir_refused(dir, strerror(err), TROUPE_EIO);
+        return dir_refused(lg, dir, strerror(err), TROUPE_EIO);
     }
 }
 
@@ -461,7 +567,11 @@ troupe_db_open(const char *dir, const troupe_db_opts *opts, troupe_db **out)
             return TROUPE_EINVAL;
     }
 
-    troupe_err e = dir_check(dir, o.create_if_missing);
+    if (o.logger.level < TROUPE_LOG_DEFAULT ||
+        o.logger.level > TROUPE_LOG_DEBUG)
+        return TROUPE_EINVAL;
+    troupe_err e = dir_check(&o.logger, dir,
+                             o.create_if_missing && !o.read_only, !o.read_only);
     if (e != TROUPE_OK)
         return e;
 
@@ -471,7 +581,15 @@ troupe_db_open(const char *dir, const troupe_db_opts *opts, troupe_db **out)
     pthread_mutex_init(&db->mu, NULL);
     atomic_init(&db->failstop, false);
     atomic_init(&db->users, 0);
-    e = troupe__space_init(&db->space, dir, o.min_free_bytes, o.reserve_bytes);
+    db->log = o.logger;
+    db->read_only = o.read_only;
+    /* Read-only: no free-space gate (nothing is written) and no reserve
+     * file (it would be written in dir). */
+    e = troupe__space_init(&db->space, &db->log, dir,
+                           o.read_only ? 0 : o.min_free_bytes,
+                           o.read_only ? 0 : o.reserve_bytes);
+    if (e == TROUPE_OK && o.read_only)
+        e = secondary_dir_make(db);
     if (e == TROUPE_OK)
         e = db_configure(db, dir, &o);
     char **names = NULL;
@@ -484,15 +602,17 @@ troupe_db_open(const char *dir, const troupe_db_opts *opts, troupe_db **out)
     if (e == TROUPE_OK) {
         e = open_families(db, dir, names, n,
                           rocksdb_tolerate_corrupted_tail_records_recovery);
-        if (e == TROUPE_ENOSPC && troupe__space_release_for_open(&db->space))
+        if (e == TROUPE_ENOSPC && !o.read_only &&
+            troupe__space_release_for_open(&db->space))
             e = open_families(db, dir, names, n,
                               rocksdb_tolerate_corrupted_tail_records_recovery);
         if (e == TROUPE_ECORRUPT && o.accept_wal_loss) {
-            fprintf(stderr,
-                    "troupe storage: open %s: corrupt WAL; "
-                    "accept_wal_loss is set, recovering to the last "
-                    "consistent point (records after it are lost)\n",
-                    dir);
+            troupe_log_fields(&db->log, TROUPE_LOG_WARN, "storage",
+                              (troupe_log_field[]){{"dir", dir}}, 1,
+                              "open %s: corrupt WAL; accept_wal_loss is set, "
+                              "recovering to the last consistent point "
+                              "(records after it are lost)",
+                              dir);
             e = open_families(db, dir, names, n,
                               rocksdb_point_in_time_recovery);
             db->wal_loss = e == TROUPE_OK;
@@ -501,7 +621,7 @@ troupe_db_open(const char *dir, const troupe_db_opts *opts, troupe_db **out)
              * WAL is retired and the loss is final, as documented (the
              * next strict open would refuse the same WAL again), space or
              * not. */
-            if (e == TROUPE_OK)
+            if (e == TROUPE_OK && !o.read_only)
                 e = troupe_db_flush(db);
             wal = 0;
         }
@@ -510,13 +630,14 @@ troupe_db_open(const char *dir, const troupe_db_opts *opts, troupe_db **out)
         rocksdb_list_column_families_destroy(names, n);
     if (e == TROUPE_OK)
         e = create_listed(db, &o);
-    if (e == TROUPE_OK)
+    if (e == TROUPE_OK && !o.read_only)
         e = reopen_flush(db, dir, wal);
     if (e != TROUPE_OK) {
         db_free(db);
         return e;
     }
-    troupe__space_after_open(&db->space);
+    if (!o.read_only)
+        troupe__space_after_open(&db->space);
     *out = db;
     return TROUPE_OK;
 }
@@ -536,6 +657,12 @@ bool
 troupe_db_wal_loss(const troupe_db *db)
 {
     return db != NULL && db->wal_loss;
+}
+
+bool
+troupe_db_read_only(const troupe_db *db)
+{
+    return db != NULL && db->read_only;
 }
 
 bool
@@ -568,7 +695,7 @@ troupe__db_change_failed(troupe_db *db, char *errptr, troupe_err io_class,
                          const char *what)
 {
     bool nospace = troupe__rocks_nospace(errptr);
-    troupe_err e = troupe__rocks_err(errptr, io_class, what);
+    troupe_err e = troupe__rocks_err(&db->log, errptr, io_class, what);
     if (e == TROUPE_ENOSPC || e == io_class)
         atomic_store(&db->failstop, true);
     if (nospace)
@@ -600,6 +727,8 @@ troupe_db_write(troupe_db *db, troupe_batch *b, troupe_sync sync)
         return TROUPE_EINVAL;
     if (b->db != NULL && b->db != db)
         return TROUPE_EINVAL;
+    if (db->read_only)
+        return TROUPE_EREADONLY;
     bool s;
     troupe_err e = troupe__db_resolve_sync(db, sync, &s);
     if (e != TROUPE_OK)
@@ -622,6 +751,8 @@ troupe_db_flush(troupe_db *db)
 {
     if (db == NULL)
         return TROUPE_EINVAL;
+    if (db->read_only)
+        return TROUPE_EREADONLY;
     if (atomic_load(&db->failstop))
         return TROUPE_EFAILSTOP;
     rocksdb_flushoptions_t *fo = rocksdb_flushoptions_create();
@@ -675,6 +806,8 @@ troupe_db_cf_create(troupe_db *db, const char *name, troupe_cf **out)
         *out = NULL;
     if (db == NULL || !cf_name_ok(name))
         return TROUPE_EINVAL;
+    if (db->read_only)
+        return TROUPE_EREADONLY;
     if (atomic_load(&db->failstop))
         return TROUPE_EFAILSTOP;
     troupe_err e;
@@ -706,6 +839,8 @@ troupe_db_cf_drop(troupe_db *db, const char *name)
 {
     if (db == NULL || !cf_name_ok(name) || strcmp(name, TROUPE_CF_DEFAULT) == 0)
         return TROUPE_EINVAL;
+    if (db->read_only)
+        return TROUPE_EREADONLY;
     if (atomic_load(&db->failstop))
         return TROUPE_EFAILSTOP;
     troupe_err e = TROUPE_OK;
@@ -771,4 +906,30 @@ const char *
 troupe_cf_name(const troupe_cf *cf)
 {
     return cf != NULL ? cf->name : NULL;
+}
+
+static uint64_t
+cf_prop(troupe_db *db, troupe_cf *cf, const char *name)
+{
+    uint64_t v = 0;
+    if (rocksdb_property_int_cf(db->rdb, cf->h, name, &v) != 0)
+        return 0; /* every name below is one RocksDB 7.8 knows */
+    return v;
+}
+
+troupe_err
+troupe_db_cf_stats(troupe_db *db, troupe_cf *cf, troupe_cf_stats *out)
+{
+    if (out != NULL)
+        memset(out, 0, sizeof(*out));
+    if (db == NULL || out == NULL)
+        return TROUPE_EINVAL;
+    troupe_err e = troupe__cf_check(db, cf);
+    if (e != TROUPE_OK)
+        return e;
+    out->keys = cf_prop(db, cf, "rocksdb.estimate-num-keys");
+    out->live_bytes = cf_prop(db, cf, "rocksdb.estimate-live-data-size");
+    out->file_bytes = cf_prop(db, cf, "rocksdb.total-sst-files-size");
+    out->mem_bytes = cf_prop(db, cf, "rocksdb.cur-size-all-mem-tables");
+    return TROUPE_OK;
 }

@@ -26,8 +26,13 @@ troupe_snapshot_create(troupe_db *db, troupe_snapshot **out)
         return TROUPE_ENOMEM;
     }
     s->db = db;
-    s->snap = rocksdb_create_snapshot(db->rdb);
-    rocksdb_readoptions_set_snapshot(s->ro, s->snap);
+    /* A read-only db's view never changes after open, so the latest
+     * state is the snapshot (and RocksDB's secondary instance refuses
+     * iterators over a snapshot). */
+    if (!db->read_only) {
+        s->snap = rocksdb_create_snapshot(db->rdb);
+        rocksdb_readoptions_set_snapshot(s->ro, s->snap);
+    }
     atomic_fetch_add(&db->users, 1);
     *out = s;
     return TROUPE_OK;
@@ -38,7 +43,8 @@ troupe_snapshot_destroy(troupe_snapshot *s)
 {
     if (s == NULL)
         return;
-    rocksdb_release_snapshot(s->db->rdb, s->snap);
+    if (s->snap != NULL)
+        rocksdb_release_snapshot(s->db->rdb, s->snap);
     rocksdb_readoptions_destroy(s->ro);
     atomic_fetch_sub(&s->db->users, 1);
     troupe_free(s);
@@ -91,7 +97,7 @@ get_impl(troupe_db *db, troupe_cf *cf, const troupe_snapshot *snap, bool cached,
     rocksdb_pinnableslice_t *ps =
         rocksdb_get_pinned_cf(db->rdb, ro, cf->h, key, key_len, &err);
     if (err != NULL)
-        return troupe__rocks_err(err, TROUPE_EIO, "get");
+        return troupe__rocks_err(&db->log, err, TROUPE_EIO, "get");
     if (ps == NULL)
         return TROUPE_ENOENT;
     size_t n = 0;
@@ -138,7 +144,8 @@ batched_multi_get(troupe_db *db, troupe_cf *cf, const rocksdb_readoptions_t *ro,
         vals[i] = NULL;
         val_lens[i] = 0;
         if (rerr[i] != NULL) {
-            errs[i] = troupe__rocks_err(rerr[i], TROUPE_EIO, "multi_get");
+            errs[i] =
+                troupe__rocks_err(&db->log, rerr[i], TROUPE_EIO, "multi_get");
         } else if (pv[i] == NULL) {
             errs[i] = TROUPE_ENOENT;
         } else {
@@ -196,7 +203,8 @@ multi_get_impl(troupe_db *db, troupe_cf *cf, const troupe_snapshot *snap,
         vals[i] = NULL;
         val_lens[i] = 0;
         if (rerr[i] != NULL) {
-            errs[i] = troupe__rocks_err(rerr[i], TROUPE_EIO, "multi_get");
+            errs[i] =
+                troupe__rocks_err(&db->log, rerr[i], TROUPE_EIO, "multi_get");
             if (rv[i] != NULL)
                 rocksdb_free(rv[i]);
             continue;

@@ -3,8 +3,9 @@
  *
  * The C API reports failure as a malloc'ed string "<Code>: <detail>"
  * (Status::ToString). Only the code prefix is stable, so that is all we
- * match on; the detail goes to stderr for the operator, since callers get
- * a code and RocksDB's LOG file is not where anyone looks first.
+ * match on; the detail goes to the db's logger for the operator, since
+ * callers get a code and RocksDB's LOG file is not where anyone looks
+ * first.
  *
  * A full disk. RocksDB's posix layer turns ENOSPC into an IO error with
  * the NoSpace subcode ("IO error: No space left on device: <context>:
@@ -18,7 +19,6 @@
  * batch whose WAL write() failed with ENOSPC was absent after reopen in
  * every case.
  */
-#include <stdio.h>
 #include <string.h>
 
 #include "storage_int.h"
@@ -53,7 +53,8 @@ nospace_unwritten(const char *errptr)
 }
 
 troupe_err
-troupe__rocks_err(char *errptr, troupe_err io_class, const char *what)
+troupe__rocks_err(const troupe_logger *lg, char *errptr, troupe_err io_class,
+                  const char *what)
 {
     if (errptr == NULL)
         return TROUPE_OK;
@@ -90,9 +91,16 @@ troupe__rocks_err(char *errptr, troupe_err io_class, const char *what)
         e = TROUPE_ECLOSED;
     else
         e = io_class;
-    if (e != TROUPE_EAGAIN) /* an expected outcome, not a fault */
-        fprintf(stderr, "troupe storage: %s: %s (%s)\n", what, errptr,
-                troupe_err_name(e));
+    if (e != TROUPE_EAGAIN) { /* an expected outcome, not a fault */
+        /* A failing disk or corrupt data is an error of the engine; the
+         * rest (a busy lock, a missing family) is the caller's to act on. */
+        bool fault = e == TROUPE_ECORRUPT || e == TROUPE_EIO ||
+                     e == TROUPE_EUNKNOWN || e == TROUPE_ENOSPC;
+        troupe_log_fields(
+            lg, fault ? TROUPE_LOG_ERROR : TROUPE_LOG_WARN, "storage",
+            (troupe_log_field[]){{"op", what}, {"err", troupe_err_name(e)}}, 2,
+            "%s: %s", what, errptr);
+    }
     rocksdb_free(errptr);
     return e;
 }

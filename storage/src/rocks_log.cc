@@ -17,11 +17,11 @@
  * mutex. A line that cannot be written is dropped and counted; nothing
  * remembers the failure, so the next line simply tries again (the disk
  * may have room by then), and the operator is told once per streak of
- * failures on stderr. The file is bounded: at TROUPE_ROCKS_LOG_MAX bytes
- * (or the size given) it becomes LOG.old and a new LOG begins, so the info
- * log never holds more than twice that. At open the previous LOG becomes
- * LOG.old, where RocksDB would have named it LOG.old.<time> and kept
- * keep_log_file_num of them.
+ * failures through the db's logger. The file is bounded: at
+ * TROUPE_ROCKS_LOG_MAX bytes (or the size given) it becomes LOG.old and a new
+ * LOG begins, so the info log never holds more than twice that. At open the
+ * previous LOG becomes LOG.old, where RocksDB would have named it
+ * LOG.old.<time> and kept keep_log_file_num of them.
  *
  * Lines look like RocksDB's (time, thread id, message; "[WARN] " and the
  * like come from rocksdb::Logger's level dispatch), so tools that read a
@@ -65,14 +65,25 @@ namespace
 {
 
 constexpr size_t kStackLine = 512;
-constexpr size_t kMaxLine = 64 * 1024;
 
-class InfoLog final : public rocksdb::Logger
+/* What both of our loggers answer (no dynamic_cast: RocksDB's RTTI is
+ * not ours to rely on). */
+class TroupeLog : public rocksdb::Logger
 {
   public:
-    InfoLog(std::string path, size_t max_bytes)
-        : rocksdb::Logger(rocksdb::InfoLogLevel::INFO_LEVEL),
-          path_(std::move(path)), old_(path_ + ".old"), max_(max_bytes)
+    explicit TroupeLog(rocksdb::InfoLogLevel level) : rocksdb::Logger(level)
+    {
+    }
+    virtual uint64_t Dropped() const = 0;
+};
+constexpr size_t kMaxLine = 64 * 1024;
+
+class InfoLog final : public TroupeLog
+{
+  public:
+    InfoLog(std::string path, size_t max_bytes, const troupe_logger &lg)
+        : TroupeLog(rocksdb::InfoLogLevel::INFO_LEVEL), path_(std::move(path)),
+          old_(path_ + ".old"), max_(max_bytes), lg_(lg)
     {
         std::lock_guard<std::mutex> g(mu_);
         (void)rename(path_.c_str(), old_.c_str()); /* absent: fine */
@@ -88,7 +99,7 @@ class InfoLog final : public rocksdb::Logger
     using rocksdb::Logger::Logv;
     void Logv(const char *format, va_list ap) override;
 
-    uint64_t Dropped() const
+    uint64_t Dropped() const override
     {
         return dropped_.load(std::memory_order_relaxed);
     }
@@ -122,16 +133,18 @@ class InfoLog final : public rocksdb::Logger
         if (failing_)
             return;
         failing_ = true;
-        fprintf(stderr,
-                "troupe storage: info log %s: %s; RocksDB's log lines are "
-                "dropped until it can be written again\n",
-                path_.c_str(), strerror(err));
+        const troupe_log_field f[] = {{"file", path_.c_str()}};
+        troupe_log_fields(&lg_, TROUPE_LOG_WARN, "storage", f, 1,
+                          "info log %s: %s; RocksDB's log lines are "
+                          "dropped until it can be written again",
+                          path_.c_str(), strerror(err));
     }
 
     void Put(const char *line, size_t n);
 
     const std::string path_, old_;
     const size_t max_;
+    const troupe_logger lg_;
     std::mutex mu_; /* guards everything below */
     int fd_ = -1;
     size_t size_ = 0;
@@ -216,17 +229,92 @@ InfoLog::Logv(const char *format, va_list ap)
         free(buf);
 }
 
+/*
+ * The info log of a read-only db: no file (a read-only open writes
+ * nothing in the directory), each line a record of the db's logger, sys
+ * "rocksdb". RocksDB's levels map one step down, since the caller gets
+ * every failure as a troupe_err anyway: DEBUG, INFO and HEADER lines are
+ * troupe DEBUG, WARN is INFO, ERROR and FATAL are WARN.
+ */
+class ForwardLog final : public TroupeLog
+{
+  public:
+    explicit ForwardLog(const troupe_logger &lg)
+        : TroupeLog(rocksdb::InfoLogLevel::DEBUG_LEVEL), lg_(lg)
+    {
+    }
+
+    uint64_t Dropped() const override
+    {
+        return 0;
+    }
+
+    void Logv(const char *format, va_list ap) override
+    {
+        Forward(TROUPE_LOG_DEBUG, format, ap);
+    }
+
+    void Logv(const rocksdb::InfoLogLevel level, const char *format,
+              va_list ap) override
+    {
+        troupe_log_level l = TROUPE_LOG_DEBUG;
+        if (level == rocksdb::InfoLogLevel::WARN_LEVEL)
+            l = TROUPE_LOG_INFO;
+        else if (level == rocksdb::InfoLogLevel::ERROR_LEVEL ||
+                 level == rocksdb::InfoLogLevel::FATAL_LEVEL)
+            l = TROUPE_LOG_WARN;
+        Forward(l, format, ap);
+    }
+
+  private:
+    void Forward(troupe_log_level l, const char *format, va_list ap)
+    {
+        if (!troupe_log_enabled(&lg_, l))
+            return; /* not even formatted */
+        char buf[kStackLine];
+        va_list copy;
+        va_copy(copy, ap);
+        int n = vsnprintf(buf, sizeof(buf), format, copy);
+        va_end(copy);
+        if (n < 0)
+            return;
+        size_t len = static_cast<size_t>(n) < sizeof(buf)
+                         ? static_cast<size_t>(n)
+                         : sizeof(buf) - 1;
+        while (len > 0 && buf[len - 1] == '\n')
+            buf[--len] = '\0';
+        troupe_log(&lg_, l, "rocksdb", "%s", buf);
+    }
+
+    const troupe_logger lg_;
+};
+
 } // namespace
 
 extern "C" rocksdb_logger_t *
-troupe__rocks_log_create(const char *dir, size_t max_bytes)
+troupe__rocks_log_create_forward(const troupe_logger *lg)
 {
-    if (dir == nullptr || max_bytes == 0)
+    if (lg == nullptr)
         return nullptr;
     try {
         std::unique_ptr<rocksdb_logger_t> l(new rocksdb_logger_t);
-        l->rep =
-            std::make_shared<InfoLog>(std::string(dir) + "/LOG", max_bytes);
+        l->rep = std::make_shared<ForwardLog>(*lg);
+        return l.release();
+    } catch (...) {
+        return nullptr;
+    }
+}
+
+extern "C" rocksdb_logger_t *
+troupe__rocks_log_create(const char *dir, size_t max_bytes,
+                         const troupe_logger *lg)
+{
+    if (dir == nullptr || max_bytes == 0 || lg == nullptr)
+        return nullptr;
+    try {
+        std::unique_ptr<rocksdb_logger_t> l(new rocksdb_logger_t);
+        l->rep = std::make_shared<InfoLog>(std::string(dir) + "/LOG", max_bytes,
+                                           *lg);
         return l.release();
     } catch (...) {
         return nullptr;
@@ -244,5 +332,5 @@ troupe__rocks_log_dropped(const rocksdb_logger_t *l)
 {
     if (l == nullptr || !l->rep)
         return 0;
-    return static_cast<const InfoLog *>(l->rep.get())->Dropped();
+    return static_cast<const TroupeLog *>(l->rep.get())->Dropped();
 }

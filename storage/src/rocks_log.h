@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "troupe/log.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -27,16 +29,28 @@ extern "C" {
  * max_bytes. The directory need not exist yet (lines before it exists are
  * dropped). The caller owns the result and frees it with
  * troupe__rocks_log_destroy once neither the options it was set in nor
- * the db use it. NULL when out of memory.
+ * the db use it. A streak of failed writes is reported once through lg
+ * (copied). NULL when out of memory.
  */
 rocksdb_logger_t *
-troupe__rocks_log_create(const char *dir, size_t max_bytes);
+troupe__rocks_log_create(const char *dir, size_t max_bytes,
+                         const troupe_logger *lg);
+
+/*
+ * A logger for a read-only db: writes no file; RocksDB's lines become
+ * records of lg (copied), sys "rocksdb": its DEBUG, INFO and HEADER lines
+ * at DEBUG, WARN at INFO, ERROR and FATAL at WARN. Freed with
+ * troupe__rocks_log_destroy. NULL when out of memory.
+ */
+rocksdb_logger_t *
+troupe__rocks_log_create_forward(const troupe_logger *lg);
 
 /* NULL is a no-op. */
 void
 troupe__rocks_log_destroy(rocksdb_logger_t *l);
 
-/* Lines dropped since create (a write that failed or was short). */
+/* Lines dropped since create (a write that failed or was short); 0 for
+ * a forwarding logger. */
 uint64_t
 troupe__rocks_log_dropped(const rocksdb_logger_t *l);
 

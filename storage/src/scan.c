@@ -195,7 +195,7 @@ iter_create(troupe_db *db, troupe_cf *cf, const troupe_snapshot *snap,
     it->db = db;
     it->reverse = reverse;
     it->done = TROUPE_OK;
-    if (snap != NULL)
+    if (snap != NULL && snap->snap != NULL)
         rocksdb_readoptions_set_snapshot(it->ro, snap->snap);
     if (cached)
         rocksdb_readoptions_set_read_tier(it->ro, 1); /* kBlockCacheTier */
@@ -269,7 +269,8 @@ troupe_iter_next(troupe_iter *it, troupe_kv *kv)
     if (!rocksdb_iter_valid(it->it)) {
         char *err = NULL;
         rocksdb_iter_get_error(it->it, &err);
-        it->done = err != NULL ? troupe__rocks_err(err, TROUPE_EIO, "iterate")
+        it->done = err != NULL ? troupe__rocks_err(&it->db->log, err,
+                                                   TROUPE_EIO, "iterate")
                                : TROUPE_ENOENT;
         return it->done;
     }

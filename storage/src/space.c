@@ -72,10 +72,11 @@ coarse_ns(void)
 }
 
 troupe_err
-troupe__space_init(troupe_space *s, const char *dir, uint64_t min_free,
-                   uint64_t reserve_bytes)
+troupe__space_init(troupe_space *s, const troupe_logger *log, const char *dir,
+                   uint64_t min_free, uint64_t reserve_bytes)
 {
     memset(s, 0, sizeof(*s));
+    s->log = log;
     size_t n = strlen(dir);
     s->dir = troupe_strdup(dir);
     s->reserve_path = troupe_malloc(n + sizeof("/" TROUPE_RESERVE_FILE));
@@ -138,10 +139,11 @@ troupe__space_release_for_open(troupe_space *s)
     atomic_store(&s->have_reserve, false);
     pthread_mutex_unlock(&s->mu);
     if (released)
-        fprintf(stderr,
-                "troupe storage: open %s: no space left; the reserve file "
-                "is released and the open tried again\n",
-                s->dir);
+        troupe_log_fields(s->log, TROUPE_LOG_WARN, "storage",
+                          (troupe_log_field[]){{"dir", s->dir}}, 1,
+                          "open %s: no space left; the reserve file is "
+                          "released and the open tried again",
+                          s->dir);
     return released;
 }
 
@@ -182,11 +184,12 @@ troupe__space_release(troupe_space *s)
     pthread_mutex_lock(&s->mu);
     if (atomic_load(&s->have_reserve)) {
         if (unlink(s->reserve_path) == 0)
-            fprintf(stderr,
-                    "troupe storage: %s: RocksDB ran out of space; the "
-                    "reserve of %llu bytes is released so that close and "
-                    "reopen find room\n",
-                    s->dir, (unsigned long long)s->reserve_bytes);
+            troupe_log_fields(s->log, TROUPE_LOG_ERROR, "storage",
+                              (troupe_log_field[]){{"dir", s->dir}}, 1,
+                              "%s: RocksDB ran out of space; the reserve of "
+                              "%llu bytes is released so that close and "
+                              "reopen find room",
+                              s->dir, (unsigned long long)s->reserve_bytes);
         atomic_store(&s->have_reserve, false);
     }
     pthread_mutex_unlock(&s->mu);
@@ -240,14 +243,18 @@ space_recheck(troupe_space *s, uint64_t bytes)
     atomic_store(&s->low, low);
     atomic_store(&s->next_ns,
                  coarse_ns() + (low ? LOW_RECHECK_NS : RECHECK_NS));
+    /* Both edges at WARN: an operator who saw writes refused must also
+     * see them accepted again. */
     if (low != was_low)
-        fprintf(stderr,
-                low ? "troupe storage: %s: %lld bytes available, at "
-                      "min_free_bytes %llu: writes are refused (ENOSPC) "
-                      "until space is freed\n"
-                    : "troupe storage: %s: %lld bytes available again "
-                      "(min_free_bytes %llu): writes are accepted\n",
-                s->dir, (long long)avail, (unsigned long long)s->min_free);
+        troupe_log_fields(s->log, TROUPE_LOG_WARN, "storage",
+                          (troupe_log_field[]){{"dir", s->dir}}, 1,
+                          low ? "%s: %lld bytes available, at "
+                                "min_free_bytes %llu: writes are refused "
+                                "(ENOSPC) until space is freed"
+                              : "%s: %lld bytes available again "
+                                "(min_free_bytes %llu): writes are accepted",
+                          s->dir, (long long)avail,
+                          (unsigned long long)s->min_free);
     pthread_mutex_unlock(&s->mu);
     return e;
 }

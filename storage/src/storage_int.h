@@ -32,6 +32,9 @@ struct troupe_cf {
     /* Set once by drop; the handle itself lives until close so that a
      * racing reader never touches freed memory. */
     atomic_bool dropped;
+    /* The db is read-only: a copy here, so that a batch refuses the
+     * family without touching the db's cache lines. */
+    bool read_only;
     /* The bound of the largest key the family may hold: of its last key
      * at open or create, raised before every write that puts a key above
      * it (troupe__batch_raise_bounds), never lowered. A point read of a
@@ -52,6 +55,7 @@ struct troupe_cf {
 #define TROUPE_RESERVE_FILE "TROUPE-RESERVE"
 
 typedef struct troupe_space {
+    const troupe_logger *log; /* the db's */
     char *dir;
     char *reserve_path;
     uint64_t min_free;
@@ -65,8 +69,8 @@ typedef struct troupe_space {
 } troupe_space;
 
 troupe_err
-troupe__space_init(troupe_space *s, const char *dir, uint64_t min_free,
-                   uint64_t reserve_bytes);
+troupe__space_init(troupe_space *s, const troupe_logger *log, const char *dir,
+                   uint64_t min_free, uint64_t reserve_bytes);
 void
 troupe__space_fini(troupe_space *s);
 /* ENOSPC when a write of `bytes` would leave less than min_free (nothing
@@ -105,10 +109,15 @@ struct troupe_db {
     rocksdb_readoptions_t *ro; /* latest view; shared read-only */
     /* latest view, block-cache tier: never reads the disk */
     rocksdb_readoptions_t *ro_cached;
-    rocksdb_logger_t *logger; /* RocksDB's info log (rocks_log.cc) */
+    rocksdb_logger_t *rlog; /* RocksDB's info log (rocks_log.cc) */
+    troupe_logger log;      /* opts.logger: the engine's records */
     troupe_space space;
     bool sync_default;
     bool disable_wal;
+    /* Opened read-only (a RocksDB secondary instance that never catches
+     * up: the view is the database as it was at open). */
+    bool read_only;
+    char *secondary_dir; /* its private directory, removed at close */
     bool wal_loss;
     atomic_bool failstop;
     /* Snapshots, iterators and commit pipelines alive: close needs 0. */
@@ -167,13 +176,15 @@ troupe__batch_raise_bounds(const troupe_batch *b);
 
 /*
  * The RocksDB adapter (rocks_err.c): translates an errptr string to a
- * troupe_err, logs "troupe storage: <what>: <detail>" to stderr, and frees
+ * troupe_err, logs "<what>: <detail>" through lg (ERROR for a failing
+ * disk or corrupt data, WARN otherwise; nothing for EAGAIN), and frees
  * the string. An "IO error" becomes io_class (EIO on most paths), except
  * that running out of space while writing data (an append, a pwrite, the
  * creation of a file: the bytes never reached the file) is ENOSPC.
  */
 troupe_err
-troupe__rocks_err(char *errptr, troupe_err io_class, const char *what);
+troupe__rocks_err(const troupe_logger *lg, char *errptr, troupe_err io_class,
+                  const char *what);
 
 /* Whether errptr is RocksDB's "No space left on device" (any call). */
 bool

@@ -16,12 +16,17 @@ Suite *
 remote_suite(void);
 Suite *
 budget_suite(void);
+Suite *
+version_suite(void);
+Suite *
+log_suite(void);
 
 int
 main(void)
 {
     Suite *s[] = {err_suite(),    msg_suite(),       actor_suite(),
                   ask_suite(),    lifecycle_suite(), ids_suite(),
-                  remote_suite(), budget_suite()};
+                  remote_suite(), budget_suite(),    version_suite(),
+                  log_suite()};
     return ts_run_suites(s, (int)(sizeof(s) / sizeof(s[0])));
 }

@@ -18,7 +18,8 @@ main(void)
         Suite *s[] = {storage_faults_suite()};
         return ts_run_suites(s, 1);
     }
-    Suite *s[] = {storage_engine_suite(), storage_scan_suite(),
-                  storage_keycodec_suite(), storage_commit_suite()};
-    return ts_run_suites(s, 4);
+    Suite *s[] = {storage_engine_suite(),   storage_scan_suite(),
+                  storage_keycodec_suite(), storage_commit_suite(),
+                  storage_log_suite(),      storage_readonly_suite()};
+    return ts_run_suites(s, (int)(sizeof(s) / sizeof(s[0])));
 }

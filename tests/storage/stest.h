@@ -22,6 +22,10 @@ Suite *
 storage_commit_suite(void);
 Suite *
 storage_faults_suite(void);
+Suite *
+storage_log_suite(void);
+Suite *
+storage_readonly_suite(void);
 
 /* Per-test timeout (s): generous for ASan on a loaded 2-core machine. */
 #define ST_TIMEOUT 60

@@ -38,7 +38,8 @@
     X(EFAILED, 24, "handler failed")                                           \
     X(EAGAIN, 25, "would block: the data is not in memory")                    \
     X(ENOSPC, 26, "no space left on device: writes refused")                   \
-    X(EAUTH, 27, "peer not authenticated or not allowed")
+    X(EAUTH, 27, "peer not authenticated or not allowed")                      \
+    X(EREADONLY, 28, "opened read-only: writes refused")
 
 typedef enum troupe_err {
 #define TROUPE_ERR_ENUM(name, num, text) TROUPE_##name = num,

@@ -22,6 +22,7 @@
 #include <uv.h>
 
 #include "troupe/err.h"
+#include "troupe/log.h"
 #include "troupe/msg.h"
 
 typedef struct troupe_runtime troupe_runtime;
@@ -79,6 +80,9 @@ typedef struct troupe_runtime_opts {
      * a job that would pass it fails with EFULL, unless the lane holds
      * no declared bytes. 0: TROUPE_DEFAULT_WORK_BYTES (256 MiB). */
     uint64_t work_max_bytes;
+    /* Where the runtime's log records go, and the modules' that run on it
+     * (troupe_runtime_logger); copied. Zeroed: stderr at WARN (log.h). */
+    troupe_logger logger;
 } troupe_runtime_opts;
 
 /*
@@ -126,6 +130,12 @@ unsigned
 troupe_runtime_schedulers(const troupe_runtime *rt);
 uint32_t
 troupe_runtime_node_id(const troupe_runtime *rt);
+/* The runtime's logger (a copy of opts.logger), for the modules that run
+ * on it: valid until troupe_runtime_destroy. NULL rt: the default logger.
+ * Any thread. */
+const troupe_logger *
+troupe_runtime_logger(const troupe_runtime *rt);
+
 /* The loop of scheduler i (i < schedulers), for adapters that need to put
  * handles on it; touch it only from that scheduler's thread. */
 uv_loop_t *

@@ -79,7 +79,8 @@ typedef struct troupe_commit_stats {
 
 /*
  * Creates a pipeline on db and starts its writer thread. opts may be NULL.
- * Errors: EINVAL (NULL db or out), ENOMEM, ESYS (thread). Any thread.
+ * Errors: EINVAL (NULL db or out), EREADONLY (a read-only db: it has
+ * nothing to commit), ENOMEM, ESYS (thread). Any thread.
  */
 troupe_err
 troupe_commit_create(troupe_db *db, const troupe_commit_opts *opts,

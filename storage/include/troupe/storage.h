@@ -52,6 +52,7 @@
 #include <string.h>
 
 #include "troupe/err.h"
+#include "troupe/log.h"
 
 /* Largest key and value the engine accepts (ETOOBIG beyond). */
 #define TROUPE_KEY_MAX 16384
@@ -144,6 +145,28 @@ typedef struct troupe_db_opts {
      * call). Existing families are always opened, listed or not. */
     const char *const *cfs;
     size_t ncfs;
+    /*
+     * Open read-only (docs/storage.md, "Read-only"): nothing is ever
+     * written in dir, and the db may be open elsewhere (a running node
+     * holds it) at the same time. Reads see the database as it was at
+     * open, and keep seeing that state (close and open again to see newer
+     * writes); a snapshot is that same state. Every write is refused with
+     * EREADONLY: troupe_db_write, troupe_db_flush, family creation and
+     * drop, a batch put or delete in one of its families, and
+     * troupe_commit_create. create_if_missing, min_free_bytes and
+     * reserve_bytes are ignored (nothing is created: a missing dir or a
+     * dir without a database is ENOENT). Every family listed in cfs must
+     * exist (ENOENT otherwise); a family looked up that does not exist is
+     * ENOENT, never created. RocksDB's info lines go to `logger` (sys
+     * "rocksdb", mostly at DEBUG), not to <dir>/LOG. A private directory
+     * is made under $TMPDIR (or /tmp) for RocksDB's secondary instance
+     * and removed at close. Default false.
+     */
+    bool read_only;
+    /* Where the engine's log records go (sys "storage"; RocksDB's own
+     * info lines go to <dir>/LOG, not here); copied at open. Zeroed (as
+     * troupe_db_opts_init leaves it): stderr at WARN (log.h). */
+    troupe_logger logger;
 } troupe_db_opts;
 
 /* Fills o with the defaults above (a zeroed struct turns the free-space
@@ -158,12 +181,16 @@ troupe_db_opts_init(troupe_db_opts *o);
  * created (its parent must exist). On success *out owns the db; on error
  * *out is NULL. Never runs RocksDB's repair. RocksDB's info log is
  * <dir>/LOG (at most 4 MiB, the previous one kept as LOG.old); a write to
- * it that fails drops the line.
+ * it that fails drops the line. With read_only, see that option: nothing
+ * is written.
  * Errors: EINVAL (NULL dir/out, bad option or family name; or a `dir`
  * that cannot hold a db: a plain file, a path under a plain file, a
  * directory this process may not read, write and search, or a read-only
- * filesystem; the reason is logged on stderr), ENOENT (no db and
- * create_if_missing false; or `dir`'s parent is missing), EBUSY (the db
+ * filesystem; read_only needs only read and search; the reason is logged
+ * through opts->logger), ENOENT (no db and create_if_missing false or
+ * read_only; or `dir`'s parent is missing; or read_only and a family in
+ * cfs is missing), ESYS (read_only: no private directory could be made
+ * under $TMPDIR), EBUSY (the db
  * is open elsewhere: RocksDB's LOCK), ECORRUPT (corrupt WAL without
  * accept_wal_loss, or other corrupt metadata), ENOSPC (the filesystem
  * is full; free space and open again), EIO, ENOMEM. Blocks.
@@ -185,6 +212,10 @@ troupe_db_close(troupe_db *db);
 bool
 troupe_db_wal_loss(const troupe_db *db);
 
+/* True when the db was opened read_only. */
+bool
+troupe_db_read_only(const troupe_db *db);
+
 /* True once an I/O error made the db fail-stop (writes: EFAILSTOP). */
 bool
 troupe_db_failstop(const troupe_db *db);
@@ -193,7 +224,7 @@ troupe_db_failstop(const troupe_db *db);
  * Flushes every family's memtable to table files and waits. An I/O error
  * returns EIO and makes the db fail-stop, a full disk ENOSPC (also
  * fail-stop; the data is still in the WAL). Not subject to the free-space
- * gate. Errors: EINVAL, EFAILSTOP, EIO, ENOSPC. Blocks.
+ * gate. Errors: EINVAL, EREADONLY, EFAILSTOP, EIO, ENOSPC. Blocks.
  */
 troupe_err
 troupe_db_flush(troupe_db *db);
@@ -207,10 +238,10 @@ troupe_db_cf(troupe_db *db, const char *name, troupe_cf **out);
 
 /*
  * Creates a column family. *out (may be NULL) receives the borrowed handle.
- * Errors: EINVAL, EEXIST, EFAILSTOP, ENOSPC (below min_free_bytes: nothing
- * done; or RocksDB could not write its MANIFEST: nothing done, and the db
- * is fail-stop), EIO (also makes the db fail-stop; the family may exist
- * after a reopen), ENOMEM. Blocks.
+ * Errors: EINVAL, EREADONLY (read-only db: nothing done), EEXIST, EFAILSTOP,
+ * ENOSPC (below min_free_bytes: nothing done; or RocksDB could not write its
+ * MANIFEST: nothing done, and the db is fail-stop), EIO (also makes the db
+ * fail-stop; the family may exist after a reopen), ENOMEM. Blocks.
  */
 troupe_err
 troupe_db_cf_create(troupe_db *db, const char *name, troupe_cf **out);
@@ -220,7 +251,8 @@ troupe_db_cf_create(troupe_db *db, const char *name, troupe_cf **out);
  * close and answers ENOENT from then on. The caller makes sure nothing
  * writes to the family meanwhile (a write racing the drop may be lost).
  * Not subject to the free-space gate (a drop frees space).
- * Errors: EINVAL (NULL, bad name, "default"), ENOENT, EFAILSTOP, ENOSPC
+ * Errors: EINVAL (NULL, bad name, "default"), EREADONLY, ENOENT, EFAILSTOP,
+ * ENOSPC
  * (RocksDB found no space for its MANIFEST record: not dropped;
  * fail-stop), EIO (fail-stop). Blocks.
  */
@@ -235,6 +267,23 @@ troupe_db_cf_drop(troupe_db *db, const char *name);
  */
 troupe_err
 troupe_db_cf_names(troupe_db *db, char ***names, size_t *n);
+
+/* Figures of one family, from RocksDB's estimates (not a scan). */
+typedef struct troupe_cf_stats {
+    uint64_t keys;       /* estimated keys; deletes and overwrites not yet
+                            compacted away count, so it may be high */
+    uint64_t live_bytes; /* estimated bytes of live data in table files */
+    uint64_t file_bytes; /* bytes of the family's table files */
+    uint64_t mem_bytes;  /* bytes of its memtables */
+} troupe_cf_stats;
+
+/*
+ * Fills *out for cf (no disk read: RocksDB's in-memory figures). Errors:
+ * EINVAL (NULL argument, family of another db), ENOENT (dropped family;
+ * *out zeroed). Any thread; does not block on the disk.
+ */
+troupe_err
+troupe_db_cf_stats(troupe_db *db, troupe_cf *cf, troupe_cf_stats *out);
 
 /* The family's name, valid as long as the handle. */
 const char *
@@ -257,8 +306,8 @@ troupe_batch_destroy(troupe_batch *b);
  * Adds a put (key and value are copied). The first family used binds the
  * batch to its db; a family of another db is EINVAL.
  * Errors: EINVAL (NULL, empty key, foreign family), ENOENT (dropped
- * family), ETOOBIG (key, value or batch over its limit). On error the
- * batch is unchanged.
+ * family), EREADONLY (a family of a read-only db), ETOOBIG (key, value or
+ * batch over its limit). On error the batch is unchanged.
  */
 troupe_err
 troupe_batch_put(troupe_batch *b, troupe_cf *cf, const void *key,
@@ -288,7 +337,8 @@ troupe_batch_clear(troupe_batch *b);
 /*
  * Writes the batch atomically and waits; b stays owned by the caller. An
  * empty batch succeeds without writing. Errors: EINVAL (NULL, batch of
- * another db, SYNC_ON with disable_wal), ENOENT (a family in the batch was
+ * another db, SYNC_ON with disable_wal), EREADONLY (read-only db, even for
+ * an empty batch), ENOENT (a family in the batch was
  * dropped; nothing written), ENOSPC (nothing written: below
  * min_free_bytes, the db stays usable; or RocksDB found no space to write
  * the WAL record, and the db is now fail-stop), EFAILSTOP, EUNKNOWN (the
@@ -302,7 +352,8 @@ troupe_db_write(troupe_db *db, troupe_batch *b, troupe_sync sync);
 
 /*
  * A consistent read view. Reads given a snapshot see the db as it was
- * when the snapshot was taken. Destroy before closing the db.
+ * when the snapshot was taken (on a read-only db: as it was at open,
+ * like every read). Destroy before closing the db.
  * Errors: EINVAL, ENOMEM.
  */
 troupe_err

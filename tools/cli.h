@@ -1,0 +1,162 @@
+/*
+ * Private to tools/: what the troupe command's files share. Each command
+ * is one cmd_*.c with an entry point taking the arguments after its name;
+ * cli.c holds the option parsing, the usage and failure messages and the
+ * checks every command makes of numbers, URLs and log levels.
+ *
+ * Exit status: 0 success, CLI_FAIL (1) when the command ran and failed,
+ * CLI_USAGE (2) when it was called wrongly (a message says what was
+ * wrong, then the command's usage line).
+ */
+#ifndef TROUPE_TOOLS_CLI_H
+#define TROUPE_TOOLS_CLI_H
+
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "troupe/err.h"
+#include "troupe/log.h"
+#include "troupe/transport.h"
+
+#define CLI_FAIL 1
+#define CLI_USAGE 2
+
+/* A command's texts: name as typed ("queue pending"), its usage line(s)
+ * after "troupe ", and the body of its --help. */
+typedef struct cli_cmd {
+    const char *name;
+    const char *synopsis;
+    const char *help;
+} cli_cmd;
+
+/* Prints "usage: troupe <synopsis>" and the help to stdout; returns 0. */
+int
+cli_help(const cli_cmd *c);
+
+/* Prints "troupe <name>: <message>", the usage line and where to find
+ * more, to stderr; returns CLI_USAGE. */
+int
+cli_usage(const cli_cmd *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* getopt_long's '?' or ':' for the option argv[optind - 1]: names the
+ * unknown flag, the flag without its value, or the value a flag does not
+ * take. Returns CLI_USAGE. */
+int
+cli_bad_option(const cli_cmd *c, int ch, char **argv);
+
+/* Resets getopt for a new parse (glibc: optind 0) and silences its own
+ * messages: cli_bad_option prints ours. */
+void
+cli_getopt_reset(void);
+
+/* Returned by the helpers below when the command goes on. */
+#define CLI_CONTINUE (-1)
+
+/* In every command's option table: --log-level and -h/--help. */
+#define CLI_COMMON_OPTIONS                                                     \
+    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},                     \
+    {                                                                          \
+        "help", no_argument, NULL, 'h'                                         \
+    }
+
+/*
+ * Every option a command's switch does not take itself: --log-level
+ * (parsed into *level: CLI_CONTINUE), -h/--help (help printed: 0), and
+ * anything else, an error getopt_long reported (CLI_USAGE, message
+ * printed).
+ */
+int
+cli_common_flag(const cli_cmd *c, int ch, char **argv, troupe_log_level *level);
+
+/* After the options: CLI_CONTINUE when argv[optind..] holds exactly
+ * `want` operands, else CLI_USAGE naming the first one too many (or,
+ * for a missing one, saying `missing`). */
+int
+cli_operands(const cli_cmd *c, int argc, char **argv, int want,
+             const char *missing);
+
+/* "troupe: <what>: <text> (<NAME>)"; returns CLI_FAIL. */
+int
+cli_failed(const char *what, troupe_err e);
+
+/* A decimal in [lo, hi] (false, message printed naming the flag and the
+ * value given, otherwise). */
+bool
+cli_num(const cli_cmd *c, const char *flag, const char *s, long lo, long hi,
+        long *out);
+
+/* A URL of a scheme the transport knows (tcp://, tls+tcp://, ipc://, and
+ * inproc:// unless `remote`): false with the message naming the scheme
+ * or the missing "://". */
+bool
+cli_url(const cli_cmd *c, const char *flag, const char *url, bool remote);
+
+/* error, warn, info or debug (false with a message otherwise). */
+bool
+cli_log_level(const cli_cmd *c, const char *s, troupe_log_level *out);
+
+/* The flags the node and ping commands share: the cluster's security
+ * (docs/security.md) and --peer. */
+#define CLI_MAX_PEERS 64
+#define CLI_SECRET_MAX 4096
+
+typedef struct cli_sec {
+    const char *secret_file;
+    const char *cert, *key, *ca;
+    troupe_node_peer peers[CLI_MAX_PEERS]; /* ID=URL entries */
+    uint32_t n_peers;
+    const char *dial[CLI_MAX_PEERS]; /* every --peer's URL, in order */
+    uint32_t n_dial;
+    bool bare; /* a --peer without ID= */
+    char secret[CLI_SECRET_MAX + 1];
+    size_t secret_len;
+} cli_sec;
+
+/* Option values of the shared flags, for the commands' option tables. */
+enum {
+    OPT_SECRET_FILE = 1000,
+    OPT_TLS_CERT,
+    OPT_TLS_KEY,
+    OPT_TLS_CA,
+    OPT_PEER,
+    OPT_LOG_LEVEL,
+    OPT_FIRST_OWN /* a command's own options start here */
+};
+
+#define CLI_SEC_OPTIONS                                                        \
+    {"secret-file", required_argument, NULL, OPT_SECRET_FILE},                 \
+        {"tls-cert", required_argument, NULL, OPT_TLS_CERT},                   \
+        {"tls-key", required_argument, NULL, OPT_TLS_KEY},                     \
+        {"tls-ca", required_argument, NULL, OPT_TLS_CA},                       \
+    {                                                                          \
+        "peer", required_argument, NULL, OPT_PEER                              \
+    }
+
+/* Takes option ch (with optarg) if it is a security flag or --peer: 1
+ * taken, 0 not one, -1 bad (message printed). */
+int
+cli_sec_flag(cli_sec *f, const cli_cmd *c, int ch, const char *v);
+
+/* Checks the flags together, reads the secret and fills o: 0, or
+ * CLI_USAGE (message printed). */
+int
+cli_sec_opts(cli_sec *f, const cli_cmd *c, troupe_node_opts *o);
+
+int
+cmd_node(int argc, char **argv);
+int
+cmd_ping(int argc, char **argv);
+int
+cmd_stats(int argc, char **argv);
+int
+cmd_queue(int argc, char **argv);
+
+/* The commands' texts, for `troupe help`. */
+extern const cli_cmd cli_node_cmd, cli_ping_cmd, cli_stats_cmd, cli_queue_cmd;
+/* `troupe help queue SUB`: the subcommand's texts, NULL when unknown. */
+const cli_cmd *
+cli_queue_sub(const char *name);
+
+#endif

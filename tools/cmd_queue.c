@@ -1,0 +1,497 @@
+/*
+ * troupe queue: inspects the queues of a database through troupe/queue.h:
+ * the queues, counts per state and partition with the oldest due time and
+ * its lag, pages of pending or completed invocations with the cursor of
+ * the next page, and every stored invocation of one event id.
+ *
+ * Opening the queues needs a writable database and a commit pipeline: it
+ * reserves a block of enqueue orders per queue (one synced write each,
+ * docs/queue.md) and creates the empty `queues` family in a database that
+ * has none. Nothing else is written, but no node may hold the database.
+ * Pause and resume are not commands: a pause lives in the memory of the
+ * process that paused (queue.h), so a command could not make one outlast
+ * itself.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "troupe/alloc.h"
+#include "troupe/commit.h"
+#include "troupe/queue.h"
+#include "troupe/storage.h"
+
+#define QUEUE_OPENS                                                            \
+    "Opening the queues writes (a block of enqueue orders per queue, and\n"    \
+    "the queues family when missing), so no node may hold the database.\n"
+
+#define DATA_HELP "  --data DIR          the database directory (required)\n"
+#define QUEUE_HELP "  --queue NAME        the queue (required)\n"
+#define LEVEL_HELP                                                             \
+    "  --log-level LEVEL   error, warn, info or debug (default warn)\n"        \
+    "  -h, --help          this help\n"
+
+const cli_cmd cli_queue_cmd = {
+    .name = "queue",
+    .synopsis = "queue SUBCOMMAND --data DIR [FLAGS]...",
+    .help =
+        "Inspects the queues of the database under DIR.\n"
+        "\n"
+        "Subcommands:\n"
+        "  list        the queues, their ids, partitions and retention\n"
+        "  stats       one queue's counts per state and partition, the\n"
+        "              oldest due time and its lag\n"
+        "  pending     a page of pending invocations, oldest due first\n"
+        "  completed   a page of completed invocations\n"
+        "  show        every stored invocation of one event id\n"
+        "\n"
+        "troupe queue SUBCOMMAND --help tells each one's flags.\n" QUEUE_OPENS
+        "Pause and resume are not commands: a pause lives in the memory\n"
+        "of the process that paused, so a command could not make it last.\n",
+};
+
+static const cli_cmd sub_cmds[] = {
+    {.name = "queue list",
+     .synopsis = "queue list --data DIR [--log-level LEVEL]",
+     .help = "Lists the queues: name, id, partitions, retention.\n"
+             "\n" DATA_HELP LEVEL_HELP "\n" QUEUE_OPENS},
+    {.name = "queue stats",
+     .synopsis = "queue stats --data DIR --queue NAME [--log-level LEVEL]",
+     .help = "Counts a queue's pending, completed and malformed rows, per\n"
+             "partition too, and its oldest due time with the lag behind "
+             "it.\n"
+             "\n" DATA_HELP QUEUE_HELP LEVEL_HELP "\n" QUEUE_OPENS},
+    {.name = "queue pending",
+     .synopsis = "queue pending --data DIR --queue NAME [--limit N]\n"
+                 "              [--after CURSOR-HEX] [--log-level LEVEL]",
+     .help = "Prints a page of pending invocations, oldest due first, and "
+             "the\n"
+             "cursor of the next page.\n"
+             "\n" DATA_HELP QUEUE_HELP
+             "  --limit N           invocations per page, 1..10000 (default "
+             "100)\n"
+             "  --after CURSOR-HEX  continue after the cursor a page "
+             "printed\n" LEVEL_HELP "\n" QUEUE_OPENS},
+    {.name = "queue completed",
+     .synopsis = "queue completed --data DIR --queue NAME [--limit N]\n"
+                 "              [--after CURSOR-HEX] [--log-level LEVEL]",
+     .help = "Prints a page of completed invocations and the cursor of the\n"
+             "next page.\n"
+             "\n" DATA_HELP QUEUE_HELP
+             "  --limit N           invocations per page, 1..10000 (default "
+             "100)\n"
+             "  --after CURSOR-HEX  continue after the cursor a page "
+             "printed\n" LEVEL_HELP "\n" QUEUE_OPENS},
+    {.name = "queue show",
+     .synopsis = "queue show --data DIR --queue NAME (--id ID | --id-hex HEX)\n"
+                 "              [--log-level LEVEL]",
+     .help = "Prints every stored invocation of one event id, whole.\n"
+             "\n" DATA_HELP QUEUE_HELP
+             "  --id ID             the event id as text (1..255 bytes)\n"
+             "  --id-hex HEX        the event id as hex digits\n" LEVEL_HELP
+             "\n" QUEUE_OPENS},
+};
+
+enum { Q_LIST, Q_STATS, Q_PENDING, Q_COMPLETED, Q_SHOW, Q_N };
+
+const cli_cmd *
+cli_queue_sub(const char *name)
+{
+    for (size_t i = 0; i < Q_N; i++) {
+        if (strcmp(sub_cmds[i].name + strlen("queue "), name) == 0)
+            return &sub_cmds[i];
+    }
+    return NULL;
+}
+
+enum {
+    OPT_DATA = OPT_FIRST_OWN,
+    OPT_QUEUE,
+    OPT_LIMIT,
+    OPT_AFTER,
+    OPT_ID,
+    OPT_ID_HEX
+};
+
+typedef struct qenv {
+    troupe_db *db;
+    troupe_commit *commit;
+    troupe_runtime *rt;
+    troupe_queues *qs;
+} qenv;
+
+static void
+qenv_close(qenv *q)
+{
+    troupe_queues_destroy(q->qs); /* stops them first */
+    if (q->rt != NULL) {
+        troupe_runtime_shutdown_wait(q->rt);
+        troupe_runtime_destroy(q->rt);
+    }
+    troupe_commit_destroy(q->commit);
+    if (q->db != NULL)
+        troupe_db_close(q->db);
+}
+
+/* 0, or 1 with the message printed (and everything closed). */
+static int
+qenv_open(const char *data, troupe_log_level level, qenv *q)
+{
+    memset(q, 0, sizeof(*q));
+    if (access(data, F_OK) != 0) { /* opening would create it */
+        fprintf(stderr, "troupe queue: no database at %s\n", data);
+        return 1;
+    }
+    troupe_db_opts o;
+    troupe_db_opts_init(&o);
+    o.create_if_missing = false;
+    o.logger.level = level;
+    troupe_err e = troupe_db_open(data, &o, &q->db);
+    if (e == TROUPE_EBUSY) {
+        fprintf(stderr,
+                "troupe queue: %s is held by another process (a "
+                "running node?); opening its queues needs it to "
+                "itself\n",
+                data);
+        return CLI_FAIL;
+    }
+    if (e != TROUPE_OK)
+        return cli_failed("open database", e);
+    troupe_runtime_opts ro = {
+        .schedulers = 1, .workers = 2, .logger = {.level = level}};
+    const char *what = "start";
+    if ((e = troupe_commit_create(q->db, NULL, &q->commit)) == TROUPE_OK &&
+        (e = troupe_runtime_create(&q->rt, &ro)) == TROUPE_OK) {
+        what = "open queues";
+        troupe_queues_opts qo = {.rt = q->rt, .db = q->db, .commit = q->commit};
+        e = troupe_queues_open(&qo, &q->qs);
+    }
+    if (e != TROUPE_OK) {
+        qenv_close(q);
+        return cli_failed(what, e);
+    }
+    return 0;
+}
+
+static void
+print_hex(const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        printf("%02x", p[i]);
+}
+
+/* Printable ASCII as "text", anything else as 0x<hex>. */
+static void
+print_bytes(const uint8_t *p, size_t n)
+{
+    bool text = n > 0;
+    for (size_t i = 0; i < n && text; i++)
+        text = p[i] >= 0x20 && p[i] < 0x7f && p[i] != '"' && p[i] != '\\';
+    if (text) {
+        printf("\"%.*s\"", (int)n, (const char *)p);
+    } else {
+        printf("0x");
+        print_hex(p, n);
+    }
+}
+
+/* Decodes HEX into a new buffer (troupe_free); false when it is not an
+ * even number of hex digits, at least one byte. */
+static bool
+parse_hex(const char *s, uint8_t **out, size_t *n)
+{
+    size_t len = strlen(s);
+    if (len == 0 || len % 2 != 0)
+        return false;
+    uint8_t *b = troupe_malloc(len / 2);
+    if (b == NULL)
+        return false;
+    for (size_t i = 0; i < len / 2; i++) {
+        unsigned v = 0;
+        for (int k = 0; k < 2; k++) {
+            char c = s[2 * i + (size_t)k];
+            unsigned d = c >= '0' && c <= '9'   ? (unsigned)(c - '0')
+                         : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
+                         : c >= 'A' && c <= 'F' ? (unsigned)(c - 'A' + 10)
+                                                : 16u;
+            if (d == 16) {
+                troupe_free(b);
+                return false;
+            }
+            v = v << 4 | d;
+        }
+        b[i] = (uint8_t)v;
+    }
+    *out = b;
+    *n = len / 2;
+    return true;
+}
+
+/* One invocation, one line; `full`: the whole payload and the storage
+ * key (show), else payloads past 64 bytes are cut. */
+static void
+print_item(const troupe_queue_item *it, bool full)
+{
+    printf("%s partition %u time_ms %lld order %llu",
+           it->completed ? "completed" : "pending", it->partition,
+           (long long)it->time_ms, (unsigned long long)it->order);
+    if (it->completed)
+        printf(" processed_ms %lld", (long long)it->processed_ms);
+    printf(" id ");
+    print_bytes(it->id, it->id_len);
+    printf(" key ");
+    print_bytes(it->key, it->key_len);
+    printf(" owner ");
+    if (it->owner_kind != NULL) {
+        print_bytes(it->owner_kind, it->owner_kind_len);
+        printf("/");
+        print_bytes(it->owner_id, it->owner_id_len);
+    } else {
+        printf("-");
+    }
+    size_t pl = full || it->payload_len <= 64 ? it->payload_len : 64;
+    printf(" payload %zu bytes 0x", it->payload_len);
+    print_hex(it->payload, pl);
+    if (pl < it->payload_len)
+        printf("...");
+    if (full) {
+        printf(" skey ");
+        print_hex(it->skey, it->skey_len);
+    }
+    printf("\n");
+}
+
+static int
+queue_failed(const char *queue, const char *what, troupe_err e)
+{
+    if (e == TROUPE_ENOENT && queue != NULL) {
+        fprintf(stderr, "troupe queue: no queue named '%s'\n", queue);
+        return 1;
+    }
+    return cli_failed(what, e);
+}
+
+static int
+queue_list(qenv *q)
+{
+    troupe_queue_info *info = NULL;
+    size_t n = 0;
+    troupe_err e = troupe_queues_list(q->qs, &info, &n);
+    if (e != TROUPE_OK)
+        return cli_failed("list queues", e);
+    printf("queues %zu\n", n);
+    for (size_t i = 0; i < n; i++)
+        printf("queue %s id %llu partitions %u retention_ms %lld\n",
+               info[i].name, (unsigned long long)info[i].id, info[i].partitions,
+               (long long)info[i].retention_ms);
+    troupe_free(info);
+    return 0;
+}
+
+static int
+queue_stats(qenv *q, const char *queue)
+{
+    troupe_queue_stats *st = NULL;
+    troupe_err e = troupe_queue_stats_wait(q->qs, queue, &st);
+    if (e != TROUPE_OK)
+        return queue_failed(queue, "stats", e);
+    printf("queue %s partitions %u pending %llu completed %llu malformed "
+           "%llu\n",
+           queue, st->partitions, (unsigned long long)st->pending,
+           (unsigned long long)st->completed,
+           (unsigned long long)st->malformed);
+    if (st->oldest_due_ms < 0) {
+        printf("oldest_due_ms - lag_ms -\n");
+    } else {
+        int64_t lag = troupe_now_ms() - st->oldest_due_ms;
+        printf("oldest_due_ms %lld lag_ms %lld\n", (long long)st->oldest_due_ms,
+               (long long)(lag > 0 ? lag : 0));
+    }
+    for (uint32_t p = 0; p < st->partitions; p++)
+        printf("partition %u pending %llu completed %llu\n", p,
+               (unsigned long long)st->pending_by_p[p],
+               (unsigned long long)st->completed_by_p[p]);
+    troupe_free(st);
+    return 0;
+}
+
+static int
+queue_page(qenv *q, const char *queue, troupe_queue_state state,
+           const uint8_t *after, size_t after_len, long limit)
+{
+    troupe_queue_page *pg = NULL;
+    troupe_err e = troupe_queue_list_wait(q->qs, queue, state, after, after_len,
+                                          (size_t)limit, &pg);
+    if (e == TROUPE_ERANGE) {
+        fprintf(stderr,
+                "troupe queue: --after is not a %s cursor of this "
+                "queue\n",
+                state == TROUPE_QUEUE_PENDING ? "pending" : "completed");
+        return 1;
+    }
+    if (e != TROUPE_OK)
+        return queue_failed(queue, "list", e);
+    for (size_t i = 0; i < pg->n; i++)
+        print_item(&pg->items[i], false);
+    printf("page %zu more %s cursor ", pg->n, pg->more ? "yes" : "no");
+    if (pg->n > 0)
+        print_hex(pg->cursor, pg->cursor_len);
+    else
+        printf("-");
+    printf("\n");
+    troupe_queue_page_destroy(pg);
+    return 0;
+}
+
+static int
+queue_show(qenv *q, const char *queue, const uint8_t *id, size_t id_len)
+{
+    troupe_queue_page *pg = NULL;
+    troupe_err e = troupe_queue_lookup_wait(q->qs, queue, id, id_len, &pg);
+    if (e != TROUPE_OK)
+        return queue_failed(queue, "show", e);
+    for (size_t i = 0; i < pg->n; i++)
+        print_item(&pg->items[i], true);
+    size_t n = pg->n;
+    troupe_queue_page_destroy(pg);
+    if (n == 0) {
+        fprintf(stderr, "troupe queue: no event with that id in '%s'\n", queue);
+        return 1;
+    }
+    printf("invocations %zu\n", n);
+    return 0;
+}
+
+int
+cmd_queue(int argc, char **argv)
+{
+    const cli_cmd *top = &cli_queue_cmd;
+    if (argc < 1)
+        return cli_usage(top, "which subcommand? list, stats, pending, "
+                              "completed or show");
+    const char *sub = argv[0];
+    if (strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0)
+        return cli_help(top);
+    const cli_cmd *c = cli_queue_sub(sub);
+    if (c == NULL) {
+        if (strcmp(sub, "pause") == 0 || strcmp(sub, "resume") == 0)
+            return cli_usage(top,
+                             "%s is not a command: a pause lives in the "
+                             "memory of the process that paused, so a "
+                             "command could not make it last",
+                             sub);
+        return cli_usage(top, "unknown subcommand '%s'", sub);
+    }
+    int kind = (int)(c - sub_cmds);
+    bool paged = kind == Q_PENDING || kind == Q_COMPLETED;
+    /* Each subcommand takes only its own flags: the table ends early. */
+    struct option opts[10];
+    size_t no = 0;
+    opts[no++] = (struct option){"data", required_argument, NULL, OPT_DATA};
+    opts[no++] =
+        (struct option){"log-level", required_argument, NULL, OPT_LOG_LEVEL};
+    opts[no++] = (struct option){"help", no_argument, NULL, 'h'};
+    if (kind != Q_LIST)
+        opts[no++] =
+            (struct option){"queue", required_argument, NULL, OPT_QUEUE};
+    if (paged) {
+        opts[no++] =
+            (struct option){"limit", required_argument, NULL, OPT_LIMIT};
+        opts[no++] =
+            (struct option){"after", required_argument, NULL, OPT_AFTER};
+    }
+    if (kind == Q_SHOW) {
+        opts[no++] = (struct option){"id", required_argument, NULL, OPT_ID};
+        opts[no++] =
+            (struct option){"id-hex", required_argument, NULL, OPT_ID_HEX};
+    }
+    opts[no] = (struct option){NULL, 0, NULL, 0};
+
+    const char *data = NULL, *queue = NULL, *after = NULL, *id = NULL,
+               *id_hex = NULL;
+    long limit = 100;
+    troupe_log_level level = TROUPE_LOG_DEFAULT;
+    cli_getopt_reset();
+    int ch, rc;
+    while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        switch (ch) {
+        case OPT_DATA:
+            data = optarg;
+            break;
+        case OPT_QUEUE:
+            queue = optarg;
+            break;
+        case OPT_LIMIT:
+            if (!cli_num(c, "--limit", optarg, 1, TROUPE_QUEUE_PAGE_MAX,
+                         &limit))
+                return CLI_USAGE;
+            break;
+        case OPT_AFTER:
+            after = optarg;
+            break;
+        case OPT_ID:
+            id = optarg;
+            break;
+        case OPT_ID_HEX:
+            id_hex = optarg;
+            break;
+        default:
+            if ((rc = cli_common_flag(c, ch, argv, &level)) != CLI_CONTINUE)
+                return rc;
+        }
+    }
+    /* argv[0] is the subcommand, which getopt_long skips as it would a
+     * program name. */
+    if ((rc = cli_operands(c, argc, argv, 0, "")) != CLI_CONTINUE)
+        return rc;
+    if (data == NULL)
+        return cli_usage(c, "--data is required");
+    if (kind != Q_LIST && queue == NULL)
+        return cli_usage(c, "--queue is required");
+    if (kind == Q_SHOW && (id == NULL) == (id_hex == NULL))
+        return cli_usage(c, "give --id or --id-hex (one of them)");
+    uint8_t *cur = NULL, *idb = NULL;
+    size_t cur_len = 0, idb_len = 0;
+    if (after != NULL && !parse_hex(after, &cur, &cur_len))
+        return cli_usage(c,
+                         "--after wants the hex cursor a page printed, got "
+                         "'%s'",
+                         after);
+    if (id_hex != NULL && !parse_hex(id_hex, &idb, &idb_len)) {
+        troupe_free(cur);
+        return cli_usage(c, "--id-hex wants hex digits, got '%s'", id_hex);
+    }
+    if (id != NULL && (*id == '\0' || strlen(id) > TROUPE_QUEUE_ID_MAX)) {
+        troupe_free(cur);
+        return cli_usage(c, "--id wants 1..%d bytes", TROUPE_QUEUE_ID_MAX);
+    }
+    qenv q;
+    rc = qenv_open(data, level, &q);
+    if (rc == 0) {
+        switch (kind) {
+        case Q_LIST:
+            rc = queue_list(&q);
+            break;
+        case Q_STATS:
+            rc = queue_stats(&q, queue);
+            break;
+        case Q_PENDING:
+        case Q_COMPLETED:
+            rc = queue_page(&q, queue,
+                            kind == Q_PENDING ? TROUPE_QUEUE_PENDING
+                                              : TROUPE_QUEUE_COMPLETED,
+                            cur, cur_len, limit);
+            break;
+        default:
+            rc = id != NULL
+                     ? queue_show(&q, queue, (const uint8_t *)id, strlen(id))
+                     : queue_show(&q, queue, idb, idb_len);
+            break;
+        }
+        qenv_close(&q);
+    }
+    troupe_free(cur);
+    troupe_free(idb);
+    return rc;
+}

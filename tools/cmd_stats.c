@@ -1,0 +1,197 @@
+/*
+ * troupe stats: a database's figures.
+ *
+ * By default the database is opened read-only (storage.h: nothing is
+ * written, and a running node may hold it) and each column family's
+ * figures are printed. The tables' counters (--tables) need the tables
+ * opened, and troupe_tables_open needs a writable database and a commit
+ * pipeline: it creates the `meta` family when missing, stores its version
+ * floor (one synced write) and resumes index builds. So --tables opens the
+ * database writable, as the command always did, and no node may hold it.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "troupe/alloc.h"
+#include "troupe/commit.h"
+#include "troupe/storage.h"
+#include "troupe/table.h"
+
+const cli_cmd cli_stats_cmd = {
+    .name = "stats",
+    .synopsis = "stats --data DIR [--tables] [--log-level LEVEL]",
+    .help =
+        "Prints the figures of the database under DIR, one `key value...`\n"
+        "line each. It opens the database read-only: nothing is written, and\n"
+        "it works while a node holds the database (the figures are those of\n"
+        "the moment it opened). Per column family: RocksDB's estimate of its\n"
+        "keys, its live bytes, its table-file bytes and its memtable bytes.\n"
+        "\n"
+        "  --data DIR          the database directory (required; must hold\n"
+        "                      a database)\n"
+        "  --tables            print the tables' counters instead (the\n"
+        "                      catalog, key versions, transactions). Opening\n"
+        "                      the tables writes (it creates the meta family\n"
+        "                      when missing and stores the version floor), so\n"
+        "                      this opens the database writable and no node\n"
+        "                      may hold it. Key versions and counters live in\n"
+        "                      memory: this shows this process's view, zeros\n"
+        "                      but for the catalog\n"
+        "  --log-level LEVEL   error, warn, info or debug (default warn)\n"
+        "  -h, --help          this help\n",
+};
+
+enum { OPT_DATA = OPT_FIRST_OWN, OPT_TABLES };
+
+static void
+print_tables(const troupe_tables_stats *s)
+{
+    printf("tables %zu\n", s->n);
+    for (size_t i = 0; i < s->n; i++)
+        printf("table %s version_records %" PRIu64 " version_bytes %" PRIu64
+               " version_evicted %" PRIu64 "\n",
+               s->tables[i].name, s->tables[i].version_records,
+               s->tables[i].version_bytes, s->tables[i].version_evicted);
+    printf("txn created %" PRIu64 " closed %" PRIu64 " running %" PRIu64 "\n",
+           s->txn_created, s->txn_closed, s->txn_running);
+    printf("query_version ok %" PRIu64 " failed %" PRIu64 "\n", s->qver_ok,
+           s->qver_failed);
+    printf("versioned_prepare ok %" PRIu64 " failed %" PRIu64 "\n",
+           s->vprepare_ok, s->vprepare_failed);
+    printf("versioned_commit ok %" PRIu64 " failed %" PRIu64 "\n",
+           s->vcommit_ok, s->vcommit_failed);
+}
+
+static int
+stats_tables(const char *data, const troupe_logger *lg)
+{
+    troupe_db *db = NULL;
+    troupe_commit *commit = NULL;
+    troupe_runtime *rt = NULL;
+    troupe_tables *tables = NULL;
+    troupe_tables_stats *st = NULL;
+    troupe_db_opts o;
+    troupe_db_opts_init(&o);
+    o.create_if_missing = false;
+    o.logger = *lg;
+    troupe_err e = troupe_db_open(data, &o, &db);
+    if (e == TROUPE_EBUSY) {
+        fprintf(stderr,
+                "troupe stats: %s is held by another process (a "
+                "running node?); --tables needs it to itself\n",
+                data);
+        return CLI_FAIL;
+    }
+    if (e != TROUPE_OK)
+        return cli_failed("open database", e);
+    int rc = 0;
+    troupe_runtime_opts ro = {.logger = *lg};
+    if ((e = troupe_commit_create(db, NULL, &commit)) != TROUPE_OK ||
+        (e = troupe_runtime_create(&rt, &ro)) != TROUPE_OK) {
+        rc = cli_failed("start", e);
+        goto out;
+    }
+    troupe_tables_opts to = {.rt = rt, .db = db, .commit = commit};
+    if ((e = troupe_tables_open(&to, &tables)) != TROUPE_OK) {
+        rc = cli_failed("open tables", e);
+        goto out_rt;
+    }
+    if ((e = troupe_tables_stats_wait(tables, &st)) != TROUPE_OK)
+        rc = cli_failed("stats", e);
+    else
+        print_tables(st);
+    troupe_tables_stats_destroy(st);
+    troupe_tables_stop_wait(tables);
+    troupe_tables_destroy(tables);
+out_rt:
+    troupe_runtime_shutdown_wait(rt);
+    troupe_runtime_destroy(rt);
+out:
+    troupe_commit_destroy(commit);
+    troupe_db_close(db);
+    return rc;
+}
+
+static int
+stats_storage(const char *data, const troupe_logger *lg)
+{
+    troupe_db_opts o;
+    troupe_db_opts_init(&o);
+    o.read_only = true;
+    o.logger = *lg;
+    troupe_db *db = NULL;
+    troupe_err e = troupe_db_open(data, &o, &db);
+    if (e == TROUPE_ENOENT) {
+        fprintf(stderr, "troupe stats: no database at %s\n", data);
+        return CLI_FAIL;
+    }
+    if (e != TROUPE_OK)
+        return cli_failed("open database", e);
+    char **names = NULL;
+    size_t n = 0;
+    int rc = 0;
+    if ((e = troupe_db_cf_names(db, &names, &n)) != TROUPE_OK) {
+        rc = cli_failed("list families", e);
+    } else {
+        printf("families %zu\n", n);
+        for (size_t i = 0; i < n && rc == 0; i++) {
+            troupe_cf *cf = NULL;
+            troupe_cf_stats st;
+            if ((e = troupe_db_cf(db, names[i], &cf)) != TROUPE_OK ||
+                (e = troupe_db_cf_stats(db, cf, &st)) != TROUPE_OK) {
+                rc = cli_failed("family figures", e);
+                break;
+            }
+            printf("family %s keys %" PRIu64 " live_bytes %" PRIu64
+                   " file_bytes %" PRIu64 " mem_bytes %" PRIu64 "\n",
+                   names[i], st.keys, st.live_bytes, st.file_bytes,
+                   st.mem_bytes);
+        }
+    }
+    troupe_free(names);
+    e = troupe_db_close(db);
+    if (e != TROUPE_OK && rc == 0)
+        rc = cli_failed("close database", e);
+    return rc;
+}
+
+int
+cmd_stats(int argc, char **argv)
+{
+    const cli_cmd *c = &cli_stats_cmd;
+    static const struct option opts[] = {
+        {"data", required_argument, NULL, OPT_DATA},
+        {"tables", no_argument, NULL, OPT_TABLES},
+        CLI_COMMON_OPTIONS,
+        {NULL, 0, NULL, 0}};
+    const char *data = NULL;
+    bool tables = false;
+    troupe_log_level level = TROUPE_LOG_DEFAULT;
+    cli_getopt_reset();
+    int ch, rc;
+    while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        switch (ch) {
+        case OPT_DATA:
+            data = optarg;
+            break;
+        case OPT_TABLES:
+            tables = true;
+            break;
+        default:
+            if ((rc = cli_common_flag(c, ch, argv, &level)) != CLI_CONTINUE)
+                return rc;
+        }
+    }
+    if ((rc = cli_operands(c, argc, argv, 0, "")) != CLI_CONTINUE)
+        return rc;
+    if (data == NULL)
+        return cli_usage(c, "--data is required");
+    if (access(data, F_OK) != 0) {
+        fprintf(stderr, "troupe stats: no database at %s\n", data);
+        return CLI_FAIL;
+    }
+    troupe_logger lg = {.level = level};
+    return tables ? stats_tables(data, &lg) : stats_storage(data, &lg);
+}
