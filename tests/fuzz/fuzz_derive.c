@@ -1,6 +1,6 @@
 /*
  * libFuzzer target: index key derivation over hostile documents
- * (troupe_index_derive, actors/index/src/index.c), which every write runs
+ * (troupe_index_derive, actors/index/src/derive.c), which every write runs
  * on the document it stores, and the CASEFOLD collation.
  *
  * Input: a spec (unique flag, 0..4 fields each with a type and a path,

@@ -1,6 +1,6 @@
 /*
  * libFuzzer target: an index definition in its catalog form
- * (troupe_index_def_unpack, actors/index/src/index.c), read from the disk
+ * (troupe_index_def_unpack, actors/index/src/def_codec.c), read from the disk
  * inside every table's catalog entry.
  *
  * Properties: a refused definition is EPROTO (ENOMEM only when out of

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes casefold_table.h: Unicode simple case folding (CaseFolding.txt
+"""Writes casefold_data.h: Unicode simple case folding (CaseFolding.txt
 statuses C and S) as runs, for the CASEFOLD collation of string index
 fields (actors/index/src/casefold.c).
 
@@ -15,7 +15,7 @@ whose full folding is the same (U+1E9E -> U+00DF); else the code point
 folds to itself (U+0130). Checked against ICU 72's u_foldCase
 (U_FOLD_CASE_DEFAULT, Unicode 15.0): the same 1454 mappings.
 
-Usage: python3 gen.py > ../src/casefold_table.h
+Usage: python3 gen.py > ../src/casefold_data.h
 """
 import unicodedata
 

@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "casefold_table.h"
+#include "casefold_data.h"
 #include "index_int.h"
 
 static uint32_t

@@ -33,6 +33,28 @@ struct troupe_index_def {
     char *fn_name;
 };
 
+/* def.c: whether s is a string of 1 to max bytes of valid UTF-8: the rule
+ * for index and function names. */
+bool
+troupe__index_name_ok(const char *s, size_t max);
+
+/* fns.c: one registered function. */
+typedef struct fn_slot {
+    char *name;
+    troupe_index_fn fn;
+    void *ctx;
+} fn_slot;
+
+/* fns.c: the function registered as `name` in r, or NULL (also for a NULL
+ * r). Reads the registry: do not race a registration. */
+const fn_slot *
+troupe__index_fns_find(const troupe_index_fns *r, const char *name);
+
+/* value.c (the rest of this block too): appends to w the string element
+ * of s (n bytes) under the CASEFOLD collation. ENOMEM. */
+troupe_err
+troupe__index_put_folded(troupe_key_writer *w, const char *s, size_t n);
+
 /*
  * Appends to w the key element for the msgpack value at r's position as
  * field type t would index it (the one encoding that derive and queries

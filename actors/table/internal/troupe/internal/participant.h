@@ -26,7 +26,7 @@ enum {
 };
 
 /* Conflict kinds of a prepare's ECONFLICT body, bits (equal to txn.h's
- * TROUPE_CONFLICT_*, asserted in txn.c). */
+ * TROUPE_CONFLICT_*, asserted in txn's commit.c). */
 enum { TROUPE__PART_STALE = 1, TROUPE__PART_RESERVED = 2 };
 
 /*

@@ -32,7 +32,7 @@ enum table_kind {
     TABLE_GET,
     TABLE_GET_MANY,
     TABLE_SCAN,
-    TABLE_TXN_PREPARE, /* ptr: ttxn_prep (txn.c's two-phase commit) */
+    TABLE_TXN_PREPARE, /* ptr: ttxn_prep (txn's commit.c) */
     TABLE_TXN_FINISH,  /* ptr: ttxn_fin */
     TABLE_TXN_QVER,    /* ptr: ttxn_qver (query with version) */
     TABLE_VEVICT,      /* one eviction pass over key-version records;
