@@ -545,6 +545,22 @@ troupe__parts_retry(troupe_actor *self, tstate *s);
 void
 troupe__qver_retry(troupe_actor *self, tstate *s);
 
+/* qver.c: versioned queries. */
+troupe_err
+troupe__qver_h_query(troupe_actor *self, void *st, const troupe_msg *m);
+troupe_err
+troupe__qver_h_done(troupe_actor *self, void *st, const troupe_msg *m);
+void
+troupe__qver_stop(troupe_actor *self, tstate *s);
+
+/* expiry.c: expired-row purges. */
+troupe_err
+troupe__expiry_h_purge(troupe_actor *self, void *st, const troupe_msg *m);
+troupe_err
+troupe__expiry_h_keys(troupe_actor *self, void *st, const troupe_msg *m);
+void
+troupe__expiry_stop(troupe_actor *self, tstate *s);
+
 /* keyvers.c: key versions. Actor thread. */
 
 /* The record of key (hash h = troupe__fnv1a64(key, klen)), or NULL. On
