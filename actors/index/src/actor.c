@@ -264,6 +264,30 @@ read_opt_array(troupe_reader *r, const void **p, size_t *n)
     troupe_read_raw(r, p, n);
 }
 
+/* Fills j with the request m (its asker, kind, body) and the actor's
+ * configuration, and runs it on a STORAGE worker. The completion only
+ * frees the job; the worker already answered. Declared: the job and the
+ * request body it retains. On a refusal j is freed and m answered. */
+static troupe_err
+job_submit(troupe_actor *self, ix_state *s, const troupe_msg *m, ix_job *j)
+{
+    j->rt = troupe_actor_runtime(self);
+    j->asker = m->from;
+    j->corr = m->corr;
+    j->kind = m->kind;
+    j->body = troupe_body_retain(m->body);
+    j->cfg = s->cfg;
+    atomic_fetch_add(&s->cfg->refs, 1);
+    troupe_err e = troupe_work_submit_in(self, TROUPE_LANE_STORAGE,
+                                         sizeof(*j) + troupe_msg_len(m),
+                                         do_work, j, IX_WORK_DONE, job_free);
+    if (e != TROUPE_OK) {
+        job_free(j);
+        return reply_err(self, m, e);
+    }
+    return TROUPE_OK;
+}
+
 static troupe_err
 h_request(troupe_actor *self, void *st, const troupe_msg *m)
 {
@@ -307,23 +331,7 @@ h_request(troupe_actor *self, void *st, const troupe_msg *m)
         troupe_free(j);
         return reply_err(self, m, TROUPE_ENOENT);
     }
-    j->rt = troupe_actor_runtime(self);
-    j->asker = m->from;
-    j->corr = m->corr;
-    j->kind = m->kind;
-    j->body = troupe_body_retain(m->body);
-    j->cfg = s->cfg;
-    atomic_fetch_add(&s->cfg->refs, 1);
-    /* The completion only frees the job; the worker already answered.
-     * Declared: the job and the request body it retains. */
-    e = troupe_work_submit_in(self, TROUPE_LANE_STORAGE,
-                              sizeof(*j) + troupe_msg_len(m), do_work, j,
-                              IX_WORK_DONE, job_free);
-    if (e != TROUPE_OK) {
-        job_free(j);
-        return reply_err(self, m, e);
-    }
-    return TROUPE_OK;
+    return job_submit(self, s, m, j);
 }
 
 static troupe_err
@@ -352,21 +360,7 @@ h_verify(troupe_actor *self, void *st, const troupe_msg *m)
         return reply_err(self, m, e);
     }
     j->budget = budget > SIZE_MAX ? SIZE_MAX : (size_t)budget;
-    j->rt = troupe_actor_runtime(self);
-    j->asker = m->from;
-    j->corr = m->corr;
-    j->kind = m->kind;
-    j->body = troupe_body_retain(m->body);
-    j->cfg = s->cfg;
-    atomic_fetch_add(&s->cfg->refs, 1);
-    e = troupe_work_submit_in(self, TROUPE_LANE_STORAGE,
-                              sizeof(*j) + troupe_msg_len(m), do_work, j,
-                              IX_WORK_DONE, job_free);
-    if (e != TROUPE_OK) {
-        job_free(j);
-        return reply_err(self, m, e);
-    }
-    return TROUPE_OK;
+    return job_submit(self, s, m, j);
 }
 
 static troupe_err
