@@ -81,8 +81,8 @@ receipts_build(troupe_txn *tx)
     for (size_t i = 0; i < tx->nkeys; i++)
         n += tx->keys[i]->kind != K_NONE &&
              tx->keys[i]->kind != TROUPE__PART_ABSENT;
-    tx->rcpt = n ? troupe_calloc(n, sizeof(*tx->rcpt)) : NULL;
-    if (n && tx->rcpt == NULL)
+    tx->commit.rcpt = n ? troupe_calloc(n, sizeof(*tx->commit.rcpt)) : NULL;
+    if (n && tx->commit.rcpt == NULL)
         return TROUPE_EUNKNOWN; /* committed, but the receipts are lost */
     for (size_t i = 0; i < tx->nkeys; i++) {
         const xkey *x = tx->keys[i];
@@ -92,7 +92,7 @@ receipts_build(troupe_txn *tx)
         if (k == NULL)
             return TROUPE_EUNKNOWN;
         memcpy(k, x->key, x->klen);
-        troupe_txn_receipt *r = &tx->rcpt[tx->nrcpt++];
+        troupe_txn_receipt *r = &tx->commit.rcpt[tx->commit.nrcpt++];
         r->table = tx->tabs[x->tab].name;
         r->key = k;
         r->key_len = x->klen;
@@ -104,57 +104,61 @@ receipts_build(troupe_txn *tx)
         if (troupe__vers_check(tx->env.vers, r->version) != TROUPE_OK)
             return TROUPE_EUNKNOWN;
     }
-    if (tx->nrcpt > 1)
-        qsort(tx->rcpt, tx->nrcpt, sizeof(*tx->rcpt), rcpt_cmp);
+    if (tx->commit.nrcpt > 1)
+        qsort(tx->commit.rcpt, tx->commit.nrcpt, sizeof(*tx->commit.rcpt),
+              rcpt_cmp);
     return TROUPE_OK;
 }
 
 static void
 complete(troupe_txn *tx)
 {
-    if (tx->nconf > 1) {
-        qsort(tx->conf, tx->nconf, sizeof(*tx->conf), conf_cmp);
+    if (tx->commit.nconf > 1) {
+        qsort(tx->commit.conf, tx->commit.nconf, sizeof(*tx->commit.conf),
+              conf_cmp);
         size_t w = 1;
-        for (size_t i = 1; i < tx->nconf; i++) {
-            if (conf_cmp(&tx->conf[w - 1], &tx->conf[i]) == 0) {
-                tx->conf[w - 1].kinds |= tx->conf[i].kinds; /* one entry */
-                troupe_free((void *)tx->conf[i].key);
+        for (size_t i = 1; i < tx->commit.nconf; i++) {
+            if (conf_cmp(&tx->commit.conf[w - 1], &tx->commit.conf[i]) == 0) {
+                tx->commit.conf[w - 1].kinds |=
+                    tx->commit.conf[i].kinds; /* one entry */
+                troupe_free((void *)tx->commit.conf[i].key);
             } else {
-                tx->conf[w++] = tx->conf[i];
+                tx->commit.conf[w++] = tx->commit.conf[i];
             }
         }
-        tx->nconf = w;
+        tx->commit.nconf = w;
     }
-    troupe_err e = tx->result;
+    troupe_err e = tx->commit.result;
     if (e == TROUPE_EDEAD)
         e = TROUPE_ECLOSED; /* an actor's detail, never a commit's outcome */
-    if (e == TROUPE_OK && tx->nconf > 0)
+    if (e == TROUPE_OK && tx->commit.nconf > 0)
         e = TROUPE_ECONFLICT;
     if (e != TROUPE_ECONFLICT) {
         /* another failure wins over conflicts found before it, and the
          * contract says the set is empty then */
-        for (size_t i = 0; i < tx->nconf; i++)
-            troupe_free((void *)tx->conf[i].key);
-        tx->nconf = 0;
+        for (size_t i = 0; i < tx->commit.nconf; i++)
+            troupe_free((void *)tx->commit.conf[i].key);
+        tx->commit.nconf = 0;
     }
-    if (e == TROUPE_OK && tx->vcb != NULL)
+    if (e == TROUPE_OK && tx->commit.vcb != NULL)
         e = receipts_build(tx);
     tx->state = TX_DONE;
     troupe__txn_keys_free(tx);
     troupe__txn_parts_done(tx, e);
-    if (tx->vcb != NULL)
-        atomic_fetch_add_explicit(!tx->vprepped    ? &tx->env.ts->vprep_fail
-                                  : e == TROUPE_OK ? &tx->env.ts->vcommit_ok
+    if (tx->commit.vcb != NULL)
+        atomic_fetch_add_explicit(!tx->commit.vprepped ? &tx->env.ts->vprep_fail
+                                  : e == TROUPE_OK     ? &tx->env.ts->vcommit_ok
                                                    : &tx->env.ts->vcommit_fail,
                                   1, memory_order_relaxed);
-    if (tx->vcb != NULL)
-        tx->vcb(tx, e, e == TROUPE_ECONFLICT ? tx->conf : NULL,
-                e == TROUPE_ECONFLICT ? tx->nconf : 0,
-                e == TROUPE_OK ? tx->rcpt : NULL,
-                e == TROUPE_OK ? tx->nrcpt : 0, tx->arg);
+    if (tx->commit.vcb != NULL)
+        tx->commit.vcb(tx, e, e == TROUPE_ECONFLICT ? tx->commit.conf : NULL,
+                       e == TROUPE_ECONFLICT ? tx->commit.nconf : 0,
+                       e == TROUPE_OK ? tx->commit.rcpt : NULL,
+                       e == TROUPE_OK ? tx->commit.nrcpt : 0, tx->commit.arg);
     else
-        tx->cb(tx, e, e == TROUPE_ECONFLICT ? tx->conf : NULL,
-               e == TROUPE_ECONFLICT ? tx->nconf : 0, tx->arg);
+        tx->commit.cb(tx, e, e == TROUPE_ECONFLICT ? tx->commit.conf : NULL,
+                      e == TROUPE_ECONFLICT ? tx->commit.nconf : 0,
+                      tx->commit.arg);
 }
 
 static void
@@ -178,7 +182,7 @@ complete_anywhere(troupe_txn *tx, bool on_s0)
 static void
 fin_one(troupe_txn *tx, bool on_s0)
 {
-    if (atomic_fetch_sub(&tx->pending, 1) == 1)
+    if (atomic_fetch_sub(&tx->commit.pending, 1) == 1)
         complete_anywhere(tx, on_s0);
 }
 
@@ -212,8 +216,8 @@ on_finished(troupe_runtime *rt, troupe_err err, troupe_msg *reply, void *arg)
 static void
 finish_all(troupe_txn *tx, bool publish, troupe_err result, bool on_s0)
 {
-    tx->result = result;
-    atomic_store(&tx->pending, 1);
+    tx->commit.result = result;
+    atomic_store(&tx->commit.pending, 1);
     for (size_t i = 0; i < tx->ntabs; i++) {
         if (!tx->tabs[i].sent)
             continue;
@@ -228,17 +232,17 @@ finish_all(troupe_txn *tx, bool publish, troupe_err result, bool on_s0)
         }
         f->sh = troupe__ttxn_retain(tx->sh);
         f->publish = publish;
-        f->ver = publish ? tx->pub_ver : 0;
+        f->ver = publish ? tx->commit.pub_ver : 0;
         fa->tx = tx;
         fa->tab = i;
         m->ptr = f;
         m->ptr_drop = troupe__ttxn_fin_free;
-        atomic_fetch_add(&tx->pending, 1);
+        atomic_fetch_add(&tx->commit.pending, 1);
         if (troupe_runtime_ask(tx->env.rt, tx->tabs[i].addr, &m,
                                tx->env.timeout_ms, on_finished,
                                fa) != TROUPE_OK) {
             troupe_free(fa);
-            atomic_fetch_sub(&tx->pending, 1);
+            atomic_fetch_sub(&tx->commit.pending, 1);
         }
     }
     fin_one(tx, on_s0);
@@ -260,7 +264,7 @@ static void
 on_written(troupe_err err, void *arg)
 {
     troupe_txn *tx = arg;
-    tx->pub_ver = troupe__vers_take(tx->env.vers);
+    tx->commit.pub_ver = troupe__vers_take(tx->env.vers);
     finish_all(tx, true, err, false);
 }
 
@@ -271,19 +275,20 @@ static troupe_err
 conf_add(troupe_txn *tx, const char *table, const void *key, size_t klen,
          uint32_t kinds)
 {
-    if (tx->nconf == tx->capconf) {
-        size_t cap = tx->capconf ? tx->capconf * 2 : 8;
-        troupe_txn_conflict *v = troupe_realloc(tx->conf, cap * sizeof(*v));
+    if (tx->commit.nconf == tx->commit.capconf) {
+        size_t cap = tx->commit.capconf ? tx->commit.capconf * 2 : 8;
+        troupe_txn_conflict *v =
+            troupe_realloc(tx->commit.conf, cap * sizeof(*v));
         if (v == NULL)
             return TROUPE_ENOMEM;
-        tx->conf = v;
-        tx->capconf = cap;
+        tx->commit.conf = v;
+        tx->commit.capconf = cap;
     }
     uint8_t *k = troupe_malloc(klen);
     if (k == NULL)
         return TROUPE_ENOMEM;
     memcpy(k, key, klen);
-    tx->conf[tx->nconf++] = (troupe_txn_conflict){
+    tx->commit.conf[tx->commit.nconf++] = (troupe_txn_conflict){
         .table = table, .key = k, .key_len = klen, .kinds = kinds};
     return TROUPE_OK;
 }
@@ -346,16 +351,16 @@ on_prepared(troupe_runtime *rt, troupe_err err, troupe_msg *reply, void *arg)
 {
     (void)rt;
     troupe_txn *tx = arg;
-    xtab *tb = &tx->tabs[tx->order[tx->cur]];
+    xtab *tb = &tx->tabs[tx->commit.order[tx->commit.cur]];
     if (err == TROUPE_ECONFLICT) {
         troupe_err e = conf_decode(tx, tb->name, reply);
         if (e != TROUPE_OK)
-            tx->err = e;
-        tx->check_only = true;
+            tx->commit.err = e;
+        tx->commit.check_only = true;
     } else if (err != TROUPE_OK) {
-        tx->err = tab_err(tx, tb, err);
+        tx->commit.err = tab_err(tx, tb, err);
     }
-    tx->cur++;
+    tx->commit.cur++;
     prepare_next(tx, true);
 }
 
@@ -431,7 +436,7 @@ prep_build(troupe_txn *tx, size_t tab, ttxn_prep **out)
     troupe_free(v);
     p->n = n;
     p->seq0 = tx->seq0;
-    p->check_only = tx->check_only;
+    p->check_only = tx->commit.check_only;
     uint64_t rsv = (uint64_t)tx->env.timeout_ms * 2;
     p->reserve_ms = rsv > UINT32_MAX ? UINT32_MAX : (uint32_t)rsv;
     p->sh = troupe__ttxn_retain(tx->sh);
@@ -442,17 +447,18 @@ prep_build(troupe_txn *tx, size_t tab, ttxn_prep **out)
 static void
 all_prepared(troupe_txn *tx, bool on_s0)
 {
-    if (tx->err != TROUPE_OK || tx->nconf > 0) {
-        abort_all(tx, tx->err, on_s0);
+    if (tx->commit.err != TROUPE_OK || tx->commit.nconf > 0) {
+        abort_all(tx, tx->commit.err, on_s0);
         return;
     }
     /* participants append to the one batch, which is ours again now that
      * every table prepared; a rejected participant writes nothing */
-    for (size_t i = 0; i < tx->nparts && tx->err == TROUPE_OK; i++)
+    for (size_t i = 0; i < tx->nparts && tx->commit.err == TROUPE_OK; i++)
         if (tx->parts[i].write != NULL)
-            tx->err = tx->parts[i].write(tx->parts[i].arg, tx->sh->batch);
-    if (tx->err != TROUPE_OK) {
-        abort_all(tx, tx->err, on_s0);
+            tx->commit.err =
+                tx->parts[i].write(tx->parts[i].arg, tx->sh->batch);
+    if (tx->commit.err != TROUPE_OK) {
+        abort_all(tx, tx->commit.err, on_s0);
         return;
     }
     int want = TTXN_OPEN;
@@ -462,17 +468,18 @@ all_prepared(troupe_txn *tx, bool on_s0)
         finish_all(tx, false, TROUPE_ETIMEDOUT, on_s0);
         return;
     }
-    if (tx->vcb != NULL) {
-        tx->vprepped = true;
+    if (tx->commit.vcb != NULL) {
+        tx->commit.vprepped = true;
         atomic_fetch_add_explicit(&tx->env.ts->vprep_ok, 1,
                                   memory_order_relaxed);
     }
-    if (!tx->writes) { /* versioned reads only: validated, nothing to write */
+    if (!tx->commit
+             .writes) { /* versioned reads only: validated, nothing to write */
         finish_all(tx, false, TROUPE_OK, on_s0);
         return;
     }
     troupe_err e = troupe_commit_submit(tx->env.commit, &tx->sh->batch,
-                                        tx->sync, on_written, tx);
+                                        tx->commit.sync, on_written, tx);
     if (e != TROUPE_OK)
         finish_all(tx, false, e, on_s0);
 }
@@ -480,11 +487,11 @@ all_prepared(troupe_txn *tx, bool on_s0)
 static void
 prepare_next(troupe_txn *tx, bool on_s0)
 {
-    while (tx->err == TROUPE_OK && tx->cur < tx->norder) {
-        xtab *tb = &tx->tabs[tx->order[tx->cur]];
+    while (tx->commit.err == TROUPE_OK && tx->commit.cur < tx->commit.norder) {
+        xtab *tb = &tx->tabs[tx->commit.order[tx->commit.cur]];
         ttxn_prep *p = NULL;
         troupe_msg *m = NULL;
-        troupe_err e = prep_build(tx, tx->order[tx->cur], &p);
+        troupe_err e = prep_build(tx, tx->commit.order[tx->commit.cur], &p);
         if (e == TROUPE_OK && (e = troupe_msg_create(&m, TROUPE__PART_PREPARE,
                                                      NULL, 0)) != TROUPE_OK)
             troupe__ttxn_prep_free(p);
@@ -499,7 +506,7 @@ prepare_next(troupe_txn *tx, bool on_s0)
             tb->sent = false;
             e = tab_err(tx, tb, e);
         }
-        tx->err = e;
+        tx->commit.err = e;
     }
     all_prepared(tx, on_s0);
 }
@@ -519,26 +526,26 @@ troupe_txn_commit(troupe_txn *tx, troupe_sync sync, troupe_txn_commit_cb cb,
         return TROUPE_EINVAL;
     if (tx->state != TX_OPEN || tx->mode == MODE_VERSIONED)
         return TROUPE_ESTATE;
-    tx->cb = cb;
-    tx->vcb = NULL;
-    tx->arg = arg;
+    tx->commit.cb = cb;
+    tx->commit.vcb = NULL;
+    tx->commit.arg = arg;
     return troupe__txn_commit_start(tx, sync);
 }
 
 troupe_err
 troupe__txn_commit_start(troupe_txn *tx, troupe_sync sync)
 {
-    tx->sync = sync;
+    tx->commit.sync = sync;
     bool writes = false, vreads = false;
     for (size_t i = 0; i < tx->nkeys; i++) {
         writes = writes || tx->keys[i]->kind != K_NONE;
         vreads = vreads || tx->keys[i]->ver != 0;
     }
     writes = writes || tx->nparts > 0; /* participants write too */
-    tx->writes = writes;
+    tx->commit.writes = writes;
     if (!writes && !vreads) {
         tx->state = TX_COMMITTING;
-        tx->result = TROUPE_OK;
+        tx->commit.result = TROUPE_OK;
         /* nothing to write: the callback still never runs inside the call */
         troupe_err e = troupe_runtime_post(tx->env.rt, complete_s0, tx);
         if (e != TROUPE_OK)
@@ -549,21 +556,21 @@ troupe__txn_commit_start(troupe_txn *tx, troupe_sync sync)
                           : TROUPE_OK;
     if (e != TROUPE_OK)
         return e;
-    tx->norder = 0;
+    tx->commit.norder = 0;
     for (size_t i = 0; i < tx->ntabs; i++)
         if (tx->tabs[i].nkeys > 0 || tx->tabs[i].nrg > 0)
-            tx->order[tx->norder++] = i;
+            tx->commit.order[tx->commit.norder++] = i;
     /* insertion sort by name: at most TROUPE_TXN_TABLES_MAX */
-    for (size_t i = 1; i < tx->norder; i++)
-        for (size_t j = i;
-             j > 0 && tab_cmp(&tx->order[j - 1], &tx->order[j], tx->tabs) > 0;
+    for (size_t i = 1; i < tx->commit.norder; i++)
+        for (size_t j = i; j > 0 && tab_cmp(&tx->commit.order[j - 1],
+                                            &tx->commit.order[j], tx->tabs) > 0;
              j--) {
-            size_t t = tx->order[j];
-            tx->order[j] = tx->order[j - 1];
-            tx->order[j - 1] = t;
+            size_t t = tx->commit.order[j];
+            tx->commit.order[j] = tx->commit.order[j - 1];
+            tx->commit.order[j - 1] = t;
         }
     tx->state = TX_COMMITTING;
-    tx->cur = 0;
+    tx->commit.cur = 0;
     prepare_next(tx, false);
     return TROUPE_OK;
 }
@@ -574,8 +581,8 @@ troupe_txn_conflicts(const troupe_txn *tx, const troupe_txn_conflict **c,
 {
     if (tx == NULL || c == NULL || n == NULL)
         return TROUPE_EINVAL;
-    *c = tx->nconf ? tx->conf : NULL;
-    *n = tx->nconf;
+    *c = tx->commit.nconf ? tx->commit.conf : NULL;
+    *n = tx->commit.nconf;
     return TROUPE_OK;
 }
 

@@ -229,12 +229,12 @@ troupe_txn_destroy(troupe_txn *tx)
     troupe__txn_keys_free(tx);
     for (size_t i = 0; i < tx->ntabs; i++)
         troupe_free(tx->tabs[i].name);
-    for (size_t i = 0; i < tx->nconf; i++)
-        troupe_free((void *)tx->conf[i].key);
-    troupe_free(tx->conf);
-    for (size_t i = 0; i < tx->nrcpt; i++)
-        troupe_free((void *)tx->rcpt[i].key);
-    troupe_free(tx->rcpt);
+    for (size_t i = 0; i < tx->commit.nconf; i++)
+        troupe_free((void *)tx->commit.conf[i].key);
+    troupe_free(tx->commit.conf);
+    for (size_t i = 0; i < tx->commit.nrcpt; i++)
+        troupe_free((void *)tx->commit.rcpt[i].key);
+    troupe_free(tx->commit.rcpt);
     troupe__ttxn_release(tx->sh);
     troupe__tables_txn_leave(tx->env.ts, &tx->act);
     atomic_fetch_add_explicit(&tx->env.ts->txn_closed, 1, memory_order_relaxed);

@@ -51,25 +51,44 @@ typedef struct xkey {
     unsigned char key[];
 } xkey;
 
-/* The transaction: txn.c makes and frees it and owns the key map (keys,
- * slots) and the table list; the fields from "commit" on, and vprepped,
- * vcb, rcpt, are the commit's (commit.c; troupe_txn_commit and
- * troupe_txn_commit_version set cb, vcb and arg before starting it). */
+/* A transaction's commit: commit.c's (troupe_txn_commit and, in
+ * versioned.c, troupe_txn_commit_version set cb or vcb and arg before
+ * starting it; txn.c frees conf and rcpt at destroy). */
+typedef struct txcommit {
+    troupe_sync sync;
+    troupe_txn_commit_cb cb;
+    troupe_txn_commit_version_cb vcb;
+    void *arg;
+    size_t order[TROUPE_TXN_TABLES_MAX];
+    size_t norder;
+    size_t cur;
+    bool check_only;
+    bool writes;
+    bool vprepped;    /* a versioned commit passed its prepare phase */
+    uint64_t pub_ver; /* the version its writes get, taken once written */
+    troupe_err err;
+    troupe_err result;
+    _Atomic size_t pending;
+    troupe_txn_conflict *conf;
+    size_t nconf;
+    size_t capconf;
+    troupe_txn_receipt *rcpt;
+    size_t nrcpt;
+} txcommit;
+
+/* The transaction: txn.c makes and frees it and owns the rest, the key
+ * map (keys, slots) and the table list first. */
 struct troupe_txn {
     troupe_tables *t;
     ttxn_env env;
     ttxn_shared *sh;
     uint64_t seq0;
     ttxn_active act; /* in env.ts's running list from begin to destroy */
-    bool vprepped;   /* a versioned commit passed its prepare phase */
     size_t max_keys;
     size_t max_bytes;
     size_t bytes;
     int state;
     int mode;
-    troupe_txn_commit_version_cb vcb;
-    troupe_txn_receipt *rcpt;
-    size_t nrcpt;
     xtab tabs[TROUPE_TXN_TABLES_MAX];
     size_t ntabs;
     xkey **keys;
@@ -79,24 +98,9 @@ struct troupe_txn {
     size_t nslots;
     xrange *ranges;
     size_t nranges;
-    /* commit */
-    troupe_sync sync;
-    troupe_txn_commit_cb cb;
-    void *arg;
-    size_t order[TROUPE_TXN_TABLES_MAX];
-    size_t norder;
-    size_t cur;
-    bool check_only;
-    bool writes;
-    uint64_t pub_ver; /* the version its writes get, taken once written */
-    troupe_err err;
-    troupe_err result;
-    _Atomic size_t pending;
-    troupe_txn_conflict *conf;
-    size_t nconf;
-    size_t capconf;
     troupe_txn_part *parts; /* troupe_txn_attach; done fires once each */
     size_t nparts;
+    txcommit commit;
 };
 
 /* ---- txn.c: the key map and the table list ---------------------------- */

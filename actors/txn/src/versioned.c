@@ -242,8 +242,8 @@ troupe_txn_receipts(const troupe_txn *tx, const troupe_txn_receipt **r,
 {
     if (tx == NULL || r == NULL || n == NULL)
         return TROUPE_EINVAL;
-    *r = tx->nrcpt ? tx->rcpt : NULL;
-    *n = tx->nrcpt;
+    *r = tx->commit.nrcpt ? tx->commit.rcpt : NULL;
+    *n = tx->commit.nrcpt;
     return TROUPE_OK;
 }
 
@@ -279,8 +279,8 @@ troupe_txn_commit_version(troupe_txn *tx, troupe_sync sync,
     for (size_t i = 0; i < tx->nkeys; i++)
         if (tx->keys[i]->nwrites > 1)
             return TROUPE_EINVAL; /* a key written twice: pi_db refuses */
-    tx->cb = NULL;
-    tx->vcb = cb;
-    tx->arg = arg;
+    tx->commit.cb = NULL;
+    tx->commit.vcb = cb;
+    tx->commit.arg = arg;
     return troupe__txn_commit_start(tx, sync);
 }
