@@ -308,6 +308,10 @@ troupe__run_ctl(struct sched *s);
  * running on this thread, or NULL outside them. */
 struct sched *
 troupe__sched_current(void);
+/* Marks the calling thread as a scheduler's own, for its life
+ * (troupe__block_check). */
+void
+troupe__sched_thread_mark(void);
 troupe_err
 troupe__sched_init(troupe_runtime *rt, struct sched *s, uv_loop_t *host);
 void

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "rt.h"
+#include "troupe/internal/runtime.h"
 
 void
 troupe__on_workers_exited(struct sched *s);
@@ -31,6 +32,7 @@ sched_main(void *arg)
     char name[16];
     snprintf(name, sizeof(name), "troupe-s%u", s->idx);
     pthread_setname_np(pthread_self(), name); /* for perf, top, gdb */
+    troupe__sched_thread_mark();
     troupe__msg_cache_start();
     uv_run(s->loop, UV_RUN_DEFAULT);
     troupe__msg_cache_stop();
@@ -630,7 +632,10 @@ troupe_runtime_shutdown_wait(troupe_runtime *rt)
         return TROUPE_EINVAL;
     if (rt->scheds[0].embedded)
         return TROUPE_ESTATE;
-    troupe_err e = troupe_runtime_shutdown(rt, NULL, NULL);
+    troupe_err e = troupe__block_check("troupe_runtime_shutdown_wait");
+    if (e != TROUPE_OK)
+        return e;
+    e = troupe_runtime_shutdown(rt, NULL, NULL);
     if (e != TROUPE_OK && e != TROUPE_ESTATE)
         return e;
     pthread_mutex_lock(&rt->done_lock);

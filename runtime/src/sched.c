@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "rt.h"
+#include "troupe/internal/runtime.h"
 
 static void
 on_run(uv_idle_t *h);
@@ -53,11 +54,31 @@ on_run(uv_idle_t *h);
  * can tell it is on that scheduler. Per thread, like the message cache
  * (msg.c); only ever compared, never followed across threads. */
 static _Thread_local struct sched *current;
+/* Set for the life of a thread the runtime started for a scheduler. */
+static _Thread_local bool sched_thread;
 
 struct sched *
 troupe__sched_current(void)
 {
     return current;
+}
+
+void
+troupe__sched_thread_mark(void)
+{
+    sched_thread = true;
+}
+
+troupe_err
+troupe__block_check(const char *call)
+{
+    if (current == NULL && !sched_thread)
+        return TROUPE_OK;
+    return troupe__errf(TROUPE_EDEADLK,
+                        "%s: blocking call on a troupe scheduler thread (in an "
+                        "actor, a completion or a post callback) would wait "
+                        "for that thread; use the asynchronous form",
+                        call);
 }
 
 static void
