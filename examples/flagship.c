@@ -1139,6 +1139,7 @@ run_shop(const char *dir)
     troupe_db *db = NULL;
     troupe_commit *commit = NULL;
     troupe_runtime *rt = NULL;
+    troupe_catalog *cat = NULL;
     troupe_tables *t = NULL;
     shop_queue sq = {0};
     const char *what = "open database";
@@ -1153,8 +1154,13 @@ run_shop(const char *dir)
         e = troupe_runtime_create(&rt, &ro);
     }
     if (e == TROUPE_OK) {
+        what = "open catalog";
+        troupe_catalog_opts co = {.rt = rt, .db = db};
+        e = troupe_catalog_open(&co, &cat);
+    }
+    if (e == TROUPE_OK) {
         what = "open tables";
-        troupe_tables_opts to = {.rt = rt, .db = db, .commit = commit};
+        troupe_tables_opts to = {.catalog = cat, .commit = commit};
         e = troupe_tables_open(&to, &t);
     }
     int64_t run = troupe_now_ms();
@@ -1181,6 +1187,10 @@ run_shop(const char *dir)
             e = se;
         }
         troupe_tables_destroy(t);
+    }
+    if (cat != NULL) {
+        troupe_catalog_stop_wait(cat);
+        troupe_catalog_destroy(cat);
     }
     if (rt != NULL) {
         troupe_runtime_shutdown_wait(rt);

@@ -19,6 +19,7 @@ typedef struct cat_fx {
     troupe_runtime *rt;
     troupe_db *db;
     troupe_commit *commit;
+    troupe_catalog *cat;
     troupe_tables *tables;
     troupe_index_fns *fns;
     uint64_t reserve; /* troupe_tables_opts.version_reserve */
@@ -27,8 +28,9 @@ typedef struct cat_fx {
 
 static cat_fx fx;
 
-/* Opens runtime, db, pipeline and tables; returns what tables_open says
- * (on failure everything else is closed again). */
+/* Opens runtime, db, pipeline, catalog and tables; returns what
+ * catalog_open or else tables_open says (on failure everything else is
+ * closed again). */
 static troupe_err
 open_all(void)
 {
@@ -36,11 +38,19 @@ open_all(void)
     ck_assert_ok(troupe_runtime_create(&fx.rt, &o));
     ck_assert_ok(troupe_db_open(fx.dir, NULL, &fx.db));
     ck_assert_ok(troupe_commit_create(fx.db, NULL, &fx.commit));
+    troupe_catalog_opts co = {.rt = fx.rt, .db = fx.db};
+    troupe_err e = troupe_catalog_open(&co, &fx.cat);
     troupe_tables_opts to = {
-        .rt = fx.rt, .db = fx.db, .commit = fx.commit, .fns = fx.fns};
-    troupe_err e = troupe_tables_open(&to, &fx.tables);
+        .catalog = fx.cat, .commit = fx.commit, .fns = fx.fns};
+    if (e == TROUPE_OK)
+        e = troupe_tables_open(&to, &fx.tables);
     if (e != TROUPE_OK) {
         ck_assert_ptr_null(fx.tables);
+        if (fx.cat != NULL) {
+            ck_assert_ok(troupe_catalog_stop_wait(fx.cat));
+            troupe_catalog_destroy(fx.cat);
+            fx.cat = NULL;
+        }
         ck_assert_ok(troupe_runtime_shutdown_wait(fx.rt));
         troupe_runtime_destroy(fx.rt);
         troupe_commit_destroy(fx.commit);
@@ -60,6 +70,9 @@ close_all(void)
     ck_assert_ok(troupe_tables_stop_wait(fx.tables));
     troupe_tables_destroy(fx.tables);
     fx.tables = NULL;
+    ck_assert_ok(troupe_catalog_stop_wait(fx.cat));
+    troupe_catalog_destroy(fx.cat);
+    fx.cat = NULL;
     ck_assert_ok(troupe_runtime_shutdown_wait(fx.rt));
     troupe_runtime_destroy(fx.rt);
     troupe_commit_destroy(fx.commit);
