@@ -1041,13 +1041,13 @@ on_event(const troupe_queue_delivery *d, troupe_queue_outcome *out, void *arg)
 }
 
 static troupe_err
-shop_queue_open(troupe_runtime *rt, troupe_db *db, troupe_commit *commit,
-                int64_t run, shop_queue *sq)
+shop_queue_open(troupe_catalog *cat, troupe_commit *commit, int64_t run,
+                shop_queue *sq)
 {
     sq->run = run;
     /* five orders, the reminder, the restock check */
     latch_init(&sq->handled, (int)(sizeof(orders) / sizeof(orders[0])) + 2);
-    troupe_queues_opts qo = {.rt = rt, .db = db, .commit = commit};
+    troupe_queues_opts qo = {.catalog = cat, .commit = commit};
     troupe_err e = troupe_queues_open(&qo, &sq->qs);
     if (e != TROUPE_OK)
         return e;
@@ -1169,7 +1169,7 @@ run_shop(const char *dir)
     if (e == TROUPE_OK && (e = shop_customers(t)) != TROUPE_OK)
         what = "customers";
     if (e == TROUPE_OK &&
-        (e = shop_queue_open(rt, db, commit, run, &sq)) != TROUPE_OK)
+        (e = shop_queue_open(cat, commit, run, &sq)) != TROUPE_OK)
         what = "open queue";
     if (e == TROUPE_OK && (e = shop_orders(t, sq.qs, run)) != TROUPE_OK)
         what = "orders";

@@ -112,7 +112,7 @@ open_node(unsigned workers)
     troupe_index_spec by_email = {
         .name = "by_email", .unique = true, .fields = &email_f, .n_fields = 1};
     ck_assert_ok(troupe_tables_create_wait(X.tables, "u", &by_email, 1));
-    troupe_queues_opts qo = {.rt = X.rt, .db = X.db, .commit = X.commit};
+    troupe_queues_opts qo = {.catalog = X.cat, .commit = X.commit};
     ck_assert_ok(troupe_queues_open(&qo, &X.qs));
     troupe_queue_spec qs = {"q", 2, 0};
     ck_assert_ok(troupe_queues_create_wait(X.qs, &qs));

@@ -45,7 +45,7 @@ static void
 open_queues(void)
 {
     troupe_queues_opts o = {
-        .rt = fx.rt, .db = fx.db, .commit = fx.commit, .clock = fake_clock};
+        .catalog = fx.cat, .commit = fx.commit, .clock = fake_clock};
     ck_assert_ok(troupe_queues_open(&o, &fx.qs));
 }
 
@@ -1627,7 +1627,7 @@ START_TEST(test_catalog_entry_name_with_nul_refused_at_open)
     troupe_queues_destroy(fx.qs);
     fx.qs = NULL;
     troupe_cf *cat = NULL;
-    ck_assert_ok(troupe_db_cf(fx.db, "queues", &cat));
+    ck_assert_ok(troupe_db_cf(fx.db, "meta", &cat));
     troupe_key_writer w;
     troupe_key_writer_init(&w);
     troupe_key_put_string(&w, "queue", 5);
@@ -1651,7 +1651,7 @@ START_TEST(test_catalog_entry_name_with_nul_refused_at_open)
     troupe_free(v);
     troupe_key_writer_fini(&w);
     troupe_queues_opts o = {
-        .rt = fx.rt, .db = fx.db, .commit = fx.commit, .clock = fake_clock};
+        .catalog = fx.cat, .commit = fx.commit, .clock = fake_clock};
     ck_assert_err(troupe_queues_open(&o, &fx.qs), TROUPE_ECORRUPT);
     ck_assert_ptr_null(fx.qs);
 }

@@ -636,8 +636,7 @@ static void
 open_queues(int64_t retention_ms)
 {
     open_fx(0);
-    troupe_queues_opts qo = {.rt = fx.rt,
-                             .db = fx.db,
+    troupe_queues_opts qo = {.catalog = fx.cat,
                              .commit = fx.commit,
                              .clock = fake_clock,
                              .clock_ctx = &fx};

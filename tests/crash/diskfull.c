@@ -208,7 +208,7 @@ stack_open(stack *s, const char *dbdir, mode m, bool gate)
     if ((e = troupe_catalog_open(&co, &s->cat)) != TROUPE_OK)
         return e;
     if (m == M_QUEUE) {
-        troupe_queues_opts qo = {.rt = s->rt, .db = s->db, .commit = s->c};
+        troupe_queues_opts qo = {.catalog = s->cat, .commit = s->c};
         return troupe_queues_open(&qo, &s->qs);
     }
     troupe_tables_opts to = {.catalog = s->cat, .commit = s->c};

@@ -8,7 +8,7 @@
  *   2 the key-version floor ("versions")
  *   3 an index build's position ("build", table id)
  *   4 a queue's catalog entry: key (2-byte length first), then value
- *   5 a queue's order mark
+ *   5 a queue's order mark ("s": one uint, the decoder of 1)
  *
  * Properties: a refused value is ECORRUPT (ENOMEM only when out of memory)
  * and leaks nothing; an accepted one encodes again (with the encoder the
@@ -182,7 +182,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         queue_entry(&in);
         break;
     default:
-        one_uint(in.p, in.n, troupe__tq_uint_decode);
+        one_uint(in.p, in.n, troupe__catalog_uint_parse);
         break;
     }
     return 0;

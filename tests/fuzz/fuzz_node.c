@@ -192,7 +192,7 @@ fz_node_open(void)
         put_row(&n, "t", i);
         put_row(&n, "u", i);
     }
-    troupe_queues_opts qo = {.rt = n.rt, .db = n.db, .commit = n.commit};
+    troupe_queues_opts qo = {.catalog = cat, .commit = n.commit};
     OK(troupe_queues_open(&qo, &n.qs));
     troupe_queue_spec qs = {"q", 2, 0};
     OK(troupe_queues_create_wait(n.qs, &qs));
