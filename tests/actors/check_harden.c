@@ -42,6 +42,7 @@ static struct {
     troupe_runtime *rt;
     troupe_db *db;
     troupe_commit *commit;
+    troupe_catalog *cat;
     troupe_tables *tables;
     troupe_queues *qs;
     troupe_ttl *ttl;
@@ -101,7 +102,9 @@ open_node(unsigned workers)
     ts_wire_install(X.rt);
     ck_assert_ok(troupe_db_open(X.dir, NULL, &X.db));
     ck_assert_ok(troupe_commit_create(X.db, NULL, &X.commit));
-    troupe_tables_opts to = {.rt = X.rt, .db = X.db, .commit = X.commit};
+    troupe_catalog_opts co = {.rt = X.rt, .db = X.db};
+    ck_assert_ok(troupe_catalog_open(&co, &X.cat));
+    troupe_tables_opts to = {.catalog = X.cat, .commit = X.commit};
     ck_assert_ok(troupe_tables_open(&to, &X.tables));
     troupe_index_spec by_name = {
         .name = "by_name", .fields = &name_f, .n_fields = 1};
@@ -109,7 +112,7 @@ open_node(unsigned workers)
     troupe_index_spec by_email = {
         .name = "by_email", .unique = true, .fields = &email_f, .n_fields = 1};
     ck_assert_ok(troupe_tables_create_wait(X.tables, "u", &by_email, 1));
-    troupe_queues_opts qo = {.rt = X.rt, .db = X.db, .commit = X.commit};
+    troupe_queues_opts qo = {.catalog = X.cat, .commit = X.commit};
     ck_assert_ok(troupe_queues_open(&qo, &X.qs));
     troupe_queue_spec qs = {"q", 2, 0};
     ck_assert_ok(troupe_queues_create_wait(X.qs, &qs));
@@ -129,6 +132,8 @@ close_node(void)
     ck_assert_ok(troupe_tables_stop_wait(X.tables));
     troupe_tables_destroy(X.tables);
     ck_assert_ok(troupe_runtime_shutdown_wait(X.rt));
+    ck_assert_ok(troupe_catalog_stop_wait(X.cat));
+    troupe_catalog_destroy(X.cat);
     troupe_runtime_destroy(X.rt);
     troupe_commit_destroy(X.commit);
     ck_assert_ok(troupe_db_close(X.db));
