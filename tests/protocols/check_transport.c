@@ -707,6 +707,91 @@ START_TEST(test_transport_node_without_peers_shuts_down_cleanly)
 }
 END_TEST
 
+/* ---- the node's log goes to the runtime's logger ---- */
+
+struct logged {
+    troupe_runtime *rt;
+    troupe_node *node;
+    struct caplog log;
+};
+
+static void
+logged_open(struct logged *s, uint32_t id, const char *listen)
+{
+    memset(s, 0, sizeof(*s));
+    pthread_mutex_init(&s->log.mu, NULL);
+    troupe_runtime_opts ro = {
+        .schedulers = 1,
+        .workers = 1,
+        .node_id = id,
+        .logger = {.fn = cap_fn, .ctx = &s->log, .level = TROUPE_LOG_INFO}};
+    ck_assert_ok(troupe_runtime_create(&s->rt, &ro));
+    ck_assert_ok(troupe_node_create(&s->node, s->rt, NULL));
+    ck_assert_ok(troupe_node_listen(s->node, listen));
+}
+
+static void
+logged_close(struct logged *s)
+{
+    ck_assert_ok(troupe_runtime_shutdown_wait(s->rt));
+    troupe_node_destroy(s->node);
+    troupe_runtime_destroy(s->rt);
+    pthread_mutex_destroy(&s->log.mu);
+}
+
+START_TEST(test_transport_node_logs_peers_through_the_runtime_logger)
+{
+    FILE *err = NULL;
+    int old = stderr_capture(&err);
+    struct logged a, b;
+    char *ua = unique_url("tcp", "la"), *ub = unique_url("tcp", "lb");
+    logged_open(&a, 1, ua);
+    logged_open(&b, 2, ub);
+    /* open mode is worth a warning, through the logger */
+    cap_expect(&a.log, "warn transport this node accepts any peer");
+    uint32_t peer = 0;
+    ck_assert_ok(troupe_node_connect_wait(a.node, troupe_node_url(b.node),
+                                          10000, &peer));
+    ck_assert_uint_eq(peer, 2);
+    ck_assert_ok(troupe_node_wait_peer(b.node, 1, 10000));
+    cap_expect(&a.log, "info transport connected to node 2 at ");
+    cap_expect(&b.log, "info transport node 1 connected");
+    /* b dials back: a sees b's link arrive too */
+    cap_expect(&a.log, "info transport node 2 connected");
+    logged_close(&b);
+    cap_expect(&a.log, "info transport lost the connection to node 2 at ");
+    cap_expect(&a.log, "info transport node 2 disconnected");
+    logged_close(&a);
+    long n = stderr_restore(old, err);
+    ck_assert_msg(n == 0, "the library wrote %ld bytes to stderr", n);
+    free(ua);
+    free(ub);
+    nng_fini();
+}
+END_TEST
+
+START_TEST(test_transport_two_nodes_of_one_id_are_logged)
+{
+    FILE *err = NULL;
+    int old = stderr_capture(&err);
+    struct logged a, twin;
+    char *ua = unique_url("tcp", "da"), *ut = unique_url("tcp", "dt");
+    logged_open(&a, 1, ua);
+    logged_open(&twin, 1, ut);
+    /* the twin dials a: it answers as node 1, the twin's own id */
+    ck_assert_ok(troupe_node_connect(twin.node, troupe_node_url(a.node)));
+    cap_expect(&twin.log, "warn transport tcp://");
+    cap_expect(&twin.log, "two nodes share id 1");
+    logged_close(&twin);
+    logged_close(&a);
+    long n = stderr_restore(old, err);
+    ck_assert_msg(n == 0, "the library wrote %ld bytes to stderr", n);
+    free(ua);
+    free(ut);
+    nng_fini();
+}
+END_TEST
+
 Suite *
 transport_suite(void)
 {
@@ -734,6 +819,9 @@ transport_suite(void)
     tcase_add_test(tc, test_transport_inbox_drops_malformed_and_stale_frames);
     tcase_add_test(tc, test_transport_bad_arguments);
     tcase_add_test(tc, test_transport_node_without_peers_shuts_down_cleanly);
+    tcase_add_test(tc,
+                   test_transport_node_logs_peers_through_the_runtime_logger);
+    tcase_add_test(tc, test_transport_two_nodes_of_one_id_are_logged);
     suite_add_tcase(s, tc);
     return s;
 }
