@@ -739,56 +739,67 @@ logged_close(struct logged *s)
     pthread_mutex_destroy(&s->log.mu);
 }
 
-START_TEST(test_transport_node_logs_peers_through_the_runtime_logger)
-{
-    FILE *err = NULL;
-    int old = stderr_capture(&err);
+/* Two logged nodes (ids ia, ib) listening on tcp loopback, with the
+ * process's stderr captured until pair_close, which checks that the
+ * library wrote nothing to it. */
+struct pair {
     struct logged a, b;
+    FILE *err;
+    int old;
+};
+
+static void
+pair_open(struct pair *p, uint32_t ia, uint32_t ib)
+{
+    p->old = stderr_capture(&p->err);
     char *ua = unique_url("tcp", "la"), *ub = unique_url("tcp", "lb");
-    logged_open(&a, 1, ua);
-    logged_open(&b, 2, ub);
-    /* open mode is worth a warning, through the logger */
-    cap_expect(&a.log, "warn transport this node accepts any peer");
-    uint32_t peer = 0;
-    ck_assert_ok(troupe_node_connect_wait(a.node, troupe_node_url(b.node),
-                                          10000, &peer));
-    ck_assert_uint_eq(peer, 2);
-    ck_assert_ok(troupe_node_wait_peer(b.node, 1, 10000));
-    cap_expect(&a.log, "info transport connected to node 2 at ");
-    cap_expect(&b.log, "info transport node 1 connected");
-    /* b dials back: a sees b's link arrive too */
-    cap_expect(&a.log, "info transport node 2 connected");
-    logged_close(&b);
-    cap_expect(&a.log, "info transport lost the connection to node 2 at ");
-    cap_expect(&a.log, "info transport node 2 disconnected");
-    logged_close(&a);
-    long n = stderr_restore(old, err);
-    ck_assert_msg(n == 0, "the library wrote %ld bytes to stderr", n);
+    logged_open(&p->a, ia, ua);
+    logged_open(&p->b, ib, ub);
     free(ua);
     free(ub);
+}
+
+static void
+pair_close(struct pair *p)
+{
+    logged_close(&p->a);
+    long n = stderr_restore(p->old, p->err);
+    ck_assert_msg(n == 0, "the library wrote %ld bytes to stderr", n);
     nng_fini();
+}
+
+START_TEST(test_transport_node_logs_peers_through_the_runtime_logger)
+{
+    struct pair p;
+    pair_open(&p, 1, 2);
+    /* open mode is worth a warning, through the logger */
+    cap_expect(&p.a.log, "warn transport this node accepts any peer");
+    uint32_t peer = 0;
+    ck_assert_ok(troupe_node_connect_wait(p.a.node, troupe_node_url(p.b.node),
+                                          10000, &peer));
+    ck_assert_uint_eq(peer, 2);
+    ck_assert_ok(troupe_node_wait_peer(p.b.node, 1, 10000));
+    cap_expect(&p.a.log, "info transport connected to node 2 at ");
+    cap_expect(&p.b.log, "info transport node 1 connected");
+    /* b dials back: a sees b's link arrive too */
+    cap_expect(&p.a.log, "info transport node 2 connected");
+    logged_close(&p.b);
+    cap_expect(&p.a.log, "info transport lost the connection to node 2 at ");
+    cap_expect(&p.a.log, "info transport node 2 disconnected");
+    pair_close(&p);
 }
 END_TEST
 
 START_TEST(test_transport_two_nodes_of_one_id_are_logged)
 {
-    FILE *err = NULL;
-    int old = stderr_capture(&err);
-    struct logged a, twin;
-    char *ua = unique_url("tcp", "da"), *ut = unique_url("tcp", "dt");
-    logged_open(&a, 1, ua);
-    logged_open(&twin, 1, ut);
-    /* the twin dials a: it answers as node 1, the twin's own id */
-    ck_assert_ok(troupe_node_connect(twin.node, troupe_node_url(a.node)));
-    cap_expect(&twin.log, "warn transport tcp://");
-    cap_expect(&twin.log, "two nodes share id 1");
-    logged_close(&twin);
-    logged_close(&a);
-    long n = stderr_restore(old, err);
-    ck_assert_msg(n == 0, "the library wrote %ld bytes to stderr", n);
-    free(ua);
-    free(ut);
-    nng_fini();
+    struct pair p;
+    pair_open(&p, 1, 1);
+    /* b dials a: a answers as node 1, b's own id */
+    ck_assert_ok(troupe_node_connect(p.b.node, troupe_node_url(p.a.node)));
+    cap_expect(&p.b.log, "warn transport tcp://");
+    cap_expect(&p.b.log, "two nodes share id 1");
+    logged_close(&p.b);
+    pair_close(&p);
 }
 END_TEST
 
