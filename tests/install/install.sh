@@ -14,8 +14,9 @@
 #     libtroupe.so.0, libtroupe.a, troupe.pc, the CMake package, the tool
 #     and its manual); then tests/install/standalone.c built with
 #     pkg-config against the shared library and against the static one
-#     (-std=c11 -pedantic -Werror), and examples/embed.c and standalone.c
-#     built by tests/install/consumer with find_package(troupe); each is
+#     (-std=c11 -pedantic -Werror), and examples/embed.c, the other small
+#     examples and standalone.c built by tests/install/consumer with
+#     find_package(troupe); each is
 #     run on a fresh db dir and must print its row and exit 0. The shared
 #     builds must need libtroupe.so.0, the static ones must not.
 set -euo pipefail
@@ -135,6 +136,8 @@ check_link() {
     run_prog cmake_embed "$tmp/consumer/embed" "$embed_want"
     run_prog cmake_embed_static "$tmp/consumer/embed_static" "$embed_want"
     run_prog cmake_standalone "$tmp/consumer/standalone" "$want"
+    run_prog cmake_actor "$tmp/consumer/actor" "counter total: 6"
+    run_prog cmake_txn_retry "$tmp/consumer/txn_retry" "balance 60"
 }
 
 case $mode in
