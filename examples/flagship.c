@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <uv.h>
 
 #include "troupe/actor.h"
 #include "troupe/alloc.h"
@@ -1243,5 +1244,10 @@ main(int argc, char **argv)
         return 1;
     if (run_shop(dir) != 0)
         return 1;
+    printf("\nnext: docs/embedding.md (linking, lifecycle, threads) walks "
+           "through examples/embed.c;\n"
+           "      examples/actor.c and examples/txn_retry.c show one "
+           "capability each;\n"
+           "      `troupe --help` inspects a database and runs a node.\n");
     return 0;
 }
