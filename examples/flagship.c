@@ -1246,8 +1246,8 @@ main(int argc, char **argv)
         return 1;
     printf("\nnext: docs/embedding.md (linking, lifecycle, threads) walks "
            "through examples/embed.c;\n"
-           "      examples/actor.c, examples/txn_retry.c and "
-           "examples/queue_worker.c show one capability each;\n"
+           "      examples/actor.c, examples/index.c, examples/txn_retry.c "
+           "and\n      examples/queue_worker.c show one capability each;\n"
            "      `troupe --help` inspects a database and runs a node.\n");
     return 0;
 }

@@ -139,6 +139,7 @@ check_link() {
     run_prog cmake_actor "$tmp/consumer/actor" "counter total: 6"
     run_prog cmake_txn_retry "$tmp/consumer/txn_retry" "balance 60"
     run_prog cmake_queue_worker "$tmp/consumer/queue_worker" "all 3 jobs done"
+    run_prog cmake_index "$tmp/consumer/index" "books by Ursula K. Le Guin: 2"
 }
 
 case $mode in

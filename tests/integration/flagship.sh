@@ -74,7 +74,7 @@ for r in 1.out 2.out; do
     pass=$((pass + 1))
 done
 # it ends by saying what to read next, and each file it names exists
-for f in $(tail -n 3 "$dir/2.out" | grep -o '[a-z]*/[a-z_]*\.[a-z]*'); do
+for f in $(sed -n '/^next: /,$p' "$dir/2.out" | grep -o '[a-z]*/[a-z_]*\.[a-z]*'); do
     [ -f "$(dirname "$0")/../../$f" ] || { echo "FAIL: next names $f, which is missing"; exit 1; }
 done
 check 2.out "next: docs/embedding.md" "what to read next"
