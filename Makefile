@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS  ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build run test bench asan tsan fuzz format clean
+.PHONY: all deps build install run test bench asan tsan fuzz format clean
 
 all: build
 
@@ -17,6 +17,13 @@ $(BUILD)/Makefile: CMakeLists.txt
 build: deps
 	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
+
+# libtroupe.so.0 and libtroupe.a, the headers under include/troupe,
+# troupe.pc, the CMake package, the troupe tool and its manual
+# (docs/embedding.md); DESTDIR is honoured.
+PREFIX ?= /usr/local
+install: build
+	@cmake --install $(BUILD) --prefix $(PREFIX)
 
 # The main job: the flagship example against an embedded RocksDB under ./data.
 run: build

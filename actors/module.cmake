@@ -9,6 +9,8 @@ function(troupe_actor_module m)
   set(dir ${CMAKE_CURRENT_SOURCE_DIR})
   file(GLOB src CONFIGURE_DEPENDS ${dir}/src/*.c)
   add_library(troupe_${m} STATIC ${src})
+  # Every module is part of the installed library (cmake/library.cmake).
+  set_property(GLOBAL APPEND PROPERTY TROUPE_ACTOR_PARTS troupe_${m})
   if(EXISTS ${dir}/include)
     target_include_directories(troupe_${m} PUBLIC ${dir}/include)
   endif()

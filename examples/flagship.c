@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <uv.h>
 
 #include "troupe/actor.h"
 #include "troupe/alloc.h"
@@ -1253,5 +1254,10 @@ main(int argc, char **argv)
         return 1;
     if (run_shop(dir) != 0)
         return 1;
+    printf("\nnext: docs/embedding.md (linking, lifecycle, threads) walks "
+           "through examples/embed.c;\n"
+           "      examples/actor.c, examples/index.c, examples/txn_retry.c "
+           "and\n      examples/queue_worker.c show one capability each;\n"
+           "      `troupe --help` inspects a database and runs a node.\n");
     return 0;
 }

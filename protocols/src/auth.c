@@ -24,6 +24,7 @@
  */
 #include "auth.h"
 
+#include <errno.h>
 #include <mbedtls/constant_time.h>
 #include <mbedtls/ctr_drbg.h>
 #include <mbedtls/entropy.h>
@@ -54,27 +55,30 @@ struct troupe__auth {
     mbedtls_x509_crt own; /* our certificate, sent as is (DER) */
     mbedtls_x509_crt ca;
     mbedtls_pk_context key;
+    troupe_logger lg;       /* copy of cfg->logger */
     pthread_mutex_t rng_mu; /* the DRBG is not thread-safe */
     mbedtls_entropy_context entropy;
     mbedtls_ctr_drbg_context drbg;
 };
 
+#define SYS "auth"
+
 static void
-log_mbed(const char *what, const char *detail, int rv)
+log_mbed(const troupe_logger *lg, const char *what, const char *detail, int rv)
 {
     char buf[160];
     mbedtls_strerror(rv, buf, sizeof(buf));
-    fprintf(stderr, "troupe: %s%s%s: %s\n", what, detail ? " " : "",
-            detail ? detail : "", buf);
+    troupe_log(lg, TROUPE_LOG_ERROR, SYS, "%s%s%s: %s", what, detail ? " " : "",
+               detail ? detail : "", buf);
 }
 
 /* Reads a whole PEM file, NUL-terminated; NULL (logged) on failure. */
 static char *
-read_pem(const char *path, troupe_err *err)
+read_pem(const troupe_logger *lg, const char *path, troupe_err *err)
 {
     FILE *f = fopen(path, "rb");
     if (f == NULL) {
-        fprintf(stderr, "troupe: cannot read %s\n", path);
+        troupe_log(lg, TROUPE_LOG_ERROR, SYS, "cannot read %s", path);
         *err = TROUPE_EINVAL;
         return NULL;
     }
@@ -87,8 +91,9 @@ read_pem(const char *path, troupe_err *err)
         return NULL;
     }
     if (bad) {
-        fprintf(stderr, "troupe: %s is empty, unreadable or over %u bytes\n",
-                path, TROUPE__AUTH_PEM_MAX);
+        troupe_log(lg, TROUPE_LOG_ERROR, SYS,
+                   "%s is empty, unreadable or over %u bytes", path,
+                   TROUPE__AUTH_PEM_MAX);
         troupe_free(buf);
         *err = TROUPE_EINVAL;
         return NULL;
@@ -121,33 +126,35 @@ static troupe_err
 load_certs(troupe__auth *a, const troupe__auth_cfg *cfg)
 {
     troupe_err e = TROUPE_OK;
-    if ((a->cert_pem = read_pem(cfg->cert_file, &e)) == NULL ||
-        (a->key_pem = read_pem(cfg->key_file, &e)) == NULL ||
-        (a->ca_pem = read_pem(cfg->ca_file, &e)) == NULL)
+    if ((a->cert_pem = read_pem(&a->lg, cfg->cert_file, &e)) == NULL ||
+        (a->key_pem = read_pem(&a->lg, cfg->key_file, &e)) == NULL ||
+        (a->ca_pem = read_pem(&a->lg, cfg->ca_file, &e)) == NULL)
         return e;
     int rv;
     if ((rv = mbedtls_x509_crt_parse(&a->own, (const uint8_t *)a->cert_pem,
                                      strlen(a->cert_pem) + 1)) != 0) {
-        log_mbed("certificate", cfg->cert_file, rv);
+        log_mbed(&a->lg, "certificate", cfg->cert_file, rv);
         return TROUPE_EINVAL;
     }
     if ((rv = mbedtls_x509_crt_parse(&a->ca, (const uint8_t *)a->ca_pem,
                                      strlen(a->ca_pem) + 1)) != 0) {
-        log_mbed("CA", cfg->ca_file, rv);
+        log_mbed(&a->lg, "CA", cfg->ca_file, rv);
         return TROUPE_EINVAL;
     }
     if ((rv = mbedtls_pk_parse_key(&a->key, (const uint8_t *)a->key_pem,
                                    strlen(a->key_pem) + 1, NULL, 0)) != 0) {
-        log_mbed("key", cfg->key_file, rv);
+        log_mbed(&a->lg, "key", cfg->key_file, rv);
         return TROUPE_EINVAL;
     }
     if ((rv = mbedtls_pk_check_pair(&a->own.pk, &a->key)) != 0) {
-        log_mbed("key does not match the certificate", cfg->key_file, rv);
+        log_mbed(&a->lg, "key does not match the certificate", cfg->key_file,
+                 rv);
         return TROUPE_EINVAL;
     }
     if (a->own.raw.len > TROUPE_WIRE_CERT_MAX) {
-        fprintf(stderr, "troupe: certificate %s is over %u bytes (DER)\n",
-                cfg->cert_file, TROUPE_WIRE_CERT_MAX);
+        troupe_log(&a->lg, TROUPE_LOG_ERROR, SYS,
+                   "certificate %s is over %u bytes (DER)", cfg->cert_file,
+                   TROUPE_WIRE_CERT_MAX);
         return TROUPE_EINVAL;
     }
     uint32_t flags = verify_cert(a, &a->own, cfg->node_id);
@@ -155,17 +162,20 @@ load_certs(troupe__auth *a, const troupe__auth_cfg *cfg)
         char info[256];
         if (flags == UINT32_MAX ||
             mbedtls_x509_crt_verify_info(info, sizeof(info), "", flags) < 0)
-            snprintf(info, sizeof(info), "verification failed\n");
-        fprintf(stderr,
-                "troupe: certificate %s is not valid for node %u under CA "
-                "%s: %s",
-                cfg->cert_file, cfg->node_id, cfg->ca_file, info);
+            snprintf(info, sizeof(info), "verification failed");
+        /* mbedTLS ends each reason with a newline: one line here */
+        for (char *c = info; *c != '\0'; c++)
+            if (*c == '\n')
+                *c = c[1] == '\0' ? '\0' : ';';
+        troupe_log(&a->lg, TROUPE_LOG_ERROR, SYS,
+                   "certificate %s is not valid for node %u under CA %s: %s",
+                   cfg->cert_file, cfg->node_id, cfg->ca_file, info);
         return TROUPE_EINVAL;
     }
     if ((rv = mbedtls_ctr_drbg_seed(&a->drbg, mbedtls_entropy_func, &a->entropy,
                                     (const uint8_t *)CONTEXT, CONTEXT_LEN)) !=
         0) {
-        log_mbed("random generator", NULL, rv);
+        log_mbed(&a->lg, "random generator", NULL, rv);
         return TROUPE_EIO;
     }
     a->certs = true;
@@ -180,15 +190,14 @@ troupe__auth_create(const troupe__auth_cfg *cfg, troupe__auth **out)
     bool any = cfg->cert_file || cfg->key_file || cfg->ca_file;
     bool all = cfg->cert_file && cfg->key_file && cfg->ca_file;
     if (any && !all) {
-        fprintf(stderr, "troupe: TLS needs a certificate, its key and a CA, "
-                        "all three\n");
+        troupe_log(cfg->logger, TROUPE_LOG_ERROR, SYS,
+                   "TLS needs a certificate, its key and a CA, all three");
         return TROUPE_EINVAL;
     }
     if (cfg->secret != NULL && cfg->secret_len < TROUPE__AUTH_SECRET_MIN) {
-        fprintf(stderr,
-                "troupe: the cluster secret must be at least %u "
-                "bytes\n",
-                TROUPE__AUTH_SECRET_MIN);
+        troupe_log(cfg->logger, TROUPE_LOG_ERROR, SYS,
+                   "the cluster secret must be at least %u bytes",
+                   TROUPE__AUTH_SECRET_MIN);
         return TROUPE_EINVAL;
     }
     if (cfg->secret == NULL && cfg->secret_len != 0)
@@ -196,6 +205,8 @@ troupe__auth_create(const troupe__auth_cfg *cfg, troupe__auth **out)
     troupe__auth *a = troupe_calloc(1, sizeof(*a));
     if (a == NULL)
         return TROUPE_ENOMEM;
+    if (cfg->logger != NULL)
+        a->lg = *cfg->logger;
     mbedtls_x509_crt_init(&a->own);
     mbedtls_x509_crt_init(&a->ca);
     mbedtls_pk_init(&a->key);
@@ -276,13 +287,15 @@ troupe__auth_ca_pem(const troupe__auth *a)
 }
 
 troupe_err
-troupe__auth_nonce(uint8_t nonce[TROUPE_WIRE_NONCE_LEN])
+troupe__auth_nonce(const troupe_logger *lg,
+                   uint8_t nonce[TROUPE_WIRE_NONCE_LEN])
 {
     size_t got = 0;
     while (got < TROUPE_WIRE_NONCE_LEN) {
         ssize_t n = getrandom(nonce + got, TROUPE_WIRE_NONCE_LEN - got, 0);
         if (n <= 0) {
-            perror("troupe: getrandom");
+            troupe_log(lg, TROUPE_LOG_ERROR, SYS, "getrandom: %s",
+                       n < 0 ? strerror(errno) : "no bytes");
             return TROUPE_EIO;
         }
         got += (size_t)n;
@@ -343,7 +356,7 @@ troupe__auth_prove(troupe__auth *a, const troupe__transcript *t,
     if (a->secret != NULL) {
         if ((rv = mbedtls_md_hmac(sha256(), a->secret, a->secret_len, tr, len,
                                   out->mac)) != 0) {
-            log_mbed("hmac", NULL, rv);
+            log_mbed(&a->lg, "hmac", NULL, rv);
             return TROUPE_EIO;
         }
         out->p.mac = out->mac;
@@ -354,7 +367,7 @@ troupe__auth_prove(troupe__auth *a, const troupe__transcript *t,
         uint8_t sig[MBEDTLS_PK_SIGNATURE_MAX_SIZE];
         size_t slen = 0;
         if ((rv = mbedtls_md(sha256(), tr, len, hash)) != 0) {
-            log_mbed("sha256", NULL, rv);
+            log_mbed(&a->lg, "sha256", NULL, rv);
             return TROUPE_EIO;
         }
         pthread_mutex_lock(&a->rng_mu);
@@ -362,7 +375,7 @@ troupe__auth_prove(troupe__auth *a, const troupe__transcript *t,
                              sig, &slen, mbedtls_ctr_drbg_random, &a->drbg);
         pthread_mutex_unlock(&a->rng_mu);
         if (rv != 0 || slen == 0 || slen > TROUPE_WIRE_SIG_MAX) {
-            log_mbed("sign", NULL, rv);
+            log_mbed(&a->lg, "sign", NULL, rv);
             return TROUPE_EIO;
         }
         memcpy(out->sig, sig, slen);

@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "troupe/err.h"
+#include "troupe/log.h"
 #include "troupe/wire.h"
 
 /* Shortest cluster secret accepted, in bytes. */
@@ -41,6 +42,9 @@ typedef struct troupe__auth_cfg {
     const char *cert_file; /* PEM paths: all three, or none */
     const char *key_file;
     const char *ca_file;
+    /* Where failures are logged (sys "auth"; borrowed for create, then
+     * copied); NULL: the default logger. */
+    const troupe_logger *logger;
 } troupe__auth_cfg;
 
 /*
@@ -48,8 +52,8 @@ typedef struct troupe__auth_cfg {
  * the key matches the certificate, that the certificate chains to the CA
  * and names node_id. Errors: EINVAL (secret too short, only some of the
  * three files, a file that cannot be read or parsed, a mismatch; the
- * detail on stderr), ENOMEM. With nothing configured the object makes and
- * accepts empty proofs (open mode).
+ * detail logged through cfg->logger), ENOMEM. With nothing configured the
+ * object makes and accepts empty proofs (open mode).
  */
 troupe_err
 troupe__auth_create(const troupe__auth_cfg *cfg, troupe__auth **out);
@@ -72,9 +76,11 @@ troupe__auth_key_pem(const troupe__auth *a);
 const char *
 troupe__auth_ca_pem(const troupe__auth *a);
 
-/* Fills a fresh nonce from the kernel's random source. EIO on failure. */
+/* Fills a fresh nonce from the kernel's random source. EIO on failure,
+ * logged through lg (NULL: the default logger). */
 troupe_err
-troupe__auth_nonce(uint8_t nonce[TROUPE_WIRE_NONCE_LEN]);
+troupe__auth_nonce(const troupe_logger *lg,
+                   uint8_t nonce[TROUPE_WIRE_NONCE_LEN]);
 
 /* Who speaks in a proof. */
 enum troupe__auth_role {
@@ -103,7 +109,7 @@ typedef struct troupe__proof {
 
 /*
  * Our proof for transcript t (t's speaker is this node). Errors: EIO
- * (mbedTLS failed; detail on stderr).
+ * (mbedTLS failed; the detail logged).
  */
 troupe_err
 troupe__auth_prove(troupe__auth *a, const troupe__transcript *t,

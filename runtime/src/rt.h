@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <uv.h>
 
 #include "troupe/actor.h"
 #include "troupe/alloc.h"

@@ -73,6 +73,11 @@ for r in 1.out 2.out; do
     [ "$n" -eq 3 ] || { echo "FAIL: $n order rows listed in run ${r%.out}"; exit 1; }
     pass=$((pass + 1))
 done
+# it ends by saying what to read next, and each file it names exists
+for f in $(sed -n '/^next: /,$p' "$dir/2.out" | grep -o '[a-z]*/[a-z_]*\.[a-z]*'); do
+    [ -f "$(dirname "$0")/../../$f" ] || { echo "FAIL: next names $f, which is missing"; exit 1; }
+done
+check 2.out "next: docs/embedding.md" "what to read next"
 "$bin" --count 0 >/dev/null 2>&1 && { echo "FAIL: bad flag accepted"; exit 1; }
 pass=$((pass + 1))
 echo "$pass passed, 0 failed"

@@ -174,6 +174,37 @@ send_and_wait_marker(struct raw *r, struct side *a, uint64_t want)
 
 /* ---- the handshake binds a pipe to its peer ---- */
 
+START_TEST(test_security_auth_errors_go_to_the_logger)
+{
+    struct caplog log;
+    memset(&log, 0, sizeof(log));
+    pthread_mutex_init(&log.mu, NULL);
+    troupe_logger lg = {.fn = cap_fn, .ctx = &log};
+    FILE *err = NULL;
+    int old = stderr_capture(&err);
+    troupe__auth *a = NULL;
+    troupe__auth_cfg short_secret = {
+        .node_id = 1, .secret = "short", .secret_len = 5, .logger = &lg};
+    ck_assert_err(troupe__auth_create(&short_secret, &a), TROUPE_EINVAL);
+    troupe__auth_cfg some_files = {
+        .node_id = 1, .cert_file = "/nonexistent.pem", .logger = &lg};
+    ck_assert_err(troupe__auth_create(&some_files, &a), TROUPE_EINVAL);
+    troupe__auth_cfg missing = {.node_id = 1,
+                                .cert_file = "/nonexistent/c.pem",
+                                .key_file = "/nonexistent/c.key",
+                                .ca_file = "/nonexistent/ca.pem",
+                                .logger = &lg};
+    ck_assert_err(troupe__auth_create(&missing, &a), TROUPE_EINVAL);
+    ck_assert_ptr_null(a);
+    long n = stderr_restore(old, err);
+    ck_assert_msg(n == 0, "auth wrote %ld bytes to stderr", n);
+    cap_expect(&log, "error auth the cluster secret must be at least 16");
+    cap_expect(&log, "error auth TLS needs a certificate, its key and a CA");
+    cap_expect(&log, "error auth cannot read /nonexistent/c.pem");
+    pthread_mutex_destroy(&log.mu);
+}
+END_TEST
+
 START_TEST(test_security_frames_before_the_handshake_are_dropped)
 {
     struct side a;
@@ -1377,6 +1408,7 @@ security_suite(void)
     Suite *s = suite_create("security");
     TCase *tc = tcase(s, "handshake");
     tcase_add_test(tc, test_security_frames_before_the_handshake_are_dropped);
+    tcase_add_test(tc, test_security_auth_errors_go_to_the_logger);
     tcase_add_test(
         tc, test_security_spoofed_from_node_is_dropped_and_none_is_stamped);
     tcase_add_test(tc,

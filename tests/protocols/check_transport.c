@@ -707,6 +707,102 @@ START_TEST(test_transport_node_without_peers_shuts_down_cleanly)
 }
 END_TEST
 
+/* ---- the node's log goes to the runtime's logger ---- */
+
+struct logged {
+    troupe_runtime *rt;
+    troupe_node *node;
+    struct caplog log;
+};
+
+static void
+logged_open(struct logged *s, uint32_t id, const char *listen)
+{
+    memset(s, 0, sizeof(*s));
+    pthread_mutex_init(&s->log.mu, NULL);
+    troupe_runtime_opts ro = {
+        .schedulers = 1,
+        .workers = 1,
+        .node_id = id,
+        .logger = {.fn = cap_fn, .ctx = &s->log, .level = TROUPE_LOG_INFO}};
+    ck_assert_ok(troupe_runtime_create(&s->rt, &ro));
+    ck_assert_ok(troupe_node_create(&s->node, s->rt, NULL));
+    ck_assert_ok(troupe_node_listen(s->node, listen));
+}
+
+static void
+logged_close(struct logged *s)
+{
+    ck_assert_ok(troupe_runtime_shutdown_wait(s->rt));
+    troupe_node_destroy(s->node);
+    troupe_runtime_destroy(s->rt);
+    pthread_mutex_destroy(&s->log.mu);
+}
+
+/* Two logged nodes (ids ia, ib) listening on tcp loopback, with the
+ * process's stderr captured until pair_close, which checks that the
+ * library wrote nothing to it. */
+struct pair {
+    struct logged a, b;
+    FILE *err;
+    int old;
+};
+
+static void
+pair_open(struct pair *p, uint32_t ia, uint32_t ib)
+{
+    p->old = stderr_capture(&p->err);
+    char *ua = unique_url("tcp", "la"), *ub = unique_url("tcp", "lb");
+    logged_open(&p->a, ia, ua);
+    logged_open(&p->b, ib, ub);
+    free(ua);
+    free(ub);
+}
+
+static void
+pair_close(struct pair *p)
+{
+    logged_close(&p->a);
+    long n = stderr_restore(p->old, p->err);
+    ck_assert_msg(n == 0, "the library wrote %ld bytes to stderr", n);
+    nng_fini();
+}
+
+START_TEST(test_transport_node_logs_peers_through_the_runtime_logger)
+{
+    struct pair p;
+    pair_open(&p, 1, 2);
+    /* open mode is worth a warning, through the logger */
+    cap_expect(&p.a.log, "warn transport this node accepts any peer");
+    uint32_t peer = 0;
+    ck_assert_ok(troupe_node_connect_wait(p.a.node, troupe_node_url(p.b.node),
+                                          10000, &peer));
+    ck_assert_uint_eq(peer, 2);
+    ck_assert_ok(troupe_node_wait_peer(p.b.node, 1, 10000));
+    cap_expect(&p.a.log, "info transport connected to node 2 at ");
+    cap_expect(&p.b.log, "info transport node 1 connected");
+    /* b dials back: a sees b's link arrive too */
+    cap_expect(&p.a.log, "info transport node 2 connected");
+    logged_close(&p.b);
+    cap_expect(&p.a.log, "info transport lost the connection to node 2 at ");
+    cap_expect(&p.a.log, "info transport node 2 disconnected");
+    pair_close(&p);
+}
+END_TEST
+
+START_TEST(test_transport_two_nodes_of_one_id_are_logged)
+{
+    struct pair p;
+    pair_open(&p, 1, 1);
+    /* b dials a: a answers as node 1, b's own id */
+    ck_assert_ok(troupe_node_connect(p.b.node, troupe_node_url(p.a.node)));
+    cap_expect(&p.b.log, "warn transport tcp://");
+    cap_expect(&p.b.log, "two nodes share id 1");
+    logged_close(&p.b);
+    pair_close(&p);
+}
+END_TEST
+
 Suite *
 transport_suite(void)
 {
@@ -734,6 +830,9 @@ transport_suite(void)
     tcase_add_test(tc, test_transport_inbox_drops_malformed_and_stale_frames);
     tcase_add_test(tc, test_transport_bad_arguments);
     tcase_add_test(tc, test_transport_node_without_peers_shuts_down_cleanly);
+    tcase_add_test(tc,
+                   test_transport_node_logs_peers_through_the_runtime_logger);
+    tcase_add_test(tc, test_transport_two_nodes_of_one_id_are_logged);
     suite_add_tcase(s, tc);
     return s;
 }

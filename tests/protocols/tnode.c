@@ -412,7 +412,7 @@ raw_dropped(void *arg)
 int
 raw_hello(struct raw *r)
 {
-    ck_assert_ok(troupe__auth_nonce(r->nonce));
+    ck_assert_ok(troupe__auth_nonce(NULL, r->nonce));
     troupe_wire_ctl c = {.type = TROUPE_FRAME_HELLO,
                          .sender = r->id,
                          .incarnation = r->inc,
@@ -614,4 +614,64 @@ rss_bytes(void)
             break;
     fclose(f);
     return kb * 1024;
+}
+
+/* ---- log capture ---- */
+
+void
+cap_fn(void *ctx, const troupe_log_record *rec)
+{
+    struct caplog *c = ctx;
+    pthread_mutex_lock(&c->mu);
+    int n = snprintf(c->buf + c->len, sizeof(c->buf) - c->len, "%s %s %s\n",
+                     troupe_log_level_name(rec->level), rec->sys, rec->msg);
+    if (n > 0 && (size_t)n < sizeof(c->buf) - c->len)
+        c->len += (size_t)n;
+    pthread_mutex_unlock(&c->mu);
+}
+
+struct cap_want {
+    struct caplog *c;
+    const char *line; /* a substring of one kept line */
+};
+
+static bool
+cap_has(void *arg)
+{
+    struct cap_want *w = arg;
+    pthread_mutex_lock(&w->c->mu);
+    bool has = strstr(w->c->buf, w->line) != NULL;
+    pthread_mutex_unlock(&w->c->mu);
+    return has;
+}
+
+void
+cap_expect(struct caplog *c, const char *line)
+{
+    struct cap_want w = {c, line};
+    if (!ts_wait_until(cap_has, &w, 10000))
+        ck_abort_msg("no log line \"%s\" in:\n%s", line, c->buf);
+}
+
+int
+stderr_capture(FILE **file)
+{
+    fflush(stderr);
+    *file = tmpfile();
+    ck_assert_ptr_nonnull(*file);
+    int old = dup(STDERR_FILENO);
+    ck_assert_int_ge(old, 0);
+    ck_assert_int_ge(dup2(fileno(*file), STDERR_FILENO), 0);
+    return old;
+}
+
+long
+stderr_restore(int old, FILE *file)
+{
+    fflush(stderr);
+    dup2(old, STDERR_FILENO);
+    close(old);
+    long n = fseek(file, 0, SEEK_END) == 0 ? ftell(file) : -1;
+    fclose(file);
+    return n;
 }

@@ -8,13 +8,16 @@
 #define TROUPE_TESTS_PROTOCOLS_TNODE_H
 
 #include <nng/nng.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "auth.h"
 #include "suites.h"
 #include "troupe/actor.h"
+#include "troupe/log.h"
 #include "troupe/transport.h"
 #include "troupe/wire.h"
 
@@ -223,5 +226,28 @@ rss_bytes(void);
 #else
 #define RSS_BOUND(bytes) ((size_t)(bytes))
 #endif
+
+/* ---- log capture ---- */
+
+/* A logger's ctx that keeps "level sys msg" lines (cap_fn is its fn);
+ * thread-safe, as the logger's contract asks. Init mu before use. */
+struct caplog {
+    pthread_mutex_t mu;
+    char buf[32768];
+    size_t len;
+};
+
+void
+cap_fn(void *ctx, const troupe_log_record *rec);
+/* Waits (10 s at most) until a kept line holds `line`; fails otherwise. */
+void
+cap_expect(struct caplog *c, const char *line);
+/* The test process's stderr goes to a temporary file until the returned
+ * descriptor (the old stderr) is handed to stderr_restore, which returns
+ * how many bytes were written to it meanwhile. */
+int
+stderr_capture(FILE **file);
+long
+stderr_restore(int old, FILE *file);
 
 #endif

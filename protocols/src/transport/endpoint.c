@@ -139,14 +139,14 @@ troupe__tls_config(troupe_node *n, nng_tls_mode mode, uint32_t peer,
                    nng_tls_config **out)
 {
     if (!troupe__auth_has_certs(n->auth)) {
-        fprintf(stderr, "troupe: tls+tcp:// needs tls_cert, tls_key and "
-                        "tls_ca\n");
+        troupe__node_log(n, TROUPE_LOG_ERROR,
+                         "tls+tcp:// needs tls_cert, tls_key and tls_ca");
         return TROUPE_EINVAL;
     }
     nng_tls_config *cfg;
     int rv = nng_tls_config_alloc(&cfg, mode);
     if (rv != 0)
-        return troupe__nng_err(rv, "tls config");
+        return troupe__nng_err(n, rv, "tls config");
     char name[32];
     snprintf(name, sizeof(name), "troupe-node-%u", peer);
     if ((rv = nng_tls_config_own_cert(cfg, troupe__auth_cert_pem(n->auth),
@@ -156,7 +156,7 @@ troupe__tls_config(troupe_node *n, nng_tls_mode mode, uint32_t peer,
         (rv = nng_tls_config_auth_mode(cfg, NNG_TLS_AUTH_MODE_REQUIRED)) ||
         (peer != 0 && (rv = nng_tls_config_server_name(cfg, name)))) {
         nng_tls_config_free(cfg);
-        return troupe__nng_err(rv, "tls config");
+        return troupe__nng_err(n, rv, "tls config");
     }
     *out = cfg;
     return TROUPE_OK;
@@ -189,10 +189,10 @@ troupe__listener_open(troupe_node *n, const char *url, nng_listener *out)
     if (tls != NULL)
         nng_tls_config_free(tls); /* the listener holds its own reference */
     if (rv != 0)
-        return troupe__nng_err(rv, "listener create");
+        return troupe__nng_err(n, rv, "listener create");
     if ((rv = nng_listener_start(l, 0)) != 0) {
         nng_listener_close(l);
-        return troupe__nng_err(rv, "listen");
+        return troupe__nng_err(n, rv, "listen");
     }
     *out = l;
     return TROUPE_OK;

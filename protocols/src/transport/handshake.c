@@ -78,8 +78,14 @@ ack_settle(struct link *l, const troupe_frame_hdr *h, troupe_msg **moved,
     /* peer is written under both locks, so reading it under either is
      * safe. */
     if ((l->peer != 0 && l->peer != h->sender) || h->sender == n->id) {
-        if (h->sender != n->id)
-            troupe__node_log(n, "%s answered as node %u, expected %u", l->url,
+        if (h->sender == n->id && h->incarnation != n->inc)
+            troupe__node_log(n, TROUPE_LOG_WARN,
+                             "%s answered as node %u, this node's own id, "
+                             "from another process: two nodes share id %u",
+                             l->url, h->sender, h->sender);
+        else if (h->sender != n->id)
+            troupe__node_log(n, TROUPE_LOG_WARN,
+                             "%s answered as node %u, expected %u", l->url,
                              h->sender, l->peer);
         pthread_mutex_lock(&l->mu);
         l->answered = h->sender;
@@ -188,8 +194,9 @@ link_acked(struct link *l, const troupe_frame_hdr *h, uint32_t gen,
     }
     l->peer_inc = h->incarnation;
     bool current = l->pipe_up && l->pipe_gen == gen;
-    bool fast = false;
+    bool fast = false, again = l->ever_up;
     if (current) {
+        l->said_unreachable = false;
         fast = l->backoff;
         l->backoff = false;
         troupe_free(l->auth_frame);
@@ -211,6 +218,9 @@ link_acked(struct link *l, const troupe_frame_hdr *h, uint32_t gen,
     if (fast)
         nng_dialer_set_ms(d, NNG_OPT_RECONNMINT,
                           (nng_duration)n->o.reconnect_min_ms);
+    if (current)
+        troupe__node_log(n, TROUPE_LOG_INFO, "connected%s to node %u at %s",
+                         again ? " again" : "", h->sender, l->url);
     troupe_free(auth);
     troupe__give_up(n, stale);
     troupe__give_up(n, overflow);
@@ -241,8 +251,9 @@ link_ack(struct link *l, const troupe_frame_hdr *h, uint32_t pipe)
         return;
     }
     if (expected != 0 && h->sender != expected) {
-        troupe__node_log(n, "%s answered as node %u, expected %u: refused",
-                         l->url, h->sender, expected);
+        troupe__node_log(n, TROUPE_LOG_WARN,
+                         "%s answered as node %u, expected %u: refused", l->url,
+                         h->sender, expected);
         atomic_fetch_add(&n->auth_failed, 1);
         link_refuse(l, pipe, TROUPE_EAUTH);
         return;
@@ -259,7 +270,8 @@ link_ack(struct link *l, const troupe_frame_hdr *h, uint32_t pipe)
     const char *why = "";
     if (troupe__auth_check(n->auth, &t, h->sender, &h->proof, &why) !=
         TROUPE_OK) {
-        troupe__node_log(n, "node %u at %s did not prove its identity: %s",
+        troupe__node_log(n, TROUPE_LOG_WARN,
+                         "node %u at %s did not prove its identity: %s",
                          h->sender, l->url, why);
         atomic_fetch_add(&n->auth_failed, 1);
         link_refuse(l, pipe, TROUPE_EAUTH);
@@ -299,7 +311,8 @@ troupe__link_rx_done(void *arg)
         if (e == TROUPE_OK && h.type == TROUPE_FRAME_HELLO_ACK) {
             link_ack(l, &h, pipe);
         } else if (e == TROUPE_OK && h.type == TROUPE_FRAME_REFUSE) {
-            troupe__node_log(n, "node %u at %s refused us: %.*s (%s)", h.sender,
+            troupe__node_log(n, TROUPE_LOG_WARN,
+                             "node %u at %s refused us: %.*s (%s)", h.sender,
                              l->url, (int)h.reason_len, h.reason,
                              troupe_err_name(h.refuse_err));
             link_refuse(l, pipe, h.refuse_err);
@@ -309,7 +322,8 @@ troupe__link_rx_done(void *arg)
                 troupe_wire_frame_version(nng_msg_body(nm), nng_msg_len(nm),
                                           &v) == TROUPE_OK &&
                 v != TROUPE_WIRE_VERSION)
-                troupe__node_log(n, "%s speaks wire version %llu, this node %u",
+                troupe__node_log(n, TROUPE_LOG_WARN,
+                                 "%s speaks wire version %llu, this node %u",
                                  l->url, (unsigned long long)v,
                                  TROUPE_WIRE_VERSION);
             atomic_fetch_add(&n->bad_frames, 1);
@@ -382,13 +396,13 @@ troupe__on_hello(troupe_node *n, uint32_t pipe, const troupe_frame_hdr *h)
      * then retires that link. */
     if (h->sender != n->id && n->n_peers > 0 &&
         allowed_peer(n, h->sender) == NULL) {
-        troupe__node_log(n, "refused node %u: not in the allow-list",
-                         h->sender);
+        troupe__node_log(n, TROUPE_LOG_WARN,
+                         "refused node %u: not in the allow-list", h->sender);
         troupe__refuse(n, pipe, TROUPE_EAUTH, "node id not allowed here");
         return;
     }
     uint8_t nonce[TROUPE_WIRE_NONCE_LEN];
-    if (troupe__auth_nonce(nonce) != TROUPE_OK)
+    if (troupe__auth_nonce(n->lg, nonce) != TROUPE_OK)
         return; /* the handshake timeout closes the pipe */
     pthread_mutex_lock(&n->mu);
     struct conn *cn = conn_find(n, pipe);
@@ -447,7 +461,7 @@ dial_back_url(troupe_node *n, const struct conn *cn, char *url, size_t cap)
         snprintf(url, cap, "%s", back);
     if (ap != NULL && ap->url != NULL && cn->url_len > 0 &&
         strcmp(ap->url, cn->url) != 0)
-        troupe__node_log(n,
+        troupe__node_log(n, TROUPE_LOG_INFO,
                          "node %u says it listens on %s; dialing %s (the "
                          "allow-list's)",
                          cn->peer, cn->url, ap->url);
@@ -480,7 +494,8 @@ troupe__on_auth(troupe_node *n, uint32_t pipe, const troupe_frame_hdr *h)
     if (troupe__auth_check(n->auth, &t, snap.peer, &h->proof, &why) !=
         TROUPE_OK) {
         atomic_fetch_add(&n->auth_failed, 1);
-        troupe__node_log(n, "refused node %u: %s", snap.peer, why);
+        troupe__node_log(n, TROUPE_LOG_WARN, "refused node %u: %s", snap.peer,
+                         why);
         troupe__refuse(n, pipe, TROUPE_EAUTH, why);
         return;
     }
@@ -526,20 +541,32 @@ troupe__on_auth(troupe_node *n, uint32_t pipe, const troupe_frame_hdr *h)
         dial_back_url(n, cn, url, sizeof(url));
     }
     uint32_t peer = cn->peer;
+    uint64_t inc = cn->inc;
     pthread_mutex_unlock(&n->mu);
     if (no != NULL) {
-        troupe__node_log(n, "refused node %u: %s", peer, no);
+        troupe__node_log(n, TROUPE_LOG_WARN, "refused node %u: %s%s", peer, no,
+                         no_err == TROUPE_EAUTH
+                             ? " (another node of that id is connected: a "
+                               "duplicate node id?)"
+                             : "");
         troupe__refuse(n, pipe, no_err, no);
         return;
     }
     for (unsigned i = 0; i < n_replaced; i++) {
         troupe__node_log(
-            n,
+            n, TROUPE_LOG_INFO,
             "node %u connected again as a new incarnation: its old "
             "connection is closed",
             peer);
         troupe__end_pipe(replaced[i]);
     }
+    if (peer == n->id && inc != n->inc)
+        troupe__node_log(n, TROUPE_LOG_WARN,
+                         "a peer connected as node %u, this node's own id, "
+                         "from another process: two nodes share id %u",
+                         peer, peer);
+    else if (peer != n->id)
+        troupe__node_log(n, TROUPE_LOG_INFO, "node %u connected", peer);
     if (url[0] != '\0' && peer != n->id)
         troupe__dial_back(n, peer, url);
 }
@@ -553,7 +580,7 @@ troupe__other_version(troupe_node *n, uint32_t pipe, const void *buf,
     if (troupe_wire_frame_version(buf, len, &v) != TROUPE_OK ||
         v == TROUPE_WIRE_VERSION)
         return false;
-    troupe__node_log(n,
+    troupe__node_log(n, TROUPE_LOG_WARN,
                      "refused a peer that speaks wire version %llu (this node "
                      "speaks %u): an older or newer troupe",
                      (unsigned long long)v, TROUPE_WIRE_VERSION);

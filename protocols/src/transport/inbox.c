@@ -112,8 +112,8 @@ on_part(struct rx_ctx *c)
     }
     if (bad != NULL) {
         pthread_mutex_unlock(&n->mu);
-        troupe__node_log(n, "closing the connection of node %u: %s", c->peer,
-                         bad);
+        troupe__node_log(n, TROUPE_LOG_WARN,
+                         "closing the connection of node %u: %s", c->peer, bad);
         troupe__refuse(n, c->pipe, bad_err, bad);
         return;
     }
@@ -217,7 +217,7 @@ inbox_pipe_ev(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
     troupe_node *n = arg;
     uint32_t id = (uint32_t)nng_pipe_id(p);
-    uint32_t evict = 0;
+    uint32_t evict = 0, gone = 0;
     bool reject = false;
     uint8_t *part = NULL;
     pthread_mutex_lock(&n->mu);
@@ -255,6 +255,9 @@ inbox_pipe_ev(nng_pipe p, nng_pipe_ev ev, void *arg)
         if (c != NULL) {
             if (c->st == CONN_NEW || c->st == CONN_CHALLENGED)
                 n->n_pending--;
+            if (c->st == CONN_AUTHED && c->peer != n->id &&
+                !atomic_load(&n->closing))
+                gone = c->peer;
             if (c->part != NULL && !c->part_out) {
                 part = c->part;
                 n->part_bytes -= c->part_total;
@@ -264,6 +267,8 @@ inbox_pipe_ev(nng_pipe p, nng_pipe_ev ev, void *arg)
         }
     }
     pthread_mutex_unlock(&n->mu);
+    if (gone != 0)
+        troupe__node_log(n, TROUPE_LOG_INFO, "node %u disconnected", gone);
     troupe_free(part);
     if (evict != 0)
         troupe__end_pipe(evict);
@@ -307,5 +312,5 @@ troupe__inbox_open(troupe_node *n, bool *opened)
                                   n)) == 0)
             rv = nng_aio_alloc(&n->inbox_rx, inbox_rx_done, n);
     }
-    return rv != 0 ? troupe__nng_err(rv, "inbox setup") : TROUPE_OK;
+    return rv != 0 ? troupe__nng_err(n, rv, "inbox setup") : TROUPE_OK;
 }

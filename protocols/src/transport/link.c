@@ -43,10 +43,10 @@ static void
 link_pipe_ev(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
     struct link *l = arg;
-    bool kick = false, cancel = false;
+    bool kick = false, cancel = false, lost = false;
     uint8_t nonce[TROUPE_WIRE_NONCE_LEN];
-    bool fresh =
-        ev == NNG_PIPE_EV_ADD_POST && troupe__auth_nonce(nonce) == TROUPE_OK;
+    bool fresh = ev == NNG_PIPE_EV_ADD_POST &&
+                 troupe__auth_nonce(l->node->lg, nonce) == TROUPE_OK;
     pthread_mutex_lock(&l->mu);
     if (ev == NNG_PIPE_EV_ADD_POST) {
         l->pipe_up = true;
@@ -66,7 +66,8 @@ link_pipe_ev(nng_pipe p, nng_pipe_ev ev, void *arg)
         }
     } else if (ev == NNG_PIPE_EV_REM_POST &&
                l->pipe_id == (uint32_t)nng_pipe_id(p)) {
-        if (usable(l))
+        lost = usable(l);
+        if (lost)
             l->down_since = mono_ms();
         l->pipe_up = false;
         l->acked = false;
@@ -75,7 +76,11 @@ link_pipe_ev(nng_pipe p, nng_pipe_ev ev, void *arg)
         l->pipe_id = 0;
         cancel = l->tx_busy;
     }
+    uint32_t peer = l->peer;
     pthread_mutex_unlock(&l->mu);
+    if (lost && !atomic_load(&l->node->closing))
+        troupe__node_log(l->node, TROUPE_LOG_INFO,
+                         "lost the connection to node %u at %s", peer, l->url);
     if (cancel)
         nng_aio_cancel(l->tx);
     if (kick)
@@ -123,7 +128,7 @@ link_create(troupe_node *n, const char *url, uint32_t peer, struct link **out)
         if (tls != NULL)
             nng_tls_config_free(tls);
         troupe__link_free(l);
-        return troupe__nng_err(rv, what);
+        return troupe__nng_err(n, rv, what);
     }
     l->sock_open = true;
     if ((rv = nng_socket_set_size(l->sock, NNG_OPT_RECVMAXSZ, LINK_RECV_MAX)) ||
@@ -150,7 +155,7 @@ link_create(troupe_node *n, const char *url, uint32_t peer, struct link **out)
     if (rv != 0) {
         nng_close(l->sock);
         troupe__link_free(l);
-        return troupe__nng_err(rv, what);
+        return troupe__nng_err(n, rv, what);
     }
     *out = l;
     return TROUPE_OK;
@@ -166,7 +171,7 @@ link_start(struct link *l)
     pthread_mutex_unlock(&l->mu);
     int rv = nng_dialer_start(l->dialer, NNG_FLAG_NONBLOCK);
     if (rv != 0)
-        troupe__nng_err(rv, "dialer start");
+        troupe__nng_err(l->node, rv, "dialer start");
 }
 
 struct pipe_wait {
@@ -297,7 +302,8 @@ troupe__dial_back(troupe_node *n, uint32_t peer, const char *url)
     }
     if (full)
         troupe__node_log(
-            n, "not dialing node %u back: %u links already (max_peers)", peer,
+            n, TROUPE_LOG_WARN,
+            "not dialing node %u back: %u links already (max_peers)", peer,
             n->o.max_peers);
     nng_close(l->sock);
     link_unref(l);
@@ -318,7 +324,8 @@ connect_link(troupe_node *n, const char *url, struct link **out)
             if (strcmp(n->peers[i].url, url) == 0)
                 expect = n->peers[i].id;
         if (expect == 0) {
-            troupe__node_log(n, "not dialing %s: not in the allow-list", url);
+            troupe__node_log(n, TROUPE_LOG_WARN,
+                             "not dialing %s: not in the allow-list", url);
             return TROUPE_EAUTH;
         }
     }
@@ -362,7 +369,8 @@ connect_link(troupe_node *n, const char *url, struct link **out)
         link_unref(made);
     }
     if (e == TROUPE_EFULL)
-        troupe__node_log(n, "not dialing %s: %u links already (max_peers)", url,
+        troupe__node_log(n, TROUPE_LOG_WARN,
+                         "not dialing %s: %u links already (max_peers)", url,
                          n->o.max_peers);
     if (e != TROUPE_OK)
         return e;

@@ -8,13 +8,14 @@
 #include "transport_int.h"
 
 #define LOG_PER_SEC 20
+#define SYS "transport"
 
 /*
  * The one translation of nng errors, with the detail logged. Expected
  * outcomes of teardown and cancellation are not logged.
  */
 troupe_err
-troupe__nng_err(int rv, const char *what)
+troupe__nng_err(troupe_node *n, int rv, const char *what)
 {
     troupe_err e;
     switch (rv) {
@@ -67,19 +68,29 @@ troupe__nng_err(int rv, const char *what)
         e = TROUPE_EIO;
         break;
     }
-    fprintf(stderr, "troupe: nng %s: %s (%s)\n", what, nng_strerror(rv),
-            troupe_err_name(e));
+    troupe_log_field f[] = {{"node", NULL}, {"err", troupe_err_name(e)}};
+    char id[16];
+    if (n != NULL) {
+        snprintf(id, sizeof(id), "%u", n->id);
+        f[0].value = id;
+    }
+    troupe_log_fields(n ? n->lg : NULL, TROUPE_LOG_WARN, SYS, f, 2,
+                      "nng %s: %s", what, nng_strerror(rv));
     return e;
 }
 
 /*
- * A log line about what peers do, at most LOG_PER_SEC a second: a flood
- * of strangers must not turn into a flood of stderr writes. The count of
- * lines left out is reported with the next one.
+ * A log record about what peers do, at most LOG_PER_SEC a second: a
+ * flood of strangers must not turn into a flood of log lines. The count
+ * of records left out is reported with the next one (field "dropped").
+ * A record the logger's level does not pass costs neither the lock nor
+ * the budget.
  */
 void
-troupe__node_log(troupe_node *n, const char *fmt, ...)
+troupe__node_log(troupe_node *n, troupe_log_level level, const char *fmt, ...)
 {
+    if (!troupe_log_enabled(n->lg, level))
+        return;
     int64_t sec = mono_ms() / 1000;
     uint32_t dropped = 0;
     pthread_mutex_lock(&n->log_mu);
@@ -103,11 +114,9 @@ troupe__node_log(troupe_node *n, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(line, sizeof(line), fmt, ap);
     va_end(ap);
-    if (dropped > 0)
-        fprintf(stderr,
-                "troupe: node %u: %s (and %u similar lines left "
-                "out)\n",
-                n->id, line, dropped);
-    else
-        fprintf(stderr, "troupe: node %u: %s\n", n->id, line);
+    char id[16], left[16];
+    snprintf(id, sizeof(id), "%u", n->id);
+    snprintf(left, sizeof(left), "%u", dropped);
+    troupe_log_field f[] = {{"node", id}, {"dropped", left}};
+    troupe_log_fields(n->lg, level, SYS, f, dropped > 0 ? 2 : 1, "%s", line);
 }

@@ -11,11 +11,11 @@
 #include "transport_int.h"
 
 static uint64_t
-pick_incarnation(void)
+pick_incarnation(const troupe_logger *lg)
 {
     uint8_t r[TROUPE_WIRE_NONCE_LEN];
     uint64_t x = 0;
-    if (troupe__auth_nonce(r) == TROUPE_OK) {
+    if (troupe__auth_nonce(lg, r) == TROUPE_OK) {
         memcpy(&x, r, sizeof(x));
     } else {
         struct timespec ts;
@@ -118,8 +118,9 @@ static troupe_err
 node_init(troupe_node *n, troupe_runtime *rt, const troupe_node_opts *o)
 {
     n->rt = rt;
+    n->lg = troupe_runtime_logger(rt);
     n->id = troupe_runtime_node_id(rt);
-    n->inc = pick_incarnation();
+    n->inc = pick_incarnation(n->lg);
     n->o = *o;
     n->o.advertise = NULL;
     n->o.peers = NULL;
@@ -155,7 +156,8 @@ node_init(troupe_node *n, troupe_runtime *rt, const troupe_node_opts *o)
                            .secret_len = o->secret_len,
                            .cert_file = o->tls_cert,
                            .key_file = o->tls_key,
-                           .ca_file = o->tls_ca};
+                           .ca_file = o->tls_ca,
+                           .logger = n->lg};
     troupe_err e = troupe__auth_create(&ac, &n->auth);
     if (e == TROUPE_OK)
         e = troupe_wire_decoder_create(&n->dec);
@@ -191,13 +193,13 @@ troupe_node_create(troupe_node **out, troupe_runtime *rt,
     n->open =
         !troupe__auth_has_secret(n->auth) && !troupe__auth_has_certs(n->auth);
     if (n->open)
-        fprintf(stderr,
-                "troupe: node %u accepts any peer that can reach it (no "
-                "cluster secret, no certificates%s): see docs/security.md\n",
-                self,
-                n->n_peers ? "; the allow-list trusts the node id a peer "
-                             "claims"
-                           : "");
+        troupe__node_log(n, TROUPE_LOG_WARN,
+                         "this node accepts any peer that can reach it (no "
+                         "cluster secret, no certificates%s): see "
+                         "docs/security.md",
+                         n->n_peers ? "; the allow-list trusts the node id a "
+                                      "peer claims"
+                                    : "");
     nng_recv_aio(n->inbox, n->inbox_rx);
     troupe_runtime_set_remote(rt, &troupe__hook_ops, n);
     *out = n;

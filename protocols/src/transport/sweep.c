@@ -58,6 +58,21 @@ sweep_links(troupe_node *n, int64_t now, int64_t wall, struct sweep_out *s)
             continue;
         }
         if (!usable(l) && now - l->down_since >= n->o.unreachable_ms) {
+            if (!l->said_unreachable && !l->closed) {
+                l->said_unreachable = true;
+                if (l->peer != 0)
+                    troupe__node_log(n, TROUPE_LOG_WARN,
+                                     "node %u at %s has not answered for %u "
+                                     "ms: messages to it are dropped and "
+                                     "asks fail until it answers",
+                                     l->peer, l->url, n->o.unreachable_ms);
+                else
+                    troupe__node_log(n, TROUPE_LOG_WARN,
+                                     "%s has not answered for %u ms: "
+                                     "messages to it are dropped and asks "
+                                     "fail until it answers",
+                                     l->url, n->o.unreachable_ms);
+            }
             troupe__ring_filter(l, troupe__drop_all, NULL, &s->dropped);
             troupe__asks_drain(l, ASKS_ALL, wall, &s->unreachable);
         } else {
@@ -133,12 +148,12 @@ sweep(troupe_node *n)
     sweep_conns(n, now, &s);
     pthread_mutex_unlock(&n->mu);
     if (s.late > 0)
-        troupe__node_log(n,
+        troupe__node_log(n, TROUPE_LOG_WARN,
                          "closed %u connection(s) that did not complete the "
                          "handshake within %u ms",
                          s.late, n->o.hello_timeout_ms);
     if (s.stalled > 0)
-        troupe__node_log(n,
+        troupe__node_log(n, TROUPE_LOG_WARN,
                          "closed %u connection(s) whose frame in parts "
                          "stalled for %u ms",
                          s.stalled, n->o.frame_timeout_ms);

@@ -114,10 +114,11 @@ struct link {
     bool auth_due;
     bool tx_busy; /* someone owns the transmitter */
     bool closed;
-    uint32_t pipe_id;                     /* the current pipe, 0 when none */
-    uint32_t pipe_gen;                    /* counts pipes */
-    uint32_t hello_gen;                   /* pipe_gen of the last HELLO sent */
-    uint8_t nonce[TROUPE_WIRE_NONCE_LEN]; /* our nonce on the current pipe */
+    bool said_unreachable; /* logged since it last stopped being usable */
+    uint32_t pipe_id;      /* the current pipe, 0 when none */
+    uint32_t pipe_gen;     /* counts pipes */
+    uint32_t hello_gen;    /* pipe_gen of the last HELLO sent */
+    uint8_t nonce[TROUPE_WIRE_NONCE_LEN];    /* our nonce on the current pipe */
     char hello_url[TROUPE_WIRE_URL_MAX + 1]; /* the URL that HELLO named */
     troupe_err refused;   /* the last refusal, for connect_wait; OK: none */
     uint32_t dead_pipe;   /* a pipe refused (by either side): nothing more is
@@ -186,6 +187,7 @@ struct lst {
 
 struct troupe_node {
     troupe_runtime *rt;
+    const troupe_logger *lg; /* the runtime's (troupe_runtime_logger) */
     uint32_t id;
     uint64_t inc;
     troupe_node_opts o;
@@ -230,11 +232,12 @@ struct troupe_node {
 
 /* ---- log.c ---- */
 
+/* n may be NULL (the default logger). */
 troupe_err
-troupe__nng_err(int rv, const char *what);
+troupe__nng_err(troupe_node *n, int rv, const char *what);
 void
-troupe__node_log(troupe_node *n, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+troupe__node_log(troupe_node *n, troupe_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* ---- endpoint.c ---- */
 

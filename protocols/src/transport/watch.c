@@ -72,7 +72,7 @@ relisten(troupe_node *n, uint32_t i)
     pthread_mutex_unlock(&n->mu);
     if (open) {
         troupe__node_log(
-            n,
+            n, TROUPE_LOG_INFO,
             "the listener on %s stopped accepting (nng 1.5.2 does after "
             "a connection closes in its handshake); listening again",
             x.bound);
@@ -91,7 +91,7 @@ relisten(troupe_node *n, uint32_t i)
     nng_listener l = NNG_LISTENER_INITIALIZER;
     troupe_err e = troupe__listener_open(n, x.bound, &l);
     if (e != TROUPE_OK)
-        troupe__node_log(n,
+        troupe__node_log(n, TROUPE_LOG_WARN,
                          "cannot listen on %s again: %s (tried again shortly)",
                          x.bound, troupe_err_name(e));
     /* A listener that failed to open (id -1) is opened again by the next
@@ -122,7 +122,7 @@ redial(troupe_node *n, struct link *l)
             nng_tls_config_free(tls);
         if (nng_dialer_id(d) > 0)
             nng_dialer_close(d);
-        troupe__nng_err(rv, "redial");
+        troupe__nng_err(n, rv, "redial");
         return;
     }
     if (tls != NULL)
@@ -146,7 +146,7 @@ redial(troupe_node *n, struct link *l)
     atomic_fetch_add(&n->redialed, 1);
     rv = nng_dialer_start(d, NNG_FLAG_NONBLOCK);
     if (rv != 0)
-        troupe__nng_err(rv, "dialer start");
+        troupe__nng_err(n, rv, "dialer start");
 }
 
 /* The links whose dialer nng has stopped and that have waited their
@@ -174,7 +174,7 @@ watch_dialers(troupe_node *n, nng_stat *st, int64_t now)
     }
     pthread_mutex_unlock(&n->mu);
     for (unsigned i = 0; i < k; i++) {
-        troupe__node_log(n,
+        troupe__node_log(n, TROUPE_LOG_INFO,
                          "the dialer to %s stopped (nng 1.5.2 does after a "
                          "connection closes in its handshake); dialing again",
                          due[i]->url);

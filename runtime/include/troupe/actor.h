@@ -111,7 +111,7 @@ troupe_addr
 troupe_self(const troupe_actor *self);
 troupe_runtime *
 troupe_actor_runtime(const troupe_actor *self);
-uv_loop_t *
+struct uv_loop_s *
 troupe_actor_loop(const troupe_actor *self);
 
 /* Stops this actor after the current handler returns (queued messages are

@@ -19,11 +19,16 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <uv.h>
 
 #include "troupe/err.h"
 #include "troupe/log.h"
 #include "troupe/msg.h"
+
+/* libuv's loop, declared rather than included: <uv.h> needs POSIX names
+ * that plain -std=c11 hides, and a host that only uses standalone mode
+ * never needs it. struct uv_loop_s is uv_loop_t; a host that passes or
+ * drives a loop includes <uv.h> itself. */
+struct uv_loop_s;
 
 typedef struct troupe_runtime troupe_runtime;
 
@@ -52,12 +57,12 @@ typedef enum troupe_lane {
 #define TROUPE_DEFAULT_WORK_BYTES (UINT64_C(256) << 20)
 
 typedef struct troupe_runtime_opts {
-    uv_loop_t *loop;       /* embedded mode: the host's loop (scheduler 0) */
-    unsigned schedulers;   /* 0: number of online cores; at most 256 */
-    unsigned workers;      /* STORAGE lane threads; 0: 4; at most 256 */
-    uint32_t node_id;      /* this node's id in addresses; 0: 1 */
-    unsigned host_workers; /* HOST lane threads; 0: as many as workers;
-                              at most 256 */
+    struct uv_loop_s *loop; /* embedded mode: the host's loop (scheduler 0) */
+    unsigned schedulers;    /* 0: number of online cores; at most 256 */
+    unsigned workers;       /* STORAGE lane threads; 0: 4; at most 256 */
+    uint32_t node_id;       /* this node's id in addresses; 0: 1 */
+    unsigned host_workers;  /* HOST lane threads; 0: as many as workers;
+                               at most 256 */
     /* Per mailbox: body bytes of queued user messages (not system
      * messages, replies or completions; bodies of up to 64 bytes, which
      * live in the message header's allocation, are left to the message
@@ -140,7 +145,7 @@ troupe_runtime_logger(const troupe_runtime *rt);
 
 /* The loop of scheduler i (i < schedulers), for adapters that need to put
  * handles on it; touch it only from that scheduler's thread. */
-uv_loop_t *
+struct uv_loop_s *
 troupe_runtime_loop(troupe_runtime *rt, unsigned i);
 
 /*
