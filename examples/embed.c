@@ -5,12 +5,14 @@
  *   embed DIR
  *
  * Opens the database in DIR (creating it), a commit pipeline, a runtime
- * whose scheduler 0 is this program's loop, and the tables; then, all in
+ * whose scheduler 0 is this program's loop, the catalog and the tables;
+ * then, all in
  * callbacks on that loop: creates the table "notes", writes one row, reads
  * it back and prints it, stops the tables and shuts the runtime down. Once
  * nothing of troupe is left on the loop, uv_run returns by itself; the
- * program frees the runtime, the pipeline and the db, in that order, and
- * closes the loop. Exits 0 only when every step succeeded.
+ * program frees the tables, stops and frees the catalog, frees the
+ * runtime, the pipeline and the db, in that order, and closes the loop. Exits 0
+ * only when every step succeeded.
  *
  * Every callback here runs on scheduler 0, the host's loop, so the
  * program's state needs no lock; nothing on this thread may block (no
@@ -24,6 +26,7 @@
 
 typedef struct app {
     troupe_runtime *rt;
+    troupe_catalog *catalog;
     troupe_tables *tables;
     troupe_err err; /* the first failure, OK while all goes well */
     const char *failed;
@@ -145,8 +148,11 @@ main(int argc, char **argv)
     troupe_runtime_opts ro = {.loop = &loop};
     if (e == TROUPE_OK)
         e = troupe_runtime_create(&a.rt, &ro);
-    troupe_tables_opts to = {.rt = a.rt, .db = db, .commit = commit};
     /* Opening blocks for the disk, so it comes before uv_run. */
+    troupe_catalog_opts co = {.rt = a.rt, .db = db};
+    if (e == TROUPE_OK)
+        e = troupe_catalog_open(&co, &a.catalog);
+    troupe_tables_opts to = {.catalog = a.catalog, .commit = commit};
     if (e == TROUPE_OK)
         e = troupe_tables_open(&to, &a.tables);
     if (e == TROUPE_OK)
@@ -161,7 +167,13 @@ main(int argc, char **argv)
     if (a.rt != NULL)
         uv_run(&loop, UV_RUN_DEFAULT); /* returns after on_shutdown */
 
+    /* Scheduler 0 has closed: the catalog's stop calls back here and now,
+     * once the tables on it are gone. */
     troupe_tables_destroy(a.tables);
+    if (a.catalog != NULL &&
+        (e = troupe_catalog_stop_wait(a.catalog)) != TROUPE_OK)
+        note_failure(&a, "stop catalog", e);
+    troupe_catalog_destroy(a.catalog);
     troupe_runtime_destroy(a.rt);
     troupe_commit_destroy(commit);
     if ((e = troupe_db_close(db)) != TROUPE_OK)

@@ -126,6 +126,7 @@ main(int argc, char **argv)
     troupe_db *db = NULL;
     troupe_commit *commit = NULL;
     troupe_runtime *rt = NULL;
+    troupe_catalog *cat = NULL;
     troupe_queues *q = NULL;
     troupe_runtime_opts ro = {.schedulers = 1};
     troupe_err e = troupe_db_open(argv[1], NULL, &db);
@@ -133,7 +134,10 @@ main(int argc, char **argv)
         e = troupe_commit_create(db, NULL, &commit);
     if (e == TROUPE_OK)
         e = troupe_runtime_create(&rt, &ro);
-    troupe_queues_opts qo = {.rt = rt, .db = db, .commit = commit};
+    troupe_catalog_opts co = {.rt = rt, .db = db};
+    if (e == TROUPE_OK)
+        e = troupe_catalog_open(&co, &cat);
+    troupe_queues_opts qo = {.catalog = cat, .commit = commit};
     if (e == TROUPE_OK)
         e = troupe_queues_open(&qo, &q);
     if (e == TROUPE_OK)
@@ -142,6 +146,9 @@ main(int argc, char **argv)
         fprintf(stderr, "queue_worker: %s\n", troupe_err_name(e));
     /* close in the reverse order of opening */
     troupe_queues_destroy(q); /* stops the queues first */
+    if (cat != NULL)
+        troupe_catalog_stop_wait(cat);
+    troupe_catalog_destroy(cat);
     if (rt != NULL)
         troupe_runtime_shutdown_wait(rt);
     troupe_runtime_destroy(rt);

@@ -113,6 +113,7 @@ main(int argc, char **argv)
     troupe_db *db = NULL;
     troupe_commit *commit = NULL;
     troupe_runtime *rt = NULL;
+    troupe_catalog *cat = NULL;
     troupe_tables *t = NULL;
     troupe_runtime_opts ro = {.schedulers = 1};
     troupe_err e = troupe_db_open(argv[1], NULL, &db);
@@ -120,7 +121,10 @@ main(int argc, char **argv)
         e = troupe_commit_create(db, NULL, &commit);
     if (e == TROUPE_OK)
         e = troupe_runtime_create(&rt, &ro);
-    troupe_tables_opts to = {.rt = rt, .db = db, .commit = commit};
+    troupe_catalog_opts co = {.rt = rt, .db = db};
+    if (e == TROUPE_OK)
+        e = troupe_catalog_open(&co, &cat);
+    troupe_tables_opts to = {.catalog = cat, .commit = commit};
     if (e == TROUPE_OK)
         e = troupe_tables_open(&to, &t);
     int rc = e == TROUPE_OK ? run(t) : 1;
@@ -130,6 +134,9 @@ main(int argc, char **argv)
     if (t != NULL && troupe_tables_stop_wait(t) != TROUPE_OK)
         rc = 1;
     troupe_tables_destroy(t);
+    if (cat != NULL)
+        troupe_catalog_stop_wait(cat);
+    troupe_catalog_destroy(cat);
     if (rt != NULL && troupe_runtime_shutdown_wait(rt) != TROUPE_OK)
         rc = 1;
     troupe_runtime_destroy(rt);

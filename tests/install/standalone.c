@@ -94,6 +94,7 @@ main(int argc, char **argv)
     troupe_db *db = NULL;
     troupe_commit *commit = NULL;
     troupe_runtime *rt = NULL;
+    troupe_catalog *cat = NULL;
     troupe_tables *t = NULL;
     troupe_err e = troupe_db_open(argv[1], NULL, &db);
     if (e != TROUPE_OK)
@@ -108,15 +109,24 @@ main(int argc, char **argv)
         fail("runtime", e);
         goto close_commit;
     }
-    troupe_tables_opts to = {.rt = rt, .db = db, .commit = commit};
+    troupe_catalog_opts co = {.rt = rt, .db = db};
+    if ((e = troupe_catalog_open(&co, &cat)) != TROUPE_OK) {
+        fail("open catalog", e);
+        goto close_rt;
+    }
+    troupe_tables_opts to = {.catalog = cat, .commit = commit};
     if ((e = troupe_tables_open(&to, &t)) != TROUPE_OK) {
         fail("open tables", e);
-        goto close_rt;
+        goto close_cat;
     }
     rc = use_tables(t);
     if ((e = troupe_tables_stop_wait(t)) != TROUPE_OK)
         rc = fail("stop tables", e);
     troupe_tables_destroy(t);
+close_cat:
+    if ((e = troupe_catalog_stop_wait(cat)) != TROUPE_OK)
+        rc = fail("stop catalog", e);
+    troupe_catalog_destroy(cat);
 close_rt:
     if ((e = troupe_runtime_shutdown_wait(rt)) != TROUPE_OK)
         rc = fail("shutdown", e);
