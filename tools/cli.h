@@ -139,6 +139,14 @@ enum {
 int
 cli_sec_flag(cli_sec *f, const cli_cmd *c, int ch, const char *v);
 
+/* Reads a secret (the cluster's, or the admin endpoint's token) from the
+ * file of `flag`: one trailing newline (and a CR before it) is not part
+ * of it; 16..max bytes, NUL-terminated in buf (max + 1 bytes). False with
+ * the message printed otherwise. */
+bool
+cli_read_secret(const cli_cmd *c, const char *flag, const char *path, char *buf,
+                size_t max, size_t *len);
+
 /* Checks the flags together, reads the secret and fills o: 0, or
  * CLI_USAGE (message printed). */
 int
