@@ -12,6 +12,7 @@
 #define TROUPE_TOOLS_CLI_H
 
 #include <getopt.h>
+#include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -122,6 +123,9 @@ enum {
     OPT_TLS_CA,
     OPT_PEER,
     OPT_LOG_LEVEL,
+    OPT_ADMIN_URL,
+    OPT_ADMIN_TOKEN_FILE,
+    OPT_JSON,
     OPT_FIRST_OWN /* a command's own options start here */
 };
 
@@ -151,6 +155,63 @@ cli_read_secret(const cli_cmd *c, const char *flag, const char *path, char *buf,
  * CLI_USAGE (message printed). */
 int
 cli_sec_opts(cli_sec *f, const cli_cmd *c, troupe_node_opts *o);
+
+/*
+ * Through a running node (cli_admin.c): the inspection commands take
+ * --admin URL (http://HOST:PORT or HOST:PORT, the node's --admin address),
+ * --admin-token FILE and --json, and then ask the node's admin endpoint
+ * instead of opening a database; the acting commands exist only so.
+ */
+typedef struct cli_admin {
+    bool on;   /* --admin given */
+    bool json; /* --json: print the answer's JSON document */
+    char url[512];
+    const char *token_file;
+    char token[CLI_SECRET_MAX + 1];
+    size_t token_len;
+} cli_admin;
+
+#define CLI_ADMIN_OPTIONS                                                      \
+    {"admin", required_argument, NULL, OPT_ADMIN_URL},                         \
+        {"admin-token", required_argument, NULL, OPT_ADMIN_TOKEN_FILE},        \
+    {                                                                          \
+        "json", no_argument, NULL, OPT_JSON                                    \
+    }
+
+#define CLI_ADMIN_HELP                                                         \
+    "  --admin URL         ask the running node whose admin endpoint is\n"     \
+    "                      at URL (http://HOST:PORT) instead of opening\n"     \
+    "                      the database\n"                                     \
+    "  --admin-token FILE  the endpoint's bearer token\n"                      \
+    "  --json              print the endpoint's JSON answer (one line)\n"
+
+/* Takes option ch if it is one of CLI_ADMIN_OPTIONS (*taken); false when
+ * its value is bad (message printed). */
+bool
+cli_admin_flags(cli_admin *a, const cli_cmd *c, int ch, const char *v,
+                bool *taken);
+/* After the options: reads the token. CLI_CONTINUE, or CLI_USAGE with the
+ * message printed. */
+int
+cli_admin_ready(cli_admin *a, const cli_cmd *c);
+/* s percent-encoded for a path segment or query value (free it); NULL on
+ * ENOMEM. */
+char *
+cli_admin_escape(const char *s);
+/* One request (body: JSON text or NULL): 0 with *out the answer (the
+ * caller json_decrefs it), or CLI_FAIL with what failed printed (an
+ * unreachable endpoint, an error answer's status and message). Blocks up
+ * to a minute. */
+int
+cli_admin_request(const cli_admin *a, const char *method, const char *path,
+                  const char *body, json_t **out);
+/* Prints an answer: `path value` lines, or the JSON with --json. */
+void
+cli_admin_print(const cli_admin *a, json_t *j);
+/* Request and print: 0, or what cli_admin_request returned. */
+int
+cli_admin_run(const cli_admin *a, const char *method, const char *path,
+              const char *body);
 
 int
 cmd_node(int argc, char **argv);
