@@ -191,9 +191,11 @@ node_metrics(out *o, const admin_ctx *c)
         NS(redialed, "redialed", "Dialers replaced."),
 #undef NS
     };
-    for (size_t k = 0; k < sizeof(m) / sizeof(m[0]); k++)
-        one(o, m[k].name, "counter", m[k].help,
-            *(const uint64_t *)((const char *)&s + m[k].off));
+    for (size_t k = 0; k < sizeof(m) / sizeof(m[0]); k++) {
+        uint64_t v;
+        memcpy(&v, (const char *)&s + m[k].off, sizeof(v));
+        one(o, m[k].name, "counter", m[k].help, v);
+    }
     one(o, "troupe_node_links", "gauge", "Outgoing links now.", s.links);
     one(o, "troupe_node_connections", "gauge", "Inbox connections now.",
         s.conns);
@@ -239,8 +241,8 @@ table_metrics(out *o, const admin_ctx *c)
                                         "troupe_txn_commit_total"};
     static const char *const helps[] = {
         "Version queries of transactions, by result.",
-        "Versioned commits' prepare phase, by result (failed: a conflict "
-        "or an error).",
+        ("Versioned commits' prepare phase, by result (failed: a conflict "
+         "or an error)."),
         "Versioned commits' commit phase, by result."};
     const uint64_t v[3][2] = {{st->qver_ok, st->qver_failed},
                               {st->vprepare_ok, st->vprepare_failed},

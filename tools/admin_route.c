@@ -183,6 +183,10 @@ admin_ok(admin_call *call, json_t *j)
 
 static void
 verror(admin_call *call, int status, const char *code, const char *terr,
+       const char *fmt, va_list ap) __attribute__((format(printf, 5, 0)));
+
+static void
+verror(admin_call *call, int status, const char *code, const char *terr,
        const char *fmt, va_list ap)
 {
     char msg[512];
@@ -214,6 +218,10 @@ admin_error(admin_call *call, int status, const char *code, const char *fmt,
     verror(call, status, code, NULL, fmt, ap);
     va_end(ap);
 }
+
+static void
+error_with(admin_call *call, int status, const char *code, const char *terr,
+           const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 static void
 error_with(admin_call *call, int status, const char *code, const char *terr,
