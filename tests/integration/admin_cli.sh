@@ -87,6 +87,23 @@ has out '^deleted 2$' "alice's two invocations"
 expect 0 "queue pending --admin" -- "$troupe" queue pending --admin "$url" --queue orders --limit 2
 has out '^more true$' "a page of two, more to come"
 
+# the node's kv actor, and its (absent) tables
+expect 0 "kv put --admin" -- "$troupe" kv put --admin "$url" --key greeting --value hello
+expect 0 "kv get --admin" -- "$troupe" kv get --admin "$url" --key greeting
+has out '^value hello$' "the value put"
+expect 0 "kv put with hex" -- "$troupe" kv put --admin "$url" --key-hex 00ff --value-hex 0102
+expect 0 "kv get --json" -- "$troupe" kv get --admin "$url" --key-hex 00ff --json
+has out '"value":\{"hex":"0102"\}' "bytes that are not text as hex"
+expect 1 "kv get of an absent key" -- "$troupe" kv get --admin "$url" --key nope
+has err "404 no value at that key" "the 404 is said"
+expect 1 "table get of an unknown table" -- "$troupe" table get --admin "$url" --table nope --key a
+has err "404" "404"
+expect 1 "index state of an unknown table" -- "$troupe" index state --admin "$url" \
+    --table nope --index x
+expect 2 "table scan without --admin" -- "$troupe" table scan --table t
+has err "--admin URL is required" "says what is missing"
+expect 2 "kv get with --key and --key-hex" -- "$troupe" kv get --admin "$url" --key a --key-hex 61
+
 # failures: unknown names exit 1 with the endpoint's message
 expect 1 "unknown queue" -- "$troupe" queue stats --admin "$url" --queue nope
 has err 'no queue named "nope"' "the queue is named"
