@@ -111,6 +111,24 @@ runtime_metrics(out *o, const admin_ctx *c)
         "Worker jobs cancelled at shutdown.", rs.work_cancelled);
 }
 
+/* A histogram family: cumulative buckets, +Inf, sum and count; `scale`
+ * divides bounds and sum (1e9: nanoseconds shown as seconds). */
+static void
+histogram(out *o, const char *name, const char *help,
+          const troupe_hist_snapshot *h, double scale)
+{
+    family(o, name, "histogram", help);
+    uint64_t cum = 0;
+    for (unsigned i = 0; i < h->n; i++) {
+        cum += h->counts[i];
+        fprintf(o->f, "%s_bucket{le=\"%.9g\"} %" PRIu64 "\n", name,
+                (double)troupe_hist_bound(h, i) / scale, cum);
+    }
+    fprintf(o->f, "%s_bucket{le=\"+Inf\"} %" PRIu64 "\n", name, h->count);
+    fprintf(o->f, "%s_sum %.9g\n", name, (double)h->sum / scale);
+    fprintf(o->f, "%s_count %" PRIu64 "\n", name, h->count);
+}
+
 static void
 storage_metrics(out *o, const admin_ctx *c)
 {
@@ -124,6 +142,13 @@ storage_metrics(out *o, const admin_ctx *c)
             st.groups);
         one(o, "troupe_commit_syncs_total", "counter",
             "Of those writes, the synced ones.", st.syncs);
+        troupe_hist_snapshot w, g;
+        troupe_commit_get_hists(c->commit, &w, &g);
+        histogram(o, "troupe_commit_write_seconds",
+                  "Time of each group's RocksDB write, its sync included.", &w,
+                  1e9);
+        histogram(o, "troupe_commit_group_batches",
+                  "Batches per group (one RocksDB write).", &g, 1);
     }
     admin_family *f = NULL;
     size_t n = 0;

@@ -407,6 +407,18 @@ START_TEST(test_metrics_under_load_pass_promtool)
     ck_assert(metric(r.body, "troupe_queue_completed{queue=\"jobs\"}") +
                   metric(r.body, "troupe_queue_pending{queue=\"jobs\"}") ==
               (double)atomic_load(&l.published));
+    /* the histograms agree with the counters at rest: one write per
+     * group, and the groups' batches add up */
+    double groups = metric(r.body, "troupe_commit_groups_total");
+    ck_assert(groups > 0);
+    ck_assert(metric(r.body, "troupe_commit_write_seconds_count") == groups);
+    ck_assert(metric(r.body, "troupe_commit_group_batches_count") == groups);
+    ck_assert(metric(r.body, "troupe_commit_group_batches_sum") ==
+              metric(r.body, "troupe_commit_batches_total"));
+    ck_assert(
+        metric(r.body, "troupe_commit_write_seconds_bucket{le=\"+Inf\"}") ==
+        groups);
+    ck_assert(metric(r.body, "troupe_commit_write_seconds_sum") > 0);
     resp_free(&r);
 }
 END_TEST
