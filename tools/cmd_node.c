@@ -4,7 +4,8 @@
  * listens and dials its peers (docs/security.md for the security flags).
  * With --admin it also opens the database's tables and queues and serves
  * the admin endpoint (admin.h) over them; teardown runs in the reverse
- * order: endpoint, queues, tables, runtime, node, pipeline, database.
+ * order: endpoint, queues, tables, catalog, runtime, node, pipeline,
+ * database.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -14,6 +15,7 @@
 #include "admin.h"
 #include "cli.h"
 #include "troupe/actor.h"
+#include "troupe/catalog.h"
 #include "troupe/commit.h"
 #include "troupe/kv.h"
 #include "troupe/queue.h"
@@ -77,6 +79,7 @@ enum {
 
 /* The objects --admin adds; each NULL until opened. */
 typedef struct admin_objs {
+    troupe_catalog *cat;
     troupe_tables *tables;
     troupe_queues *queues;
     admin *ep;
@@ -91,6 +94,10 @@ admin_close(admin_objs *a)
         troupe_tables_stop_wait(a->tables);
         troupe_tables_destroy(a->tables);
     }
+    if (a->cat != NULL) {
+        troupe_catalog_stop_wait(a->cat);
+        troupe_catalog_destroy(a->cat);
+    }
 }
 
 /* Opens the tables and queues and starts the endpoint: 0, or CLI_FAIL with
@@ -99,13 +106,14 @@ static int
 admin_open(admin_objs *a, const admin_ctx *base, const char *addr,
            const char *token, size_t token_len)
 {
-    troupe_tables_opts to = {
-        .rt = base->rt, .db = base->db, .commit = base->commit};
-    troupe_err e = troupe_tables_open(&to, &a->tables);
+    troupe_catalog_opts co = {.rt = base->rt, .db = base->db};
+    troupe_err e = troupe_catalog_open(&co, &a->cat);
     if (e != TROUPE_OK)
+        return cli_failed("open catalog", e);
+    troupe_tables_opts to = {.catalog = a->cat, .commit = base->commit};
+    if ((e = troupe_tables_open(&to, &a->tables)) != TROUPE_OK)
         return cli_failed("open tables", e);
-    troupe_queues_opts qo = {
-        .rt = base->rt, .db = base->db, .commit = base->commit};
+    troupe_queues_opts qo = {.catalog = a->cat, .commit = base->commit};
     if ((e = troupe_queues_open(&qo, &a->queues)) != TROUPE_OK)
         return cli_failed("open queues", e);
     admin_ctx ctx = *base;

@@ -46,7 +46,7 @@ start_node
 
 expect 0 "stats --admin while the node holds the database" -- \
     "$troupe" stats --admin "$url"
-has out '^family queues keys [0-9]+ live_bytes' "the node's families, as stats prints them"
+has out '^family meta keys [0-9]+ live_bytes [0-9]+ file_bytes' "the node's families, as stats prints them"
 expect 0 "stats --admin --tables" -- "$troupe" stats --admin "$url" --tables
 has out '^txn\.running 0$' "the node's table counters as path value lines"
 expect 0 "queue list --admin" -- "$troupe" queue list --admin "$url"

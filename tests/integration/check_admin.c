@@ -24,6 +24,7 @@
 
 #include "admin.h"
 #include "admin_route.h"
+#include "troupe/catalog.h"
 #include "troupe/kv.h"
 #include "troupe/pack.h"
 #include "tsupport.h"
@@ -34,6 +35,7 @@ static char *dir;
 static troupe_db *db;
 static troupe_commit *commit;
 static troupe_runtime *rt;
+static troupe_catalog *cat;
 static troupe_tables *tables;
 static troupe_queues *queues;
 static troupe_addr kv;
@@ -48,9 +50,11 @@ open_all(void)
     ck_assert_ok(troupe_commit_create(db, NULL, &commit));
     troupe_runtime_opts ro = {.schedulers = 2, .workers = 2};
     ck_assert_ok(troupe_runtime_create(&rt, &ro));
-    troupe_tables_opts to = {.rt = rt, .db = db, .commit = commit};
+    troupe_catalog_opts co = {.rt = rt, .db = db};
+    ck_assert_ok(troupe_catalog_open(&co, &cat));
+    troupe_tables_opts to = {.catalog = cat, .commit = commit};
     ck_assert_ok(troupe_tables_open(&to, &tables));
-    troupe_queues_opts qo = {.rt = rt, .db = db, .commit = commit};
+    troupe_queues_opts qo = {.catalog = cat, .commit = commit};
     ck_assert_ok(troupe_queues_open(&qo, &queues));
     troupe_index_field f = {.path = "age", .type = TROUPE_FIELD_INT};
     troupe_index_spec ix = {.name = "by_age", .fields = &f, .n_fields = 1};
@@ -91,6 +95,8 @@ teardown(void)
     troupe_queues_destroy(queues);
     ck_assert_ok(troupe_tables_stop_wait(tables));
     troupe_tables_destroy(tables);
+    ck_assert_ok(troupe_catalog_stop_wait(cat));
+    troupe_catalog_destroy(cat);
     ck_assert_ok(troupe_runtime_shutdown_wait(rt));
     troupe_runtime_destroy(rt);
     troupe_commit_destroy(commit);

@@ -24,13 +24,16 @@ Suite *
 sched_stats_suite(void);
 Suite *
 hist_suite(void);
+Suite *
+block_suite(void);
 
 int
 main(void)
 {
-    Suite *s[] = {err_suite(),    msg_suite(),         actor_suite(),
-                  ask_suite(),    lifecycle_suite(),   ids_suite(),
-                  remote_suite(), budget_suite(),      version_suite(),
-                  log_suite(),    sched_stats_suite(), hist_suite()};
+    Suite *s[] = {err_suite(),    msg_suite(),       actor_suite(),
+                  ask_suite(),    lifecycle_suite(), ids_suite(),
+                  remote_suite(), budget_suite(),    version_suite(),
+                  log_suite(),    block_suite(),     sched_stats_suite(),
+                  hist_suite()};
     return ts_run_suites(s, (int)(sizeof(s) / sizeof(s[0])));
 }
