@@ -185,11 +185,12 @@ typedef struct cli_admin {
     "  --admin-token FILE  the endpoint's bearer token\n"                      \
     "  --json              print the endpoint's JSON answer (one line)\n"
 
-/* Takes option ch if it is one of CLI_ADMIN_OPTIONS (*taken); false when
- * its value is bad (message printed). */
-bool
-cli_admin_flags(cli_admin *a, const cli_cmd *c, int ch, const char *v,
-                bool *taken);
+/* cli_common_flag for a command that also takes CLI_ADMIN_OPTIONS: those
+ * go into *a (CLI_CONTINUE, or CLI_USAGE for a bad --admin URL, message
+ * printed), anything else to cli_common_flag. */
+int
+cli_admin_common_flag(cli_admin *a, const cli_cmd *c, int ch, char **argv,
+                      troupe_log_level *level);
 /* After the options: reads the token. CLI_CONTINUE, or CLI_USAGE with the
  * message printed. */
 int

@@ -20,33 +20,29 @@
 /* The longest a request may take (an index rebuild waits for the build). */
 #define ANSWER_TIMEOUT_MS 60000
 
-bool
-cli_admin_flags(cli_admin *a, const cli_cmd *c, int ch, const char *v,
-                bool *taken)
+int
+cli_admin_common_flag(cli_admin *a, const cli_cmd *c, int ch, char **argv,
+                      troupe_log_level *level)
 {
-    *taken = true;
     switch (ch) {
     case OPT_ADMIN_URL:
-        if (strncmp(v, "http://", 7) != 0 && strstr(v, "://") != NULL) {
-            cli_usage(c,
-                      "--admin wants http://HOST:PORT or HOST:PORT, got "
-                      "'%s'",
-                      v);
-            return false;
-        }
+        if (strncmp(optarg, "http://", 7) != 0 && strstr(optarg, "://") != NULL)
+            return cli_usage(c,
+                             "--admin wants http://HOST:PORT or HOST:PORT, "
+                             "got '%s'",
+                             optarg);
         snprintf(a->url, sizeof(a->url), "%s%s",
-                 strncmp(v, "http://", 7) == 0 ? "" : "http://", v);
+                 strncmp(optarg, "http://", 7) == 0 ? "" : "http://", optarg);
         a->on = true;
-        return true;
+        return CLI_CONTINUE;
     case OPT_ADMIN_TOKEN_FILE:
-        a->token_file = v;
-        return true;
+        a->token_file = optarg;
+        return CLI_CONTINUE;
     case OPT_JSON:
         a->json = true;
-        return true;
+        return CLI_CONTINUE;
     default:
-        *taken = false;
-        return true;
+        return cli_common_flag(c, ch, argv, level);
     }
 }
 

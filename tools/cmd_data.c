@@ -249,11 +249,6 @@ cmd_data(const cli_cmd *top, int first, int last, int argc, char **argv)
     cli_getopt_reset();
     int ch, rc;
     while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-        bool taken;
-        if (!cli_admin_flags(&adm, c, ch, optarg, &taken))
-            return CLI_USAGE;
-        if (taken)
-            continue;
         switch (ch) {
         case OPT_TABLE:
             d.table = optarg;
@@ -284,7 +279,8 @@ cmd_data(const cli_cmd *top, int first, int last, int argc, char **argv)
             d.reverse = true;
             break;
         default:
-            if ((rc = cli_common_flag(c, ch, argv, &level)) != CLI_CONTINUE)
+            if ((rc = cli_admin_common_flag(&adm, c, ch, argv, &level)) !=
+                CLI_CONTINUE)
                 return rc;
         }
     }

@@ -227,11 +227,6 @@ cmd_stats(int argc, char **argv)
     cli_getopt_reset();
     int ch, rc;
     while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-        bool taken;
-        if (!cli_admin_flags(&adm, c, ch, optarg, &taken))
-            return CLI_USAGE;
-        if (taken)
-            continue;
         switch (ch) {
         case OPT_DATA:
             data = optarg;
@@ -240,7 +235,8 @@ cmd_stats(int argc, char **argv)
             tables = true;
             break;
         default:
-            if ((rc = cli_common_flag(c, ch, argv, &level)) != CLI_CONTINUE)
+            if ((rc = cli_admin_common_flag(&adm, c, ch, argv, &level)) !=
+                CLI_CONTINUE)
                 return rc;
         }
     }
