@@ -21,7 +21,7 @@
 #define TAIL_HELP                                                              \
     "  --admin-token FILE  the endpoint's bearer token\n"                      \
     "  --json              print the endpoint's JSON answer (one line)\n"      \
-    "  --log-level LEVEL   accepted for symmetry (nothing is opened here)\n"   \
+    "  --log-level LEVEL   error, warn, info or debug (default warn)\n"        \
     "  -h, --help          this help\n"
 #define KEY_HELP                                                               \
     "  --key KEY           the key as text\n"                                  \
