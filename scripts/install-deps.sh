@@ -5,7 +5,10 @@
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config libuv1-dev libnng-dev libmsgpack-dev
-      librocksdb-dev check clang libclang-rt-14-dev clang-format)
+      librocksdb-dev libjansson-dev check clang libclang-rt-14-dev clang-format)
+# For `make test`: promtool (in Debian's prometheus package) checks a scrape
+# of the admin endpoint's /metrics (tests/integration/check_admin.c).
+pkgs+=(prometheus)
 # Extra packages for `make bench` (peers): pass --bench.
 # redis-server and Node (nodejs, npm) are for the BullMQ peer
 # (bench/peers/bullmq). Node and npm are checked as commands, not packages:

@@ -218,34 +218,32 @@ cli_sec_flag(cli_sec *f, const cli_cmd *c, int ch, const char *v)
     return 1;
 }
 
-/* Reads the secret file (one trailing newline dropped); false with a
- * message when it cannot be read or is too short or too long. */
-static bool
-read_secret(cli_sec *f, const cli_cmd *c)
+bool
+cli_read_secret(const cli_cmd *c, const char *flag, const char *path, char *buf,
+                size_t max, size_t *len)
 {
-    FILE *fp = fopen(f->secret_file, "rb");
+    FILE *fp = fopen(path, "rb");
     if (fp == NULL) {
-        cli_usage(c, "cannot read --secret-file %s: %s", f->secret_file,
-                  strerror(errno));
+        cli_usage(c, "cannot read %s %s: %s", flag, path, strerror(errno));
         return false;
     }
-    size_t n = fread(f->secret, 1, sizeof(f->secret), fp);
+    size_t n = fread(buf, 1, max + 1, fp);
     fclose(fp);
-    if (n > CLI_SECRET_MAX) {
-        cli_usage(c, "--secret-file %s is over %d bytes", f->secret_file,
-                  CLI_SECRET_MAX);
+    if (n > max) {
+        cli_usage(c, "%s %s is over %zu bytes", flag, path, max);
         return false;
     }
-    if (n > 0 && f->secret[n - 1] == '\n')
+    if (n > 0 && buf[n - 1] == '\n')
         n--;
-    if (n > 0 && f->secret[n - 1] == '\r')
+    if (n > 0 && buf[n - 1] == '\r')
         n--;
     if (n < 16) {
         cli_usage(c, "the secret in %s is %zu bytes; at least 16 are needed",
-                  f->secret_file, n);
+                  path, n);
         return false;
     }
-    f->secret_len = n;
+    buf[n] = '\0';
+    *len = n;
     return true;
 }
 
@@ -258,7 +256,9 @@ cli_sec_opts(cli_sec *f, const cli_cmd *c, troupe_node_opts *o)
     if (f->bare && f->n_peers > 0)
         return cli_usage(c, "with an allow-list (--peer ID=URL) every --peer "
                             "needs its ID");
-    if (f->secret_file != NULL && !read_secret(f, c))
+    if (f->secret_file != NULL &&
+        !cli_read_secret(c, "--secret-file", f->secret_file, f->secret,
+                         CLI_SECRET_MAX, &f->secret_len))
         return CLI_USAGE;
     if (f->secret_len > 0) {
         o->secret = f->secret;

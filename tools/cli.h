@@ -12,6 +12,7 @@
 #define TROUPE_TOOLS_CLI_H
 
 #include <getopt.h>
+#include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -122,6 +123,9 @@ enum {
     OPT_TLS_CA,
     OPT_PEER,
     OPT_LOG_LEVEL,
+    OPT_ADMIN_URL,
+    OPT_ADMIN_TOKEN_FILE,
+    OPT_JSON,
     OPT_FIRST_OWN /* a command's own options start here */
 };
 
@@ -139,10 +143,76 @@ enum {
 int
 cli_sec_flag(cli_sec *f, const cli_cmd *c, int ch, const char *v);
 
+/* Reads a secret (the cluster's, or the admin endpoint's token) from the
+ * file of `flag`: one trailing newline (and a CR before it) is not part
+ * of it; 16..max bytes, NUL-terminated in buf (max + 1 bytes). False with
+ * the message printed otherwise. */
+bool
+cli_read_secret(const cli_cmd *c, const char *flag, const char *path, char *buf,
+                size_t max, size_t *len);
+
 /* Checks the flags together, reads the secret and fills o: 0, or
  * CLI_USAGE (message printed). */
 int
 cli_sec_opts(cli_sec *f, const cli_cmd *c, troupe_node_opts *o);
+
+/*
+ * Through a running node (cli_admin.c): the inspection commands take
+ * --admin URL (http://HOST:PORT or HOST:PORT, the node's --admin address),
+ * --admin-token FILE and --json, and then ask the node's admin endpoint
+ * instead of opening a database; the acting commands exist only so.
+ */
+typedef struct cli_admin {
+    bool on;   /* --admin given */
+    bool json; /* --json: print the answer's JSON document */
+    char url[512];
+    const char *token_file;
+    char token[CLI_SECRET_MAX + 1];
+    size_t token_len;
+} cli_admin;
+
+#define CLI_ADMIN_OPTIONS                                                      \
+    {"admin", required_argument, NULL, OPT_ADMIN_URL},                         \
+        {"admin-token", required_argument, NULL, OPT_ADMIN_TOKEN_FILE},        \
+    {                                                                          \
+        "json", no_argument, NULL, OPT_JSON                                    \
+    }
+
+#define CLI_ADMIN_HELP                                                         \
+    "  --admin URL         ask the running node whose admin endpoint is\n"     \
+    "                      at URL (http://HOST:PORT) instead of opening\n"     \
+    "                      the database\n"                                     \
+    "  --admin-token FILE  the endpoint's bearer token\n"                      \
+    "  --json              print the endpoint's JSON answer (one line)\n"
+
+/* cli_common_flag for a command that also takes CLI_ADMIN_OPTIONS: those
+ * go into *a (CLI_CONTINUE, or CLI_USAGE for a bad --admin URL, message
+ * printed), anything else to cli_common_flag. */
+int
+cli_admin_common_flag(cli_admin *a, const cli_cmd *c, int ch, char **argv,
+                      troupe_log_level *level);
+/* After the options: reads the token. CLI_CONTINUE, or CLI_USAGE with the
+ * message printed. */
+int
+cli_admin_ready(cli_admin *a, const cli_cmd *c);
+/* s percent-encoded for a path segment or query value (free it); NULL on
+ * ENOMEM. */
+char *
+cli_admin_escape(const char *s);
+/* One request (body: JSON text or NULL): 0 with *out the answer (the
+ * caller json_decrefs it), or CLI_FAIL with what failed printed (an
+ * unreachable endpoint, an error answer's status and message). Blocks up
+ * to a minute. */
+int
+cli_admin_request(const cli_admin *a, const char *method, const char *path,
+                  const char *body, json_t **out);
+/* Prints an answer: `path value` lines, or the JSON with --json. */
+void
+cli_admin_print(const cli_admin *a, json_t *j);
+/* Request and print: 0, or what cli_admin_request returned. */
+int
+cli_admin_run(const cli_admin *a, const char *method, const char *path,
+              const char *body);
 
 int
 cmd_node(int argc, char **argv);
@@ -152,9 +222,20 @@ int
 cmd_stats(int argc, char **argv);
 int
 cmd_queue(int argc, char **argv);
+int
+cmd_table(int argc, char **argv);
+int
+cmd_index(int argc, char **argv);
+int
+cmd_kv(int argc, char **argv);
 
 /* The commands' texts, for `troupe help`. */
-extern const cli_cmd cli_node_cmd, cli_ping_cmd, cli_stats_cmd, cli_queue_cmd;
+extern const cli_cmd cli_node_cmd, cli_ping_cmd, cli_stats_cmd, cli_queue_cmd,
+    cli_table_cmd, cli_index_cmd, cli_kv_cmd;
+/* `troupe help table|index|kv SUB`: the subcommand's texts, NULL when
+ * unknown. */
+const cli_cmd *
+cli_data_sub(const char *cmd, const char *name);
 /* `troupe help queue SUB`: the subcommand's texts, NULL when unknown. */
 const cli_cmd *
 cli_queue_sub(const char *name);

@@ -2,23 +2,32 @@
  * troupe node: runs a node until SIGINT or SIGTERM, then shuts down
  * cleanly. It opens the database, serves a kv actor registered as "kv",
  * listens and dials its peers (docs/security.md for the security flags).
+ * With --admin it also opens the database's tables and queues and serves
+ * the admin endpoint (admin.h) over them; teardown runs in the reverse
+ * order: endpoint, queues, tables, catalog, runtime, node, pipeline,
+ * database.
  */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "admin.h"
 #include "cli.h"
 #include "troupe/actor.h"
+#include "troupe/catalog.h"
 #include "troupe/commit.h"
 #include "troupe/kv.h"
+#include "troupe/queue.h"
 #include "troupe/storage.h"
+#include "troupe/table.h"
 
 const cli_cmd cli_node_cmd = {
     .name = "node",
     .synopsis = "node --data DIR --listen URL [--peer [ID=]URL]... [--id N]\n"
-                "              [--schedulers N] [--log-level LEVEL] "
-                "[SECURITY]",
+                "              [--schedulers N] [--admin HOST:PORT "
+                "[--admin-token FILE]]\n"
+                "              [--log-level LEVEL] [SECURITY]",
     .help =
         "Runs a node until SIGINT or SIGTERM, then shuts down cleanly: opens\n"
         "the database under DIR (creating it), serves a kv actor registered\n"
@@ -35,6 +44,16 @@ const cli_cmd cli_node_cmd = {
         "  --id N               this node's id, 1..4294967294 (default 1)\n"
         "  --schedulers N       scheduler threads, 1..256 (default: one per\n"
         "                       core)\n"
+        "  --admin HOST:PORT    serve the admin endpoint (HTTP: JSON and\n"
+        "                       /metrics) there, over this node and the\n"
+        "                       database's tables and queues, which it then\n"
+        "                       opens; HOST must be loopback (127.0.0.1,\n"
+        "                       ::1, localhost) unless --admin-token is\n"
+        "                       given; PORT 0: any free one\n"
+        "  --admin-token FILE   the endpoint's bearer token (16..4096 bytes;\n"
+        "                       one trailing newline is not part of it):\n"
+        "                       every request must send Authorization:\n"
+        "                       Bearer <token>\n"
         "  --log-level LEVEL    error, warn, info or debug: the least severe\n"
         "                       library log records printed (default warn)\n"
         "  --secret-file FILE   the cluster secret (at least 16 bytes; one\n"
@@ -49,7 +68,72 @@ const cli_cmd cli_node_cmd = {
         "  -h, --help           this help\n",
 };
 
-enum { OPT_DATA = OPT_FIRST_OWN, OPT_LISTEN, OPT_ID, OPT_SCHEDULERS };
+enum {
+    OPT_DATA = OPT_FIRST_OWN,
+    OPT_LISTEN,
+    OPT_ID,
+    OPT_SCHEDULERS,
+    OPT_ADMIN,
+    OPT_ADMIN_TOKEN
+};
+
+/* The objects --admin adds; each NULL until opened. */
+typedef struct admin_objs {
+    troupe_catalog *cat;
+    troupe_tables *tables;
+    troupe_queues *queues;
+    admin *ep;
+} admin_objs;
+
+static void
+admin_close(admin_objs *a)
+{
+    admin_destroy(a->ep);
+    troupe_queues_destroy(a->queues);
+    if (a->tables != NULL) {
+        troupe_tables_stop_wait(a->tables);
+        troupe_tables_destroy(a->tables);
+    }
+    if (a->cat != NULL) {
+        troupe_catalog_stop_wait(a->cat);
+        troupe_catalog_destroy(a->cat);
+    }
+}
+
+/* Opens the tables and queues and starts the endpoint: 0, or CLI_FAIL with
+ * the message printed (what was opened stays in *a for admin_close). */
+static int
+admin_open(admin_objs *a, const admin_ctx *base, const char *addr,
+           const char *token, size_t token_len)
+{
+    troupe_catalog_opts co = {.rt = base->rt, .db = base->db};
+    troupe_err e = troupe_catalog_open(&co, &a->cat);
+    if (e != TROUPE_OK)
+        return cli_failed("open catalog", e);
+    troupe_tables_opts to = {.catalog = a->cat, .commit = base->commit};
+    if ((e = troupe_tables_open(&to, &a->tables)) != TROUPE_OK)
+        return cli_failed("open tables", e);
+    troupe_queues_opts qo = {.catalog = a->cat, .commit = base->commit};
+    if ((e = troupe_queues_open(&qo, &a->queues)) != TROUPE_OK)
+        return cli_failed("open queues", e);
+    admin_ctx ctx = *base;
+    ctx.tables = a->tables;
+    ctx.queues = a->queues;
+    e = admin_create(&ctx, addr, token, token_len, &a->ep);
+    if (e == TROUPE_EAUTH) {
+        fprintf(stderr,
+                "troupe node: --admin %s is not loopback: give "
+                "--admin-token\n",
+                addr);
+        return CLI_FAIL;
+    }
+    if (e != TROUPE_OK) {
+        fprintf(stderr, "troupe node: cannot serve the admin endpoint on %s\n",
+                addr);
+        return cli_failed("admin endpoint", e);
+    }
+    return 0;
+}
 
 int
 cmd_node(int argc, char **argv)
@@ -60,10 +144,15 @@ cmd_node(int argc, char **argv)
         {"listen", required_argument, NULL, OPT_LISTEN},
         {"id", required_argument, NULL, OPT_ID},
         {"schedulers", required_argument, NULL, OPT_SCHEDULERS},
+        {"admin", required_argument, NULL, OPT_ADMIN},
+        {"admin-token", required_argument, NULL, OPT_ADMIN_TOKEN},
         CLI_SEC_OPTIONS,
         CLI_COMMON_OPTIONS,
         {NULL, 0, NULL, 0}};
-    const char *data = NULL, *listen = NULL;
+    const char *data = NULL, *listen = NULL, *admin_addr = NULL,
+               *token_file = NULL;
+    static char token[ADMIN_TOKEN_MAX + 1];
+    size_t token_len = 0;
     static cli_sec sec; /* 8 KiB of secret and peers: off the stack */
     memset(&sec, 0, sizeof(sec));
     long id = 1, scheds = 0;
@@ -93,6 +182,12 @@ cmd_node(int argc, char **argv)
             if (!cli_num(c, "--schedulers", optarg, 1, 256, &scheds))
                 return CLI_USAGE;
             break;
+        case OPT_ADMIN:
+            admin_addr = optarg;
+            break;
+        case OPT_ADMIN_TOKEN:
+            token_file = optarg;
+            break;
         default:
             if ((rc = cli_common_flag(c, ch, argv, &level)) != CLI_CONTINUE)
                 return rc;
@@ -102,6 +197,12 @@ cmd_node(int argc, char **argv)
         return rc;
     if (data == NULL || listen == NULL)
         return cli_usage(c, "--data and --listen are required");
+    if (token_file != NULL && admin_addr == NULL)
+        return cli_usage(c, "--admin-token goes with --admin");
+    if (token_file != NULL &&
+        !cli_read_secret(c, "--admin-token", token_file, token, ADMIN_TOKEN_MAX,
+                         &token_len))
+        return CLI_USAGE;
     troupe_node_opts no = {0};
     int bad = cli_sec_opts(&sec, c, &no);
     if (bad != 0)
@@ -151,23 +252,37 @@ cmd_node(int argc, char **argv)
         rc = cli_failed("kv actor", e);
         goto out_rt;
     }
+    admin_objs adm = {0};
+    if (admin_addr != NULL) {
+        admin_ctx ctx = {
+            .rt = rt, .db = db, .commit = commit, .node = node, .kv = kv};
+        if ((rc = admin_open(&adm, &ctx, admin_addr, token_len ? token : NULL,
+                             token_len)) != 0)
+            goto out_admin;
+    }
     for (uint32_t i = 0; i < sec.n_dial; i++) {
         if ((e = troupe_node_connect(node, sec.dial[i])) != TROUPE_OK) {
             fprintf(stderr, "troupe node: cannot dial peer %s\n", sec.dial[i]);
             rc = cli_failed("connect", e);
-            goto out_rt;
+            goto out_admin;
         }
     }
     printf("troupe node %ld: data %s, listening on %s, %u peer(s)%s; "
            "SIGINT or SIGTERM stops it\n",
            id, data, troupe_node_url(node), sec.n_dial,
            sec.n_peers ? " (allow-list)" : "");
+    if (adm.ep != NULL)
+        printf("troupe node %ld: admin endpoint on http://%.*s:%d/\n", id,
+               (int)(strrchr(admin_addr, ':') - admin_addr), admin_addr,
+               admin_port(adm.ep));
     fflush(stdout);
     int sig = 0;
     sigwait(&sigs, &sig);
     printf("troupe node %ld: %s received, shutting down\n", id,
            sig == SIGINT ? "SIGINT" : "SIGTERM");
     fflush(stdout);
+out_admin:
+    admin_close(&adm);
 out_rt:
     if (rt != NULL)
         troupe_runtime_shutdown_wait(rt);

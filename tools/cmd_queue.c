@@ -10,9 +10,11 @@
  * in a database that has none (and migrates one of catalog format 1,
  * docs/data-model.md). Nothing else is written, but no node may hold the
  * database.
- * Pause and resume are not commands: a pause lives in the memory of the
- * process that paused (queue.h), so a command could not make one outlast
- * itself.
+ * Pause and resume (and retry, ack, delete-owner) act on a running node,
+ * through its admin endpoint (--admin): a pause lives in the memory of the
+ * process that paused (queue.h), so a command that opened the database
+ * itself could not make one outlast itself. With --admin the inspection
+ * subcommands ask the node too, and nothing is opened here.
  */
 #include <stdio.h>
 #include <string.h>
@@ -34,9 +36,11 @@
     "  --log-level LEVEL   error, warn, info or debug (default warn)\n"        \
     "  -h, --help          this help\n"
 
+#define ADMIN_ONLY "It acts on a running node: --admin URL is required.\n"
+
 const cli_cmd cli_queue_cmd = {
     .name = "queue",
-    .synopsis = "queue SUBCOMMAND --data DIR [FLAGS]...",
+    .synopsis = "queue SUBCOMMAND (--data DIR | --admin URL) [FLAGS]...",
     .help =
         "Inspects the queues of the database under DIR.\n"
         "\n"
@@ -47,23 +51,30 @@ const cli_cmd cli_queue_cmd = {
         "  pending     a page of pending invocations, oldest due first\n"
         "  completed   a page of completed invocations\n"
         "  show        every stored invocation of one event id\n"
+        "  pause       stop a running node delivering a queue (--admin)\n"
+        "  resume      let it deliver again (--admin)\n"
+        "  retry       reschedule one pending invocation to now (--admin)\n"
+        "  ack         complete one pending invocation (--admin)\n"
+        "  delete-owner  delete an owner's invocations (--admin)\n"
         "\n"
         "troupe queue SUBCOMMAND --help tells each one's flags.\n" QUEUE_OPENS
-        "Pause and resume are not commands: a pause lives in the memory\n"
-        "of the process that paused, so a command could not make it last.\n",
+        "With --admin URL every subcommand asks the running node instead.\n"
+        "Pause and resume need it: a pause lives in the memory of the\n"
+        "process that paused, so a command could not make it last.\n",
 };
 
 static const cli_cmd sub_cmds[] = {
     {.name = "queue list",
      .synopsis = "queue list --data DIR [--log-level LEVEL]",
      .help = "Lists the queues: name, id, partitions, retention.\n"
-             "\n" DATA_HELP LEVEL_HELP "\n" QUEUE_OPENS},
+             "\n" DATA_HELP CLI_ADMIN_HELP LEVEL_HELP "\n" QUEUE_OPENS},
     {.name = "queue stats",
      .synopsis = "queue stats --data DIR --queue NAME [--log-level LEVEL]",
-     .help = "Counts a queue's pending, completed and malformed rows, per\n"
-             "partition too, and its oldest due time with the lag behind "
-             "it.\n"
-             "\n" DATA_HELP QUEUE_HELP LEVEL_HELP "\n" QUEUE_OPENS},
+     .help =
+         "Counts a queue's pending, completed and malformed rows, per\n"
+         "partition too, and its oldest due time with the lag behind "
+         "it.\n"
+         "\n" DATA_HELP QUEUE_HELP CLI_ADMIN_HELP LEVEL_HELP "\n" QUEUE_OPENS},
     {.name = "queue pending",
      .synopsis = "queue pending --data DIR --queue NAME [--limit N]\n"
                  "              [--after CURSOR-HEX] [--log-level LEVEL]",
@@ -74,7 +85,7 @@ static const cli_cmd sub_cmds[] = {
              "  --limit N           invocations per page, 1..10000 (default "
              "100)\n"
              "  --after CURSOR-HEX  continue after the cursor a page "
-             "printed\n" LEVEL_HELP "\n" QUEUE_OPENS},
+             "printed\n" CLI_ADMIN_HELP LEVEL_HELP "\n" QUEUE_OPENS},
     {.name = "queue completed",
      .synopsis = "queue completed --data DIR --queue NAME [--limit N]\n"
                  "              [--after CURSOR-HEX] [--log-level LEVEL]",
@@ -84,18 +95,64 @@ static const cli_cmd sub_cmds[] = {
              "  --limit N           invocations per page, 1..10000 (default "
              "100)\n"
              "  --after CURSOR-HEX  continue after the cursor a page "
-             "printed\n" LEVEL_HELP "\n" QUEUE_OPENS},
+             "printed\n" CLI_ADMIN_HELP LEVEL_HELP "\n" QUEUE_OPENS},
     {.name = "queue show",
      .synopsis = "queue show --data DIR --queue NAME (--id ID | --id-hex HEX)\n"
                  "              [--log-level LEVEL]",
      .help = "Prints every stored invocation of one event id, whole.\n"
              "\n" DATA_HELP QUEUE_HELP
              "  --id ID             the event id as text (1..255 bytes)\n"
-             "  --id-hex HEX        the event id as hex digits\n" LEVEL_HELP
-             "\n" QUEUE_OPENS},
+             "  --id-hex HEX        the event id as hex digits\n" CLI_ADMIN_HELP
+                 LEVEL_HELP "\n" QUEUE_OPENS},
+    {.name = "queue pause",
+     .synopsis = "queue pause --admin URL --queue NAME [--admin-token FILE]",
+     .help = "Stops the node delivering the queue's events (handlers already\n"
+             "running finish). Not persisted: a restarted node delivers.\n"
+             "\n" QUEUE_HELP CLI_ADMIN_HELP LEVEL_HELP "\n" ADMIN_ONLY},
+    {.name = "queue resume",
+     .synopsis = "queue resume --admin URL --queue NAME [--admin-token FILE]",
+     .help = "Lets the node deliver the queue's events again.\n"
+             "\n" QUEUE_HELP CLI_ADMIN_HELP LEVEL_HELP "\n" ADMIN_ONLY},
+    {.name = "queue retry",
+     .synopsis = "queue retry --admin URL --queue NAME --skey HEX\n"
+                 "              [--admin-token FILE]",
+     .help = "Reschedules one pending invocation to now: it is completed and\n"
+             "its replacement is due at once.\n"
+             "\n" QUEUE_HELP
+             "  --skey HEX          the invocation's storage key, as pages\n"
+             "                      print it (--admin: the skey "
+             "field)\n" CLI_ADMIN_HELP LEVEL_HELP "\n" ADMIN_ONLY},
+    {.name = "queue ack",
+     .synopsis = "queue ack --admin URL --queue NAME --skey HEX\n"
+                 "              [--admin-token FILE]",
+     .help =
+         "Completes one pending invocation.\n"
+         "\n" QUEUE_HELP
+         "  --skey HEX          the invocation's storage key\n" CLI_ADMIN_HELP
+             LEVEL_HELP "\n" ADMIN_ONLY},
+    {.name = "queue delete-owner",
+     .synopsis = "queue delete-owner --admin URL --queue NAME --owner-kind K\n"
+                 "              --owner-id ID [--admin-token FILE]",
+     .help = "Deletes every pending and completed invocation of one owner\n"
+             "(an invocation being delivered right now is kept).\n"
+             "\n" QUEUE_HELP "  --owner-kind K      the owner's kind (text)\n"
+             "  --owner-id ID       the owner's id (text)\n" CLI_ADMIN_HELP
+                 LEVEL_HELP "\n" ADMIN_ONLY},
 };
 
-enum { Q_LIST, Q_STATS, Q_PENDING, Q_COMPLETED, Q_SHOW, Q_N };
+enum {
+    Q_LIST,
+    Q_STATS,
+    Q_PENDING,
+    Q_COMPLETED,
+    Q_SHOW,
+    Q_PAUSE, /* from here on: --admin only */
+    Q_RESUME,
+    Q_RETRY,
+    Q_ACK,
+    Q_DELETE_OWNER,
+    Q_N
+};
 
 const cli_cmd *
 cli_queue_sub(const char *name)
@@ -113,7 +170,10 @@ enum {
     OPT_LIMIT,
     OPT_AFTER,
     OPT_ID,
-    OPT_ID_HEX
+    OPT_ID_HEX,
+    OPT_SKEY,
+    OPT_OWNER_KIND,
+    OPT_OWNER_ID
 };
 
 typedef struct qenv {
@@ -375,6 +435,61 @@ queue_show(qenv *q, const char *queue, const uint8_t *id, size_t id_len)
     return 0;
 }
 
+typedef struct qargs {
+    const char *queue, *after, *id, *id_hex, *skey, *owner_kind, *owner_id;
+    long limit;
+} qargs;
+
+/* A subcommand through a running node's admin endpoint. */
+static int
+queue_admin(int kind, const cli_admin *a, const qargs *q)
+{
+    static const char *const sub[] = {
+        [Q_PENDING] = "pending", [Q_COMPLETED] = "completed",
+        [Q_SHOW] = "events",     [Q_PAUSE] = "pause",
+        [Q_RESUME] = "resume",   [Q_RETRY] = "retry",
+        [Q_ACK] = "ack",         [Q_DELETE_OWNER] = "delete-by-owner"};
+    if (kind == Q_LIST)
+        return cli_admin_run(a, "GET", "/v1/queues", NULL);
+    char *name = cli_admin_escape(q->queue);
+    char *v = q->after    ? cli_admin_escape(q->after)
+              : q->id     ? cli_admin_escape(q->id)
+              : q->id_hex ? cli_admin_escape(q->id_hex)
+                          : NULL;
+    char *body = NULL;
+    if (kind == Q_RETRY || kind == Q_ACK) {
+        json_t *b = json_pack("{s:s}", "skey", q->skey);
+        body = b ? json_dumps(b, JSON_COMPACT) : NULL;
+        json_decref(b);
+    } else if (kind == Q_DELETE_OWNER) {
+        json_t *b =
+            json_pack("{s:s,s:s}", "kind", q->owner_kind, "id", q->owner_id);
+        body = b ? json_dumps(b, JSON_COMPACT) : NULL;
+        json_decref(b);
+    }
+    char path[16384];
+    if (kind == Q_STATS)
+        snprintf(path, sizeof(path), "/v1/queues/%s", name ? name : "");
+    else if (kind == Q_SHOW)
+        snprintf(path, sizeof(path), "/v1/queues/%s/events?%s=%s",
+                 name ? name : "", q->id ? "id" : "id_hex", v ? v : "");
+    else if (kind == Q_PENDING || kind == Q_COMPLETED)
+        snprintf(path, sizeof(path), "/v1/queues/%s/%s?limit=%ld%s%s",
+                 name ? name : "", sub[kind], q->limit, v ? "&after=" : "",
+                 v ? v : "");
+    else
+        snprintf(path, sizeof(path), "/v1/queues/%s/%s", name ? name : "",
+                 sub[kind]);
+    int rc =
+        name == NULL || (kind >= Q_RETRY && body == NULL)
+            ? cli_failed("request", TROUPE_ENOMEM)
+            : cli_admin_run(a, kind >= Q_PAUSE ? "POST" : "GET", path, body);
+    free(body);
+    free(v);
+    free(name);
+    return rc;
+}
+
 int
 cmd_queue(int argc, char **argv)
 {
@@ -386,24 +501,23 @@ cmd_queue(int argc, char **argv)
     if (strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0)
         return cli_help(top);
     const cli_cmd *c = cli_queue_sub(sub);
-    if (c == NULL) {
-        if (strcmp(sub, "pause") == 0 || strcmp(sub, "resume") == 0)
-            return cli_usage(top,
-                             "%s is not a command: a pause lives in the "
-                             "memory of the process that paused, so a "
-                             "command could not make it last",
-                             sub);
+    if (c == NULL)
         return cli_usage(top, "unknown subcommand '%s'", sub);
-    }
     int kind = (int)(c - sub_cmds);
     bool paged = kind == Q_PENDING || kind == Q_COMPLETED;
     /* Each subcommand takes only its own flags: the table ends early. */
-    struct option opts[10];
+    struct option opts[16];
     size_t no = 0;
+    /* --data for the acting ones too, to say why it cannot do */
     opts[no++] = (struct option){"data", required_argument, NULL, OPT_DATA};
     opts[no++] =
         (struct option){"log-level", required_argument, NULL, OPT_LOG_LEVEL};
     opts[no++] = (struct option){"help", no_argument, NULL, 'h'};
+    opts[no++] =
+        (struct option){"admin", required_argument, NULL, OPT_ADMIN_URL};
+    opts[no++] = (struct option){"admin-token", required_argument, NULL,
+                                 OPT_ADMIN_TOKEN_FILE};
+    opts[no++] = (struct option){"json", no_argument, NULL, OPT_JSON};
     if (kind != Q_LIST)
         opts[no++] =
             (struct option){"queue", required_argument, NULL, OPT_QUEUE};
@@ -418,11 +532,20 @@ cmd_queue(int argc, char **argv)
         opts[no++] =
             (struct option){"id-hex", required_argument, NULL, OPT_ID_HEX};
     }
+    if (kind == Q_RETRY || kind == Q_ACK)
+        opts[no++] = (struct option){"skey", required_argument, NULL, OPT_SKEY};
+    if (kind == Q_DELETE_OWNER) {
+        opts[no++] = (struct option){"owner-kind", required_argument, NULL,
+                                     OPT_OWNER_KIND};
+        opts[no++] =
+            (struct option){"owner-id", required_argument, NULL, OPT_OWNER_ID};
+    }
     opts[no] = (struct option){NULL, 0, NULL, 0};
 
-    const char *data = NULL, *queue = NULL, *after = NULL, *id = NULL,
-               *id_hex = NULL;
-    long limit = 100;
+    const char *data = NULL;
+    qargs qa = {.limit = 100};
+    static cli_admin adm;
+    memset(&adm, 0, sizeof(adm));
     troupe_log_level level = TROUPE_LOG_DEFAULT;
     cli_getopt_reset();
     int ch, rc;
@@ -432,24 +555,34 @@ cmd_queue(int argc, char **argv)
             data = optarg;
             break;
         case OPT_QUEUE:
-            queue = optarg;
+            qa.queue = optarg;
             break;
         case OPT_LIMIT:
             if (!cli_num(c, "--limit", optarg, 1, TROUPE_QUEUE_PAGE_MAX,
-                         &limit))
+                         &qa.limit))
                 return CLI_USAGE;
             break;
         case OPT_AFTER:
-            after = optarg;
+            qa.after = optarg;
             break;
         case OPT_ID:
-            id = optarg;
+            qa.id = optarg;
             break;
         case OPT_ID_HEX:
-            id_hex = optarg;
+            qa.id_hex = optarg;
+            break;
+        case OPT_SKEY:
+            qa.skey = optarg;
+            break;
+        case OPT_OWNER_KIND:
+            qa.owner_kind = optarg;
+            break;
+        case OPT_OWNER_ID:
+            qa.owner_id = optarg;
             break;
         default:
-            if ((rc = cli_common_flag(c, ch, argv, &level)) != CLI_CONTINUE)
+            if ((rc = cli_admin_common_flag(&adm, c, ch, argv, &level)) !=
+                CLI_CONTINUE)
                 return rc;
         }
     }
@@ -457,12 +590,31 @@ cmd_queue(int argc, char **argv)
      * program name. */
     if ((rc = cli_operands(c, argc, argv, 0, "")) != CLI_CONTINUE)
         return rc;
-    if (data == NULL)
-        return cli_usage(c, "--data is required");
-    if (kind != Q_LIST && queue == NULL)
+    if ((rc = cli_admin_ready(&adm, c)) != CLI_CONTINUE)
+        return rc;
+    if (kind >= Q_PAUSE && !adm.on) {
+        if (kind == Q_PAUSE || kind == Q_RESUME)
+            return cli_usage(c,
+                             "%s needs --admin URL: a pause lives in the "
+                             "memory of the process that paused, so only "
+                             "the running node can hold one",
+                             sub);
+        return cli_usage(c, "%s needs --admin URL (a running node)", sub);
+    }
+    if (kind < Q_PAUSE && (data == NULL) == !adm.on)
+        return cli_usage(c, "give --data DIR or --admin URL (one of them)");
+    if (kind != Q_LIST && qa.queue == NULL)
         return cli_usage(c, "--queue is required");
-    if (kind == Q_SHOW && (id == NULL) == (id_hex == NULL))
+    if (kind == Q_SHOW && (qa.id == NULL) == (qa.id_hex == NULL))
         return cli_usage(c, "give --id or --id-hex (one of them)");
+    if ((kind == Q_RETRY || kind == Q_ACK) && qa.skey == NULL)
+        return cli_usage(c, "--skey is required");
+    if (kind == Q_DELETE_OWNER &&
+        (qa.owner_kind == NULL || qa.owner_id == NULL))
+        return cli_usage(c, "--owner-kind and --owner-id are required");
+    const char *after = qa.after, *id = qa.id, *id_hex = qa.id_hex,
+               *queue = qa.queue;
+    long limit = qa.limit;
     uint8_t *cur = NULL, *idb = NULL;
     size_t cur_len = 0, idb_len = 0;
     if (after != NULL && !parse_hex(after, &cur, &cur_len))
@@ -477,6 +629,18 @@ cmd_queue(int argc, char **argv)
     if (id != NULL && (*id == '\0' || strlen(id) > TROUPE_QUEUE_ID_MAX)) {
         troupe_free(cur);
         return cli_usage(c, "--id wants 1..%d bytes", TROUPE_QUEUE_ID_MAX);
+    }
+    if (qa.skey != NULL) {
+        uint8_t *k = NULL;
+        size_t kl = 0;
+        if (!parse_hex(qa.skey, &k, &kl))
+            return cli_usage(c, "--skey wants hex digits, got '%s'", qa.skey);
+        troupe_free(k);
+    }
+    if (adm.on) {
+        troupe_free(cur);
+        troupe_free(idb);
+        return queue_admin(kind, &adm, &qa);
     }
     qenv q;
     rc = qenv_open(data, level, &q);

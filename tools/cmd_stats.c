@@ -9,9 +9,13 @@
  * of an older format), the tables store their version floor (one synced
  * write) and resume index builds. So --tables opens the
  * database writable, as the command always did, and no node may hold it.
+ *
+ * With --admin the figures come from a running node's admin endpoint
+ * (GET /v1/db, /v1/tables): the node's live view, tables included.
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -22,7 +26,9 @@
 
 const cli_cmd cli_stats_cmd = {
     .name = "stats",
-    .synopsis = "stats --data DIR [--tables] [--log-level LEVEL]",
+    .synopsis = "stats (--data DIR | --admin URL [--admin-token FILE] "
+                "[--json])\n"
+                "              [--tables] [--log-level LEVEL]",
     .help =
         "Prints the figures of the database under DIR, one `key value...`\n"
         "line each. It opens the database read-only: nothing is written, and\n"
@@ -39,10 +45,46 @@ const cli_cmd cli_stats_cmd = {
         "                      this opens the database writable and no node\n"
         "                      may hold it. Key versions and counters live in\n"
         "                      memory: this shows this process's view, zeros\n"
-        "                      but for the catalog\n"
+        "                      but for the catalog\n" CLI_ADMIN_HELP
+        "                      (with --tables: the node's live counters)\n"
         "  --log-level LEVEL   error, warn, info or debug (default warn)\n"
         "  -h, --help          this help\n",
 };
+
+/* The node's figures through its admin endpoint: the family lines of
+ * stats_storage, or the tables' answer as lines. */
+static int
+stats_admin(const cli_admin *a, bool tables)
+{
+    if (tables)
+        return cli_admin_run(a, "GET", "/v1/tables", NULL);
+    json_t *j = NULL;
+    int rc = cli_admin_request(a, "GET", "/v1/db", NULL, &j);
+    if (rc != 0)
+        return rc;
+    if (a->json) {
+        cli_admin_print(a, j);
+    } else {
+        json_t *fam = json_object_get(j, "families");
+        printf("families %zu\n", json_array_size(fam));
+        size_t i;
+        json_t *f;
+        json_array_foreach(fam, i, f)
+        {
+            printf("family %s keys %" JSON_INTEGER_FORMAT
+                   " live_bytes %" JSON_INTEGER_FORMAT
+                   " file_bytes %" JSON_INTEGER_FORMAT
+                   " mem_bytes %" JSON_INTEGER_FORMAT "\n",
+                   json_string_value(json_object_get(f, "name")),
+                   json_integer_value(json_object_get(f, "keys")),
+                   json_integer_value(json_object_get(f, "live_bytes")),
+                   json_integer_value(json_object_get(f, "file_bytes")),
+                   json_integer_value(json_object_get(f, "mem_bytes")));
+        }
+    }
+    json_decref(j);
+    return 0;
+}
 
 enum { OPT_DATA = OPT_FIRST_OWN, OPT_TABLES };
 
@@ -174,10 +216,13 @@ cmd_stats(int argc, char **argv)
     static const struct option opts[] = {
         {"data", required_argument, NULL, OPT_DATA},
         {"tables", no_argument, NULL, OPT_TABLES},
+        CLI_ADMIN_OPTIONS,
         CLI_COMMON_OPTIONS,
         {NULL, 0, NULL, 0}};
     const char *data = NULL;
     bool tables = false;
+    static cli_admin adm;
+    memset(&adm, 0, sizeof(adm));
     troupe_log_level level = TROUPE_LOG_DEFAULT;
     cli_getopt_reset();
     int ch, rc;
@@ -190,14 +235,19 @@ cmd_stats(int argc, char **argv)
             tables = true;
             break;
         default:
-            if ((rc = cli_common_flag(c, ch, argv, &level)) != CLI_CONTINUE)
+            if ((rc = cli_admin_common_flag(&adm, c, ch, argv, &level)) !=
+                CLI_CONTINUE)
                 return rc;
         }
     }
     if ((rc = cli_operands(c, argc, argv, 0, "")) != CLI_CONTINUE)
         return rc;
-    if (data == NULL)
-        return cli_usage(c, "--data is required");
+    if ((rc = cli_admin_ready(&adm, c)) != CLI_CONTINUE)
+        return rc;
+    if ((data == NULL) == !adm.on)
+        return cli_usage(c, "give --data DIR or --admin URL (one of them)");
+    if (adm.on)
+        return stats_admin(&adm, tables);
     if (access(data, F_OK) != 0) {
         fprintf(stderr, "troupe stats: no database at %s\n", data);
         return CLI_FAIL;

@@ -7,7 +7,8 @@
  *   troupe node    run a node
  *   troupe ping    round trips to a node
  *   troupe stats   a database's figures (read-only)
- *   troupe queue   inspect a database's queues
+ *   troupe queue   inspect a database's queues (or a node's, and act)
+ *   troupe table, troupe index, troupe kv   a running node's data
  *   troupe version, troupe --version
  *   troupe help [COMMAND [SUBCOMMAND]], troupe [COMMAND] --help
  *
@@ -34,9 +35,15 @@ static const command commands[] = {
     {"stats", "print a database's figures (read-only; --tables: the tables')",
      cmd_stats, &cli_stats_cmd},
     {"queue",
-     "inspect a database's queues: list, stats, pending, completed, "
-     "show",
+     "a database's or a running node's queues: list, stats, pending, ..., "
+     "pause",
      cmd_queue, &cli_queue_cmd},
+    {"table", "a running node's rows (--admin): get, scan", cmd_table,
+     &cli_table_cmd},
+    {"index", "a running node's indexes (--admin): state, rebuild", cmd_index,
+     &cli_index_cmd},
+    {"kv", "a running node's kv values (--admin): get, put", cmd_kv,
+     &cli_kv_cmd},
     {"version", "print troupe's version", NULL, NULL},
     {"help", "print this help, or a command's: troupe help COMMAND [SUB]", NULL,
      NULL},
@@ -98,6 +105,14 @@ help(int argc, char **argv)
             return cli_usage(c->texts, "unknown subcommand '%s'", argv[1]);
         return cli_help(sub);
     }
+    if (c->run == cmd_table || c->run == cmd_index || c->run == cmd_kv) {
+        if (argc > 1) {
+            const cli_cmd *sub = cli_data_sub(c->name, argv[1]);
+            if (sub == NULL)
+                return cli_usage(c->texts, "unknown subcommand '%s'", argv[1]);
+            return cli_help(sub);
+        }
+    }
     return cli_help(c->texts);
 }
 
@@ -142,7 +157,8 @@ main(int argc, char **argv)
     }
     /* queue's entry takes its subcommand as argv[0]; the others get their
      * own name there, as getopt_long wants a program name first. */
-    if (strcmp(c->name, "queue") == 0)
+    if (c->run == cmd_queue || c->run == cmd_table || c->run == cmd_index ||
+        c->run == cmd_kv)
         return c->run(argc - 2, argv + 2);
     return c->run(argc - 1, argv + 1);
 }

@@ -97,6 +97,9 @@ struct troupe_commit {
     char *merge;
     size_t merge_cap;
     _Atomic uint64_t n_batches, n_groups, n_syncs;
+    /* written by the writer only, read by troupe_commit_get_hists */
+    troupe_hist h_write_ns; /* each group's RocksDB write (and sync) */
+    troupe_hist h_group;    /* batches per group */
 };
 
 static void
@@ -302,10 +305,14 @@ writer_main(void *arg)
         pthread_mutex_unlock(&c->mu);
 
         int64_t t0 = mono_ns();
-        if (write_group(c, head, n)) {
+        bool synced = write_group(c, head, n);
+        int64_t dt = mono_ns() - t0;
+        if (synced) {
             last_n = n;
-            last_sync_ns = mono_ns() - t0;
+            last_sync_ns = dt;
         }
+        troupe_hist_add(&c->h_write_ns, dt > 0 ? (uint64_t)dt : 0);
+        troupe_hist_add(&c->h_group, n);
         atomic_fetch_add_explicit(&c->n_batches, n, memory_order_relaxed);
         /* Callbacks first, recycling after: submitters waiting on a
          * completion get going sooner. */
@@ -346,6 +353,9 @@ troupe_commit_create(troupe_db *db, const troupe_commit_opts *opts,
     c->group_max_bytes = opts && opts->group_max_bytes ? opts->group_max_bytes
                                                        : DEFAULT_GROUP_BYTES;
     atomic_init(&c->n_batches, 0);
+    troupe_hist_init(&c->h_write_ns, TROUPE_COMMIT_WRITE_NS_BASE,
+                     TROUPE_COMMIT_WRITE_NS_BUCKETS);
+    troupe_hist_init(&c->h_group, 1, TROUPE_COMMIT_GROUP_BUCKETS);
     atomic_init(&c->n_groups, 0);
     atomic_init(&c->n_syncs, 0);
     pthread_mutex_init(&c->mu, NULL);
@@ -506,4 +516,16 @@ troupe_commit_get_stats(const troupe_commit *c, troupe_commit_stats *st)
     st->batches = atomic_load_explicit(&m->n_batches, memory_order_relaxed);
     st->groups = atomic_load_explicit(&m->n_groups, memory_order_relaxed);
     st->syncs = atomic_load_explicit(&m->n_syncs, memory_order_relaxed);
+}
+
+void
+troupe_commit_get_hists(const troupe_commit *c, troupe_hist_snapshot *write_ns,
+                        troupe_hist_snapshot *group)
+{
+    troupe_hist zero;
+    troupe_hist_init(&zero, 1, 1);
+    if (write_ns != NULL)
+        troupe_hist_read(c ? &c->h_write_ns : &zero, write_ns);
+    if (group != NULL)
+        troupe_hist_read(c ? &c->h_group : &zero, group);
 }

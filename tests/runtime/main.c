@@ -21,6 +21,10 @@ version_suite(void);
 Suite *
 log_suite(void);
 Suite *
+sched_stats_suite(void);
+Suite *
+hist_suite(void);
+Suite *
 block_suite(void);
 
 int
@@ -29,6 +33,7 @@ main(void)
     Suite *s[] = {err_suite(),    msg_suite(),       actor_suite(),
                   ask_suite(),    lifecycle_suite(), ids_suite(),
                   remote_suite(), budget_suite(),    version_suite(),
-                  log_suite(),    block_suite()};
+                  log_suite(),    block_suite(),     sched_stats_suite(),
+                  hist_suite()};
     return ts_run_suites(s, (int)(sizeof(s) / sizeof(s[0])));
 }

@@ -153,6 +153,10 @@ START_TEST(test_create_and_calls_bad_args)
     troupe_commit_get_stats(NULL, &st);
     ck_assert_uint_eq(st.batches + st.groups + st.syncs, 0);
     troupe_commit_get_stats(NULL, NULL);
+    troupe_hist_snapshot hw = {.count = 9}, hg = {.count = 9};
+    troupe_commit_get_hists(NULL, &hw, &hg);
+    ck_assert_uint_eq(hw.count + hg.count + hw.sum + hg.sum, 0);
+    troupe_commit_get_hists(NULL, NULL, NULL);
 }
 END_TEST
 
@@ -272,6 +276,15 @@ START_TEST(test_queued_batches_merge_into_one_synced_write)
     ck_assert_uint_eq(st.batches, N + 2);
     ck_assert_uint_eq(st.groups, 2); /* the gate's, then one for all */
     ck_assert_uint_eq(st.syncs, 1);
+    /* the histograms: two writes; groups of 1 and N + 1 batches */
+    troupe_hist_snapshot hw, hg;
+    troupe_commit_get_hists(c, &hw, &hg);
+    ck_assert_uint_eq(hw.count, 2);
+    ck_assert_uint_gt(hw.sum, 0);
+    ck_assert_uint_eq(hg.count, 2);
+    ck_assert_uint_eq(hg.sum, N + 2);
+    ck_assert_uint_eq(hg.counts[0], 1); /* <= 1 */
+    ck_assert_uint_eq(hg.counts[4], 1); /* 11 in (8, 16] */
     int last = atomic_load(&g.s.order);
     for (int i = 0; i <= N; i++) {
         ck_assert_int_eq(atomic_load(&s[i].fired), 1);

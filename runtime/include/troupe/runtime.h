@@ -291,6 +291,26 @@ typedef struct troupe_runtime_stats {
 void
 troupe_runtime_stats_get(const troupe_runtime *rt, troupe_runtime_stats *out);
 
+/* One scheduler's figures, from a walk over its actors on its thread. */
+typedef struct troupe_sched_stats {
+    uint32_t actors;     /* live actors on the scheduler */
+    uint64_t queued;     /* messages in their mailboxes or in a turn now */
+    uint32_t max_queued; /* the deepest of those mailboxes */
+} troupe_sched_stats;
+
+/*
+ * Fills *out for scheduler i (i < troupe_runtime_schedulers): the walk is
+ * posted to that scheduler's thread and this call waits for it, so it
+ * takes as long as the turn running there. Errors: EINVAL (NULL, i out of
+ * range), ESTATE (called from a troupe scheduler's thread, which could
+ * wait for itself), ECLOSED (the scheduler has closed), ENOMEM. Blocks:
+ * never call it on a loop thread (a host's loop in embedded mode
+ * included).
+ */
+troupe_err
+troupe_runtime_sched_stats_wait(troupe_runtime *rt, unsigned i,
+                                troupe_sched_stats *out);
+
 /*
  * Runs fn(arg, rt) once on scheduler 0 (the host's loop in embedded mode),
  * never inside this call: for adapters that finish on another thread, or

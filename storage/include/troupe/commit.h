@@ -56,6 +56,7 @@
 #include <stdint.h>
 
 #include "troupe/err.h"
+#include "troupe/hist.h"
 #include "troupe/storage.h"
 
 typedef struct troupe_commit troupe_commit;
@@ -131,5 +132,22 @@ troupe_commit_destroy(troupe_commit *c);
 /* Copies the counters into *st. */
 void
 troupe_commit_get_stats(const troupe_commit *c, troupe_commit_stats *st);
+
+/* The histograms' shapes: write times from 1 us doubling to 8.4 s (and
+ * past), batches per group from 1 doubling to 1024 (and past). */
+#define TROUPE_COMMIT_WRITE_NS_BASE 1000u
+#define TROUPE_COMMIT_WRITE_NS_BUCKETS 24u
+#define TROUPE_COMMIT_GROUP_BUCKETS 11u
+
+/*
+ * Histograms since create (troupe/hist.h): *write_ns of each group's
+ * RocksDB write, its sync included, in nanoseconds (failed writes too);
+ * *group of the batches per group. Either may be NULL; a NULL c gives
+ * empty ones. The writer records them after each group, before the
+ * group's callbacks. Any thread.
+ */
+void
+troupe_commit_get_hists(const troupe_commit *c, troupe_hist_snapshot *write_ns,
+                        troupe_hist_snapshot *group);
 
 #endif
