@@ -458,18 +458,23 @@ typedef struct twrites {
     size_t nclog;
 } twrites;
 
+/* participant.c: the transactions' parts at this table. */
+typedef struct tparts {
+    struct tpart *prepared;  /* prepared, waiting for their finish */
+    struct tpart *working;   /* reserved, their writes being prepared on a
+                                worker (owned by the worker job, never freed
+                                by stop) */
+    struct tdefer *deferred; /* prepares waiting for a commit's release */
+    uint64_t last_pub;       /* the version the last part's end published */
+} tparts;
+
 /* table.c: the actor's state; each sub-struct is its file's. */
 struct tstate {
     ttable_cfg cfg;
     tkeyvers vers;
     tlocks locks;
     twrites writes;
-    uint64_t last_pub;        /* the version the last tpart_end published */
-    struct tpart *tparts;     /* prepared, waiting for their finish */
-    struct tpart *tpwork;     /* reserved, their writes being prepared on a
-                                 worker (owned by the worker job, never freed
-                                 by stop) */
-    struct tdefer *deferred;  /* prepares waiting for a commit's release */
+    tparts parts;
     struct qdefer *qdeferred; /* versioned queries waiting for a write */
     tbuild *build;
     struct tpurge *purge; /* the expired-row pass running, if any */
@@ -482,7 +487,7 @@ struct tstate {
 };
 
 /* A growing list of conflicting keys (borrowed bytes), filled by the
- * conflict checks of a transaction's prepare (table.c, keyvers.c,
+ * conflict checks of a transaction's prepare (participant.c, keyvers.c,
  * locks.c). */
 typedef struct kref {
     const unsigned char *k;
@@ -538,14 +543,28 @@ troupe__table_no_payload(troupe_actor *self, const troupe_msg *m);
  * steps, moves on if it can. */
 void
 troupe__build_step(troupe_actor *self, tstate *s);
-/* A commit's release: deferred transaction prepares, then deferred
- * versioned queries, run again. */
+
+/* participant.c: the transaction participant. */
+/* A commit's release: deferred transaction prepares run again. */
 void
 troupe__parts_retry(troupe_actor *self, tstate *s);
+troupe_err
+troupe__parts_h_prepare(troupe_actor *self, void *st, const troupe_msg *m);
+troupe_err
+troupe__parts_h_prep_done(troupe_actor *self, void *st, const troupe_msg *m);
+troupe_err
+troupe__parts_h_expire(troupe_actor *self, void *st, const troupe_msg *m);
+troupe_err
+troupe__parts_h_finish(troupe_actor *self, void *st, const troupe_msg *m);
+/* Prepared parts are dropped (their transaction aborted, their finish
+ * finds nothing) and deferred prepares answered ECLOSED. */
 void
-troupe__qver_retry(troupe_actor *self, tstate *s);
+troupe__parts_stop(troupe_actor *self, tstate *s);
 
 /* qver.c: versioned queries. */
+/* A commit's release: deferred versioned queries run again. */
+void
+troupe__qver_retry(troupe_actor *self, tstate *s);
 troupe_err
 troupe__qver_h_query(troupe_actor *self, void *st, const troupe_msg *m);
 troupe_err
