@@ -1,6 +1,7 @@
 /* Private: what the catalog (tables.c and the files below), the client
- * calls (api.c) and the table actor (table.c) share beyond the internal tier
- * (troupe/internal/tables.h, troupe/internal/participant.h). */
+ * calls (client.c) and the table actor (table.c and its concept files)
+ * share beyond the internal tier (troupe/internal/tables.h,
+ * troupe/internal/participant.h). */
 #ifndef TROUPE_TABLE_INT_H
 #define TROUPE_TABLE_INT_H
 
@@ -31,7 +32,7 @@ _Static_assert((int)TABLE_INSERT == (int)TROUPE__PART_INSERT &&
                    (int)TABLE_DELETE == (int)TROUPE__PART_DELETE,
                "write kinds");
 
-/* An online index build (build.c starts and finishes it, table.c runs
+/* An online index build (build.c starts and finishes it, build_actor.c runs
  * it). The catalog fields are set before the actor sees it; the actor
  * fields are touched only on the actor's thread. */
 typedef struct tbuild {
@@ -468,6 +469,12 @@ typedef struct tparts {
     uint64_t last_pub;       /* the version the last part's end published */
 } tparts;
 
+/* read.c: reads waiting for the actor's READ_FLUSH. */
+typedef struct treads {
+    struct rjob *head, *tail;
+    bool flush_sent;
+} treads;
+
 /* table.c: the actor's state; each sub-struct is its file's. */
 struct tstate {
     ttable_cfg cfg;
@@ -476,12 +483,11 @@ struct tstate {
     twrites writes;
     tparts parts;
     struct qdefer *qdeferred; /* versioned queries waiting for a write */
-    tbuild *build;
+    treads reads;
+    tbuild *build;        /* build_actor.c: the build running, if any */
     struct tpurge *purge; /* the expired-row pass running, if any */
     size_t nreads;        /* read jobs on workers, and a pending READ_FLUSH */
-    struct rjob *rq_head, *rq_tail; /* reads waiting for READ_FLUSH */
-    bool rq_flush_sent;
-    bool closing; /* quiescing: new requests get ECLOSED */
+    bool closing;         /* quiescing: new requests get ECLOSED */
     void (*quiesced)(void *arg);
     void *quiesced_arg;
 };
@@ -529,8 +535,7 @@ troupe__range_has(const ttxn_range *r, const void *key, size_t klen)
     return r->end == NULL || troupe_key_cmp(key, klen, r->end, r->elen) < 0;
 }
 
-/* table.c: the actor itself (its lifecycle, and the parts of the actor
- * that have no file of their own yet). */
+/* table.c: the actor itself (its definition and lifecycle). */
 
 /* Calls the quiesce callback once nothing of this actor is in flight. */
 void
@@ -539,10 +544,30 @@ troupe__table_check_quiesced(tstate *s);
  * are local-only, so only a local sender's mistake can make one. */
 troupe_err
 troupe__table_no_payload(troupe_actor *self, const troupe_msg *m);
+
+/* build_actor.c: index builds, the actor's half. */
 /* A build waiting for the writes of an older schema, or between its
  * steps, moves on if it can. */
 void
 troupe__build_step(troupe_actor *self, tstate *s);
+troupe_err
+troupe__build_h_keys(troupe_actor *self, void *st, const troupe_msg *m);
+troupe_err
+troupe__build_h_switch(troupe_actor *self, void *st, const troupe_msg *m);
+/* The build running, if any, ends with ECLOSED. */
+void
+troupe__build_stop(troupe_actor *self, tstate *s);
+
+/* read.c: the actor's disk reads. */
+troupe_err
+troupe__reads_h_read(troupe_actor *self, void *st, const troupe_msg *m);
+troupe_err
+troupe__reads_h_flush(troupe_actor *self, void *st, const troupe_msg *m);
+troupe_err
+troupe__reads_h_done(troupe_actor *self, void *st, const troupe_msg *m);
+/* Reads still queued are answered ECLOSED, never run. */
+void
+troupe__reads_stop(troupe_actor *self, tstate *s);
 
 /* participant.c: the transaction participant. */
 /* A commit's release: deferred transaction prepares run again. */
