@@ -139,7 +139,6 @@ troupe__build_h_keys(troupe_actor *self, void *st, const troupe_msg *m)
         troupe_err e = b->err != TROUPE_OK ? b->err : j->err;
         kjob_free(j);
         build_finish(s, e);
-        troupe__table_check_quiesced(s);
         return TROUPE_OK;
     }
     const troupe_page *pg = j->page;

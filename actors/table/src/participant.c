@@ -146,7 +146,6 @@ tpart_end(troupe_actor *self, tstate *s, tpart *tp, bool publish, uint64_t ver)
     if (s->writes.nrunning == 0)
         troupe__write_clog_clear(s);
     troupe__write_restart_parked(self, s);
-    troupe__table_check_quiesced(s);
 }
 
 static void
@@ -420,7 +419,7 @@ txn_prepare(troupe_actor *self, tstate *s, ttxn_prep *p, troupe_addr asker,
     bool wait = false;
     kset bad = {0};
     size_t nw = 0, nr = 0;
-    if (s->closing)
+    if (s->life.closing)
         e = TROUPE_ECLOSED;
     else if (atomic_load(&p->sh->state) != TTXN_OPEN)
         e = TROUPE_ECANCELED;

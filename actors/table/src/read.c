@@ -489,11 +489,10 @@ troupe__reads_h_flush(troupe_actor *self, void *st, const troupe_msg *m)
                 troupe_runtime_reply(j->rt, j->asker, j->corr, e, NULL);
             rjob_free(head);
         } else {
-            s->nreads++;
+            troupe__table_job_begin(s);
         }
     }
-    s->nreads--; /* the flush itself */
-    troupe__table_check_quiesced(s);
+    troupe__table_job_end(s); /* the flush itself */
     return TROUPE_OK;
 }
 
@@ -504,9 +503,10 @@ troupe__reads_h_read(troupe_actor *self, void *st, const troupe_msg *m)
     troupe_runtime *rt = troupe_actor_runtime(self);
     if (m->corr == 0)
         return TROUPE_OK; /* a read nobody waits for */
-    if (m->body == NULL || s->closing) {
+    if (m->body == NULL || s->life.closing) {
         troupe_runtime_reply(rt, m->from, m->corr,
-                             s->closing ? TROUPE_ECLOSED : TROUPE_EPROTO, NULL);
+                             s->life.closing ? TROUPE_ECLOSED : TROUPE_EPROTO,
+                             NULL);
         return TROUPE_OK;
     }
     rjob *j = troupe_malloc(sizeof(*j));
@@ -538,7 +538,8 @@ troupe__reads_h_read(troupe_actor *self, void *st, const troupe_msg *m)
             return TROUPE_OK;
         }
         s->reads.flush_sent = true;
-        s->nreads++; /* until the flush ran: quiescing waits for it */
+        /* until the flush ran: quiescing waits for it */
+        troupe__table_job_begin(s);
     }
     if (s->reads.tail != NULL)
         s->reads.tail->next = j;
@@ -555,8 +556,7 @@ troupe__reads_h_done(troupe_actor *self, void *st, const troupe_msg *m)
     if (m->ptr == NULL)
         return troupe__table_no_payload(self, m);
     rjob_free(m->ptr);
-    s->nreads--;
-    troupe__table_check_quiesced(s);
+    troupe__table_job_end(s);
     return TROUPE_OK;
 }
 

@@ -1,7 +1,10 @@
 /*
  * The table actor: one per table, serving rows of families t.<id> (row
  * envelopes) and m.<id> (manifests) plus the x.<index id> families of its
- * indexes. Formats: docs/data-model.md.
+ * indexes. Formats: docs/data-model.md. This file is the actor itself:
+ * its definition and handler table, init, stop (composed of each
+ * concept's stop), quiesce, unknown kinds, spawn; it owns tstate.cfg and
+ * tstate.life.
  *
  * The actor's loop never touches the disk. Its state is a tstate
  * (table_int.h), one sub-struct per concept file: the write state machine
@@ -9,8 +12,8 @@
  * state), per-key locks and reservations (locks.c), key versions
  * (keyvers.c), the transaction participant (participant.c), versioned
  * queries (qver.c), the disk reads (read.c), index builds
- * (build_actor.c), expired-row purges (expiry.c). This file holds the
- * actor's definition and lifecycle.
+ * (build_actor.c), expired-row purges (expiry.c). This file calls every
+ * concept and none calls it.
  *
  * Reads need no lock: they run on a worker against RocksDB's latest state
  * (a scan against one implicit snapshot) and answer from there.
@@ -20,32 +23,19 @@
 
 #include "table_int.h"
 #include "troupe/alloc.h"
-#include "troupe/internal/hash.h"
-#include "troupe/pack.h"
-#include "troupe/storage.h"
 
 /* Calls the quiesce callback once nothing of this actor is in flight. */
-void
-troupe__table_check_quiesced(tstate *s)
+static void
+check_quiesced(tstate *s)
 {
-    if (s->quiesced == NULL || s->writes.nrunning > 0 || s->nreads > 0 ||
-        s->vers.evicting || s->purge != NULL || s->parts.prepared != NULL ||
-        s->parts.working != NULL || s->locks.rwait_head != NULL ||
-        s->build != NULL)
+    if (s->life.quiesced == NULL || s->writes.nrunning > 0 ||
+        s->life.jobs > 0 || s->vers.evicting || s->purge != NULL ||
+        s->parts.prepared != NULL || s->parts.working != NULL ||
+        s->locks.rwait_head != NULL || s->build != NULL)
         return;
-    void (*fn)(void *) = s->quiesced;
-    s->quiesced = NULL;
-    fn(s->quiesced_arg);
-}
-
-/* An internal kind (a completion or a request from the data layer) that
- * came without its payload: these kinds are local-only, so only a local
- * sender's mistake can make one. Answered, never followed. */
-troupe_err
-troupe__table_no_payload(troupe_actor *self, const troupe_msg *m)
-{
-    troupe_reply_error(self, m, TROUPE_EINVAL);
-    return TROUPE_OK;
+    void (*fn)(void *) = s->life.quiesced;
+    s->life.quiesced = NULL;
+    fn(s->life.quiesced_arg);
 }
 
 typedef struct tquiesce {
@@ -60,18 +50,17 @@ h_quiesce(troupe_actor *self, void *st, const troupe_msg *m)
     tquiesce *q = m->ptr;
     if (q == NULL)
         return troupe__table_no_payload(self, m);
-    s->closing = true;
+    s->life.closing = true;
     if (s->build != NULL && s->build->err == TROUPE_OK)
         s->build->err = TROUPE_ECLOSED; /* winds down at its next step */
-    if (s->quiesced != NULL) {          /* a second request: both are told */
-        void (*fn)(void *) = s->quiesced;
-        s->quiesced = NULL;
-        fn(s->quiesced_arg);
+    if (s->life.quiesced != NULL) {     /* a second request: both are told */
+        void (*fn)(void *) = s->life.quiesced;
+        s->life.quiesced = NULL;
+        fn(s->life.quiesced_arg);
     }
-    s->quiesced = q->fn;
-    s->quiesced_arg = q->arg;
+    s->life.quiesced = q->fn;
+    s->life.quiesced_arg = q->arg;
     troupe_free(q);
-    troupe__table_check_quiesced(s);
     return TROUPE_OK;
 }
 
@@ -101,8 +90,6 @@ h_unknown(troupe_actor *self, void *st, const troupe_msg *m)
     return TROUPE_OK;
 }
 
-/* ---- lifecycle --------------------------------------------------------- */
-
 static troupe_err
 table_init(troupe_actor *self, void *st, void *arg)
 {
@@ -110,23 +97,17 @@ table_init(troupe_actor *self, void *st, void *arg)
     memset(s, 0, sizeof(*s));
     s->cfg = *(const ttable_cfg *)arg;
     troupe__tschema_retain(s->cfg.schema);
-    s->locks.nbuckets = 256;
-    s->locks.buckets =
-        troupe_calloc(s->locks.nbuckets, sizeof(*s->locks.buckets));
-    s->vers.vnb = VMAP_BUCKETS_MIN;
-    s->vers.vmap = troupe_calloc(s->vers.vnb, sizeof(*s->vers.vmap));
-    if (s->locks.buckets == NULL || s->vers.vmap == NULL) {
-        troupe_free(s->locks.buckets);
-        troupe_free(s->vers.vmap);
+    troupe_err e = troupe__locks_init(s);
+    if (e == TROUPE_OK && (e = troupe__keyvers_init(s)) != TROUPE_OK)
+        troupe__locks_stop(self, s);
+    if (e != TROUPE_OK)
         troupe__tschema_release(s->cfg.schema);
-        return TROUPE_ENOMEM;
-    }
-    return TROUPE_OK;
+    return e;
 }
 
-/* Writes still queued behind a key (and parked ones) were never
- * submitted: they fail with ECLOSED. A key's running write is in a
- * worker or the pipeline and answers from there. */
+/* A hard stop: each concept answers what it still holds with ECLOSED and
+ * frees its state. Work on a worker or in the pipeline answers from there
+ * (quiescing, troupe__table_quiesce, waits for it). */
 static void
 table_stop(troupe_actor *self, void *st, troupe_err reason)
 {
@@ -134,68 +115,75 @@ table_stop(troupe_actor *self, void *st, troupe_err reason)
     troupe__reads_stop(self, s);
     troupe__parts_stop(self, s);
     troupe__qver_stop(self, s);
-    for (wop *w = s->locks.rwait_head; w != NULL;) {
-        wop *nx = w->next;
-        troupe_runtime_reply(w->rt, w->asker, w->corr, TROUPE_ECLOSED, NULL);
-        troupe__wop_free(w);
-        w = nx;
-    }
-    troupe__keyvers_clear(s);
-    troupe_free(s->vers.vmap);
-    for (wop *p = s->writes.parked; p != NULL;) {
-        wop *nx = p->pnext;
-        troupe_runtime_reply(p->rt, p->asker, p->corr, TROUPE_ECLOSED, NULL);
-        troupe__wop_free(p);
-        p = nx;
-    }
-    for (size_t i = 0; i < s->locks.nbuckets; i++) {
-        klock *l = s->locks.buckets[i];
-        while (l != NULL) {
-            klock *ln = l->next;
-            for (wop *w = l->whead; w != NULL;) {
-                wop *nx = w->next;
-                troupe_runtime_reply(w->rt, w->asker, w->corr, TROUPE_ECLOSED,
-                                     NULL);
-                troupe__wop_free(w);
-                w = nx;
-            }
-            troupe_free(l);
-            l = ln;
-        }
-    }
-    troupe_free(s->locks.buckets);
-    troupe__tschema_release(s->cfg.schema);
-    troupe__write_clog_clear(s);
+    troupe__locks_stop(self, s);
+    troupe__writes_stop(self, s);
+    troupe__keyvers_stop(self, s);
     troupe__build_stop(self, s);
     troupe__expiry_stop(self, s);
+    troupe__tschema_release(s->cfg.schema);
 }
 
+/*
+ * Each handler runs through a wrapper that checks after it whether a
+ * quiesce asked for can complete (one load and a branch when none is), so
+ * no concept calls back into this file, and the callback fires after the
+ * handler whose work was the last, never in its middle.
+ */
+#define QUIESCE_AFTER(h)                                                       \
+    static troupe_err h##_q(troupe_actor *self, void *st, const troupe_msg *m) \
+    {                                                                          \
+        troupe_err e = h(self, st, m);                                         \
+        check_quiesced(st);                                                    \
+        return e;                                                              \
+    }
+
+QUIESCE_AFTER(troupe__write_h_write)
+QUIESCE_AFTER(troupe__reads_h_read)
+QUIESCE_AFTER(troupe__write_h_prep_done)
+QUIESCE_AFTER(troupe__write_h_commit_done)
+QUIESCE_AFTER(troupe__reads_h_done)
+QUIESCE_AFTER(troupe__reads_h_flush)
+QUIESCE_AFTER(troupe__build_h_switch)
+QUIESCE_AFTER(troupe__build_h_keys)
+QUIESCE_AFTER(h_quiesce)
+QUIESCE_AFTER(troupe__parts_h_prepare)
+QUIESCE_AFTER(troupe__parts_h_finish)
+QUIESCE_AFTER(troupe__parts_h_prep_done)
+QUIESCE_AFTER(troupe__parts_h_expire)
+QUIESCE_AFTER(troupe__qver_h_query)
+QUIESCE_AFTER(troupe__qver_h_done)
+QUIESCE_AFTER(troupe__keyvers_h_vevict)
+QUIESCE_AFTER(troupe__keyvers_h_vevict_next)
+QUIESCE_AFTER(troupe__keyvers_h_stats)
+QUIESCE_AFTER(troupe__expiry_h_purge)
+QUIESCE_AFTER(troupe__expiry_h_keys)
+
 static const troupe_handler_fn table_handlers[TABLE_NKINDS] = {
-    [TABLE_INSERT] = troupe__write_h_write,
-    [TABLE_UPDATE] = troupe__write_h_write,
-    [TABLE_UPSERT] = troupe__write_h_write,
-    [TABLE_DELETE] = troupe__write_h_write,
-    [TABLE_GET] = troupe__reads_h_read,
-    [TABLE_GET_MANY] = troupe__reads_h_read,
-    [TABLE_SCAN] = troupe__reads_h_read,
-    [TABLE_PREP_DONE] = troupe__write_h_prep_done,
-    [TABLE_COMMIT_DONE] = troupe__write_h_commit_done,
-    [TABLE_READ_DONE] = troupe__reads_h_done,
-    [TABLE_READ_FLUSH] = troupe__reads_h_flush,
-    [TABLE_SWITCH] = troupe__build_h_switch,
-    [TABLE_BUILD_KEYS] = troupe__build_h_keys,
-    [TABLE_QUIESCE] = h_quiesce,
-    [TABLE_TXN_PREPARE] = troupe__parts_h_prepare,
-    [TABLE_TXN_FINISH] = troupe__parts_h_finish,
-    [TABLE_TXN_PREP_DONE] = troupe__parts_h_prep_done,
-    [TABLE_TXN_EXPIRE] = troupe__parts_h_expire,
-    [TABLE_TXN_QVER] = troupe__qver_h_query,
-    [TABLE_TXN_QVER_DONE] = troupe__qver_h_done,
-    [TABLE_VEVICT] = troupe__keyvers_h_vevict,
-    [TABLE_VEVICT_NEXT] = troupe__keyvers_h_vevict_next,
-    [TABLE_STATS] = troupe__keyvers_h_stats,
-    [TABLE_PURGE] = troupe__expiry_h_purge,
-    [TABLE_PURGE_KEYS] = troupe__expiry_h_keys,
+    [TABLE_INSERT] = troupe__write_h_write_q,
+    [TABLE_UPDATE] = troupe__write_h_write_q,
+    [TABLE_UPSERT] = troupe__write_h_write_q,
+    [TABLE_DELETE] = troupe__write_h_write_q,
+    [TABLE_GET] = troupe__reads_h_read_q,
+    [TABLE_GET_MANY] = troupe__reads_h_read_q,
+    [TABLE_SCAN] = troupe__reads_h_read_q,
+    [TABLE_PREP_DONE] = troupe__write_h_prep_done_q,
+    [TABLE_COMMIT_DONE] = troupe__write_h_commit_done_q,
+    [TABLE_READ_DONE] = troupe__reads_h_done_q,
+    [TABLE_READ_FLUSH] = troupe__reads_h_flush_q,
+    [TABLE_SWITCH] = troupe__build_h_switch_q,
+    [TABLE_BUILD_KEYS] = troupe__build_h_keys_q,
+    [TABLE_QUIESCE] = h_quiesce_q,
+    [TABLE_TXN_PREPARE] = troupe__parts_h_prepare_q,
+    [TABLE_TXN_FINISH] = troupe__parts_h_finish_q,
+    [TABLE_TXN_PREP_DONE] = troupe__parts_h_prep_done_q,
+    [TABLE_TXN_EXPIRE] = troupe__parts_h_expire_q,
+    [TABLE_TXN_QVER] = troupe__qver_h_query_q,
+    [TABLE_TXN_QVER_DONE] = troupe__qver_h_done_q,
+    [TABLE_VEVICT] = troupe__keyvers_h_vevict_q,
+    [TABLE_VEVICT_NEXT] = troupe__keyvers_h_vevict_next_q,
+    [TABLE_STATS] = troupe__keyvers_h_stats_q,
+    [TABLE_PURGE] = troupe__expiry_h_purge_q,
+    [TABLE_PURGE_KEYS] = troupe__expiry_h_keys_q,
 };
 
 static const troupe_actor_def table_def = {
