@@ -19,7 +19,7 @@ function(troupe_actor_module m)
   target_compile_options(troupe_${m} PRIVATE ${TROUPE_WARNINGS})
   set_target_properties(troupe_${m} PROPERTIES POSITION_INDEPENDENT_CODE ON)
   target_link_libraries(troupe_${m} PUBLIC troupe_storage troupe_protocols
-                        troupe_runtime)
+                        troupe_runtime PRIVATE troupe_runtime_internal)
   add_library(troupe_${m}_internal INTERFACE)
   if(EXISTS ${dir}/internal)
     target_include_directories(troupe_${m}_internal INTERFACE ${dir}/internal)

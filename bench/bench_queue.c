@@ -740,7 +740,11 @@ main(int argc, char **argv)
     troupe_runtime_opts ro = {.workers = pool};
     if ((e = troupe_runtime_create(&rt, &ro)) != TROUPE_OK)
         die("runtime", e);
-    troupe_queues_opts qo = {.rt = rt, .db = db, .commit = cm};
+    troupe_catalog_opts co = {.rt = rt, .db = db};
+    troupe_catalog *cat;
+    if ((e = troupe_catalog_open(&co, &cat)) != TROUPE_OK)
+        die("catalog_open", e);
+    troupe_queues_opts qo = {.catalog = cat, .commit = cm};
     if ((e = troupe_queues_open(&qo, &QS)) != TROUPE_OK)
         die("queues_open", e);
     printf("bench_queue: %d reps, %d events of %d B, %u partitions, credit "
@@ -770,6 +774,8 @@ main(int argc, char **argv)
     if ((e = troupe_queues_stop_wait(QS)) != TROUPE_OK)
         die("queues_stop", e);
     troupe_queues_destroy(QS);
+    troupe_catalog_stop_wait(cat);
+    troupe_catalog_destroy(cat);
     if ((e = troupe_runtime_shutdown_wait(rt)) != TROUPE_OK)
         die("shutdown", e);
     troupe_runtime_destroy(rt);

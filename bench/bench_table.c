@@ -682,7 +682,11 @@ main(int argc, char **argv)
     troupe_runtime *rt;
     if ((e = troupe_runtime_create(&rt, NULL)) != TROUPE_OK)
         die("runtime", e);
-    troupe_tables_opts to = {.rt = rt, .db = db, .commit = cm};
+    troupe_catalog_opts co = {.rt = rt, .db = db};
+    troupe_catalog *cat;
+    if ((e = troupe_catalog_open(&co, &cat)) != TROUPE_OK)
+        die("catalog_open", e);
+    troupe_tables_opts to = {.catalog = cat, .commit = cm};
     troupe_tables *t;
     if ((e = troupe_tables_open(&to, &t)) != TROUPE_OK)
         die("tables_open", e);
@@ -948,6 +952,8 @@ main(int argc, char **argv)
     if ((e = troupe_tables_stop_wait(t)) != TROUPE_OK)
         die("stop", e);
     troupe_tables_destroy(t);
+    troupe_catalog_stop_wait(cat);
+    troupe_catalog_destroy(cat);
     troupe_runtime_shutdown_wait(rt);
     troupe_runtime_destroy(rt);
     troupe_commit_stats cst;

@@ -667,7 +667,11 @@ main(int argc, char **argv)
     troupe_runtime *rt;
     if ((e = troupe_runtime_create(&rt, NULL)) != TROUPE_OK)
         die("runtime", e);
-    troupe_tables_opts to = {.rt = rt, .db = db, .commit = cm};
+    troupe_catalog_opts co = {.rt = rt, .db = db};
+    troupe_catalog *cat;
+    if ((e = troupe_catalog_open(&co, &cat)) != TROUPE_OK)
+        die("catalog_open", e);
+    troupe_tables_opts to = {.catalog = cat, .commit = cm};
     if ((e = troupe_tables_open(&to, &T)) != TROUPE_OK)
         die("tables_open", e);
     const char *names[] = {"kv", "acct_a", "acct_b", "vkv"};
@@ -784,6 +788,8 @@ main(int argc, char **argv)
     if ((e = troupe_tables_stop_wait(T)) != TROUPE_OK)
         die("tables_stop", e);
     troupe_tables_destroy(T);
+    troupe_catalog_stop_wait(cat);
+    troupe_catalog_destroy(cat);
     troupe_runtime_shutdown_wait(rt);
     troupe_runtime_destroy(rt);
     troupe_commit_destroy(cm);

@@ -1041,13 +1041,13 @@ on_event(const troupe_queue_delivery *d, troupe_queue_outcome *out, void *arg)
 }
 
 static troupe_err
-shop_queue_open(troupe_runtime *rt, troupe_db *db, troupe_commit *commit,
-                int64_t run, shop_queue *sq)
+shop_queue_open(troupe_catalog *cat, troupe_commit *commit, int64_t run,
+                shop_queue *sq)
 {
     sq->run = run;
     /* five orders, the reminder, the restock check */
     latch_init(&sq->handled, (int)(sizeof(orders) / sizeof(orders[0])) + 2);
-    troupe_queues_opts qo = {.rt = rt, .db = db, .commit = commit};
+    troupe_queues_opts qo = {.catalog = cat, .commit = commit};
     troupe_err e = troupe_queues_open(&qo, &sq->qs);
     if (e != TROUPE_OK)
         return e;
@@ -1139,6 +1139,7 @@ run_shop(const char *dir)
     troupe_db *db = NULL;
     troupe_commit *commit = NULL;
     troupe_runtime *rt = NULL;
+    troupe_catalog *cat = NULL;
     troupe_tables *t = NULL;
     shop_queue sq = {0};
     const char *what = "open database";
@@ -1153,8 +1154,13 @@ run_shop(const char *dir)
         e = troupe_runtime_create(&rt, &ro);
     }
     if (e == TROUPE_OK) {
+        what = "open catalog";
+        troupe_catalog_opts co = {.rt = rt, .db = db};
+        e = troupe_catalog_open(&co, &cat);
+    }
+    if (e == TROUPE_OK) {
         what = "open tables";
-        troupe_tables_opts to = {.rt = rt, .db = db, .commit = commit};
+        troupe_tables_opts to = {.catalog = cat, .commit = commit};
         e = troupe_tables_open(&to, &t);
     }
     int64_t run = troupe_now_ms();
@@ -1163,7 +1169,7 @@ run_shop(const char *dir)
     if (e == TROUPE_OK && (e = shop_customers(t)) != TROUPE_OK)
         what = "customers";
     if (e == TROUPE_OK &&
-        (e = shop_queue_open(rt, db, commit, run, &sq)) != TROUPE_OK)
+        (e = shop_queue_open(cat, commit, run, &sq)) != TROUPE_OK)
         what = "open queue";
     if (e == TROUPE_OK && (e = shop_orders(t, sq.qs, run)) != TROUPE_OK)
         what = "orders";
@@ -1181,6 +1187,10 @@ run_shop(const char *dir)
             e = se;
         }
         troupe_tables_destroy(t);
+    }
+    if (cat != NULL) {
+        troupe_catalog_stop_wait(cat);
+        troupe_catalog_destroy(cat);
     }
     if (rt != NULL) {
         troupe_runtime_shutdown_wait(rt);

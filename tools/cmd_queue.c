@@ -6,8 +6,10 @@
  *
  * Opening the queues needs a writable database and a commit pipeline: it
  * reserves a block of enqueue orders per queue (one synced write each,
- * docs/queue.md) and creates the empty `queues` family in a database that
- * has none. Nothing else is written, but no node may hold the database.
+ * docs/queue.md), and the catalog it opens on creates the `meta` family
+ * in a database that has none (and migrates one of catalog format 1,
+ * docs/data-model.md). Nothing else is written, but no node may hold the
+ * database.
  * Pause and resume are not commands: a pause lives in the memory of the
  * process that paused (queue.h), so a command could not make one outlast
  * itself.
@@ -24,7 +26,7 @@
 
 #define QUEUE_OPENS                                                            \
     "Opening the queues writes (a block of enqueue orders per queue, and\n"    \
-    "the queues family when missing), so no node may hold the database.\n"
+    "the catalog when missing), so no node may hold the database.\n"
 
 #define DATA_HELP "  --data DIR          the database directory (required)\n"
 #define QUEUE_HELP "  --queue NAME        the queue (required)\n"
@@ -118,6 +120,7 @@ typedef struct qenv {
     troupe_db *db;
     troupe_commit *commit;
     troupe_runtime *rt;
+    troupe_catalog *cat;
     troupe_queues *qs;
 } qenv;
 
@@ -125,6 +128,10 @@ static void
 qenv_close(qenv *q)
 {
     troupe_queues_destroy(q->qs); /* stops them first */
+    if (q->cat != NULL) {
+        troupe_catalog_stop_wait(q->cat);
+        troupe_catalog_destroy(q->cat);
+    }
     if (q->rt != NULL) {
         troupe_runtime_shutdown_wait(q->rt);
         troupe_runtime_destroy(q->rt);
@@ -163,8 +170,13 @@ qenv_open(const char *data, troupe_log_level level, qenv *q)
     const char *what = "start";
     if ((e = troupe_commit_create(q->db, NULL, &q->commit)) == TROUPE_OK &&
         (e = troupe_runtime_create(&q->rt, &ro)) == TROUPE_OK) {
+        what = "open catalog";
+        troupe_catalog_opts co = {.rt = q->rt, .db = q->db};
+        e = troupe_catalog_open(&co, &q->cat);
+    }
+    if (e == TROUPE_OK) {
         what = "open queues";
-        troupe_queues_opts qo = {.rt = q->rt, .db = q->db, .commit = q->commit};
+        troupe_queues_opts qo = {.catalog = q->cat, .commit = q->commit};
         e = troupe_queues_open(&qo, &q->qs);
     }
     if (e != TROUPE_OK) {

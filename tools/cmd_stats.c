@@ -4,9 +4,10 @@
  * By default the database is opened read-only (storage.h: nothing is
  * written, and a running node may hold it) and each column family's
  * figures are printed. The tables' counters (--tables) need the tables
- * opened, and troupe_tables_open needs a writable database and a commit
- * pipeline: it creates the `meta` family when missing, stores its version
- * floor (one synced write) and resumes index builds. So --tables opens the
+ * opened, and they need a writable database and a commit pipeline: the
+ * catalog creates the `meta` family when missing (and migrates a database
+ * of an older format), the tables store their version floor (one synced
+ * write) and resume index builds. So --tables opens the
  * database writable, as the command always did, and no node may hold it.
  */
 #include <inttypes.h>
@@ -93,10 +94,16 @@ stats_tables(const char *data, const troupe_logger *lg)
         rc = cli_failed("start", e);
         goto out;
     }
-    troupe_tables_opts to = {.rt = rt, .db = db, .commit = commit};
+    troupe_catalog_opts co = {.rt = rt, .db = db};
+    troupe_catalog *cat = NULL;
+    if ((e = troupe_catalog_open(&co, &cat)) != TROUPE_OK) {
+        rc = cli_failed("open catalog", e);
+        goto out_rt;
+    }
+    troupe_tables_opts to = {.catalog = cat, .commit = commit};
     if ((e = troupe_tables_open(&to, &tables)) != TROUPE_OK) {
         rc = cli_failed("open tables", e);
-        goto out_rt;
+        goto out_cat;
     }
     if ((e = troupe_tables_stats_wait(tables, &st)) != TROUPE_OK)
         rc = cli_failed("stats", e);
@@ -105,6 +112,9 @@ stats_tables(const char *data, const troupe_logger *lg)
     troupe_tables_stats_destroy(st);
     troupe_tables_stop_wait(tables);
     troupe_tables_destroy(tables);
+out_cat:
+    troupe_catalog_stop_wait(cat);
+    troupe_catalog_destroy(cat);
 out_rt:
     troupe_runtime_shutdown_wait(rt);
     troupe_runtime_destroy(rt);

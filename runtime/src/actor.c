@@ -140,7 +140,8 @@ troupe__internal_msg(uint32_t op, troupe_err err, void *ptr)
     troupe_msg *m = NULL;
     if (troupe_msg_create(&m, op, NULL, 0) != TROUPE_OK)
         return NULL;
-    m->flags = TROUPE__MSG_INTERNAL | TROUPE_MSG_SYSTEM;
+    m->flags = TROUPE_MSG_SYSTEM;
+    troupe__msg_of(m)->pflags = TROUPE__MSG_INTERNAL;
     m->err = err;
     m->ptr = ptr;
     return m;
@@ -166,16 +167,18 @@ pop(troupe_actor *a)
         troupe_msg *rev = NULL;
         a->mtail = m;
         while (m != NULL) {
-            troupe_msg *next =
-                atomic_load_explicit(&m->next, memory_order_relaxed);
-            atomic_store_explicit(&m->next, rev, memory_order_relaxed);
+            troupe_msg *next = atomic_load_explicit(&troupe__msg_of(m)->next,
+                                                    memory_order_relaxed);
+            atomic_store_explicit(&troupe__msg_of(m)->next, rev,
+                                  memory_order_relaxed);
             rev = m;
             m = next;
         }
         a->mhead = rev;
     }
     troupe_msg *m = a->mhead;
-    a->mhead = atomic_load_explicit(&m->next, memory_order_relaxed);
+    a->mhead =
+        atomic_load_explicit(&troupe__msg_of(m)->next, memory_order_relaxed);
     if (a->mhead == NULL)
         a->mtail = NULL;
     return m;
@@ -276,7 +279,7 @@ drain_dead(troupe_actor *a, troupe_err reason)
     /* count is not maintained any more: nothing can reach the actor. */
     while ((m = pop(a)) != NULL) {
         troupe__net_release(a->sched->rt, m);
-        if (m->flags & TROUPE__MSG_INTERNAL) {
+        if (troupe__msg_cof(m)->pflags & TROUPE__MSG_INTERNAL) {
             if (m->kind == OP_STOP) {
                 add_stop_req(a, m->ptr);
             } else if (m->kind == OP_MONITOR) {
@@ -481,9 +484,10 @@ handle_internal(troupe_actor *a, troupe_msg *m)
 static bool
 handle(troupe_actor *a, troupe_msg *m, int64_t now_ms)
 {
-    if (m->flags & TROUPE__MSG_INTERNAL)
+    if (troupe__msg_cof(m)->pflags & TROUPE__MSG_INTERNAL)
         return handle_internal(a, m);
-    if ((m->flags & TROUPE_MSG_REPLY) && !(m->flags & TROUPE__MSG_MATCHED)) {
+    if ((m->flags & TROUPE_MSG_REPLY) &&
+        !(troupe__msg_cof(m)->pflags & TROUPE__MSG_MATCHED)) {
         bool consumed = false;
         if (!troupe__ask_match(a->sched, m, &consumed) || consumed) {
             troupe_msg_destroy(m);
@@ -529,8 +533,9 @@ troupe__actor_run(troupe_actor *a)
             break;
         n++;
         /* what the message held of the budgets (sched.c) */
-        if (m->flags & (TROUPE__MSG_CHARGED | TROUPE__MSG_NETHELD)) {
-            if (m->flags & TROUPE__MSG_CHARGED)
+        if (troupe__msg_cof(m)->pflags &
+            (TROUPE__MSG_CHARGED | TROUPE__MSG_NETHELD)) {
+            if (troupe__msg_cof(m)->pflags & TROUPE__MSG_CHARGED)
                 bytes += m->body->len;
             troupe__net_release(a->sched->rt, m);
         }
@@ -798,7 +803,8 @@ troupe_send(troupe_actor *self, troupe_addr to, troupe_msg **m)
         return TROUPE_EINVAL;
     }
     (*m)->from = addr_of(self);
-    (*m)->flags &= ~(uint32_t)(TROUPE__MSG_PRIVATE | TROUPE_MSG_SYSTEM);
+    (*m)->flags &= ~(uint32_t)TROUPE_MSG_SYSTEM;
+    troupe__msg_of(*m)->pflags = 0;
     return troupe__post(self->sched->rt, self->sched, to, m, false);
 }
 
@@ -819,8 +825,8 @@ troupe_ask(troupe_actor *self, troupe_addr to, troupe_msg **m,
     msg->corr = c;
     msg->deadline = troupe_now_ms() + timeout_ms;
     msg->from = addr_of(self);
-    msg->flags &=
-        ~(uint32_t)(TROUPE__MSG_PRIVATE | TROUPE_MSG_SYSTEM | TROUPE_MSG_REPLY);
+    msg->flags &= ~(uint32_t)(TROUPE_MSG_SYSTEM | TROUPE_MSG_REPLY);
+    troupe__msg_of(msg)->pflags = 0;
     troupe_err e = troupe__ask_register(self->sched, c, addr_of(self), to,
                                         reply_kind, timeout_ms, NULL, NULL);
     if (e != TROUPE_OK) {
@@ -853,6 +859,7 @@ troupe_reply(troupe_actor *self, const troupe_msg *req, troupe_msg **reply)
     r->corr = req->corr;
     r->from = addr_of(self);
     r->flags = TROUPE_MSG_REPLY;
+    troupe__msg_of(r)->pflags = 0;
     return troupe__post(self->sched->rt, self->sched, req->from, reply, true);
 }
 

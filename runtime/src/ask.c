@@ -205,7 +205,7 @@ reply_fits(const troupe_runtime *rt, const struct pending *p,
 {
     if (!troupe_addr_eq(p->asker, m->to))
         return false;
-    if (!(m->flags & TROUPE__MSG_NET))
+    if (!(troupe__msg_cof(m)->pflags & TROUPE__MSG_NET))
         return true;
     return p->target.node != rt->node_id && m->from.node == p->target.node;
 }
@@ -234,7 +234,7 @@ troupe__ask_match(struct sched *s, troupe_msg *m, bool *consumed)
         *consumed = true;
     } else {
         m->kind = p->reply_kind;
-        m->flags |= TROUPE__MSG_MATCHED;
+        troupe__msg_of(m)->pflags |= TROUPE__MSG_MATCHED;
     }
     troupe_free(p);
     return true;
@@ -252,7 +252,8 @@ expire(struct sched *s, struct pending *p)
         return;
     m->corr = p->corr;
     m->err = TROUPE_ETIMEDOUT;
-    m->flags = TROUPE_MSG_REPLY | TROUPE__MSG_MATCHED | TROUPE_MSG_SYSTEM;
+    m->flags = TROUPE_MSG_REPLY | TROUPE_MSG_SYSTEM;
+    troupe__msg_of(m)->pflags = TROUPE__MSG_MATCHED;
     troupe__post(s->rt, s, p->asker, &m, true);
 }
 

@@ -14,8 +14,9 @@
 #define INLINE_BODY_MAX TROUPE__INLINE_BODY_MAX
 #define BODY_IN_MSG 2u
 #define MSG_BODY_INLINE 1u
-_Static_assert(sizeof(troupe_msg) % _Alignof(max_align_t) == 0,
+_Static_assert(sizeof(troupe__msg) % _Alignof(max_align_t) == 0,
                "inline body must be aligned");
+_Static_assert(sizeof(troupe__msg) == 96, "a message block's header");
 
 /* Scheduler threads keep a LIFO cache of message blocks of one size: the
  * header plus an inline body of up to CACHED_BODY_MAX bytes. Messages are
@@ -23,7 +24,7 @@ _Static_assert(sizeof(troupe_msg) % _Alignof(max_align_t) == 0,
  * scheduler never reaches malloc, and a one-way flow between schedulers
  * fills the receiver's cache to its cap and frees the rest. */
 #define CACHED_BODY_MAX 16
-#define MSG_BLOCK (sizeof(troupe_msg) + sizeof(troupe_body) + CACHED_BODY_MAX)
+#define MSG_BLOCK (sizeof(troupe__msg) + sizeof(troupe_body) + CACHED_BODY_MAX)
 #define MSG_CACHE_CAP 4096
 struct cache_node {
     struct cache_node *next;
@@ -84,7 +85,7 @@ block_free(void *p, size_t size)
 static size_t
 inline_block_size(const troupe_body *b)
 {
-    return sizeof(troupe_msg) + sizeof(troupe_body) + b->len;
+    return sizeof(troupe__msg) + sizeof(troupe_body) + b->len;
 }
 
 troupe_err
@@ -154,7 +155,7 @@ troupe_body_release(troupe_body *b)
         atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1)
         return;
     if (b->adopted == BODY_IN_MSG)
-        block_free((troupe_msg *)b - 1, inline_block_size(b));
+        block_free((troupe__msg *)b - 1, inline_block_size(b));
     else {
         if (b->adopted)
             troupe_free(b->data);
@@ -177,13 +178,13 @@ troupe_body_len(const troupe_body *b)
 static troupe_msg *
 msg_new(uint32_t kind)
 {
-    troupe_msg *m = block_alloc(sizeof(*m));
-    if (m == NULL)
+    troupe__msg *pm = block_alloc(sizeof(*pm));
+    if (pm == NULL)
         return NULL;
-    memset(m, 0, sizeof(*m));
-    atomic_init(&m->next, NULL);
-    m->kind = kind;
-    return m;
+    memset(pm, 0, sizeof(*pm));
+    atomic_init(&pm->next, NULL);
+    pm->pub.kind = kind;
+    return &pm->pub;
 }
 
 troupe_err
@@ -192,14 +193,15 @@ troupe_msg_create(troupe_msg **out, uint32_t kind, const void *body, size_t len)
     if (out == NULL || (body == NULL && len > 0))
         return TROUPE_EINVAL;
     if (len > 0 && len <= INLINE_BODY_MAX) {
-        troupe_msg *m = block_alloc(sizeof(*m) + sizeof(troupe_body) + len);
-        if (m == NULL)
+        troupe__msg *pm = block_alloc(sizeof(*pm) + sizeof(troupe_body) + len);
+        if (pm == NULL)
             return TROUPE_ENOMEM;
-        memset(m, 0, sizeof(*m));
-        atomic_init(&m->next, NULL);
+        memset(pm, 0, sizeof(*pm));
+        atomic_init(&pm->next, NULL);
+        pm->alloc = MSG_BODY_INLINE;
+        troupe_msg *m = &pm->pub;
         m->kind = kind;
-        m->alloc_ = MSG_BODY_INLINE;
-        troupe_body *b = (troupe_body *)(m + 1);
+        troupe_body *b = (troupe_body *)(pm + 1);
         atomic_init(&b->refs, 2);
         b->adopted = BODY_IN_MSG;
         b->len = len;
@@ -250,12 +252,13 @@ troupe_msg_destroy(troupe_msg *m)
         return;
     if (m->ptr_drop != NULL)
         m->ptr_drop(m->ptr);
-    if (m->alloc_ & MSG_BODY_INLINE) {
-        troupe_body *own = (troupe_body *)(m + 1);
+    troupe__msg *pm = troupe__msg_of(m);
+    if (pm->alloc & MSG_BODY_INLINE) {
+        troupe_body *own = (troupe_body *)(pm + 1);
         if (m->body == own &&
             atomic_load_explicit(&own->refs, memory_order_acquire) == 2) {
             /* header and body were the only holders */
-            block_free(m, inline_block_size(own));
+            block_free(pm, inline_block_size(own));
             return;
         }
         troupe_body_release(m->body);
@@ -263,7 +266,7 @@ troupe_msg_destroy(troupe_msg *m)
         return;
     }
     troupe_body_release(m->body);
-    block_free(m, sizeof(*m));
+    block_free(pm, sizeof(*pm));
 }
 
 const void *

@@ -14,6 +14,7 @@
 
 #include "troupe/actor.h"
 #include "troupe/alloc.h"
+#include "troupe/internal/msg.h"
 #include "troupe/runtime.h"
 
 #define TROUPE_MAX_SCHEDULERS 256
@@ -30,7 +31,8 @@
 #define TROUPE__INLINE_BODY_MAX 64
 #define TROUPE__LANES 2
 
-/* Internal flags, never accepted from the wire (deliver strips them). */
+/* The runtime's own flags, in troupe__msg.pflags (internal/msg.h): never
+ * in the public flags, so never on the wire; a send clears them. */
 #define TROUPE__MSG_INTERNAL (1u << 30) /* kind is an internal op below */
 #define TROUPE__MSG_MATCHED (1u << 29)  /* a reply already matched its ask */
 /* Arrived from another node (troupe_runtime_deliver): admitted only with
@@ -41,13 +43,10 @@
 #define TROUPE__MSG_CHARGED (1u << 27)
 /* It holds its share of the network budget (from admission to pop). */
 #define TROUPE__MSG_NETHELD (1u << 26)
-#define TROUPE__MSG_PRIVATE                                                    \
-    (TROUPE__MSG_INTERNAL | TROUPE__MSG_MATCHED | TROUPE__MSG_NET |            \
-     TROUPE__MSG_CHARGED | TROUPE__MSG_NETHELD)
 #define TROUPE__MSG_WIRE_FLAGS (TROUPE_MSG_REPLY)
 /* What a message from the network costs in the network budget beyond its
  * body: the header it occupies (an empty body is not free). */
-#define TROUPE__NET_MSG_COST ((uint64_t)sizeof(troupe_msg))
+#define TROUPE__NET_MSG_COST ((uint64_t)sizeof(troupe__msg))
 
 enum internal_op {
     OP_INIT,        /* first message of every actor */
@@ -308,6 +307,10 @@ troupe__run_ctl(struct sched *s);
  * running on this thread, or NULL outside them. */
 struct sched *
 troupe__sched_current(void);
+/* Marks the calling thread as a scheduler's own, for its life
+ * (troupe__block_check). */
+void
+troupe__sched_thread_mark(void);
 troupe_err
 troupe__sched_init(troupe_runtime *rt, struct sched *s, uv_loop_t *host);
 void

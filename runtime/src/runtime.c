@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "rt.h"
+#include "troupe/internal/runtime.h"
 
 void
 troupe__on_workers_exited(struct sched *s);
@@ -31,6 +32,7 @@ sched_main(void *arg)
     char name[16];
     snprintf(name, sizeof(name), "troupe-s%u", s->idx);
     pthread_setname_np(pthread_self(), name); /* for perf, top, gdb */
+    troupe__sched_thread_mark();
     troupe__msg_cache_start();
     uv_run(s->loop, UV_RUN_DEFAULT);
     troupe__msg_cache_stop();
@@ -195,7 +197,8 @@ troupe_runtime_send(troupe_runtime *rt, troupe_addr to, troupe_msg **m)
     bool completion = (*m)->ptr != NULL || ((*m)->flags & TROUPE_MSG_REPLY);
     if (!completion && atomic_load(&rt->phase) != RT_RUNNING)
         return reject(m, TROUPE_ECLOSED);
-    (*m)->flags &= ~(uint32_t)(TROUPE__MSG_PRIVATE | TROUPE_MSG_SYSTEM);
+    (*m)->flags &= ~(uint32_t)TROUPE_MSG_SYSTEM;
+    troupe__msg_of(*m)->pflags = 0;
     return troupe__post(rt, NULL, to, m, completion);
 }
 
@@ -230,7 +233,8 @@ troupe_runtime_deliver(troupe_runtime *rt, troupe_msg **m)
     if (rt == NULL || (*m)->to.node != rt->node_id || (*m)->ptr != NULL)
         return reject(m, TROUPE_EINVAL);
     troupe_msg *msg = *m;
-    msg->flags = (msg->flags & TROUPE__MSG_WIRE_FLAGS) | TROUPE__MSG_NET;
+    msg->flags &= TROUPE__MSG_WIRE_FLAGS;
+    troupe__msg_of(msg)->pflags = TROUPE__MSG_NET;
     bool reply = (msg->flags & TROUPE_MSG_REPLY) != 0;
     /* Only an ask from another node is answered: a reply is never
      * answered, and one claiming a local asker would make this node
@@ -351,8 +355,8 @@ troupe_runtime_ask(troupe_runtime *rt, troupe_addr to, troupe_msg **m,
         return reject(m, TROUPE_ECLOSED);
     if (to.node == rt->node_id && !troupe__addr_alive(rt, to))
         return reject(m, TROUPE_EDEAD);
-    (*m)->flags &=
-        ~(uint32_t)(TROUPE__MSG_PRIVATE | TROUPE_MSG_SYSTEM | TROUPE_MSG_REPLY);
+    (*m)->flags &= ~(uint32_t)(TROUPE_MSG_SYSTEM | TROUPE_MSG_REPLY);
+    troupe__msg_of(*m)->pflags = 0;
     /* Already on scheduler 0 (a host callback asking again, the common
      * case): register and post here, without the control queue's
      * allocation and a wakeup of this very thread. */
@@ -507,13 +511,13 @@ free_proxy(troupe_runtime *rt)
         return;
     troupe_msg *m = atomic_exchange(&proxy->inbox, NULL);
     while (m != NULL) {
-        troupe_msg *next = atomic_load(&m->next);
+        troupe_msg *next = atomic_load(&troupe__msg_of(m)->next);
         troupe__net_release(rt, m);
         troupe_msg_destroy(m);
         m = next;
     }
     for (m = proxy->mhead; m != NULL;) {
-        troupe_msg *next = atomic_load(&m->next);
+        troupe_msg *next = atomic_load(&troupe__msg_of(m)->next);
         troupe__net_release(rt, m);
         troupe_msg_destroy(m);
         m = next;
@@ -630,7 +634,10 @@ troupe_runtime_shutdown_wait(troupe_runtime *rt)
         return TROUPE_EINVAL;
     if (rt->scheds[0].embedded)
         return TROUPE_ESTATE;
-    troupe_err e = troupe_runtime_shutdown(rt, NULL, NULL);
+    troupe_err e = troupe__block_check("troupe_runtime_shutdown_wait");
+    if (e != TROUPE_OK)
+        return e;
+    e = troupe_runtime_shutdown(rt, NULL, NULL);
     if (e != TROUPE_OK && e != TROUPE_ESTATE)
         return e;
     pthread_mutex_lock(&rt->done_lock);

@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "rt.h"
+#include "troupe/internal/runtime.h"
 
 static void
 on_run(uv_idle_t *h);
@@ -53,6 +54,8 @@ on_run(uv_idle_t *h);
  * can tell it is on that scheduler. Per thread, like the message cache
  * (msg.c); only ever compared, never followed across threads. */
 static _Thread_local struct sched *current;
+/* Set for the life of a thread the runtime started for a scheduler. */
+static _Thread_local bool sched_thread;
 
 struct sched *
 troupe__sched_current(void)
@@ -60,12 +63,31 @@ troupe__sched_current(void)
     return current;
 }
 
+void
+troupe__sched_thread_mark(void)
+{
+    sched_thread = true;
+}
+
+troupe_err
+troupe__block_check(const char *call)
+{
+    if (current == NULL && !sched_thread)
+        return TROUPE_OK;
+    return troupe__errf(TROUPE_EDEADLK,
+                        "%s: blocking call on a troupe scheduler thread (in an "
+                        "actor, a completion or a post callback) would wait "
+                        "for that thread; use the asynchronous form",
+                        call);
+}
+
 static void
 push_msg(troupe_actor *a, troupe_msg *m)
 {
     troupe_msg *head = atomic_load_explicit(&a->inbox, memory_order_relaxed);
     do {
-        atomic_store_explicit(&m->next, head, memory_order_relaxed);
+        atomic_store_explicit(&troupe__msg_of(m)->next, head,
+                              memory_order_relaxed);
     } while (!atomic_compare_exchange_weak_explicit(
         &a->inbox, &head, m, memory_order_release, memory_order_relaxed));
 }
@@ -110,7 +132,7 @@ charge_bytes(troupe_actor *a, troupe_msg *m)
         atomic_fetch_sub_explicit(&a->bytes, len, memory_order_relaxed);
         return false;
     }
-    m->flags |= TROUPE__MSG_CHARGED;
+    troupe__msg_of(m)->pflags |= TROUPE__MSG_CHARGED;
     return true;
 }
 
@@ -166,15 +188,15 @@ net_admit(troupe_runtime *rt, troupe_actor *a, troupe_msg *m)
                                   memory_order_relaxed);
         return TROUPE_EFULL;
     }
-    m->flags |= TROUPE__MSG_NETHELD;
+    troupe__msg_of(m)->pflags |= TROUPE__MSG_NETHELD;
     return TROUPE_OK;
 }
 
 void
 troupe__net_release(troupe_runtime *rt, troupe_msg *m)
 {
-    if (m->flags & TROUPE__MSG_NETHELD) {
-        m->flags &= ~(uint32_t)TROUPE__MSG_NETHELD;
+    if (troupe__msg_cof(m)->pflags & TROUPE__MSG_NETHELD) {
+        troupe__msg_of(m)->pflags &= ~(uint32_t)TROUPE__MSG_NETHELD;
         atomic_fetch_sub_explicit(&rt->net_bytes, net_cost(m),
                                   memory_order_relaxed);
     }
@@ -195,7 +217,8 @@ troupe__post(troupe_runtime *rt, struct sched *from, troupe_addr to,
     *mp = NULL;
     m->to = to;
     if (to.node != rt->node_id) {
-        if (m->ptr != NULL || (m->flags & TROUPE__MSG_INTERNAL)) {
+        if (m->ptr != NULL ||
+            (troupe__msg_cof(m)->pflags & TROUPE__MSG_INTERNAL)) {
             troupe_msg_destroy(m);
             return TROUPE_EINVAL;
         }
@@ -243,7 +266,7 @@ troupe__post(troupe_runtime *rt, struct sched *from, troupe_addr to,
         return TROUPE_EDEAD;
     }
     /* From the network: only ever on this locked path (from is NULL). */
-    if (m->flags & TROUPE__MSG_NET) {
+    if (troupe__msg_cof(m)->pflags & TROUPE__MSG_NET) {
         troupe_err e = net_admit(rt, a, m);
         if (e != TROUPE_OK) {
             pthread_mutex_unlock(lk);

@@ -9,8 +9,10 @@
 
 #include "troupe/alloc.h"
 #include "troupe/internal/index.h"
+#include "troupe/internal/tables.h"
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
+#include "troupe/queue.h"
 #include "troupe/table.h"
 #include "troupe/txn.h"
 #include "tsupport.h"
@@ -19,7 +21,9 @@ typedef struct cat_fx {
     troupe_runtime *rt;
     troupe_db *db;
     troupe_commit *commit;
+    troupe_catalog *cat;
     troupe_tables *tables;
+    troupe_queues *qs; /* tcase "format" only */
     troupe_index_fns *fns;
     uint64_t reserve; /* troupe_tables_opts.version_reserve */
     char *dir;
@@ -27,8 +31,9 @@ typedef struct cat_fx {
 
 static cat_fx fx;
 
-/* Opens runtime, db, pipeline and tables; returns what tables_open says
- * (on failure everything else is closed again). */
+/* Opens runtime, db, pipeline, catalog and tables; returns what
+ * catalog_open or else tables_open says (on failure everything else is
+ * closed again). */
 static troupe_err
 open_all(void)
 {
@@ -36,11 +41,19 @@ open_all(void)
     ck_assert_ok(troupe_runtime_create(&fx.rt, &o));
     ck_assert_ok(troupe_db_open(fx.dir, NULL, &fx.db));
     ck_assert_ok(troupe_commit_create(fx.db, NULL, &fx.commit));
+    troupe_catalog_opts co = {.rt = fx.rt, .db = fx.db};
+    troupe_err e = troupe_catalog_open(&co, &fx.cat);
     troupe_tables_opts to = {
-        .rt = fx.rt, .db = fx.db, .commit = fx.commit, .fns = fx.fns};
-    troupe_err e = troupe_tables_open(&to, &fx.tables);
+        .catalog = fx.cat, .commit = fx.commit, .fns = fx.fns};
+    if (e == TROUPE_OK)
+        e = troupe_tables_open(&to, &fx.tables);
     if (e != TROUPE_OK) {
         ck_assert_ptr_null(fx.tables);
+        if (fx.cat != NULL) {
+            ck_assert_ok(troupe_catalog_stop_wait(fx.cat));
+            troupe_catalog_destroy(fx.cat);
+            fx.cat = NULL;
+        }
         ck_assert_ok(troupe_runtime_shutdown_wait(fx.rt));
         troupe_runtime_destroy(fx.rt);
         troupe_commit_destroy(fx.commit);
@@ -57,9 +70,17 @@ close_all(void)
 {
     if (fx.tables == NULL)
         return;
+    if (fx.qs != NULL) {
+        ck_assert_ok(troupe_queues_stop_wait(fx.qs));
+        troupe_queues_destroy(fx.qs);
+        fx.qs = NULL;
+    }
     ck_assert_ok(troupe_tables_stop_wait(fx.tables));
     troupe_tables_destroy(fx.tables);
     fx.tables = NULL;
+    ck_assert_ok(troupe_catalog_stop_wait(fx.cat));
+    troupe_catalog_destroy(fx.cat);
+    fx.cat = NULL;
     ck_assert_ok(troupe_runtime_shutdown_wait(fx.rt));
     troupe_runtime_destroy(fx.rt);
     troupe_commit_destroy(fx.commit);
@@ -84,6 +105,18 @@ teardown(void)
     free(fx.dir);
 }
 
+/* The tuple key (k1) or (k1, k2) into w (initialised here). */
+static void
+str_key(troupe_key_writer *w, const char *k1, const char *k2, const uint8_t **k,
+        size_t *klen)
+{
+    troupe_key_writer_init(w);
+    troupe_key_put_string(w, k1, strlen(k1));
+    if (k2 != NULL)
+        troupe_key_put_string(w, k2, strlen(k2));
+    ck_assert_ok(troupe_key_writer_finish(w, k, klen));
+}
+
 /* Puts `val` (NULL: deletes) under the meta key (k1) or (k1, k2) with
  * the tables closed (the db is opened for it alone). */
 static void
@@ -94,13 +127,9 @@ put_meta(const char *k1, const char *k2, const void *val, size_t vlen)
     ck_assert_ok(troupe_db_open(fx.dir, NULL, &db));
     ck_assert_ok(troupe_db_cf(db, "meta", &meta));
     troupe_key_writer w;
-    troupe_key_writer_init(&w);
-    troupe_key_put_string(&w, k1, strlen(k1));
-    if (k2 != NULL)
-        troupe_key_put_string(&w, k2, strlen(k2));
     const uint8_t *k;
     size_t klen;
-    ck_assert_ok(troupe_key_writer_finish(&w, &k, &klen));
+    str_key(&w, k1, k2, &k, &klen);
     troupe_batch *b = NULL;
     ck_assert_ok(troupe_batch_create(&b));
     if (val != NULL)
@@ -874,6 +903,429 @@ START_TEST(test_cursor_of_another_object_is_erange)
 }
 END_TEST
 
+/* ---- the catalog's format: a database written by format-1 code --------- */
+
+/* What tests/actors/fixtures/catalog-v1.txt says the fixture holds. */
+typedef struct v1_queue {
+    char name[32];
+    uint64_t id;
+    uint32_t parts;
+    long long retention;
+    uint64_t pending, completed;
+    long long due;
+} v1_queue;
+
+typedef struct v1_view {
+    char table[32];
+    uint64_t table_id;
+    size_t rows;
+    char index[2][32];
+    uint64_t index_id[2];
+    int unique[2];
+    size_t nindex;
+    uint64_t dropped_id;
+    v1_queue q[2];
+    size_t nq;
+    uint64_t seq_meta, seq_queues;
+    uint64_t max_id; /* of every kind */
+} v1_view;
+
+static v1_view v1;
+
+static void
+v1_read(void)
+{
+    memset(&v1, 0, sizeof(v1));
+    FILE *f = fopen(TROUPE_FIXTURES_DIR "/catalog-v1.txt", "r");
+    ck_assert_ptr_nonnull(f);
+    char line[256];
+    while (fgets(line, sizeof(line), f) != NULL) {
+        unsigned long long a = 0, b = 0, c = 0;
+        long long r = 0;
+        unsigned p = 0;
+        int u = 0;
+        char n1[32], n2[32];
+        if (line[0] == '#')
+            continue;
+        if (sscanf(line, "table %31s id %llu rows %llu", n1, &a, &b) == 3) {
+            strcpy(v1.table, n1);
+            v1.table_id = a;
+            v1.rows = (size_t)b;
+        } else if (sscanf(line, "index %31s %31s id %llu unique %d", n1, n2, &a,
+                          &u) == 4) {
+            ck_assert_uint_lt(v1.nindex, 2);
+            strcpy(v1.index[v1.nindex], n2);
+            v1.index_id[v1.nindex] = a;
+            v1.unique[v1.nindex++] = u;
+        } else if (sscanf(line, "dropped %31s id %llu", n1, &a) == 2) {
+            v1.dropped_id = a;
+        } else if (sscanf(line,
+                          "queue %31s id %llu partitions %u retention_ms %lld "
+                          "pending %llu completed %llu",
+                          n1, &a, &p, &r, &b, &c) == 6) {
+            ck_assert_uint_lt(v1.nq, 2);
+            v1_queue *q = &v1.q[v1.nq++];
+            strcpy(q->name, n1);
+            *q = (v1_queue){.id = a,
+                            .parts = p,
+                            .retention = r,
+                            .pending = b,
+                            .completed = c};
+            strcpy(q->name, n1);
+        } else if (sscanf(line, "due %31s %lld", n1, &r) == 2) {
+            for (size_t i = 0; i < v1.nq; i++)
+                if (strcmp(v1.q[i].name, n1) == 0)
+                    v1.q[i].due = r;
+        } else if (sscanf(line, "seq meta %llu", &a) == 1) {
+            v1.seq_meta = a;
+        } else if (sscanf(line, "seq queues %llu", &a) == 1) {
+            v1.seq_queues = a;
+        } else {
+            ck_abort_msg("catalog-v1.txt: unknown line %s", line);
+        }
+    }
+    fclose(f);
+    ck_assert_uint_eq(v1.nindex, 2);
+    ck_assert_uint_eq(v1.nq, 2);
+    uint64_t m = v1.table_id > v1.dropped_id ? v1.table_id : v1.dropped_id;
+    for (size_t i = 0; i < 2; i++) {
+        m = v1.index_id[i] > m ? v1.index_id[i] : m;
+        m = v1.q[i].id > m ? v1.q[i].id : m;
+    }
+    v1.max_id = m;
+}
+
+/* The fixture unpacked as the fixture's database (fx.dir). */
+static void
+fmt_setup(void)
+{
+    memset(&fx, 0, sizeof(fx));
+    fx.dir = ts_tempdir("catalog-v1");
+    ck_assert_ok(troupe_index_fns_create(&fx.fns));
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd),
+             "tar -xzf '%s/catalog-v1.tar.gz' --strip-components=1 -C '%s'",
+             TROUPE_FIXTURES_DIR, fx.dir);
+    ck_assert_int_eq(system(cmd), 0);
+    v1_read();
+}
+
+static void
+open_queues_v1(void)
+{
+    troupe_queues_opts qo = {.catalog = fx.cat, .commit = fx.commit};
+    ck_assert_ok(troupe_queues_open(&qo, &fx.qs));
+}
+
+/* The value under (k1) or (k1, k2) of family cf in db (*v troupe_free),
+ * or the read's error. */
+static troupe_err
+raw_get(troupe_db *db, const char *cf, const char *k1, const char *k2, void **v,
+        size_t *n)
+{
+    troupe_cf *f = NULL;
+    troupe_err e = troupe_db_cf(db, cf, &f);
+    if (e != TROUPE_OK)
+        return e;
+    troupe_key_writer w;
+    const uint8_t *k;
+    size_t kl;
+    str_key(&w, k1, k2, &k, &kl);
+    e = troupe_db_get(db, f, NULL, k, kl, v, n);
+    troupe_key_writer_fini(&w);
+    return e;
+}
+
+/* The uint under (k1) of family cf, the db opened for it alone (the
+ * tables closed); ENOENT as UINT64_MAX. */
+static uint64_t
+closed_uint(const char *cf, const char *k1)
+{
+    troupe_db *db = NULL;
+    ck_assert_ok(troupe_db_open(fx.dir, NULL, &db));
+    void *v = NULL;
+    size_t n = 0;
+    uint64_t x = UINT64_MAX;
+    troupe_err e = raw_get(db, cf, k1, NULL, &v, &n);
+    if (e == TROUPE_OK) {
+        troupe_reader r;
+        troupe_reader_init(&r, v, n);
+        troupe_read_uint(&r, &x);
+        ck_assert_ok(troupe_read_end(&r));
+    } else {
+        ck_assert_err(e, TROUPE_ENOENT);
+    }
+    troupe_free(v);
+    ck_assert_ok(troupe_db_close(db));
+    return x;
+}
+
+/* Whether family cf exists, the db opened for it alone. */
+static bool
+closed_has_cf(const char *cf)
+{
+    troupe_db *db = NULL;
+    troupe_cf *f = NULL;
+    ck_assert_ok(troupe_db_open(fx.dir, NULL, &db));
+    troupe_err e = troupe_db_cf(db, cf, &f);
+    ck_assert(e == TROUPE_OK || e == TROUPE_ENOENT);
+    ck_assert_ok(troupe_db_close(db));
+    return e == TROUPE_OK;
+}
+
+static _Atomic int v1_handled;
+
+static troupe_err
+v1_handler(const troupe_queue_delivery *d, troupe_queue_outcome *out, void *arg)
+{
+    (void)d;
+    (void)arg;
+    out->kind = TROUPE_QUEUE_ACK;
+    atomic_fetch_add(&v1_handled, 1);
+    return TROUPE_OK;
+}
+
+static bool
+v1_handled_n(void *arg)
+{
+    return atomic_load(&v1_handled) >= *(int *)arg;
+}
+
+/* Everything the fixture's text says, through the public calls. */
+static void
+v1_assert_view(void)
+{
+    char **names = NULL;
+    size_t n = 0;
+    ck_assert_ok(troupe_tables_list(fx.tables, &names, &n));
+    bool listed = false;
+    for (size_t i = 0; i < n; i++)
+        listed |= strcmp(names[i], v1.table) == 0;
+    ck_assert(listed);
+    troupe_free(names);
+    for (size_t i = 0; i < v1.nindex; i++) {
+        bool ready = false;
+        ck_assert_ok(troupe_tables_index_state(fx.tables, v1.table, v1.index[i],
+                                               &ready));
+        ck_assert(ready);
+    }
+    troupe_addr a;
+    troupe_cf *cf = NULL;
+    uint64_t id = 0;
+    ck_assert_ok(troupe__tables_lookup_id(fx.tables, v1.table, &a, &cf, &id));
+    ck_assert_uint_eq(id, v1.table_id);
+    troupe_scan_opts so = {.limit = 1000};
+    troupe_rows *rows = NULL;
+    ck_assert_ok(troupe_table_scan_wait(fx.tables, v1.table, &so, &rows));
+    ck_assert_uint_eq(rows->n, v1.rows);
+    troupe_rows_destroy(rows);
+    /* the unique index answers: one row per value */
+    troupe_index_query q = qval("u07@example.com");
+    troupe_index_result *r = NULL;
+    for (size_t i = 0; i < v1.nindex; i++)
+        if (v1.unique[i]) {
+            ck_assert_ok(troupe_tables_query_wait(fx.tables, v1.table,
+                                                  v1.index[i], &q, &r));
+            ck_assert_uint_eq(r->n, 1);
+            ck_assert_mem_eq(r->hits[0].pk, "u07", 3);
+            troupe_index_result_destroy(r);
+        }
+    troupe_queue_info *qi = NULL;
+    size_t nq = 0;
+    ck_assert_ok(troupe_queues_list(fx.qs, &qi, &nq));
+    ck_assert_uint_ge(nq, v1.nq);
+    for (size_t i = 0; i < v1.nq; i++) {
+        const v1_queue *w = &v1.q[i];
+        size_t at = nq;
+        for (size_t j = 0; j < nq; j++)
+            if (strcmp(qi[j].name, w->name) == 0)
+                at = j;
+        ck_assert_uint_lt(at, nq);
+        ck_assert_uint_eq(qi[at].id, w->id);
+        ck_assert_uint_eq(qi[at].partitions, w->parts);
+        ck_assert_int_eq(qi[at].retention_ms, w->retention);
+        troupe_queue_stats *st = NULL;
+        ck_assert_ok(troupe_queue_stats_wait(fx.qs, w->name, &st));
+        ck_assert_uint_eq(st->pending, w->pending);
+        ck_assert_uint_eq(st->completed, w->completed);
+        ck_assert_int_eq(st->oldest_due_ms, w->due);
+        troupe_free(st);
+    }
+    troupe_free(qi);
+}
+
+/* A database written by format-1 code (commit 3de0723) opens: its tables,
+ * indexes, rows and queues are all there, the queues' family is gone and
+ * the marker says 2; new ids are above every old one of either counter;
+ * a reopen sees the same and writes nothing. */
+START_TEST(test_catalog_v1_database_opens_and_migrates)
+{
+    ck_assert(closed_has_cf("queues"));
+    ck_assert_uint_eq(closed_uint("meta", "catalog"), UINT64_MAX);
+    ck_assert_ok(open_all());
+    open_queues_v1();
+    v1_assert_view();
+    ck_assert_err(troupe_db_cf(fx.db, "queues", &(troupe_cf *){NULL}),
+                  TROUPE_ENOENT);
+    size_t vl = 0;
+    void *v = meta_value("catalog", &vl);
+    ck_assert_uint_eq(vl, 1);
+    ck_assert_uint_eq(((uint8_t *)v)[0], 2);
+    troupe_free(v);
+    ck_assert_uint_ge(stored_seq(), v1.max_id);
+    /* the due events are delivered */
+    for (size_t i = 0; i < v1.nq; i++) {
+        if (v1.q[i].due > 1000000)
+            continue; /* due in 2100 */
+        atomic_store(&v1_handled, 0);
+        troupe_queue_worker_opts wo = {.queue = v1.q[i].name,
+                                       .first = 0,
+                                       .last = v1.q[i].parts - 1,
+                                       .credit = 4,
+                                       .handler = v1_handler};
+        troupe_queue_worker *w = NULL;
+        ck_assert_ok(troupe_queue_worker_start(fx.qs, &wo, &w));
+        int want = (int)v1.q[i].pending;
+        ck_assert(ts_wait_until(v1_handled_n, &want, 10000));
+        troupe_queue_worker_stop_wait(&w);
+        troupe_queue_stats *st = NULL;
+        ck_assert_ok(troupe_queue_stats_wait(fx.qs, v1.q[i].name, &st));
+        ck_assert_uint_eq(st->pending, 0);
+        ck_assert_uint_eq(st->completed, v1.q[i].completed + v1.q[i].pending);
+        v1.q[i].completed += v1.q[i].pending;
+        v1.q[i].pending = 0;
+        v1.q[i].due = -1;
+        troupe_free(st);
+    }
+    /* new ids, of either kind, above all of them */
+    ck_assert_ok(troupe_tables_create_wait(fx.tables, "fresh", NULL, 0));
+    troupe_queue_spec sp = {"fresh", 1, 0};
+    ck_assert_ok(troupe_queues_create_wait(fx.qs, &sp));
+    troupe_addr a;
+    troupe_cf *cf = NULL;
+    uint64_t tid = 0;
+    ck_assert_ok(troupe__tables_lookup_id(fx.tables, "fresh", &a, &cf, &tid));
+    ck_assert_uint_gt(tid, v1.max_id);
+    troupe_queue_info *qi = NULL;
+    size_t nq = 0;
+    ck_assert_ok(troupe_queues_list(fx.qs, &qi, &nq));
+    for (size_t j = 0; j < nq; j++)
+        if (strcmp(qi[j].name, "fresh") == 0) {
+            ck_assert_uint_gt(qi[j].id, v1.max_id);
+            ck_assert_uint_ne(qi[j].id, tid);
+        }
+    troupe_free(qi);
+    uint64_t seq = stored_seq();
+    close_all();
+    /* reopen: the same view, nothing written by the open */
+    ck_assert_ok(open_all());
+    open_queues_v1();
+    v1_assert_view();
+    ck_assert_uint_eq(stored_seq(), seq);
+}
+END_TEST
+
+/* A crash after the migration's batch and before the drop of `queues`
+ * leaves both: the next open drops the family and changes nothing else. */
+START_TEST(test_catalog_migration_interrupted_drops_leftover)
+{
+    ck_assert_ok(open_all());
+    close_all();
+    uint64_t seq = closed_uint("meta", "seq");
+    /* the state between the batch and the drop: `queues` with its old
+     * entries and counter next to the migrated ones */
+    troupe_db *db = NULL;
+    troupe_cf *old = NULL;
+    ck_assert_ok(troupe_db_open(fx.dir, NULL, &db));
+    ck_assert_ok(troupe_db_cf_create(db, "queues", &old));
+    troupe_batch *b = NULL;
+    ck_assert_ok(troupe_batch_create(&b));
+    void *olds[2] = {NULL, NULL};
+    size_t lens[2] = {0, 0};
+    for (size_t i = 0; i < v1.nq; i++) {
+        ck_assert_ok(
+            raw_get(db, "meta", "queue", v1.q[i].name, &olds[i], &lens[i]));
+        troupe_key_writer w;
+        const uint8_t *k;
+        size_t kl;
+        str_key(&w, "queue", v1.q[i].name, &k, &kl);
+        ck_assert_ok(troupe_batch_put(b, old, k, kl, olds[i], lens[i]));
+        troupe_key_writer_fini(&w);
+    }
+    ck_assert_ok(troupe_db_write(db, b, TROUPE_SYNC_ON));
+    troupe_batch_destroy(b);
+    ck_assert_ok(troupe_db_close(db));
+    ck_assert_ok(open_all());
+    open_queues_v1();
+    ck_assert_err(troupe_db_cf(fx.db, "queues", &(troupe_cf *){NULL}),
+                  TROUPE_ENOENT);
+    for (size_t i = 0; i < v1.nq; i++) {
+        void *v = NULL;
+        size_t n = 0;
+        ck_assert_ok(raw_get(fx.db, "meta", "queue", v1.q[i].name, &v, &n));
+        ck_assert_uint_eq(n, lens[i]);
+        ck_assert_mem_eq(v, olds[i], n);
+        troupe_free(v);
+        troupe_free(olds[i]);
+    }
+    ck_assert_uint_eq(stored_seq(), seq);
+    v1_assert_view();
+}
+END_TEST
+
+/* A format-1 database whose meta already holds a queue entry has two
+ * sources of queues: refused with ECORRUPT, and nothing written (no
+ * marker, the counters and the queues' family as they were). */
+START_TEST(test_catalog_migration_conflict_refused_nothing_written)
+{
+    ck_assert_uint_eq(closed_uint("meta", "seq"), v1.seq_meta);
+    ck_assert_uint_eq(closed_uint("queues", "seq"), v1.seq_queues);
+    static const unsigned char entry[] = {0x94, 0x01, 0x09, 0x01, 0x00};
+    put_meta("queue", "x", entry, sizeof(entry));
+    ck_assert_err(open_all(), TROUPE_ECORRUPT);
+    ck_assert_ptr_null(fx.cat);
+    ck_assert_uint_eq(closed_uint("meta", "catalog"), UINT64_MAX);
+    ck_assert_uint_eq(closed_uint("meta", "seq"), v1.seq_meta);
+    ck_assert(closed_has_cf("queues"));
+    ck_assert_uint_eq(closed_uint("queues", "seq"), v1.seq_queues);
+    /* without the stray entry it migrates */
+    put_meta("queue", "x", NULL, 0);
+    ck_assert_ok(open_all());
+    open_queues_v1();
+    v1_assert_view();
+}
+END_TEST
+
+/* A marker above 2 was written by a newer troupe: ENOTSUP; one that is
+ * not a uint: ECORRUPT. Either way nothing is written, not even the
+ * migration a format-1 database would get. */
+START_TEST(test_catalog_newer_format_refused)
+{
+    static const unsigned char three[] = {0x03};
+    static const unsigned char str[] = {0xa1, 'x'};
+    const unsigned char *bad[2] = {three, str};
+    size_t badlen[2] = {sizeof(three), sizeof(str)};
+    troupe_err want[2] = {TROUPE_ENOTSUP, TROUPE_ECORRUPT};
+    for (int i = 0; i < 2; i++) {
+        put_meta("catalog", NULL, bad[i], badlen[i]);
+        ck_assert_err(open_all(), want[i]);
+        ck_assert_ptr_null(fx.cat);
+        ck_assert(closed_has_cf("queues"));
+        ck_assert_uint_eq(closed_uint("queues", "seq"), v1.seq_queues);
+        ck_assert_uint_eq(closed_uint("meta", "seq"), v1.seq_meta);
+        troupe_db *db = NULL;
+        void *v = NULL;
+        size_t n = 0;
+        ck_assert_ok(troupe_db_open(fx.dir, NULL, &db));
+        ck_assert_ok(raw_get(db, "meta", "catalog", NULL, &v, &n));
+        ck_assert_uint_eq(n, badlen[i]);
+        ck_assert_mem_eq(v, bad[i], n);
+        troupe_free(v);
+        ck_assert_ok(troupe_db_close(db));
+    }
+}
+END_TEST
+
 Suite *
 catalog_suite(void)
 {
@@ -891,6 +1343,14 @@ catalog_suite(void)
     tcase_add_test(tc, test_create_again_same_spec_ok_other_eexist);
     tcase_add_test(tc, test_function_index_must_be_registered);
     tcase_add_test(tc, test_cursor_of_another_object_is_erange);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("format");
+    tcase_add_checked_fixture(tc, fmt_setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_catalog_v1_database_opens_and_migrates);
+    tcase_add_test(tc, test_catalog_migration_interrupted_drops_leftover);
+    tcase_add_test(tc, test_catalog_migration_conflict_refused_nothing_written);
+    tcase_add_test(tc, test_catalog_newer_format_refused);
     suite_add_tcase(s, tc);
     return s;
 }

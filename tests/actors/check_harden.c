@@ -42,6 +42,7 @@ static struct {
     troupe_runtime *rt;
     troupe_db *db;
     troupe_commit *commit;
+    troupe_catalog *cat;
     troupe_tables *tables;
     troupe_queues *qs;
     troupe_ttl *ttl;
@@ -101,7 +102,9 @@ open_node(unsigned workers)
     ts_wire_install(X.rt);
     ck_assert_ok(troupe_db_open(X.dir, NULL, &X.db));
     ck_assert_ok(troupe_commit_create(X.db, NULL, &X.commit));
-    troupe_tables_opts to = {.rt = X.rt, .db = X.db, .commit = X.commit};
+    troupe_catalog_opts co = {.rt = X.rt, .db = X.db};
+    ck_assert_ok(troupe_catalog_open(&co, &X.cat));
+    troupe_tables_opts to = {.catalog = X.cat, .commit = X.commit};
     ck_assert_ok(troupe_tables_open(&to, &X.tables));
     troupe_index_spec by_name = {
         .name = "by_name", .fields = &name_f, .n_fields = 1};
@@ -109,7 +112,7 @@ open_node(unsigned workers)
     troupe_index_spec by_email = {
         .name = "by_email", .unique = true, .fields = &email_f, .n_fields = 1};
     ck_assert_ok(troupe_tables_create_wait(X.tables, "u", &by_email, 1));
-    troupe_queues_opts qo = {.rt = X.rt, .db = X.db, .commit = X.commit};
+    troupe_queues_opts qo = {.catalog = X.cat, .commit = X.commit};
     ck_assert_ok(troupe_queues_open(&qo, &X.qs));
     troupe_queue_spec qs = {"q", 2, 0};
     ck_assert_ok(troupe_queues_create_wait(X.qs, &qs));
@@ -129,6 +132,8 @@ close_node(void)
     ck_assert_ok(troupe_tables_stop_wait(X.tables));
     troupe_tables_destroy(X.tables);
     ck_assert_ok(troupe_runtime_shutdown_wait(X.rt));
+    ck_assert_ok(troupe_catalog_stop_wait(X.cat));
+    troupe_catalog_destroy(X.cat);
     troupe_runtime_destroy(X.rt);
     troupe_commit_destroy(X.commit);
     ck_assert_ok(troupe_db_close(X.db));
@@ -694,6 +699,115 @@ START_TEST(test_blocked_queue_handlers_never_delay_commits_or_reads)
 }
 END_TEST
 
+/* ---- one STORAGE thread ---- */
+
+static void
+one_worker_setup(void)
+{
+    memset(&H, 0, sizeof(H));
+    open_node(1);
+}
+
+static struct {
+    _Atomic int stalled, lane_ran, acked, ack_errors;
+} G;
+
+/* Holds the pipeline's writer (the callback runs on it) until the test
+ * lets go: every later commit waits behind it. */
+static void
+stall_cb(troupe_err err, void *arg)
+{
+    (void)err;
+    (void)arg;
+    atomic_store(&G.stalled, 1);
+    ts_wait_until(released, NULL, 60000);
+}
+
+static bool
+stalled(void *arg)
+{
+    (void)arg;
+    return atomic_load(&G.stalled) != 0;
+}
+
+static void
+lane_fn(void *arg)
+{
+    (void)arg;
+    atomic_store(&G.lane_ran, 1);
+}
+
+static void
+lane_done(void *arg, troupe_runtime *rt)
+{
+    (void)arg;
+    (void)rt;
+}
+
+static bool
+lane_ran(void *arg)
+{
+    (void)arg;
+    return atomic_load(&G.lane_ran) != 0;
+}
+
+static void
+on_ack(troupe_err err, void *arg)
+{
+    (void)arg;
+    atomic_fetch_add(err == TROUPE_OK ? &G.acked : &G.ack_errors, 1);
+}
+
+static bool
+acks_in(void *arg)
+{
+    return atomic_load(&G.acked) + atomic_load(&G.ack_errors) >= *(int *)arg;
+}
+
+/* An asynchronous ack never holds a pool thread for its commit: with one
+ * STORAGE thread and the commit pipeline held, 64 acks with sync on are
+ * taken and a later job on the same lane still runs; none of the acks
+ * calls back before its commit; once the pipeline goes on, all 64 are
+ * acknowledged and their rows completed. */
+START_TEST(test_async_acks_never_hold_the_one_storage_thread)
+{
+    memset(&G, 0, sizeof(G));
+    enum { N = 64 };
+    publish_n(N);
+    troupe_queue_page *pg = NULL;
+    ck_assert_ok(troupe_queue_list_wait(X.qs, "q", TROUPE_QUEUE_PENDING, NULL,
+                                        0, N, &pg));
+    ck_assert_uint_eq(pg->n, N);
+    troupe_cf *cf = NULL;
+    ck_assert_ok(troupe_db_cf(X.db, "kv", &cf));
+    troupe_batch *b = NULL;
+    ck_assert_ok(troupe_commit_batch(X.commit, &b));
+    ck_assert_ok(troupe_batch_put(b, cf, "stall", 5, "x", 1));
+    ck_assert_ok(
+        troupe_commit_submit(X.commit, &b, TROUPE_SYNC_OFF, stall_cb, NULL));
+    ck_assert(ts_wait_until(stalled, NULL, 10000));
+    for (size_t i = 0; i < pg->n; i++)
+        ck_assert_ok(troupe_queue_ack(X.qs, "q", pg->items[i].skey,
+                                      pg->items[i].skey_len, TROUPE_SYNC_ON,
+                                      on_ack, NULL));
+    troupe_queue_page_destroy(pg);
+    ck_assert_ok(troupe_runtime_work(X.rt, lane_fn, lane_done, NULL));
+    ck_assert_msg(ts_wait_until(lane_ran, NULL, 10000),
+                  "the STORAGE thread is held by an ack waiting for its "
+                  "commit");
+    ck_assert_int_eq(atomic_load(&G.acked) + atomic_load(&G.ack_errors), 0);
+    atomic_store(&H.release, 1);
+    int want = N;
+    ck_assert(ts_wait_until(acks_in, &want, 20000));
+    ck_assert_int_eq(atomic_load(&G.ack_errors), 0);
+    troupe_queue_stats *st = NULL;
+    ck_assert_ok(troupe_queue_stats_wait(X.qs, "q", &st));
+    ck_assert_uint_eq(st->pending, 0);
+    ck_assert_uint_eq(st->completed, N);
+    troupe_free(st);
+}
+END_TEST
+
 Suite *
 lanes_suite(void)
 {
@@ -704,5 +818,10 @@ lanes_suite(void)
     tcase_add_test(tc,
                    test_blocked_queue_handlers_never_delay_commits_or_reads);
     suite_add_tcase(s, tc);
+    TCase *one = tcase_create("one worker");
+    tcase_add_checked_fixture(one, one_worker_setup, lanes_teardown);
+    tcase_set_timeout(one, 120);
+    tcase_add_test(one, test_async_acks_never_hold_the_one_storage_thread);
+    suite_add_tcase(s, one);
     return s;
 }

@@ -2694,6 +2694,7 @@ typedef struct ifx {
     troupe_db *db;
     troupe_commit *commit;
     troupe_index_fns *fns;
+    troupe_catalog *cat;
     troupe_tables *tables;
     char *dir;
     int done;
@@ -2801,8 +2802,10 @@ i_open(void)
     ck_assert_ok(troupe_runtime_create(&X.rt, &o));
     ck_assert_ok(troupe_db_open(X.dir, NULL, &X.db));
     ck_assert_ok(troupe_commit_create(X.db, NULL, &X.commit));
+    troupe_catalog_opts co = {.rt = X.rt, .db = X.db};
+    ck_assert_ok(troupe_catalog_open(&co, &X.cat));
     troupe_tables_opts to = {
-        .rt = X.rt, .db = X.db, .commit = X.commit, .fns = X.fns};
+        .catalog = X.cat, .commit = X.commit, .fns = X.fns};
     ck_assert_ok(troupe_tables_open(&to, &X.tables));
 }
 
@@ -2836,12 +2839,16 @@ i_close(void)
         X.done = 0;
         ck_assert_ok(troupe_runtime_shutdown(X.rt, i_on_shutdown, NULL));
         ck_assert(ts_run_until(&X.loop, i_is_done, NULL, 10000));
+        ck_assert_ok(troupe_catalog_stop_wait(X.cat));
+        troupe_catalog_destroy(X.cat);
         troupe_runtime_destroy(X.rt);
         ck_assert_int_eq(ts_loop_close(&X.loop), 0);
     } else {
         ck_assert_ok(troupe_tables_stop_wait(X.tables));
         troupe_tables_destroy(X.tables);
         ck_assert_ok(troupe_runtime_shutdown_wait(X.rt));
+        ck_assert_ok(troupe_catalog_stop_wait(X.cat));
+        troupe_catalog_destroy(X.cat);
         troupe_runtime_destroy(X.rt);
     }
     X.tables = NULL;
@@ -3660,7 +3667,7 @@ START_TEST(test_rebuild_drop_bad_arguments_write_nothing)
     ck_assert(ts_run_until(&X.loop, i_is_done, NULL, 20000));
     troupe_tables_destroy(X.tables);
     troupe_tables_opts to = {
-        .rt = X.rt, .db = X.db, .commit = X.commit, .fns = X.fns};
+        .catalog = X.cat, .commit = X.commit, .fns = X.fns};
     ck_assert_ok(troupe_tables_open(&to, &X.tables));
 }
 END_TEST

@@ -25,6 +25,7 @@ typedef struct q_fx {
     troupe_runtime *rt;
     troupe_db *db;
     troupe_commit *commit;
+    troupe_catalog *cat;
     troupe_tables *tables;
     troupe_queues *qs;
     char *dir;
@@ -44,7 +45,7 @@ static void
 open_queues(void)
 {
     troupe_queues_opts o = {
-        .rt = fx.rt, .db = fx.db, .commit = fx.commit, .clock = fake_clock};
+        .catalog = fx.cat, .commit = fx.commit, .clock = fake_clock};
     ck_assert_ok(troupe_queues_open(&o, &fx.qs));
 }
 
@@ -58,7 +59,9 @@ setup(void)
     ck_assert_ok(troupe_runtime_create(&fx.rt, &o));
     ck_assert_ok(troupe_db_open(fx.dir, NULL, &fx.db));
     ck_assert_ok(troupe_commit_create(fx.db, NULL, &fx.commit));
-    troupe_tables_opts to = {.rt = fx.rt, .db = fx.db, .commit = fx.commit};
+    troupe_catalog_opts co = {.rt = fx.rt, .db = fx.db};
+    ck_assert_ok(troupe_catalog_open(&co, &fx.cat));
+    troupe_tables_opts to = {.catalog = fx.cat, .commit = fx.commit};
     ck_assert_ok(troupe_tables_open(&to, &fx.tables));
     open_queues();
 }
@@ -73,6 +76,8 @@ teardown(void)
     ck_assert_ok(troupe_tables_stop_wait(fx.tables));
     troupe_tables_destroy(fx.tables);
     ck_assert_ok(troupe_runtime_shutdown_wait(fx.rt));
+    ck_assert_ok(troupe_catalog_stop_wait(fx.cat));
+    troupe_catalog_destroy(fx.cat);
     troupe_runtime_destroy(fx.rt);
     troupe_commit_destroy(fx.commit);
     ck_assert_ok(troupe_db_close(fx.db));
@@ -1622,7 +1627,7 @@ START_TEST(test_catalog_entry_name_with_nul_refused_at_open)
     troupe_queues_destroy(fx.qs);
     fx.qs = NULL;
     troupe_cf *cat = NULL;
-    ck_assert_ok(troupe_db_cf(fx.db, "queues", &cat));
+    ck_assert_ok(troupe_db_cf(fx.db, "meta", &cat));
     troupe_key_writer w;
     troupe_key_writer_init(&w);
     troupe_key_put_string(&w, "queue", 5);
@@ -1646,7 +1651,7 @@ START_TEST(test_catalog_entry_name_with_nul_refused_at_open)
     troupe_free(v);
     troupe_key_writer_fini(&w);
     troupe_queues_opts o = {
-        .rt = fx.rt, .db = fx.db, .commit = fx.commit, .clock = fake_clock};
+        .catalog = fx.cat, .commit = fx.commit, .clock = fake_clock};
     ck_assert_err(troupe_queues_open(&o, &fx.qs), TROUPE_ECORRUPT);
     ck_assert_ptr_null(fx.qs);
 }

@@ -24,6 +24,7 @@ typedef struct tb_fx {
     troupe_runtime *rt;
     troupe_db *db;
     troupe_commit *commit;
+    troupe_catalog *cat;
     troupe_tables *tables;
     char *dir;
     int done;
@@ -53,8 +54,10 @@ open_all(void)
     ck_assert_ok(troupe_runtime_create(&fx.rt, &o));
     ck_assert_ok(troupe_db_open(fx.dir, NULL, &fx.db));
     ck_assert_ok(troupe_commit_create(fx.db, NULL, &fx.commit));
+    troupe_catalog_opts co = {.rt = fx.rt, .db = fx.db};
+    ck_assert_ok(troupe_catalog_open(&co, &fx.cat));
     troupe_tables_opts to = {
-        .rt = fx.rt, .db = fx.db, .commit = fx.commit, .clock = fake_clock};
+        .catalog = fx.cat, .commit = fx.commit, .clock = fake_clock};
     ck_assert_ok(troupe_tables_open(&to, &fx.tables));
 }
 
@@ -87,12 +90,16 @@ close_all(void)
         fx.done = 0;
         ck_assert_ok(troupe_runtime_shutdown(fx.rt, on_shutdown, NULL));
         ck_assert(ts_run_until(&fx.loop, is_done, NULL, 10000));
+        ck_assert_ok(troupe_catalog_stop_wait(fx.cat));
+        troupe_catalog_destroy(fx.cat);
         troupe_runtime_destroy(fx.rt);
         ck_assert_int_eq(ts_loop_close(&fx.loop), 0);
     } else {
         ck_assert_ok(troupe_tables_stop_wait(fx.tables));
         troupe_tables_destroy(fx.tables);
         ck_assert_ok(troupe_runtime_shutdown_wait(fx.rt));
+        ck_assert_ok(troupe_catalog_stop_wait(fx.cat));
+        troupe_catalog_destroy(fx.cat);
         troupe_runtime_destroy(fx.rt);
     }
     fx.tables = NULL;
@@ -1609,7 +1616,7 @@ START_TEST(test_build_stop_waits_for_running_build)
     ck_assert_uint_eq(family_count("x.2"), 100);
     troupe_tables_destroy(fx.tables);
     troupe_tables_opts to = {
-        .rt = fx.rt, .db = fx.db, .commit = fx.commit, .clock = fake_clock};
+        .catalog = fx.cat, .commit = fx.commit, .clock = fake_clock};
     ck_assert_ok(troupe_tables_open(&to, &fx.tables));
     bool ready = false;
     ck_assert_ok(troupe_tables_index_state(fx.tables, "r", "by_email", &ready));
@@ -1937,7 +1944,7 @@ START_TEST(test_api_calls_after_stop_are_estate)
     /* teardown's stop must see it stopped already: reopen a fresh one */
     troupe_tables_destroy(fx.tables);
     troupe_tables_opts to = {
-        .rt = fx.rt, .db = fx.db, .commit = fx.commit, .clock = fake_clock};
+        .catalog = fx.cat, .commit = fx.commit, .clock = fake_clock};
     ck_assert_ok(troupe_tables_open(&to, &fx.tables));
     ck_assert_err(get("t", "k"), TROUPE_ENOENT);
 }

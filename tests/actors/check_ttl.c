@@ -21,6 +21,7 @@ typedef struct ttl_fx {
     troupe_runtime *rt;
     troupe_db *db;
     troupe_commit *commit;
+    troupe_catalog *cat;
     troupe_tables *tables;
     troupe_queues *qs; /* the queue retention tests */
     char *dir;
@@ -52,8 +53,9 @@ open_fx(uint64_t ttl_us)
     ck_assert_ok(troupe_runtime_create(&fx.rt, &o));
     ck_assert_ok(troupe_db_open(fx.dir, NULL, &fx.db));
     ck_assert_ok(troupe_commit_create(fx.db, NULL, &fx.commit));
-    troupe_tables_opts to = {.rt = fx.rt,
-                             .db = fx.db,
+    troupe_catalog_opts co = {.rt = fx.rt, .db = fx.db};
+    ck_assert_ok(troupe_catalog_open(&co, &fx.cat));
+    troupe_tables_opts to = {.catalog = fx.cat,
                              .commit = fx.commit,
                              .clock = fake_clock,
                              .clock_ctx = &fx,
@@ -75,6 +77,8 @@ teardown(void)
     ck_assert_ok(troupe_tables_stop_wait(fx.tables));
     troupe_tables_destroy(fx.tables);
     ck_assert_ok(troupe_runtime_shutdown_wait(fx.rt));
+    ck_assert_ok(troupe_catalog_stop_wait(fx.cat));
+    troupe_catalog_destroy(fx.cat);
     troupe_runtime_destroy(fx.rt);
     troupe_commit_destroy(fx.commit);
     ck_assert_ok(troupe_db_close(fx.db));
@@ -612,6 +616,8 @@ START_TEST(test_ttl_bad_arguments)
     troupe_tables_destroy(fx.tables);
     fx.tables = NULL;
     ck_assert_ok(troupe_runtime_shutdown_wait(fx.rt));
+    ck_assert_ok(troupe_catalog_stop_wait(fx.cat));
+    troupe_catalog_destroy(fx.cat);
     troupe_runtime_destroy(fx.rt);
     troupe_commit_destroy(fx.commit);
     ck_assert_ok(troupe_db_close(fx.db));
@@ -630,8 +636,7 @@ static void
 open_queues(int64_t retention_ms)
 {
     open_fx(0);
-    troupe_queues_opts qo = {.rt = fx.rt,
-                             .db = fx.db,
+    troupe_queues_opts qo = {.catalog = fx.cat,
                              .commit = fx.commit,
                              .clock = fake_clock,
                              .clock_ctx = &fx};

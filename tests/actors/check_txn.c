@@ -20,6 +20,7 @@ typedef struct tx_fx {
     troupe_runtime *rt;
     troupe_db *db;
     troupe_commit *commit;
+    troupe_catalog *cat;
     troupe_tables *tables;
     char *dir;
 } tx_fx;
@@ -35,7 +36,9 @@ setup(void)
     ck_assert_ok(troupe_runtime_create(&fx.rt, &o));
     ck_assert_ok(troupe_db_open(fx.dir, NULL, &fx.db));
     ck_assert_ok(troupe_commit_create(fx.db, NULL, &fx.commit));
-    troupe_tables_opts to = {.rt = fx.rt, .db = fx.db, .commit = fx.commit};
+    troupe_catalog_opts co = {.rt = fx.rt, .db = fx.db};
+    ck_assert_ok(troupe_catalog_open(&co, &fx.cat));
+    troupe_tables_opts to = {.catalog = fx.cat, .commit = fx.commit};
     ck_assert_ok(troupe_tables_open(&to, &fx.tables));
 }
 
@@ -45,6 +48,8 @@ teardown(void)
     ck_assert_ok(troupe_tables_stop_wait(fx.tables));
     troupe_tables_destroy(fx.tables);
     ck_assert_ok(troupe_runtime_shutdown_wait(fx.rt));
+    ck_assert_ok(troupe_catalog_stop_wait(fx.cat));
+    troupe_catalog_destroy(fx.cat);
     troupe_runtime_destroy(fx.rt);
     troupe_commit_destroy(fx.commit);
     ck_assert_ok(troupe_db_close(fx.db));
@@ -779,7 +784,7 @@ START_TEST(test_txn_begin_after_stop_is_estate)
     ck_assert_ptr_null(tx);
     /* teardown stops again: reopen a fresh catalog for it */
     troupe_tables_destroy(fx.tables);
-    troupe_tables_opts to = {.rt = fx.rt, .db = fx.db, .commit = fx.commit};
+    troupe_tables_opts to = {.catalog = fx.cat, .commit = fx.commit};
     ck_assert_ok(troupe_tables_open(&to, &fx.tables));
 }
 END_TEST
@@ -1063,7 +1068,9 @@ emb_setup(void)
     ck_assert_ok(troupe_runtime_create(&fx.rt, &o));
     ck_assert_ok(troupe_db_open(fx.dir, NULL, &fx.db));
     ck_assert_ok(troupe_commit_create(fx.db, NULL, &fx.commit));
-    troupe_tables_opts to = {.rt = fx.rt, .db = fx.db, .commit = fx.commit};
+    troupe_catalog_opts co = {.rt = fx.rt, .db = fx.db};
+    ck_assert_ok(troupe_catalog_open(&co, &fx.cat));
+    troupe_tables_opts to = {.catalog = fx.cat, .commit = fx.commit};
     ck_assert_ok(troupe_tables_open(&to, &fx.tables));
 }
 
@@ -1077,6 +1084,8 @@ emb_teardown(void)
     want = ecalls + 1;
     ck_assert_ok(troupe_runtime_shutdown(fx.rt, emb_shutdown, NULL));
     emb_drive(want);
+    ck_assert_ok(troupe_catalog_stop_wait(fx.cat));
+    troupe_catalog_destroy(fx.cat);
     troupe_runtime_destroy(fx.rt);
     ck_assert_int_eq(ts_loop_close(&eloop), 0);
     troupe_commit_destroy(fx.commit);

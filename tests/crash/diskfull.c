@@ -169,6 +169,7 @@ typedef struct stack {
     troupe_runtime *rt;
     troupe_db *db;
     troupe_commit *c;
+    troupe_catalog *cat;
     troupe_tables *tb;
     troupe_queues *qs;
 } stack;
@@ -203,11 +204,14 @@ stack_open(stack *s, const char *dbdir, mode m, bool gate)
     troupe_runtime_opts ro = {.schedulers = 2, .workers = 2};
     if ((e = troupe_runtime_create(&s->rt, &ro)) != TROUPE_OK)
         return e;
+    troupe_catalog_opts co = {.rt = s->rt, .db = s->db};
+    if ((e = troupe_catalog_open(&co, &s->cat)) != TROUPE_OK)
+        return e;
     if (m == M_QUEUE) {
-        troupe_queues_opts qo = {.rt = s->rt, .db = s->db, .commit = s->c};
+        troupe_queues_opts qo = {.catalog = s->cat, .commit = s->c};
         return troupe_queues_open(&qo, &s->qs);
     }
-    troupe_tables_opts to = {.rt = s->rt, .db = s->db, .commit = s->c};
+    troupe_tables_opts to = {.catalog = s->cat, .commit = s->c};
     return troupe_tables_open(&to, &s->tb);
 }
 
@@ -219,6 +223,10 @@ stack_close(stack *s)
         troupe_tables_destroy(s->tb);
     }
     troupe_queues_destroy(s->qs);
+    if (s->cat != NULL) {
+        troupe_catalog_stop_wait(s->cat);
+        troupe_catalog_destroy(s->cat);
+    }
     if (s->rt != NULL) {
         troupe_runtime_shutdown_wait(s->rt);
         troupe_runtime_destroy(s->rt);

@@ -195,7 +195,11 @@ crash_child_queue(int argc, char **argv)
     troupe_commit *c;
     if ((e = troupe_commit_create(db, NULL, &c)) != TROUPE_OK)
         qdie("commit_create", e);
-    troupe_queues_opts qo = {.rt = rt, .db = db, .commit = c};
+    troupe_catalog_opts co = {.rt = rt, .db = db};
+    troupe_catalog *cat;
+    if ((e = troupe_catalog_open(&co, &cat)) != TROUPE_OK)
+        qdie("catalog_open", e);
+    troupe_queues_opts qo = {.catalog = cat, .commit = c};
     troupe_queues *qs;
     if ((e = troupe_queues_open(&qo, &qs)) != TROUPE_OK)
         qdie("queues_open", e);
@@ -387,13 +391,14 @@ row_find(qrow *rows, size_t n, const uint8_t *k, size_t kl)
     return bsearch(&key, rows, n, sizeof(qrow), row_cmp);
 }
 
-/* The queue's catalog entry: *id, or found false. */
+/* The queue's catalog entry (in meta: catalog format 2, which every
+ * child's open leaves): *id, or found false. */
 static troupe_err
 catalog(troupe_db *db, bool *found, uint64_t *id, uint32_t *parts)
 {
     *found = false;
     troupe_cf *cf;
-    troupe_err e = troupe_db_cf(db, "queues", &cf);
+    troupe_err e = troupe_db_cf(db, "meta", &cf);
     if (e == TROUPE_ENOENT)
         return TROUPE_OK;
     if (e != TROUPE_OK)

@@ -478,7 +478,11 @@ child_open(const char *dir, uint64_t cycle, bool sync, troupe_db **dbp,
     troupe_index_fns *fns;
     if ((e = make_fns(&fns)) != TROUPE_OK)
         tdie("fns", e);
-    troupe_tables_opts to = {.rt = rt, .db = db, .commit = c, .fns = fns};
+    troupe_catalog_opts co = {.rt = rt, .db = db};
+    troupe_catalog *cat;
+    if ((e = troupe_catalog_open(&co, &cat)) != TROUPE_OK)
+        tdie("catalog_open", e);
+    troupe_tables_opts to = {.catalog = cat, .commit = c, .fns = fns};
     troupe_tables *tb;
     if ((e = troupe_tables_open(&to, &tb)) != TROUPE_OK)
         tdie("tables_open", e);

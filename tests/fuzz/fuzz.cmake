@@ -72,6 +72,7 @@ set(TROUPE_FUZZ_MSGPACK_DIRS ${TROUPE_FUZZ_MSGPACK_INC}
     ${TROUPE_FUZZ_MSGPACK_INC}/msgpack ${TROUPE_MSGPACK_SRC}/include)
 set(TROUPE_FUZZ_INC
     ${PROJECT_SOURCE_DIR}/runtime/include ${PROJECT_SOURCE_DIR}/runtime/src
+    ${PROJECT_SOURCE_DIR}/runtime/internal
     ${PROJECT_BINARY_DIR}/runtime/include
     ${PROJECT_SOURCE_DIR}/protocols/include ${PROJECT_SOURCE_DIR}/protocols/src
     ${PROJECT_SOURCE_DIR}/storage/include ${PROJECT_SOURCE_DIR}/storage/src

@@ -4,11 +4,11 @@
  * actors/queue/src/queues.c).
  * The first byte picks the decoder:
  *   0 a table's catalog entry {id, name, version, indexes, dropped}
- *   1 the table catalog's ("seq") counter
+ *   1 the catalog's ("seq") counter (actors/catalog/src/meta.c)
  *   2 the key-version floor ("versions")
  *   3 an index build's position ("build", table id)
  *   4 a queue's catalog entry: key (2-byte length first), then value
- *   5 the queue catalog's ("seq") counter and a queue's order mark
+ *   5 a queue's order mark ("s": one uint, the decoder of 1)
  *
  * Properties: a refused value is ECORRUPT (ENOMEM only when out of memory)
  * and leaks nothing; an accepted one encodes again (with the encoder the
@@ -20,6 +20,7 @@
 
 #include "fuzz_support.h"
 #include "troupe/alloc.h"
+#include "troupe/internal/catalog.h"
 #include "troupe/internal/queue.h"
 #include "troupe/internal/tables.h"
 #include "troupe/pack.h"
@@ -169,7 +170,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         table_entry(in.p, in.n);
         break;
     case 1:
-        one_uint(in.p, in.n, troupe__tables_seq_parse);
+        one_uint(in.p, in.n, troupe__catalog_uint_parse);
         break;
     case 2:
         floor_value(in.p, in.n);
@@ -181,7 +182,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         queue_entry(&in);
         break;
     default:
-        one_uint(in.p, in.n, troupe__tq_uint_decode);
+        one_uint(in.p, in.n, troupe__catalog_uint_parse);
         break;
     }
     return 0;

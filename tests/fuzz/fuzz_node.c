@@ -175,7 +175,11 @@ fz_node_open(void)
     dbo.sync = false;
     OK(troupe_db_open(dir, &dbo, &n.db));
     OK(troupe_commit_create(n.db, NULL, &n.commit));
-    troupe_tables_opts to = {.rt = n.rt, .db = n.db, .commit = n.commit};
+    /* lives as long as the node: the fuzz process never closes it */
+    static troupe_catalog *cat;
+    troupe_catalog_opts co = {.rt = n.rt, .db = n.db};
+    OK(troupe_catalog_open(&co, &cat));
+    troupe_tables_opts to = {.catalog = cat, .commit = n.commit};
     OK(troupe_tables_open(&to, &n.tables));
     troupe_index_spec t_ix[2] = {
         {.name = "by_name", .fields = &name_f, .n_fields = 1},
@@ -188,7 +192,7 @@ fz_node_open(void)
         put_row(&n, "t", i);
         put_row(&n, "u", i);
     }
-    troupe_queues_opts qo = {.rt = n.rt, .db = n.db, .commit = n.commit};
+    troupe_queues_opts qo = {.catalog = cat, .commit = n.commit};
     OK(troupe_queues_open(&qo, &n.qs));
     troupe_queue_spec qs = {"q", 2, 0};
     OK(troupe_queues_create_wait(n.qs, &qs));

@@ -65,6 +65,7 @@ main(int argc, char **argv)
     troupe_db *db = NULL;
     troupe_commit *c = NULL;
     troupe_runtime *rt = NULL;
+    troupe_catalog *cat = NULL;
     troupe_queues *qs = NULL;
     troupe_runtime_opts ro = {.schedulers = 1, .workers = 2};
     troupe_err e = troupe_db_open(argv[1], NULL, &db);
@@ -73,7 +74,11 @@ main(int argc, char **argv)
     if (e == TROUPE_OK)
         e = troupe_runtime_create(&rt, &ro);
     if (e == TROUPE_OK) {
-        troupe_queues_opts qo = {.rt = rt, .db = db, .commit = c};
+        troupe_catalog_opts co = {.rt = rt, .db = db};
+        e = troupe_catalog_open(&co, &cat);
+    }
+    if (e == TROUPE_OK) {
+        troupe_queues_opts qo = {.catalog = cat, .commit = c};
         e = troupe_queues_open(&qo, &qs);
     }
     troupe_queue_spec orders = {
@@ -101,6 +106,10 @@ main(int argc, char **argv)
     if (e == TROUPE_OK)
         e = outcome(qs, "o3", later);
     troupe_queues_destroy(qs);
+    if (cat != NULL) {
+        troupe_catalog_stop_wait(cat);
+        troupe_catalog_destroy(cat);
+    }
     if (rt != NULL) {
         troupe_runtime_shutdown_wait(rt);
         troupe_runtime_destroy(rt);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "rtest.h"
+#include "troupe/internal/msg.h"
 
 enum { K_MSG, K_FLOOD, K_DONE, K_MARK, K_N };
 
@@ -191,7 +192,7 @@ START_TEST(test_network_budget_bounds_many_mailboxes_rss_under_40mib)
         ok++;
     }
     ck_assert_err(e, TROUPE_EFULL);
-    uint64_t per = (64 << 10) + sizeof(troupe_msg);
+    uint64_t per = (64 << 10) + sizeof(troupe__msg);
     ck_assert_uint_le((uint64_t)ok * per, 16 * MiB);
     ck_assert_uint_gt((uint64_t)(ok + 1) * per, 16 * MiB);
     uint64_t grew = rss_bytes() - base;

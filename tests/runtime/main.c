@@ -20,6 +20,8 @@ Suite *
 version_suite(void);
 Suite *
 log_suite(void);
+Suite *
+block_suite(void);
 
 int
 main(void)
@@ -27,6 +29,6 @@ main(void)
     Suite *s[] = {err_suite(),    msg_suite(),       actor_suite(),
                   ask_suite(),    lifecycle_suite(), ids_suite(),
                   remote_suite(), budget_suite(),    version_suite(),
-                  log_suite()};
+                  log_suite(),    block_suite()};
     return ts_run_suites(s, (int)(sizeof(s) / sizeof(s[0])));
 }

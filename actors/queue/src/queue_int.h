@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 
 #include "troupe/actor.h"
+#include "troupe/internal/catalog.h"
 #include "troupe/internal/queue.h"
 #include "troupe/internal/waiter.h"
 #include "troupe/keycodec.h"
@@ -24,20 +25,20 @@
 #define TQ_ORDER_BLOCK (UINT64_C(1) << 32)
 
 struct troupe_queues {
-    troupe_runtime *rt;
-    troupe_db *db;
+    troupe_catalog *cat; /* attached: detached by destroy */
+    troupe_runtime *rt;  /* the catalog's */
+    troupe_db *db;       /* the catalog's */
     troupe_commit *commit;
-    troupe_cf *meta;
     int64_t (*clock)(void *ctx);
     void *clock_ctx;
-    /* Held across a create's or a drop's disk work and actor stops, so
-     * those run one at a time without holding `mu`, which loop threads
-     * take to find a queue (a publish must never wait for an fsync). */
-    pthread_mutex_t ddl;
+    /* Creates, drops and the stop hold the catalog's DDL lock across
+     * their disk work and actor stops, so those run one at a time (and in
+     * one order with the tables' changes) without holding `mu`, which
+     * loop threads take to find a queue (a publish must never wait for an
+     * fsync). */
     pthread_mutex_t mu; /* the map, the worker list, `stopped` */
     tq_queue **qs;
     size_t nq;
-    uint64_t seq; /* under ddl */
     bool stopped;
     troupe_queue_worker **ws; /* running workers */
     size_t nws;

@@ -1,15 +1,15 @@
 /*
  * The queue catalog and the shared objects: queues, claims, workers.
  *
- * Catalog. Queues have their own catalog family, `queues`, rather than
- * entries in the tables' `meta`: the table catalog's loader owns every key
- * of `meta`, and a family of our own keeps the two catalogs' formats
- * independent. Keys: tuple ("queue", name) -> msgpack [1, id, partitions,
- * retention_ms]; ("seq") -> uint, the next queue id (never reused, so a
- * dropped queue's family `q.<id>` never collides with a new one's).
- * A create stores the counter (synced) before creating the family, then
- * the entry (synced): a crash in between leaves at worst an unused id or
- * a family no entry names.
+ * Catalog. Queues are entries of the catalog (actors/catalog) in its
+ * `meta` family: key ("queue", name) -> msgpack [1, id, partitions,
+ * retention_ms]. Ids come from the catalog's one counter (never reused,
+ * so a dropped queue's family `q.<id>` never collides with a new one's,
+ * nor with a table's families). A create stores the counter (synced)
+ * before creating the family, then the entry (synced): a crash in
+ * between leaves at worst an unused id or a family no entry names.
+ * Creates and drops run under the catalog's DDL lock, in one order with
+ * the tables' changes.
  *
  * Enqueue order. Each queue's family holds a mark ("s") -> uint: every
  * order below it may have been used. An open reserves the block [mark,
@@ -25,11 +25,6 @@
 #include "troupe/internal/datafmt.h"
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
-
-_Static_assert(TROUPE_QUEUE_NAME_MAX == TROUPE_TABLE_NAME_MAX,
-               "queue names follow the catalogs' rule");
-
-#define CATALOG_CF "queues"
 
 tq_queue *
 troupe__tq_retain(tq_queue *q)
@@ -189,15 +184,6 @@ entry_key(troupe_key_writer *w, const char *name)
 }
 
 troupe_err
-troupe__tq_uint_decode(const void *v, size_t len, uint64_t *out)
-{
-    troupe_reader r;
-    troupe_reader_init(&r, v, len);
-    troupe_read_uint(&r, out); /* sticky: read_end reports its error */
-    return troupe_read_end(&r) == TROUPE_OK ? TROUPE_OK : TROUPE_ECORRUPT;
-}
-
-troupe_err
 troupe__tq_entry_pack(const char *name, uint64_t id, uint32_t parts,
                       int64_t retention, troupe_key_writer *w, troupe_packer *p)
 {
@@ -209,6 +195,10 @@ troupe__tq_entry_pack(const char *name, uint64_t id, uint32_t parts,
     troupe_pack_int(p, retention);
     return w->err != TROUPE_OK ? w->err : p->err;
 }
+
+static troupe_err
+entry_value_decode(const void *v, size_t vlen, uint64_t *id, uint32_t *parts,
+                   int64_t *retention);
 
 troupe_err
 troupe__tq_entry_decode(const void *k, size_t klen, const void *v, size_t vlen,
@@ -232,6 +222,15 @@ troupe__tq_entry_decode(const void *k, size_t klen, const void *v, size_t vlen,
              troupe_key_read(&kr, &a) == TROUPE_ENOENT;
     }
     troupe_key_reader_fini(&kr);
+    troupe_err e = entry_value_decode(v, vlen, id, parts, retention);
+    return ok ? e : TROUPE_ECORRUPT;
+}
+
+/* The value [1, id, partitions, retention_ms] of a queue's entry. */
+static troupe_err
+entry_value_decode(const void *v, size_t vlen, uint64_t *id, uint32_t *parts,
+                   int64_t *retention)
+{
     troupe_reader r;
     uint64_t ver = 0, i = 0;
     uint32_t n = 0;
@@ -242,8 +241,8 @@ troupe__tq_entry_decode(const void *k, size_t klen, const void *v, size_t vlen,
     troupe_read_uint(&r, &i);
     troupe_read_u32(&r, &n);
     troupe_read_int(&r, &ret);
-    if (!ok || troupe_read_end(&r) != TROUPE_OK || ver != 1 || i == 0 ||
-        n == 0 || n > TROUPE_QUEUE_PARTITIONS_MAX || ret < 0)
+    if (troupe_read_end(&r) != TROUPE_OK || ver != 1 || i == 0 || n == 0 ||
+        n > TROUPE_QUEUE_PARTITIONS_MAX || ret < 0)
         return TROUPE_ECORRUPT;
     *id = i;
     *parts = n;
@@ -293,7 +292,7 @@ get_uint(troupe_queues *qs, troupe_cf *cf, const char *k1, uint64_t *v)
     if (e == TROUPE_OK)
         e = troupe_db_get(qs->db, cf, NULL, k, kl, &val, &vl);
     if (e == TROUPE_OK)
-        e = troupe__tq_uint_decode(val, vl, v);
+        e = troupe__catalog_uint_parse(val, vl, v);
     troupe_free(val);
     troupe_key_writer_fini(&w);
     return e;
@@ -404,71 +403,49 @@ map_add(troupe_queues *qs, tq_queue *q)
     return TROUPE_OK;
 }
 
+/* The loader's call for one stored queue (troupe__catalog_load checks the
+ * key and, after, the id): its value decoded, its actors started. */
 static troupe_err
-load(troupe_queues *qs)
+load_queue(void *arg, const char *name, const void *v, size_t n, uint64_t *id)
 {
-    troupe_err e = get_uint(qs, qs->meta, "seq", &qs->seq);
-    if (e == TROUPE_ENOENT) {
-        qs->seq = 1;
-        e = TROUPE_OK;
-    }
-    troupe_key_writer w;
-    troupe_key_writer_init(&w);
-    troupe_range rg;
-    entry_key(&w, NULL);
+    troupe_queues *qs = arg;
+    uint32_t parts = 0;
+    int64_t ret = 0;
+    troupe_err e = entry_value_decode(v, n, id, &parts, &ret);
+    if (e == TROUPE_OK && *id > troupe__catalog_seq(qs->cat))
+        return TROUPE_ECORRUPT; /* checked before queue_start writes the
+                                   order mark into q.<id> */
+    tq_queue *q = NULL;
     if (e == TROUPE_OK)
-        e = troupe_key_writer_range(&w, &rg);
-    troupe_iter *it = NULL;
-    if (e == TROUPE_OK)
-        e = troupe_iter_create(qs->db, qs->meta, NULL, &rg, NULL, 0, false,
-                               &it);
-    troupe_kv kv;
-    while (e == TROUPE_OK && (e = troupe_iter_next(it, &kv)) == TROUPE_OK) {
-        char name[TROUPE_QUEUE_NAME_MAX + 1];
-        uint64_t id = 0;
-        uint32_t parts = 0;
-        int64_t ret = 0;
-        e = troupe__tq_entry_decode(kv.key, kv.key_len, kv.val, kv.val_len,
-                                    name, &id, &parts, &ret);
-        if (e == TROUPE_OK && id >= qs->seq)
-            e = TROUPE_ECORRUPT;
-        if (e != TROUPE_OK)
-            break;
-        tq_queue *q = NULL;
-        e = queue_start(qs, id, name, parts, ret, &q);
-        if (e == TROUPE_OK && (e = map_add(qs, q)) != TROUPE_OK) {
-            queue_stop(qs, q);
-            troupe__tq_release(q);
-        }
+        e = queue_start(qs, *id, name, parts, ret, &q);
+    if (e == TROUPE_OK && (e = map_add(qs, q)) != TROUPE_OK) {
+        queue_stop(qs, q);
+        troupe__tq_release(q);
     }
-    if (e == TROUPE_ENOENT)
-        e = TROUPE_OK;
-    troupe_iter_destroy(it);
-    troupe_key_writer_fini(&w);
     return e;
 }
 
 troupe_err
 troupe_queues_open(const troupe_queues_opts *o, troupe_queues **out)
 {
-    if (o == NULL || out == NULL || o->rt == NULL || o->db == NULL ||
-        o->commit == NULL)
+    if (o == NULL || out == NULL || o->catalog == NULL || o->commit == NULL)
         return TROUPE_EINVAL;
     troupe_queues *qs = troupe_calloc(1, sizeof(*qs));
     if (qs == NULL)
         return TROUPE_ENOMEM;
-    qs->rt = o->rt;
-    qs->db = o->db;
+    troupe_err e = troupe__catalog_attach(o->catalog);
+    if (e != TROUPE_OK) {
+        troupe_free(qs);
+        return e;
+    }
+    qs->cat = o->catalog;
+    qs->rt = troupe__catalog_rt(qs->cat);
+    qs->db = troupe__catalog_db(qs->cat);
     qs->commit = o->commit;
     qs->clock = o->clock;
     qs->clock_ctx = o->clock_ctx;
     pthread_mutex_init(&qs->mu, NULL);
-    pthread_mutex_init(&qs->ddl, NULL);
-    troupe_err e = troupe_db_cf(qs->db, CATALOG_CF, &qs->meta);
-    if (e == TROUPE_ENOENT)
-        e = troupe_db_cf_create(qs->db, CATALOG_CF, &qs->meta);
-    if (e == TROUPE_OK)
-        e = load(qs);
+    e = troupe__catalog_load(qs->cat, "queue", load_queue, qs);
     if (e != TROUPE_OK) {
         for (size_t i = 0; i < qs->nq; i++) {
             queue_stop(qs, qs->qs[i]);
@@ -476,7 +453,7 @@ troupe_queues_open(const troupe_queues_opts *o, troupe_queues **out)
         }
         troupe_free(qs->qs);
         pthread_mutex_destroy(&qs->mu);
-        pthread_mutex_destroy(&qs->ddl);
+        troupe__catalog_detach(qs->cat);
         troupe_free(qs);
         return e;
     }
@@ -509,10 +486,10 @@ troupe_queues_stop_wait(troupe_queues *qs)
         troupe_queue_worker_stop_wait(&tmp); /* unlists it; caller's ref
                                                 stays for its own stop */
     }
-    pthread_mutex_lock(&qs->ddl); /* no create or drop midway */
+    troupe__catalog_ddl_lock(qs->cat); /* no create or drop midway */
     for (size_t i = 0; i < qs->nq; i++)
         queue_stop(qs, qs->qs[i]);
-    pthread_mutex_unlock(&qs->ddl);
+    troupe__catalog_ddl_unlock(qs->cat);
     return TROUPE_OK;
 }
 
@@ -531,7 +508,7 @@ troupe_queues_destroy(troupe_queues *qs)
     troupe_free(qs->qs);
     troupe_free(qs->ws);
     pthread_mutex_destroy(&qs->mu);
-    pthread_mutex_destroy(&qs->ddl);
+    troupe__catalog_detach(qs->cat);
     troupe_free(qs);
 }
 
@@ -543,7 +520,7 @@ troupe_queues_create_wait(troupe_queues *qs, const troupe_queue_spec *spec)
         spec->partitions > TROUPE_QUEUE_PARTITIONS_MAX ||
         spec->retention_ms < 0)
         return TROUPE_EINVAL;
-    pthread_mutex_lock(&qs->ddl);
+    troupe__catalog_ddl_lock(qs->cat);
     pthread_mutex_lock(&qs->mu);
     size_t at;
     troupe_err e = qs->stopped ? TROUPE_ESTATE
@@ -551,12 +528,17 @@ troupe_queues_create_wait(troupe_queues *qs, const troupe_queue_spec *spec)
                        ? TROUPE_EEXIST
                        : TROUPE_OK;
     pthread_mutex_unlock(&qs->mu);
-    uint64_t id = qs->seq;
+    uint64_t id = 0;
+    if (e == TROUPE_OK)
+        e = troupe__catalog_ids(qs->cat, 1, &id);
+    troupe__meta_batch m;
+    if (e == TROUPE_OK) { /* the counter first: see the design note */
+        troupe__meta_begin(&m, qs->cat);
+        troupe__meta_put_seq(&m);
+        e = troupe__meta_commit(&m, TROUPE_SYNC_ON);
+    }
     char cfn[32];
     troupe__cf_name('q', id, cfn, sizeof(cfn));
-    if (e == TROUPE_OK &&
-        (e = put_uint(qs, qs->meta, "seq", id + 1)) == TROUPE_OK)
-        qs->seq = id + 1;
     if (e == TROUPE_OK)
         e = troupe_db_cf_create(qs->db, cfn, NULL);
     tq_queue *q = NULL;
@@ -566,26 +548,16 @@ troupe_queues_create_wait(troupe_queues *qs, const troupe_queue_spec *spec)
     if (e == TROUPE_OK) {
         troupe_key_writer w;
         troupe_key_writer_init(&w);
-        const uint8_t *k;
-        size_t kl;
         troupe_packer p;
         troupe_pack_init(&p);
-        e = troupe__tq_entry_pack(spec->name, id, spec->partitions,
-                                  spec->retention_ms, &w, &p);
+        troupe_err ke = troupe__tq_entry_pack(spec->name, id, spec->partitions,
+                                              spec->retention_ms, &w, &p);
         size_t n;
         const void *d = troupe_pack_data(&p, &n);
-        troupe_batch *b = NULL;
-        if (e == TROUPE_OK)
-            e = troupe_key_writer_finish(&w, &k, &kl);
-        if (e == TROUPE_OK)
-            e = troupe_batch_create(&b);
-        if (e == TROUPE_OK)
-            e = troupe_batch_put(b, qs->meta, k, kl, d, n);
-        if (e == TROUPE_OK)
-            e = troupe_db_write(qs->db, b, TROUPE_SYNC_ON);
-        troupe_batch_destroy(b);
+        troupe__meta_begin(&m, qs->cat);
+        troupe__meta_put_key(&m, &w, ke, d, n);
+        e = troupe__meta_commit(&m, TROUPE_SYNC_ON);
         troupe_pack_fini(&p);
-        troupe_key_writer_fini(&w);
         if (e == TROUPE_OK) {
             pthread_mutex_lock(&qs->mu);
             e = qs->stopped ? TROUPE_ESTATE : map_add(qs, q);
@@ -596,7 +568,7 @@ troupe_queues_create_wait(troupe_queues *qs, const troupe_queue_spec *spec)
             troupe__tq_release(q);
         }
     }
-    pthread_mutex_unlock(&qs->ddl);
+    troupe__catalog_ddl_unlock(qs->cat);
     return e;
 }
 
@@ -605,7 +577,7 @@ troupe_queues_drop_wait(troupe_queues *qs, const char *name)
 {
     if (qs == NULL || !troupe_catalog_name_valid(name, NULL))
         return TROUPE_EINVAL;
-    pthread_mutex_lock(&qs->ddl);
+    troupe__catalog_ddl_lock(qs->cat);
     pthread_mutex_lock(&qs->mu);
     size_t at = 0;
     troupe_err e = qs->stopped ? TROUPE_ESTATE : find_locked(qs, name, &at);
@@ -613,33 +585,22 @@ troupe_queues_drop_wait(troupe_queues *qs, const char *name)
         e = TROUPE_EBUSY;
     if (e != TROUPE_OK) {
         pthread_mutex_unlock(&qs->mu);
-        pthread_mutex_unlock(&qs->ddl);
+        troupe__catalog_ddl_unlock(qs->cat);
         return e;
     }
     tq_queue *q = qs->qs[at];
     qs->qs[at] = qs->qs[--qs->nq]; /* gone for lookups from now on */
     pthread_mutex_unlock(&qs->mu);
     queue_stop(qs, q);
-    troupe_key_writer w;
-    troupe_key_writer_init(&w);
-    entry_key(&w, name);
-    const uint8_t *k;
-    size_t kl;
-    troupe_batch *b = NULL;
-    e = troupe_key_writer_finish(&w, &k, &kl);
-    if (e == TROUPE_OK)
-        e = troupe_batch_create(&b);
-    if (e == TROUPE_OK)
-        e = troupe_batch_delete(b, qs->meta, k, kl);
-    if (e == TROUPE_OK)
-        e = troupe_db_write(qs->db, b, TROUPE_SYNC_ON);
-    troupe_batch_destroy(b);
-    troupe_key_writer_fini(&w);
+    troupe__meta_batch m;
+    troupe__meta_begin(&m, qs->cat);
+    troupe__meta_del_entry(&m, "queue", name);
+    e = troupe__meta_commit(&m, TROUPE_SYNC_ON);
     char cfn[32];
     troupe__cf_name('q', q->id, cfn, sizeof(cfn));
     if (e == TROUPE_OK)
         e = troupe_db_cf_drop(qs->db, cfn);
-    pthread_mutex_unlock(&qs->ddl);
+    troupe__catalog_ddl_unlock(qs->cat);
     troupe__tq_release(q);
     return e;
 }

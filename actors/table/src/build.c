@@ -78,7 +78,7 @@ finalize_work(void *arg)
 {
     tbuild *b = arg;
     troupe_tables *t = b->t;
-    pthread_mutex_lock(&t->ddl);
+    troupe__catalog_ddl_lock(t->cat);
     pthread_mutex_lock(&t->mu);
     tentry *en = troupe__tables_entry_find(t, b->table);
     uint64_t *gone = NULL;
@@ -118,7 +118,7 @@ finalize_work(void *arg)
             b->err = e;
     }
     troupe_free(gone);
-    pthread_mutex_unlock(&t->ddl);
+    troupe__catalog_ddl_unlock(t->cat);
 }
 
 static void
@@ -136,8 +136,8 @@ void
 troupe__tables_build_done(tbuild *b, troupe_err err)
 {
     b->err = err;
-    if (troupe__ddl_submit(b->t, finalize_work, finalize_done, b) !=
-        TROUPE_OK) {
+    if (troupe__catalog_ddl_submit(b->t->cat, finalize_work, finalize_done,
+                                   b) != TROUPE_OK) {
         /* Shutting down: nothing more can be recorded; open resumes. */
         b->err = TROUPE_ECLOSED;
         finalize_done(b, b->t->rt);
@@ -156,10 +156,26 @@ troupe__tables_build_save(troupe_db *db, troupe_cf *meta, uint64_t table_id,
     troupe_pack_uint(&p, index_id);
     troupe_pack_bin(&p, after, alen);
     troupe_err ke = troupe__tables_pos_key(&w, table_id);
+    const uint8_t *k;
+    size_t klen, vlen;
+    const void *v = troupe_pack_data(&p, &vlen);
+    troupe_batch *b = NULL;
+    troupe_err e = p.err != TROUPE_OK ? p.err : ke;
+    if (e == TROUPE_OK)
+        e = troupe_key_writer_finish(&w, &k, &klen);
+    if (e == TROUPE_OK)
+        e = troupe_batch_create(&b);
+    if (e == TROUPE_OK)
+        e = troupe_batch_put(b, meta, k, klen, v, vlen);
     /* Not synced: the reindexed rows it covers went through the WAL
      * before it, so a crash may lose the position (that part is redone)
      * but never keep it without them. */
-    return troupe__meta_put(db, meta, &w, ke, &p, TROUPE_SYNC_DEFAULT);
+    if (e == TROUPE_OK)
+        e = troupe_db_write(db, b, TROUPE_SYNC_DEFAULT);
+    troupe_batch_destroy(b);
+    troupe_key_writer_fini(&w);
+    troupe_pack_fini(&p);
+    return e;
 }
 
 troupe_err
@@ -192,7 +208,7 @@ load_position(troupe_tables *t, const tentry *en, uint64_t index_id, tbuild *b)
     void *v = NULL;
     size_t vlen = 0;
     troupe_err ke = troupe__tables_pos_key(&w, en->id);
-    troupe_err e = troupe__meta_get(t, &w, ke, &v, &vlen);
+    troupe_err e = troupe__meta_get(t->cat, &w, ke, &v, &vlen);
     if (e != TROUPE_OK)
         return;
     uint64_t id = 0;

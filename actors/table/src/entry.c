@@ -1,7 +1,8 @@
 /*
- * The catalog's records in the `meta` family (formats in
- * docs/data-model.md): the keys ("seq"), ("table", name) and ("build",
- * table id), the reads and writes of meta, and a table's entry (tentry):
+ * The tables' records in the catalog's `meta` family (formats in
+ * docs/data-model.md): the entries ("table", name) and the build
+ * positions ("build", table id), written through the catalog's meta
+ * batch, and a table's entry (tentry):
  * its stored form {id, name, version, indexes, dropped?}, parsed and
  * packed here, and freed here. What is read is from the disk: anything
  * that is not the format is ECORRUPT, with nothing allocated.
@@ -17,16 +18,6 @@
 #define DROPPED_MAX TROUPE_TABLE_INDEX_MAX
 
 troupe_err
-troupe__tables_meta_key(troupe_key_writer *w, const char *name)
-{
-    troupe_key_writer_init(w);
-    if (name == NULL)
-        return troupe_key_put_string(w, "seq", 3);
-    troupe_key_put_string(w, "table", 5);
-    return troupe_key_put_string(w, name, strlen(name));
-}
-
-troupe_err
 troupe__tables_pos_key(troupe_key_writer *w, uint64_t table_id)
 {
     troupe_key_writer_init(w);
@@ -35,100 +26,21 @@ troupe__tables_pos_key(troupe_key_writer *w, uint64_t table_id)
 }
 
 troupe_err
-troupe__meta_get(troupe_tables *t, troupe_key_writer *w, troupe_err ke,
-                 void **v, size_t *vlen)
-{
-    const uint8_t *k;
-    size_t klen;
-    troupe_err e = ke;
-    if (e == TROUPE_OK)
-        e = troupe_key_writer_finish(w, &k, &klen);
-    if (e == TROUPE_OK)
-        e = troupe_db_get(t->db, t->meta, NULL, k, klen, v, vlen);
-    troupe_key_writer_fini(w);
-    return e;
-}
-
-troupe_err
-troupe__meta_put(troupe_db *db, troupe_cf *meta, troupe_key_writer *w,
-                 troupe_err ke, troupe_packer *p, troupe_sync sync)
-{
-    troupe_batch *b = NULL;
-    const uint8_t *k;
-    size_t klen, vlen;
-    const void *v = troupe_pack_data(p, &vlen);
-    troupe_err e = p->err != TROUPE_OK ? p->err : ke;
-    if (e == TROUPE_OK)
-        e = troupe_key_writer_finish(w, &k, &klen);
-    if (e == TROUPE_OK)
-        e = troupe_batch_create(&b);
-    if (e == TROUPE_OK)
-        e = troupe_batch_put(b, meta, k, klen, v, vlen);
-    if (e == TROUPE_OK)
-        e = troupe_db_write(db, b, sync);
-    troupe_batch_destroy(b);
-    troupe_key_writer_fini(w);
-    troupe_pack_fini(p);
-    return e;
-}
-
-troupe_err
-troupe__tables_seq_parse(const void *v, size_t len, uint64_t *seq)
-{
-    troupe_reader r;
-    troupe_reader_init(&r, v, len);
-    troupe_read_uint(&r, seq); /* sticky: read_end reports its error */
-    return troupe_read_end(&r) == TROUPE_OK ? TROUPE_OK : TROUPE_ECORRUPT;
-}
-
-troupe_err
 troupe__tables_write_meta(troupe_tables *t, const char *name, const void *val,
                           size_t vlen, bool put_seq, uint64_t clear_pos)
 {
-    troupe_batch *b = NULL;
-    troupe_key_writer w;
-    const uint8_t *k;
-    size_t klen;
-    troupe_err e = troupe_batch_create(&b);
-    if (e == TROUPE_OK && put_seq) {
-        troupe_packer p;
-        troupe_pack_init(&p);
-        pthread_mutex_lock(&t->mu);
-        troupe_pack_uint(&p, t->seq);
-        pthread_mutex_unlock(&t->mu);
-        size_t plen;
-        const void *pd = troupe_pack_data(&p, &plen);
-        e = troupe__tables_meta_key(&w, NULL);
-        if (e == TROUPE_OK)
-            e = troupe_key_writer_finish(&w, &k, &klen);
-        if (e == TROUPE_OK)
-            e = p.err != TROUPE_OK
-                    ? p.err
-                    : troupe_batch_put(b, t->meta, k, klen, pd, plen);
-        troupe_key_writer_fini(&w);
-        troupe_pack_fini(&p);
+    troupe__meta_batch m;
+    troupe__meta_begin(&m, t->cat);
+    if (put_seq)
+        troupe__meta_put_seq(&m);
+    if (name != NULL)
+        troupe__meta_put_entry(&m, "table", name, val, vlen);
+    if (clear_pos != 0) {
+        troupe_key_writer w;
+        troupe_err ke = troupe__tables_pos_key(&w, clear_pos);
+        troupe__meta_del_key(&m, &w, ke);
     }
-    if (e == TROUPE_OK && name != NULL) {
-        e = troupe__tables_meta_key(&w, name);
-        if (e == TROUPE_OK)
-            e = troupe_key_writer_finish(&w, &k, &klen);
-        if (e == TROUPE_OK)
-            e = val != NULL ? troupe_batch_put(b, t->meta, k, klen, val, vlen)
-                            : troupe_batch_delete(b, t->meta, k, klen);
-        troupe_key_writer_fini(&w);
-    }
-    if (e == TROUPE_OK && clear_pos != 0) {
-        e = troupe__tables_pos_key(&w, clear_pos);
-        if (e == TROUPE_OK)
-            e = troupe_key_writer_finish(&w, &k, &klen);
-        if (e == TROUPE_OK)
-            e = troupe_batch_delete(b, t->meta, k, klen);
-        troupe_key_writer_fini(&w);
-    }
-    if (e == TROUPE_OK)
-        e = troupe_db_write(t->db, b, TROUPE_SYNC_ON);
-    troupe_batch_destroy(b);
-    return e;
+    return troupe__meta_commit(&m, TROUPE_SYNC_ON);
 }
 
 /* Whether the n defs have distinct ids and distinct names. */
@@ -309,19 +221,6 @@ troupe__tables_entry_parse(const void *val, size_t len, tentry **out)
     }
     *out = e;
     return TROUPE_OK;
-}
-
-bool
-troupe__tables_entry_key_is(const void *key, size_t klen, const char *name)
-{
-    troupe_key_writer w;
-    const uint8_t *k;
-    size_t n;
-    bool same = troupe__tables_meta_key(&w, name) == TROUPE_OK &&
-                troupe_key_writer_finish(&w, &k, &n) == TROUPE_OK &&
-                n == klen && memcmp(k, key, n) == 0;
-    troupe_key_writer_fini(&w);
-    return same;
 }
 
 troupe_err

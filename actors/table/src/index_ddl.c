@@ -1,6 +1,6 @@
 /*
- * Add, rebuild and drop of one index, as catalog jobs on the DDL queue
- * (ddl.c), and an index's state.
+ * Add, rebuild and drop of one index, as catalog jobs on the catalog's
+ * DDL queue, and an index's state.
  *
  * Index changes (add, rebuild, drop) write the new index list first and
  * then let the table actor walk the rows (a build, or for a drop a sweep
@@ -63,7 +63,8 @@ index_find(const tentry *en, const char *name, size_t *at)
 
 /* Checks a rebuild or drop of index j->index of en: *old_id is its id;
  * for a rebuild *def is its copy, building, under id j->new_id (the
- * caller's). Called with ddl held; errors: ENOENT, EBUSY, ENOMEM. */
+ * caller's). Called with the catalog's DDL lock held; errors: ENOENT, EBUSY,
+ * ENOMEM. */
 static troupe_err
 replan(troupe_tables *t, tentry *en, const add_job *j, uint64_t *old_id,
        troupe_index_def **def)
@@ -88,7 +89,7 @@ add_work(void *arg)
 {
     add_job *j = arg;
     troupe_tables *t = j->t;
-    pthread_mutex_lock(&t->ddl);
+    troupe__catalog_ddl_lock(t->cat);
     pthread_mutex_lock(&t->mu);
     tentry *en = troupe__tables_entry_find(t, j->table);
     troupe_err e = en == NULL ? TROUPE_ENOENT : TROUPE_OK;
@@ -110,7 +111,7 @@ add_work(void *arg)
     }
     pthread_mutex_unlock(&t->mu);
     if (j->existed) {
-        pthread_mutex_unlock(&t->ddl);
+        troupe__catalog_ddl_unlock(t->cat);
         j->err = TROUPE_OK; /* nothing written */
         return;
     }
@@ -130,7 +131,7 @@ add_work(void *arg)
         fam = e == TROUPE_OK;
     }
     /* Not busy, so nothing was pending: the dropped list is just the
-     * index replaced or removed. en->schema changes only under ddl. */
+     * index replaced or removed. en->schema changes only under the DDL lock. */
     tschema *s = NULL;
     if (e == TROUPE_OK) {
         if (j->op == IDX_ADD)
@@ -161,7 +162,7 @@ add_work(void *arg)
     if (e != TROUPE_OK && fam)
         troupe_db_cf_drop(t->db, buf);
     troupe__tschema_release(s);
-    pthread_mutex_unlock(&t->ddl);
+    troupe__catalog_ddl_unlock(t->cat);
     j->err = e;
 }
 
@@ -224,11 +225,10 @@ index_change(troupe_tables *t, int op, const char *table,
             : entry_busy(en)                      ? TROUPE_EBUSY
                                                   : TROUPE_OK;
     }
-    if (e == TROUPE_OK) {
-        if (op != IDX_DROP)
-            j->new_id = ++t->seq;
+    if (e == TROUPE_OK && op != IDX_DROP)
+        e = troupe__catalog_ids(t->cat, 1, &j->new_id);
+    if (e == TROUPE_OK)
         t->ddl_jobs++;
-    }
     pthread_mutex_unlock(&t->mu);
     if (e != TROUPE_OK) {
         troupe_free(j);
@@ -237,7 +237,7 @@ index_change(troupe_tables *t, int op, const char *table,
     if (op == IDX_ADD)
         e = troupe_index_def_create(spec, j->new_id, &j->def);
     if (e == TROUPE_OK)
-        e = troupe__ddl_submit(t, add_work, add_done, j);
+        e = troupe__catalog_ddl_submit(t->cat, add_work, add_done, j);
     if (e != TROUPE_OK)
         add_end(j);
     return e;

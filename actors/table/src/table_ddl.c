@@ -1,14 +1,14 @@
 /*
  * Create and drop of tables, as catalog jobs: the asynchronous forms run
- * on the DDL queue (ddl.c), the _wait forms on the caller's thread; both
- * hold `ddl` while they run, so each sees the catalog the previous one
- * left.
+ * on the catalog's DDL queue, the _wait forms on the caller's thread; both
+ * hold the catalog's DDL lock while they run, so each sees the catalog
+ * the previous one left (queue changes included).
  *
  * Ids come from one counter (`("seq")` in meta) and are never reused: ids
  * are reserved in memory when a create is called and the counter is
  * stored (synced) before any family named after them is created, so a
  * crash between the two leaves at worst unused ids, never a family that a
- * later create would collide with. `ddl` is held across I/O only on
+ * later create would collide with. The DDL lock is held across I/O only on
  * worker threads or by blocking callers.
  *
  * Catalog changes are not actor messages: they block on RocksDB's family
@@ -168,9 +168,9 @@ static void
 ddl_work(void *arg)
 {
     ddl_job *j = arg;
-    pthread_mutex_lock(&j->t->ddl);
+    troupe__catalog_ddl_lock(j->t->cat);
     j->err = j->drop ? do_drop(j) : do_create(j);
-    pthread_mutex_unlock(&j->t->ddl);
+    troupe__catalog_ddl_unlock(j->t->cat);
 }
 
 static void
@@ -223,12 +223,13 @@ ddl_job_new(troupe_tables *t, const char *name, bool drop,
     }
     pthread_mutex_lock(&t->mu);
     troupe_err e = t->state == TABLES_RUNNING ? TROUPE_OK : TROUPE_ESTATE;
-    uint64_t base = t->seq;
-    if (e == TROUPE_OK) {
-        if (!drop)
-            t->seq += 1 + n_idx;
+    uint64_t first = 0;
+    if (e == TROUPE_OK && !drop)
+        e = troupe__catalog_ids(t->cat, 1 + n_idx, &first);
+    bool counted = e == TROUPE_OK;
+    if (counted)
         t->ddl_jobs++;
-    }
+    uint64_t base = first - 1;
     pthread_mutex_unlock(&t->mu);
     j->t = t;
     j->drop = drop;
@@ -241,7 +242,7 @@ ddl_job_new(troupe_tables *t, const char *name, bool drop,
             s->n++;
     }
     if (e != TROUPE_OK) {
-        if (e != TROUPE_ESTATE)
+        if (counted)
             ddl_end(j);
         else {
             troupe__tschema_release(s);
@@ -258,7 +259,7 @@ ddl_async(ddl_job *j, troupe_tables_cb cb, void *arg)
 {
     j->cb = cb;
     j->arg = arg;
-    troupe_err e = troupe__ddl_submit(j->t, ddl_work, ddl_done, j);
+    troupe_err e = troupe__catalog_ddl_submit(j->t->cat, ddl_work, ddl_done, j);
     if (e != TROUPE_OK)
         ddl_end(j);
     return e;

@@ -11,6 +11,7 @@
 
 #include "troupe/actor.h"
 #include "troupe/alloc.h"
+#include "troupe/internal/catalog.h"
 #include "troupe/internal/datafmt.h"
 #include "troupe/internal/hash.h"
 #include "troupe/internal/index.h"
@@ -104,8 +105,9 @@ struct tschema {
 tschema *
 troupe__tschema_retain(tschema *s);
 
-/* ---- the catalog: tables.c, versions.c, entry.c, schema.c, ddl.c,
- * table_ddl.c, index_ddl.c, build.c, catalog.c ---------------------------- */
+/* ---- the tables' side of the catalog: tables.c, versions.c, entry.c,
+ * schema.c, table_ddl.c, index_ddl.c, build.c (the catalog itself, with
+ * its id counter, DDL order and loader, is actors/catalog) ------------- */
 
 /* A table in the catalog: its entry in meta and its actors. The name map
  * (tables.c) holds it; index changes (index_ddl.c, build.c) replace its
@@ -128,14 +130,16 @@ struct tentry {
 
 enum { TABLES_RUNNING = 0, TABLES_STOPPING, TABLES_STOPPED };
 
-/* The catalog's object. Read and written by the catalog's files only (the
+/* The tables' object. Read and written by the files above only (the
  * actor and the client calls go through the functions above): tables.c
  * owns it (the map `entries`, the state and stop fields, `ddl_jobs`),
- * versions.c owns `vers`, ddl.c the DDL queue (dq_*); `seq`, the id
- * counter, is taken by the DDL files and stored by entry.c. */
+ * versions.c owns `vers`. Ids come from the catalog's counter
+ * (troupe__catalog_ids, under `mu` where a state check goes with it);
+ * every catalog change holds the catalog's DDL lock while it runs. */
 struct troupe_tables {
-    troupe_runtime *rt;
-    troupe_db *db;
+    troupe_catalog *cat; /* attached: detached by destroy */
+    troupe_runtime *rt;  /* the catalog's */
+    troupe_db *db;       /* the catalog's */
     troupe_commit *commit;
     const troupe_index_fns *fns;
     int64_t (*clock)(void *ctx);
@@ -143,20 +147,15 @@ struct troupe_tables {
     uint32_t timeout_ms;
     tversions vers; /* key versions (txn.c), floor in meta */
     ttables_shared ts;
-    troupe_cf *meta;
+    troupe_cf *meta; /* the catalog's */
     pthread_mutex_t mu;
-    pthread_mutex_t ddl;
     tentry *entries;
-    uint64_t seq;         /* highest id handed out */
     int state;            /* TABLES_RUNNING, _STOPPING, _STOPPED */
     int ddl_jobs;         /* creates, drops and builds not yet completed */
     bool stopping_actors; /* the stop has reached the actors */
     atomic_size_t stops;  /* actors still stopping, +1 while starting */
     troupe_tables_stop_cb stop_cb;
     void *stop_arg;
-    /* Catalog jobs run one at a time on the worker pool (ddl.c). */
-    struct ddl_item *dq_head, *dq_tail;
-    bool dq_busy;
 };
 
 /* tables.c */
@@ -185,23 +184,10 @@ troupe_err
 troupe__vers_open(troupe_tables *t);
 
 /* entry.c */
-/* meta key ("table", name) or ("seq") */
-troupe_err
-troupe__tables_meta_key(troupe_key_writer *w, const char *name);
 /* meta key ("build", table id): the position of the table's running
  * build, [1, index id, last primary key done]. */
 troupe_err
 troupe__tables_pos_key(troupe_key_writer *w, uint64_t table_id);
-/* The value under w's key in meta (*v troupe_malloc'd), and finishes w
- * (ke: the key's error, if building it failed). ENOENT when absent. */
-troupe_err
-troupe__meta_get(troupe_tables *t, troupe_key_writer *w, troupe_err ke,
-                 void **v, size_t *vlen);
-/* Writes p's bytes under w's key in meta, one write with `sync`, and
- * finishes both (ke: the key's error, if building it failed). Blocks. */
-troupe_err
-troupe__meta_put(troupe_db *db, troupe_cf *meta, troupe_key_writer *w,
-                 troupe_err ke, troupe_packer *p, troupe_sync sync);
 /* One synced batch: the counter (put_seq), the entry of table `name`
  * (val NULL: deleted) and, when clear_pos is a table id, that table's build
  * position deleted with it, so a catalog change that starts or ends a build
@@ -209,9 +195,6 @@ troupe__meta_put(troupe_db *db, troupe_cf *meta, troupe_key_writer *w,
 troupe_err
 troupe__tables_write_meta(troupe_tables *t, const char *name, const void *val,
                           size_t vlen, bool put_seq, uint64_t clear_pos);
-/* Whether key is troupe__tables_meta_key(name). */
-bool
-troupe__tables_entry_key_is(const void *key, size_t klen, const char *name);
 /* The catalog entry; "dropped" only when a sweep is pending, so a table
  * that never dropped an index keeps the four-key form. */
 troupe_err
@@ -245,13 +228,6 @@ troupe_err
 troupe__tschema_spawn_index(troupe_tables *t, uint64_t id, const tschema *s,
                             troupe_addr *out);
 
-/* ddl.c */
-/* Runs fn(arg) on a worker after the catalog jobs queued before it, then
- * done(arg) on scheduler 0. Errors (nothing runs): ENOMEM, ECLOSED. */
-troupe_err
-troupe__ddl_submit(troupe_tables *t, void (*fn)(void *),
-                   void (*done)(void *, troupe_runtime *), void *arg);
-
 /* table_ddl.c */
 /* Drops the x families of the n index ids. Blocks. */
 void
@@ -260,8 +236,8 @@ troupe__tables_drop_x_families(troupe_tables *t, const uint64_t *ids, size_t n);
 /* build.c */
 /* Writes en's catalog entry with schema s and dropped list (copied), and
  * clears the table's build position in the same batch; then makes s
- * current (also for the actor, with build b to run). Called with ddl
- * held. */
+ * current (also for the actor, with build b to run). Called with the
+ * catalog's DDL lock held. */
 troupe_err
 troupe__tables_entry_update(troupe_tables *t, tentry *en, tschema *s,
                             const uint64_t *dropped, size_t nd, tbuild *b);

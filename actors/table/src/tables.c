@@ -1,6 +1,7 @@
 /*
- * The troupe_tables object: open (the version floor, the stored entries,
- * their actors, then the builds left unfinished), stop, stop_wait and
+ * The troupe_tables object: open (attached to its catalog: the version
+ * floor, the stored table entries through the catalog's loader, their
+ * actors, then the builds left unfinished), stop, stop_wait and
  * destroy, the in-memory map from name to table actor (`entries`, sorted
  * by name, guarded by `mu` and never held across I/O), the lookups every
  * table call starts with, and the environments of reads, queries and
@@ -64,54 +65,34 @@ troupe__tables_entry_start(troupe_tables *t, tentry *e)
     return TROUPE_OK;
 }
 
+/* The loader's call for one stored table (troupe__catalog_load checks
+ * the key and, after, the id): its entry parsed, its ids checked against
+ * the counter, its actors started. */
 static troupe_err
-load(troupe_tables *t)
+load_table(void *arg, const char *name, const void *v, size_t n, uint64_t *id)
 {
-    troupe_key_writer w;
-    void *v = NULL;
-    size_t vlen = 0;
-    troupe_err ke = troupe__tables_meta_key(&w, NULL);
-    troupe_err e = troupe__meta_get(t, &w, ke, &v, &vlen);
-    if (e == TROUPE_OK) {
-        e = troupe__tables_seq_parse(v, vlen, &t->seq);
-        troupe_free(v);
-    } else if (e == TROUPE_ENOENT) {
-        e = TROUPE_OK;
-    }
+    troupe_tables *t = arg;
+    tentry *en = NULL;
+    troupe_err e = troupe__tables_entry_parse(v, n, &en);
     if (e != TROUPE_OK)
         return e;
-    troupe_key_writer_init(&w);
-    troupe_key_put_string(&w, "table", 5);
-    troupe_range rg;
-    troupe_iter *it = NULL;
-    e = troupe_key_writer_range(&w, &rg);
-    if (e == TROUPE_OK)
-        e = troupe_iter_create(t->db, t->meta, NULL, &rg, NULL, 0, false, &it);
-    troupe_kv kv;
-    while (e == TROUPE_OK && (e = troupe_iter_next(it, &kv)) == TROUPE_OK) {
-        tentry *en = NULL;
-        if ((e = troupe__tables_entry_parse(kv.val, kv.val_len, &en)) !=
-            TROUPE_OK)
-            break;
-        /* Ids come from the counter; the entry sits under its own name
-         * (a drop of the name it holds must find it). */
-        if (en->id > t->seq ||
-            !troupe__tables_entry_key_is(kv.key, kv.key_len, en->name))
+    /* Ids come from the counter; the entry sits under its own name (a
+     * drop of the name it holds must find it). */
+    uint64_t seq = troupe__catalog_seq(t->cat);
+    if (en->id > seq || strcmp(en->name, name) != 0)
+        e = TROUPE_ECORRUPT;
+    for (size_t i = 0; i < en->ndropped; i++)
+        if (en->dropped[i] > seq)
             e = TROUPE_ECORRUPT;
-        for (size_t i = 0; i < en->ndropped; i++)
-            if (en->dropped[i] > t->seq)
-                e = TROUPE_ECORRUPT;
-        for (size_t i = 0; i < en->schema->n; i++)
-            if (troupe_index_def_id(en->schema->defs[i]) > t->seq)
-                e = TROUPE_ECORRUPT;
-        if (e == TROUPE_OK)
-            e = troupe__tables_entry_start(t, en);
-        if (e != TROUPE_OK)
-            troupe__tables_entry_free(en);
-    }
-    troupe_iter_destroy(it);
-    troupe_key_writer_fini(&w);
-    return e == TROUPE_ENOENT ? TROUPE_OK : e;
+    for (size_t i = 0; i < en->schema->n; i++)
+        if (troupe_index_def_id(en->schema->defs[i]) > seq)
+            e = TROUPE_ECORRUPT;
+    *id = en->id;
+    if (e == TROUPE_OK)
+        e = troupe__tables_entry_start(t, en);
+    if (e != TROUPE_OK)
+        troupe__tables_entry_free(en);
+    return e;
 }
 
 static void
@@ -124,21 +105,27 @@ troupe_tables_open(const troupe_tables_opts *o, troupe_tables **out)
 {
     if (out != NULL)
         *out = NULL;
-    if (o == NULL || out == NULL || o->rt == NULL || o->db == NULL ||
-        o->commit == NULL || o->version_reserve > TROUPE_VERSION_RESERVE_MAX)
+    if (o == NULL || out == NULL || o->catalog == NULL || o->commit == NULL ||
+        o->version_reserve > TROUPE_VERSION_RESERVE_MAX)
         return TROUPE_EINVAL;
     troupe_tables *t = troupe_calloc(1, sizeof(*t));
     if (t == NULL)
         return TROUPE_ENOMEM;
-    t->rt = o->rt;
-    t->db = o->db;
+    troupe_err e = troupe__catalog_attach(o->catalog);
+    if (e != TROUPE_OK) {
+        troupe_free(t);
+        return e;
+    }
+    t->cat = o->catalog;
+    t->rt = troupe__catalog_rt(t->cat);
+    t->db = troupe__catalog_db(t->cat);
+    t->meta = troupe__catalog_meta(t->cat);
     t->commit = o->commit;
     t->fns = o->fns;
     t->clock = o->clock ? o->clock : default_clock;
     t->clock_ctx = o->clock_ctx;
     t->timeout_ms = o->timeout_ms ? o->timeout_ms : 30000;
     pthread_mutex_init(&t->mu, NULL);
-    pthread_mutex_init(&t->ddl, NULL);
     pthread_mutex_init(&t->ts.mu, NULL);
     pthread_mutex_init(&t->vers.mu, NULL);
     t->vers.t = t;
@@ -148,13 +135,9 @@ troupe_tables_open(const troupe_tables_opts *o, troupe_tables **out)
     t->ts.vttl_ms = o->version_ttl_us == 0     ? 0
                     : o->version_ttl_us < 1000 ? 1
                                                : o->version_ttl_us / 1000;
-    troupe_err e = troupe_db_cf(t->db, "meta", &t->meta);
-    if (e == TROUPE_ENOENT)
-        e = troupe_db_cf_create(t->db, "meta", &t->meta);
+    e = troupe__vers_open(t);
     if (e == TROUPE_OK)
-        e = troupe__vers_open(t);
-    if (e == TROUPE_OK)
-        e = load(t);
+        e = troupe__catalog_load(t->cat, "table", load_table, t);
     if (e != TROUPE_OK) {
         stop_all_now(t);
         troupe_tables_destroy(t);
@@ -313,8 +296,8 @@ troupe_tables_destroy(troupe_tables *t)
         t->entries = en->next;
         troupe__tables_entry_free(en);
     }
+    troupe__catalog_detach(t->cat);
     pthread_mutex_destroy(&t->mu);
-    pthread_mutex_destroy(&t->ddl);
     pthread_mutex_destroy(&t->ts.mu);
     pthread_mutex_destroy(&t->vers.mu);
     troupe_free(t);

@@ -68,7 +68,7 @@ vers_load(troupe_tables *t, uint64_t *floor)
     size_t vlen = 0;
     *floor = 0;
     troupe_err ke = vers_key(&w);
-    troupe_err e = troupe__meta_get(t, &w, ke, &v, &vlen);
+    troupe_err e = troupe__meta_get(t->cat, &w, ke, &v, &vlen);
     if (e == TROUPE_ENOENT)
         return TROUPE_OK;
     if (e != TROUPE_OK)
@@ -89,7 +89,15 @@ vers_store(troupe_tables *t, uint64_t f)
     troupe_pack_uint(&p, 1);
     troupe_pack_uint(&p, f);
     troupe_err ke = vers_key(&w);
-    return troupe__meta_put(t->db, t->meta, &w, ke, &p, TROUPE_SYNC_ON);
+    size_t n;
+    const void *d = troupe_pack_data(&p, &n);
+    troupe__meta_batch m;
+    troupe__meta_begin(&m, t->cat);
+    if (p.err != TROUPE_OK)
+        m.err = p.err;
+    troupe__meta_put_key(&m, &w, ke, d, n);
+    troupe_pack_fini(&p);
+    return troupe__meta_commit(&m, TROUPE_SYNC_ON);
 }
 
 /* Moves the floor to `reserve` past the counter. Called with v->mu. */

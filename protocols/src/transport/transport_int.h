@@ -51,6 +51,7 @@
 
 #include "auth.h"
 #include "troupe/alloc.h"
+#include "troupe/internal/msg.h"
 #include "troupe/transport.h"
 #include "troupe/wire.h"
 
@@ -361,13 +362,13 @@ is_ask(const troupe_msg *m)
 static inline void
 set_next(troupe_msg *m, troupe_msg *next)
 {
-    atomic_store_explicit(&m->next, next, memory_order_relaxed);
+    atomic_store_explicit(&troupe__msg_of(m)->next, next, memory_order_relaxed);
 }
 
 static inline troupe_msg *
 get_next(troupe_msg *m)
 {
-    return atomic_load_explicit(&m->next, memory_order_relaxed);
+    return atomic_load_explicit(&troupe__msg_of(m)->next, memory_order_relaxed);
 }
 
 static inline bool

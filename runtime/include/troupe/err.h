@@ -4,6 +4,10 @@
  * One X-macro list makes the enum, troupe_strerror() and troupe_err_name().
  * Numbers never change once released; new codes go at the end.
  * Both functions return static strings and may be called from any thread.
+ *
+ * A call that fails may also leave a detail for its thread, naming what was
+ * wrong ("no table \"users\""): troupe_errmsg, as SQLite's errmsg but per
+ * thread, since one troupe object is called from many threads.
  */
 #ifndef TROUPE_ERR_H
 #define TROUPE_ERR_H
@@ -39,7 +43,10 @@
     X(EAGAIN, 25, "would block: the data is not in memory")                    \
     X(ENOSPC, 26, "no space left on device: writes refused")                   \
     X(EAUTH, 27, "peer not authenticated or not allowed")                      \
-    X(EREADONLY, 28, "opened read-only: writes refused")
+    X(EREADONLY, 28, "opened read-only: writes refused")                       \
+    X(EDEADLK, 29,                                                             \
+      "blocking call on an event-loop thread would wait for itself: use the "  \
+      "asynchronous form")
 
 typedef enum troupe_err {
 #define TROUPE_ERR_ENUM(name, num, text) TROUPE_##name = num,
@@ -54,5 +61,21 @@ troupe_strerror(troupe_err err);
 /* The code's name without prefix ("EINVAL"); "UNKNOWN_ERROR" for others. */
 const char *
 troupe_err_name(troupe_err err);
+
+/*
+ * The detail of the most recent failure with code `err` on the calling
+ * thread: what was wrong, with the name or value involved, e.g.
+ * `no table "users"`. When the thread's last detail was left with another
+ * code, or none was, it is troupe_strerror(err). So call it right after
+ * the call that returned err, on the same thread. A detail is left by
+ * what a call checks on the calling thread before it returns (the
+ * blocking twins included); an error found later, on another thread,
+ * reaches its callback or blocking twin without one.
+ * The string belongs to the thread and is valid until its next troupe
+ * call; at most TROUPE_ERRMSG_MAX bytes with the NUL.
+ */
+#define TROUPE_ERRMSG_MAX 256
+const char *
+troupe_errmsg(troupe_err err);
 
 #endif

@@ -93,13 +93,11 @@ enum {
 typedef struct troupe_msg troupe_msg;
 /*
  * The header. Fields are public for reading in handlers; set them only on a
- * message you own and have not yet sent. `next` belongs to whoever holds a
- * message in flight: the runtime, or the transport once the remote hook
- * has consumed it.
+ * message you own and have not yet sent. The runtime keeps its own part of
+ * a message (its link in a mailbox, its private flags, how it was
+ * allocated) behind this header, out of reach.
  */
 struct troupe_msg {
-    /* aligned so an inline body can follow the header (msg.c) */
-    _Alignas(max_align_t) troupe_msg *_Atomic next;
     uint32_t kind;     /* handler table index at the receiver */
     uint32_t flags;    /* TROUPE_MSG_* */
     troupe_addr from;  /* set by send from an actor; NONE from a host */
@@ -111,7 +109,6 @@ struct troupe_msg {
     troupe_err err;    /* status a reply or system message carries:
                           ETIMEDOUT for a timed-out ask, the reason in a
                           DOWN message, OK otherwise */
-    uint32_t alloc_;   /* runtime-private: how the message was allocated */
     troupe_body *body; /* owned reference, or NULL */
     void *ptr;         /* local-only payload (work completions, storage
                           callbacks). A message with ptr set never leaves

@@ -113,7 +113,9 @@ troupe_runtime_shutdown(troupe_runtime *rt, troupe_shutdown_cb cb, void *arg);
 
 /*
  * Standalone mode only, blocking: shuts down (if not already) and waits
- * until shutdown completes. Never call it on a loop thread.
+ * until shutdown completes. On a scheduler thread (an actor's handler, a
+ * completion callback) it would wait for itself: EDEADLK, and nothing is
+ * started. ESTATE in embedded mode.
  */
 troupe_err
 troupe_runtime_shutdown_wait(troupe_runtime *rt);

@@ -6,9 +6,10 @@
  * Objects and owners:
  *  - troupe_queues: one per db, created by troupe_queues_open and owned by
  *    the caller; stopped with troupe_queues_stop_wait, then freed with
- *    troupe_queues_destroy. It borrows the runtime, db and commit pipeline
- *    of its options: they must outlive it (stop it before shutting the
- *    runtime down, destroy it before destroying the pipeline), and it must
+ *    troupe_queues_destroy. It borrows the catalog (and with it the
+ *    runtime and db) and the commit pipeline of its options: they must
+ *    outlive it (stop it before shutting the runtime down, destroy it
+ *    before stopping the catalog and destroying the pipeline), and it must
  *    outlive the asynchronous calls made on it (destroy it only once their
  *    callbacks fired).
  *  - troupe_queue_worker: started by troupe_queue_worker_start, owned by
@@ -37,14 +38,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "troupe/catalog.h"
 #include "troupe/commit.h"
 #include "troupe/runtime.h"
 #include "troupe/storage.h"
 #include "troupe/txn.h"
 
 /* Queue names: 1..TROUPE_QUEUE_NAME_MAX bytes of valid UTF-8, no NUL:
- * the catalogs' rule, troupe_catalog_name_valid (troupe/table.h). */
-#define TROUPE_QUEUE_NAME_MAX 4096
+ * the catalog's rule, troupe_catalog_name_valid (troupe/catalog.h). */
+#define TROUPE_QUEUE_NAME_MAX TROUPE_CATALOG_NAME_MAX
 #define TROUPE_QUEUE_PARTITIONS_MAX 65536
 /* Event id and business key: 1..TROUPE_QUEUE_ID_MAX bytes. */
 #define TROUPE_QUEUE_ID_MAX 1024
@@ -63,9 +65,9 @@ typedef struct troupe_queues troupe_queues;
 typedef struct troupe_queue_worker troupe_queue_worker;
 
 typedef struct troupe_queues_opts {
-    troupe_runtime *rt;    /* borrowed */
-    troupe_db *db;         /* borrowed */
-    troupe_commit *commit; /* borrowed; a pipeline on db */
+    /* borrowed; the queues' runtime and db are the catalog's */
+    troupe_catalog *catalog;
+    troupe_commit *commit; /* borrowed; a pipeline on the db */
     /* Unix ms for due times, processed times and retention; NULL:
      * troupe_now_ms. Called on any thread: thread-safe, non-blocking. */
     int64_t (*clock)(void *ctx);
@@ -73,10 +75,10 @@ typedef struct troupe_queues_opts {
 } troupe_queues_opts;
 
 /*
- * Opens the queue catalog of o->db (the `queues` family, created when
- * missing), loads every queue and spawns one queue_partition actor per
- * partition, spread over the schedulers. On OK *out owns the object.
- * Errors: EINVAL (NULL, missing option), ECORRUPT (malformed catalog
+ * Opens the queues of o->catalog: loads every queue entry of the catalog
+ * and spawns one queue_partition actor per partition, spread over the
+ * schedulers. On OK *out owns the object. Errors: EINVAL (NULL, missing
+ * option), ESTATE (the catalog is stopping), ECORRUPT (malformed catalog
  * entry or order mark), errors of the storage and of troupe_actor_spawn,
  * ENOMEM. Blocks.
  */
@@ -104,16 +106,19 @@ typedef struct troupe_queue_spec {
 } troupe_queue_spec;
 
 /*
- * Creates a queue: stores it in the catalog (synced) and spawns its
- * partition actors. Errors: EINVAL (bad name, partitions or retention),
- * EEXIST, ESTATE (stopped), storage errors, ENOMEM. Blocks.
+ * Creates a queue: takes its id from the catalog's counter, stores it in
+ * the catalog (synced) and spawns its partition actors, in the catalog's
+ * one order of changes (after a table change in progress). Errors: EINVAL
+ * (bad name, partitions or retention), EEXIST, ESTATE (stopped), EFULL
+ * (the id counter is used up), storage errors, ENOMEM. Blocks.
  */
 troupe_err
 troupe_queues_create_wait(troupe_queues *q, const troupe_queue_spec *spec);
 
 /*
  * Drops a queue: its partition actors stop, its catalog entry goes
- * (synced) and its family with every event. Errors: EINVAL, ENOENT,
+ * (synced) and its family with every event, in the catalog's one order
+ * of changes. Errors: EINVAL, ENOENT,
  * EBUSY (a worker of it is running: stop it first), ESTATE, storage
  * errors. Blocks.
  */

@@ -6,10 +6,11 @@
  * Objects and owners:
  *  - troupe_tables: one per db, created by troupe_tables_open and owned by
  *    the caller; stopped with troupe_tables_stop (or _stop_wait), then
- *    freed with troupe_tables_destroy. It borrows the runtime, db, commit
- *    pipeline and index function registry given in its options: they must
- *    outlive it (stop it before shutting the runtime down, and destroy it
- *    before destroying the pipeline and closing the db).
+ *    freed with troupe_tables_destroy. It borrows the catalog (and with
+ *    it the runtime and db), commit pipeline and index function registry
+ *    given in its options: they must outlive it (stop it before shutting
+ *    the runtime down, and destroy it before stopping the catalog,
+ *    destroying the pipeline and closing the db).
  *  - troupe_rows: the result of a read, owned by whoever receives it (the
  *    callback, or the caller of a _wait function) and freed with
  *    troupe_rows_destroy. Every pointer in it stays valid until then.
@@ -30,10 +31,12 @@
  * on a worker. A blocking read runs entirely on the calling thread, disk
  * included. Either way a read started after a write's callback sees that
  * write.
- * Catalog jobs (create, drop, index builds' bookkeeping) run one at a time
- * on the runtime's worker pool; a drop waits there for its table's work in
- * flight, which needs another worker: run the runtime with at least 2
- * workers (the default is 4).
+ * Catalog jobs (create, drop, index builds' bookkeeping) run one at a time,
+ * in one order with every other change of the catalog (the queues'
+ * creates and drops too): the asynchronous forms on the runtime's worker
+ * pool, the _wait forms on the calling thread; a drop waits there for its
+ * table's work in flight, which needs another worker: run the runtime with at
+ * least 2 workers (the default is 4).
  *
  * Writes. insert (EEXIST when a live row exists), update (ENOENT when
  * none does), upsert and delete (ENOENT when no live row) write the row
@@ -66,14 +69,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "troupe/catalog.h"
 #include "troupe/commit.h"
 #include "troupe/index.h"
 #include "troupe/runtime.h"
 #include "troupe/storage.h"
 
 /* Table names are 1..TROUPE_TABLE_NAME_MAX bytes of valid UTF-8 without
- * NUL (so every call takes them as C strings). */
-#define TROUPE_TABLE_NAME_MAX 4096
+ * NUL (so every call takes them as C strings): the catalog's rule,
+ * troupe_catalog_name_valid (troupe/catalog.h). */
+#define TROUPE_TABLE_NAME_MAX TROUPE_CATALOG_NAME_MAX
 /* Most rows one scan page or get_many may return / ask for. */
 #define TROUPE_TABLE_PAGE_MAX 10000
 /* Most indexes a table may declare at creation. */
@@ -85,9 +90,9 @@
 typedef struct troupe_tables troupe_tables;
 
 typedef struct troupe_tables_opts {
-    troupe_runtime *rt;          /* borrowed */
-    troupe_db *db;               /* borrowed */
-    troupe_commit *commit;       /* borrowed; a pipeline on db */
+    /* borrowed; the tables' runtime and db are the catalog's */
+    troupe_catalog *catalog;
+    troupe_commit *commit;       /* borrowed; a pipeline on the db */
     const troupe_index_fns *fns; /* borrowed; may be NULL (no function
                                     indexes) */
     /* Unix ms for timestamps and expiry; NULL: troupe_now_ms. Called on
@@ -137,22 +142,13 @@ void
 troupe_rows_destroy(troupe_rows *r);
 
 /*
- * The catalogs' name rule (tables here, queues in troupe/queue.h): 1..
- * TROUPE_TABLE_NAME_MAX bytes of strict UTF-8 (no overlong forms,
- * surrogates or code points past U+10FFFF) and no NUL. *len (may be NULL)
- * gets the length of a valid name. Any thread.
- */
-bool
-troupe_catalog_name_valid(const char *name, size_t *len);
-
-/*
- * Opens the catalog of o->db: creates the `meta` family if missing, moves
- * the stored key-version floor (synced: see version_reserve), loads every
- * table and spawns one table actor per table. On OK *out owns the object.
+ * Opens the tables of o->catalog: moves the stored key-version floor
+ * (synced: see version_reserve), loads every table entry of the catalog
+ * and spawns one table actor per table. On OK *out owns the object.
  * Errors: EINVAL (NULL, missing option, version_reserve over its
- * maximum), ECORRUPT (malformed catalog entry or version floor), the
- * errors of troupe_db_write, troupe_db_cf_create and troupe_actor_spawn,
- * ENOMEM. Blocks.
+ * maximum), ESTATE (the catalog is stopping), ECORRUPT (malformed catalog
+ * entry or version floor), the errors of troupe_db_write and
+ * troupe_actor_spawn, ENOMEM. Blocks.
  */
 troupe_err
 troupe_tables_open(const troupe_tables_opts *o, troupe_tables **out);

@@ -2,7 +2,7 @@
  * What the queue module lends its tests and fuzz targets: the queue
  * object (one per queue, refcounted) and how to find one, the partition
  * actors' message kinds, and the codecs of what a queue stores (its rows,
- * keys and entries, its catalog entries and counters; docs/queue.md).
+ * keys and entries, its catalog entries and order marks; docs/queue.md).
  * The codecs read input from the disk: pure, any thread.
  */
 #ifndef TROUPE_INTERNAL_QUEUE_H
@@ -104,14 +104,14 @@ troupe__tq_item(const tq_queue *q, const void *k, size_t klen, const void *v,
                 size_t vlen, troupe_queue_item *it);
 
 /* ---- the catalog (queues.c) ---- */
-/* The catalog's stored forms (queues.c's design note), read from the disk:
- * an entry ("queue", name) -> [1, id, partitions, retention_ms] and the
- * counters ("seq", the next queue id; "s" in a queue's family, its order
- * mark) -> uint. The decoders return ECORRUPT for anything else (a name
- * that is not a valid catalog name, id 0, partitions outside
- * 1..TROUPE_QUEUE_PARTITIONS_MAX, a negative retention). entry_pack
- * writes the key into w (reset first) and appends the value to p. Pure;
- * any thread. */
+/* The stored forms (queues.c's design note), read from the disk: a queue's
+ * catalog entry ("queue", name) -> [1, id, partitions, retention_ms] (in
+ * the catalog's meta); its order mark ("s" in its family) is one uint,
+ * read with troupe__catalog_uint_parse. The
+ * decoders return ECORRUPT for anything else (a name that is not a valid
+ * catalog name, id 0, partitions outside 1..TROUPE_QUEUE_PARTITIONS_MAX, a
+ * negative retention). entry_pack writes the key into w (reset first) and
+ * appends the value to p. Pure; any thread. */
 troupe_err
 troupe__tq_entry_pack(const char *name, uint64_t id, uint32_t parts,
                       int64_t retention, troupe_key_writer *w,
@@ -120,8 +120,6 @@ troupe_err
 troupe__tq_entry_decode(const void *k, size_t klen, const void *v, size_t vlen,
                         char name[TROUPE_QUEUE_NAME_MAX + 1], uint64_t *id,
                         uint32_t *parts, int64_t *retention);
-troupe_err
-troupe__tq_uint_decode(const void *v, size_t len, uint64_t *out);
 
 tq_queue *
 troupe__tq_retain(tq_queue *q);

@@ -141,7 +141,6 @@ troupe__tables_lookup_index(troupe_tables *t, const char *name, troupe_addr *a,
  *    ENOMEM.
  *  - entry_pack: the entry's stored form (troupe_malloc'd *out), as a
  *    create or an index change writes it. ENOMEM.
- *  - seq_parse: ("seq"), the highest id handed out: one uint.
  *  - floor_parse: ("versions"), the key-version floor: [1, floor].
  *  - pos_parse: ("build", table id), a build's position: [1, index id
  *    (0: a sweep), last primary key done (bin, not empty)].
@@ -155,8 +154,6 @@ void
 troupe__tables_entry_free(tentry *e);
 const char *
 troupe__tables_entry_name(const tentry *e);
-troupe_err
-troupe__tables_seq_parse(const void *v, size_t len, uint64_t *seq);
 troupe_err
 troupe__tables_floor_parse(const void *v, size_t len, uint64_t *floor);
 troupe_err

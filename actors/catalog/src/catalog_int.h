@@ -1,0 +1,40 @@
+/* Private to actors/catalog: the catalog object. catalog.c owns it (the
+ * counter, the owners, the state); ddl.c owns the DDL lock and queue
+ * (`ddl`, dq_*), which share `mu` with the rest. */
+#ifndef TROUPE_CATALOG_INT_H
+#define TROUPE_CATALOG_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "troupe/internal/catalog.h"
+
+enum { CATALOG_RUNNING = 0, CATALOG_STOPPING, CATALOG_STOPPED };
+
+struct troupe_catalog {
+    troupe_runtime *rt;
+    troupe_db *db;
+    troupe_cf *meta;
+    pthread_mutex_t mu; /* everything below but `ddl` */
+    uint64_t seq;       /* the highest id handed out */
+    int owners;         /* tables and queues attached */
+    int state;          /* CATALOG_RUNNING, _STOPPING, _STOPPED */
+    troupe_catalog_stop_cb stop_cb;
+    void *stop_arg;
+    /* ddl.c: held by every catalog change while it runs */
+    pthread_mutex_t ddl;
+    struct ddl_item *dq_head, *dq_tail;
+    bool dq_busy; /* a job is on a worker */
+};
+
+/* ddl.c: a stopping catalog whose queue has drained fires its stop
+ * callback (catalog.c). Called without mu. */
+void
+troupe__catalog_stopped(troupe_catalog *c);
+
+/* catalog.c, at open: the format marker read, and a format-1 database
+ * migrated (migrate.c); *seq gets the stored counter. Blocks. */
+troupe_err
+troupe__catalog_migrate(troupe_catalog *c, uint64_t *seq);
+
+#endif
