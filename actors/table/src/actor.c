@@ -12,7 +12,7 @@
  * state), per-key locks and reservations (locks.c), key versions
  * (keyvers.c), the transaction participant (participant.c), versioned
  * queries (qver.c), the disk reads (read.c), index builds
- * (build_actor.c), expired-row purges (expiry.c). This file calls every
+ * (build.c), expired-row purges (expiry.c). This file calls every
  * concept and none calls it.
  *
  * Reads need no lock: they run on a worker against RocksDB's latest state

@@ -33,9 +33,9 @@ _Static_assert((int)TABLE_INSERT == (int)TROUPE__PART_INSERT &&
                    (int)TABLE_DELETE == (int)TROUPE__PART_DELETE,
                "write kinds");
 
-/* An online index build (build.c starts and finishes it, build_actor.c runs
- * it). The catalog fields are set before the actor sees it; the actor
- * fields are touched only on the actor's thread. */
+/* An online index build (build.c: the catalog starts and finishes it, the
+ * actor runs it). The catalog fields are set before the actor sees it;
+ * the actor fields are touched only on the actor's thread. */
 typedef struct tbuild {
     troupe_tables *t;
     troupe_tables_cb cb; /* may be NULL (a build resumed at open) */
@@ -275,7 +275,7 @@ troupe__table_spawn(troupe_runtime *rt, const ttable_cfg *cfg,
                     troupe_addr *out);
 
 /* ---- the table actor's state, by concept (actor.c, keyvers.c, locks.c,
- * prepare.c, write.c, participant.c, qver.c, read.c, build_actor.c,
+ * prepare.c, write.c, participant.c, qver.c, read.c, build.c,
  * expiry.c) -------------------------------------------------------------- */
 
 /* The actor's own kinds (completions and messages to itself), after the
@@ -468,14 +468,14 @@ typedef struct tlife {
 
 /* actor.c: the actor's state; each sub-struct is its file's. */
 struct tstate {
-    ttable_cfg cfg; /* actor.c; cfg.schema is switched by build_actor.c */
+    ttable_cfg cfg; /* actor.c; cfg.schema is switched by build.c */
     tkeyvers vers;
     tlocks locks;
     twrites writes;
     tparts parts;
     tqver qver;
     treads reads;
-    tbuild *build;        /* build_actor.c: the build running, if any */
+    tbuild *build;        /* build.c: the build running, if any */
     struct tpurge *purge; /* expiry.c: the expired-row pass running, if any */
     tlife life;
 };
@@ -551,7 +551,7 @@ troupe__table_no_payload(troupe_actor *self, const troupe_msg *m)
     return TROUPE_OK;
 }
 
-/* build_actor.c: index builds, the actor's half. */
+/* build.c: index builds, the actor's half. */
 /* A build waiting for the writes of an older schema, or between its
  * steps, moves on if it can. */
 void
