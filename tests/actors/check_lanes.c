@@ -9,10 +9,11 @@
  * unique index makes each write prepare on a worker), kv reads and index
  * counts (both always on a worker) must all complete meanwhile.
  *
- * One STORAGE thread: an asynchronous ack never holds it for its commit,
- * and a catalog change (a table drop, the tables' stop, a queue drop)
- * never waits on it while holding it: the drop waits for the table
- * actor's write preparations, which queue behind it on that very thread.
+ * One STORAGE thread: an asynchronous ack and a queue retention pass never
+ * hold it for their commits, and a catalog change (a table drop, the tables'
+ * stop, a queue drop) never waits on it while holding it: the drop waits for
+ * the table actor's write preparations, which queue behind it on that very
+ * thread.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -26,6 +27,7 @@
 #include "troupe/internal/tables.h"
 #include "troupe/kv.h"
 #include "troupe/pack.h"
+#include "troupe/ttl.h"
 #include "tsupport.h"
 #include "twire.h"
 
@@ -36,6 +38,7 @@ static struct {
     troupe_catalog *cat;
     troupe_tables *tables;
     troupe_queues *qs;
+    troupe_ttl *ttl;
     bool tables_stopped; /* by the test */
     char *dir;
     troupe_addr target[1]; /* kv */
@@ -80,6 +83,10 @@ open_node(unsigned workers, unsigned host_workers)
 static void
 close_node(void)
 {
+    if (X.ttl != NULL) {
+        ck_assert_ok(troupe_ttl_stop_wait(X.ttl));
+        troupe_ttl_destroy(X.ttl);
+    }
     ck_assert_ok(troupe_queues_stop_wait(X.qs));
     troupe_queues_destroy(X.qs);
     if (!X.tables_stopped)
@@ -384,6 +391,69 @@ START_TEST(test_async_acks_never_hold_the_one_storage_thread)
     ck_assert_ok(troupe_queue_stats_wait(X.qs, "q", &st));
     ck_assert_uint_eq(st->pending, 0);
     ck_assert_uint_eq(st->completed, N);
+    troupe_free(st);
+}
+END_TEST
+
+static int64_t acked_at;
+
+static bool
+clock_past_acks(void *arg)
+{
+    (void)arg;
+    return troupe_now_ms() > acked_at;
+}
+
+static bool
+qpass_ended(void *arg)
+{
+    return troupe_ttl_queue_passes(X.ttl) >= *(uint64_t *)arg;
+}
+
+/* Queue retention never holds a pool thread for its commit: with one
+ * STORAGE thread and the pipeline held, a retention pass scans and
+ * submits its deletions, a later lane job still runs, and the pass's
+ * result (rows purged) is counted only once its commit is done. */
+START_TEST(test_queue_retention_never_holds_the_one_storage_thread)
+{
+    memset(&G, 0, sizeof(G));
+    enum { N = 8 };
+    publish_n(N);
+    troupe_queue_page *pg = NULL;
+    ck_assert_ok(troupe_queue_list_wait(X.qs, "q", TROUPE_QUEUE_PENDING, NULL,
+                                        0, N, &pg));
+    ck_assert_uint_eq(pg->n, N);
+    for (size_t i = 0; i < pg->n; i++)
+        ck_assert_ok(troupe_queue_ack_wait(X.qs, "q", pg->items[i].skey,
+                                           pg->items[i].skey_len,
+                                           TROUPE_SYNC_OFF));
+    troupe_queue_page_destroy(pg);
+    acked_at = troupe_now_ms();
+    ck_assert(ts_wait_until(clock_past_acks, NULL, 10000)); /* retention 0 */
+    troupe_ttl_opts tto = {
+        .rt = X.rt, .queues = X.qs, .interval_ms = 3600000 /* kicks only */};
+    ck_assert_ok(troupe_ttl_start(&tto, &X.ttl));
+    troupe_cf *cf = NULL;
+    ck_assert_ok(troupe_db_cf(X.db, "kv", &cf));
+    troupe_batch *b = NULL;
+    ck_assert_ok(troupe_commit_batch(X.commit, &b));
+    ck_assert_ok(troupe_batch_put(b, cf, "stall", 5, "x", 1));
+    ck_assert_ok(
+        troupe_commit_submit(X.commit, &b, TROUPE_SYNC_OFF, stall_cb, NULL));
+    ck_assert(ts_wait_until(stalled, NULL, 10000));
+    uint64_t passes = troupe_ttl_queue_passes(X.ttl) + 1;
+    ck_assert_ok(troupe_ttl_kick(X.ttl));
+    ck_assert_ok(troupe_runtime_work(X.rt, lane_fn, lane_done, NULL));
+    ck_assert_msg(ts_wait_until(lane_ran, NULL, 10000),
+                  "the STORAGE thread is held by a retention pass waiting for "
+                  "its commit");
+    ck_assert_uint_eq(troupe_ttl_queue_purged(X.ttl), 0);
+    atomic_store(&H.release, 1);
+    ck_assert(ts_wait_until(qpass_ended, &passes, 20000));
+    ck_assert_uint_eq(troupe_ttl_queue_purged(X.ttl), N);
+    troupe_queue_stats *st = NULL;
+    ck_assert_ok(troupe_queue_stats_wait(X.qs, "q", &st));
+    ck_assert_uint_eq(st->completed, 0);
     troupe_free(st);
 }
 END_TEST
@@ -706,6 +776,8 @@ lanes_suite(void)
     tcase_add_checked_fixture(one, one_worker_setup, lanes_teardown);
     tcase_set_timeout(one, 120);
     tcase_add_test(one, test_async_acks_never_hold_the_one_storage_thread);
+    tcase_add_test(one,
+                   test_queue_retention_never_holds_the_one_storage_thread);
     suite_add_tcase(s, one);
     TCase *ddl = tcase_create("ddl");
     tcase_add_checked_fixture(ddl, one_storage_setup, lanes_teardown);

@@ -103,14 +103,13 @@ purge_finish(troupe_actor *self, tstate *s)
                          e == TROUPE_OK ? &b : NULL);
     troupe_free(p->cursor);
     troupe_free(p);
-    troupe__table_check_quiesced(s);
 }
 
 static void
 purge_step(troupe_actor *self, tstate *s)
 {
     tpurge *p = s->purge;
-    if (p->err == TROUPE_OK && s->closing)
+    if (p->err == TROUPE_OK && s->life.closing)
         p->err = TROUPE_ECLOSED;
     if (p->err != TROUPE_OK || (p->steps > 0 && !p->more)) {
         purge_finish(self, s);
@@ -163,10 +162,10 @@ troupe__expiry_h_purge(troupe_actor *self, void *st, const troupe_msg *m)
 {
     tstate *s = st;
     tpurge *p = NULL;
-    if (s->closing || s->purge != NULL ||
+    if (s->life.closing || s->purge != NULL ||
         (p = troupe_calloc(1, sizeof(*p))) == NULL) {
         troupe_runtime_reply(troupe_actor_runtime(self), m->from, m->corr,
-                             s->closing         ? TROUPE_ECLOSED
+                             s->life.closing    ? TROUPE_ECLOSED
                              : s->purge != NULL ? TROUPE_EBUSY
                                                 : TROUPE_ENOMEM,
                              NULL);

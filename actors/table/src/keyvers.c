@@ -254,7 +254,7 @@ vevict_batch(tstate *s)
 static void
 vevict_step(troupe_actor *self, tstate *s)
 {
-    uint32_t n = s->closing ? 0 : vevict_batch(s);
+    uint32_t n = s->life.closing ? 0 : vevict_batch(s);
     s->vers.ev_total += n;
     if (n > 0)
         s->vers.ev_batches++;
@@ -279,16 +279,16 @@ vevict_step(troupe_actor *self, tstate *s)
     troupe_runtime_reply(troupe_actor_runtime(self), s->vers.ev_asker,
                          s->vers.ev_corr, e, e == TROUPE_OK ? &b : NULL);
     s->vers.evicting = false;
-    troupe__table_check_quiesced(s);
 }
 
 troupe_err
 troupe__keyvers_h_vevict(troupe_actor *self, void *st, const troupe_msg *m)
 {
     tstate *s = st;
-    if (s->closing || s->vers.evicting) {
+    if (s->life.closing || s->vers.evicting) {
         troupe_runtime_reply(troupe_actor_runtime(self), m->from, m->corr,
-                             s->closing ? TROUPE_ECLOSED : TROUPE_EBUSY, NULL);
+                             s->life.closing ? TROUPE_ECLOSED : TROUPE_EBUSY,
+                             NULL);
         return TROUPE_OK;
     }
     s->vers.evicting = true;
@@ -325,4 +325,19 @@ troupe__keyvers_h_stats(troupe_actor *self, void *st, const troupe_msg *m)
     troupe_runtime_reply(troupe_actor_runtime(self), m->from, m->corr, e,
                          e == TROUPE_OK ? &b : NULL);
     return TROUPE_OK;
+}
+
+troupe_err
+troupe__keyvers_init(tstate *s)
+{
+    s->vers.vnb = VMAP_BUCKETS_MIN;
+    s->vers.vmap = troupe_calloc(s->vers.vnb, sizeof(*s->vers.vmap));
+    return s->vers.vmap != NULL ? TROUPE_OK : TROUPE_ENOMEM;
+}
+
+void
+troupe__keyvers_stop(troupe_actor *self, tstate *s)
+{
+    troupe__keyvers_clear(s);
+    troupe_free(s->vers.vmap);
 }

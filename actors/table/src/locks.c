@@ -158,3 +158,39 @@ troupe__locks_range_held(const tstate *s, const ttxn_range *r, uint64_t seq0,
                 troupe__kset_add(ks, l->key, l->klen, kinds);
         }
 }
+
+troupe_err
+troupe__locks_init(tstate *s)
+{
+    s->locks.nbuckets = 256;
+    s->locks.buckets =
+        troupe_calloc(s->locks.nbuckets, sizeof(*s->locks.buckets));
+    return s->locks.buckets != NULL ? TROUPE_OK : TROUPE_ENOMEM;
+}
+
+/* Writes still queued behind a key, or behind a reserved range, were
+ * never submitted: they fail with ECLOSED. A key's running write is in a
+ * worker or the pipeline and answers from there. */
+void
+troupe__locks_stop(troupe_actor *self, tstate *s)
+{
+    for (wop *w = s->locks.rwait_head; w != NULL;) {
+        wop *nx = w->next;
+        troupe__wop_close(w);
+        w = nx;
+    }
+    for (size_t i = 0; i < s->locks.nbuckets; i++) {
+        klock *l = s->locks.buckets[i];
+        while (l != NULL) {
+            klock *ln = l->next;
+            for (wop *w = l->whead; w != NULL;) {
+                wop *nx = w->next;
+                troupe__wop_close(w);
+                w = nx;
+            }
+            troupe_free(l);
+            l = ln;
+        }
+    }
+    troupe_free(s->locks.buckets);
+}

@@ -3,7 +3,7 @@
  * docs/architecture.md): the current version of each key asked for, from
  * the actor's key versions (keyvers.c), with its latest value, read here
  * from memory or on a worker. A query on a key whose write is in flight
- * waits for that write (tstate.qdeferred) and runs again after a release.
+ * waits for that write (tstate.qver) and runs again after a release.
  */
 #include <string.h>
 
@@ -185,7 +185,7 @@ qver_run(troupe_actor *self, tstate *s, ttxn_qver *q, troupe_addr asker,
          uint64_t corr)
 {
     troupe_runtime *rt = troupe_actor_runtime(self);
-    if (s->closing) {
+    if (s->life.closing) {
         troupe_runtime_reply(rt, asker, corr, TROUPE_ECLOSED, NULL);
         troupe_free(q);
         return;
@@ -205,8 +205,8 @@ qver_run(troupe_actor *self, tstate *s, ttxn_qver *q, troupe_addr asker,
             d->q = q;
             d->asker = asker;
             d->corr = corr;
-            d->next = s->qdeferred;
-            s->qdeferred = d;
+            d->next = s->qver.deferred;
+            s->qver.deferred = d;
             return;
         }
     }
@@ -257,14 +257,14 @@ qver_run(troupe_actor *self, tstate *s, ttxn_qver *q, troupe_addr asker,
         qjob_free(j);
         return;
     }
-    s->nreads++;
+    troupe__table_job_begin(s);
 }
 
 void
 troupe__qver_retry(troupe_actor *self, tstate *s)
 {
-    qdefer *d = s->qdeferred;
-    s->qdeferred = NULL;
+    qdefer *d = s->qver.deferred;
+    s->qver.deferred = NULL;
     while (d != NULL) {
         qdefer *nx = d->next;
         qver_run(self, s, d->q, d->asker, d->corr);
@@ -295,8 +295,7 @@ troupe__qver_h_done(troupe_actor *self, void *st, const troupe_msg *m)
     if (m->ptr == NULL)
         return troupe__table_no_payload(self, m);
     qjob_free(m->ptr);
-    s->nreads--;
-    troupe__table_check_quiesced(s);
+    troupe__table_job_end(s);
     return TROUPE_OK;
 }
 
@@ -305,9 +304,9 @@ troupe__qver_h_done(troupe_actor *self, void *st, const troupe_msg *m)
 void
 troupe__qver_stop(troupe_actor *self, tstate *s)
 {
-    while (s->qdeferred != NULL) {
-        qdefer *d = s->qdeferred;
-        s->qdeferred = d->next;
+    while (s->qver.deferred != NULL) {
+        qdefer *d = s->qver.deferred;
+        s->qver.deferred = d->next;
         troupe_runtime_reply(troupe_actor_runtime(self), d->asker, d->corr,
                              TROUPE_ECLOSED, NULL);
         troupe_free(d->q);

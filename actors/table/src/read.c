@@ -1,9 +1,11 @@
 /*
  * The table's reads: get, get_many and scan of the row family, straight
- * into troupe_rows. The client calls (api.c) run them on the caller's
+ * into troupe_rows. The client calls (client.c) run them on the caller's
  * thread (memory only on a loop thread: `cached`, EAGAIN when a block is
  * not in memory); the table actor runs the rest on workers and packs the
- * rows into its reply body (troupe__table_read).
+ * rows into its reply body (troupe__table_read). The actor's half, at the
+ * end of this file, owns tstate.reads: reads queue until the actor's
+ * READ_FLUSH hands them to workers in batches.
  *
  * The rows of one read live in one buffer (keys and documents copied out
  * of the iterator) or, for a get, in the value the storage handed out;
@@ -244,23 +246,6 @@ troupe__scan_cursor_unwrap(const troupe_scan_opts *so, uint64_t table_id,
 }
 
 troupe_err
-troupe__rows_cursor_wrap(troupe_rows *r, uint64_t table_id)
-{
-    if (r->cursor == NULL)
-        return TROUPE_OK;
-    uint8_t *c = troupe_malloc(r->cursor_len + TROUPE_CURSOR_OVERHEAD);
-    if (c == NULL)
-        return TROUPE_ENOMEM;
-    troupe__cursor_put(c, TROUPE_CURSOR_ROWS, table_id, r->cursor,
-                       r->cursor_len);
-    troupe_free(r->cur_);
-    r->cur_ = c;
-    r->cursor = c;
-    r->cursor_len += TROUPE_CURSOR_OVERHEAD;
-    return TROUPE_OK;
-}
-
-troupe_err
 troupe__read_scan(const tread_src *s, const troupe_scan_opts *so,
                   troupe_rows **out)
 {
@@ -322,37 +307,7 @@ troupe__read_scan(const tread_src *s, const troupe_scan_opts *so,
     return rb_finish(&b, true, more, out);
 }
 
-/* ---- the actor's side: request and reply bodies ------------------------ */
-
-/* Appends [key, expires, doc] of a live row to p. */
-void
-troupe__table_pack_row(troupe_packer *p, const void *key, size_t klen,
-                       int64_t exp, const void *doc, size_t dlen)
-{
-    troupe_pack_array(p, 3);
-    troupe_pack_bin(p, key, klen);
-    troupe_pack_int(p, exp);
-    troupe_pack_raw(p, doc, dlen);
-}
-
-troupe_err
-troupe__rows_pack(const troupe_rows *r, troupe_body **out)
-{
-    troupe_packer p;
-    troupe_pack_init(&p);
-    troupe_pack_array(&p, 3);
-    troupe_pack_array(&p, (uint32_t)r->n);
-    for (size_t i = 0; i < r->n; i++)
-        troupe__table_pack_row(&p, r->rows[i].key, r->rows[i].key_len,
-                               r->rows[i].expires_at_ms, r->rows[i].doc,
-                               r->rows[i].doc_len);
-    if (r->cursor != NULL)
-        troupe_pack_bin(&p, r->cursor, r->cursor_len);
-    else
-        troupe_pack_nil(&p);
-    troupe_pack_bool(&p, r->more);
-    return troupe_pack_take_body(&p, out); /* p.err, if any */
-}
+/* ---- the actor's side: request bodies --------------------------------- */
 
 /* A get's key from its request body [key]; EPROTO if malformed. */
 static troupe_err
@@ -452,4 +407,169 @@ troupe__table_read(troupe_db *db, troupe_cf *cf, int64_t now, uint32_t kind,
         e = troupe__rows_pack(rows, out);
     troupe_rows_destroy(rows);
     return e;
+}
+
+/* ---- the actor's disk reads (worker thread) ---------------------------- */
+
+typedef struct rjob {
+    troupe_runtime *rt;
+    troupe_addr asker;
+    uint64_t corr;
+    uint32_t kind;
+    ttable_cfg cfg;
+    troupe_body *req;
+    struct rjob *next; /* the rest of this job's batch */
+} rjob;
+
+static void
+read_work(void *arg)
+{
+    rjob *j = arg;
+    troupe_body *body = NULL;
+    troupe_err e = troupe__table_read(
+        j->cfg.db, j->cfg.cf_t, j->cfg.clock(j->cfg.clock_ctx), j->kind,
+        troupe_body_data(j->req), troupe_body_len(j->req), &body);
+    troupe_runtime_reply(j->rt, j->asker, j->corr, e,
+                         e == TROUPE_OK ? &body : NULL);
+}
+
+static void
+rjob_free(void *arg)
+{
+    rjob *j = arg;
+    while (j != NULL) {
+        rjob *nx = j->next;
+        troupe_body_release(j->req);
+        troupe__tschema_release(j->cfg.schema);
+        troupe_free(j);
+        j = nx;
+    }
+}
+
+/* Reads per worker job: enough to amortise the wakeup, few enough that
+ * a burst of scans still spreads over the workers. */
+#define READ_BATCH 16
+
+/* One worker job: the batch's reads one after another. (They are the
+ * reads the caller could not serve from memory: each needs the disk.) */
+static void
+read_batch_work(void *arg)
+{
+    for (rjob *j = arg; j != NULL; j = j->next)
+        read_work(j);
+}
+
+/* Sent to itself by troupe__reads_h_read when the first read queues:
+ * runs after every read already in the mailbox, and hands them to
+ * workers in jobs of READ_BATCH (one wakeup and one READ_DONE per job,
+ * not per read). */
+troupe_err
+troupe__reads_h_flush(troupe_actor *self, void *st, const troupe_msg *m)
+{
+    tstate *s = st;
+    if (m->ptr != s) /* only the flush troupe__reads_h_read sent counts */
+        return troupe__table_no_payload(self, m);
+    rjob *list = s->reads.head;
+    s->reads.head = s->reads.tail = NULL;
+    s->reads.flush_sent = false;
+    while (list != NULL) {
+        rjob *head = list, *t = list;
+        for (int k = 1; k < READ_BATCH && t->next != NULL; k++)
+            t = t->next;
+        list = t->next;
+        t->next = NULL;
+        uint64_t held = 0;
+        for (rjob *j = head; j != NULL; j = j->next)
+            held += sizeof(*j) + troupe_body_len(j->req);
+        troupe_err e = troupe_work_submit_in(self, TROUPE_LANE_STORAGE, held,
+                                             read_batch_work, head,
+                                             TABLE_READ_DONE, rjob_free);
+        if (e != TROUPE_OK) {
+            for (rjob *j = head; j != NULL; j = j->next)
+                troupe_runtime_reply(j->rt, j->asker, j->corr, e, NULL);
+            rjob_free(head);
+        } else {
+            troupe__table_job_begin(s);
+        }
+    }
+    troupe__table_job_end(s); /* the flush itself */
+    return TROUPE_OK;
+}
+
+troupe_err
+troupe__reads_h_read(troupe_actor *self, void *st, const troupe_msg *m)
+{
+    tstate *s = st;
+    troupe_runtime *rt = troupe_actor_runtime(self);
+    if (m->corr == 0)
+        return TROUPE_OK; /* a read nobody waits for */
+    if (m->body == NULL || s->life.closing) {
+        troupe_runtime_reply(rt, m->from, m->corr,
+                             s->life.closing ? TROUPE_ECLOSED : TROUPE_EPROTO,
+                             NULL);
+        return TROUPE_OK;
+    }
+    rjob *j = troupe_malloc(sizeof(*j));
+    if (j == NULL) {
+        troupe_runtime_reply(rt, m->from, m->corr, TROUPE_ENOMEM, NULL);
+        return TROUPE_OK;
+    }
+    j->rt = rt;
+    j->asker = m->from;
+    j->corr = m->corr;
+    j->kind = m->kind;
+    j->cfg = s->cfg;
+    troupe__tschema_retain(j->cfg.schema);
+    j->req = troupe_body_retain(m->body);
+    j->next = NULL;
+    if (!s->reads.flush_sent) {
+        troupe_msg *fm = NULL;
+        troupe_err e = troupe_msg_create(&fm, TABLE_READ_FLUSH, NULL, 0);
+        if (e == TROUPE_OK) {
+            /* ptr set: a completion, exempt from the mailbox bound and
+             * from shutdown's ECLOSED, as each read's own job was; no
+             * drop (troupe__reads_stop answers what is still queued) */
+            fm->ptr = s;
+            e = troupe_runtime_send(rt, troupe_self(self), &fm);
+        }
+        if (e != TROUPE_OK) {
+            rjob_free(j);
+            troupe_runtime_reply(rt, m->from, m->corr, e, NULL);
+            return TROUPE_OK;
+        }
+        s->reads.flush_sent = true;
+        /* until the flush ran: quiescing waits for it */
+        troupe__table_job_begin(s);
+    }
+    if (s->reads.tail != NULL)
+        s->reads.tail->next = j;
+    else
+        s->reads.head = j;
+    s->reads.tail = j;
+    return TROUPE_OK;
+}
+
+troupe_err
+troupe__reads_h_done(troupe_actor *self, void *st, const troupe_msg *m)
+{
+    tstate *s = st;
+    if (m->ptr == NULL)
+        return troupe__table_no_payload(self, m);
+    rjob_free(m->ptr);
+    troupe__table_job_end(s);
+    return TROUPE_OK;
+}
+
+/* Reads still waiting for their READ_FLUSH: answered, never run. */
+void
+troupe__reads_stop(troupe_actor *self, tstate *s)
+{
+    while (s->reads.head != NULL) {
+        rjob *j = s->reads.head;
+        s->reads.head = j->next;
+        j->next = NULL;
+        troupe_runtime_reply(j->rt, j->asker, j->corr, TROUPE_ECLOSED, NULL);
+        rjob_free(j);
+    }
+    s->reads.tail = NULL;
 }

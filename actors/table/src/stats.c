@@ -1,7 +1,7 @@
 /*
  * Key-version eviction passes, expired-row purge passes and the data-layer
  * counters, as calls on a troupe_tables. The records, rows and their
- * counts live with each table actor (table.c), so these calls are asks to
+ * counts live with each table actor (actor.c), so these calls are asks to
  * the actors; the transaction counters are relaxed atomics in the
  * catalog's ttables_shared, read here without a lock (a snapshot of
  * monotonic counters, not a consistent cut).

@@ -1,6 +1,7 @@
 /* Private: what the catalog (tables.c and the files below), the client
- * calls (api.c) and the table actor (table.c) share beyond the internal tier
- * (troupe/internal/tables.h, troupe/internal/participant.h). */
+ * calls (client.c) and the table actor (actor.c and its concept files)
+ * share beyond the internal tier (troupe/internal/tables.h,
+ * troupe/internal/participant.h). */
 #ifndef TROUPE_TABLE_INT_H
 #define TROUPE_TABLE_INT_H
 
@@ -32,9 +33,9 @@ _Static_assert((int)TABLE_INSERT == (int)TROUPE__PART_INSERT &&
                    (int)TABLE_DELETE == (int)TROUPE__PART_DELETE,
                "write kinds");
 
-/* An online index build (build.c starts and finishes it, table.c runs
- * it). The catalog fields are set before the actor sees it; the actor
- * fields are touched only on the actor's thread. */
+/* An online index build (build.c: the catalog starts and finishes it, the
+ * actor runs it). The catalog fields are set before the actor sees it;
+ * the actor fields are touched only on the actor's thread. */
 typedef struct tbuild {
     troupe__ddl ddl; /* first: the finalize job (build.c) */
     troupe_tables *t;
@@ -275,8 +276,9 @@ troupe_err
 troupe__table_spawn(troupe_runtime *rt, const ttable_cfg *cfg,
                     troupe_addr *out);
 
-/* ---- the table actor's state, by concept (table.c, keyvers.c, locks.c,
- * prepare.c, write.c) ---------------------------------------------------- */
+/* ---- the table actor's state, by concept (actor.c, keyvers.c, locks.c,
+ * prepare.c, write.c, participant.c, qver.c, read.c, build.c,
+ * expiry.c) -------------------------------------------------------------- */
 
 /* The actor's own kinds (completions and messages to itself), after the
  * request kinds, and two op kinds that never arrive as messages. */
@@ -436,31 +438,52 @@ typedef struct twrites {
     size_t nclog;
 } twrites;
 
-/* table.c: the actor's state; each sub-struct is its file's. */
-struct tstate {
-    ttable_cfg cfg;
-    tkeyvers vers;
-    tlocks locks;
-    twrites writes;
-    uint64_t last_pub;        /* the version the last tpart_end published */
-    struct tpart *tparts;     /* prepared, waiting for their finish */
-    struct tpart *tpwork;     /* reserved, their writes being prepared on a
-                                 worker (owned by the worker job, never freed
-                                 by stop) */
-    struct tdefer *deferred;  /* prepares waiting for a commit's release */
-    struct qdefer *qdeferred; /* versioned queries waiting for a write */
-    tbuild *build;
-    struct tpurge *purge; /* the expired-row pass running, if any */
-    size_t nreads;        /* read jobs on workers, and a pending READ_FLUSH */
-    struct rjob *rq_head, *rq_tail; /* reads waiting for READ_FLUSH */
-    bool rq_flush_sent;
+/* participant.c: the transactions' parts at this table. */
+typedef struct tparts {
+    struct tpart *prepared;  /* prepared, waiting for their finish */
+    struct tpart *working;   /* reserved, their writes being prepared on a
+                                worker (owned by the worker job, never freed
+                                by stop) */
+    struct tdefer *deferred; /* prepares waiting for a commit's release */
+    uint64_t last_pub;       /* the version the last part's end published */
+} tparts;
+
+/* qver.c: versioned queries waiting for a write. */
+typedef struct tqver {
+    struct qdefer *deferred;
+} tqver;
+
+/* read.c: reads waiting for the actor's READ_FLUSH. */
+typedef struct treads {
+    struct rjob *head, *tail;
+    bool flush_sent;
+} treads;
+
+/* actor.c: the actor's lifecycle. */
+typedef struct tlife {
+    size_t jobs;  /* read and query jobs on workers, and a pending
+                     READ_FLUSH (troupe__table_job_begin/_end) */
     bool closing; /* quiescing: new requests get ECLOSED */
     void (*quiesced)(void *arg);
     void *quiesced_arg;
+} tlife;
+
+/* actor.c: the actor's state; each sub-struct is its file's. */
+struct tstate {
+    ttable_cfg cfg; /* actor.c; cfg.schema is switched by build.c */
+    tkeyvers vers;
+    tlocks locks;
+    twrites writes;
+    tparts parts;
+    tqver qver;
+    treads reads;
+    tbuild *build;        /* build.c: the build running, if any */
+    struct tpurge *purge; /* expiry.c: the expired-row pass running, if any */
+    tlife life;
 };
 
 /* A growing list of conflicting keys (borrowed bytes), filled by the
- * conflict checks of a transaction's prepare (table.c, keyvers.c,
+ * conflict checks of a transaction's prepare (participant.c, keyvers.c,
  * locks.c). */
 typedef struct kref {
     const unsigned char *k;
@@ -502,28 +525,79 @@ troupe__range_has(const ttxn_range *r, const void *key, size_t klen)
     return r->end == NULL || troupe_key_cmp(key, klen, r->end, r->elen) < 0;
 }
 
-/* table.c: the actor itself (its lifecycle, and the parts of the actor
- * that have no file of their own yet). */
+/* actor.c: the actor's definition and lifecycle. Every handler runs
+ * through its handler table, which checks after each one whether a
+ * quiesce can complete, so no concept calls actor.c. */
 
-/* Calls the quiesce callback once nothing of this actor is in flight. */
-void
-troupe__table_check_quiesced(tstate *s);
+/* A job of the actor's on a worker begins or ends: quiescing waits until
+ * none is left. */
+static inline void
+troupe__table_job_begin(tstate *s)
+{
+    s->life.jobs++;
+}
+
+static inline void
+troupe__table_job_end(tstate *s)
+{
+    s->life.jobs--;
+}
+
 /* Answers an internal kind that came without its payload: these kinds
- * are local-only, so only a local sender's mistake can make one. */
-troupe_err
-troupe__table_no_payload(troupe_actor *self, const troupe_msg *m);
+ * are local-only, so only a local sender's mistake can make one. Inline:
+ * the handlers of every concept share it. */
+static inline troupe_err
+troupe__table_no_payload(troupe_actor *self, const troupe_msg *m)
+{
+    troupe_reply_error(self, m, TROUPE_EINVAL);
+    return TROUPE_OK;
+}
+
+/* build.c: index builds, the actor's half. */
 /* A build waiting for the writes of an older schema, or between its
  * steps, moves on if it can. */
 void
 troupe__build_step(troupe_actor *self, tstate *s);
-/* A commit's release: deferred transaction prepares, then deferred
- * versioned queries, run again. */
+troupe_err
+troupe__build_h_keys(troupe_actor *self, void *st, const troupe_msg *m);
+troupe_err
+troupe__build_h_switch(troupe_actor *self, void *st, const troupe_msg *m);
+/* The build running, if any, ends with ECLOSED. */
+void
+troupe__build_stop(troupe_actor *self, tstate *s);
+
+/* participant.c: the transaction participant. */
+/* A commit's release: deferred transaction prepares run again. */
 void
 troupe__parts_retry(troupe_actor *self, tstate *s);
+troupe_err
+troupe__parts_h_prepare(troupe_actor *self, void *st, const troupe_msg *m);
+troupe_err
+troupe__parts_h_prep_done(troupe_actor *self, void *st, const troupe_msg *m);
+troupe_err
+troupe__parts_h_expire(troupe_actor *self, void *st, const troupe_msg *m);
+troupe_err
+troupe__parts_h_finish(troupe_actor *self, void *st, const troupe_msg *m);
+/* Prepared parts are dropped (their transaction aborted, their finish
+ * finds nothing) and deferred prepares answered ECLOSED. */
 void
-troupe__qver_retry(troupe_actor *self, tstate *s);
+troupe__parts_stop(troupe_actor *self, tstate *s);
+
+/* read.c: the actor's disk reads. */
+troupe_err
+troupe__reads_h_read(troupe_actor *self, void *st, const troupe_msg *m);
+troupe_err
+troupe__reads_h_flush(troupe_actor *self, void *st, const troupe_msg *m);
+troupe_err
+troupe__reads_h_done(troupe_actor *self, void *st, const troupe_msg *m);
+/* Reads still queued are answered ECLOSED, never run. */
+void
+troupe__reads_stop(troupe_actor *self, tstate *s);
 
 /* qver.c: versioned queries. */
+/* A commit's release: deferred versioned queries run again. */
+void
+troupe__qver_retry(troupe_actor *self, tstate *s);
 troupe_err
 troupe__qver_h_query(troupe_actor *self, void *st, const troupe_msg *m);
 troupe_err
@@ -584,6 +658,11 @@ troupe__keyvers_h_vevict_next(troupe_actor *self, void *st,
                               const troupe_msg *m);
 troupe_err
 troupe__keyvers_h_stats(troupe_actor *self, void *st, const troupe_msg *m);
+/* The map of a new actor (ENOMEM), and freed at its stop. */
+troupe_err
+troupe__keyvers_init(tstate *s);
+void
+troupe__keyvers_stop(troupe_actor *self, tstate *s);
 
 /* prepare.c: write preparation. Any thread: it touches only the op. */
 
@@ -647,6 +726,12 @@ troupe__locks_rwait_retry(troupe_actor *self, tstate *s);
 void
 troupe__locks_range_held(const tstate *s, const ttxn_range *r, uint64_t seq0,
                          kset *ks);
+/* The buckets of a new actor (ENOMEM); at its stop, the writes waiting
+ * for a lock or a range are answered ECLOSED and every lock is freed. */
+troupe_err
+troupe__locks_init(tstate *s);
+void
+troupe__locks_stop(troupe_actor *self, tstate *s);
 
 /* write.c: the write state machine. Actor thread. */
 
@@ -662,6 +747,9 @@ troupe__wop_new(troupe_actor *self, const tstate *s, uint32_t kind,
  * its schema reference). */
 void
 troupe__wop_free(wop *op);
+/* Answers op's asker ECLOSED (op was never submitted) and frees it. */
+void
+troupe__wop_close(wop *op);
 /* Queues op behind its key's lock and starts it when nothing holds the
  * key; ENOMEM when it cannot be queued (op is freed, done not called). */
 troupe_err
@@ -704,6 +792,9 @@ troupe_err
 troupe__write_h_prep_done(troupe_actor *self, void *st, const troupe_msg *m);
 troupe_err
 troupe__write_h_commit_done(troupe_actor *self, void *st, const troupe_msg *m);
+/* Parked writes are answered ECLOSED; the commit log is forgotten. */
+void
+troupe__writes_stop(troupe_actor *self, tstate *s);
 
 /* Where and how a read reads (read.c): memory only when cached (EAGAIN
  * when a block is not in memory); `now` (Unix ms) decides expiry. */

@@ -22,7 +22,7 @@
  * known after reading the old row.
  *
  * The same machine runs a transaction's writes (from their reservation
- * to the finish, table.c) and the actor's own ops (a build's reindex, a
+ * to the finish, participant.c) and the actor's own ops (a build's reindex, a
  * purge's delete), which hear of their end through wop.done: this file
  * knows nothing of builds and purges beyond that, and that a release may
  * let a build waiting for older writes start.
@@ -82,14 +82,19 @@ troupe__wop_free(wop *op)
     troupe_free(op);
 }
 
+void
+troupe__wop_close(wop *op)
+{
+    troupe_runtime_reply(op->rt, op->asker, op->corr, TROUPE_ECLOSED, NULL);
+    troupe__wop_free(op);
+}
+
 /* The actor is gone before the prepared write reached it: nothing was
  * submitted, so nothing is written. */
 static void
 prep_drop(void *arg)
 {
-    wop *op = arg;
-    troupe_runtime_reply(op->rt, op->asker, op->corr, TROUPE_ECLOSED, NULL);
-    troupe__wop_free(op);
+    troupe__wop_close(arg);
 }
 
 /* The running write of a key is done: answer it unless the pipeline
@@ -130,7 +135,7 @@ enqueue(troupe_actor *self, tstate *s, uint32_t kind, const void *key,
 static bool
 prepare_here(const tstate *s, const wop *op)
 {
-    if (s->writes.inlining || s->closing || op->ext ||
+    if (s->writes.inlining || s->life.closing || op->ext ||
         (op->kind != TABLE_INSERT && op->kind != TABLE_UPDATE &&
          op->kind != TABLE_UPSERT && op->kind != TABLE_DELETE))
         return false;
@@ -210,7 +215,7 @@ troupe__write_h_write(troupe_actor *self, void *st, const troupe_msg *m)
     troupe_err e = troupe_read_end(&r);
     if (e == TROUPE_OK && (klen == 0 || expires < 0 || sync > TROUPE_SYNC_OFF))
         e = TROUPE_EPROTO;
-    if (e == TROUPE_OK && s->closing)
+    if (e == TROUPE_OK && s->life.closing)
         e = TROUPE_ECLOSED;
     if (e != TROUPE_OK) {
         troupe_runtime_reply(troupe_actor_runtime(self), m->from, m->corr, e,
@@ -433,7 +438,6 @@ troupe__write_h_prep_done(troupe_actor *self, void *st, const troupe_msg *m)
     if (m->ptr == NULL)
         return troupe__table_no_payload(self, m);
     prep_done(self, s, m->ptr);
-    troupe__table_check_quiesced(s);
     return TROUPE_OK;
 }
 
@@ -458,6 +462,17 @@ troupe__write_h_commit_done(troupe_actor *self, void *st, const troupe_msg *m)
     troupe__qver_retry(self, s);
     /* The winner's entries are readable now: parked writes check again. */
     troupe__write_restart_parked(self, s);
-    troupe__table_check_quiesced(s);
     return TROUPE_OK;
+}
+
+/* Parked writes were never submitted: they fail with ECLOSED. */
+void
+troupe__writes_stop(troupe_actor *self, tstate *s)
+{
+    for (wop *p = s->writes.parked; p != NULL;) {
+        wop *nx = p->pnext;
+        troupe__wop_close(p);
+        p = nx;
+    }
+    troupe__write_clog_clear(s);
 }

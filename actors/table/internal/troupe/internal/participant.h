@@ -1,7 +1,7 @@
 /*
  * The two-phase protocol between a transaction (actors/txn) and the table
- * actors it touches, served by the table module (table.c's participant
- * half and its versioned queries), called by txn: the message kinds and
+ * actors it touches, served by the table module (participant.c and the
+ * versioned queries of qver.c), called by txn: the message kinds and
  * their payloads, the key-version counter a commit takes its version
  * from, and the running-transaction list. Every message here carries a
  * pointer, so it is local only (the runtime refuses such kinds from the

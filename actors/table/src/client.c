@@ -1,6 +1,7 @@
 /*
- * Client side of the table actor: request builders, reply decoding into
- * troupe_rows, and the blocking twins. A call looks the table up, packs
+ * The client calls of table.h: write requests, direct reads (read.c on
+ * the caller's thread), and the blocking twins; replies are decoded into
+ * troupe_rows by rows.c. No state. A call looks the table up, packs
  * the request and asks the actor through troupe_runtime_ask, whose
  * callback runs on scheduler 0; the twins wait for that callback on a
  * condition variable (so they must not run on scheduler 0's thread).
@@ -10,67 +11,6 @@
 #include "table_int.h"
 #include "troupe/alloc.h"
 #include "troupe/pack.h"
-
-void
-troupe_rows_destroy(troupe_rows *r)
-{
-    if (r == NULL)
-        return;
-    troupe_body_release(r->body_);
-    troupe_free(r->mem_);
-    troupe_free(r->cur_);
-    troupe_free(r);
-}
-
-/* [[[key, expires, doc], ...], cursor|nil, more]; pointers into body. */
-static troupe_err
-rows_decode(troupe_body *body, troupe_rows **out)
-{
-    troupe_reader r;
-    uint32_t n = 0;
-    troupe_reader_init(&r, troupe_body_data(body), troupe_body_len(body));
-    troupe_read_array_n(&r, 3);
-    troupe_read_array(&r, &n);
-    if (r.err != TROUPE_OK || n > TROUPE_TABLE_PAGE_MAX)
-        return TROUPE_EPROTO;
-    troupe_rows *rows =
-        troupe_calloc(1, sizeof(*rows) + n * sizeof(troupe_row));
-    if (rows == NULL)
-        return TROUPE_ENOMEM;
-    troupe_row *v = (troupe_row *)(rows + 1);
-    for (uint32_t i = 0; i < n; i++) {
-        const void *p = NULL;
-        troupe_read_array_n(&r, 3);
-        troupe_read_bin(&r, TROUPE_KEY_MAX, &p, &v[i].key_len);
-        v[i].key = p;
-        troupe_read_int(&r, &v[i].expires_at_ms);
-        if (troupe_read_peek(&r) != TROUPE_MP_MAP)
-            r.err = TROUPE_EPROTO;
-        troupe_read_raw(&r, &p, &v[i].doc_len);
-        v[i].doc = p;
-    }
-    if (!troupe_read_try_nil(&r)) {
-        const void *p = NULL;
-        troupe_read_bin(&r, TROUPE_KEY_MAX, &p, &rows->cursor_len);
-        rows->cursor = p;
-    }
-    troupe_read_bool(&r, &rows->more);
-    if (troupe_read_end(&r) != TROUPE_OK) {
-        troupe_free(rows);
-        return TROUPE_EPROTO;
-    }
-    rows->n = n;
-    rows->rows = v;
-    rows->body_ = troupe_body_retain(body);
-    *out = rows;
-    return TROUPE_OK;
-}
-
-troupe_err
-troupe__rows_from_body(troupe_body *body, troupe_rows **out)
-{
-    return rows_decode(body, out);
-}
 
 typedef struct tcall {
     troupe_table_cb cb;
@@ -84,7 +24,7 @@ on_reply(troupe_runtime *rt, troupe_err err, troupe_msg *reply, void *arg)
     tcall *c = arg;
     troupe_rows *rows = NULL;
     if (err == TROUPE_OK && reply != NULL && reply->body != NULL)
-        err = rows_decode(reply->body, &rows);
+        err = troupe__rows_from_body(reply->body, &rows);
     if (err == TROUPE_OK && rows != NULL && c->table_id != 0 &&
         (err = troupe__rows_cursor_wrap(rows, c->table_id)) != TROUPE_OK) {
         troupe_rows_destroy(rows);
