@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tnode.h"
 #include "troupe/alloc.h"
 #include "troupe/internal/index.h"
 #include "troupe/internal/queue.h"
@@ -32,17 +33,8 @@
 #define PEER 7u
 #define NTARGETS 6
 
-static struct {
-    troupe_runtime *rt;
-    troupe_db *db;
-    troupe_commit *commit;
-    troupe_catalog *cat;
-    troupe_tables *tables;
-    troupe_queues *qs;
-    troupe_ttl *ttl;
-    char *dir;
-    troupe_addr target[NTARGETS]; /* kv, table, index, 2 partitions, ttl */
-} X;
+static tnode X;
+static troupe_addr target[NTARGETS]; /* kv, table, index, 2 partitions, ttl */
 
 /* ---- a watcher: DOWN of any target counts ---- */
 
@@ -55,7 +47,7 @@ w_init(troupe_actor *self, void *st, void *arg)
     (void)st;
     (void)arg;
     for (int i = 0; i < NTARGETS; i++) {
-        troupe_err e = troupe_monitor(self, X.target[i], W_DOWN);
+        troupe_err e = troupe_monitor(self, target[i], W_DOWN);
         if (e != TROUPE_OK)
             return e;
     }
@@ -78,102 +70,35 @@ static const troupe_handler_fn w_h[W_N] = {[W_DOWN] = w_down};
 static const troupe_actor_def watch_def = {
     .name = "watch", .init = w_init, .handlers = w_h, .n_handlers = W_N};
 
-/* ---- fixture: a node with every built-in actor ---- */
-
-static const troupe_index_field name_f = {"name", TROUPE_FIELD_STRING};
-static const troupe_index_field email_f = {"email", TROUPE_FIELD_STRING};
-
-/* Tables "t" (index by_name) and "u" (unique by_email: every write
- * prepares on a worker), queue "q" of two partitions, a kv actor. */
-static void
-open_node(unsigned workers)
-{
-    memset(&X, 0, sizeof(X));
-    atomic_store(&downs, 0);
-    X.dir = ts_tempdir("harden");
-    troupe_runtime_opts o = {.schedulers = 2, .workers = workers};
-    ck_assert_ok(troupe_runtime_create(&X.rt, &o));
-    ts_wire_install(X.rt);
-    ck_assert_ok(troupe_db_open(X.dir, NULL, &X.db));
-    ck_assert_ok(troupe_commit_create(X.db, NULL, &X.commit));
-    troupe_catalog_opts co = {.rt = X.rt, .db = X.db};
-    ck_assert_ok(troupe_catalog_open(&co, &X.cat));
-    troupe_tables_opts to = {.catalog = X.cat, .commit = X.commit};
-    ck_assert_ok(troupe_tables_open(&to, &X.tables));
-    troupe_index_spec by_name = {
-        .name = "by_name", .fields = &name_f, .n_fields = 1};
-    ck_assert_ok(troupe_tables_create_wait(X.tables, "t", &by_name, 1));
-    troupe_index_spec by_email = {
-        .name = "by_email", .unique = true, .fields = &email_f, .n_fields = 1};
-    ck_assert_ok(troupe_tables_create_wait(X.tables, "u", &by_email, 1));
-    troupe_queues_opts qo = {.catalog = X.cat, .commit = X.commit};
-    ck_assert_ok(troupe_queues_open(&qo, &X.qs));
-    troupe_queue_spec qs = {"q", 2, 0};
-    ck_assert_ok(troupe_queues_create_wait(X.qs, &qs));
-    troupe_kv_opts ko = {.db = X.db, .commit = X.commit, .cf = "kv"};
-    ck_assert_ok(troupe_kv_spawn(X.rt, &ko, NULL, &X.target[0]));
-}
+/* ---- fixture: a node with every built-in actor (tnode.h) ---- */
 
 static void
-close_node(void)
+hostile_teardown(void)
 {
-    if (X.ttl != NULL) {
-        ck_assert_ok(troupe_ttl_stop_wait(X.ttl));
-        troupe_ttl_destroy(X.ttl);
-    }
-    ck_assert_ok(troupe_queues_stop_wait(X.qs));
-    troupe_queues_destroy(X.qs);
-    ck_assert_ok(troupe_tables_stop_wait(X.tables));
-    troupe_tables_destroy(X.tables);
-    ck_assert_ok(troupe_runtime_shutdown_wait(X.rt));
-    ck_assert_ok(troupe_catalog_stop_wait(X.cat));
-    troupe_catalog_destroy(X.cat);
-    troupe_runtime_destroy(X.rt);
-    troupe_commit_destroy(X.commit);
-    ck_assert_ok(troupe_db_close(X.db));
-    ts_rmtree(X.dir);
-    free(X.dir);
-    ts_wire_clear();
-}
-
-/* Publishes n due events e0.. with their ids as keys. */
-static void
-publish_n(int n)
-{
-    for (int i = 0; i < n; i++) {
-        char id[16];
-        snprintf(id, sizeof(id), "e%d", i);
-        troupe_queue_event ev = {.id = id,
-                                 .id_len = strlen(id),
-                                 .key = id,
-                                 .key_len = strlen(id),
-                                 .payload = "\x07",
-                                 .payload_len = 1,
-                                 .time_ms = 0};
-        ck_assert_ok(
-            troupe_queue_publish_wait(X.qs, "q", &ev, TROUPE_SYNC_OFF));
-    }
+    tnode_close(&X);
 }
 
 static void
 hostile_setup(void)
 {
-    open_node(2);
+    atomic_store(&downs, 0);
+    tnode_open(&X, "harden", 2, 0);
+    target[0] = X.kv;
     troupe_ttl_opts tto = {
         .rt = X.rt, .tables = X.tables, .queues = X.qs, .interval_ms = 3600000};
     ck_assert_ok(troupe_ttl_start(&tto, &X.ttl));
     uint32_t tmo;
     troupe_runtime *rt;
     troupe_cf *cf;
-    ck_assert_ok(troupe__tables_lookup_cf(X.tables, "t", &X.target[1], &cf));
+    ck_assert_ok(troupe__tables_lookup_cf(X.tables, "t", &target[1], &cf));
     ck_assert_ok(
-        troupe__tables_lookup_index(X.tables, "t", &X.target[2], &tmo, &rt));
+        troupe__tables_lookup_index(X.tables, "t", &target[2], &tmo, &rt));
     tq_queue *q = NULL;
     ck_assert_ok(troupe__tq_find(X.qs, "q", &q));
-    X.target[3] = q->parts[0];
-    X.target[4] = q->parts[1];
+    target[3] = q->parts[0];
+    target[4] = q->parts[1];
     troupe__tq_release(q);
-    X.target[5] = troupe_ttl_addr(X.ttl);
+    target[5] = troupe_ttl_addr(X.ttl);
     troupe_addr w;
     ck_assert_ok(troupe_actor_spawn(X.rt, &watch_def, NULL, &w));
 }
@@ -446,9 +371,9 @@ check_all_serve(void)
     /* kv: a put, then a get of it */
     troupe_msg *m = NULL;
     ck_assert_ok(troupe_kv_put_msg("real", 4, "value", 5, false, &m));
-    ck_assert_ok(ask_wait(X.target[0], m));
+    ck_assert_ok(ask_wait(target[0], m));
     ck_assert_ok(troupe_kv_get_msg("real", 4, &m));
-    ck_assert_ok(ask_wait(X.target[0], m));
+    ck_assert_ok(ask_wait(target[0], m));
     ck_assert_uint_eq(hr.n, 7); /* bin8 of "value" */
     ck_assert_mem_eq(hr.v + 2, "value", 5);
     /* table: a write through its actor, read back */
@@ -463,14 +388,14 @@ check_all_serve(void)
     /* index: a count through its actor */
     troupe_index_query q = {0};
     ck_assert_ok(troupe_index_count_msg("by_name", &q, &m));
-    ck_assert_ok(ask_wait(X.target[2], m));
+    ck_assert_ok(ask_wait(target[2], m));
     /* queue: both partitions deliver */
     troupe_queue_worker_opts wo = {
         .queue = "q", .first = 0, .last = 1, .credit = 4, .handler = q_handler};
     troupe_queue_worker *w = NULL;
     ck_assert_ok(troupe_queue_worker_start(X.qs, &wo, &w));
     int want = 16;
-    publish_n(want);
+    tnode_publish(&X, want);
     ck_assert(ts_wait_until(handled_n, &want, 15000));
     troupe_queue_worker_stop_wait(&w);
     /* ttl: a pass on request */
@@ -485,8 +410,8 @@ START_TEST(test_every_kind_and_hostile_body_answered_never_crashes)
     next_corr = 0;
     remote_asks = 0;
     for (int t = 0; t < NTARGETS; t++) {
-        barrage(X.target[t], true);
-        barrage(X.target[t], false);
+        barrage(target[t], true);
+        barrage(target[t], false);
     }
     /* Every remote ask, exactly one reply: refused at delivery or
      * answered by its handler. */
@@ -520,7 +445,7 @@ hostile_suite(void)
 {
     Suite *s = suite_create("hostile");
     TCase *tc = tcase_create("hostile");
-    tcase_add_checked_fixture(tc, hostile_setup, close_node);
+    tcase_add_checked_fixture(tc, hostile_setup, hostile_teardown);
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, test_every_kind_and_hostile_body_answered_never_crashes);
     suite_add_tcase(s, tc);

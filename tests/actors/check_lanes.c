@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tnode.h"
 #include "troupe/alloc.h"
 #include "troupe/internal/index.h"
 #include "troupe/internal/queue.h"
@@ -31,95 +32,20 @@
 #include "tsupport.h"
 #include "twire.h"
 
-static struct {
-    troupe_runtime *rt;
-    troupe_db *db;
-    troupe_commit *commit;
-    troupe_catalog *cat;
-    troupe_tables *tables;
-    troupe_queues *qs;
-    troupe_ttl *ttl;
-    bool tables_stopped; /* by the test */
-    char *dir;
-    troupe_addr target[1]; /* kv */
-} X;
+static tnode X;
 
-static const troupe_index_field name_f = {"name", TROUPE_FIELD_STRING};
 static const troupe_index_field email_f = {"email", TROUPE_FIELD_STRING};
 
-/* Tables "t" (index by_name) and "u" (unique by_email: every write
- * prepares on a worker), queue "q" of two partitions, a kv actor; two
- * schedulers, `workers` STORAGE and `host_workers` HOST threads (0: as
- * many as workers). */
 static void
 open_node(unsigned workers, unsigned host_workers)
 {
-    memset(&X, 0, sizeof(X));
-    X.dir = ts_tempdir("lanes");
-    troupe_runtime_opts o = {
-        .schedulers = 2, .workers = workers, .host_workers = host_workers};
-    ck_assert_ok(troupe_runtime_create(&X.rt, &o));
-    ts_wire_install(X.rt);
-    ck_assert_ok(troupe_db_open(X.dir, NULL, &X.db));
-    ck_assert_ok(troupe_commit_create(X.db, NULL, &X.commit));
-    troupe_catalog_opts co = {.rt = X.rt, .db = X.db};
-    ck_assert_ok(troupe_catalog_open(&co, &X.cat));
-    troupe_tables_opts to = {.catalog = X.cat, .commit = X.commit};
-    ck_assert_ok(troupe_tables_open(&to, &X.tables));
-    troupe_index_spec by_name = {
-        .name = "by_name", .fields = &name_f, .n_fields = 1};
-    ck_assert_ok(troupe_tables_create_wait(X.tables, "t", &by_name, 1));
-    troupe_index_spec by_email = {
-        .name = "by_email", .unique = true, .fields = &email_f, .n_fields = 1};
-    ck_assert_ok(troupe_tables_create_wait(X.tables, "u", &by_email, 1));
-    troupe_queues_opts qo = {.catalog = X.cat, .commit = X.commit};
-    ck_assert_ok(troupe_queues_open(&qo, &X.qs));
-    troupe_queue_spec qs = {"q", 2, 0};
-    ck_assert_ok(troupe_queues_create_wait(X.qs, &qs));
-    troupe_kv_opts ko = {.db = X.db, .commit = X.commit, .cf = "kv"};
-    ck_assert_ok(troupe_kv_spawn(X.rt, &ko, NULL, &X.target[0]));
+    tnode_open(&X, "lanes", workers, host_workers);
 }
 
 static void
 close_node(void)
 {
-    if (X.ttl != NULL) {
-        ck_assert_ok(troupe_ttl_stop_wait(X.ttl));
-        troupe_ttl_destroy(X.ttl);
-    }
-    ck_assert_ok(troupe_queues_stop_wait(X.qs));
-    troupe_queues_destroy(X.qs);
-    if (!X.tables_stopped)
-        ck_assert_ok(troupe_tables_stop_wait(X.tables));
-    troupe_tables_destroy(X.tables);
-    ck_assert_ok(troupe_runtime_shutdown_wait(X.rt));
-    ck_assert_ok(troupe_catalog_stop_wait(X.cat));
-    troupe_catalog_destroy(X.cat);
-    troupe_runtime_destroy(X.rt);
-    troupe_commit_destroy(X.commit);
-    ck_assert_ok(troupe_db_close(X.db));
-    ts_rmtree(X.dir);
-    free(X.dir);
-    ts_wire_clear();
-}
-
-/* Publishes n due events e0.. with their ids as keys. */
-static void
-publish_n(int n)
-{
-    for (int i = 0; i < n; i++) {
-        char id[16];
-        snprintf(id, sizeof(id), "e%d", i);
-        troupe_queue_event ev = {.id = id,
-                                 .id_len = strlen(id),
-                                 .key = id,
-                                 .key_len = strlen(id),
-                                 .payload = "\x07",
-                                 .payload_len = 1,
-                                 .time_ms = 0};
-        ck_assert_ok(
-            troupe_queue_publish_wait(X.qs, "q", &ev, TROUPE_SYNC_OFF));
-    }
+    tnode_close(&X);
 }
 
 #define WORKERS 2 /* per lane */
@@ -195,6 +121,22 @@ on_count(troupe_err err, uint64_t n, void *arg)
     atomic_fetch_add(err == TROUPE_OK ? &S.counts : &S.errors, 1);
 }
 
+/* An upsert of {"email": email} under key to "u"; on_write counts it. */
+static void
+upsert_email(const char *key, const char *email)
+{
+    troupe_packer p;
+    troupe_pack_init(&p);
+    troupe_pack_map(&p, 1);
+    troupe_pack_cstr(&p, "email");
+    troupe_pack_cstr(&p, email);
+    size_t dlen;
+    const void *doc = troupe_pack_data(&p, &dlen);
+    ck_assert_ok(troupe_table_upsert(X.tables, "u", key, strlen(key), doc, dlen,
+                                     NULL, on_write, NULL));
+    troupe_pack_fini(&p);
+}
+
 static bool
 live_full(void *arg)
 {
@@ -230,7 +172,7 @@ START_TEST(test_blocked_queue_handlers_never_delay_commits_or_reads)
     memset(&S, 0, sizeof(S));
     troupe_msg *m = NULL;
     ck_assert_ok(troupe_kv_put_msg("k", 1, "v", 1, false, &m));
-    ck_assert_ok(troupe_runtime_ask(X.rt, X.target[0], &m, 60000, on_kv, NULL));
+    ck_assert_ok(troupe_runtime_ask(X.rt, X.kv, &m, 60000, on_kv, NULL));
     int one = 1;
     ck_assert(ts_wait_until(read_seen, &one, 10000)); /* for the reads */
     ck_assert_int_eq(atomic_load(&S.errors), 0);
@@ -244,26 +186,16 @@ START_TEST(test_blocked_queue_handlers_never_delay_commits_or_reads)
     troupe_queue_worker *w = NULL;
     ck_assert_ok(troupe_queue_worker_start(X.qs, &wo, &w));
     int nev = 8;
-    publish_n(nev);
+    tnode_publish(&X, nev);
     ck_assert(ts_wait_until(live_full, NULL, 10000));
     /* every HOST thread is blocked now: storage work must go on */
     for (int i = 0; i < NOPS; i++) {
         char key[16], email[16];
         snprintf(key, sizeof(key), "u%d", i);
         snprintf(email, sizeof(email), "a%d", i);
-        troupe_packer p;
-        troupe_pack_init(&p);
-        troupe_pack_map(&p, 1);
-        troupe_pack_cstr(&p, "email");
-        troupe_pack_cstr(&p, email);
-        size_t dlen;
-        const void *doc = troupe_pack_data(&p, &dlen);
-        ck_assert_ok(troupe_table_upsert(X.tables, "u", key, strlen(key), doc,
-                                         dlen, NULL, on_write, NULL));
-        troupe_pack_fini(&p);
+        upsert_email(key, email);
         ck_assert_ok(troupe_kv_get_msg("k", 1, &m));
-        ck_assert_ok(
-            troupe_runtime_ask(X.rt, X.target[0], &m, 60000, on_kv, NULL));
+        ck_assert_ok(troupe_runtime_ask(X.rt, X.kv, &m, 60000, on_kv, NULL));
         troupe_index_query q = {0};
         ck_assert_ok(
             troupe_tables_count(X.tables, "u", "by_email", &q, on_count, NULL));
@@ -360,7 +292,7 @@ START_TEST(test_async_acks_never_hold_the_one_storage_thread)
 {
     memset(&G, 0, sizeof(G));
     enum { N = 64 };
-    publish_n(N);
+    tnode_publish(&X, N);
     troupe_queue_page *pg = NULL;
     ck_assert_ok(troupe_queue_list_wait(X.qs, "q", TROUPE_QUEUE_PENDING, NULL,
                                         0, N, &pg));
@@ -418,7 +350,7 @@ START_TEST(test_queue_retention_never_holds_the_one_storage_thread)
 {
     memset(&G, 0, sizeof(G));
     enum { N = 8 };
-    publish_n(N);
+    tnode_publish(&X, N);
     troupe_queue_page *pg = NULL;
     ck_assert_ok(troupe_queue_list_wait(X.qs, "q", TROUPE_QUEUE_PENDING, NULL,
                                         0, N, &pg));
@@ -497,17 +429,10 @@ gate_fn(void *arg)
 }
 
 static void
-gate_done(void *arg, troupe_runtime *rt)
-{
-    (void)arg;
-    (void)rt;
-}
-
-static void
 gate_close(void)
 {
     memset(&Gt, 0, sizeof(Gt));
-    ck_assert_ok(troupe_runtime_work(X.rt, gate_fn, gate_done, NULL));
+    ck_assert_ok(troupe_runtime_work(X.rt, gate_fn, lane_done, NULL));
     ck_assert(ts_wait_until(gate_entered, NULL, 10000));
 }
 
@@ -546,16 +471,7 @@ upsert_u(void)
         char key[16], email[16];
         snprintf(key, sizeof(key), "w%d", i);
         snprintf(email, sizeof(email), "w%d@x", i);
-        troupe_packer p;
-        troupe_pack_init(&p);
-        troupe_pack_map(&p, 1);
-        troupe_pack_cstr(&p, "email");
-        troupe_pack_cstr(&p, email);
-        size_t dlen;
-        const void *doc = troupe_pack_data(&p, &dlen);
-        ck_assert_ok(troupe_table_upsert(X.tables, "u", key, strlen(key), doc,
-                                         dlen, NULL, on_write, NULL));
-        troupe_pack_fini(&p);
+        upsert_email(key, email);
     }
     /* Asks from this thread reach the actor in order and the stats need
      * no worker: once they are answered, so have the upserts been taken
@@ -638,7 +554,7 @@ START_TEST(test_tables_stop_and_queue_drop_with_one_storage_worker_complete)
     troupe_queue_worker *w = NULL;
     ck_assert_ok(troupe_queue_worker_start(X.qs, &wo, &w));
     int nev = 8;
-    publish_n(nev);
+    tnode_publish(&X, nev);
     ck_assert(ts_wait_until(all_handled, &nev, 10000));
     troupe_queue_worker_stop_wait(&w);
     gate_close();
