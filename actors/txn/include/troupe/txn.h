@@ -1,5 +1,5 @@
 /*
- * Transactions over the tables of one troupe_tables (issue 3, part 3):
+ * Transactions over the tables of one troupe_tables:
  * reads see a snapshot taken at begin plus the transaction's own writes;
  * writes are buffered in the transaction and committed by a two-phase
  * commit over the table actors involved, in ONE batch through the commit
