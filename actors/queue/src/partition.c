@@ -5,10 +5,9 @@
  * counts. Storage is read on the worker pool's STORAGE lane, in chunks of
  * at most TROUPE_QUEUE_CHUNK rows; handlers run on its HOST lane, and
  * their outcome is submitted to the commit pipeline from there; it
- * completes on
- * the pipeline's callback (job_committed), so neither an actor's loop nor
- * a pool thread waits on the disk, and outcomes in flight share a group
- * commit.
+ * completes on the pipeline's callback (job_committed), so neither an
+ * actor's loop nor a pool thread waits on the disk, and outcomes in
+ * flight share a group commit.
  *
  * The pass (Tito's): its first chunk freezes the due boundary (the clock
  * now) and the enqueue horizon (the queue's next order). The pass reads
