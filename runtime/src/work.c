@@ -105,9 +105,13 @@ worker_main(void *arg)
         bool counted = j->counted;
         uint64_t bytes = j->bytes;
         j->fn(j->arg);
-        complete(rt, j);
+        /* The budgets go back before the completion runs, so whoever
+         * the completion wakes finds them free. */
         pthread_mutex_lock(&l->lock);
         unaccount(l, counted, bytes);
+        pthread_mutex_unlock(&l->lock);
+        complete(rt, j);
+        pthread_mutex_lock(&l->lock);
     }
     pthread_mutex_unlock(&l->lock);
     if (atomic_fetch_sub(&rt->pool.alive, 1) == 1)

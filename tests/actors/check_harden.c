@@ -82,7 +82,8 @@ static void
 hostile_setup(void)
 {
     atomic_store(&downs, 0);
-    tnode_open(&X, "harden", 2, 0);
+    troupe_runtime_opts o = {.workers = 2};
+    tnode_open(&X, "harden", &o);
     target[0] = X.kv;
     troupe_ttl_opts tto = {
         .rt = X.rt, .tables = X.tables, .queues = X.qs, .interval_ms = 3600000};

@@ -29,6 +29,7 @@
 #include "troupe/kv.h"
 #include "troupe/pack.h"
 #include "troupe/ttl.h"
+#include "troupe/txn.h"
 #include "tsupport.h"
 #include "twire.h"
 
@@ -36,10 +37,16 @@ static tnode X;
 
 static const troupe_index_field email_f = {"email", TROUPE_FIELD_STRING};
 
+/* Two schedulers, `workers` STORAGE and `host_workers` HOST threads (0:
+ * as many as workers), the lanes' byte budget `work_bytes` (0: the
+ * default). */
 static void
-open_node(unsigned workers, unsigned host_workers)
+open_node(unsigned workers, unsigned host_workers, uint64_t work_bytes)
 {
-    tnode_open(&X, "lanes", workers, host_workers);
+    troupe_runtime_opts o = {.workers = workers,
+                             .host_workers = host_workers,
+                             .work_max_bytes = work_bytes};
+    tnode_open(&X, "lanes", &o);
 }
 
 static void
@@ -81,7 +88,7 @@ static void
 lanes_setup(void)
 {
     memset(&H, 0, sizeof(H));
-    open_node(WORKERS, 0);
+    open_node(WORKERS, 0, 0);
 }
 
 static void
@@ -220,15 +227,17 @@ END_TEST
 
 /* ---- one STORAGE thread ---- */
 
+#define ONE_WORKER_BYTES (1u << 20)
+
 static void
 one_worker_setup(void)
 {
     memset(&H, 0, sizeof(H));
-    open_node(1, 0);
+    open_node(1, 0, ONE_WORKER_BYTES);
 }
 
 static struct {
-    _Atomic int stalled, lane_ran, acked, ack_errors;
+    _Atomic int stalled, lane_ran, acked, ack_errors, gate_done;
 } G;
 
 /* Holds the pipeline's writer (the callback runs on it) until the test
@@ -390,50 +399,73 @@ START_TEST(test_queue_retention_never_holds_the_one_storage_thread)
 }
 END_TEST
 
+static void
+gate_fn(void *arg)
+{
+    (void)arg;
+    atomic_store(&G.lane_ran, 1);
+    ts_wait_until(released, NULL, 60000);
+}
+
+static void
+gate_done(void *arg, troupe_runtime *rt)
+{
+    (void)arg;
+    (void)rt;
+    atomic_store(&G.gate_done, 1);
+}
+
+static bool
+gate_over(void *arg)
+{
+    (void)arg;
+    return atomic_load(&G.gate_done) != 0;
+}
+
+/* A transaction's reads declare what their jobs hold to the STORAGE
+ * lane: while a job holds the lane's whole byte budget, a get and a scan
+ * are refused with EFULL at the call (and work again once it is gone),
+ * instead of queueing without bound. */
+START_TEST(test_txn_reads_declare_their_bytes_to_the_lane)
+{
+    memset(&G, 0, sizeof(G));
+    ck_assert_ok(troupe_runtime_work_in(
+        X.rt, TROUPE_LANE_STORAGE, ONE_WORKER_BYTES, gate_fn, gate_done, NULL));
+    ck_assert(ts_wait_until(lane_ran, NULL, 10000));
+    troupe_txn *tx = NULL;
+    ck_assert_ok(troupe_txn_begin(X.tables, NULL, &tx));
+    ck_assert_err(troupe_txn_get(tx, "t", "k", 1, on_write, NULL),
+                  TROUPE_EFULL);
+    troupe_scan_opts so = {.limit = 10};
+    ck_assert_err(troupe_txn_scan(tx, "t", &so, on_write, NULL), TROUPE_EFULL);
+    atomic_store(&H.release, 1);
+    troupe_txn_destroy(tx);
+    ck_assert(ts_wait_until(gate_over, NULL, 10000));
+    ck_assert_ok(troupe_txn_begin(X.tables, NULL, &tx));
+    troupe_rows *rows = NULL;
+    ck_assert_err(troupe_txn_get_wait(tx, "t", "k", 1, &rows), TROUPE_ENOENT);
+    troupe_txn_destroy(tx);
+}
+END_TEST
+
 /* ---- catalog changes on one STORAGE thread ---- */
 
 static void
 one_storage_setup(void)
 {
     memset(&H, 0, sizeof(H));
-    open_node(1, 1);
+    open_node(1, 1, 0);
 }
 
-/* The gate: a job that holds the one STORAGE thread until the test opens
- * it, so that what the test submits next queues behind it in a known
- * order. */
-static struct {
-    _Atomic int entered, open;
-} Gt;
-
-static bool
-gate_opened(void *arg)
-{
-    (void)arg;
-    return atomic_load(&Gt.open) != 0;
-}
-
-static bool
-gate_entered(void *arg)
-{
-    (void)arg;
-    return atomic_load(&Gt.entered) != 0;
-}
-
-static void
-gate_fn(void *arg)
-{
-    (void)arg;
-    atomic_store(&Gt.entered, 1);
-    ts_wait_until(gate_opened, NULL, 60000);
-}
-
+/* The gate (gate_fn above) holds the one STORAGE thread until the test
+ * releases it, so that what the test submits next queues behind it in a
+ * known order. */
 static void
 gate_close(void)
 {
-    memset(&Gt, 0, sizeof(Gt));
-    ck_assert_ok(troupe_runtime_work(X.rt, gate_fn, lane_done, NULL));
-    ck_assert(ts_wait_until(gate_entered, NULL, 10000));
+    memset(&G, 0, sizeof(G));
+    ck_assert_ok(troupe_runtime_work(X.rt, gate_fn, gate_done, NULL));
+    ck_assert(ts_wait_until(lane_ran, NULL, 10000));
 }
 
 /* Callbacks of the asynchronous catalog calls, from whichever thread. */
@@ -516,7 +548,7 @@ START_TEST(test_ddl_with_one_storage_worker_never_waits_on_itself)
     gate_close();
     ck_assert_ok(troupe_tables_drop(X.tables, "u", on_drop, NULL));
     upsert_u();
-    atomic_store(&Gt.open, 1);
+    atomic_store(&H.release, 1);
     expect_drop_and_writes(0);
     troupe_rows *rows = NULL;
     ck_assert_err(troupe_table_get_wait(X.tables, "u", "w1", 2, &rows),
@@ -562,7 +594,7 @@ START_TEST(test_tables_stop_and_queue_drop_with_one_storage_worker_complete)
     upsert_u();
     ck_assert_ok(troupe_tables_stop(X.tables, on_tables_stop, NULL));
     X.tables_stopped = true;
-    atomic_store(&Gt.open, 1);
+    atomic_store(&H.release, 1);
     /* queued behind the table drop (one order of catalog changes) */
     ck_assert_ok(troupe_queues_drop_wait(X.qs, "q"));
     expect_drop_and_writes(1);
@@ -694,6 +726,7 @@ lanes_suite(void)
     tcase_add_test(one, test_async_acks_never_hold_the_one_storage_thread);
     tcase_add_test(one,
                    test_queue_retention_never_holds_the_one_storage_thread);
+    tcase_add_test(one, test_txn_reads_declare_their_bytes_to_the_lane);
     suite_add_tcase(s, one);
     TCase *ddl = tcase_create("ddl");
     tcase_add_checked_fixture(ddl, one_storage_setup, lanes_teardown);

@@ -12,13 +12,13 @@ static const troupe_index_field name_f = {"name", TROUPE_FIELD_STRING};
 static const troupe_index_field email_f = {"email", TROUPE_FIELD_STRING};
 
 void
-tnode_open(tnode *n, const char *tag, unsigned workers, unsigned host_workers)
+tnode_open(tnode *n, const char *tag, const troupe_runtime_opts *o)
 {
     memset(n, 0, sizeof(*n));
     n->dir = ts_tempdir(tag);
-    troupe_runtime_opts o = {
-        .schedulers = 2, .workers = workers, .host_workers = host_workers};
-    ck_assert_ok(troupe_runtime_create(&n->rt, &o));
+    troupe_runtime_opts ro = *o;
+    ro.schedulers = 2;
+    ck_assert_ok(troupe_runtime_create(&n->rt, &ro));
     ts_wire_install(n->rt);
     ck_assert_ok(troupe_db_open(n->dir, NULL, &n->db));
     ck_assert_ok(troupe_commit_create(n->db, NULL, &n->commit));

@@ -28,10 +28,10 @@ typedef struct tnode {
     troupe_addr kv;
 } tnode;
 
-/* Opens n with `workers` STORAGE and `host_workers` HOST threads (0: as
- * many as workers), its database in a new temp dir named after tag. */
+/* Opens n with the runtime options o (two schedulers whatever o says),
+ * its database in a new temp dir named after tag. */
 void
-tnode_open(tnode *n, const char *tag, unsigned workers, unsigned host_workers);
+tnode_open(tnode *n, const char *tag, const troupe_runtime_opts *o);
 /* Stops and frees everything, removes the dir. */
 void
 tnode_close(tnode *n);
