@@ -728,7 +728,7 @@ troupe_queues_list(troupe_queues *qs, troupe_queue_info **out, size_t *n)
         pthread_mutex_unlock(&qs->mu);
         return TROUPE_ENOMEM;
     }
-    char *s = (char *)(a + qs->nq);
+    char *s = a != NULL ? (char *)(a + qs->nq) : NULL; /* none: no names */
     for (size_t i = 0; i < qs->nq; i++) {
         tq_queue *q = qs->qs[i];
         size_t l = strlen(q->name) + 1;
