@@ -31,11 +31,11 @@ have_queues(const admin_ctx *c, admin_call *call)
     return false;
 }
 
-/* ENOENT of a call naming the queue: 404 naming it. */
+/* ENOQUEUE of a call naming the queue: 404 naming it. */
 static void
 queue_fail(admin_call *call, const char *what, troupe_err e)
 {
-    if (e == TROUPE_ENOENT) {
+    if (e == TROUPE_ENOQUEUE) {
         json_t *n = admin_json_bytes(call->param[0], call->param_len[0]);
         char *s = n ? json_dumps(n, JSON_ENCODE_ANY) : NULL;
         admin_error(call, 404, "not_found", "no queue named %.300s",

@@ -18,6 +18,7 @@
 #include "troupe/alloc.h"
 #include "troupe/internal/cursor.h"
 #include "troupe/internal/post.h"
+#include "troupe/internal/runtime.h"
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
 
@@ -191,6 +192,9 @@ troupe_err
 troupe_queue_publish_wait(troupe_queues *qs, const char *queue,
                           const troupe_queue_event *ev, troupe_sync sync)
 {
+    troupe_err be = troupe__block_check("troupe_queue_publish_wait");
+    if (be != TROUPE_OK)
+        return be;
     if ((unsigned)sync > TROUPE_SYNC_OFF)
         return TROUPE_EINVAL;
     tq_pub *p = NULL;
@@ -359,6 +363,9 @@ troupe_err
 troupe_queue_ack_wait(troupe_queues *qs, const char *queue, const void *skey,
                       size_t skey_len, troupe_sync sync)
 {
+    troupe_err be = troupe__block_check("troupe_queue_ack_wait");
+    if (be != TROUPE_OK)
+        return be;
     return outcome_api(qs, queue, skey, skey_len, TROUPE_QUEUE_ACK, 0, sync);
 }
 
@@ -367,6 +374,9 @@ troupe_queue_reschedule_wait(troupe_queues *qs, const char *queue,
                              const void *skey, size_t skey_len, int64_t time_ms,
                              troupe_sync sync)
 {
+    troupe_err be = troupe__block_check("troupe_queue_reschedule_wait");
+    if (be != TROUPE_OK)
+        return be;
     if (time_ms < 0)
         return TROUPE_EINVAL;
     return outcome_api(qs, queue, skey, skey_len, TROUPE_QUEUE_RESCHEDULE,
@@ -466,6 +476,9 @@ troupe_queue_list_wait(troupe_queues *qs, const char *queue,
                        troupe_queue_state state, const void *cursor,
                        size_t cursor_len, size_t limit, troupe_queue_page **out)
 {
+    troupe_err be = troupe__block_check("troupe_queue_list_wait");
+    if (be != TROUPE_OK)
+        return be;
     if (out == NULL || limit == 0 || limit > TROUPE_QUEUE_PAGE_MAX ||
         (state != TROUPE_QUEUE_PENDING && state != TROUPE_QUEUE_COMPLETED) ||
         (cursor != NULL && cursor_len == 0) ||
@@ -533,6 +546,9 @@ troupe_err
 troupe_queue_lookup_wait(troupe_queues *qs, const char *queue, const void *id,
                          size_t id_len, troupe_queue_page **out)
 {
+    troupe_err be = troupe__block_check("troupe_queue_lookup_wait");
+    if (be != TROUPE_OK)
+        return be;
     if (out == NULL || id == NULL || id_len == 0 ||
         id_len > TROUPE_QUEUE_ID_MAX)
         return TROUPE_EINVAL;
@@ -600,6 +616,9 @@ troupe_queue_stats_wait(troupe_queues *qs, const char *queue,
 {
     if (out == NULL)
         return TROUPE_EINVAL;
+    troupe_err be = troupe__block_check("troupe_queue_stats_wait");
+    if (be != TROUPE_OK)
+        return be;
     tq_queue *q = NULL;
     troupe_err e = troupe__tq_find(qs, queue, &q);
     if (e != TROUPE_OK)
@@ -666,6 +685,9 @@ troupe_queue_delete_by_owner_wait(troupe_queues *qs, const char *queue,
                                   troupe_queue_spare_fn spare, void *arg,
                                   troupe_sync sync, size_t *deleted)
 {
+    troupe_err be = troupe__block_check("troupe_queue_delete_by_owner_wait");
+    if (be != TROUPE_OK)
+        return be;
     if (kind == NULL || kind_len == 0 || kind_len > TROUPE_QUEUE_OWNER_MAX ||
         id == NULL || id_len == 0 || id_len > TROUPE_QUEUE_OWNER_MAX ||
         (unsigned)sync > TROUPE_SYNC_OFF)

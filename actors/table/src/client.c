@@ -10,6 +10,7 @@
 
 #include "table_int.h"
 #include "troupe/alloc.h"
+#include "troupe/internal/runtime.h"
 #include "troupe/pack.h"
 
 typedef struct tcall {
@@ -394,6 +395,9 @@ troupe_table_insert_wait(troupe_tables *t, const char *table, const void *key,
                          size_t klen, const void *doc, size_t dlen,
                          const troupe_write_opts *wo)
 {
+    troupe_err be = troupe__block_check("troupe_table_insert_wait");
+    if (be != TROUPE_OK)
+        return be;
     return write_wait(troupe_table_insert, t, table, key, klen, doc, dlen, wo);
 }
 
@@ -402,6 +406,9 @@ troupe_table_update_wait(troupe_tables *t, const char *table, const void *key,
                          size_t klen, const void *doc, size_t dlen,
                          const troupe_write_opts *wo)
 {
+    troupe_err be = troupe__block_check("troupe_table_update_wait");
+    if (be != TROUPE_OK)
+        return be;
     return write_wait(troupe_table_update, t, table, key, klen, doc, dlen, wo);
 }
 
@@ -410,6 +417,9 @@ troupe_table_upsert_wait(troupe_tables *t, const char *table, const void *key,
                          size_t klen, const void *doc, size_t dlen,
                          const troupe_write_opts *wo)
 {
+    troupe_err be = troupe__block_check("troupe_table_upsert_wait");
+    if (be != TROUPE_OK)
+        return be;
     return write_wait(troupe_table_upsert, t, table, key, klen, doc, dlen, wo);
 }
 
@@ -417,6 +427,9 @@ troupe_err
 troupe_table_delete_wait(troupe_tables *t, const char *table, const void *key,
                          size_t klen, const troupe_write_opts *wo)
 {
+    troupe_err be = troupe__block_check("troupe_table_delete_wait");
+    if (be != TROUPE_OK)
+        return be;
     troupe__waiter w;
     troupe__waiter_init(&w, 1);
     return troupe__waiter_finish(
@@ -427,6 +440,9 @@ troupe_err
 troupe_table_get_wait(troupe_tables *t, const char *table, const void *key,
                       size_t klen, troupe_rows **rows)
 {
+    troupe_err be = troupe__block_check("troupe_table_get_wait");
+    if (be != TROUPE_OK)
+        return be;
     treq q = {.kind = TABLE_GET, .key = key, .klen = klen};
     return read_block(t, table, &q, rows);
 }
@@ -436,6 +452,9 @@ troupe_table_get_many_wait(troupe_tables *t, const char *table,
                            const void *const *keys, const size_t *klens,
                            size_t n, troupe_rows **rows)
 {
+    troupe_err be = troupe__block_check("troupe_table_get_many_wait");
+    if (be != TROUPE_OK)
+        return be;
     treq q = {.kind = TABLE_GET_MANY, .keys = keys, .klens = klens, .n = n};
     return read_block(t, table, &q, rows);
 }
@@ -444,6 +463,9 @@ troupe_err
 troupe_table_scan_wait(troupe_tables *t, const char *table,
                        const troupe_scan_opts *so, troupe_rows **rows)
 {
+    troupe_err be = troupe__block_check("troupe_table_scan_wait");
+    if (be != TROUPE_OK)
+        return be;
     treq q = {.kind = TABLE_SCAN, .so = so};
     return read_block(t, table, &q, rows);
 }

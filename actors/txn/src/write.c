@@ -9,6 +9,7 @@
 
 #include "troupe/alloc.h"
 #include "troupe/internal/participant.h"
+#include "troupe/internal/runtime.h"
 #include "troupe/internal/tables.h"
 #include "txn_int.h"
 
@@ -161,7 +162,8 @@ troupe__txn_delete_any(troupe_txn *tx, const char *table, uint64_t table_id,
     troupe_err e =
         tx != NULL ? troupe__txn_tab_of(tx, table, &tab) : TROUPE_EINVAL;
     if (e == TROUPE_OK && tx->tabs[tab].id != table_id)
-        e = TROUPE_ENOENT; /* dropped, and the name taken by another */
+        e = troupe__err_named(TROUPE_ENOTABLE, "dropped meanwhile: table",
+                              table, strlen(table)); /* name taken again */
     if (e != TROUPE_OK)
         return e;
     /* a delete over nothing buffered is TROUPE__PART_DELETE; made "if present"
