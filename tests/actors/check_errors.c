@@ -5,6 +5,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <uv.h>
 
 #include "troupe/alloc.h"
 #include "troupe/catalog.h"
@@ -25,12 +26,14 @@ typedef struct e_fx {
 
 static e_fx fx;
 
+/* The runtime (on `loop` when not NULL), the db, the pipeline, the
+ * catalog and the tables: opening blocks for the disk only. */
 static void
-setup(void)
+open_tables(uv_loop_t *loop)
 {
     memset(&fx, 0, sizeof(fx));
     fx.dir = ts_tempdir("errors");
-    troupe_runtime_opts o = {.schedulers = 2, .workers = 2};
+    troupe_runtime_opts o = {.loop = loop, .schedulers = 2, .workers = 2};
     ck_assert_ok(troupe_runtime_create(&fx.rt, &o));
     ck_assert_ok(troupe_db_open(fx.dir, NULL, &fx.db));
     ck_assert_ok(troupe_commit_create(fx.db, NULL, &fx.commit));
@@ -38,6 +41,22 @@ setup(void)
     ck_assert_ok(troupe_catalog_open(&co, &fx.cat));
     troupe_tables_opts to = {.catalog = fx.cat, .commit = fx.commit};
     ck_assert_ok(troupe_tables_open(&to, &fx.tables));
+}
+
+/* The db, the pipeline and the directory, once the rest is destroyed. */
+static void
+close_db(void)
+{
+    troupe_commit_destroy(fx.commit);
+    ck_assert_ok(troupe_db_close(fx.db));
+    ts_rmtree(fx.dir);
+    free(fx.dir);
+}
+
+static void
+setup(void)
+{
+    open_tables(NULL);
     troupe_queues_opts qo = {.catalog = fx.cat, .commit = fx.commit};
     ck_assert_ok(troupe_queues_open(&qo, &fx.qs));
     ck_assert_ok(troupe_tables_create_wait(fx.tables, "u", NULL, 0));
@@ -56,10 +75,7 @@ teardown(void)
     ck_assert_ok(troupe_catalog_stop_wait(fx.cat));
     troupe_catalog_destroy(fx.cat);
     troupe_runtime_destroy(fx.rt);
-    troupe_commit_destroy(fx.commit);
-    ck_assert_ok(troupe_db_close(fx.db));
-    ts_rmtree(fx.dir);
-    free(fx.dir);
+    close_db();
 }
 
 /* msgpack {"v": 1} */
@@ -163,6 +179,83 @@ START_TEST(test_invalid_names_say_which_rule)
     e = troupe_queue_pause(fx.qs, "a\xc3"); /* a cut UTF-8 sequence */
     ck_assert_err(e, TROUPE_EINVAL);
     assert_msg(e, "queue name not strict UTF-8: \"a\xc3\"");
+}
+END_TEST
+
+/* The limits and options a caller hits most: the detail gives the size
+ * and the limit, or the field. */
+START_TEST(test_limits_and_options_say_the_size_and_the_field)
+{
+    size_t kl = TROUPE_KEY_MAX + 1;
+    char *k = calloc(1, kl);
+    ck_assert_ptr_nonnull(k);
+    troupe_err e =
+        troupe_table_upsert_wait(fx.tables, "u", k, kl, DOC, sizeof(DOC), NULL);
+    ck_assert_err(e, TROUPE_ETOOBIG);
+    char want[128];
+    snprintf(want, sizeof(want), "key of %zu bytes over TROUPE_KEY_MAX (%zu)",
+             kl, (size_t)TROUPE_KEY_MAX);
+    assert_msg(e, want);
+    free(k);
+    e = troupe_table_get_wait(fx.tables, "u", "", 0, &(troupe_rows *){NULL});
+    ck_assert_err(e, TROUPE_EINVAL);
+    assert_msg(e, "key is empty");
+    troupe_write_opts wo = {.expires_at_ms = -5};
+    e = troupe_table_upsert_wait(fx.tables, "u", "k", 1, DOC, sizeof(DOC), &wo);
+    ck_assert_err(e, TROUPE_EINVAL);
+    assert_msg(e, "write_opts.expires_at_ms -5 is negative");
+    wo = (troupe_write_opts){.sync = (troupe_sync)42};
+    e = troupe_table_upsert_wait(fx.tables, "u", "k", 1, DOC, sizeof(DOC), &wo);
+    ck_assert_err(e, TROUPE_EINVAL);
+    assert_msg(e, "write_opts.sync 42 is no sync mode");
+
+    troupe_txn_opts to = {.max_keys = (size_t)TROUPE_TXN_KEYS_MAX + 1};
+    troupe_txn *tx = NULL;
+    e = troupe_txn_begin(fx.tables, &to, &tx);
+    ck_assert_err(e, TROUPE_EINVAL);
+    ck_assert_ptr_nonnull(strstr(troupe_errmsg(e), "txn_opts.max_keys"));
+    ck_assert_ptr_null(tx);
+
+    troupe_queue_event ev = {.id = "e",
+                             .id_len = 1,
+                             .key = "k",
+                             .key_len = TROUPE_QUEUE_ID_MAX + 1,
+                             .payload = DOC,
+                             .payload_len = sizeof(DOC)};
+    e = troupe_queue_publish_wait(fx.qs, "q", &ev, TROUPE_SYNC_OFF);
+    ck_assert_err(e, TROUPE_EINVAL);
+    snprintf(want, sizeof(want), "event key of %d bytes: 1..%d allowed",
+             TROUPE_QUEUE_ID_MAX + 1, TROUPE_QUEUE_ID_MAX);
+    assert_msg(e, want);
+    ev.key_len = 1;
+    ev.owner_kind = "order";
+    ev.owner_kind_len = 5;
+    e = troupe_queue_publish_wait(fx.qs, "q", &ev, TROUPE_SYNC_OFF);
+    ck_assert_err(e, TROUPE_EINVAL);
+    ck_assert_ptr_nonnull(strstr(troupe_errmsg(e), "by halves"));
+
+    /* a storage key of partition 3, given to a queue of one partition */
+    ev.owner_kind = NULL;
+    ev.owner_kind_len = 0;
+    troupe_queue_spec s4 = {"q4", 4, 0};
+    ck_assert_ok(troupe_queues_create_wait(fx.qs, &s4));
+    char bk[16];
+    int i = 0;
+    do
+        snprintf(bk, sizeof(bk), "k%d", i++);
+    while (troupe_queue_partition_of(bk, strlen(bk), 4) != 3);
+    ev.key = bk;
+    ev.key_len = strlen(bk);
+    ck_assert_ok(troupe_queue_publish_wait(fx.qs, "q4", &ev, TROUPE_SYNC_OFF));
+    troupe_queue_page *pg = NULL;
+    ck_assert_ok(troupe_queue_list_wait(fx.qs, "q4", TROUPE_QUEUE_PENDING, NULL,
+                                        0, 10, &pg));
+    ck_assert_uint_eq(pg->n, 1);
+    e = troupe_queue_ack_wait(fx.qs, "q", pg->items[0].skey,
+                              pg->items[0].skey_len, TROUPE_SYNC_OFF);
+    ck_assert_err(e, TROUPE_EINVAL);
+    assert_msg(e, "storage key names partition 3, the queue has 1");
+    troupe_queue_page_destroy(pg);
 }
 END_TEST
 
@@ -311,6 +404,91 @@ START_TEST(test_wait_twins_in_a_handler_or_post_are_edeadlk)
 }
 END_TEST
 
+/* ---- the same on a host's loop (embedded mode) -------------------------- */
+
+typedef struct emb {
+    atomic_int created; /* -1 until the create's callback */
+    atomic_int tables_stopped;
+    atomic_int shut;
+} emb;
+
+static void
+emb_created(troupe_tables *t, troupe_err err, void *arg)
+{
+    (void)t;
+    atomic_store(&((emb *)arg)->created, (int)err);
+}
+
+static void
+emb_tables_stopped(troupe_tables *t, void *arg)
+{
+    (void)t;
+    atomic_store(&((emb *)arg)->tables_stopped, 1);
+}
+
+static void
+emb_shut(troupe_runtime *rt, void *arg)
+{
+    (void)rt;
+    atomic_store(&((emb *)arg)->shut, 1);
+}
+
+static bool
+emb_is(void *arg)
+{
+    return atomic_load((atomic_int *)arg) == 1;
+}
+
+static bool
+emb_created_done(void *arg)
+{
+    return atomic_load(&((emb *)arg)->created) != -1;
+}
+
+/* A post callback on the host's loop is a troupe callback: the twins
+ * refuse there with EDEADLK (a queue twin included: the check comes
+ * before anything else), and on the host's thread between turns the
+ * table's read twin works and shows the refused insert wrote nothing. */
+START_TEST(test_wait_twins_in_a_post_on_the_hosts_loop_are_edeadlk)
+{
+    uv_loop_t loop;
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    open_tables(&loop);
+    emb st;
+    atomic_store(&st.created, -1);
+    atomic_store(&st.tables_stopped, 0);
+    atomic_store(&st.shut, 0);
+    ck_assert_ok(
+        troupe_tables_create(fx.tables, "u", NULL, 0, emb_created, &st));
+    ck_assert(ts_run_until(&loop, emb_created_done, &st, 10000));
+    ck_assert_ok(atomic_load(&st.created));
+
+    blog_reset(); /* fx.qs stays NULL: the queue twin refuses first */
+    ck_assert_ok(troupe_runtime_post(fx.rt, post_block, NULL));
+    ck_assert(ts_run_until(&loop, blog_done, NULL, 10000));
+    ck_assert_err(atomic_load(&blog.get_err), TROUPE_EDEADLK);
+    ck_assert_ptr_nonnull(strstr(blog.get_msg, "troupe_table_get_wait"));
+    ck_assert_err(atomic_load(&blog.ins_err), TROUPE_EDEADLK);
+    ck_assert_err(atomic_load(&blog.ack_err), TROUPE_EDEADLK);
+    ck_assert_ptr_nonnull(strstr(blog.ack_msg, "troupe_queue_ack_wait"));
+    troupe_rows *rows = NULL;
+    ck_assert_err(troupe_table_get_wait(fx.tables, "u", "k2", 2, &rows),
+                  TROUPE_ENOENT);
+
+    ck_assert_ok(troupe_tables_stop(fx.tables, emb_tables_stopped, &st));
+    ck_assert(ts_run_until(&loop, emb_is, &st.tables_stopped, 10000));
+    troupe_tables_destroy(fx.tables);
+    ck_assert_ok(troupe_runtime_shutdown(fx.rt, emb_shut, &st));
+    ck_assert(ts_run_until(&loop, emb_is, &st.shut, 10000));
+    ck_assert_ok(troupe_catalog_stop_wait(fx.cat)); /* runs here now */
+    troupe_catalog_destroy(fx.cat);
+    troupe_runtime_destroy(fx.rt);
+    close_db();
+    ck_assert_int_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    ck_assert_int_eq(uv_loop_close(&loop), 0);
+}
+END_TEST
+
 Suite *
 errors_suite(void)
 {
@@ -321,7 +499,12 @@ errors_suite(void)
     tcase_add_test(tc, test_unknown_table_index_queue_have_codes_and_details);
     tcase_add_test(tc, test_txn_naming_an_unknown_table_is_enotable);
     tcase_add_test(tc, test_invalid_names_say_which_rule);
+    tcase_add_test(tc, test_limits_and_options_say_the_size_and_the_field);
     tcase_add_test(tc, test_wait_twins_in_a_handler_or_post_are_edeadlk);
     suite_add_tcase(s, tc);
+    TCase *te = tcase_create("embedded");
+    tcase_set_timeout(te, 60);
+    tcase_add_test(te, test_wait_twins_in_a_post_on_the_hosts_loop_are_edeadlk);
+    suite_add_tcase(s, te);
     return s;
 }

@@ -12,6 +12,7 @@
  * the same invocation exclude one another, which is what keeps a
  * read-then-write from resurrecting a row another call just removed.
  */
+#include <inttypes.h>
 #include <string.h>
 
 #include "queue_int.h"
@@ -223,11 +224,22 @@ troupe__tq_outcome_check(const tq_queue *q, const void *skey, size_t slen,
     uint32_t p;
     int64_t t;
     uint64_t o;
-    if (troupe__tq_pkey_decode(skey, slen, &p, &t, &o) != TROUPE_OK ||
-        (q != NULL && p >= q->partitions) ||
-        (kind != TROUPE_QUEUE_ACK && kind != TROUPE_QUEUE_RESCHEDULE) ||
-        (kind == TROUPE_QUEUE_RESCHEDULE && time_ms < 0))
-        return TROUPE_EINVAL;
+    if (troupe__tq_pkey_decode(skey, slen, &p, &t, &o) != TROUPE_OK)
+        return troupe__errf(TROUPE_EINVAL,
+                            "storage key of %zu bytes is not a "
+                            "pending invocation's key",
+                            slen);
+    if (q != NULL && p >= q->partitions)
+        return troupe__errf(TROUPE_EINVAL,
+                            "storage key names partition %" PRIu32
+                            ", the queue has %" PRIu32,
+                            p, q->partitions);
+    if (kind != TROUPE_QUEUE_ACK && kind != TROUPE_QUEUE_RESCHEDULE)
+        return troupe__errf(TROUPE_EINVAL, "outcome kind %d is unknown",
+                            (int)kind);
+    if (kind == TROUPE_QUEUE_RESCHEDULE && time_ms < 0)
+        return troupe__errf(TROUPE_EINVAL,
+                            "reschedule time %" PRId64 " is negative", time_ms);
     if (part != NULL)
         *part = p;
     if (time != NULL)

@@ -6,6 +6,7 @@
  * callback runs on scheduler 0; the twins wait for that callback on a
  * condition variable (so they must not run on scheduler 0's thread).
  */
+#include <inttypes.h>
 #include <string.h>
 
 #include "table_int.h"
@@ -239,6 +240,18 @@ get_req(troupe_packer *p, const treq *q)
     return p->err;
 }
 
+troupe_err
+troupe__table_key_err(const void *key, size_t klen)
+{
+    if (key == NULL)
+        return troupe__errf(TROUPE_EINVAL, "key is NULL");
+    if (klen == 0)
+        return troupe__errf(TROUPE_EINVAL, "key is empty");
+    return troupe__errf(TROUPE_ETOOBIG,
+                        "key of %zu bytes over TROUPE_KEY_MAX (%zu)", klen,
+                        (size_t)TROUPE_KEY_MAX);
+}
+
 /* Checks a read's arguments (the errors the calls return at once). */
 static troupe_err
 check_req(const treq *q)
@@ -269,11 +282,19 @@ write_req(troupe_tables *t, const char *table, uint32_t kind, const void *key,
     troupe_err e = troupe__table_key_check(key, klen);
     if (e != TROUPE_OK)
         return e;
-    if (t == NULL || (kind != TABLE_DELETE && doc == NULL) ||
-        o.expires_at_ms < 0 || (unsigned)o.sync > TROUPE_SYNC_OFF)
+    if (t == NULL || (kind != TABLE_DELETE && doc == NULL))
         return TROUPE_EINVAL;
+    if (o.expires_at_ms < 0)
+        return troupe__errf(TROUPE_EINVAL,
+                            "write_opts.expires_at_ms %" PRId64 " is negative",
+                            o.expires_at_ms);
+    if ((unsigned)o.sync > TROUPE_SYNC_OFF)
+        return troupe__errf(TROUPE_EINVAL, "write_opts.sync %d is no sync mode",
+                            (int)o.sync);
     if (dlen > TROUPE_VALUE_MAX)
-        return TROUPE_ETOOBIG;
+        return troupe__errf(TROUPE_ETOOBIG,
+                            "document of %zu bytes over TROUPE_VALUE_MAX (%zu)",
+                            dlen, (size_t)TROUPE_VALUE_MAX);
     troupe_packer p;
     troupe_pack_init(&p);
     troupe_pack_array(&p, kind == TABLE_DELETE ? 2 : 5);

@@ -4,6 +4,7 @@
  * transaction's own view already decides. Nothing reaches a table before
  * the commit.
  */
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,15 +76,21 @@ buffer(troupe_txn *tx, const char *table, uint32_t kind, const void *key,
 {
     troupe_write_opts o = wo != NULL ? *wo : (troupe_write_opts){0};
     if (tx == NULL || table == NULL ||
-        (kind != TROUPE__PART_DELETE && doc == NULL) || o.expires_at_ms < 0)
+        (kind != TROUPE__PART_DELETE && doc == NULL))
         return TROUPE_EINVAL;
+    if (o.expires_at_ms < 0)
+        return troupe__errf(TROUPE_EINVAL,
+                            "write_opts.expires_at_ms %" PRId64 " is negative",
+                            o.expires_at_ms);
     troupe_err e = troupe__table_key_check(key, klen);
     if (e != TROUPE_OK)
         return e;
     if (tx->state != TX_OPEN)
         return TROUPE_ESTATE;
     if (dlen > TROUPE_VALUE_MAX)
-        return TROUPE_ETOOBIG;
+        return troupe__errf(TROUPE_ETOOBIG,
+                            "document of %zu bytes over TROUPE_VALUE_MAX (%zu)",
+                            dlen, (size_t)TROUPE_VALUE_MAX);
     if (kind != TROUPE__PART_DELETE && !is_map(doc, dlen))
         return TROUPE_EPROTO;
     uint32_t tab;
@@ -99,7 +106,10 @@ buffer(troupe_txn *tx, const char *table, uint32_t kind, const void *key,
     size_t old = x != NULL && x->kind != K_NONE ? x->klen + x->dlen : 0;
     size_t nb = klen + (kind == TROUPE__PART_DELETE ? 0 : dlen);
     if (tx->bytes - old + nb > tx->max_bytes)
-        return TROUPE_ETOOBIG;
+        return troupe__errf(TROUPE_ETOOBIG,
+                            "the transaction's writes would take %zu bytes, "
+                            "over its max_bytes (%zu)",
+                            tx->bytes - old + nb, (size_t)tx->max_bytes);
     unsigned char *copy = NULL;
     if (kind != TROUPE__PART_DELETE &&
         (copy = troupe_malloc(dlen ? dlen : 1)) == NULL)
