@@ -1,5 +1,5 @@
 /*
- * bench_queue: the partitioned scheduled queue (issue 4, part 5), side by
+ * bench_queue: the partitioned scheduled queue, side by
  * side with BullMQ on a local Redis (bench/peers/bullmq/peer_bullmq.mjs).
  *
  *   bench queue_e2e_sync    <v> events/s peer bullmq_sync_1    <v> ratio <r>
@@ -9,8 +9,8 @@
  *   bench queue_due_p99_us  <v> us peer bullmq_due_p99_us <v> ratio <r>
  *   bench queue_fairness_delay_ms <v> ms
  *
- * Goal (issue 4): the e2e figures at least 2x BullMQ's events/s. For the
- * due latencies lower is better (ratio < 1 is troupe ahead).
+ * Goal (docs/performance.md): the e2e figures at least 2x BullMQ's events/s.
+ * For the due latencies lower is better (ratio < 1 is troupe ahead).
  *
  * End to end (queue_e2e_*), per rep, the peer's workload one for one:
  * - a fresh queue of BENCH_QUEUE_PARTITIONS (4) partitions (BullMQ's

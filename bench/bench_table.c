@@ -1,5 +1,5 @@
 /*
- * bench_table: the data layer (issue 3, part 6), side by side with raw
+ * bench_table: the data layer, side by side with raw
  * RocksDB on identical options and data (16 B keys, 100 B values).
  *
  *   bench table_put <v> rows/s peer rocksdb_put <v> ratio <r>

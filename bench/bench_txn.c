@@ -1,5 +1,5 @@
 /*
- * bench_txn: transactions (issue 3, part 6).
+ * bench_txn: transactions.
  *
  *   bench txn_commit_64 <v> commits/s peer txn_commit_1 <v> ratio <r>
  *   bench txn_transfer <v> commits/s  (+ a line with conflicts, retries)

@@ -1,6 +1,6 @@
 /*
  * Shared by every benchmark: timing, medians, and the one machine-readable
- * line form (issue 2, part 6):
+ * line form:
  *   bench <name> <value> <unit> peer <peer-name> <peer-value> ratio <r>
  *   bench <name> <value> <unit>
  * Figures are medians of several runs, taken side by side with the peer.

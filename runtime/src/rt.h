@@ -88,7 +88,8 @@ struct stop_req {
 };
 
 /* Rarely used parts of an actor, allocated on demand (keeps idle actors
- * small: issue 2 asks for at most 256 bytes each). */
+ * small: docs/performance.md's actor_idle_bytes holds them to at most
+ * 256 bytes each). */
 struct actor_ext {
     struct monitor *monitors;
     struct timer *timers;

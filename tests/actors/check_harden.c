@@ -32,6 +32,7 @@
 #include "troupe/kv.h"
 #include "troupe/pack.h"
 #include "troupe/ttl.h"
+#include "troupe/txn.h"
 #include "tsupport.h"
 #include "twire.h"
 
@@ -91,13 +92,17 @@ static const troupe_index_field email_f = {"email", TROUPE_FIELD_STRING};
 
 /* Tables "t" (index by_name) and "u" (unique by_email: every write
  * prepares on a worker), queue "q" of two partitions, a kv actor. */
+/* The lanes' byte budget of the next open_node; 0: the default. */
+static uint64_t node_work_bytes;
+
 static void
 open_node(unsigned workers)
 {
     memset(&X, 0, sizeof(X));
     atomic_store(&downs, 0);
     X.dir = ts_tempdir("harden");
-    troupe_runtime_opts o = {.schedulers = 2, .workers = workers};
+    troupe_runtime_opts o = {
+        .schedulers = 2, .workers = workers, .work_max_bytes = node_work_bytes};
     ck_assert_ok(troupe_runtime_create(&X.rt, &o));
     ts_wire_install(X.rt);
     ck_assert_ok(troupe_db_open(X.dir, NULL, &X.db));
@@ -701,15 +706,19 @@ END_TEST
 
 /* ---- one STORAGE thread ---- */
 
+#define ONE_WORKER_BYTES (1u << 20)
+
 static void
 one_worker_setup(void)
 {
     memset(&H, 0, sizeof(H));
+    node_work_bytes = ONE_WORKER_BYTES;
     open_node(1);
+    node_work_bytes = 0;
 }
 
 static struct {
-    _Atomic int stalled, lane_ran, acked, ack_errors;
+    _Atomic int stalled, lane_ran, acked, ack_errors, gate_done;
 } G;
 
 /* Holds the pipeline's writer (the callback runs on it) until the test
@@ -808,6 +817,118 @@ START_TEST(test_async_acks_never_hold_the_one_storage_thread)
 }
 END_TEST
 
+static int64_t acked_at;
+
+static bool
+clock_past_acks(void *arg)
+{
+    (void)arg;
+    return troupe_now_ms() > acked_at;
+}
+
+static bool
+qpass_ended(void *arg)
+{
+    return troupe_ttl_queue_passes(X.ttl) >= *(uint64_t *)arg;
+}
+
+/* Queue retention never holds a pool thread for its commit: with one
+ * STORAGE thread and the pipeline held, a retention pass scans and
+ * submits its deletions, a later lane job still runs, and the pass's
+ * result (rows purged) is counted only once its commit is done. */
+START_TEST(test_queue_retention_never_holds_the_one_storage_thread)
+{
+    memset(&G, 0, sizeof(G));
+    enum { N = 8 };
+    publish_n(N);
+    troupe_queue_page *pg = NULL;
+    ck_assert_ok(troupe_queue_list_wait(X.qs, "q", TROUPE_QUEUE_PENDING, NULL,
+                                        0, N, &pg));
+    ck_assert_uint_eq(pg->n, N);
+    for (size_t i = 0; i < pg->n; i++)
+        ck_assert_ok(troupe_queue_ack_wait(X.qs, "q", pg->items[i].skey,
+                                           pg->items[i].skey_len,
+                                           TROUPE_SYNC_OFF));
+    troupe_queue_page_destroy(pg);
+    acked_at = troupe_now_ms();
+    ck_assert(ts_wait_until(clock_past_acks, NULL, 10000)); /* retention 0 */
+    troupe_ttl_opts tto = {
+        .rt = X.rt, .queues = X.qs, .interval_ms = 3600000 /* kicks only */};
+    ck_assert_ok(troupe_ttl_start(&tto, &X.ttl));
+    troupe_cf *cf = NULL;
+    ck_assert_ok(troupe_db_cf(X.db, "kv", &cf));
+    troupe_batch *b = NULL;
+    ck_assert_ok(troupe_commit_batch(X.commit, &b));
+    ck_assert_ok(troupe_batch_put(b, cf, "stall", 5, "x", 1));
+    ck_assert_ok(
+        troupe_commit_submit(X.commit, &b, TROUPE_SYNC_OFF, stall_cb, NULL));
+    ck_assert(ts_wait_until(stalled, NULL, 10000));
+    uint64_t passes = troupe_ttl_queue_passes(X.ttl) + 1;
+    ck_assert_ok(troupe_ttl_kick(X.ttl));
+    ck_assert_ok(troupe_runtime_work(X.rt, lane_fn, lane_done, NULL));
+    ck_assert_msg(ts_wait_until(lane_ran, NULL, 10000),
+                  "the STORAGE thread is held by a retention pass waiting for "
+                  "its commit");
+    ck_assert_uint_eq(troupe_ttl_queue_purged(X.ttl), 0);
+    atomic_store(&H.release, 1);
+    ck_assert(ts_wait_until(qpass_ended, &passes, 20000));
+    ck_assert_uint_eq(troupe_ttl_queue_purged(X.ttl), N);
+    troupe_queue_stats *st = NULL;
+    ck_assert_ok(troupe_queue_stats_wait(X.qs, "q", &st));
+    ck_assert_uint_eq(st->completed, 0);
+    troupe_free(st);
+}
+END_TEST
+
+static void
+gate_fn(void *arg)
+{
+    (void)arg;
+    atomic_store(&G.lane_ran, 1);
+    ts_wait_until(released, NULL, 60000);
+}
+
+static void
+gate_done(void *arg, troupe_runtime *rt)
+{
+    (void)arg;
+    (void)rt;
+    atomic_store(&G.gate_done, 1);
+}
+
+static bool
+gate_over(void *arg)
+{
+    (void)arg;
+    return atomic_load(&G.gate_done) != 0;
+}
+
+/* A transaction's reads declare what their jobs hold to the STORAGE
+ * lane: while a job holds the lane's whole byte budget, a get and a scan
+ * are refused with EFULL at the call (and work again once it is gone),
+ * instead of queueing without bound. */
+START_TEST(test_txn_reads_declare_their_bytes_to_the_lane)
+{
+    memset(&G, 0, sizeof(G));
+    ck_assert_ok(troupe_runtime_work_in(
+        X.rt, TROUPE_LANE_STORAGE, ONE_WORKER_BYTES, gate_fn, gate_done, NULL));
+    ck_assert(ts_wait_until(lane_ran, NULL, 10000));
+    troupe_txn *tx = NULL;
+    ck_assert_ok(troupe_txn_begin(X.tables, NULL, &tx));
+    ck_assert_err(troupe_txn_get(tx, "t", "k", 1, on_write, NULL),
+                  TROUPE_EFULL);
+    troupe_scan_opts so = {.limit = 10};
+    ck_assert_err(troupe_txn_scan(tx, "t", &so, on_write, NULL), TROUPE_EFULL);
+    atomic_store(&H.release, 1);
+    troupe_txn_destroy(tx);
+    ck_assert(ts_wait_until(gate_over, NULL, 10000));
+    ck_assert_ok(troupe_txn_begin(X.tables, NULL, &tx));
+    troupe_rows *rows = NULL;
+    ck_assert_err(troupe_txn_get_wait(tx, "t", "k", 1, &rows), TROUPE_ENOENT);
+    troupe_txn_destroy(tx);
+}
+END_TEST
+
 Suite *
 lanes_suite(void)
 {
@@ -822,6 +943,9 @@ lanes_suite(void)
     tcase_add_checked_fixture(one, one_worker_setup, lanes_teardown);
     tcase_set_timeout(one, 120);
     tcase_add_test(one, test_async_acks_never_hold_the_one_storage_thread);
+    tcase_add_test(one,
+                   test_queue_retention_never_holds_the_one_storage_thread);
+    tcase_add_test(one, test_txn_reads_declare_their_bytes_to_the_lane);
     suite_add_tcase(s, one);
     return s;
 }

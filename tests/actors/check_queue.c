@@ -166,6 +166,7 @@ typedef struct hstate {
     char ids[256][32];   /* delivery order */
     uint32_t attempts[256];
     uint32_t parts[256];
+    _Atomic bool logged[256]; /* entry i is written (after nlog took i) */
     _Atomic int nlog;
 } hstate;
 
@@ -193,6 +194,7 @@ handler(const troupe_queue_delivery *d, troupe_queue_outcome *out, void *arg)
         H.ids[i][n] = 0;
         H.attempts[i] = d->attempt;
         H.parts[i] = d->ev.partition;
+        atomic_store_explicit(&H.logged[i], true, memory_order_release);
     }
     troupe_err e = TROUPE_OK;
     out->kind = TROUPE_QUEUE_ACK;
@@ -285,10 +287,17 @@ wait_calls(int n)
                   atomic_load(&H.calls), n);
 }
 
+/* At least n deliveries logged, and the first n entries written. */
 static bool
 nlog_reach(void *arg)
 {
-    return atomic_load(&H.nlog) >= *(int *)arg;
+    int n = *(int *)arg;
+    if (atomic_load(&H.nlog) < n)
+        return false;
+    for (int i = 0; i < n && i < 256; i++)
+        if (!atomic_load_explicit(&H.logged[i], memory_order_acquire))
+            return false;
+    return true;
 }
 
 static void

@@ -807,12 +807,15 @@ troupe_queue_delete_by_owner_wait(troupe_queues *qs, const char *queue,
 /* ---- retention --------------------------------------------------------------
  */
 
-troupe_err
-troupe_queues_purge_completed(troupe_queues *qs, int64_t now_ms, size_t max,
-                              size_t *purged, bool *full)
+/* The scan and the batch of one retention pass: at most max rows across
+ * all queues; *n rows in *out (NULL when none), *full when that is max. */
+static troupe_err
+purge_build(troupe_queues *qs, int64_t now_ms, size_t max, troupe_batch **out,
+            size_t *purged, bool *full)
 {
-    if (purged != NULL)
-        *purged = 0;
+    *out = NULL;
+    *purged = 0;
+    *full = false;
     if (qs == NULL || max == 0)
         return TROUPE_EINVAL;
     pthread_mutex_lock(&qs->mu);
@@ -872,17 +875,77 @@ troupe_queues_purge_completed(troupe_queues *qs, int64_t now_ms, size_t max,
         }
         troupe_page_destroy(pg);
     }
-    if (e == TROUPE_OK && troupe_batch_count(b) > 0)
-        e = troupe__tq_commit_wait(qs->commit, &b, TROUPE_SYNC_DEFAULT);
-    troupe_batch_destroy(b);
     troupe_key_writer_fini(&ws);
     troupe_key_writer_fini(&we);
     for (size_t i = 0; i < nq; i++)
         troupe__tq_release(list[i]);
     troupe_free(list);
+    if (e != TROUPE_OK || troupe_batch_count(b) == 0) {
+        troupe_batch_destroy(b);
+        return e;
+    }
+    *out = b;
+    *purged = n;
+    *full = n == max;
+    return TROUPE_OK;
+}
+
+troupe_err
+troupe_queues_purge_completed(troupe_queues *qs, int64_t now_ms, size_t max,
+                              size_t *purged, bool *full)
+{
+    if (purged != NULL)
+        *purged = 0;
+    troupe_batch *b = NULL;
+    size_t n;
+    bool f;
+    troupe_err e = purge_build(qs, now_ms, max, &b, &n, &f);
+    if (e == TROUPE_OK && b != NULL)
+        e = troupe__tq_commit_wait(qs->commit, &b, TROUPE_SYNC_DEFAULT);
+    troupe_batch_destroy(b);
     if (e == TROUPE_OK && full != NULL)
-        *full = n == max;
+        *full = f;
     if (e == TROUPE_OK && purged != NULL)
         *purged = n;
     return e;
+}
+
+typedef struct tq_purge {
+    troupe__queues_purged_cb cb;
+    void *arg;
+    size_t n;
+    bool full;
+} tq_purge;
+
+static void
+purge_committed(troupe_err err, void *arg)
+{
+    tq_purge *p = arg;
+    p->cb(err, err == TROUPE_OK ? p->n : 0, err == TROUPE_OK && p->full,
+          p->arg);
+    troupe_free(p);
+}
+
+void
+troupe__queues_purge_submit(troupe_queues *qs, int64_t now_ms, size_t max,
+                            troupe__queues_purged_cb cb, void *arg)
+{
+    troupe_batch *b = NULL;
+    size_t n;
+    bool full;
+    troupe_err e = purge_build(qs, now_ms, max, &b, &n, &full);
+    tq_purge *p = NULL;
+    if (e == TROUPE_OK && b != NULL && (p = troupe_malloc(sizeof(*p))) == NULL)
+        e = TROUPE_ENOMEM;
+    if (e == TROUPE_OK && b != NULL) {
+        *p = (tq_purge){.cb = cb, .arg = arg, .n = n, .full = full};
+        e = troupe_commit_submit(qs->commit, &b, TROUPE_SYNC_DEFAULT,
+                                 purge_committed, p);
+        troupe_batch_destroy(b); /* NULL once submitted */
+        if (e == TROUPE_OK)
+            return;
+        troupe_free(p);
+    }
+    troupe_batch_destroy(b);
+    cb(e, 0, false, arg);
 }

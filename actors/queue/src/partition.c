@@ -2,12 +2,12 @@
  * queue_partition: one actor per partition of a queue. It owns the
  * partition's delivery: the fairness pass, the one due timer, the
  * workers subscribed to it, the deliveries in flight and their attempt
- * counts. Storage is read on the worker pool, in chunks of at most
- * TROUPE_QUEUE_CHUNK rows; handlers run on the worker pool too, and their
- * outcome is submitted to the commit pipeline from there; it completes on
- * the pipeline's callback (job_committed), so neither an actor's loop nor
- * a pool thread waits on the disk, and outcomes in flight share a group
- * commit.
+ * counts. Storage is read on the worker pool's STORAGE lane, in chunks of
+ * at most TROUPE_QUEUE_CHUNK rows; handlers run on its HOST lane, and
+ * their outcome is submitted to the commit pipeline from there; it
+ * completes on the pipeline's callback (job_committed), so neither an
+ * actor's loop nor a pool thread waits on the disk, and outcomes in
+ * flight share a group commit.
  *
  * The pass (Tito's): its first chunk freezes the due boundary (the clock
  * now) and the enqueue horizon (the queue's next order). The pass reads

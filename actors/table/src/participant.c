@@ -367,6 +367,21 @@ tpart_new(troupe_runtime *rt, const ttxn_prep *p, size_t nw, size_t nr,
     return tp;
 }
 
+/* What a part holds while its writes are prepared, declared to the lane
+ * as a write's preparation is (write.c): the part, its ops with their
+ * keys and documents, its read reservations; the batch it builds is
+ * bounded by the storage limits. */
+static uint64_t
+tpart_bytes(const tpart *tp)
+{
+    uint64_t n = sizeof(*tp) + tp->nops * sizeof(*tp->ops) +
+                 tp->nr * sizeof(*tp->rlocks);
+    for (size_t i = 0; i < tp->nops; i++)
+        if (tp->ops[i] != NULL)
+            n += sizeof(*tp->ops[i]) + tp->ops[i]->klen + tp->ops[i]->dlen;
+    return n;
+}
+
 /* Reserves p's keys for tp: a read reservation on each key it reads, and
  * on each key it writes a write (troupe__wop_new) that holds the key's
  * lock. ENOMEM when a lock or an op cannot be allocated; what was taken is
@@ -455,8 +470,9 @@ txn_prepare(troupe_actor *self, tstate *s, ttxn_prep *p, troupe_addr asker,
     e = part_reserve(self, s, tp, p);
     troupe__ttxn_prep_free(p);
     if (e == TROUPE_OK)
-        e = troupe_work_submit(self, tprep_work, tp, TABLE_TXN_PREP_DONE,
-                               tprep_drop);
+        e = troupe_work_submit_in(self, TROUPE_LANE_STORAGE, tpart_bytes(tp),
+                                  tprep_work, tp, TABLE_TXN_PREP_DONE,
+                                  tprep_drop);
     if (e != TROUPE_OK) {
         troupe_runtime_reply(rt, tp->asker, tp->corr, e, NULL);
         tpart_end(self, s, tp, false, 0);

@@ -251,7 +251,14 @@ qver_run(troupe_actor *self, tstate *s, ttxn_qver *q, troupe_addr asker,
     troupe__tschema_retain(j->cfg.schema);
     j->vers = vers;
     j->q = q;
-    e = troupe_work_submit(self, qver_work, j, TABLE_TXN_QVER_DONE, qjob_free);
+    /* declared: the job, its keys and their versions; the answer it builds
+     * holds one row per key, bounded by the storage limits */
+    uint64_t held = sizeof(*j) + q->n * (sizeof(*vers) + sizeof(*q->keys) +
+                                         sizeof(*q->klens));
+    for (size_t i = 0; i < q->n; i++)
+        held += q->klens[i];
+    e = troupe_work_submit_in(self, TROUPE_LANE_STORAGE, held, qver_work, j,
+                              TABLE_TXN_QVER_DONE, qjob_free);
     if (e != TROUPE_OK) {
         troupe_runtime_reply(rt, asker, corr, e, NULL);
         qjob_free(j);

@@ -13,9 +13,12 @@
  * message; it holds a copy of the address, never the scanner object,
  * which may be gone by then (a send to a dead actor fails cleanly).
  *
- * Queue retention is a second, independent pass: the purge call blocks,
- * so each batch runs on the worker pool (troupe_work_submit) and comes
- * back as TTL_QDONE; a full batch sends TTL_QNEXT to this actor, so the
+ * Queue retention is a second, independent pass: each batch scans and
+ * builds its deletions on the worker pool (troupe_work_submit) and hands
+ * them to the commit pipeline without waiting (no pool thread waits for
+ * a sync); the commit's callback sends the outcome back as TTL_QPURGED
+ * (TTL_QDONE only frees the job, or ends the pass when the job could not
+ * start its batch); a full batch sends TTL_QNEXT to this actor, so the
  * next batch starts only after the mailbox had its turn (a long backlog
  * never holds the loop), and a short or failed one ends the pass. A batch
  * borrows the queues, so stop_wait waits for a running one (the object's
@@ -28,12 +31,13 @@
 
 #include "troupe/actor.h"
 #include "troupe/alloc.h"
+#include "troupe/internal/queue.h"
 #include "troupe/internal/runtime.h"
 #include "troupe/internal/waiter.h"
 #include "troupe/pack.h"
 #include "troupe/ttl.h"
 
-enum { TTL_TICK = 0, TTL_DONE, TTL_QDONE, TTL_QNEXT, TTL_NKINDS };
+enum { TTL_TICK = 0, TTL_DONE, TTL_QDONE, TTL_QNEXT, TTL_QPURGED, TTL_NKINDS };
 
 #define QUEUE_BATCH_DEFAULT 256
 
@@ -153,25 +157,61 @@ pass_step(troupe_actor *self, sstate *s)
 
 typedef struct qjob {
     troupe_ttl *o;
+    troupe_runtime *rt;
+    troupe_addr self;
     troupe_err err;
-    bool full;
-    bool ran; /* qjob_run has given back its hold on live */
-    uint64_t purged;
+    bool ran;    /* qjob_run has started: the hold on live is its own */
+    bool handed; /* the pass's result comes as TTL_QPURGED */
 } qjob;
 
+/* A pass's outcome, from the commit callback to the actor. */
+typedef struct qres {
+    troupe_err err;
+    size_t purged;
+    bool full;
+} qres;
+
+/* The pipeline's writer (or qjob_run's thread when nothing was to be
+ * deleted): tells the actor, then gives back the hold on live, the last
+ * touch of the scanner object (stop_wait may return after it). */
+static void
+qjob_purged(troupe_err err, size_t purged, bool full, void *arg)
+{
+    qjob *j = arg;
+    troupe_ttl *o = j->o;
+    qres *r = troupe_malloc(sizeof(*r));
+    troupe_msg *m = NULL;
+    if (r != NULL && troupe_msg_create(&m, TTL_QPURGED, NULL, 0) == TROUPE_OK) {
+        *r = (qres){.err = err, .purged = purged, .full = full};
+        m->ptr = r;
+        m->ptr_drop = troupe_free; /* the actor is gone: dropped unread */
+        (void)troupe_runtime_send(j->rt, j->self, &m);
+        troupe_msg_destroy(m); /* NULL once sent */
+    } else {
+        troupe_free(r); /* the pass ends here; the next tick retries */
+    }
+    troupe_free(j);
+    troupe__waiter_release(&o->live, TROUPE_OK, NULL);
+}
+
+/* On a STORAGE thread: the scan and the batch; the commit is not waited
+ * for, so the thread is free as soon as the batch is submitted. */
 static void
 qjob_run(void *arg)
 {
     qjob *j = arg;
     troupe_ttl *o = j->o;
-    int64_t now = o->clock != NULL ? o->clock(o->clock_ctx) : troupe_now_ms();
-    size_t n = 0;
-    j->err = troupe_queues_purge_completed(o->queues, now, o->queue_batch, &n,
-                                           &j->full);
-    j->purged = n;
     j->ran = true;
-    /* The last touch of the queues: stop_wait may return after this. */
-    troupe__waiter_release(&o->live, TROUPE_OK, NULL);
+    qjob *h = troupe_malloc(sizeof(*h));
+    if (h == NULL) {
+        j->err = TROUPE_ENOMEM;
+        troupe__waiter_release(&o->live, TROUPE_OK, NULL);
+        return;
+    }
+    *h = *j;
+    j->handed = true;
+    int64_t now = o->clock != NULL ? o->clock(o->clock_ctx) : troupe_now_ms();
+    troupe__queues_purge_submit(o->queues, now, o->queue_batch, qjob_purged, h);
 }
 
 /* The scanner is gone before the batch came back, or the runtime
@@ -194,6 +234,8 @@ queue_step(troupe_actor *self, sstate *s)
     qjob *j = troupe_calloc(1, sizeof(*j));
     if (j != NULL) {
         j->o = o;
+        j->rt = troupe_actor_runtime(self);
+        j->self = troupe_self(self);
         /* stopping: no new batch. The hold is taken on the actor's own
          * thread, so the actor's hold keeps the count above 0 here. */
         bool running = atomic_load(&o->state) == ST_RUNNING;
@@ -210,28 +252,49 @@ queue_step(troupe_actor *self, sstate *s)
     atomic_fetch_add(&o->qpasses, 1);
 }
 
-static troupe_err
-h_qdone(troupe_actor *self, void *st, const troupe_msg *m)
+/* A batch's outcome: a full one goes on from the mailbox, after whatever
+ * queued up behind it; a short or failed one ends the pass. */
+static void
+queue_result(troupe_actor *self, sstate *s, troupe_err err, size_t purged,
+             bool full)
 {
-    sstate *s = st;
-    qjob *j = m->ptr;
-    if (j == NULL)
-        return TROUPE_OK;
-    bool full = j->err == TROUPE_OK && j->full;
-    atomic_fetch_add(&s->o->qpurged, j->purged);
+    atomic_fetch_add(&s->o->qpurged, purged);
     atomic_fetch_add(&s->o->qbatches, 1);
-    troupe_free(j);
-    if (full) {
-        /* Yield: the next batch starts from the mailbox, after whatever
-         * queued up behind this one. */
+    if (err == TROUPE_OK && full) {
         troupe_msg *next = NULL;
         if (troupe_msg_create(&next, TTL_QNEXT, NULL, 0) == TROUPE_OK &&
             troupe_runtime_send(troupe_actor_runtime(self), troupe_self(self),
                                 &next) == TROUPE_OK)
-            return TROUPE_OK;
+            return;
     }
     s->qbusy = false;
     atomic_fetch_add(&s->o->qpasses, 1);
+}
+
+/* The pool job is over: its result follows as TTL_QPURGED, unless the job
+ * failed before it submitted anything. */
+static troupe_err
+h_qdone(troupe_actor *self, void *st, const troupe_msg *m)
+{
+    qjob *j = m->ptr;
+    if (j == NULL)
+        return TROUPE_OK;
+    bool handed = j->handed;
+    troupe_err err = j->err;
+    troupe_free(j);
+    if (!handed)
+        queue_result(self, st, err, 0, false);
+    return TROUPE_OK;
+}
+
+static troupe_err
+h_qpurged(troupe_actor *self, void *st, const troupe_msg *m)
+{
+    qres *r = m->ptr;
+    if (r == NULL)
+        return TROUPE_OK;
+    queue_result(self, st, r->err, r->purged, r->full);
+    troupe_free(r);
     return TROUPE_OK;
 }
 
@@ -311,10 +374,8 @@ s_stop(troupe_actor *self, void *st, troupe_err reason)
 }
 
 static const troupe_handler_fn s_handlers[TTL_NKINDS] = {
-    [TTL_TICK] = h_tick,
-    [TTL_DONE] = h_done,
-    [TTL_QDONE] = h_qdone,
-    [TTL_QNEXT] = h_qnext,
+    [TTL_TICK] = h_tick,   [TTL_DONE] = h_done,       [TTL_QDONE] = h_qdone,
+    [TTL_QNEXT] = h_qnext, [TTL_QPURGED] = h_qpurged,
 };
 
 static const troupe_actor_def ttl_def = {

@@ -204,7 +204,10 @@ read_start(troupe_txn *tx, const char *table, const void *const *keys,
     j->clock_ctx = tx->env.clock_ctx;
     j->cb = cb;
     j->arg = arg;
-    e = troupe_runtime_work(tx->env.rt, read_work, read_done, j);
+    /* declared: the job with its keys and buffered documents */
+    e = troupe_runtime_work_in(tx->env.rt, TROUPE_LANE_STORAGE,
+                               sizeof(*j) + n * sizeof(ritem) + bytes,
+                               read_work, read_done, j);
     if (e != TROUPE_OK) {
         troupe__ttxn_release(j->sh);
         troupe_free(j);

@@ -386,7 +386,10 @@ troupe_txn_scan(troupe_txn *tx, const char *table, const troupe_scan_opts *sc,
         return TROUPE_ENOMEM;
     j->cb = cb;
     j->arg = arg;
-    e = troupe_runtime_work(tx->env.rt, scan_work, scan_done, j);
+    /* declared: the job with the buffered rows it merges */
+    e = troupe_runtime_work_in(tx->env.rt, TROUPE_LANE_STORAGE,
+                               sizeof(*j) + nb * sizeof(bitem) + bytes,
+                               scan_work, scan_done, j);
     if (e != TROUPE_OK) {
         troupe__ttxn_release(j->sh);
         troupe_free(j);

@@ -1,7 +1,6 @@
 /*
  * The kv actor: one column family of byte keys and byte values, served by
- * messages. The first built-in storage actor and the seed of the table
- * actor (issue 3): writes go through the commit pipeline (group commit,
+ * messages: writes go through the commit pipeline (group commit,
  * never blocking the actor's loop), reads run on the runtime's workers.
  *
  * Requests are asks (troupe_ask / troupe_runtime_ask) whose bodies the

@@ -1,5 +1,5 @@
 /*
- * The partitioned scheduled durable queue (issue 4): Tito's queue as
+ * The partitioned scheduled durable queue: Tito's queue as
  * queue_partition actors, its events in the same RocksDB as the tables.
  * Formats, guarantees and limits: docs/queue.md.
  *

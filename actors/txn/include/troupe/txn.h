@@ -1,5 +1,5 @@
 /*
- * Transactions over the tables of one troupe_tables (issue 3, part 3):
+ * Transactions over the tables of one troupe_tables:
  * reads see a snapshot taken at begin plus the transaction's own writes;
  * writes are buffered in the transaction and committed by a two-phase
  * commit over the table actors involved, in ONE batch through the commit
@@ -103,7 +103,8 @@ troupe_txn_destroy(troupe_txn *tx);
  * absent or expired), ECORRUPT, EIO, ENOMEM. Call errors: EINVAL (NULL,
  * empty key, n over TROUPE_TABLE_PAGE_MAX), ETOOBIG (key over
  * TROUPE_KEY_MAX, or the transaction's key limit), ENOTABLE,
- * ESTATE (committed, committing or rolled back), ENOMEM.
+ * ESTATE (committed, committing or rolled back), EFULL (the worker pool's
+ * byte budget is spent: retry after a completion), ENOMEM.
  */
 troupe_err
 troupe_txn_get(troupe_txn *tx, const char *table, const void *key, size_t klen,
@@ -134,7 +135,7 @@ troupe_txn_get_many(troupe_txn *tx, const char *table, const void *const *keys,
  * TROUPE_TABLE_PAGE_MAX, a pointer and length that disagree, an empty
  * (start == end) or inverted range), ETOOBIG (a bound over
  * TROUPE_KEY_MAX, or the key limit), ENOTABLE, ESTATE,
- * ENOMEM.
+ * EFULL (as troupe_txn_get), ENOMEM.
  */
 troupe_err
 troupe_txn_scan(troupe_txn *tx, const char *table, const troupe_scan_opts *so,

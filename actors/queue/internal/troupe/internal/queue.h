@@ -148,4 +148,16 @@ enum {
     TQ_KINDS
 };
 
+/* One retention pass of troupe_queues_purge_completed without waiting
+ * for its commit: the scan and the batch run here (a STORAGE thread), the
+ * batch goes to the pipeline, and cb(err, purged, full, arg) runs once:
+ * on the pipeline's writer after the commit, or here and now when there
+ * was nothing to delete (OK, 0) or the pass failed before its commit.
+ * Its errors are those of troupe_queues_purge_completed. */
+typedef void (*troupe__queues_purged_cb)(troupe_err err, size_t purged,
+                                         bool full, void *arg);
+void
+troupe__queues_purge_submit(troupe_queues *qs, int64_t now_ms, size_t max,
+                            troupe__queues_purged_cb cb, void *arg);
+
 #endif
