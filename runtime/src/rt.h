@@ -188,6 +188,7 @@ struct job {
     troupe_addr target;
     uint32_t done_kind;
     bool counted;   /* counts against the lane's job bound */
+    bool adapter;   /* troupe_runtime_work_in: kept at shutdown */
     uint64_t bytes; /* declared by the submitter */
 };
 

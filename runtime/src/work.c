@@ -19,7 +19,9 @@
  * fail late, so they count only the bytes they declare.
  *
  * A job either completes to an actor (a message with ptr = arg; drop(arg) if
- * the actor is gone) or to a callback run on scheduler 0. At shutdown every
+ * the actor is gone), to a callback run on scheduler 0, or (an adapter job
+ * with no callback) in fn itself, which then finishes the job on the
+ * worker thread without a hop to scheduler 0. At shutdown every
  * actor is already gone when the pool is told to stop (runtime.c), so an
  * actor job not yet started could only end in drop: it is cancelled (drop
  * runs now, work never), which keeps "exactly one of the two" and bounds
@@ -45,6 +47,10 @@ workers_exited(struct sched *s, void *arg);
 static void
 complete(troupe_runtime *rt, struct job *j)
 {
+    if (j->adapter && j->done_cb == NULL) { /* fn finished the job */
+        troupe_free(j);
+        return;
+    }
     if (j->done_cb != NULL) {
         if (troupe__ctl(&rt->scheds[0], done_on_sched0, j) != TROUPE_OK) {
             /* Scheduler 0 closes only after the pool has exited. */
@@ -99,9 +105,13 @@ worker_main(void *arg)
         bool counted = j->counted;
         uint64_t bytes = j->bytes;
         j->fn(j->arg);
-        complete(rt, j);
+        /* The budgets go back before the completion runs, so whoever
+         * the completion wakes finds them free. */
         pthread_mutex_lock(&l->lock);
         unaccount(l, counted, bytes);
+        pthread_mutex_unlock(&l->lock);
+        complete(rt, j);
+        pthread_mutex_lock(&l->lock);
     }
     pthread_mutex_unlock(&l->lock);
     if (atomic_fetch_sub(&rt->pool.alive, 1) == 1)
@@ -189,7 +199,7 @@ lane_stop(troupe_runtime *rt, struct lane *l)
     while (j != NULL) {
         struct job *next = j->next;
         j->next = NULL;
-        if (j->done_cb != NULL) { /* kept, in order */
+        if (j->adapter) { /* kept, in order */
             if (l->tail != NULL)
                 l->tail->next = j;
             else
@@ -280,8 +290,7 @@ troupe_runtime_work_in(troupe_runtime *rt, troupe_lane lane, uint64_t bytes,
                        void (*fn)(void *arg),
                        void (*done)(void *arg, troupe_runtime *rt), void *arg)
 {
-    if (rt == NULL || fn == NULL || done == NULL ||
-        (unsigned)lane >= TROUPE__LANES)
+    if (rt == NULL || fn == NULL || (unsigned)lane >= TROUPE__LANES)
         return TROUPE_EINVAL;
     struct job *j = troupe_calloc(1, sizeof(*j));
     if (j == NULL)
@@ -289,6 +298,7 @@ troupe_runtime_work_in(troupe_runtime *rt, troupe_lane lane, uint64_t bytes,
     j->fn = fn;
     j->arg = arg;
     j->done_cb = done;
+    j->adapter = true;
     j->bytes = bytes;
     troupe_err e = submit(rt, lane, j);
     if (e != TROUPE_OK)

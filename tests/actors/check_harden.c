@@ -11,13 +11,7 @@
  * kinds expect. Afterwards no actor has failed, every remote ask got
  * exactly one reply (a refusal at delivery or the handler's answer), and
  * each actor still serves a real request.
- *
- * lanes: queue handlers run on the HOST lane, so handlers that block (host
- * code waiting on something slow) never hold up the storage work behind
- * commits and reads. Every HOST thread is taken by a handler that blocks
- * until the test is done with the storage side, and table commits (a
- * unique index makes each write prepare on a worker), kv reads and index
- * counts (both always on a worker) must all complete meanwhile.
+
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -25,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tnode.h"
 #include "troupe/alloc.h"
 #include "troupe/internal/index.h"
 #include "troupe/internal/queue.h"
@@ -32,24 +27,14 @@
 #include "troupe/kv.h"
 #include "troupe/pack.h"
 #include "troupe/ttl.h"
-#include "troupe/txn.h"
 #include "tsupport.h"
 #include "twire.h"
 
 #define PEER 7u
 #define NTARGETS 6
 
-static struct {
-    troupe_runtime *rt;
-    troupe_db *db;
-    troupe_commit *commit;
-    troupe_catalog *cat;
-    troupe_tables *tables;
-    troupe_queues *qs;
-    troupe_ttl *ttl;
-    char *dir;
-    troupe_addr target[NTARGETS]; /* kv, table, index, 2 partitions, ttl */
-} X;
+static tnode X;
+static troupe_addr target[NTARGETS]; /* kv, table, index, 2 partitions, ttl */
 
 /* ---- a watcher: DOWN of any target counts ---- */
 
@@ -62,7 +47,7 @@ w_init(troupe_actor *self, void *st, void *arg)
     (void)st;
     (void)arg;
     for (int i = 0; i < NTARGETS; i++) {
-        troupe_err e = troupe_monitor(self, X.target[i], W_DOWN);
+        troupe_err e = troupe_monitor(self, target[i], W_DOWN);
         if (e != TROUPE_OK)
             return e;
     }
@@ -85,106 +70,36 @@ static const troupe_handler_fn w_h[W_N] = {[W_DOWN] = w_down};
 static const troupe_actor_def watch_def = {
     .name = "watch", .init = w_init, .handlers = w_h, .n_handlers = W_N};
 
-/* ---- fixture: a node with every built-in actor ---- */
-
-static const troupe_index_field name_f = {"name", TROUPE_FIELD_STRING};
-static const troupe_index_field email_f = {"email", TROUPE_FIELD_STRING};
-
-/* Tables "t" (index by_name) and "u" (unique by_email: every write
- * prepares on a worker), queue "q" of two partitions, a kv actor. */
-/* The lanes' byte budget of the next open_node; 0: the default. */
-static uint64_t node_work_bytes;
+/* ---- fixture: a node with every built-in actor (tnode.h) ---- */
 
 static void
-open_node(unsigned workers)
+hostile_teardown(void)
 {
-    memset(&X, 0, sizeof(X));
-    atomic_store(&downs, 0);
-    X.dir = ts_tempdir("harden");
-    troupe_runtime_opts o = {
-        .schedulers = 2, .workers = workers, .work_max_bytes = node_work_bytes};
-    ck_assert_ok(troupe_runtime_create(&X.rt, &o));
-    ts_wire_install(X.rt);
-    ck_assert_ok(troupe_db_open(X.dir, NULL, &X.db));
-    ck_assert_ok(troupe_commit_create(X.db, NULL, &X.commit));
-    troupe_catalog_opts co = {.rt = X.rt, .db = X.db};
-    ck_assert_ok(troupe_catalog_open(&co, &X.cat));
-    troupe_tables_opts to = {.catalog = X.cat, .commit = X.commit};
-    ck_assert_ok(troupe_tables_open(&to, &X.tables));
-    troupe_index_spec by_name = {
-        .name = "by_name", .fields = &name_f, .n_fields = 1};
-    ck_assert_ok(troupe_tables_create_wait(X.tables, "t", &by_name, 1));
-    troupe_index_spec by_email = {
-        .name = "by_email", .unique = true, .fields = &email_f, .n_fields = 1};
-    ck_assert_ok(troupe_tables_create_wait(X.tables, "u", &by_email, 1));
-    troupe_queues_opts qo = {.catalog = X.cat, .commit = X.commit};
-    ck_assert_ok(troupe_queues_open(&qo, &X.qs));
-    troupe_queue_spec qs = {"q", 2, 0};
-    ck_assert_ok(troupe_queues_create_wait(X.qs, &qs));
-    troupe_kv_opts ko = {.db = X.db, .commit = X.commit, .cf = "kv"};
-    ck_assert_ok(troupe_kv_spawn(X.rt, &ko, NULL, &X.target[0]));
-}
-
-static void
-close_node(void)
-{
-    if (X.ttl != NULL) {
-        ck_assert_ok(troupe_ttl_stop_wait(X.ttl));
-        troupe_ttl_destroy(X.ttl);
-    }
-    ck_assert_ok(troupe_queues_stop_wait(X.qs));
-    troupe_queues_destroy(X.qs);
-    ck_assert_ok(troupe_tables_stop_wait(X.tables));
-    troupe_tables_destroy(X.tables);
-    ck_assert_ok(troupe_runtime_shutdown_wait(X.rt));
-    ck_assert_ok(troupe_catalog_stop_wait(X.cat));
-    troupe_catalog_destroy(X.cat);
-    troupe_runtime_destroy(X.rt);
-    troupe_commit_destroy(X.commit);
-    ck_assert_ok(troupe_db_close(X.db));
-    ts_rmtree(X.dir);
-    free(X.dir);
-    ts_wire_clear();
-}
-
-/* Publishes n due events e0.. with their ids as keys. */
-static void
-publish_n(int n)
-{
-    for (int i = 0; i < n; i++) {
-        char id[16];
-        snprintf(id, sizeof(id), "e%d", i);
-        troupe_queue_event ev = {.id = id,
-                                 .id_len = strlen(id),
-                                 .key = id,
-                                 .key_len = strlen(id),
-                                 .payload = "\x07",
-                                 .payload_len = 1,
-                                 .time_ms = 0};
-        ck_assert_ok(
-            troupe_queue_publish_wait(X.qs, "q", &ev, TROUPE_SYNC_OFF));
-    }
+    tnode_close(&X);
 }
 
 static void
 hostile_setup(void)
 {
-    open_node(2);
+    atomic_store(&downs, 0);
+    troupe_runtime_opts o = {.workers = 2};
+    tnode_open(&X, "harden", &o);
+    target[0] = X.kv;
     troupe_ttl_opts tto = {
         .rt = X.rt, .tables = X.tables, .queues = X.qs, .interval_ms = 3600000};
     ck_assert_ok(troupe_ttl_start(&tto, &X.ttl));
     uint32_t tmo;
     troupe_runtime *rt;
     troupe_cf *cf;
-    ck_assert_ok(troupe__tables_lookup_cf(X.tables, "t", &X.target[1], &cf));
+    ck_assert_ok(troupe__tables_lookup_cf(X.tables, "t", &target[1], &cf));
     ck_assert_ok(
-        troupe__tables_lookup_index(X.tables, "t", &X.target[2], &tmo, &rt));
+        troupe__tables_lookup_index(X.tables, "t", &target[2], &tmo, &rt));
     tq_queue *q = NULL;
     ck_assert_ok(troupe__tq_find(X.qs, "q", &q));
-    X.target[3] = q->parts[0];
-    X.target[4] = q->parts[1];
+    target[3] = q->parts[0];
+    target[4] = q->parts[1];
     troupe__tq_release(q);
-    X.target[5] = troupe_ttl_addr(X.ttl);
+    target[5] = troupe_ttl_addr(X.ttl);
     troupe_addr w;
     ck_assert_ok(troupe_actor_spawn(X.rt, &watch_def, NULL, &w));
 }
@@ -457,9 +372,9 @@ check_all_serve(void)
     /* kv: a put, then a get of it */
     troupe_msg *m = NULL;
     ck_assert_ok(troupe_kv_put_msg("real", 4, "value", 5, false, &m));
-    ck_assert_ok(ask_wait(X.target[0], m));
+    ck_assert_ok(ask_wait(target[0], m));
     ck_assert_ok(troupe_kv_get_msg("real", 4, &m));
-    ck_assert_ok(ask_wait(X.target[0], m));
+    ck_assert_ok(ask_wait(target[0], m));
     ck_assert_uint_eq(hr.n, 7); /* bin8 of "value" */
     ck_assert_mem_eq(hr.v + 2, "value", 5);
     /* table: a write through its actor, read back */
@@ -474,14 +389,14 @@ check_all_serve(void)
     /* index: a count through its actor */
     troupe_index_query q = {0};
     ck_assert_ok(troupe_index_count_msg("by_name", &q, &m));
-    ck_assert_ok(ask_wait(X.target[2], m));
+    ck_assert_ok(ask_wait(target[2], m));
     /* queue: both partitions deliver */
     troupe_queue_worker_opts wo = {
         .queue = "q", .first = 0, .last = 1, .credit = 4, .handler = q_handler};
     troupe_queue_worker *w = NULL;
     ck_assert_ok(troupe_queue_worker_start(X.qs, &wo, &w));
     int want = 16;
-    publish_n(want);
+    tnode_publish(&X, want);
     ck_assert(ts_wait_until(handled_n, &want, 15000));
     troupe_queue_worker_stop_wait(&w);
     /* ttl: a pass on request */
@@ -496,8 +411,8 @@ START_TEST(test_every_kind_and_hostile_body_answered_never_crashes)
     next_corr = 0;
     remote_asks = 0;
     for (int t = 0; t < NTARGETS; t++) {
-        barrage(X.target[t], true);
-        barrage(X.target[t], false);
+        barrage(target[t], true);
+        barrage(target[t], false);
     }
     /* Every remote ask, exactly one reply: refused at delivery or
      * answered by its handler. */
@@ -531,421 +446,9 @@ hostile_suite(void)
 {
     Suite *s = suite_create("hostile");
     TCase *tc = tcase_create("hostile");
-    tcase_add_checked_fixture(tc, hostile_setup, close_node);
+    tcase_add_checked_fixture(tc, hostile_setup, hostile_teardown);
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, test_every_kind_and_hostile_body_answered_never_crashes);
     suite_add_tcase(s, tc);
-    return s;
-}
-
-/* ---- lanes ---- */
-
-#define WORKERS 2 /* per lane */
-
-static struct {
-    _Atomic int live, handled, release;
-} H;
-
-static bool
-released(void *arg)
-{
-    (void)arg;
-    return atomic_load(&H.release) != 0;
-}
-
-static troupe_err
-blocking_handler(const troupe_queue_delivery *d, troupe_queue_outcome *out,
-                 void *arg)
-{
-    (void)d;
-    (void)arg;
-    atomic_fetch_add(&H.live, 1);
-    /* host code that takes a long time: until the test lets it go (the
-     * deadline only bounds a broken run) */
-    ts_wait_until(released, NULL, 60000);
-    atomic_fetch_sub(&H.live, 1);
-    atomic_fetch_add(&H.handled, 1);
-    out->kind = TROUPE_QUEUE_ACK;
-    return TROUPE_OK;
-}
-
-static void
-lanes_setup(void)
-{
-    memset(&H, 0, sizeof(H));
-    open_node(WORKERS);
-}
-
-static void
-lanes_teardown(void)
-{
-    atomic_store(&H.release, 1);
-    close_node();
-}
-
-/* Completions of the storage-side requests, from whichever thread. */
-static struct {
-    _Atomic int writes, reads, counts, errors;
-} S;
-
-static void
-on_write(troupe_err err, troupe_rows *rows, void *arg)
-{
-    (void)arg;
-    troupe_rows_destroy(rows);
-    atomic_fetch_add(err == TROUPE_OK ? &S.writes : &S.errors, 1);
-}
-
-static void
-on_kv(troupe_runtime *rt, troupe_err err, troupe_msg *reply, void *arg)
-{
-    (void)rt;
-    (void)reply;
-    (void)arg;
-    atomic_fetch_add(err == TROUPE_OK ? &S.reads : &S.errors, 1);
-}
-
-static void
-on_count(troupe_err err, uint64_t n, void *arg)
-{
-    (void)n;
-    (void)arg;
-    atomic_fetch_add(err == TROUPE_OK ? &S.counts : &S.errors, 1);
-}
-
-static bool
-live_full(void *arg)
-{
-    (void)arg;
-    return atomic_load(&H.live) == WORKERS;
-}
-
-#define NOPS 32
-
-static bool
-storage_done(void *arg)
-{
-    (void)arg;
-    return atomic_load(&S.errors) > 0 ||
-           (atomic_load(&S.writes) == NOPS && atomic_load(&S.reads) == NOPS &&
-            atomic_load(&S.counts) == NOPS);
-}
-
-static bool
-read_seen(void *arg)
-{
-    return atomic_load(&S.reads) + atomic_load(&S.errors) >= *(int *)arg;
-}
-
-static bool
-all_handled(void *arg)
-{
-    return atomic_load(&H.handled) >= *(int *)arg;
-}
-
-START_TEST(test_blocked_queue_handlers_never_delay_commits_or_reads)
-{
-    memset(&S, 0, sizeof(S));
-    troupe_msg *m = NULL;
-    ck_assert_ok(troupe_kv_put_msg("k", 1, "v", 1, false, &m));
-    ck_assert_ok(troupe_runtime_ask(X.rt, X.target[0], &m, 60000, on_kv, NULL));
-    int one = 1;
-    ck_assert(ts_wait_until(read_seen, &one, 10000)); /* for the reads */
-    ck_assert_int_eq(atomic_load(&S.errors), 0);
-    atomic_store(&S.reads, 0);
-    /* more events than HOST threads, each handler blocking */
-    troupe_queue_worker_opts wo = {.queue = "q",
-                                   .last = 1, /* both partitions */
-                                   .credit = 8,
-                                   .handler = blocking_handler,
-                                   .timeout_ms = 120000};
-    troupe_queue_worker *w = NULL;
-    ck_assert_ok(troupe_queue_worker_start(X.qs, &wo, &w));
-    int nev = 8;
-    publish_n(nev);
-    ck_assert(ts_wait_until(live_full, NULL, 10000));
-    /* every HOST thread is blocked now: storage work must go on */
-    for (int i = 0; i < NOPS; i++) {
-        char key[16], email[16];
-        snprintf(key, sizeof(key), "u%d", i);
-        snprintf(email, sizeof(email), "a%d", i);
-        troupe_packer p;
-        troupe_pack_init(&p);
-        troupe_pack_map(&p, 1);
-        troupe_pack_cstr(&p, "email");
-        troupe_pack_cstr(&p, email);
-        size_t dlen;
-        const void *doc = troupe_pack_data(&p, &dlen);
-        ck_assert_ok(troupe_table_upsert(X.tables, "u", key, strlen(key), doc,
-                                         dlen, NULL, on_write, NULL));
-        troupe_pack_fini(&p);
-        ck_assert_ok(troupe_kv_get_msg("k", 1, &m));
-        ck_assert_ok(
-            troupe_runtime_ask(X.rt, X.target[0], &m, 60000, on_kv, NULL));
-        troupe_index_query q = {0};
-        ck_assert_ok(
-            troupe_tables_count(X.tables, "u", "by_email", &q, on_count, NULL));
-    }
-    ck_assert_msg(ts_wait_until(storage_done, NULL, 10000),
-                  "storage work stalled behind blocked handlers: %d writes, "
-                  "%d reads, %d counts of %d (%d errors)",
-                  atomic_load(&S.writes), atomic_load(&S.reads),
-                  atomic_load(&S.counts), NOPS, atomic_load(&S.errors));
-    ck_assert_int_eq(atomic_load(&S.errors), 0);
-    /* the handlers were blocked all along */
-    ck_assert_int_eq(atomic_load(&H.live), WORKERS);
-    ck_assert_int_eq(atomic_load(&H.handled), 0);
-    troupe_rows *rows = NULL;
-    ck_assert_ok(troupe_table_get_wait(X.tables, "u", "u7", 2, &rows));
-    troupe_rows_destroy(rows);
-    atomic_store(&H.release, 1);
-    ck_assert(ts_wait_until(all_handled, &nev, 20000));
-    troupe_queue_worker_stop_wait(&w);
-}
-END_TEST
-
-/* ---- one STORAGE thread ---- */
-
-#define ONE_WORKER_BYTES (1u << 20)
-
-static void
-one_worker_setup(void)
-{
-    memset(&H, 0, sizeof(H));
-    node_work_bytes = ONE_WORKER_BYTES;
-    open_node(1);
-    node_work_bytes = 0;
-}
-
-static struct {
-    _Atomic int stalled, lane_ran, acked, ack_errors, gate_done;
-} G;
-
-/* Holds the pipeline's writer (the callback runs on it) until the test
- * lets go: every later commit waits behind it. */
-static void
-stall_cb(troupe_err err, void *arg)
-{
-    (void)err;
-    (void)arg;
-    atomic_store(&G.stalled, 1);
-    ts_wait_until(released, NULL, 60000);
-}
-
-static bool
-stalled(void *arg)
-{
-    (void)arg;
-    return atomic_load(&G.stalled) != 0;
-}
-
-static void
-lane_fn(void *arg)
-{
-    (void)arg;
-    atomic_store(&G.lane_ran, 1);
-}
-
-static void
-lane_done(void *arg, troupe_runtime *rt)
-{
-    (void)arg;
-    (void)rt;
-}
-
-static bool
-lane_ran(void *arg)
-{
-    (void)arg;
-    return atomic_load(&G.lane_ran) != 0;
-}
-
-static void
-on_ack(troupe_err err, void *arg)
-{
-    (void)arg;
-    atomic_fetch_add(err == TROUPE_OK ? &G.acked : &G.ack_errors, 1);
-}
-
-static bool
-acks_in(void *arg)
-{
-    return atomic_load(&G.acked) + atomic_load(&G.ack_errors) >= *(int *)arg;
-}
-
-/* An asynchronous ack never holds a pool thread for its commit: with one
- * STORAGE thread and the commit pipeline held, 64 acks with sync on are
- * taken and a later job on the same lane still runs; none of the acks
- * calls back before its commit; once the pipeline goes on, all 64 are
- * acknowledged and their rows completed. */
-START_TEST(test_async_acks_never_hold_the_one_storage_thread)
-{
-    memset(&G, 0, sizeof(G));
-    enum { N = 64 };
-    publish_n(N);
-    troupe_queue_page *pg = NULL;
-    ck_assert_ok(troupe_queue_list_wait(X.qs, "q", TROUPE_QUEUE_PENDING, NULL,
-                                        0, N, &pg));
-    ck_assert_uint_eq(pg->n, N);
-    troupe_cf *cf = NULL;
-    ck_assert_ok(troupe_db_cf(X.db, "kv", &cf));
-    troupe_batch *b = NULL;
-    ck_assert_ok(troupe_commit_batch(X.commit, &b));
-    ck_assert_ok(troupe_batch_put(b, cf, "stall", 5, "x", 1));
-    ck_assert_ok(
-        troupe_commit_submit(X.commit, &b, TROUPE_SYNC_OFF, stall_cb, NULL));
-    ck_assert(ts_wait_until(stalled, NULL, 10000));
-    for (size_t i = 0; i < pg->n; i++)
-        ck_assert_ok(troupe_queue_ack(X.qs, "q", pg->items[i].skey,
-                                      pg->items[i].skey_len, TROUPE_SYNC_ON,
-                                      on_ack, NULL));
-    troupe_queue_page_destroy(pg);
-    ck_assert_ok(troupe_runtime_work(X.rt, lane_fn, lane_done, NULL));
-    ck_assert_msg(ts_wait_until(lane_ran, NULL, 10000),
-                  "the STORAGE thread is held by an ack waiting for its "
-                  "commit");
-    ck_assert_int_eq(atomic_load(&G.acked) + atomic_load(&G.ack_errors), 0);
-    atomic_store(&H.release, 1);
-    int want = N;
-    ck_assert(ts_wait_until(acks_in, &want, 20000));
-    ck_assert_int_eq(atomic_load(&G.ack_errors), 0);
-    troupe_queue_stats *st = NULL;
-    ck_assert_ok(troupe_queue_stats_wait(X.qs, "q", &st));
-    ck_assert_uint_eq(st->pending, 0);
-    ck_assert_uint_eq(st->completed, N);
-    troupe_free(st);
-}
-END_TEST
-
-static int64_t acked_at;
-
-static bool
-clock_past_acks(void *arg)
-{
-    (void)arg;
-    return troupe_now_ms() > acked_at;
-}
-
-static bool
-qpass_ended(void *arg)
-{
-    return troupe_ttl_queue_passes(X.ttl) >= *(uint64_t *)arg;
-}
-
-/* Queue retention never holds a pool thread for its commit: with one
- * STORAGE thread and the pipeline held, a retention pass scans and
- * submits its deletions, a later lane job still runs, and the pass's
- * result (rows purged) is counted only once its commit is done. */
-START_TEST(test_queue_retention_never_holds_the_one_storage_thread)
-{
-    memset(&G, 0, sizeof(G));
-    enum { N = 8 };
-    publish_n(N);
-    troupe_queue_page *pg = NULL;
-    ck_assert_ok(troupe_queue_list_wait(X.qs, "q", TROUPE_QUEUE_PENDING, NULL,
-                                        0, N, &pg));
-    ck_assert_uint_eq(pg->n, N);
-    for (size_t i = 0; i < pg->n; i++)
-        ck_assert_ok(troupe_queue_ack_wait(X.qs, "q", pg->items[i].skey,
-                                           pg->items[i].skey_len,
-                                           TROUPE_SYNC_OFF));
-    troupe_queue_page_destroy(pg);
-    acked_at = troupe_now_ms();
-    ck_assert(ts_wait_until(clock_past_acks, NULL, 10000)); /* retention 0 */
-    troupe_ttl_opts tto = {
-        .rt = X.rt, .queues = X.qs, .interval_ms = 3600000 /* kicks only */};
-    ck_assert_ok(troupe_ttl_start(&tto, &X.ttl));
-    troupe_cf *cf = NULL;
-    ck_assert_ok(troupe_db_cf(X.db, "kv", &cf));
-    troupe_batch *b = NULL;
-    ck_assert_ok(troupe_commit_batch(X.commit, &b));
-    ck_assert_ok(troupe_batch_put(b, cf, "stall", 5, "x", 1));
-    ck_assert_ok(
-        troupe_commit_submit(X.commit, &b, TROUPE_SYNC_OFF, stall_cb, NULL));
-    ck_assert(ts_wait_until(stalled, NULL, 10000));
-    uint64_t passes = troupe_ttl_queue_passes(X.ttl) + 1;
-    ck_assert_ok(troupe_ttl_kick(X.ttl));
-    ck_assert_ok(troupe_runtime_work(X.rt, lane_fn, lane_done, NULL));
-    ck_assert_msg(ts_wait_until(lane_ran, NULL, 10000),
-                  "the STORAGE thread is held by a retention pass waiting for "
-                  "its commit");
-    ck_assert_uint_eq(troupe_ttl_queue_purged(X.ttl), 0);
-    atomic_store(&H.release, 1);
-    ck_assert(ts_wait_until(qpass_ended, &passes, 20000));
-    ck_assert_uint_eq(troupe_ttl_queue_purged(X.ttl), N);
-    troupe_queue_stats *st = NULL;
-    ck_assert_ok(troupe_queue_stats_wait(X.qs, "q", &st));
-    ck_assert_uint_eq(st->completed, 0);
-    troupe_free(st);
-}
-END_TEST
-
-static void
-gate_fn(void *arg)
-{
-    (void)arg;
-    atomic_store(&G.lane_ran, 1);
-    ts_wait_until(released, NULL, 60000);
-}
-
-static void
-gate_done(void *arg, troupe_runtime *rt)
-{
-    (void)arg;
-    (void)rt;
-    atomic_store(&G.gate_done, 1);
-}
-
-static bool
-gate_over(void *arg)
-{
-    (void)arg;
-    return atomic_load(&G.gate_done) != 0;
-}
-
-/* A transaction's reads declare what their jobs hold to the STORAGE
- * lane: while a job holds the lane's whole byte budget, a get and a scan
- * are refused with EFULL at the call (and work again once it is gone),
- * instead of queueing without bound. */
-START_TEST(test_txn_reads_declare_their_bytes_to_the_lane)
-{
-    memset(&G, 0, sizeof(G));
-    ck_assert_ok(troupe_runtime_work_in(
-        X.rt, TROUPE_LANE_STORAGE, ONE_WORKER_BYTES, gate_fn, gate_done, NULL));
-    ck_assert(ts_wait_until(lane_ran, NULL, 10000));
-    troupe_txn *tx = NULL;
-    ck_assert_ok(troupe_txn_begin(X.tables, NULL, &tx));
-    ck_assert_err(troupe_txn_get(tx, "t", "k", 1, on_write, NULL),
-                  TROUPE_EFULL);
-    troupe_scan_opts so = {.limit = 10};
-    ck_assert_err(troupe_txn_scan(tx, "t", &so, on_write, NULL), TROUPE_EFULL);
-    atomic_store(&H.release, 1);
-    troupe_txn_destroy(tx);
-    ck_assert(ts_wait_until(gate_over, NULL, 10000));
-    ck_assert_ok(troupe_txn_begin(X.tables, NULL, &tx));
-    troupe_rows *rows = NULL;
-    ck_assert_err(troupe_txn_get_wait(tx, "t", "k", 1, &rows), TROUPE_ENOENT);
-    troupe_txn_destroy(tx);
-}
-END_TEST
-
-Suite *
-lanes_suite(void)
-{
-    Suite *s = suite_create("lanes");
-    TCase *tc = tcase_create("lanes");
-    tcase_add_checked_fixture(tc, lanes_setup, lanes_teardown);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc,
-                   test_blocked_queue_handlers_never_delay_commits_or_reads);
-    suite_add_tcase(s, tc);
-    TCase *one = tcase_create("one worker");
-    tcase_add_checked_fixture(one, one_worker_setup, lanes_teardown);
-    tcase_set_timeout(one, 120);
-    tcase_add_test(one, test_async_acks_never_hold_the_one_storage_thread);
-    tcase_add_test(one,
-                   test_queue_retention_never_holds_the_one_storage_thread);
-    tcase_add_test(one, test_txn_reads_declare_their_bytes_to_the_lane);
-    suite_add_tcase(s, one);
     return s;
 }

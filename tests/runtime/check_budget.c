@@ -445,6 +445,42 @@ START_TEST(test_shutdown_cancels_unstarted_actor_jobs_through_drop)
 }
 END_TEST
 
+static _Atomic int finished_in_fn;
+static void
+run_finishing(void *arg)
+{
+    atomic_fetch_add((_Atomic int *)arg, 1);
+}
+
+/* A job with no completion: fn finishes it and nothing runs on scheduler
+ * 0. One queued before a shutdown still runs, as adapter jobs do. */
+START_TEST(test_null_done_job_runs_and_runs_at_shutdown)
+{
+    rt_fixture f;
+    start(&f, NULL);
+    gate_set(false);
+    atomic_store(&gated, 0);
+    atomic_store(&finished_in_fn, 0);
+    ck_assert_ok(troupe_runtime_work_in(f.rt, TROUPE_LANE_STORAGE, 0,
+                                        run_finishing, NULL, &finished_in_fn));
+    drive(&f, &finished_in_fn, 1);
+    /* the only worker blocked, the next NULL-done job queued behind it */
+    ck_assert_ok(troupe_runtime_work(f.rt, run_gated, NULL, NULL));
+    drive(&f, &gated, 1);
+    ck_assert_ok(
+        troupe_runtime_work(f.rt, run_finishing, NULL, &finished_in_fn));
+    ck_assert_ok(troupe_runtime_shutdown(f.rt, rtf_shutdown_cb, &f));
+    ck_assert_int_eq(atomic_load(&finished_in_fn), 1);
+    gate_set(true);
+    ck_assert(ts_run_until(&f.loop, rtf_shutdown_done, &f, 10000));
+    ck_assert_int_eq(atomic_load(&finished_in_fn), 2);
+    ck_assert_int_eq(atomic_load(&c.runs), 1);
+    troupe_runtime_destroy(f.rt);
+    uv_run(&f.loop, UV_RUN_NOWAIT);
+    ck_assert_int_eq(uv_loop_close(&f.loop), 0);
+}
+END_TEST
+
 /* A host job that blocks does not hold up storage work. */
 START_TEST(test_blocked_host_lane_never_delays_storage_lane)
 {
@@ -524,6 +560,7 @@ budget_suite(void)
                    test_work_lane_job_bound_refuses_with_efull_then_recovers);
     tcase_add_test(tc, test_work_byte_budget_stops_1mib_flood_rss_under_40mib);
     tcase_add_test(tc, test_shutdown_cancels_unstarted_actor_jobs_through_drop);
+    tcase_add_test(tc, test_null_done_job_runs_and_runs_at_shutdown);
     tcase_add_test(tc, test_blocked_host_lane_never_delays_storage_lane);
     tcase_add_test(tc, test_budget_and_lane_bad_args);
     suite_add_tcase(s, tc);

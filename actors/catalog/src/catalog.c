@@ -49,7 +49,6 @@ troupe_catalog_open(const troupe_catalog_opts *o, troupe_catalog **out)
     c->rt = o->rt;
     c->db = o->db;
     pthread_mutex_init(&c->mu, NULL);
-    pthread_mutex_init(&c->ddl, NULL);
     troupe_err e = troupe_db_cf(c->db, "meta", &c->meta);
     if (e == TROUPE_ENOENT)
         e = troupe_db_cf_create(c->db, "meta", &c->meta);
@@ -170,7 +169,6 @@ troupe_catalog_destroy(troupe_catalog *c)
     if (!stopped)
         abort(); /* still serving its owners: stop it first */
     pthread_mutex_destroy(&c->mu);
-    pthread_mutex_destroy(&c->ddl);
     troupe_free(c);
 }
 

@@ -1,6 +1,6 @@
 /* Private to actors/catalog: the catalog object. catalog.c owns it (the
- * counter, the owners, the state); ddl.c owns the DDL lock and queue
- * (`ddl`, dq_*), which share `mu` with the rest. */
+ * counter, the owners, the state); ddl.c owns the DDL queue (dq_*), which
+ * shares `mu` with the rest. */
 #ifndef TROUPE_CATALOG_INT_H
 #define TROUPE_CATALOG_INT_H
 
@@ -15,16 +15,16 @@ struct troupe_catalog {
     troupe_runtime *rt;
     troupe_db *db;
     troupe_cf *meta;
-    pthread_mutex_t mu; /* everything below but `ddl` */
+    pthread_mutex_t mu; /* everything below */
     uint64_t seq;       /* the highest id handed out */
     int owners;         /* tables and queues attached */
     int state;          /* CATALOG_RUNNING, _STOPPING, _STOPPED */
     troupe_catalog_stop_cb stop_cb;
     void *stop_arg;
-    /* ddl.c: held by every catalog change while it runs */
-    pthread_mutex_t ddl;
-    struct ddl_item *dq_head, *dq_tail;
-    bool dq_busy; /* a job is on a worker */
+    /* ddl.c: the jobs behind the head, and whether a head runs (or
+     * waits) */
+    troupe__ddl *dq_head, *dq_tail;
+    bool dq_busy;
 };
 
 /* ddl.c: a stopping catalog whose queue has drained fires its stop

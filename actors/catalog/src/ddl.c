@@ -1,32 +1,48 @@
 /*
- * The catalog's DDL order (troupe/internal/catalog.h): the lock every
- * catalog change holds while it runs, and the queue of asynchronous
- * changes (jobs), run one at a time on the worker pool in submission
- * order. Owns `ddl` and the queue fields (dq_head, dq_tail, dq_busy) of
- * struct troupe_catalog; the queue fields are guarded by `mu`.
+ * The catalog's DDL order (troupe/internal/catalog.h): one FIFO of jobs
+ * per catalog, of which only the head runs, a step at a time. Owns the
+ * queue fields (dq_head, dq_tail, dq_busy) of struct troupe_catalog,
+ * guarded by `mu`.
  *
- * The queue rather than one worker job per change: a job may block its
- * worker (a table drop waits for the table actor to wind down, which
- * needs workers), so two of them must never hold two workers.
+ * A job is a state machine of short steps rather than one function that
+ * blocks its worker: a table drop waits for the table actor to quiesce,
+ * and the actor's write preparations need a STORAGE worker; a job that
+ * held the worker through that wait would wait on itself whenever the
+ * lane has one thread (and on every thread it holds in general). So a
+ * step that starts something asynchronous returns WAIT and frees its
+ * thread; the completion calls troupe__ddl_resume, which queues the next
+ * step on the lane. Waiting is a state of the job, never a thread.
+ *
+ * Only the head runs, so each change sees the catalog the previous one
+ * left without a lock held across steps. Each step is its own lane job
+ * with no completion (troupe_runtime_work_in, done NULL), so neither the
+ * steps nor a job's done need scheduler 0: a _wait form works from a
+ * host thread in embedded mode before the host runs its loop. When the
+ * lane refuses (ECLOSED at shutdown, ENOMEM) the step runs on the calling
+ * thread: the job still completes exactly once.
  */
 #include "catalog_int.h"
-#include "troupe/alloc.h"
 
-typedef struct ddl_item {
-    struct ddl_item *next;
-    troupe_catalog *c;
-    void (*fn)(void *arg);
-    void (*done)(void *arg, troupe_runtime *rt);
-    void *arg;
-} ddl_item;
+static void
+ddl_step_fn(void *arg);
 
-/* The next queued job, or NULL (the queue is idle then); and whether a
- * stop waits for that idle moment. */
-static ddl_item *
-ddl_pop(troupe_catalog *c, bool *stopped)
+/* The job's next step to the lane, or, when the lane refuses, false. */
+static bool
+ddl_to_lane(troupe__ddl *job)
 {
+    return troupe_runtime_work_in(job->cat->rt, TROUPE_LANE_STORAGE, 0,
+                                  ddl_step_fn, NULL, job) == TROUPE_OK;
+}
+
+/* Ends the head job: the next one becomes the head (returned), or the
+ * queue goes idle (NULL), and a stopping catalog whose queue drained is
+ * told so. job->done may free job. */
+static troupe__ddl *
+ddl_end(troupe__ddl *job)
+{
+    troupe_catalog *c = job->cat;
     pthread_mutex_lock(&c->mu);
-    ddl_item *next = c->dq_head;
+    troupe__ddl *next = c->dq_head;
     if (next != NULL) {
         c->dq_head = next->next;
         if (c->dq_head == NULL)
@@ -34,85 +50,67 @@ ddl_pop(troupe_catalog *c, bool *stopped)
     } else {
         c->dq_busy = false;
     }
-    *stopped = next == NULL && c->state == CATALOG_STOPPING;
+    bool stopped = next == NULL && c->state == CATALOG_STOPPING;
     pthread_mutex_unlock(&c->mu);
+    job->done(job);
+    if (stopped)
+        troupe__catalog_stopped(c);
     return next;
 }
 
+/* Runs job's steps on this thread until one waits; each job that ends
+ * hands the next to the lane, or runs it here when the lane refuses. */
 static void
-ddl_item_run(void *arg)
+ddl_run(troupe__ddl *job)
 {
-    ddl_item *it = arg;
-    it->fn(it->arg);
+    while (job != NULL) {
+        troupe__ddl_step r;
+        do
+            r = job->step(job);
+        while (r == TROUPE__DDL_NEXT);
+        if (r == TROUPE__DDL_WAIT)
+            return;
+        job = ddl_end(job);
+        if (job != NULL && ddl_to_lane(job))
+            return;
+    }
 }
 
 static void
-ddl_item_done(void *arg, troupe_runtime *rt)
+ddl_step_fn(void *arg)
 {
-    ddl_item *it = arg;
-    troupe_catalog *c = it->c;
-    bool stopped;
-    ddl_item *next = ddl_pop(c, &stopped);
-    it->done(it->arg, rt);
-    troupe_free(it);
-    while (next != NULL) {
-        if (troupe_runtime_work(c->rt, ddl_item_run, ddl_item_done, next) ==
-            TROUPE_OK)
-            return;
-        /* Shutting down: no worker left to take it; run it here. */
-        ddl_item *it2 = next;
-        next = ddl_pop(c, &stopped);
-        it2->fn(it2->arg);
-        it2->done(it2->arg, rt);
-        troupe_free(it2);
-    }
-    if (stopped)
-        troupe__catalog_stopped(c);
+    ddl_run(arg);
 }
 
 troupe_err
-troupe__catalog_ddl_submit(troupe_catalog *c, void (*fn)(void *),
-                           void (*done)(void *, troupe_runtime *), void *arg)
+troupe__ddl_submit(troupe__ddl *job)
 {
-    ddl_item *it = troupe_calloc(1, sizeof(*it));
-    if (it == NULL)
-        return TROUPE_ENOMEM;
-    it->c = c;
-    it->fn = fn;
-    it->done = done;
-    it->arg = arg;
+    troupe_catalog *c = job->cat;
+    job->next = NULL;
     pthread_mutex_lock(&c->mu);
-    bool queue = c->dq_busy;
-    if (queue) {
-        if (c->dq_tail != NULL)
-            c->dq_tail->next = it;
-        else
-            c->dq_head = it;
-        c->dq_tail = it;
-    } else {
+    if (c->state != CATALOG_RUNNING) {
+        pthread_mutex_unlock(&c->mu);
+        return TROUPE_ESTATE;
+    }
+    bool head = !c->dq_busy;
+    if (head) {
         c->dq_busy = true;
+    } else {
+        if (c->dq_tail != NULL)
+            c->dq_tail->next = job;
+        else
+            c->dq_head = job;
+        c->dq_tail = job;
     }
     pthread_mutex_unlock(&c->mu);
-    if (queue)
-        return TROUPE_OK;
-    troupe_err e = troupe_runtime_work(c->rt, ddl_item_run, ddl_item_done, it);
-    if (e != TROUPE_OK) {
-        pthread_mutex_lock(&c->mu);
-        c->dq_busy = false;
-        pthread_mutex_unlock(&c->mu);
-        troupe_free(it);
-    }
-    return e;
+    if (head)
+        troupe__ddl_resume(job);
+    return TROUPE_OK;
 }
 
 void
-troupe__catalog_ddl_lock(troupe_catalog *c)
+troupe__ddl_resume(troupe__ddl *job)
 {
-    pthread_mutex_lock(&c->ddl);
-}
-
-void
-troupe__catalog_ddl_unlock(troupe_catalog *c)
-{
-    pthread_mutex_unlock(&c->ddl);
+    if (!ddl_to_lane(job))
+        ddl_run(job);
 }

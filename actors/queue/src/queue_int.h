@@ -31,11 +31,10 @@ struct troupe_queues {
     troupe_commit *commit;
     int64_t (*clock)(void *ctx);
     void *clock_ctx;
-    /* Creates, drops and the stop hold the catalog's DDL lock across
-     * their disk work and actor stops, so those run one at a time (and in
-     * one order with the tables' changes) without holding `mu`, which
-     * loop threads take to find a queue (a publish must never wait for an
-     * fsync). */
+    /* Creates, drops and the partitions' stop are catalog jobs, run one
+     * at a time (in one order with the tables' changes) without holding
+     * `mu` across their disk work, as loop threads take it to find a queue
+     * (a publish must never wait for an fsync). */
     pthread_mutex_t mu; /* the map, the worker list, `stopped` */
     tq_queue **qs;
     size_t nq;

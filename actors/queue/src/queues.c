@@ -8,8 +8,10 @@
  * nor with a table's families). A create stores the counter (synced)
  * before creating the family, then the entry (synced): a crash in
  * between leaves at worst an unused id or a family no entry names.
- * Creates and drops run under the catalog's DDL lock, in one order with
- * the tables' changes.
+ * Creates, drops and the partitions' stop are catalog jobs (troupe__ddl),
+ * in one order with the tables' changes; each _wait form submits one and
+ * waits for its end. A job that stops partitions waits for them as a WAIT
+ * step (their callbacks resume it), never on a worker thread.
  *
  * Enqueue order. Each queue's family holds a mark ("s") -> uint: every
  * order below it may have been used. An open reserves the block [mark,
@@ -468,6 +470,78 @@ troupe_queues_open(const troupe_queues_opts *o, troupe_queues **out)
     return TROUPE_OK;
 }
 
+/* A catalog job of the queues (create, drop, the partitions' stop); on
+ * the stack of the _wait call that submitted it and waits for it. */
+typedef struct qjob {
+    troupe__ddl ddl; /* first: the catalog's job */
+    troupe_queues *qs;
+    troupe__waiter done;
+    const troupe_queue_spec *spec; /* create */
+    const char *name;              /* drop */
+    tq_queue *q;                   /* drop: the queue, unlisted */
+    _Atomic size_t stopping;       /* partitions not stopped yet, + 1 */
+} qjob;
+
+static void
+qjob_done(troupe__ddl *d)
+{
+    troupe__waiter_release(&((qjob *)d)->done, d->err, NULL);
+}
+
+/* Submits j and waits for its end: its error. */
+static troupe_err
+qjob_run(qjob *j, troupe_queues *qs, troupe__ddl_step (*step)(troupe__ddl *))
+{
+    j->qs = qs;
+    j->ddl.cat = qs->cat;
+    j->ddl.step = step;
+    j->ddl.done = qjob_done;
+    troupe__waiter_init(&j->done, 1);
+    return troupe__waiter_finish(&j->done, troupe__ddl_submit(&j->ddl), NULL);
+}
+
+static void
+qjob_part_stopped(qjob *j)
+{
+    if (atomic_fetch_sub(&j->stopping, 1) == 1)
+        troupe__ddl_resume(&j->ddl);
+}
+
+static void
+part_stopped(troupe_runtime *rt, troupe_addr a, void *arg)
+{
+    qjob_part_stopped(arg);
+}
+
+/* Starts the stop of the partitions of qv[0..n): the job resumes once
+ * every one has stopped. The step returns WAIT after it. */
+static void
+qjob_stop_parts(qjob *j, tq_queue *const *qv, size_t n)
+{
+    size_t total = 1;
+    for (size_t i = 0; i < n; i++)
+        total += qv[i]->partitions;
+    atomic_store(&j->stopping, total);
+    for (size_t i = 0; i < n; i++)
+        for (uint32_t p = 0; p < qv[i]->partitions; p++)
+            if (troupe_actor_stop(j->qs->rt, qv[i]->parts[p], part_stopped,
+                                  j) != TROUPE_OK)
+                qjob_part_stopped(j); /* gone already */
+    qjob_part_stopped(j);
+}
+
+/* (0) stop every queue's partitions -> WAIT; (1) DONE. The map is not
+ * changed after `stopped` is set but by jobs before this one. */
+static troupe__ddl_step
+stop_step(troupe__ddl *d)
+{
+    qjob *j = (qjob *)d;
+    if (d->at++ > 0)
+        return TROUPE__DDL_DONE;
+    qjob_stop_parts(j, j->qs->qs, j->qs->nq);
+    return TROUPE__DDL_WAIT;
+}
+
 troupe_err
 troupe_queues_stop_wait(troupe_queues *qs)
 {
@@ -493,11 +567,9 @@ troupe_queues_stop_wait(troupe_queues *qs)
         troupe_queue_worker_stop_wait(&tmp); /* unlists it; caller's ref
                                                 stays for its own stop */
     }
-    troupe__catalog_ddl_lock(qs->cat); /* no create or drop midway */
-    for (size_t i = 0; i < qs->nq; i++)
-        queue_stop(qs, qs->qs[i]);
-    troupe__catalog_ddl_unlock(qs->cat);
-    return TROUPE_OK;
+    /* then the partitions, after the creates and drops queued before */
+    qjob j = {0};
+    return qjob_run(&j, qs, stop_step);
 }
 
 void
@@ -519,15 +591,14 @@ troupe_queues_destroy(troupe_queues *qs)
     troupe_free(qs);
 }
 
-troupe_err
-troupe_queues_create_wait(troupe_queues *qs, const troupe_queue_spec *spec)
+/* One step: the counter (synced), the family, the partitions, the
+ * entry (synced), the map. */
+static troupe__ddl_step
+create_step(troupe__ddl *d)
 {
-    if (qs == NULL || spec == NULL ||
-        !troupe_catalog_name_valid(spec->name, NULL) || spec->partitions == 0 ||
-        spec->partitions > TROUPE_QUEUE_PARTITIONS_MAX ||
-        spec->retention_ms < 0)
-        return TROUPE_EINVAL;
-    troupe__catalog_ddl_lock(qs->cat);
+    qjob *j = (qjob *)d;
+    troupe_queues *qs = j->qs;
+    const troupe_queue_spec *spec = j->spec;
     pthread_mutex_lock(&qs->mu);
     size_t at;
     troupe_err e = qs->stopped ? TROUPE_ESTATE
@@ -560,9 +631,9 @@ troupe_queues_create_wait(troupe_queues *qs, const troupe_queue_spec *spec)
         troupe_err ke = troupe__tq_entry_pack(spec->name, id, spec->partitions,
                                               spec->retention_ms, &w, &p);
         size_t n;
-        const void *d = troupe_pack_data(&p, &n);
+        const void *v = troupe_pack_data(&p, &n);
         troupe__meta_begin(&m, qs->cat);
-        troupe__meta_put_key(&m, &w, ke, d, n);
+        troupe__meta_put_key(&m, &w, ke, v, n);
         e = troupe__meta_commit(&m, TROUPE_SYNC_ON);
         troupe_pack_fini(&p);
         if (e == TROUPE_OK) {
@@ -571,12 +642,63 @@ troupe_queues_create_wait(troupe_queues *qs, const troupe_queue_spec *spec)
             pthread_mutex_unlock(&qs->mu);
         }
         if (e != TROUPE_OK) {
+            /* partitions that never delivered: their stop waits for no
+             * worker */
             queue_stop(qs, q);
             troupe__tq_release(q);
         }
     }
-    troupe__catalog_ddl_unlock(qs->cat);
-    return e;
+    d->err = e;
+    return TROUPE__DDL_DONE;
+}
+
+troupe_err
+troupe_queues_create_wait(troupe_queues *qs, const troupe_queue_spec *spec)
+{
+    if (qs == NULL || spec == NULL ||
+        !troupe_catalog_name_valid(spec->name, NULL) || spec->partitions == 0 ||
+        spec->partitions > TROUPE_QUEUE_PARTITIONS_MAX ||
+        spec->retention_ms < 0)
+        return TROUPE_EINVAL;
+    qjob j = {.spec = spec};
+    return qjob_run(&j, qs, create_step);
+}
+
+/* (0) unlist the queue, stop its partitions -> WAIT; (1) delete the
+ * entry (synced), drop q.<id> -> DONE. */
+static troupe__ddl_step
+drop_step(troupe__ddl *d)
+{
+    qjob *j = (qjob *)d;
+    troupe_queues *qs = j->qs;
+    if (d->at++ == 0) {
+        pthread_mutex_lock(&qs->mu);
+        size_t at = 0;
+        troupe_err e =
+            qs->stopped ? TROUPE_ESTATE : find_locked(qs, j->name, &at);
+        if (e == TROUPE_OK && qs->qs[at]->workers > 0)
+            e = TROUPE_EBUSY;
+        if (e == TROUPE_OK) {
+            j->q = qs->qs[at];
+            qs->qs[at] = qs->qs[--qs->nq]; /* gone for lookups from now on */
+        }
+        pthread_mutex_unlock(&qs->mu);
+        if ((d->err = e) != TROUPE_OK)
+            return TROUPE__DDL_DONE;
+        qjob_stop_parts(j, &j->q, 1);
+        return TROUPE__DDL_WAIT;
+    }
+    troupe__meta_batch m;
+    troupe__meta_begin(&m, qs->cat);
+    troupe__meta_del_entry(&m, "queue", j->name);
+    troupe_err e = troupe__meta_commit(&m, TROUPE_SYNC_ON);
+    char cfn[32];
+    troupe__cf_name('q', j->q->id, cfn, sizeof(cfn));
+    if (e == TROUPE_OK)
+        e = troupe_db_cf_drop(qs->db, cfn);
+    troupe__tq_release(j->q);
+    d->err = e;
+    return TROUPE__DDL_DONE;
 }
 
 troupe_err
@@ -584,32 +706,8 @@ troupe_queues_drop_wait(troupe_queues *qs, const char *name)
 {
     if (qs == NULL || !troupe_catalog_name_valid(name, NULL))
         return TROUPE_EINVAL;
-    troupe__catalog_ddl_lock(qs->cat);
-    pthread_mutex_lock(&qs->mu);
-    size_t at = 0;
-    troupe_err e = qs->stopped ? TROUPE_ESTATE : find_locked(qs, name, &at);
-    if (e == TROUPE_OK && qs->qs[at]->workers > 0)
-        e = TROUPE_EBUSY;
-    if (e != TROUPE_OK) {
-        pthread_mutex_unlock(&qs->mu);
-        troupe__catalog_ddl_unlock(qs->cat);
-        return e;
-    }
-    tq_queue *q = qs->qs[at];
-    qs->qs[at] = qs->qs[--qs->nq]; /* gone for lookups from now on */
-    pthread_mutex_unlock(&qs->mu);
-    queue_stop(qs, q);
-    troupe__meta_batch m;
-    troupe__meta_begin(&m, qs->cat);
-    troupe__meta_del_entry(&m, "queue", name);
-    e = troupe__meta_commit(&m, TROUPE_SYNC_ON);
-    char cfn[32];
-    troupe__cf_name('q', q->id, cfn, sizeof(cfn));
-    if (e == TROUPE_OK)
-        e = troupe_db_cf_drop(qs->db, cfn);
-    troupe__catalog_ddl_unlock(qs->cat);
-    troupe__tq_release(q);
-    return e;
+    qjob j = {.name = name};
+    return qjob_run(&j, qs, drop_step);
 }
 
 static int
@@ -637,7 +735,7 @@ troupe_queues_list(troupe_queues *qs, troupe_queue_info **out, size_t *n)
         pthread_mutex_unlock(&qs->mu);
         return TROUPE_ENOMEM;
     }
-    char *s = (char *)(a + qs->nq);
+    char *s = a != NULL ? (char *)(a + qs->nq) : NULL; /* none: no names */
     for (size_t i = 0; i < qs->nq; i++) {
         tq_queue *q = qs->qs[i];
         size_t l = strlen(q->name) + 1;

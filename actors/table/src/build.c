@@ -18,6 +18,7 @@
 
 #include "table_int.h"
 #include "troupe/alloc.h"
+#include "troupe/internal/post.h"
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
 #include "troupe/storage.h"
@@ -83,12 +84,11 @@ troupe__tables_build_free(tbuild *b)
  * naming them; writes skip such keys and drop them, as ids are never
  * reused).
  */
-static void
-finalize_work(void *arg)
+static troupe__ddl_step
+finalize_step(troupe__ddl *d)
 {
-    tbuild *b = arg;
+    tbuild *b = (tbuild *)d;
     troupe_tables *t = b->t;
-    troupe__catalog_ddl_lock(t->cat);
     pthread_mutex_lock(&t->mu);
     tentry *en = troupe__tables_entry_find(t, b->table);
     uint64_t *gone = NULL;
@@ -128,11 +128,11 @@ finalize_work(void *arg)
             b->err = e;
     }
     troupe_free(gone);
-    troupe__catalog_ddl_unlock(t->cat);
+    return TROUPE__DDL_DONE;
 }
 
 static void
-finalize_done(void *arg, troupe_runtime *rt)
+finalize_callback(void *arg, troupe_runtime *rt)
 {
     tbuild *b = arg;
     troupe_tables *t = b->t;
@@ -142,15 +142,24 @@ finalize_done(void *arg, troupe_runtime *rt)
     troupe__tables_ddl_dec(t);
 }
 
+static void
+finalize_done(troupe__ddl *d)
+{
+    troupe__post_or_run(((tbuild *)d)->t->rt, finalize_callback, d);
+}
+
 void
 troupe__tables_build_done(tbuild *b, troupe_err err)
 {
     b->err = err;
-    if (troupe__catalog_ddl_submit(b->t->cat, finalize_work, finalize_done,
-                                   b) != TROUPE_OK) {
-        /* Shutting down: nothing more can be recorded; open resumes. */
+    b->ddl.cat = b->t->cat;
+    b->ddl.step = finalize_step;
+    b->ddl.done = finalize_done;
+    if (troupe__ddl_submit(&b->ddl) != TROUPE_OK) {
+        /* The catalog is stopping: nothing more can be recorded; open
+         * resumes. */
         b->err = TROUPE_ECLOSED;
-        finalize_done(b, b->t->rt);
+        finalize_callback(b, b->t->rt);
     }
 }
 

@@ -1,6 +1,6 @@
 /*
- * Add, rebuild and drop of one index, as catalog jobs on the catalog's
- * DDL queue, and an index's state.
+ * Add, rebuild and drop of one index, as catalog jobs (one step each, in
+ * the catalog's order of changes), and an index's state.
  *
  * Index changes (add, rebuild, drop) write the new index list first and
  * then let the table actor walk the rows (a build, or for a drop a sweep
@@ -16,6 +16,7 @@
 
 #include "table_int.h"
 #include "troupe/alloc.h"
+#include "troupe/internal/post.h"
 
 /* Whether a build or sweep of en is running or pending (then another
  * index change is EBUSY). Called with mu held. */
@@ -36,6 +37,7 @@ entry_busy(const tentry *en)
 enum { IDX_ADD = 0, IDX_REBUILD, IDX_DROP };
 
 typedef struct add_job {
+    troupe__ddl ddl; /* first: the catalog's job */
     troupe_tables *t;
     troupe_tables_cb cb;
     void *arg;
@@ -44,7 +46,6 @@ typedef struct add_job {
     troupe_index_def *def; /* add: the new index */
     char index[256];       /* rebuild, drop: its name */
     bool existed;          /* add: the table has this index, ready */
-    troupe_err err;
     char table[];
 } add_job;
 
@@ -63,7 +64,7 @@ index_find(const tentry *en, const char *name, size_t *at)
 
 /* Checks a rebuild or drop of index j->index of en: *old_id is its id;
  * for a rebuild *def is its copy, building, under id j->new_id (the
- * caller's). Called with the catalog's DDL lock held; errors: ENOENT, EBUSY,
+ * caller's). Called from the job's step; errors: ENOENT, EBUSY,
  * ENOMEM. */
 static troupe_err
 replan(troupe_tables *t, tentry *en, const add_job *j, uint64_t *old_id,
@@ -84,12 +85,11 @@ replan(troupe_tables *t, tentry *en, const add_job *j, uint64_t *old_id,
     return e;
 }
 
-static void
-add_work(void *arg)
+static troupe__ddl_step
+add_step(troupe__ddl *d)
 {
-    add_job *j = arg;
+    add_job *j = (add_job *)d;
     troupe_tables *t = j->t;
-    troupe__catalog_ddl_lock(t->cat);
     pthread_mutex_lock(&t->mu);
     tentry *en = troupe__tables_entry_find(t, j->table);
     troupe_err e = en == NULL ? TROUPE_ENOENT : TROUPE_OK;
@@ -111,9 +111,8 @@ add_work(void *arg)
     }
     pthread_mutex_unlock(&t->mu);
     if (j->existed) {
-        troupe__catalog_ddl_unlock(t->cat);
-        j->err = TROUPE_OK; /* nothing written */
-        return;
+        j->ddl.err = TROUPE_OK; /* nothing written */
+        return TROUPE__DDL_DONE;
     }
     char buf[32];
     troupe__cf_name('x', j->new_id, buf, sizeof(buf));
@@ -131,7 +130,8 @@ add_work(void *arg)
         fam = e == TROUPE_OK;
     }
     /* Not busy, so nothing was pending: the dropped list is just the
-     * index replaced or removed. en->schema changes only under the DDL lock. */
+     * index replaced or removed. en->schema changes only in catalog jobs,
+     * and only the head job runs. */
     tschema *s = NULL;
     if (e == TROUPE_OK) {
         if (j->op == IDX_ADD)
@@ -162,8 +162,8 @@ add_work(void *arg)
     if (e != TROUPE_OK && fam)
         troupe_db_cf_drop(t->db, buf);
     troupe__tschema_release(s);
-    troupe__catalog_ddl_unlock(t->cat);
-    j->err = e;
+    j->ddl.err = e;
+    return TROUPE__DDL_DONE;
 }
 
 static void
@@ -176,16 +176,21 @@ add_end(add_job *j)
 }
 
 static void
-add_done(void *arg, troupe_runtime *rt)
+add_callback(void *arg, troupe_runtime *rt)
 {
     add_job *j = arg;
-    troupe_tables *t = j->t;
-    troupe_tables_cb cb = j->cb;
-    void *cb_arg = j->arg;
-    troupe_err e = j->err;
-    if (e != TROUPE_OK || j->existed) /* else the build calls back */
-        cb(t, e, cb_arg);
+    j->cb(j->t, j->ddl.err, j->arg);
     add_end(j);
+}
+
+static void
+add_done(troupe__ddl *d)
+{
+    add_job *j = (add_job *)d;
+    if (j->ddl.err != TROUPE_OK || j->existed) /* else the build calls back */
+        troupe__post_or_run(j->t->rt, add_callback, j);
+    else
+        add_end(j);
 }
 
 /* Validates and starts add (spec), rebuild or drop (index) of `table`. */
@@ -236,8 +241,11 @@ index_change(troupe_tables *t, int op, const char *table,
     }
     if (op == IDX_ADD)
         e = troupe_index_def_create(spec, j->new_id, &j->def);
+    j->ddl.cat = t->cat;
+    j->ddl.step = add_step;
+    j->ddl.done = add_done;
     if (e == TROUPE_OK)
-        e = troupe__catalog_ddl_submit(t->cat, add_work, add_done, j);
+        e = troupe__ddl_submit(&j->ddl);
     if (e != TROUPE_OK)
         add_end(j);
     return e;

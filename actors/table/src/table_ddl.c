@@ -1,30 +1,34 @@
 /*
- * Create and drop of tables, as catalog jobs: the asynchronous forms run
- * on the catalog's DDL queue, the _wait forms on the caller's thread; both
- * hold the catalog's DDL lock while they run, so each sees the catalog
- * the previous one left (queue changes included).
+ * Create and drop of tables, as catalog jobs (troupe__ddl): each runs
+ * after the catalog changes submitted before it (queue changes
+ * included), so each sees the catalog the previous one left. A _wait form
+ * is the asynchronous one plus a waiter that the job's end releases.
  *
  * Ids come from one counter (`("seq")` in meta) and are never reused: ids
  * are reserved in memory when a create is called and the counter is
  * stored (synced) before any family named after them is created, so a
  * crash between the two leaves at worst unused ids, never a family that a
- * later create would collide with. The DDL lock is held across I/O only on
- * worker threads or by blocking callers.
+ * later create would collide with.
  *
  * Catalog changes are not actor messages: they block on RocksDB's family
- * management, which has no asynchronous form, so they run on the worker
- * pool (the async forms) or on the caller's thread (the _wait forms).
+ * management, which has no asynchronous form, so their steps run on the
+ * worker pool. A drop waits twice (for the table actor to quiesce, then to
+ * stop); each wait is a WAIT step that frees its worker, since what it
+ * waits for (the actor's write preparations) needs a worker too.
  */
 #include <string.h>
 
 #include "table_int.h"
 #include "troupe/alloc.h"
+#include "troupe/internal/post.h"
 
 typedef struct ddl_job {
+    troupe__ddl ddl; /* first: the catalog's job */
     troupe_tables *t;
-    troupe_tables_cb cb;
+    troupe_tables_cb cb; /* NULL: a _wait form, releasing `w` */
     void *arg;
-    troupe_err err;
+    troupe__waiter *w;
+    tentry *en; /* drop: the entry, unlinked */
     bool drop;
     bool existed; /* create: the table was there with this very spec */
     uint64_t id;
@@ -117,60 +121,70 @@ do_create(ddl_job *j)
 }
 
 static void
-wake_stop(troupe_runtime *rt, troupe_addr a, void *arg)
+drop_resume(void *arg)
 {
-    troupe__waiter_release(arg, TROUPE_OK, NULL);
+    troupe__ddl_resume(arg);
 }
 
 static void
-wake_quiesced(void *arg)
+drop_stopped(troupe_runtime *rt, troupe_addr a, void *arg)
 {
-    troupe__waiter_release(arg, TROUPE_OK, NULL);
+    troupe__ddl_resume(arg);
 }
 
-static troupe_err
-do_drop(ddl_job *j)
+/* (0) unlink the entry, quiesce the actor -> WAIT; (1) stop the index
+ * actor and the table actor -> WAIT; (2) delete the entry and the build
+ * position, drop the families -> DONE. The actor must be gone before its
+ * families are: a write racing the drop could be lost half-way
+ * (storage.h). */
+static troupe__ddl_step
+drop_step(ddl_job *j)
 {
     troupe_tables *t = j->t;
-    tentry *en = NULL;
-    pthread_mutex_lock(&t->mu);
-    for (tentry **pp = &t->entries; *pp != NULL; pp = &(*pp)->next)
-        if (strcmp((*pp)->name, j->name) == 0) {
-            en = *pp;
-            *pp = en->next;
-            break;
+    tentry *en = j->en;
+    switch (j->ddl.at++) {
+    case 0:
+        pthread_mutex_lock(&t->mu);
+        for (tentry **pp = &t->entries; *pp != NULL; pp = &(*pp)->next)
+            if (strcmp((*pp)->name, j->name) == 0) {
+                en = *pp;
+                *pp = en->next;
+                break;
+            }
+        pthread_mutex_unlock(&t->mu);
+        if (en == NULL) {
+            j->ddl.err = TROUPE_ENOENT;
+            return TROUPE__DDL_DONE;
         }
-    pthread_mutex_unlock(&t->mu);
-    if (en == NULL)
-        return TROUPE_ENOENT;
-    /* The actor must be gone before its families are: a write racing the
-     * drop could be lost half-way (storage.h). */
-    troupe__waiter q, w;
-    troupe__waiter_init(&q, 1);
-    troupe__table_quiesce(t->rt, en->addr, wake_quiesced, &q);
-    troupe__waiter_finish(&q, TROUPE_OK, NULL);
-    troupe_actor_stop(t->rt, en->iaddr, NULL, NULL);
-    troupe__waiter_init(&w, 1);
-    if (troupe_actor_stop(t->rt, en->addr, wake_stop, &w) != TROUPE_OK)
-        troupe__waiter_release(&w, TROUPE_OK, NULL);
-    troupe__waiter_finish(&w, TROUPE_OK, NULL);
-    troupe_err e =
-        troupe__tables_write_meta(t, en->name, NULL, 0, false, en->id);
-    if (e == TROUPE_OK) {
-        drop_families(t, en->id, en->schema);
-        troupe__tables_drop_x_families(t, en->dropped, en->ndropped);
+        j->en = en;
+        troupe__table_quiesce(t->rt, en->addr, drop_resume, j);
+        return TROUPE__DDL_WAIT;
+    case 1:
+        troupe_actor_stop(t->rt, en->iaddr, NULL, NULL);
+        if (troupe_actor_stop(t->rt, en->addr, drop_stopped, j) != TROUPE_OK)
+            return TROUPE__DDL_NEXT; /* gone already */
+        return TROUPE__DDL_WAIT;
+    default:
+        j->ddl.err =
+            troupe__tables_write_meta(t, en->name, NULL, 0, false, en->id);
+        if (j->ddl.err == TROUPE_OK) {
+            drop_families(t, en->id, en->schema);
+            troupe__tables_drop_x_families(t, en->dropped, en->ndropped);
+        }
+        troupe__tables_entry_free(en);
+        j->en = NULL;
+        return TROUPE__DDL_DONE;
     }
-    troupe__tables_entry_free(en);
-    return e;
 }
 
-static void
-ddl_work(void *arg)
+static troupe__ddl_step
+ddl_step(troupe__ddl *d)
 {
-    ddl_job *j = arg;
-    troupe__catalog_ddl_lock(j->t->cat);
-    j->err = j->drop ? do_drop(j) : do_create(j);
-    troupe__catalog_ddl_unlock(j->t->cat);
+    ddl_job *j = (ddl_job *)d;
+    if (j->drop)
+        return drop_step(j);
+    j->ddl.err = do_create(j);
+    return TROUPE__DDL_DONE;
 }
 
 static void
@@ -183,15 +197,25 @@ ddl_end(ddl_job *j)
 }
 
 static void
-ddl_done(void *arg, troupe_runtime *rt)
+ddl_callback(void *arg, troupe_runtime *rt)
 {
     ddl_job *j = arg;
-    troupe_tables_cb cb = j->cb;
-    troupe_tables *t = j->t;
-    void *cb_arg = j->arg;
-    troupe_err e = j->err;
-    cb(t, e, cb_arg);
+    j->cb(j->t, j->ddl.err, j->arg);
     ddl_end(j);
+}
+
+static void
+ddl_done(troupe__ddl *d)
+{
+    ddl_job *j = (ddl_job *)d;
+    if (j->cb != NULL) {
+        troupe__post_or_run(j->t->rt, ddl_callback, j);
+        return;
+    }
+    troupe__waiter *w = j->w;
+    troupe_err e = j->ddl.err;
+    ddl_end(j);
+    troupe__waiter_release(w, e, NULL);
 }
 
 /* Validates, reserves ids and builds the job; the caller runs it. */
@@ -254,12 +278,18 @@ ddl_job_new(troupe_tables *t, const char *name, bool drop,
     return TROUPE_OK;
 }
 
+/* Submits j: cb(arg) fires on scheduler 0 once it ran, or (cb NULL) w
+ * is released. */
 static troupe_err
-ddl_async(ddl_job *j, troupe_tables_cb cb, void *arg)
+ddl_submit(ddl_job *j, troupe_tables_cb cb, void *arg, troupe__waiter *w)
 {
     j->cb = cb;
     j->arg = arg;
-    troupe_err e = troupe__catalog_ddl_submit(j->t->cat, ddl_work, ddl_done, j);
+    j->w = w;
+    j->ddl.cat = j->t->cat;
+    j->ddl.step = ddl_step;
+    j->ddl.done = ddl_done;
+    troupe_err e = troupe__ddl_submit(&j->ddl);
     if (e != TROUPE_OK)
         ddl_end(j);
     return e;
@@ -268,10 +298,9 @@ ddl_async(ddl_job *j, troupe_tables_cb cb, void *arg)
 static troupe_err
 ddl_sync(ddl_job *j)
 {
-    ddl_work(j);
-    troupe_err e = j->err;
-    ddl_end(j);
-    return e;
+    troupe__waiter w;
+    troupe__waiter_init(&w, 1);
+    return troupe__waiter_finish(&w, ddl_submit(j, NULL, NULL, &w), NULL);
 }
 
 troupe_err
@@ -283,7 +312,7 @@ troupe_tables_create(troupe_tables *t, const char *name,
     if (cb == NULL)
         return TROUPE_EINVAL;
     troupe_err e = ddl_job_new(t, name, false, idx, n_idx, &j);
-    return e != TROUPE_OK ? e : ddl_async(j, cb, arg);
+    return e != TROUPE_OK ? e : ddl_submit(j, cb, arg, NULL);
 }
 
 troupe_err
@@ -303,7 +332,7 @@ troupe_tables_drop(troupe_tables *t, const char *name, troupe_tables_cb cb,
     if (cb == NULL)
         return TROUPE_EINVAL;
     troupe_err e = ddl_job_new(t, name, true, NULL, 0, &j);
-    return e != TROUPE_OK ? e : ddl_async(j, cb, arg);
+    return e != TROUPE_OK ? e : ddl_submit(j, cb, arg, NULL);
 }
 
 troupe_err

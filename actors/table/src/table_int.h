@@ -37,6 +37,7 @@ _Static_assert((int)TABLE_INSERT == (int)TROUPE__PART_INSERT &&
  * actor runs it). The catalog fields are set before the actor sees it;
  * the actor fields are touched only on the actor's thread. */
 typedef struct tbuild {
+    troupe__ddl ddl; /* first: the finalize job (build.c) */
     troupe_tables *t;
     troupe_tables_cb cb; /* may be NULL (a build resumed at open) */
     void *arg;
@@ -135,7 +136,8 @@ enum { TABLES_RUNNING = 0, TABLES_STOPPING, TABLES_STOPPED };
  * owns it (the map `entries`, the state and stop fields, `ddl_jobs`),
  * versions.c owns `vers`. Ids come from the catalog's counter
  * (troupe__catalog_ids, under `mu` where a state check goes with it);
- * every catalog change holds the catalog's DDL lock while it runs. */
+ * every catalog change is a catalog job (troupe__ddl), run in the
+ * catalog's one order. */
 struct troupe_tables {
     troupe_catalog *cat; /* attached: detached by destroy */
     troupe_runtime *rt;  /* the catalog's */
@@ -236,8 +238,8 @@ troupe__tables_drop_x_families(troupe_tables *t, const uint64_t *ids, size_t n);
 /* build.c */
 /* Writes en's catalog entry with schema s and dropped list (copied), and
  * clears the table's build position in the same batch; then makes s
- * current (also for the actor, with build b to run). Called with the
- * catalog's DDL lock held. */
+ * current (also for the actor, with build b to run). Called from a
+ * catalog job's step. */
 troupe_err
 troupe__tables_entry_update(troupe_tables *t, tentry *en, tschema *s,
                             const uint64_t *dropped, size_t nd, tbuild *b);

@@ -254,7 +254,9 @@ troupe_runtime_deliver(troupe_runtime *rt, troupe_msg **m);
  * Runs fn(arg) on the STORAGE lane of the worker pool, then done(arg, rt)
  * on scheduler 0. For adapters that are not actors; actors use
  * troupe_work_submit. done fires exactly once (also at shutdown, after fn
- * ran: these jobs are never cancelled). Not refused by the lane's job
+ * ran: these jobs are never cancelled). done may be NULL: then fn
+ * finishes the job (it may free arg) and nothing runs on scheduler 0; such
+ * a job, too, runs at shutdown once submitted. Not refused by the lane's job
  * bound: these are completions of host calls in flight, bounded by the
  * host. Errors: EINVAL, ENOMEM, ECLOSED (the pool has stopped). Any
  * thread.

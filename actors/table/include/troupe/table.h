@@ -42,10 +42,10 @@
  * write.
  * Catalog jobs (create, drop, index builds' bookkeeping) run one at a time,
  * in one order with every other change of the catalog (the queues'
- * creates and drops too): the asynchronous forms on the runtime's worker
- * pool, the _wait forms on the calling thread; a drop waits there for its
- * table's work in flight, which needs another worker: run the runtime with at
- * least 2 workers (the default is 4).
+ * creates and drops too), as short steps on the runtime's STORAGE lane; a
+ * _wait form is the asynchronous one plus a wait on the calling thread,
+ * and needs no turn of scheduler 0. A drop's waits for its table's work in
+ * flight hold no worker, so any number of workers (one included) will do.
  *
  * Writes. insert (EEXIST when a live row exists), update (ENOENT when
  * none does), upsert and delete (ENOENT when no live row) write the row

@@ -116,27 +116,48 @@ troupe__catalog_load(troupe_catalog *c, const char *kind,
                      troupe__catalog_load_fn fn, void *arg);
 
 /*
- * The one order of catalog changes, for every owner. Each change runs
- * under the catalog's DDL lock for its whole length, so each sees the
- * catalog the previous one left: the blocking forms take it on the
- * caller's thread (ddl_lock/ddl_unlock); the asynchronous ones are jobs,
- * queued here in submission order and run one at a time on the worker
- * pool (a job may block its worker waiting for an actor that needs
- * another worker, so two jobs must never hold two workers), each taking
- * the lock itself.
+ * The one order of catalog changes, for every owner: a FIFO of jobs per
+ * catalog, of which only the head runs, so each change sees the catalog
+ * the previous one left. A job is a state machine of short steps: each
+ * step runs on a STORAGE thread (it may block on the disk, never on an
+ * actor or another job) and returns NEXT (run the next step now), WAIT
+ * (it started something asynchronous whose completion calls
+ * troupe__ddl_resume; the thread is free meanwhile) or DONE (the job is
+ * over; done(job) runs once, on the thread of the last step, and may free
+ * the job). Nothing runs on scheduler 0: an asynchronous form's done posts
+ * its callback there, a _wait form's releases its waiter. When the lane
+ * refuses a step (the runtime is shutting down), it runs on the thread
+ * that submitted or resumed the job.
  *
- * troupe__catalog_ddl_submit runs fn(arg) on a worker after the jobs
- * submitted before it, then done(arg) on scheduler 0 (on the finishing
- * thread once the pool has stopped). Errors (nothing runs): ENOMEM,
- * ECLOSED (the runtime is shutting down). Any thread.
+ * The job is the caller's (usually the first member of its own struct)
+ * from submit until done; the caller sets cat, step and done, and may use
+ * `at` and `err` as it likes (zeroed by the caller).
  */
+typedef enum {
+    TROUPE__DDL_NEXT,
+    TROUPE__DDL_WAIT,
+    TROUPE__DDL_DONE
+} troupe__ddl_step;
+typedef struct troupe__ddl troupe__ddl;
+struct troupe__ddl {
+    troupe__ddl *next; /* the catalog's FIFO */
+    troupe_catalog *cat;
+    troupe__ddl_step (*step)(troupe__ddl *job);
+    void (*done)(troupe__ddl *job);
+    int at; /* the job's own step index */
+    troupe_err err;
+};
+
+/* Queues the job behind the catalog's others; its first step runs once
+ * they are done. ESTATE (the catalog is stopping: nothing runs). Any
+ * thread; never blocks (but see above for a refusing lane). */
 troupe_err
-troupe__catalog_ddl_submit(troupe_catalog *c, void (*fn)(void *arg),
-                           void (*done)(void *arg, troupe_runtime *rt),
-                           void *arg);
+troupe__ddl_submit(troupe__ddl *job);
+
+/* The asynchronous thing a WAIT step started has finished: the job's next
+ * step goes to the lane. Any thread; never blocks (but see above). Called
+ * once per WAIT. */
 void
-troupe__catalog_ddl_lock(troupe_catalog *c);
-void
-troupe__catalog_ddl_unlock(troupe_catalog *c);
+troupe__ddl_resume(troupe__ddl *job);
 
 #endif
