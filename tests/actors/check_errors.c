@@ -81,6 +81,18 @@ teardown(void)
 /* msgpack {"v": 1} */
 static const uint8_t DOC[] = {0x81, 0xa1, 'v', 0x01};
 
+/* Event "e" of business key "k", payload DOC. */
+static troupe_queue_event
+event_e(void)
+{
+    return (troupe_queue_event){.id = "e",
+                                .id_len = 1,
+                                .key = "k",
+                                .key_len = 1,
+                                .payload = DOC,
+                                .payload_len = sizeof(DOC)};
+}
+
 static void
 assert_msg(troupe_err e, const char *want)
 {
@@ -117,12 +129,7 @@ START_TEST(test_unknown_table_index_queue_have_codes_and_details)
     ck_assert_err(e, TROUPE_ENOINDEX);
     assert_msg(e, "the table has no index \"by_y\"");
 
-    troupe_queue_event ev = {.id = "e",
-                             .id_len = 1,
-                             .key = "k",
-                             .key_len = 1,
-                             .payload = DOC,
-                             .payload_len = sizeof(DOC)};
+    troupe_queue_event ev = event_e();
     e = troupe_queue_publish_wait(fx.qs, "nq", &ev, TROUPE_SYNC_OFF);
     ck_assert_err(e, TROUPE_ENOQUEUE);
     assert_msg(e, "no queue \"nq\"");
@@ -216,12 +223,8 @@ START_TEST(test_limits_and_options_say_the_size_and_the_field)
     ck_assert_ptr_nonnull(strstr(troupe_errmsg(e), "txn_opts.max_keys"));
     ck_assert_ptr_null(tx);
 
-    troupe_queue_event ev = {.id = "e",
-                             .id_len = 1,
-                             .key = "k",
-                             .key_len = TROUPE_QUEUE_ID_MAX + 1,
-                             .payload = DOC,
-                             .payload_len = sizeof(DOC)};
+    troupe_queue_event ev = event_e();
+    ev.key_len = TROUPE_QUEUE_ID_MAX + 1; /* the bytes past "k" are not read */
     e = troupe_queue_publish_wait(fx.qs, "q", &ev, TROUPE_SYNC_OFF);
     ck_assert_err(e, TROUPE_EINVAL);
     snprintf(want, sizeof(want), "event key of %d bytes: 1..%d allowed",
@@ -362,12 +365,7 @@ START_TEST(test_wait_twins_in_a_handler_or_post_are_edeadlk)
     blog_reset();
     ck_assert_ok(troupe_table_upsert_wait(fx.tables, "u", "k", 1, DOC,
                                           sizeof(DOC), NULL));
-    troupe_queue_event ev = {.id = "e",
-                             .id_len = 1,
-                             .key = "k",
-                             .key_len = 1,
-                             .payload = DOC,
-                             .payload_len = sizeof(DOC)};
+    troupe_queue_event ev = event_e();
     ck_assert_ok(
         troupe_queue_publish_wait(fx.qs, "q", &ev, TROUPE_SYNC_DEFAULT));
     troupe_queue_page *pg = NULL;
