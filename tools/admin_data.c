@@ -89,11 +89,12 @@ row_json(const troupe_row *r)
     return j;
 }
 
-/* A failure naming the table (ENOENT: no such table, or no such row). */
+/* A failure naming the table (ENOTABLE, ENOINDEX, or ENOENT: no such
+ * row). */
 static void
 table_fail(admin_call *call, const char *what, troupe_err e)
 {
-    admin_fail(call, what, e);
+    admin_fail(call, e == TROUPE_ENOENT ? "no live row at that key" : what, e);
 }
 
 static void
@@ -110,7 +111,7 @@ row_route(const admin_ctx *c, admin_call *call)
         troupe_table_get_wait(c->tables, call->param[0], k, kl, &rows);
     free(k);
     if (e != TROUPE_OK) {
-        table_fail(call, "get (no such table, or no live row at that key)", e);
+        table_fail(call, "get", e);
         return;
     }
     admin_ok(call, rows->n == 1 ? row_json(&rows->rows[0]) : NULL);
@@ -180,7 +181,7 @@ index_route(const admin_ctx *c, admin_call *call)
     troupe_err e = troupe_tables_index_state(c->tables, call->param[0],
                                              call->param[1], &ready);
     if (e != TROUPE_OK) {
-        table_fail(call, "index state (no such table or index)", e);
+        admin_fail(call, "index state", e);
         return;
     }
     admin_ok(call,

@@ -31,22 +31,6 @@ have_queues(const admin_ctx *c, admin_call *call)
     return false;
 }
 
-/* ENOENT of a call naming the queue: 404 naming it. */
-static void
-queue_fail(admin_call *call, const char *what, troupe_err e)
-{
-    if (e == TROUPE_ENOENT) {
-        json_t *n = admin_json_bytes(call->param[0], call->param_len[0]);
-        char *s = n ? json_dumps(n, JSON_ENCODE_ANY) : NULL;
-        admin_error(call, 404, "not_found", "no queue named %.300s",
-                    s ? s : "?");
-        free(s);
-        json_decref(n);
-        return;
-    }
-    admin_fail(call, what, e);
-}
-
 static void
 list_route(const admin_ctx *c, admin_call *call)
 {
@@ -80,7 +64,7 @@ stats_route(const admin_ctx *c, admin_call *call)
     troupe_queue_stats *st = NULL;
     troupe_err e = troupe_queue_stats_wait(c->queues, call->param[0], &st);
     if (e != TROUPE_OK) {
-        queue_fail(call, "queue figures", e);
+        admin_fail(call, "queue figures", e);
         return;
     }
     int64_t lag = -1;
@@ -196,7 +180,7 @@ page_route(const admin_ctx *c, admin_call *call, troupe_queue_state state)
         return;
     }
     if (e != TROUPE_OK) {
-        queue_fail(call, "list", e);
+        admin_fail(call, "list", e);
         return;
     }
     answer_page(call, pg, true);
@@ -251,7 +235,7 @@ events_route(const admin_ctx *c, admin_call *call)
             : troupe_queue_lookup_wait(c->queues, call->param[0], b, n, &pg);
     free(b);
     if (e != TROUPE_OK) {
-        queue_fail(call, "lookup", e);
+        admin_fail(call, "lookup", e);
         return;
     }
     answer_page(call, pg, false);
@@ -265,7 +249,7 @@ pause_route(const admin_ctx *c, admin_call *call)
         return;
     troupe_err e = troupe_queue_pause(c->queues, call->param[0]);
     if (e != TROUPE_OK)
-        queue_fail(call, "pause", e);
+        admin_fail(call, "pause", e);
     else
         admin_ok(call, json_pack("{s:b}", "paused", true));
 }
@@ -277,7 +261,7 @@ resume_route(const admin_ctx *c, admin_call *call)
         return;
     troupe_err e = troupe_queue_resume(c->queues, call->param[0]);
     if (e != TROUPE_OK)
-        queue_fail(call, "resume", e);
+        admin_fail(call, "resume", e);
     else
         admin_ok(call, json_pack("{s:b}", "paused", false));
 }
@@ -316,7 +300,7 @@ outcome_route(admin_call *call, const admin_ctx *c, bool retry)
                                     TROUPE_SYNC_DEFAULT);
     free(k);
     if (e != TROUPE_OK)
-        queue_fail(call, retry ? "retry" : "ack", e);
+        admin_fail(call, retry ? "retry" : "ack", e);
     else
         admin_ok(call, json_pack("{s:b}", "ok", true));
 }
@@ -354,7 +338,7 @@ delete_owner_route(const admin_ctx *c, admin_call *call)
             c->queues, call->param[0], kind, kl, id, il, NULL, NULL,
             TROUPE_SYNC_DEFAULT, &deleted);
         if (e != TROUPE_OK)
-            queue_fail(call, "delete by owner", e);
+            admin_fail(call, "delete by owner", e);
         else
             admin_ok(call, json_pack("{s:I}", "deleted", (json_int_t)deleted));
     }

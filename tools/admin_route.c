@@ -240,6 +240,9 @@ admin_fail(admin_call *call, const char *what, troupe_err e)
     const char *code = "failed";
     switch (e) {
     case TROUPE_ENOENT:
+    case TROUPE_ENOTABLE:
+    case TROUPE_ENOINDEX:
+    case TROUPE_ENOQUEUE:
         st = 404, code = "not_found";
         break;
     case TROUPE_EINVAL:
@@ -265,7 +268,7 @@ admin_fail(admin_call *call, const char *what, troupe_err e)
         break;
     }
     error_with(call, st, code, troupe_err_name(e), "%s: %s", what,
-               troupe_strerror(e));
+               troupe_errmsg(e));
 }
 
 json_t *

@@ -81,10 +81,12 @@ void
 admin_error(admin_call *call, int status, const char *code, const char *fmt,
             ...) __attribute__((format(printf, 4, 5)));
 
-/* A library call's failure: the status its error means (ENOENT 404,
- * EINVAL/ERANGE/ETOOBIG/EPROTO 400, EEXIST/EBUSY/ESTATE/ECONSTRAINT 409,
- * ETIMEDOUT 504, EFULL/ECLOSED 503, others 500), `what` in the message
- * with troupe's text, and troupe_error set. */
+/* A library call's failure: the status its error means (ENOENT,
+ * ENOTABLE, ENOINDEX, ENOQUEUE 404, EINVAL/ERANGE/ETOOBIG/EPROTO 400,
+ * EEXIST/EBUSY/ESTATE/ECONSTRAINT 409, ETIMEDOUT 504, EFULL/ECLOSED 503,
+ * others 500), `what` in the message with the call's detail
+ * (troupe_errmsg, so call it on the thread that made the call, right
+ * after it), and troupe_error set. */
 void
 admin_fail(admin_call *call, const char *what, troupe_err e);
 

@@ -88,7 +88,7 @@ cli_operands(const cli_cmd *c, int argc, char **argv, int want,
 int
 cli_failed(const char *what, troupe_err e)
 {
-    fprintf(stderr, "troupe: %s: %s (%s)\n", what, troupe_strerror(e),
+    fprintf(stderr, "troupe: %s: %s (%s)\n", what, troupe_errmsg(e),
             troupe_err_name(e));
     return CLI_FAIL;
 }

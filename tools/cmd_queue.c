@@ -337,7 +337,7 @@ print_item(const troupe_queue_item *it, bool full)
 static int
 queue_failed(const char *queue, const char *what, troupe_err e)
 {
-    if (e == TROUPE_ENOENT && queue != NULL) {
+    if (e == TROUPE_ENOQUEUE && queue != NULL) {
         fprintf(stderr, "troupe queue: no queue named '%s'\n", queue);
         return 1;
     }

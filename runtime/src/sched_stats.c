@@ -10,6 +10,7 @@
 #include <pthread.h>
 
 #include "rt.h"
+#include "troupe/internal/runtime.h"
 
 struct sstat_req {
     pthread_mutex_t mu;
@@ -45,8 +46,9 @@ troupe_runtime_sched_stats_wait(troupe_runtime *rt, unsigned i,
 {
     if (rt == NULL || out == NULL || i >= rt->n_sched)
         return TROUPE_EINVAL;
-    if (troupe__sched_current() != NULL)
-        return TROUPE_ESTATE;
+    troupe_err be = troupe__block_check("troupe_runtime_sched_stats_wait");
+    if (be != TROUPE_OK)
+        return be;
     struct sstat_req r = {.done = false};
     pthread_mutex_init(&r.mu, NULL);
     pthread_cond_init(&r.cv, NULL);

@@ -2508,7 +2508,7 @@ START_TEST(test_actor_bad_requests_clear_errors)
     iq q = qmk(3, NULL, NULL, NULL);
     troupe_msg *m;
     ck_assert_ok(troupe_index_query_msg("nope", &q.u, &m));
-    ck_assert_err(a_ask(m, false), TROUPE_ENOENT);
+    ck_assert_err(a_ask(m, false), TROUPE_ENOINDEX);
     jbuf bad = J("[\"x\"]");
     q = qmk(2, NULL, NULL, NULL);
     q.u.values = bad.p;
@@ -3364,7 +3364,7 @@ START_TEST(test_rebuild_unique_duplicate_removes_index)
     bool ready;
     ck_assert_err(troupe_tables_index_state(X.tables, "u", "by_email", &ready),
                   TROUPE_ENOENT);
-    ck_assert_err(i_query("u", "by_email", "e005@x"), TROUPE_ENOENT);
+    ck_assert_err(i_query("u", "by_email", "e005@x"), TROUPE_ENOINDEX);
     ck_assert(!i_has_cf("x.2"));
     ck_assert(!i_has_cf("x.4"));
     /* the other index is untouched, the constraint gone */
@@ -3398,7 +3398,7 @@ START_TEST(test_drop_index_gone_at_once_then_swept)
     bool ready;
     ck_assert_err(troupe_tables_index_state(X.tables, "u", "by_email", &ready),
                   TROUPE_ENOENT);
-    ck_assert_err(i_query("u", "by_email", "e001@x"), TROUPE_ENOENT);
+    ck_assert_err(i_query("u", "by_email", "e001@x"), TROUPE_ENOINDEX);
     ck_assert_ok(i_ins("u", "dup", "e001@x")); /* no constraint */
     ck_assert_err(
         troupe_tables_drop_index(X.tables, "u", "by_email", i_on_built, NULL),
@@ -3704,7 +3704,7 @@ START_TEST(test_rebuild_and_drop_wait_twins)
     ck_assert_uint_eq(n, 100);
     ck_assert_ok(troupe_tables_drop_index_wait(X.tables, "u", "by_email"));
     ck_assert_err(troupe_tables_count_wait(X.tables, "u", "by_email", &q, &n),
-                  TROUPE_ENOENT);
+                  TROUPE_ENOINDEX);
     ck_assert(!i_has_cf("x.4"));
     troupe_index_spec rest[] = {spec_city()};
     uint64_t ids2[] = {3};

@@ -552,7 +552,7 @@ START_TEST(test_ddl_with_one_storage_worker_never_waits_on_itself)
     expect_drop_and_writes(0);
     troupe_rows *rows = NULL;
     ck_assert_err(troupe_table_get_wait(X.tables, "u", "w1", 2, &rows),
-                  TROUPE_ENOENT);
+                  TROUPE_ENOTABLE);
     ck_assert_ptr_null(rows);
     /* the lane is free: catalog changes and writes go on */
     ck_assert_ok(troupe_tables_create_wait(X.tables, "u2", NULL, 0));

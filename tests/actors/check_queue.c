@@ -437,7 +437,7 @@ START_TEST(test_publish_bad_input_writes_nothing)
     ck_assert_ok(troupe_queue_publish_wait(fx.qs, "q", &e, TROUPE_SYNC_OFF));
     e = ev("i", "k", 1);
     ck_assert_err(troupe_queue_publish_wait(fx.qs, "nope", &e, 0),
-                  TROUPE_ENOENT);
+                  TROUPE_ENOQUEUE);
     ck_assert_err(troupe_queue_publish_wait(fx.qs, "q", NULL, 0),
                   TROUPE_EINVAL);
     ck_assert_err(troupe_queue_publish_wait(fx.qs, "q", &e, 7), TROUPE_EINVAL);
@@ -485,7 +485,7 @@ START_TEST(test_ack_and_reschedule_async)
                   TROUPE_EINVAL);
     ck_assert_err(troupe_queue_ack(fx.qs, "nope", pg->items[0].skey,
                                    pg->items[0].skey_len, 0, pub_cb, NULL),
-                  TROUPE_ENOENT);
+                  TROUPE_ENOQUEUE);
     ck_assert_ok(troupe_queue_reschedule(fx.qs, "q", pg->items[0].skey,
                                          pg->items[0].skey_len, T0 + 7, 0,
                                          pub_cb, NULL));
@@ -893,7 +893,7 @@ START_TEST(test_ack_by_key_rules)
     troupe_key_writer_fini(&kw);
     ck_assert_err(troupe_queue_ack_wait(fx.qs, "q", NULL, 0, 0), TROUPE_EINVAL);
     ck_assert_err(troupe_queue_ack_wait(fx.qs, "nope", key, kl, 0),
-                  TROUPE_ENOENT);
+                  TROUPE_ENOQUEUE);
     ck_assert_uint_eq(ncompleted("q"), 1);
     free(key);
 }
@@ -962,7 +962,7 @@ START_TEST(test_publish_in_txn_rollback_and_failure_write_nothing)
     troupe_queue_event bad = ev("e", "k", -1);
     ck_assert_err(troupe_queue_publish_in(fx.qs, tx, "q", &bad), TROUPE_EINVAL);
     ck_assert_err(troupe_queue_publish_in(fx.qs, tx, "nope", &e),
-                  TROUPE_ENOENT);
+                  TROUPE_ENOQUEUE);
     ck_assert_err(troupe_queue_publish_in(fx.qs, NULL, "q", &e), TROUPE_EINVAL);
     ck_assert_ok(troupe_txn_commit_wait(tx, TROUPE_SYNC_OFF));
     troupe_txn_destroy(tx);
@@ -1043,7 +1043,7 @@ START_TEST(test_pause_holds_delivery_until_resume)
     ck_assert_uint_eq(npending("q"), 1);
     ck_assert_ok(troupe_queue_resume(fx.qs, "q"));
     wait_completed("q", 1);
-    ck_assert_err(troupe_queue_pause(fx.qs, "nope"), TROUPE_ENOENT);
+    ck_assert_err(troupe_queue_pause(fx.qs, "nope"), TROUPE_ENOQUEUE);
     ck_assert_err(troupe_queue_pause(fx.qs, NULL), TROUPE_EINVAL);
     troupe_queue_worker_stop_wait(&w);
     troupe_queue_worker_stop_wait(&w2);
@@ -1145,7 +1145,7 @@ START_TEST(test_worker_bad_args)
     ck_assert_err(troupe_queue_worker_start(fx.qs, &b, &w), TROUPE_EINVAL);
     b = o;
     b.queue = "nope";
-    ck_assert_err(troupe_queue_worker_start(fx.qs, &b, &w), TROUPE_ENOENT);
+    ck_assert_err(troupe_queue_worker_start(fx.qs, &b, &w), TROUPE_ENOQUEUE);
     ck_assert_ptr_null(w);
     ck_assert_ok(troupe_queue_worker_start(fx.qs, &o, &w));
     ck_assert_err(troupe_queues_drop_wait(fx.qs, "q"), TROUPE_EBUSY);
@@ -1754,7 +1754,7 @@ START_TEST(test_stats_and_lookup_bad_args)
     ck_assert_int_eq(st->oldest_due_ms, -1);
     ck_assert_uint_eq(st->partitions, 2);
     troupe_free(st);
-    ck_assert_err(troupe_queue_stats_wait(fx.qs, "nope", &st), TROUPE_ENOENT);
+    ck_assert_err(troupe_queue_stats_wait(fx.qs, "nope", &st), TROUPE_ENOQUEUE);
     ck_assert_err(troupe_queue_stats_wait(fx.qs, "q", NULL), TROUPE_EINVAL);
     troupe_queue_page *pg = NULL;
     ck_assert_err(troupe_queue_lookup_wait(fx.qs, "q", "", 0, &pg),

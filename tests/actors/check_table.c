@@ -425,7 +425,7 @@ START_TEST(test_catalog_create_list_drop_round_trip)
     ck_assert_uint_eq(list(&names), 1);
     ck_assert_str_eq(names[0], "orders");
     troupe_free(names);
-    ck_assert_err(get("users", "k"), TROUPE_ENOENT);
+    ck_assert_err(get("users", "k"), TROUPE_ENOTABLE);
 }
 END_TEST
 
@@ -676,10 +676,10 @@ START_TEST(test_get_many_zero_keys_is_empty)
     troupe_rows_destroy(rows);
     ck_assert_err(
         troupe_table_get_many(fx.tables, "none", NULL, NULL, 0, on_rows, NULL),
-        TROUPE_ENOENT);
+        TROUPE_ENOTABLE);
     ck_assert_err(
         troupe_table_get_many_wait(fx.tables, "none", NULL, NULL, 0, &rows),
-        TROUPE_ENOENT);
+        TROUPE_ENOTABLE);
     ck_assert_ptr_null(rows);
 }
 END_TEST
@@ -1226,11 +1226,11 @@ START_TEST(test_query_and_of_two_indexes_by_name)
     r = NULL;
     ck_assert_err(troupe_tables_query_and_wait(fx.tables, "s", "by_city", &qa,
                                                "nope", &qb, NULL, 0, 10, &r),
-                  TROUPE_ENOENT);
+                  TROUPE_ENOINDEX);
     ck_assert_err(troupe_tables_query_and_wait(fx.tables, "nope", "by_city",
                                                &qa, "by_kind", &qb, NULL, 0, 10,
                                                &r),
-                  TROUPE_ENOENT);
+                  TROUPE_ENOTABLE);
     ck_assert_err(troupe_tables_query_and_wait(fx.tables, "s", "by_city", &qa,
                                                "by_kind", &qb, NULL, 0, 0, &r),
                   TROUPE_EINVAL);
@@ -1729,10 +1729,10 @@ START_TEST(test_query_by_index_returns_rows_and_counts)
     ck_assert_uint_eq(qcount, 1);
     ck_assert_err(
         drive(troupe_tables_query(fx.tables, "u", "nope", &q, on_query, NULL)),
-        TROUPE_ENOENT);
+        TROUPE_ENOINDEX);
     ck_assert_err(
         troupe_tables_query(fx.tables, "zz", "by_city", &q, on_query, NULL),
-        TROUPE_ENOENT);
+        TROUPE_ENOTABLE);
     ck_assert_err(
         troupe_tables_query(fx.tables, "u", "by_city", NULL, on_query, NULL),
         TROUPE_EINVAL);
@@ -1861,7 +1861,7 @@ START_TEST(test_api_bad_arguments)
         TROUPE_EINVAL);
     ck_assert_err(
         troupe_table_insert(t, "nope", "k", 1, d, dl, NULL, no_cb, NULL),
-        TROUPE_ENOENT);
+        TROUPE_ENOTABLE);
     ck_assert_err(
         troupe_table_insert(t, "t", NULL, 1, d, dl, NULL, no_cb, NULL),
         TROUPE_EINVAL);
@@ -1911,7 +1911,7 @@ START_TEST(test_api_bad_arguments)
     ck_assert_err(troupe_table_insert_wait(t, "t", "", 0, d, dl, NULL),
                   TROUPE_EINVAL);
     ck_assert_err(troupe_table_update_wait(t, "nope", "k", 1, d, dl, NULL),
-                  TROUPE_ENOENT);
+                  TROUPE_ENOTABLE);
     ck_assert_err(troupe_table_upsert_wait(NULL, "t", "k", 1, d, dl, NULL),
                   TROUPE_EINVAL);
     ck_assert_err(troupe_table_delete_wait(t, "t", NULL, 1, NULL),

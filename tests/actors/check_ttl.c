@@ -574,11 +574,11 @@ START_TEST(test_ttl_bad_arguments)
     ck_assert_err(troupe_tables_evict_versions(fx.tables, "", never, NULL),
                   TROUPE_EINVAL);
     ck_assert_err(troupe_tables_evict_versions(fx.tables, "nope", never, NULL),
-                  TROUPE_ENOENT);
+                  TROUPE_ENOTABLE);
     ck_assert_err(troupe_tables_evict_versions_wait(fx.tables, "t", NULL),
                   TROUPE_EINVAL);
     ck_assert_err(troupe_tables_evict_versions_wait(fx.tables, "nope", &r),
-                  TROUPE_ENOENT);
+                  TROUPE_ENOTABLE);
     ck_assert_uint_eq(r.evicted, 0);
     troupe_purge_result pr;
     ck_assert_err(troupe_tables_purge_expired(NULL, "t", NULL, NULL),
@@ -590,7 +590,7 @@ START_TEST(test_ttl_bad_arguments)
     ck_assert_err(troupe_tables_purge_expired_wait(fx.tables, "t", NULL),
                   TROUPE_EINVAL);
     ck_assert_err(troupe_tables_purge_expired_wait(fx.tables, "nope", &pr),
-                  TROUPE_ENOENT);
+                  TROUPE_ENOTABLE);
     ck_assert_err(troupe_tables_purge_expired_wait(fx.tables, "", &pr),
                   TROUPE_EINVAL);
     troupe_tables_stats *s = NULL;

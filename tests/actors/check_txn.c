@@ -710,7 +710,8 @@ START_TEST(test_txn_bad_arguments)
         ck_assert_err(wr[i](tx, "a", bigkey, sizeof(bigkey), d, dl, NULL),
                       TROUPE_ETOOBIG);
         ck_assert_err(wr[i](tx, "a", "k", 1, notmap, 1, NULL), TROUPE_EPROTO);
-        ck_assert_err(wr[i](tx, "nosuch", "k", 1, d, dl, NULL), TROUPE_ENOENT);
+        ck_assert_err(wr[i](tx, "nosuch", "k", 1, d, dl, NULL),
+                      TROUPE_ENOTABLE);
         ck_assert_err(wr[i](tx, "", "k", 1, d, dl, NULL), TROUPE_EINVAL);
     }
     ck_assert_err(troupe_txn_delete(NULL, "a", "k", 1), TROUPE_EINVAL);
@@ -719,7 +720,7 @@ START_TEST(test_txn_bad_arguments)
     ck_assert_err(troupe_txn_delete(tx, "a", "k", 0), TROUPE_EINVAL);
     ck_assert_err(troupe_txn_delete(tx, "a", bigkey, sizeof(bigkey)),
                   TROUPE_ETOOBIG);
-    ck_assert_err(troupe_txn_delete(tx, "nosuch", "k", 1), TROUPE_ENOENT);
+    ck_assert_err(troupe_txn_delete(tx, "nosuch", "k", 1), TROUPE_ENOTABLE);
     ck_assert_err(troupe_txn_get(NULL, "a", "k", 1, never_cb, NULL),
                   TROUPE_EINVAL);
     ck_assert_err(troupe_txn_get(tx, NULL, "k", 1, never_cb, NULL),
@@ -733,7 +734,7 @@ START_TEST(test_txn_bad_arguments)
         troupe_txn_get(tx, "a", bigkey, sizeof(bigkey), never_cb, NULL),
         TROUPE_ETOOBIG);
     ck_assert_err(troupe_txn_get(tx, "nosuch", "k", 1, never_cb, NULL),
-                  TROUPE_ENOENT);
+                  TROUPE_ENOTABLE);
     const void *keys[1] = {"k"};
     size_t kl[1] = {1};
     ck_assert_err(troupe_txn_get_many(tx, "a", NULL, kl, 1, never_cb, NULL),
@@ -938,7 +939,7 @@ START_TEST(test_txn_scan_bad_arguments)
                   TROUPE_ETOOBIG);
     so = (troupe_scan_opts){.limit = 1};
     ck_assert_err(troupe_txn_scan(tx, "nosuch", &so, never_cb, NULL),
-                  TROUPE_ENOENT);
+                  TROUPE_ENOTABLE);
     ck_assert_err(troupe_txn_scan_wait(tx, "a", &so, &rows), TROUPE_OK);
     ck_assert_uint_eq(rows->n, 0);
     ck_assert_ptr_null(rows->cursor);
@@ -1416,7 +1417,7 @@ START_TEST(test_txn_get_many_zero_keys_is_empty)
     ck_assert_int_eq(zero_err, TROUPE_OK);
     ck_assert_uint_eq(zero_n, 0);
     ck_assert_err(troupe_txn_get_many_wait(tx, "none", NULL, NULL, 0, &rows),
-                  TROUPE_ENOENT);
+                  TROUPE_ENOTABLE);
     ck_assert_err(troupe_txn_read_version(tx, "a", "k", 1, 1), TROUPE_ESTATE);
     ck_assert_ok(troupe_txn_commit_wait(tx, TROUPE_SYNC_DEFAULT));
     troupe_txn_destroy(tx);
@@ -1606,10 +1607,10 @@ START_TEST(test_txn_remove_by_index)
     q = q_one(1, "Rome", 1);
     ck_assert_err(troupe_txn_remove_by_index_wait(fx.tables, "a", "nope", &q,
                                                   TROUPE_SYNC_DEFAULT, &rows),
-                  TROUPE_ENOENT);
+                  TROUPE_ENOINDEX);
     ck_assert_err(troupe_txn_remove_by_index_wait(fx.tables, "b", "by_city", &q,
                                                   TROUPE_SYNC_DEFAULT, &rows),
-                  TROUPE_ENOENT);
+                  TROUPE_ENOTABLE);
     ck_assert_err(troupe_txn_remove_by_index(fx.tables, "a", "by_city", &q,
                                              TROUPE_SYNC_DEFAULT, NULL, NULL),
                   TROUPE_EINVAL);
@@ -1871,7 +1872,7 @@ part_done(void *arg, troupe_err outcome)
  * the missing-table error with an empty conflict list, also when another
  * table conflicted first, in both commit forms and for its participants:
  * EDEAD (the table's actor is gone) never leaks out of a commit. */
-START_TEST(test_txn_commit_on_dropped_table_is_enoent)
+START_TEST(test_txn_commit_on_dropped_table_is_enotable)
 {
     for (int form = 0; form < 3; form++) {
         ck_assert_ok(troupe_tables_create_wait(fx.tables, "a", NULL, 0));
@@ -1893,17 +1894,17 @@ START_TEST(test_txn_commit_on_dropped_table_is_enoent)
         if (form == 2)
             ck_assert_err(
                 troupe_txn_commit_version_wait(tx, TROUPE_SYNC_DEFAULT),
-                TROUPE_ENOENT);
+                TROUPE_ENOTABLE);
         else
             ck_assert_err(troupe_txn_commit_wait(tx, TROUPE_SYNC_DEFAULT),
-                          TROUPE_ENOENT);
+                          TROUPE_ENOTABLE);
         const troupe_txn_conflict *c = NULL;
         size_t n = 99;
         ck_assert_ok(troupe_txn_conflicts(tx, &c, &n));
         ck_assert_uint_eq(n, 0);
         ck_assert_ptr_null(c);
         ck_assert_int_eq(atomic_load(&part_done_calls), 1);
-        ck_assert_int_eq(atomic_load(&part_outcome), TROUPE_ENOENT);
+        ck_assert_int_eq(atomic_load(&part_outcome), TROUPE_ENOTABLE);
         troupe_txn_destroy(tx);
         ck_assert_int_eq(stored("a", "c"), form == 1 ? 2 : 1);
         /* the name taken again by a new table: still the old one's error */
@@ -1913,7 +1914,7 @@ START_TEST(test_txn_commit_on_dropped_table_is_enoent)
         ck_assert_ok(troupe_tables_drop_wait(fx.tables, "b"));
         ck_assert_ok(troupe_tables_create_wait(fx.tables, "b", NULL, 0));
         ck_assert_err(troupe_txn_commit_wait(tx, TROUPE_SYNC_DEFAULT),
-                      TROUPE_ENOENT);
+                      TROUPE_ENOTABLE);
         troupe_txn_destroy(tx);
         ck_assert_int_eq(stored("b", "k"), -1);
         ck_assert_ok(troupe_tables_drop_wait(fx.tables, "a"));
@@ -1966,7 +1967,7 @@ START_TEST(test_txn_versioned_api_first_version_once_and_bad_arguments)
                   TROUPE_EINVAL);
     ck_assert_err(
         troupe_txn_query_version(fx.tables, "nosuch", "k", 1, on_q, NULL),
-        TROUPE_ENOENT);
+        TROUPE_ENOTABLE);
     ck_assert_err(
         troupe_txn_query_version_wait(fx.tables, "a", "k", 1, NULL, &ver),
         TROUPE_EINVAL);
@@ -1981,7 +1982,7 @@ START_TEST(test_txn_versioned_api_first_version_once_and_bad_arguments)
     ck_assert_err(troupe_txn_read_version(tx, "a", "k", 0, 1), TROUPE_EINVAL);
     ck_assert_err(troupe_txn_read_version(tx, "a", "k", 1, 0), TROUPE_EINVAL);
     ck_assert_err(troupe_txn_read_version(tx, "nosuch", "k", 1, 1),
-                  TROUPE_ENOENT);
+                  TROUPE_ENOTABLE);
     ck_assert_err(troupe_txn_commit_version(NULL, TROUPE_SYNC_ON, NULL, NULL),
                   TROUPE_EINVAL);
     ck_assert_err(troupe_txn_commit_version(tx, TROUPE_SYNC_ON, NULL, NULL),
@@ -2059,7 +2060,7 @@ START_TEST(test_txn_query_versions_batch_matches_single_queries)
                   TROUPE_EINVAL);
     ck_assert_err(troupe_txn_query_versions_wait(fx.tables, "nosuch", keys,
                                                  klens, 1, &rows, &vers),
-                  TROUPE_ENOENT);
+                  TROUPE_ENOTABLE);
     ck_assert_err(
         troupe_txn_query_versions(fx.tables, "a", keys, klens, 1, NULL, NULL),
         TROUPE_EINVAL);
@@ -2157,7 +2158,7 @@ txn_suite(void)
     tcase_add_test(tc, test_txn_query_versions_batch_matches_single_queries);
     tcase_add_test(tc, test_txn_versioned_query_commit_receipts_and_conflicts);
     tcase_add_test(tc, test_txn_versioned_duplicate_entries_refused);
-    tcase_add_test(tc, test_txn_commit_on_dropped_table_is_enoent);
+    tcase_add_test(tc, test_txn_commit_on_dropped_table_is_enotable);
     tcase_add_test(tc, test_txn_conflicts_say_their_kind);
     tcase_add_test(tc, test_txn_no_timestamps_switch);
     tcase_add_test(tc, test_txn_get_many_zero_keys_is_empty);

@@ -20,13 +20,15 @@ Suite *
 lanes_suite(void);
 Suite *
 catalog_suite(void);
+Suite *
+errors_suite(void);
 
 int
 main(void)
 {
-    Suite *s[] = {common_suite(), kv_suite(),      table_suite(),
-                  index_suite(),  txn_suite(),     ttl_suite(),
-                  queue_suite(),  hostile_suite(), lanes_suite(),
-                  catalog_suite()};
+    Suite *s[] = {common_suite(),  kv_suite(),      table_suite(),
+                  index_suite(),   txn_suite(),     ttl_suite(),
+                  queue_suite(),   hostile_suite(), lanes_suite(),
+                  catalog_suite(), errors_suite()};
     return ts_run_suites(s, (int)(sizeof(s) / sizeof(s[0])));
 }

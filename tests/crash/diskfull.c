@@ -588,8 +588,8 @@ present(stack *s, mode m, uint64_t id, uint8_t *buf, uint8_t *got)
         key_of(k, sizeof(k), 'r', id);
         troupe_rows *rows = NULL;
         e = troupe_table_get_wait(s->tb, name, k, strlen(k), &rows);
-        if (e == TROUPE_ENOENT)
-            return 0;
+        if (e == TROUPE_ENOENT || (m == M_TABLES && e == TROUPE_ENOTABLE))
+            return 0; /* no row, or its table's create was refused */
         int r = e == TROUPE_OK && bytes_eq_doc(rows, m, id, got) ? 1 : -1;
         troupe_rows_destroy(rows);
         return r;

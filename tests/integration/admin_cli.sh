@@ -106,7 +106,7 @@ expect 2 "kv get with --key and --key-hex" -- "$troupe" kv get --admin "$url" --
 
 # failures: unknown names exit 1 with the endpoint's message
 expect 1 "unknown queue" -- "$troupe" queue stats --admin "$url" --queue nope
-has err 'no queue named "nope"' "the queue is named"
+has err 'no queue "nope"' "the queue is named"
 expect 1 "ack of a key that is not a pending one" -- \
     "$troupe" queue ack --admin "$url" --queue orders --skey 00
 has err '400' "the status is shown"

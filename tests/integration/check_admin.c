@@ -223,6 +223,24 @@ expect_error(const char *method, const char *path, const char *body, int status,
     resp_free(&r);
 }
 
+/* A 404 of a library call: the kind of missing name in troupe_error, and
+ * the call's detail naming it in the message. */
+static void
+expect_missing(const char *path, const char *terr, const char *detail)
+{
+    resp r = request("GET", path, NULL, NULL);
+    ck_assert_msg(r.status == 404, "GET %s: got %d: %s", path, r.status,
+                  r.body);
+    ck_assert_str_eq(err_code(&r), "not_found");
+    json_t *e = json_object_get(r.json, "error");
+    ck_assert_str_eq(json_string_value(json_object_get(e, "troupe_error")),
+                     terr);
+    ck_assert_msg(
+        strstr(json_string_value(json_object_get(e, "message")), detail),
+        "GET %s: no '%s' in %s", path, detail, r.body);
+    resp_free(&r);
+}
+
 static int64_t
 jint(json_t *o, const char *path)
 {
@@ -523,6 +541,10 @@ START_TEST(test_unknown_names_are_404)
     expect_error("POST", "/v1/tables/users/indexes/nope/rebuild", NULL, 404,
                  "not_found");
     expect_error("GET", "/v1/kv?key=absent", NULL, 404, "not_found");
+    expect_missing("/v1/tables/nope/row?key=a", "ENOTABLE",
+                   "no table \"nope\"");
+    expect_missing("/v1/tables/users/row?key=absent", "ENOENT", "no live row");
+    expect_missing("/v1/queues/nope", "ENOQUEUE", "nope");
     /* segments that do not decode, or decode to NUL */
     expect_error("GET", "/v1/queues/a%00b", NULL, 404, "not_found");
     expect_error("GET", "/v1/queues/a%zz", NULL, 404, "not_found");

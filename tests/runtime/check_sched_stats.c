@@ -182,7 +182,7 @@ START_TEST(test_sched_stats_bad_arguments)
     troupe_addr a = rtf_spawn_on(rt, &def, 1);
     send_kind(rt, a, K_ASK_SELF);
     ck_assert(ts_wait_until(self_done, NULL, 10000));
-    ck_assert_int_eq(atomic_load(&self_err), TROUPE_ESTATE);
+    ck_assert_int_eq(atomic_load(&self_err), TROUPE_EDEADLK);
     ck_assert_ok(troupe_runtime_shutdown_wait(rt));
     /* after shutdown the schedulers have closed */
     ck_assert_err(troupe_runtime_sched_stats_wait(rt, 0, &st), TROUPE_ECLOSED);

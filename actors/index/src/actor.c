@@ -329,7 +329,7 @@ h_request(troupe_actor *self, void *st, const troupe_msg *m)
     }
     if (j->def == NULL) {
         troupe_free(j);
-        return reply_err(self, m, TROUPE_ENOENT);
+        return reply_err(self, m, TROUPE_ENOINDEX);
     }
     return job_submit(self, s, m, j);
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "troupe/alloc.h"
+#include "troupe/internal/runtime.h"
 #include "troupe/kv.h"
 #include "troupe/pack.h"
 
@@ -269,8 +270,14 @@ pack_key_msg(uint32_t kind, const void *key, size_t klen, const void *val,
 {
     if (out == NULL || key == NULL || klen == 0 || (val == NULL && vlen > 0))
         return TROUPE_EINVAL;
-    if (klen > TROUPE_KEY_MAX || vlen > TROUPE_VALUE_MAX)
-        return TROUPE_ETOOBIG;
+    if (klen > TROUPE_KEY_MAX)
+        return troupe__errf(TROUPE_ETOOBIG,
+                            "key of %zu bytes over TROUPE_KEY_MAX (%zu)", klen,
+                            (size_t)TROUPE_KEY_MAX);
+    if (vlen > TROUPE_VALUE_MAX)
+        return troupe__errf(TROUPE_ETOOBIG,
+                            "value of %zu bytes over TROUPE_VALUE_MAX (%zu)",
+                            vlen, (size_t)TROUPE_VALUE_MAX);
     troupe_packer p;
     troupe_pack_init(&p);
     troupe_pack_array(&p, (uint32_t)nfields);

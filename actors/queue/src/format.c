@@ -9,11 +9,13 @@
  * escaped byte strings, so an event id or owner part may hold any byte
  * (Tito base64url-encodes owner parts for the same reason).
  */
+#include <inttypes.h>
 #include <string.h>
 
 #include "queue_int.h"
 #include "troupe/alloc.h"
 #include "troupe/internal/hash.h"
+#include "troupe/internal/runtime.h"
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
 
@@ -37,28 +39,55 @@ part_ok(const void *p, size_t n, size_t max)
     return p != NULL && n >= 1 && n <= max;
 }
 
+/* EINVAL with the detail of a part of an event that is not 1..max bytes. */
+static troupe_err
+part_err(const char *what, const void *p, size_t n, size_t max)
+{
+    if (p == NULL)
+        return troupe__errf(TROUPE_EINVAL, "event %s is NULL", what);
+    return troupe__errf(TROUPE_EINVAL, "event %s of %zu bytes: 1..%zu allowed",
+                        what, n, max);
+}
+
 troupe_err
 troupe__tq_event_check(const troupe_queue_event *ev)
 {
-    if (ev == NULL || !part_ok(ev->id, ev->id_len, TROUPE_QUEUE_ID_MAX) ||
-        !part_ok(ev->key, ev->key_len, TROUPE_QUEUE_ID_MAX) ||
-        ev->time_ms < 0 || ev->payload == NULL || ev->payload_len == 0)
+    if (ev == NULL)
         return TROUPE_EINVAL;
+    if (!part_ok(ev->id, ev->id_len, TROUPE_QUEUE_ID_MAX))
+        return part_err("id", ev->id, ev->id_len, TROUPE_QUEUE_ID_MAX);
+    if (!part_ok(ev->key, ev->key_len, TROUPE_QUEUE_ID_MAX))
+        return part_err("key", ev->key, ev->key_len, TROUPE_QUEUE_ID_MAX);
+    if (ev->time_ms < 0)
+        return troupe__errf(TROUPE_EINVAL,
+                            "event time_ms %" PRId64 " is negative",
+                            ev->time_ms);
+    if (ev->payload == NULL || ev->payload_len == 0)
+        return troupe__errf(TROUPE_EINVAL, "event payload is empty");
     bool k = ev->owner_kind != NULL || ev->owner_kind_len != 0;
     bool o = ev->owner_id != NULL || ev->owner_id_len != 0;
     if (k != o)
-        return TROUPE_EINVAL;
+        return troupe__errf(TROUPE_EINVAL, "event owner given by halves: "
+                                           "owner_kind and owner_id go "
+                                           "together");
     if (k &&
-        (!part_ok(ev->owner_kind, ev->owner_kind_len, TROUPE_QUEUE_OWNER_MAX) ||
-         !part_ok(ev->owner_id, ev->owner_id_len, TROUPE_QUEUE_OWNER_MAX)))
-        return TROUPE_EINVAL;
+        !part_ok(ev->owner_kind, ev->owner_kind_len, TROUPE_QUEUE_OWNER_MAX))
+        return part_err("owner_kind", ev->owner_kind, ev->owner_kind_len,
+                        TROUPE_QUEUE_OWNER_MAX);
+    if (k && !part_ok(ev->owner_id, ev->owner_id_len, TROUPE_QUEUE_OWNER_MAX))
+        return part_err("owner_id", ev->owner_id, ev->owner_id_len,
+                        TROUPE_QUEUE_OWNER_MAX);
     if (ev->payload_len > TROUPE_QUEUE_EVENT_MAX)
-        return TROUPE_ETOOBIG;
+        return troupe__errf(TROUPE_ETOOBIG,
+                            "event payload of %zu bytes over "
+                            "TROUPE_QUEUE_EVENT_MAX (%zu)",
+                            ev->payload_len, (size_t)TROUPE_QUEUE_EVENT_MAX);
     troupe_reader r;
     troupe_reader_init(&r, ev->payload, ev->payload_len);
     troupe_read_skip(&r);
     if (troupe_read_end(&r) != TROUPE_OK)
-        return TROUPE_EINVAL;
+        return troupe__errf(TROUPE_EINVAL,
+                            "event payload is not exactly one msgpack object");
     return TROUPE_OK;
 }
 

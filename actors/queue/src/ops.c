@@ -12,12 +12,14 @@
  * the same invocation exclude one another, which is what keeps a
  * read-then-write from resurrecting a row another call just removed.
  */
+#include <inttypes.h>
 #include <string.h>
 
 #include "queue_int.h"
 #include "troupe/alloc.h"
 #include "troupe/internal/cursor.h"
 #include "troupe/internal/post.h"
+#include "troupe/internal/runtime.h"
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
 
@@ -191,6 +193,9 @@ troupe_err
 troupe_queue_publish_wait(troupe_queues *qs, const char *queue,
                           const troupe_queue_event *ev, troupe_sync sync)
 {
+    troupe_err be = troupe__block_check("troupe_queue_publish_wait");
+    if (be != TROUPE_OK)
+        return be;
     if ((unsigned)sync > TROUPE_SYNC_OFF)
         return TROUPE_EINVAL;
     tq_pub *p = NULL;
@@ -219,11 +224,22 @@ troupe__tq_outcome_check(const tq_queue *q, const void *skey, size_t slen,
     uint32_t p;
     int64_t t;
     uint64_t o;
-    if (troupe__tq_pkey_decode(skey, slen, &p, &t, &o) != TROUPE_OK ||
-        (q != NULL && p >= q->partitions) ||
-        (kind != TROUPE_QUEUE_ACK && kind != TROUPE_QUEUE_RESCHEDULE) ||
-        (kind == TROUPE_QUEUE_RESCHEDULE && time_ms < 0))
-        return TROUPE_EINVAL;
+    if (troupe__tq_pkey_decode(skey, slen, &p, &t, &o) != TROUPE_OK)
+        return troupe__errf(TROUPE_EINVAL,
+                            "storage key of %zu bytes is not a "
+                            "pending invocation's key",
+                            slen);
+    if (q != NULL && p >= q->partitions)
+        return troupe__errf(TROUPE_EINVAL,
+                            "storage key names partition %" PRIu32
+                            ", the queue has %" PRIu32,
+                            p, q->partitions);
+    if (kind != TROUPE_QUEUE_ACK && kind != TROUPE_QUEUE_RESCHEDULE)
+        return troupe__errf(TROUPE_EINVAL, "outcome kind %d is unknown",
+                            (int)kind);
+    if (kind == TROUPE_QUEUE_RESCHEDULE && time_ms < 0)
+        return troupe__errf(TROUPE_EINVAL,
+                            "reschedule time %" PRId64 " is negative", time_ms);
     if (part != NULL)
         *part = p;
     if (time != NULL)
@@ -359,6 +375,9 @@ troupe_err
 troupe_queue_ack_wait(troupe_queues *qs, const char *queue, const void *skey,
                       size_t skey_len, troupe_sync sync)
 {
+    troupe_err be = troupe__block_check("troupe_queue_ack_wait");
+    if (be != TROUPE_OK)
+        return be;
     return outcome_api(qs, queue, skey, skey_len, TROUPE_QUEUE_ACK, 0, sync);
 }
 
@@ -367,6 +386,9 @@ troupe_queue_reschedule_wait(troupe_queues *qs, const char *queue,
                              const void *skey, size_t skey_len, int64_t time_ms,
                              troupe_sync sync)
 {
+    troupe_err be = troupe__block_check("troupe_queue_reschedule_wait");
+    if (be != TROUPE_OK)
+        return be;
     if (time_ms < 0)
         return TROUPE_EINVAL;
     return outcome_api(qs, queue, skey, skey_len, TROUPE_QUEUE_RESCHEDULE,
@@ -466,6 +488,9 @@ troupe_queue_list_wait(troupe_queues *qs, const char *queue,
                        troupe_queue_state state, const void *cursor,
                        size_t cursor_len, size_t limit, troupe_queue_page **out)
 {
+    troupe_err be = troupe__block_check("troupe_queue_list_wait");
+    if (be != TROUPE_OK)
+        return be;
     if (out == NULL || limit == 0 || limit > TROUPE_QUEUE_PAGE_MAX ||
         (state != TROUPE_QUEUE_PENDING && state != TROUPE_QUEUE_COMPLETED) ||
         (cursor != NULL && cursor_len == 0) ||
@@ -533,6 +558,9 @@ troupe_err
 troupe_queue_lookup_wait(troupe_queues *qs, const char *queue, const void *id,
                          size_t id_len, troupe_queue_page **out)
 {
+    troupe_err be = troupe__block_check("troupe_queue_lookup_wait");
+    if (be != TROUPE_OK)
+        return be;
     if (out == NULL || id == NULL || id_len == 0 ||
         id_len > TROUPE_QUEUE_ID_MAX)
         return TROUPE_EINVAL;
@@ -600,6 +628,9 @@ troupe_queue_stats_wait(troupe_queues *qs, const char *queue,
 {
     if (out == NULL)
         return TROUPE_EINVAL;
+    troupe_err be = troupe__block_check("troupe_queue_stats_wait");
+    if (be != TROUPE_OK)
+        return be;
     tq_queue *q = NULL;
     troupe_err e = troupe__tq_find(qs, queue, &q);
     if (e != TROUPE_OK)
@@ -666,6 +697,9 @@ troupe_queue_delete_by_owner_wait(troupe_queues *qs, const char *queue,
                                   troupe_queue_spare_fn spare, void *arg,
                                   troupe_sync sync, size_t *deleted)
 {
+    troupe_err be = troupe__block_check("troupe_queue_delete_by_owner_wait");
+    if (be != TROUPE_OK)
+        return be;
     if (kind == NULL || kind_len == 0 || kind_len > TROUPE_QUEUE_OWNER_MAX ||
         id == NULL || id_len == 0 || id_len > TROUPE_QUEUE_OWNER_MAX ||
         (unsigned)sync > TROUPE_SYNC_OFF)

@@ -25,6 +25,8 @@
 #include "queue_int.h"
 #include "troupe/alloc.h"
 #include "troupe/internal/datafmt.h"
+#include "troupe/internal/names.h"
+#include "troupe/internal/runtime.h"
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
 
@@ -79,14 +81,19 @@ find_locked(troupe_queues *qs, const char *name, size_t *at)
 troupe_err
 troupe__tq_find(troupe_queues *qs, const char *name, tq_queue **out)
 {
-    if (qs == NULL || !troupe_catalog_name_valid(name, NULL))
+    size_t len = 0;
+    if (qs == NULL)
         return TROUPE_EINVAL;
+    if (!troupe_catalog_name_valid(name, &len))
+        return troupe__name_err("queue name", name, TROUPE_QUEUE_NAME_MAX);
     pthread_mutex_lock(&qs->mu);
     size_t at = 0;
     troupe_err e = qs->stopped ? TROUPE_ESTATE : find_locked(qs, name, &at);
     if (e == TROUPE_OK)
         *out = troupe__tq_retain(qs->qs[at]);
     pthread_mutex_unlock(&qs->mu);
+    if (e == TROUPE_ENOENT)
+        e = troupe__err_named(TROUPE_ENOQUEUE, "no queue", name, len);
     return e;
 }
 

@@ -6,10 +6,12 @@
  * callback runs on scheduler 0; the twins wait for that callback on a
  * condition variable (so they must not run on scheduler 0's thread).
  */
+#include <inttypes.h>
 #include <string.h>
 
 #include "table_int.h"
 #include "troupe/alloc.h"
+#include "troupe/internal/runtime.h"
 #include "troupe/pack.h"
 
 typedef struct tcall {
@@ -238,6 +240,18 @@ get_req(troupe_packer *p, const treq *q)
     return p->err;
 }
 
+troupe_err
+troupe__table_key_err(const void *key, size_t klen)
+{
+    if (key == NULL)
+        return troupe__errf(TROUPE_EINVAL, "key is NULL");
+    if (klen == 0)
+        return troupe__errf(TROUPE_EINVAL, "key is empty");
+    return troupe__errf(TROUPE_ETOOBIG,
+                        "key of %zu bytes over TROUPE_KEY_MAX (%zu)", klen,
+                        (size_t)TROUPE_KEY_MAX);
+}
+
 /* Checks a read's arguments (the errors the calls return at once). */
 static troupe_err
 check_req(const treq *q)
@@ -268,11 +282,19 @@ write_req(troupe_tables *t, const char *table, uint32_t kind, const void *key,
     troupe_err e = troupe__table_key_check(key, klen);
     if (e != TROUPE_OK)
         return e;
-    if (t == NULL || (kind != TABLE_DELETE && doc == NULL) ||
-        o.expires_at_ms < 0 || (unsigned)o.sync > TROUPE_SYNC_OFF)
+    if (t == NULL || (kind != TABLE_DELETE && doc == NULL))
         return TROUPE_EINVAL;
+    if (o.expires_at_ms < 0)
+        return troupe__errf(TROUPE_EINVAL,
+                            "write_opts.expires_at_ms %" PRId64 " is negative",
+                            o.expires_at_ms);
+    if ((unsigned)o.sync > TROUPE_SYNC_OFF)
+        return troupe__errf(TROUPE_EINVAL, "write_opts.sync %d is no sync mode",
+                            (int)o.sync);
     if (dlen > TROUPE_VALUE_MAX)
-        return TROUPE_ETOOBIG;
+        return troupe__errf(TROUPE_ETOOBIG,
+                            "document of %zu bytes over TROUPE_VALUE_MAX (%zu)",
+                            dlen, (size_t)TROUPE_VALUE_MAX);
     troupe_packer p;
     troupe_pack_init(&p);
     troupe_pack_array(&p, kind == TABLE_DELETE ? 2 : 5);
@@ -394,6 +416,9 @@ troupe_table_insert_wait(troupe_tables *t, const char *table, const void *key,
                          size_t klen, const void *doc, size_t dlen,
                          const troupe_write_opts *wo)
 {
+    troupe_err be = troupe__block_check("troupe_table_insert_wait");
+    if (be != TROUPE_OK)
+        return be;
     return write_wait(troupe_table_insert, t, table, key, klen, doc, dlen, wo);
 }
 
@@ -402,6 +427,9 @@ troupe_table_update_wait(troupe_tables *t, const char *table, const void *key,
                          size_t klen, const void *doc, size_t dlen,
                          const troupe_write_opts *wo)
 {
+    troupe_err be = troupe__block_check("troupe_table_update_wait");
+    if (be != TROUPE_OK)
+        return be;
     return write_wait(troupe_table_update, t, table, key, klen, doc, dlen, wo);
 }
 
@@ -410,6 +438,9 @@ troupe_table_upsert_wait(troupe_tables *t, const char *table, const void *key,
                          size_t klen, const void *doc, size_t dlen,
                          const troupe_write_opts *wo)
 {
+    troupe_err be = troupe__block_check("troupe_table_upsert_wait");
+    if (be != TROUPE_OK)
+        return be;
     return write_wait(troupe_table_upsert, t, table, key, klen, doc, dlen, wo);
 }
 
@@ -417,6 +448,9 @@ troupe_err
 troupe_table_delete_wait(troupe_tables *t, const char *table, const void *key,
                          size_t klen, const troupe_write_opts *wo)
 {
+    troupe_err be = troupe__block_check("troupe_table_delete_wait");
+    if (be != TROUPE_OK)
+        return be;
     troupe__waiter w;
     troupe__waiter_init(&w, 1);
     return troupe__waiter_finish(
@@ -427,6 +461,9 @@ troupe_err
 troupe_table_get_wait(troupe_tables *t, const char *table, const void *key,
                       size_t klen, troupe_rows **rows)
 {
+    troupe_err be = troupe__block_check("troupe_table_get_wait");
+    if (be != TROUPE_OK)
+        return be;
     treq q = {.kind = TABLE_GET, .key = key, .klen = klen};
     return read_block(t, table, &q, rows);
 }
@@ -436,6 +473,9 @@ troupe_table_get_many_wait(troupe_tables *t, const char *table,
                            const void *const *keys, const size_t *klens,
                            size_t n, troupe_rows **rows)
 {
+    troupe_err be = troupe__block_check("troupe_table_get_many_wait");
+    if (be != TROUPE_OK)
+        return be;
     treq q = {.kind = TABLE_GET_MANY, .keys = keys, .klens = klens, .n = n};
     return read_block(t, table, &q, rows);
 }
@@ -444,6 +484,9 @@ troupe_err
 troupe_table_scan_wait(troupe_tables *t, const char *table,
                        const troupe_scan_opts *so, troupe_rows **rows)
 {
+    troupe_err be = troupe__block_check("troupe_table_scan_wait");
+    if (be != TROUPE_OK)
+        return be;
     treq q = {.kind = TABLE_SCAN, .so = so};
     return read_block(t, table, &q, rows);
 }

@@ -9,6 +9,7 @@
  */
 #include "table_int.h"
 #include "troupe/alloc.h"
+#include "troupe/internal/runtime.h"
 
 typedef struct qcall {
     troupe_tables_query_cb qcb;
@@ -112,6 +113,9 @@ troupe_tables_query_wait(troupe_tables *t, const char *table, const char *index,
     if (out == NULL)
         return TROUPE_EINVAL;
     *out = NULL;
+    troupe_err be = troupe__block_check("troupe_tables_query_wait");
+    if (be != TROUPE_OK)
+        return be;
     return run_here(t, table, index, q, out, NULL);
 }
 
@@ -122,6 +126,9 @@ troupe_tables_count_wait(troupe_tables *t, const char *table, const char *index,
     if (n == NULL)
         return TROUPE_EINVAL;
     *n = 0;
+    troupe_err be = troupe__block_check("troupe_tables_count_wait");
+    if (be != TROUPE_OK)
+        return be;
     return run_here(t, table, index, q, NULL, n);
 }
 
@@ -135,6 +142,9 @@ troupe_tables_query_and_wait(troupe_tables *t, const char *table,
     if (out == NULL)
         return TROUPE_EINVAL;
     *out = NULL;
+    troupe_err be = troupe__block_check("troupe_tables_query_and_wait");
+    if (be != TROUPE_OK)
+        return be;
     if (qa == NULL || qb == NULL)
         return TROUPE_EINVAL;
     tindex_env ea, eb = {0};

@@ -10,6 +10,7 @@
 
 #include "table_int.h"
 #include "troupe/alloc.h"
+#include "troupe/internal/runtime.h"
 #include "troupe/pack.h"
 
 /* ---- eviction ------------------------------------------------------------ */
@@ -106,6 +107,9 @@ troupe_tables_evict_versions_wait(troupe_tables *t, const char *table,
     if (r == NULL)
         return TROUPE_EINVAL;
     *r = (troupe_vevict_result){0};
+    troupe_err be = troupe__block_check("troupe_tables_evict_versions_wait");
+    if (be != TROUPE_OK)
+        return be;
     evwait w = {0};
     troupe__waiter_init(&w.w, 1);
     troupe_err e = troupe__waiter_finish(
@@ -189,6 +193,9 @@ troupe_tables_purge_expired_wait(troupe_tables *t, const char *table,
     if (r == NULL)
         return TROUPE_EINVAL;
     *r = (troupe_purge_result){0};
+    troupe_err be = troupe__block_check("troupe_tables_purge_expired_wait");
+    if (be != TROUPE_OK)
+        return be;
     puwait w = {0};
     troupe__waiter_init(&w.w, 1);
     troupe_err e = troupe__waiter_finish(
@@ -254,6 +261,9 @@ typedef struct stats_block {
 troupe_err
 troupe_tables_stats_wait(troupe_tables *t, troupe_tables_stats **out)
 {
+    troupe_err be = troupe__block_check("troupe_tables_stats_wait");
+    if (be != TROUPE_OK)
+        return be;
     if (out != NULL)
         *out = NULL;
     if (t == NULL || out == NULL)

@@ -16,7 +16,9 @@
 
 #include "table_int.h"
 #include "troupe/alloc.h"
+#include "troupe/internal/names.h"
 #include "troupe/internal/post.h"
+#include "troupe/internal/runtime.h"
 #include "troupe/keycodec.h"
 
 static int64_t
@@ -345,15 +347,18 @@ troupe__tables_index_env(troupe_tables *t, const char *table, const char *index,
                          tindex_env *env)
 {
     size_t len;
-    if (t == NULL || index == NULL || env == NULL ||
-        !troupe_catalog_name_valid(table, &len))
+    if (t == NULL || index == NULL || env == NULL)
         return TROUPE_EINVAL;
+    if (!troupe_catalog_name_valid(table, &len))
+        return troupe__name_err("table name", table, TROUPE_TABLE_NAME_MAX);
     memset(env, 0, sizeof(*env));
     pthread_mutex_lock(&t->mu);
-    troupe_err e = t->state == TABLES_RUNNING ? TROUPE_ENOENT : TROUPE_ESTATE;
+    troupe_err e = t->state == TABLES_RUNNING ? TROUPE_ENOTABLE : TROUPE_ESTATE;
     tentry *en =
-        e == TROUPE_ENOENT ? troupe__tables_entry_find(t, table) : NULL;
-    for (size_t i = 0; en != NULL && e == TROUPE_ENOENT && i < en->schema->n;
+        e == TROUPE_ENOTABLE ? troupe__tables_entry_find(t, table) : NULL;
+    if (en != NULL)
+        e = TROUPE_ENOINDEX;
+    for (size_t i = 0; en != NULL && e == TROUPE_ENOINDEX && i < en->schema->n;
          i++)
         if (strcmp(troupe_index_def_name(en->schema->defs[i]), index) == 0) {
             env->schema = troupe__tschema_retain(en->schema);
@@ -365,6 +370,10 @@ troupe__tables_index_env(troupe_tables *t, const char *table, const char *index,
     if (e == TROUPE_OK) {
         env->db = t->db;
         env->now_ms = t->clock(t->clock_ctx);
+    } else if (e == TROUPE_ENOTABLE) {
+        troupe__err_named(e, "no table", table, len);
+    } else if (e == TROUPE_ENOINDEX) {
+        troupe__err_named(e, "the table has no index", index, strlen(index));
     }
     return e;
 }
@@ -378,21 +387,28 @@ typedef struct tentry_view {
 } tentry_view;
 
 /* Finds the live table `name` under the lock and copies its view:
- * EINVAL (bad name), ESTATE (stopped), ENOENT. */
+ * EINVAL (bad name), ESTATE (stopped), ENOTABLE; each with its detail. */
 static troupe_err
 entry_view(troupe_tables *t, const char *name, tentry_view *v)
 {
     size_t len;
-    if (t == NULL || !troupe_catalog_name_valid(name, &len))
+    if (t == NULL)
         return TROUPE_EINVAL;
+    if (!troupe_catalog_name_valid(name, &len))
+        return troupe__name_err("table name", name, TROUPE_TABLE_NAME_MAX);
     pthread_mutex_lock(&t->mu);
-    troupe_err e = t->state == TABLES_RUNNING ? TROUPE_ENOENT : TROUPE_ESTATE;
-    tentry *en = e == TROUPE_ENOENT ? troupe__tables_entry_find(t, name) : NULL;
+    troupe_err e = t->state == TABLES_RUNNING ? TROUPE_ENOTABLE : TROUPE_ESTATE;
+    tentry *en =
+        e == TROUPE_ENOTABLE ? troupe__tables_entry_find(t, name) : NULL;
     if (en != NULL) {
         *v = (tentry_view){en->addr, en->iaddr, en->cf_t, en->id};
         e = TROUPE_OK;
     }
     pthread_mutex_unlock(&t->mu);
+    if (e == TROUPE_ENOTABLE)
+        troupe__err_named(e, "no table", name, len);
+    else if (e == TROUPE_ESTATE)
+        troupe__errf(e, "tables are stopping");
     return e;
 }
 

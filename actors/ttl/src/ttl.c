@@ -32,6 +32,7 @@
 #include "troupe/actor.h"
 #include "troupe/alloc.h"
 #include "troupe/internal/queue.h"
+#include "troupe/internal/runtime.h"
 #include "troupe/internal/waiter.h"
 #include "troupe/pack.h"
 #include "troupe/ttl.h"
@@ -488,6 +489,9 @@ troupe_ttl_stop_wait(troupe_ttl *s)
 {
     if (s == NULL)
         return TROUPE_EINVAL;
+    troupe_err be = troupe__block_check("troupe_ttl_stop_wait");
+    if (be != TROUPE_OK)
+        return be;
     int running = ST_RUNNING;
     if (!atomic_compare_exchange_strong(&s->state, &running, ST_STOPPING))
         return TROUPE_ESTATE;

@@ -40,6 +40,7 @@
 #include "troupe/alloc.h"
 #include "troupe/internal/participant.h"
 #include "troupe/internal/post.h"
+#include "troupe/internal/runtime.h"
 #include "troupe/internal/tables.h"
 #include "troupe/internal/waiter.h"
 #include "troupe/pack.h"
@@ -340,9 +341,9 @@ tab_err(troupe_txn *tx, const xtab *tb, troupe_err err)
     troupe_addr a;
     troupe_cf *cf;
     troupe_err le = troupe__tables_lookup_cf(tx->t, tb->name, &a, &cf);
-    if (le == TROUPE_ENOENT ||
+    if (le == TROUPE_ENOTABLE ||
         (le == TROUPE_OK && !troupe_addr_eq(a, tb->addr)))
-        return TROUPE_ENOENT;
+        return TROUPE_ENOTABLE;
     return TROUPE_ECLOSED;
 }
 
@@ -599,6 +600,9 @@ wake_commit(troupe_txn *tx, troupe_err err, const troupe_txn_conflict *c,
 troupe_err
 troupe_txn_commit_wait(troupe_txn *tx, troupe_sync sync)
 {
+    troupe_err be = troupe__block_check("troupe_txn_commit_wait");
+    if (be != TROUPE_OK)
+        return be;
     troupe__waiter w;
     troupe__waiter_init(&w, 1);
     return troupe__waiter_finish(
@@ -609,6 +613,9 @@ troupe_err
 troupe_txn_run_wait(troupe_tables *t, const troupe_txn_opts *o,
                     const troupe_txn_retry *r, troupe_txn_fn fn, void *arg)
 {
+    troupe_err be = troupe__block_check("troupe_txn_run_wait");
+    if (be != TROUPE_OK)
+        return be;
     troupe_txn_retry rr = r != NULL ? *r : (troupe_txn_retry){0};
     if (rr.attempts != NULL)
         *rr.attempts = 0;

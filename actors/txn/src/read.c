@@ -11,6 +11,7 @@
 #include "troupe/alloc.h"
 #include "troupe/internal/datafmt.h"
 #include "troupe/internal/participant.h"
+#include "troupe/internal/runtime.h"
 #include "troupe/internal/tables.h"
 #include "troupe/internal/waiter.h"
 #include "troupe/pack.h"
@@ -252,6 +253,9 @@ troupe_txn_get_wait(troupe_txn *tx, const char *table, const void *key,
 {
     if (rows == NULL)
         return TROUPE_EINVAL;
+    troupe_err be = troupe__block_check("troupe_txn_get_wait");
+    if (be != TROUPE_OK)
+        return be;
     troupe__waiter w;
     troupe__waiter_init(&w, 1);
     return troupe__txn_finish_rows(
@@ -266,6 +270,9 @@ troupe_txn_get_many_wait(troupe_txn *tx, const char *table,
 {
     if (rows == NULL)
         return TROUPE_EINVAL;
+    troupe_err be = troupe__block_check("troupe_txn_get_many_wait");
+    if (be != TROUPE_OK)
+        return be;
     troupe__waiter w;
     troupe__waiter_init(&w, 1);
     return troupe__txn_finish_rows(&w,

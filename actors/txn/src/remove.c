@@ -23,6 +23,7 @@
 #include "troupe/internal/hash.h"
 #include "troupe/internal/index.h"
 #include "troupe/internal/participant.h"
+#include "troupe/internal/runtime.h"
 #include "troupe/internal/tables.h"
 #include "troupe/pack.h"
 #include "troupe/txn.h"
@@ -336,6 +337,9 @@ troupe_txn_remove_by_index_wait(troupe_tables *t, const char *table,
     if (rows == NULL)
         return TROUPE_EINVAL;
     *rows = NULL;
+    troupe_err be = troupe__block_check("troupe_txn_remove_by_index_wait");
+    if (be != TROUPE_OK)
+        return be;
     rmjob *j = NULL;
     troupe_err e = rm_job(t, table, index, q, sync, &j);
     if (e != TROUPE_OK)

@@ -15,6 +15,7 @@
 #include "troupe/alloc.h"
 #include "troupe/internal/hash.h"
 #include "troupe/internal/participant.h"
+#include "troupe/internal/runtime.h"
 #include "troupe/internal/tables.h"
 #include "txn_int.h"
 
@@ -131,9 +132,19 @@ troupe_txn_begin(troupe_tables *t, const troupe_txn_opts *o, troupe_txn **out)
     if (out != NULL)
         *out = NULL;
     troupe_txn_opts opts = o != NULL ? *o : (troupe_txn_opts){0};
-    if (t == NULL || out == NULL || opts.max_keys > TROUPE_TXN_KEYS_MAX ||
-        opts.max_bytes > TROUPE_TXN_BYTES_MAX)
+    if (t == NULL || out == NULL)
         return TROUPE_EINVAL;
+    if (opts.max_keys > TROUPE_TXN_KEYS_MAX)
+        return troupe__errf(TROUPE_EINVAL,
+                            "txn_opts.max_keys %zu over TROUPE_TXN_KEYS_MAX "
+                            "(%zu)",
+                            (size_t)opts.max_keys, (size_t)TROUPE_TXN_KEYS_MAX);
+    if (opts.max_bytes > TROUPE_TXN_BYTES_MAX)
+        return troupe__errf(TROUPE_EINVAL,
+                            "txn_opts.max_bytes %zu over TROUPE_TXN_BYTES_MAX "
+                            "(%zu)",
+                            (size_t)opts.max_bytes,
+                            (size_t)TROUPE_TXN_BYTES_MAX);
     troupe_txn *tx = troupe_calloc(1, sizeof(*tx));
     if (tx == NULL)
         return TROUPE_ENOMEM;

@@ -11,6 +11,7 @@
 
 #include "troupe/alloc.h"
 #include "troupe/internal/participant.h"
+#include "troupe/internal/runtime.h"
 #include "troupe/internal/tables.h"
 #include "troupe/internal/waiter.h"
 #include "troupe/pack.h"
@@ -172,6 +173,9 @@ troupe_txn_query_version_wait(troupe_tables *t, const char *table,
                               const void *key, size_t klen, troupe_rows **rows,
                               uint64_t *version)
 {
+    troupe_err be = troupe__block_check("troupe_txn_query_version_wait");
+    if (be != TROUPE_OK)
+        return be;
     if (rows == NULL || version == NULL)
         return TROUPE_EINVAL;
     *version = 0;
@@ -191,6 +195,9 @@ troupe_txn_query_versions_wait(troupe_tables *t, const char *table,
                                size_t n, troupe_rows **rows,
                                uint64_t **versions)
 {
+    troupe_err be = troupe__block_check("troupe_txn_query_versions_wait");
+    if (be != TROUPE_OK)
+        return be;
     if (rows == NULL || versions == NULL)
         return TROUPE_EINVAL;
     *versions = NULL;
@@ -262,6 +269,9 @@ wake_vcommit(troupe_txn *tx, troupe_err err, const troupe_txn_conflict *c,
 troupe_err
 troupe_txn_commit_version_wait(troupe_txn *tx, troupe_sync sync)
 {
+    troupe_err be = troupe__block_check("troupe_txn_commit_version_wait");
+    if (be != TROUPE_OK)
+        return be;
     troupe__waiter w;
     troupe__waiter_init(&w, 1);
     return troupe__waiter_finish(

@@ -4,11 +4,13 @@
  * transaction's own view already decides. Nothing reaches a table before
  * the commit.
  */
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "troupe/alloc.h"
 #include "troupe/internal/participant.h"
+#include "troupe/internal/runtime.h"
 #include "troupe/internal/tables.h"
 #include "txn_int.h"
 
@@ -74,15 +76,21 @@ buffer(troupe_txn *tx, const char *table, uint32_t kind, const void *key,
 {
     troupe_write_opts o = wo != NULL ? *wo : (troupe_write_opts){0};
     if (tx == NULL || table == NULL ||
-        (kind != TROUPE__PART_DELETE && doc == NULL) || o.expires_at_ms < 0)
+        (kind != TROUPE__PART_DELETE && doc == NULL))
         return TROUPE_EINVAL;
+    if (o.expires_at_ms < 0)
+        return troupe__errf(TROUPE_EINVAL,
+                            "write_opts.expires_at_ms %" PRId64 " is negative",
+                            o.expires_at_ms);
     troupe_err e = troupe__table_key_check(key, klen);
     if (e != TROUPE_OK)
         return e;
     if (tx->state != TX_OPEN)
         return TROUPE_ESTATE;
     if (dlen > TROUPE_VALUE_MAX)
-        return TROUPE_ETOOBIG;
+        return troupe__errf(TROUPE_ETOOBIG,
+                            "document of %zu bytes over TROUPE_VALUE_MAX (%zu)",
+                            dlen, (size_t)TROUPE_VALUE_MAX);
     if (kind != TROUPE__PART_DELETE && !is_map(doc, dlen))
         return TROUPE_EPROTO;
     uint32_t tab;
@@ -98,7 +106,10 @@ buffer(troupe_txn *tx, const char *table, uint32_t kind, const void *key,
     size_t old = x != NULL && x->kind != K_NONE ? x->klen + x->dlen : 0;
     size_t nb = klen + (kind == TROUPE__PART_DELETE ? 0 : dlen);
     if (tx->bytes - old + nb > tx->max_bytes)
-        return TROUPE_ETOOBIG;
+        return troupe__errf(TROUPE_ETOOBIG,
+                            "the transaction's writes would take %zu bytes, "
+                            "over its max_bytes (%zu)",
+                            tx->bytes - old + nb, (size_t)tx->max_bytes);
     unsigned char *copy = NULL;
     if (kind != TROUPE__PART_DELETE &&
         (copy = troupe_malloc(dlen ? dlen : 1)) == NULL)
@@ -161,7 +172,8 @@ troupe__txn_delete_any(troupe_txn *tx, const char *table, uint64_t table_id,
     troupe_err e =
         tx != NULL ? troupe__txn_tab_of(tx, table, &tab) : TROUPE_EINVAL;
     if (e == TROUPE_OK && tx->tabs[tab].id != table_id)
-        e = TROUPE_ENOENT; /* dropped, and the name taken by another */
+        e = troupe__err_named(TROUPE_ENOTABLE, "dropped meanwhile: table",
+                              table, strlen(table)); /* name taken again */
     if (e != TROUPE_OK)
         return e;
     /* a delete over nothing buffered is TROUPE__PART_DELETE; made "if present"

@@ -174,7 +174,8 @@ troupe_node_connect(troupe_node *n, const char *url);
  * ETIMEDOUT, EINVAL also when the URL turns out to be this node's own,
  * EAUTH when the node there refused our proof or its own did not check
  * (or another node id answered than the allow-list names), EFULL when it
- * refused us for lack of room.
+ * refused us for lack of room, EDEADLK (called on a troupe scheduler's
+ * thread or inside a troupe callback: nothing is started).
  */
 troupe_err
 troupe_node_connect_wait(troupe_node *n, const char *url, uint32_t timeout_ms,
@@ -204,7 +205,8 @@ troupe_node_peer_state(troupe_node *n, uint32_t peer);
 
 /*
  * Blocks the calling thread (never a loop thread) until
- * troupe_node_peer_up(n, peer) or timeout_ms pass. ETIMEDOUT, EINVAL.
+ * troupe_node_peer_up(n, peer) or timeout_ms pass. ETIMEDOUT, EINVAL,
+ * EDEADLK (on a troupe scheduler's thread or inside a troupe callback).
  */
 troupe_err
 troupe_node_wait_peer(troupe_node *n, uint32_t peer, uint32_t timeout_ms);

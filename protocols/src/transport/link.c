@@ -9,6 +9,7 @@
  */
 
 #include "transport_int.h"
+#include "troupe/internal/runtime.h"
 
 #define LINK_RECV_MAX ((size_t)TROUPE_WIRE_CTL_MAX + 64)
 
@@ -394,6 +395,9 @@ troupe_node_connect_wait(troupe_node *n, const char *url, uint32_t timeout_ms,
 {
     if (peer == NULL)
         return TROUPE_EINVAL;
+    troupe_err be = troupe__block_check("troupe_node_connect_wait");
+    if (be != TROUPE_OK)
+        return be;
     struct link *l;
     troupe_err e = connect_link(n, url, &l);
     if (e != TROUPE_OK)
@@ -474,6 +478,9 @@ troupe_node_peer_state(troupe_node *n, uint32_t peer)
 troupe_err
 troupe_node_wait_peer(troupe_node *n, uint32_t peer, uint32_t timeout_ms)
 {
+    troupe_err be = troupe__block_check("troupe_node_wait_peer");
+    if (be != TROUPE_OK)
+        return be;
     if (n == NULL || peer == 0)
         return TROUPE_EINVAL;
     int64_t end = mono_ms() + timeout_ms;

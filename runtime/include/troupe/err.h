@@ -46,7 +46,10 @@
     X(EREADONLY, 28, "opened read-only: writes refused")                       \
     X(EDEADLK, 29,                                                             \
       "blocking call on an event-loop thread would wait for itself: use the "  \
-      "asynchronous form")
+      "asynchronous form")                                                     \
+    X(ENOTABLE, 30, "no such table")                                           \
+    X(ENOINDEX, 31, "no such index")                                           \
+    X(ENOQUEUE, 32, "no such queue")
 
 typedef enum troupe_err {
 #define TROUPE_ERR_ENUM(name, num, text) TROUPE_##name = num,

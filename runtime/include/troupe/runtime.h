@@ -304,10 +304,10 @@ typedef struct troupe_sched_stats {
  * Fills *out for scheduler i (i < troupe_runtime_schedulers): the walk is
  * posted to that scheduler's thread and this call waits for it, so it
  * takes as long as the turn running there. Errors: EINVAL (NULL, i out of
- * range), ESTATE (called from a troupe scheduler's thread, which could
- * wait for itself), ECLOSED (the scheduler has closed), ENOMEM. Blocks:
- * never call it on a loop thread (a host's loop in embedded mode
- * included).
+ * range), EDEADLK (called on a troupe scheduler's thread or inside a
+ * troupe callback, which could wait for itself; nothing is started),
+ * ECLOSED (the scheduler has closed), ENOMEM. Blocks: never call it on a
+ * loop thread (a host's loop in embedded mode included).
  */
 troupe_err
 troupe_runtime_sched_stats_wait(troupe_runtime *rt, unsigned i,

@@ -23,7 +23,11 @@
  *
  * Threads. Every function may be called from any thread. Functions marked
  * "blocks" wait for the disk or the commit pipeline: never call them on a
- * loop thread of the runtime or of the host. troupe_queue_publish,
+ * loop thread of the runtime or of the host; the _wait calls of events
+ * (publish, ack, reschedule, list, lookup, stats, delete by owner) return
+ * EDEADLK there, starting nothing, when it is a troupe scheduler's thread
+ * or a troupe callback. A queue name that is not registered is ENOQUEUE,
+ * with troupe_errmsg naming it. troupe_queue_publish,
  * troupe_queue_ack and troupe_queue_reschedule return at once and, when
  * they return OK, call back exactly once on scheduler 0.
  * troupe_queue_publish_in never blocks and never calls back.
@@ -198,7 +202,7 @@ typedef void (*troupe_queue_cb)(troupe_err err, void *arg);
  * dropped meanwhile), ENOMEM. Call errors (nothing written, cb never
  * fires): EINVAL (NULL, empty or oversized id / key / owner part, owner
  * given by halves, negative time, payload not exactly one msgpack object,
- * bad sync), ENOENT (no such queue), ETOOBIG (serialized event over
+ * bad sync), ENOQUEUE (no such queue), ETOOBIG (serialized event over
  * TROUPE_QUEUE_EVENT_MAX), ESTATE (stopped), EFULL (pipeline full, or this
  * open's enqueue orders used up), ENOMEM.
  */
@@ -273,7 +277,7 @@ typedef struct troupe_queue_worker_opts {
  * Starts a worker: each partition of the range delivers its due events
  * to it, never more than `credit` at once, fairly (docs/queue.md).
  * Errors: EINVAL (NULL, no handler, credit 0 or over 65536, range
- * inverted or past the queue's partitions, bad sync), ENOENT (no such
+ * inverted or past the queue's partitions, bad sync), ENOQUEUE (no such
  * queue), ESTATE (stopped), ENOMEM.
  */
 troupe_err
@@ -290,7 +294,7 @@ void
 troupe_queue_worker_stop_wait(troupe_queue_worker **w);
 
 /* Pause / resume delivery of a queue (not persisted: a reopened queue
- * delivers). Handlers already running finish. Errors: EINVAL, ENOENT,
+ * delivers). Handlers already running finish. Errors: EINVAL, ENOQUEUE,
  * ESTATE. Never block. */
 troupe_err
 troupe_queue_pause(troupe_queues *q, const char *queue);
@@ -312,7 +316,7 @@ troupe_queue_kick(troupe_queues *q, const char *queue);
  * (a no-op); EINVAL (NULL, a key outside the pending space or naming a
  * partition the queue does not have, negative time); ECORRUPT (the row
  * is undecodable: left untouched); EBUSY (the invocation is being
- * delivered right now); ENOENT (no such queue); ESTATE; EUNKNOWN,
+ * delivered right now); ENOQUEUE (no such queue); ESTATE; EUNKNOWN,
  * EFAILSTOP, ENOSPC, EIO, ENOMEM. Blocks.
  */
 troupe_err
@@ -327,7 +331,7 @@ troupe_queue_reschedule_wait(troupe_queues *q, const char *queue,
  * Asynchronous twins: the blocking call runs on the runtime's worker pool,
  * then cb(err, arg) fires once on scheduler 0 with its result. The
  * storage key is copied. Call errors (cb never fires): EINVAL (NULL cb,
- * a key outside the pending space, negative time, bad sync), ENOENT (no
+ * a key outside the pending space, negative time, bad sync), ENOQUEUE (no
  * such queue), ESTATE, ECLOSED (runtime shutting down), ENOMEM.
  */
 troupe_err
@@ -354,7 +358,8 @@ typedef struct troupe_queue_stats {
 /*
  * Counts per state and partition and the oldest due time (one scan of
  * one consistent view). *out is one allocation the caller frees with
- * troupe_free. Errors: EINVAL, ENOENT, ESTATE, EIO, ENOMEM. Blocks.
+ * troupe_free. Errors: EINVAL, ENOQUEUE, ESTATE, EIO, ENOMEM, EDEADLK.
+ * Blocks.
  */
 troupe_err
 troupe_queue_stats_wait(troupe_queues *q, const char *queue,
@@ -385,7 +390,7 @@ typedef enum troupe_queue_state {
  * bad state, limit 0 or over TROUPE_QUEUE_PAGE_MAX, empty cursor),
  * ERANGE (a cursor of another queue, or not a cursor at all, or one
  * outside the state's key space), ECORRUPT (a malformed
- * row in the page), ENOENT, ESTATE, EIO, ENOMEM. Blocks.
+ * row in the page), ENOQUEUE, ESTATE, EIO, ENOMEM, EDEADLK. Blocks.
  */
 troupe_err
 troupe_queue_list_wait(troupe_queues *q, const char *queue,
@@ -395,7 +400,7 @@ troupe_queue_list_wait(troupe_queues *q, const char *queue,
 
 /*
  * Every stored invocation (pending and completed) of event id `id`,
- * through the id entries. n == 0 when none. Errors: EINVAL, ENOENT (no
+ * through the id entries. n == 0 when none. Errors: EINVAL, ENOQUEUE (no
  * such queue), ECORRUPT (a malformed id entry, or one naming a missing or
  * malformed row or another id's row),
  * ESTATE, EIO, ENOMEM. Blocks.
@@ -409,7 +414,7 @@ troupe_queue_lookup_wait(troupe_queues *q, const char *queue, const void *id,
  * owner and id entries, touching nothing else. `spare` (may be NULL)
  * sees each invocation and returns true to keep it; an invocation being
  * delivered right now is kept too. *deleted (may be NULL) receives the
- * count. Errors: EINVAL (bad owner parts), ENOENT, ECORRUPT (a malformed
+ * count. Errors: EINVAL (bad owner parts), ENOQUEUE, ECORRUPT (a malformed
  * owner entry, or one naming a malformed row, another owner's row or the
  * wrong state: nothing of that batch written), ESTATE,
  * EUNKNOWN, EFAILSTOP, ENOSPC, EIO, ENOMEM. Blocks.

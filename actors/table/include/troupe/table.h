@@ -23,6 +23,15 @@
  * "blocks" (the _wait twins, open, stop_wait) wait for the disk or for
  * scheduler 0: never call them on a loop thread of the runtime or of the
  * host (in embedded mode that would wait for the very loop it blocks).
+ * The _wait twins of rows, queries and passes return EDEADLK, starting
+ * nothing, when called on a troupe scheduler's thread or inside a troupe
+ * callback (troupe_errmsg names the call); a host's own callbacks on its
+ * loop are not seen.
+ *
+ * A table name that is not registered is ENOTABLE, an index name that the
+ * table does not have ENOINDEX (a missing row stays ENOENT); a call that
+ * finds that out before it returns leaves troupe_errmsg naming the name,
+ * and a name that breaks the name rule leaves which rule (EINVAL).
  *
  * Reads (get, get_many, scan) see what is committed and need no actor: an
  * asynchronous read runs on the calling thread from memory (memtables and
@@ -290,7 +299,7 @@ troupe_tables_rebuild_index_wait(troupe_tables *t, const char *table,
 
 /*
  * Drops index `index` of `table`. As soon as the catalog job runs (before
- * cb), the index is gone for everyone: queries on it fail with ENOENT,
+ * cb), the index is gone for everyone: queries on it fail with ENOINDEX,
  * writes no longer maintain it, and a unique index no longer constrains.
  * Then a sweep rewrites every row's manifest without its keys, in steps of
  * 64 rows while reads and writes go on (the id stays in the catalog
@@ -325,9 +334,9 @@ troupe_tables_index_state(troupe_tables *t, const char *table,
  * table's current index list). The callback owns *res (NULL on error)
  * and frees it with troupe_index_result_destroy. cb errors: those of a
  * query (ESTATE while the index is still building, and the rest that
- * troupe/index.h lists), ENOENT (no such index), ETIMEDOUT, ECLOSED. Call
- * errors: EINVAL (NULL, bad names, limit 0), EPROTO (q's values not
- * msgpack), ENOENT (no such table), ESTATE (stopping), ENOMEM.
+ * troupe/index.h lists), ENOINDEX (no such index), ETIMEDOUT, ECLOSED.
+ * Call errors: EINVAL (NULL, bad names, limit 0), EPROTO (q's values not
+ * msgpack), ENOTABLE (no such table), ESTATE (stopping), ENOMEM.
  */
 typedef void (*troupe_tables_query_cb)(troupe_err err, troupe_index_result *res,
                                        void *arg);
@@ -357,9 +366,9 @@ troupe_tables_count_wait(troupe_tables *t, const char *table, const char *index,
  * `after` (the previous result's cursor; NULL: from the start). Only
  * values / from / to of qa and qb are used; hits carry pk only. Each side
  * may match at most TROUPE_INDEX_AND_MAX entries (ETOOBIG beyond). Runs on
- * the calling thread. Errors: EINVAL (NULL, limit 0, bad query), ENOENT
- * (no such table or index), ESTATE (an index still building, or stopped),
- * ETOOBIG, ECORRUPT, EIO, ENOMEM. Blocks.
+ * the calling thread. Errors: EINVAL (NULL, limit 0, bad query), ENOTABLE,
+ * ENOINDEX, ESTATE (an index still building, or stopped), ETOOBIG,
+ * ECORRUPT, EIO, ENOMEM, EDEADLK. Blocks.
  */
 troupe_err
 troupe_tables_query_and_wait(troupe_tables *t, const char *table,
@@ -387,7 +396,7 @@ typedef struct troupe_write_opts {
  * 1..TROUPE_KEY_MAX bytes; wo may be NULL (defaults). The call itself
  * returns EINVAL (NULL, empty key, negative expiry), ETOOBIG (key or
  * document over its limit), EPROTO (doc is not one well-formed msgpack
- * object), ENOENT (no such table), ESTATE (stopping), ENOMEM; then cb
+ * object), ENOTABLE (no such table), ESTATE (stopping), ENOMEM; then cb
  * never fires. Otherwise cb gets the outcome listed at the top.
  */
 troupe_err
@@ -417,7 +426,7 @@ troupe_table_get(troupe_tables *t, const char *table, const void *key,
 /* The live rows among keys[0..n) (0..TROUPE_TABLE_PAGE_MAX), in the order
  * asked, absent and expired ones left out; ECORRUPT fails the call. n == 0
  * (keys and klens may then be NULL) is an empty result: rows->n == 0, cb
- * fires as for any read; the table must still exist (ENOENT). */
+ * fires as for any read; the table must still exist (ENOTABLE). */
 troupe_err
 troupe_table_get_many(troupe_tables *t, const char *table,
                       const void *const *keys, const size_t *klens, size_t n,
@@ -506,7 +515,7 @@ typedef void (*troupe_vevict_cb)(troupe_err err, const troupe_vevict_result *r,
  * table actor, so other requests run between them. With the TTL off it
  * evicts nothing. r (borrowed for the callback) says what it did. cb
  * errors: EBUSY (a pass of this table is running), ECLOSED, ETIMEDOUT.
- * Call errors: EINVAL (NULL, bad name), ENOENT (no such table), ESTATE,
+ * Call errors: EINVAL (NULL, bad name), ENOTABLE (no such table), ESTATE,
  * ENOMEM. Any thread.
  */
 troupe_err
@@ -537,8 +546,8 @@ typedef void (*troupe_purge_cb)(troupe_err err, const troupe_purge_result *r,
  * the callback) says what it did. cb errors: EBUSY (a pass of this table
  * is running), ECLOSED, EIO, EFAILSTOP, ENOSPC, ECORRUPT (a manifest of an
  * expired row is malformed: that row stays), EUNKNOWN, ENOMEM, ETIMEDOUT. Call
- * errors: EINVAL (NULL, bad name), ENOENT (no such table), ESTATE, ENOMEM.
- * Any thread.
+ * errors: EINVAL (NULL, bad name), ENOTABLE (no such table), ESTATE,
+ * ENOMEM. Any thread.
  */
 troupe_err
 troupe_tables_purge_expired(troupe_tables *t, const char *table,

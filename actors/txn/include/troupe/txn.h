@@ -22,8 +22,11 @@
  * callback fires exactly once on scheduler 0 (the host's loop in embedded
  * mode); when they return an error it never fires. The _wait twins block
  * on scheduler 0: never call them on a loop thread of the runtime or the
- * host. Buffering calls (insert, update, upsert, delete) and rollback
- * never block and never call back.
+ * host; on a troupe scheduler's thread or inside a troupe callback they
+ * return EDEADLK and start nothing. Buffering calls (insert, update,
+ * upsert, delete) and rollback never block and never call back. A table
+ * that is not registered is ENOTABLE (with troupe_errmsg naming it when
+ * the call finds out before it returns), an index it lacks ENOINDEX.
  *
  */
 #ifndef TROUPE_TXN_H
@@ -99,7 +102,7 @@ troupe_txn_destroy(troupe_txn *tx);
  * set at the call, also when the read then fails. cb errors: ENOENT (get:
  * absent or expired), ECORRUPT, EIO, ENOMEM. Call errors: EINVAL (NULL,
  * empty key, n over TROUPE_TABLE_PAGE_MAX), ETOOBIG (key over
- * TROUPE_KEY_MAX, or the transaction's key limit), ENOENT (no such table),
+ * TROUPE_KEY_MAX, or the transaction's key limit), ENOTABLE,
  * ESTATE (committed, committing or rolled back), EFULL (the worker pool's
  * byte budget is spent: retry after a completion), ENOMEM.
  */
@@ -131,7 +134,7 @@ troupe_txn_get_many(troupe_txn *tx, const char *table, const void *const *keys,
  * page), EIO, ENOMEM. Call errors: EINVAL (NULL, limit 0 or over
  * TROUPE_TABLE_PAGE_MAX, a pointer and length that disagree, an empty
  * (start == end) or inverted range), ETOOBIG (a bound over
- * TROUPE_KEY_MAX, or the key limit), ENOENT (no such table), ESTATE,
+ * TROUPE_KEY_MAX, or the key limit), ENOTABLE, ESTATE,
  * EFULL (as troupe_txn_get), ENOMEM.
  */
 troupe_err
@@ -149,7 +152,7 @@ troupe_txn_scan(troupe_txn *tx, const char *table, const troupe_scan_opts *so,
  * ENOENT, writing nothing).
  * Errors: EINVAL (NULL, empty key, negative expiry), ETOOBIG (key or
  * document over its limit, or the transaction's key or byte limit),
- * EPROTO (doc not one msgpack map), ENOENT (no such table, or as above),
+ * EPROTO (doc not one msgpack map), ENOTABLE, ENOENT (as above),
  * EEXIST (as above), ESTATE (committed, committing or rolled back),
  * ENOMEM. On error nothing is buffered.
  */
@@ -189,7 +192,7 @@ troupe_txn_rollback(troupe_txn *tx);
  *               a write's rule failed at some table (ESTATE: a function
  *               index of it names an unregistered function, table.h):
  *               nothing written;
- *               ENOENT also when a table the transaction used was dropped
+ *               ENOTABLE when a table the transaction used was dropped
  *               before the commit reached it (even if a table of that
  *               name exists again);
  *   EUNKNOWN    the write or its sync failed: it may or may not be stored
@@ -197,7 +200,7 @@ troupe_txn_rollback(troupe_txn *tx);
  *   EFULL       the commit pipeline was full: nothing written;
  *   ETIMEDOUT, ECLOSED, EFAILSTOP, ENOSPC, EIO, ENOMEM: nothing written.
  * Any outcome other than ECONFLICT wins over conflicts found before it
- * (a dropped table after another table conflicted is ENOENT), and the
+ * (a dropped table after another table conflicted is ENOTABLE), and the
  * conflict set is then empty. EDEAD never comes out of a commit.
  * A transaction that wrote nothing commits at once (its snapshot reads
  * were consistent). After the call the transaction accepts no further
@@ -281,7 +284,7 @@ troupe_txn_commit_wait(troupe_txn *tx, troupe_sync sync);
  * cb errors: ECORRUPT, EIO, ENOMEM, ETIMEDOUT, ECLOSED, EBUSY (a first
  * version was needed while the stored floor was being raised, which in
  * practice never happens: ask again), or the error of a floor that could
- * not be stored. Call errors: EINVAL, ETOOBIG, ENOENT (no such table),
+ * not be stored. Call errors: EINVAL, ETOOBIG, ENOTABLE,
  * ESTATE, ENOMEM.
  *
  * troupe_txn_read_version adds (table, key, version) to the transaction's
@@ -339,7 +342,7 @@ troupe_txn_query_versions_wait(troupe_tables *t, const char *table,
                                uint64_t **versions);
 
 /* Errors: EINVAL (NULL, empty key, version 0, the key already in the
- * read set), ETOOBIG (key, or the key limit), ENOENT (no such table),
+ * read set), ETOOBIG (key, or the key limit), ENOTABLE,
  * ESTATE (ordinary reads used, or not open), ENOMEM. */
 troupe_err
 troupe_txn_read_version(troupe_txn *tx, const char *table, const void *key,
@@ -387,12 +390,12 @@ troupe_txn_receipts(const troupe_txn *tx, const troupe_txn_receipt **r,
  * on scheduler 0 with the rows (the callback owns them; NULL on error);
  * stop the tables only after it fired. cb errors: ECONFLICT, the query's
  * errors (EINVAL for a value of the wrong type, EPROTO for values that
- * are not msgpack arrays, ECORRUPT, EIO), ENOENT (the table or index went
- * meanwhile), ETOOBIG (the keys exceed a transaction's byte limit), and
- * the outcomes of troupe_txn_commit. Call errors: EINVAL (NULL, limit 0
- * or over the maximum, values together with from/to, a pointer and length
- * that disagree, bad sync), ENOENT (no such table or index), ESTATE (the
- * index is still building, or the tables are stopping), ENOMEM.
+ * are not msgpack arrays, ECORRUPT, EIO), ENOTABLE or ENOINDEX (the
+ * table or index went meanwhile), ETOOBIG (the keys exceed a transaction's byte
+ * limit), and the outcomes of troupe_txn_commit. Call errors: EINVAL (NULL,
+ * limit 0 or over the maximum, values together with from/to, a pointer and
+ * length that disagree, bad sync), ENOTABLE or ENOINDEX, ESTATE (the index is
+ * still building, or the tables are stopping), ENOMEM.
  */
 troupe_err
 troupe_txn_remove_by_index(troupe_tables *t, const char *table,

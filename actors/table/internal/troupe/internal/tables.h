@@ -43,14 +43,19 @@ enum table_kind {
     TABLE_NKINDS_
 };
 
+/* The refusal of a key that failed troupe__table_key_check, with its
+ * detail (what was wrong, the size and the limit). Cold. */
+troupe_err
+troupe__table_key_err(const void *key, size_t klen);
+
 /* A primary key as every call of table.h and txn.h checks it: EINVAL
- * (NULL, empty), ETOOBIG (over TROUPE_KEY_MAX). */
+ * (NULL, empty), ETOOBIG (over TROUPE_KEY_MAX), each with its detail. */
 static inline troupe_err
 troupe__table_key_check(const void *key, size_t klen)
 {
-    if (key == NULL || klen == 0)
-        return TROUPE_EINVAL;
-    return klen > TROUPE_KEY_MAX ? TROUPE_ETOOBIG : TROUPE_OK;
+    if (key == NULL || klen == 0 || klen > TROUPE_KEY_MAX)
+        return troupe__table_key_err(key, klen);
+    return TROUPE_OK;
 }
 
 /* What a read on the caller's thread needs, from one lookup: the live
