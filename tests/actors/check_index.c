@@ -3363,7 +3363,7 @@ START_TEST(test_rebuild_unique_duplicate_removes_index)
                   TROUPE_ECONSTRAINT);
     bool ready;
     ck_assert_err(troupe_tables_index_state(X.tables, "u", "by_email", &ready),
-                  TROUPE_ENOENT);
+                  TROUPE_ENOINDEX);
     ck_assert_err(i_query("u", "by_email", "e005@x"), TROUPE_ENOINDEX);
     ck_assert(!i_has_cf("x.2"));
     ck_assert(!i_has_cf("x.4"));
@@ -3397,12 +3397,12 @@ START_TEST(test_drop_index_gone_at_once_then_swept)
     /* the sweep is held at its first row: the index is gone already */
     bool ready;
     ck_assert_err(troupe_tables_index_state(X.tables, "u", "by_email", &ready),
-                  TROUPE_ENOENT);
+                  TROUPE_ENOINDEX);
     ck_assert_err(i_query("u", "by_email", "e001@x"), TROUPE_ENOINDEX);
     ck_assert_ok(i_ins("u", "dup", "e001@x")); /* no constraint */
     ck_assert_err(
         troupe_tables_drop_index(X.tables, "u", "by_email", i_on_built, NULL),
-        TROUPE_ENOENT);
+        TROUPE_ENOINDEX);
     ck_assert_err(
         troupe_tables_drop_index(X.tables, "u", "by_city", i_on_built, NULL),
         TROUPE_EBUSY);
@@ -3426,7 +3426,7 @@ START_TEST(test_drop_index_gone_at_once_then_swept)
     atomic_store(&g_calls, 0);
     i_open();
     ck_assert_err(troupe_tables_index_state(X.tables, "u", "by_email", &ready),
-                  TROUPE_ENOENT);
+                  TROUPE_ENOINDEX);
     ck_assert_ok(troupe_tables_index_state(X.tables, "u", "by_city", &ready));
     ck_assert(ready);
     ck_assert_ok(i_ins("u", "dup2", "e001@x"));
@@ -3636,13 +3636,13 @@ START_TEST(test_rebuild_drop_bad_arguments_write_nothing)
         ck_assert_err(fns[i](X.tables, "u", "by_city", NULL, NULL),
                       TROUPE_EINVAL);
         ck_assert_err(fns[i](X.tables, "nope", "by_city", i_on_built, NULL),
-                      TROUPE_ENOENT);
+                      TROUPE_ENOTABLE);
         ck_assert_err(fns[i](X.tables, "u", "nope", i_on_built, NULL),
-                      TROUPE_ENOENT);
+                      TROUPE_ENOINDEX);
         ck_assert_err(waits[i](NULL, "u", "by_city"), TROUPE_EINVAL);
         ck_assert_err(waits[i](X.tables, "u", ""), TROUPE_EINVAL);
-        ck_assert_err(waits[i](X.tables, "nope", "by_city"), TROUPE_ENOENT);
-        ck_assert_err(waits[i](X.tables, "u", "nope"), TROUPE_ENOENT);
+        ck_assert_err(waits[i](X.tables, "nope", "by_city"), TROUPE_ENOTABLE);
+        ck_assert_err(waits[i](X.tables, "u", "nope"), TROUPE_ENOINDEX);
     }
     ck_assert_int_eq(X.built, 0);
     /* nothing written: the index is as it was, and no id was used up */
@@ -3710,7 +3710,7 @@ START_TEST(test_rebuild_and_drop_wait_twins)
     uint64_t ids2[] = {3};
     ck_assert_int_eq(i_verify(rest, ids2, 1).total, 0);
     ck_assert_err(troupe_tables_drop_index_wait(X.tables, "u", "by_email"),
-                  TROUPE_ENOENT);
+                  TROUPE_ENOINDEX);
 }
 END_TEST
 

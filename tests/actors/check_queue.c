@@ -332,7 +332,7 @@ START_TEST(test_catalog_create_list_drop_reopen)
     ck_assert_uint_eq(info[1].id, idb);
     troupe_free(info);
     ck_assert_ok(troupe_queues_drop_wait(fx.qs, "a"));
-    ck_assert_err(troupe_queues_drop_wait(fx.qs, "a"), TROUPE_ENOENT);
+    ck_assert_err(troupe_queues_drop_wait(fx.qs, "a"), TROUPE_ENOQUEUE);
     ck_assert_ok(troupe_queues_list(fx.qs, &info, &n));
     ck_assert_uint_eq(n, 1);
     troupe_free(info);

@@ -442,12 +442,12 @@ START_TEST(test_catalog_duplicate_name_is_eexist)
 }
 END_TEST
 
-START_TEST(test_catalog_drop_unknown_is_enoent)
+START_TEST(test_catalog_drop_unknown_is_enotable)
 {
-    ck_assert_err(drop("nope"), TROUPE_ENOENT);
+    ck_assert_err(drop("nope"), TROUPE_ENOTABLE);
     ck_assert_ok(create("a"));
     ck_assert_ok(drop("a"));
-    ck_assert_err(drop("a"), TROUPE_ENOENT);
+    ck_assert_err(drop("a"), TROUPE_ENOTABLE);
 }
 END_TEST
 
@@ -1461,7 +1461,7 @@ START_TEST(test_build_unique_duplicate_fails_and_removes_index)
     ck_assert_err(built_err, TROUPE_ECONSTRAINT);
     bool ready;
     ck_assert_err(troupe_tables_index_state(fx.tables, "u", "by_email", &ready),
-                  TROUPE_ENOENT);
+                  TROUPE_ENOINDEX);
     troupe_cf *c;
     ck_assert_err(troupe_db_cf(fx.db, "x.2", &c), TROUPE_ENOENT);
     /* The row reindexed before the failure keeps a manifest entry naming
@@ -1649,12 +1649,12 @@ START_TEST(test_build_bad_arguments_and_name_clash)
     ck_assert_err(troupe_tables_index_state(fx.tables, "u", "i", NULL),
                   TROUPE_EINVAL);
     ck_assert_err(troupe_tables_index_state(fx.tables, "u", "i", &ready),
-                  TROUPE_ENOENT);
+                  TROUPE_ENOTABLE);
     built = 0;
     ck_assert_ok(
         troupe_tables_add_index(fx.tables, "u", &spec, on_built, NULL));
     ck_assert(ts_run_until(&fx.loop, is_built, NULL, 10000));
-    ck_assert_err(built_err, TROUPE_ENOENT); /* no table u */
+    ck_assert_err(built_err, TROUPE_ENOTABLE); /* no table u */
     create_indexed();
     built = 0;
     spec.unique = true; /* by_city exists, not unique: a name clash */
@@ -2000,7 +2000,7 @@ START_TEST(test_wait_twins_round_trip)
     ck_assert_err(troupe_table_get_wait(t, "w", "a", 1, &rows), TROUPE_ENOENT);
     ck_assert_ptr_null(rows);
     ck_assert_ok(troupe_tables_drop_wait(t, "w"));
-    ck_assert_err(troupe_tables_drop_wait(t, "w"), TROUPE_ENOENT);
+    ck_assert_err(troupe_tables_drop_wait(t, "w"), TROUPE_ENOTABLE);
 }
 END_TEST
 
@@ -2061,7 +2061,7 @@ table_suite(void)
     tcase_add_test(tc, test_catalog_create_list_drop_round_trip);
     tcase_add_test(tc, test_reads_from_memory_here_from_disk_via_the_actor);
     tcase_add_test(tc, test_catalog_duplicate_name_is_eexist);
-    tcase_add_test(tc, test_catalog_drop_unknown_is_enoent);
+    tcase_add_test(tc, test_catalog_drop_unknown_is_enotable);
     tcase_add_test(tc, test_catalog_bad_names_are_einval);
     tcase_add_test(tc, test_catalog_families_follow_the_table);
     tcase_add_test(tc, test_catalog_and_rows_survive_reopen_ids_not_reused);

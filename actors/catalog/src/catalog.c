@@ -16,6 +16,7 @@
 #include "catalog_int.h"
 #include "troupe/alloc.h"
 #include "troupe/internal/post.h"
+#include "troupe/internal/runtime.h"
 #include "troupe/internal/waiter.h"
 
 troupe_runtime *
@@ -152,6 +153,9 @@ wake_stopped(troupe_catalog *c, void *arg)
 troupe_err
 troupe_catalog_stop_wait(troupe_catalog *c)
 {
+    troupe_err be = troupe__block_check("troupe_catalog_stop_wait");
+    if (be != TROUPE_OK)
+        return be;
     troupe__waiter w;
     troupe__waiter_init(&w, 1);
     return troupe__waiter_finish(&w, troupe_catalog_stop(c, wake_stopped, &w),

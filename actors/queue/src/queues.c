@@ -547,6 +547,9 @@ troupe_queues_stop_wait(troupe_queues *qs)
 {
     if (qs == NULL)
         return TROUPE_EINVAL;
+    troupe_err be = troupe__block_check("troupe_queues_stop_wait");
+    if (be != TROUPE_OK)
+        return be;
     pthread_mutex_lock(&qs->mu);
     if (qs->stopped) {
         pthread_mutex_unlock(&qs->mu);
@@ -660,6 +663,9 @@ troupe_queues_create_wait(troupe_queues *qs, const troupe_queue_spec *spec)
         spec->partitions > TROUPE_QUEUE_PARTITIONS_MAX ||
         spec->retention_ms < 0)
         return TROUPE_EINVAL;
+    troupe_err be = troupe__block_check("troupe_queues_create_wait");
+    if (be != TROUPE_OK)
+        return be;
     qjob j = {.spec = spec};
     return qjob_run(&j, qs, create_step);
 }
@@ -676,6 +682,8 @@ drop_step(troupe__ddl *d)
         size_t at = 0;
         troupe_err e =
             qs->stopped ? TROUPE_ESTATE : find_locked(qs, j->name, &at);
+        if (e == TROUPE_ENOENT)
+            e = TROUPE_ENOQUEUE;
         if (e == TROUPE_OK && qs->qs[at]->workers > 0)
             e = TROUPE_EBUSY;
         if (e == TROUPE_OK) {
@@ -706,6 +714,9 @@ troupe_queues_drop_wait(troupe_queues *qs, const char *name)
 {
     if (qs == NULL || !troupe_catalog_name_valid(name, NULL))
         return TROUPE_EINVAL;
+    troupe_err be = troupe__block_check("troupe_queues_drop_wait");
+    if (be != TROUPE_OK)
+        return be;
     qjob j = {.name = name};
     return qjob_run(&j, qs, drop_step);
 }

@@ -102,7 +102,7 @@ finalize_step(troupe__ddl *d)
     pthread_mutex_unlock(&t->mu);
     if (en == NULL) {
         if (b->err == TROUPE_OK)
-            b->err = TROUPE_ENOENT; /* dropped meanwhile */
+            b->err = TROUPE_ENOTABLE; /* dropped meanwhile */
     } else if (nomem) {
         if (b->err == TROUPE_OK)
             b->err = TROUPE_ENOMEM; /* still building: open resumes */

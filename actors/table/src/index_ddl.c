@@ -17,6 +17,7 @@
 #include "table_int.h"
 #include "troupe/alloc.h"
 #include "troupe/internal/post.h"
+#include "troupe/internal/runtime.h"
 
 /* Whether a build or sweep of en is running or pending (then another
  * index change is EBUSY). Called with mu held. */
@@ -64,7 +65,7 @@ index_find(const tentry *en, const char *name, size_t *at)
 
 /* Checks a rebuild or drop of index j->index of en: *old_id is its id;
  * for a rebuild *def is its copy, building, under id j->new_id (the
- * caller's). Called from the job's step; errors: ENOENT, EBUSY,
+ * caller's). Called from the job's step; errors: ENOINDEX, EBUSY,
  * ENOMEM. */
 static troupe_err
 replan(troupe_tables *t, tentry *en, const add_job *j, uint64_t *old_id,
@@ -72,7 +73,7 @@ replan(troupe_tables *t, tentry *en, const add_job *j, uint64_t *old_id,
 {
     pthread_mutex_lock(&t->mu);
     const troupe_index_def *d = index_find(en, j->index, NULL);
-    troupe_err e = d == NULL        ? TROUPE_ENOENT
+    troupe_err e = d == NULL        ? TROUPE_ENOINDEX
                    : entry_busy(en) ? TROUPE_EBUSY
                                     : TROUPE_OK;
     if (e == TROUPE_OK) {
@@ -92,7 +93,7 @@ add_step(troupe__ddl *d)
     troupe_tables *t = j->t;
     pthread_mutex_lock(&t->mu);
     tentry *en = troupe__tables_entry_find(t, j->table);
-    troupe_err e = en == NULL ? TROUPE_ENOENT : TROUPE_OK;
+    troupe_err e = en == NULL ? TROUPE_ENOTABLE : TROUPE_OK;
     const troupe_index_def *have =
         e == TROUPE_OK && j->op == IDX_ADD
             ? index_find(en, troupe_index_def_name(j->def), NULL)
@@ -225,8 +226,8 @@ index_change(troupe_tables *t, int op, const char *table,
         /* Checked again by the job: a change queued before it may
          * still alter the answer. */
         tentry *en = troupe__tables_entry_find(t, table);
-        e = en == NULL                            ? TROUPE_ENOENT
-            : index_find(en, index, NULL) == NULL ? TROUPE_ENOENT
+        e = en == NULL                            ? TROUPE_ENOTABLE
+            : index_find(en, index, NULL) == NULL ? TROUPE_ENOINDEX
             : entry_busy(en)                      ? TROUPE_EBUSY
                                                   : TROUPE_OK;
     }
@@ -235,6 +236,10 @@ index_change(troupe_tables *t, int op, const char *table,
     if (e == TROUPE_OK)
         t->ddl_jobs++;
     pthread_mutex_unlock(&t->mu);
+    if (e == TROUPE_ENOTABLE)
+        troupe__err_named(e, "no table", table, strlen(table));
+    else if (e == TROUPE_ENOINDEX)
+        troupe__err_named(e, "the table has no index", index, strlen(index));
     if (e != TROUPE_OK) {
         troupe_free(j);
         return e;
@@ -293,6 +298,9 @@ troupe_err
 troupe_tables_add_index_wait(troupe_tables *t, const char *table,
                              const troupe_index_spec *spec)
 {
+    troupe_err be = troupe__block_check("troupe_tables_add_index_wait");
+    if (be != TROUPE_OK)
+        return be;
     return index_change_wait(t, IDX_ADD, table, spec, NULL);
 }
 
@@ -300,6 +308,9 @@ troupe_err
 troupe_tables_rebuild_index_wait(troupe_tables *t, const char *table,
                                  const char *index)
 {
+    troupe_err be = troupe__block_check("troupe_tables_rebuild_index_wait");
+    if (be != TROUPE_OK)
+        return be;
     return index_change_wait(t, IDX_REBUILD, table, NULL, index);
 }
 
@@ -307,6 +318,9 @@ troupe_err
 troupe_tables_drop_index_wait(troupe_tables *t, const char *table,
                               const char *index)
 {
+    troupe_err be = troupe__block_check("troupe_tables_drop_index_wait");
+    if (be != TROUPE_OK)
+        return be;
     return index_change_wait(t, IDX_DROP, table, NULL, index);
 }
 
@@ -319,14 +333,20 @@ troupe_tables_index_state(troupe_tables *t, const char *table,
         !troupe_catalog_name_valid(table, &len))
         return TROUPE_EINVAL;
     pthread_mutex_lock(&t->mu);
-    troupe_err e = t->state == TABLES_RUNNING ? TROUPE_ENOENT : TROUPE_ESTATE;
+    troupe_err e = t->state == TABLES_RUNNING ? TROUPE_ENOTABLE : TROUPE_ESTATE;
     tentry *en =
-        e == TROUPE_ENOENT ? troupe__tables_entry_find(t, table) : NULL;
+        e == TROUPE_ENOTABLE ? troupe__tables_entry_find(t, table) : NULL;
+    if (en != NULL)
+        e = TROUPE_ENOINDEX;
     for (size_t i = 0; en != NULL && i < en->schema->n; i++)
         if (strcmp(troupe_index_def_name(en->schema->defs[i]), index) == 0) {
             *ready = troupe_index_def_ready(en->schema->defs[i]);
             e = TROUPE_OK;
         }
     pthread_mutex_unlock(&t->mu);
+    if (e == TROUPE_ENOTABLE)
+        troupe__err_named(e, "no table", table, len);
+    else if (e == TROUPE_ENOINDEX)
+        troupe__err_named(e, "the table has no index", index, strlen(index));
     return e;
 }

@@ -21,6 +21,7 @@
 #include "table_int.h"
 #include "troupe/alloc.h"
 #include "troupe/internal/post.h"
+#include "troupe/internal/runtime.h"
 
 typedef struct ddl_job {
     troupe__ddl ddl; /* first: the catalog's job */
@@ -153,7 +154,7 @@ drop_step(ddl_job *j)
             }
         pthread_mutex_unlock(&t->mu);
         if (en == NULL) {
-            j->ddl.err = TROUPE_ENOENT;
+            j->ddl.err = TROUPE_ENOTABLE;
             return TROUPE__DDL_DONE;
         }
         j->en = en;
@@ -319,6 +320,9 @@ troupe_err
 troupe_tables_create_wait(troupe_tables *t, const char *name,
                           const troupe_index_spec *idx, size_t n_idx)
 {
+    troupe_err be = troupe__block_check("troupe_tables_create_wait");
+    if (be != TROUPE_OK)
+        return be;
     ddl_job *j = NULL;
     troupe_err e = ddl_job_new(t, name, false, idx, n_idx, &j);
     return e != TROUPE_OK ? e : ddl_sync(j);
@@ -338,7 +342,12 @@ troupe_tables_drop(troupe_tables *t, const char *name, troupe_tables_cb cb,
 troupe_err
 troupe_tables_drop_wait(troupe_tables *t, const char *name)
 {
+    troupe_err be = troupe__block_check("troupe_tables_drop_wait");
+    if (be != TROUPE_OK)
+        return be;
     ddl_job *j = NULL;
     troupe_err e = ddl_job_new(t, name, true, NULL, 0, &j);
-    return e != TROUPE_OK ? e : ddl_sync(j);
+    if (e == TROUPE_OK && (e = ddl_sync(j)) == TROUPE_ENOTABLE)
+        troupe__err_named(e, "no table", name, strlen(name));
+    return e;
 }

@@ -268,6 +268,9 @@ wake_stopped(troupe_tables *t, void *arg)
 troupe_err
 troupe_tables_stop_wait(troupe_tables *t)
 {
+    troupe_err be = troupe__block_check("troupe_tables_stop_wait");
+    if (be != TROUPE_OK)
+        return be;
     troupe__waiter w;
     troupe__waiter_init(&w, 1);
     return troupe__waiter_finish(&w, troupe_tables_stop(t, wake_stopped, &w),

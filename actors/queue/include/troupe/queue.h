@@ -122,7 +122,7 @@ troupe_queues_create_wait(troupe_queues *q, const troupe_queue_spec *spec);
 /*
  * Drops a queue: its partition actors stop, its catalog entry goes
  * (synced) and its family with every event, in the catalog's one order
- * of changes. Errors: EINVAL, ENOENT,
+ * of changes. Errors: EINVAL, ENOQUEUE (no such queue),
  * EBUSY (a worker of it is running: stop it first), ESTATE, storage
  * errors. Blocks.
  */

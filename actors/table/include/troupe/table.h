@@ -223,8 +223,8 @@ troupe_tables_create_wait(troupe_tables *t, const char *name,
 
 /*
  * Drops table `name`: removes it from the catalog at once for new
- * requests (ENOENT), stops its actor, deletes the catalog entry (synced)
- * and drops its families. cb reports OK, ENOENT (no such table), EIO,
+ * requests (ENOTABLE), stops its actor, deletes the catalog entry (synced)
+ * and drops its families. cb reports OK, ENOTABLE (no such table), EIO,
  * EFAILSTOP, ENOSPC. Errors: EINVAL, ESTATE, ENOMEM.
  */
 troupe_err
@@ -242,7 +242,7 @@ troupe_tables_drop_wait(troupe_tables *t, const char *name);
  * write queue, while reads and writes go on. Then the catalog says
  * "ready" and cb fires with OK. Idempotent: the table already has this
  * very index (same name and spec) and it is ready: cb reports OK and
- * nothing is written. cb errors: ENOENT (no such table, or dropped
+ * nothing is written. cb errors: ENOTABLE (no such table, or dropped
  * during the build), EEXIST (the name is taken by an index of another
  * spec), EBUSY (another index of the table, or this same one, is
  * building), ECONSTRAINT (a unique index found two
@@ -285,7 +285,8 @@ troupe_tables_add_index_wait(troupe_tables *t, const char *table,
  * remove the index altogether, as a failed add does (both families go;
  * manifests of rows reached keep keys naming them, which writes drop).
  * Call errors (nothing written, cb never fires): EINVAL (NULL, bad table
- * name, index name not 1..255 bytes), ENOENT (no such table or index),
+ * name, index name not 1..255 bytes), ENOTABLE (no such table), ENOINDEX
+ * (no such index),
  * EBUSY (a build, rebuild or drop of this table is running), ESTATE,
  * ENOMEM.
  */
@@ -306,7 +307,7 @@ troupe_tables_rebuild_index_wait(troupe_tables *t, const char *table,
  * entry's "dropped" list meanwhile, and an interrupted sweep resumes at
  * open), and finally its family x.<id> is dropped and cb fires with OK.
  * Until then verify reports the keys still listed as UNKNOWN_INDEX. cb
- * errors: ENOENT (table dropped meanwhile), ECORRUPT (a corrupt row or
+ * errors: ENOTABLE (table dropped meanwhile), ECORRUPT (a corrupt row or
  * manifest stopped the sweep: the family is dropped anyway and the keys
  * left in manifests are dropped by later writes), ECLOSED, EIO, EFAILSTOP,
  * ENOSPC. Call errors as rebuild_index.
@@ -320,8 +321,9 @@ troupe_tables_drop_index_wait(troupe_tables *t, const char *table,
                               const char *index);
 
 /* Whether index `index` of `table` is ready (false: building), for
- * queries to refuse a building index. Errors: EINVAL, ENOENT (no such
- * table or index), ESTATE (stopped). Never blocks on the disk. */
+ * queries to refuse a building index. Errors: EINVAL, ENOTABLE (no such
+ * table), ENOINDEX (no such index), ESTATE (stopped), each with its
+ * detail (troupe_errmsg). Never blocks on the disk. */
 troupe_err
 troupe_tables_index_state(troupe_tables *t, const char *table,
                           const char *index, bool *ready);
