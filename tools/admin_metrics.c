@@ -272,11 +272,43 @@ table_metrics(out *o, const admin_ctx *c)
     const uint64_t v[3][2] = {{st->qver_ok, st->qver_failed},
                               {st->vprepare_ok, st->vprepare_failed},
                               {st->vcommit_ok, st->vcommit_failed}};
+    const char *n;
     for (size_t k = 0; k < 3; k++) {
         family(o, names[k], "counter", helps[k]);
         sample(o, names[k], "result", "ok", v[k][0]);
         sample(o, names[k], "result", "failed", v[k][1]);
     }
+    n = "troupe_txn_commits_total";
+    family(o, n, "counter",
+           "Transaction commits by result (conflict: ECONFLICT; failed: "
+           "another error).");
+    sample(o, n, "result", "ok", st->commit_ok);
+    sample(o, n, "result", "conflict", st->commit_conflict);
+    sample(o, n, "result", "failed", st->commit_failed);
+    static const struct {
+        const char *name, *help;
+        size_t off;
+    } h[] = {
+        {"troupe_table_get_seconds", "Table gets, from the call to its result.",
+         offsetof(troupe_tables_stats, get_ns)},
+        {"troupe_table_write_seconds",
+         "Table inserts, updates, upserts and deletes, from the call to its "
+         "result.",
+         offsetof(troupe_tables_stats, write_ns)},
+        {"troupe_table_scan_seconds",
+         "Table scans, from the call to its result.",
+         offsetof(troupe_tables_stats, scan_ns)},
+        {"troupe_table_query_seconds",
+         "Index queries and counts, from the call to its result.",
+         offsetof(troupe_tables_stats, query_ns)},
+        {"troupe_txn_commit_seconds",
+         "Transaction commits, from the call to its result.",
+         offsetof(troupe_tables_stats, commit_ns)},
+    };
+    for (size_t k = 0; k < sizeof(h) / sizeof(h[0]); k++)
+        histogram(o, h[k].name, h[k].help,
+                  (const troupe_hist_snapshot *)((const char *)st + h[k].off),
+                  1e9);
     troupe_tables_stats_destroy(st);
 }
 

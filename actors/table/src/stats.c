@@ -7,6 +7,7 @@
  * monotonic counters, not a consistent cut).
  */
 #include <string.h>
+#include <time.h>
 
 #include "table_int.h"
 #include "troupe/alloc.h"
@@ -200,6 +201,21 @@ troupe_tables_purge_expired_wait(troupe_tables *t, const char *table,
 
 /* ---- stats ------------------------------------------------------------- */
 
+uint64_t
+troupe__tables_op_clock(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
+
+void
+troupe__tables_op_done(ttables_shared *ts, int op, uint64_t t0)
+{
+    uint64_t t1 = troupe__tables_op_clock();
+    troupe_hist_add(&ts->op_ns[op], t1 > t0 ? t1 - t0 : 0);
+}
+
 typedef struct stwait {
     troupe__waiter w;
     uint64_t v[3];
@@ -295,7 +311,15 @@ troupe_tables_stats_wait(troupe_tables *t, troupe_tables_stats **out)
     /* closed first: created >= closed in the snapshot */
     b->s.txn_closed = LOAD(txn_closed);
     b->s.txn_created = LOAD(txn_created);
+    b->s.commit_ok = LOAD(commit_ok);
+    b->s.commit_conflict = LOAD(commit_conflict);
+    b->s.commit_failed = LOAD(commit_fail);
 #undef LOAD
+    troupe_hist_read(&ts->op_ns[TTABLES_OP_GET], &b->s.get_ns);
+    troupe_hist_read(&ts->op_ns[TTABLES_OP_WRITE], &b->s.write_ns);
+    troupe_hist_read(&ts->op_ns[TTABLES_OP_SCAN], &b->s.scan_ns);
+    troupe_hist_read(&ts->op_ns[TTABLES_OP_QUERY], &b->s.query_ns);
+    troupe_hist_read(&ts->op_ns[TTABLES_OP_COMMIT], &b->s.commit_ns);
     b->s.txn_running = b->s.txn_created - b->s.txn_closed;
     *out = &b->s;
     return TROUPE_OK;

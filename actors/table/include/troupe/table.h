@@ -71,6 +71,7 @@
 
 #include "troupe/catalog.h"
 #include "troupe/commit.h"
+#include "troupe/hist.h"
 #include "troupe/index.h"
 #include "troupe/runtime.h"
 #include "troupe/storage.h"
@@ -81,6 +82,9 @@
 #define TROUPE_TABLE_NAME_MAX TROUPE_CATALOG_NAME_MAX
 /* Most rows one scan page or get_many may return / ask for. */
 #define TROUPE_TABLE_PAGE_MAX 10000
+/* The latency histograms of troupe_tables_stats: 1 us << i, to 8.4 s. */
+#define TROUPE_TABLES_OP_NS_BASE 1000u
+#define TROUPE_TABLES_OP_NS_BUCKETS 24u
 /* Most indexes a table may declare at creation. */
 #define TROUPE_TABLE_INDEX_MAX 64
 /* troupe_tables_opts.version_reserve: its default and maximum. */
@@ -569,7 +573,22 @@ typedef struct troupe_tables_stats {
     uint64_t txn_created; /* troupe_txn_begin successes */
     uint64_t txn_closed;  /* troupe_txn_destroy calls */
     uint64_t txn_running; /* begun and not yet destroyed */
-    size_t n;             /* tables, sorted by name */
+    /* troupe_txn_commit and troupe_txn_commit_version callbacks by result
+     * (failed: any error but a conflict) */
+    uint64_t commit_ok;
+    uint64_t commit_conflict;
+    uint64_t commit_failed;
+    /* Latencies in nanoseconds from a call that returned OK to its
+     * callback (a blocking twin: to its return), of every table: get and
+     * get_many; insert, update, upsert and delete; scan; index query and
+     * count; transaction commits. Buckets from
+     * TROUPE_TABLES_OP_NS_BASE, TROUPE_TABLES_OP_NS_BUCKETS of them. */
+    troupe_hist_snapshot get_ns;
+    troupe_hist_snapshot write_ns;
+    troupe_hist_snapshot scan_ns;
+    troupe_hist_snapshot query_ns;
+    troupe_hist_snapshot commit_ns;
+    size_t n; /* tables, sorted by name */
     troupe_table_stats *tables;
 } troupe_tables_stats;
 
