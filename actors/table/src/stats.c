@@ -262,6 +262,7 @@ troupe_tables_index_progress_wait(troupe_tables *t, const char *table,
         &w.w, ask_table(t, table, TABLE_PROGRESS, on_progress, &w), NULL);
     if (e != TROUPE_OK)
         return e;
+    out->index_id = id;
     out->ready = ready;
     if (w.v[0] == id && id != 0) {
         out->known = true;

@@ -324,16 +324,21 @@ troupe_tables_index_state(troupe_tables *t, const char *table,
 /* How far the build of an index has come (add_index, rebuild_index, or a
  * build resumed at open). */
 typedef struct troupe_index_progress {
-    bool ready;          /* the index is ready (read before the figures: a ready
-                            index's build, if known, has ended with done == total) */
-    bool known;          /* a build of this index ran in this open: the figures
-                            below are its; false: all zero */
-    bool running;        /* that build is still walking the table */
-    uint64_t done;       /* rows reindexed so far (a resumed build: since
-                            it resumed) */
-    uint64_t total;      /* the table's rows as RocksDB estimated them at
-                            the start (never below done; done itself once
-                            the build ended with OK) */
+    /* the index's id in the catalog (its family is x.<id>); a rebuild
+     * gives it a new one */
+    uint64_t index_id;
+    /* the index is ready (read before the figures: a ready index's build,
+     * if known, has ended with done == total) */
+    bool ready;
+    /* a build of this index ran in this open: the figures below are its;
+     * false: all zero */
+    bool known;
+    bool running; /* that build is still walking the table */
+    /* rows reindexed so far (a resumed build: since it resumed) */
+    uint64_t done;
+    /* the table's rows as RocksDB estimated them at the start (never
+     * below done; done itself once the build ended with OK) */
+    uint64_t total;
     uint64_t elapsed_ms; /* since it started; to its end once over */
     troupe_err err;      /* its outcome once over; OK while running */
 } troupe_index_progress;
