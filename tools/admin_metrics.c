@@ -305,7 +305,7 @@ table_metrics(out *o, const admin_ctx *c)
         sample(o, names[k], "result", "ok", v[k][0]);
         sample(o, names[k], "result", "failed", v[k][1]);
     }
-    n = "troupe_txn_commits_total";
+    n = "troupe_txn_commit_outcomes_total";
     family(o, n, "counter",
            "Transaction commits by result (conflict: ECONFLICT; failed: "
            "another error).");

@@ -447,7 +447,8 @@ START_TEST(test_metrics_under_load_pass_promtool)
         metric(r.body, "troupe_table_write_seconds_bucket{le=\"+Inf\"}") ==
         writes);
     ck_assert(metric(r.body, "troupe_table_write_seconds_sum") > 0);
-    ck_assert(metric(r.body, "troupe_txn_commits_total{result=\"ok\"}") >= 0);
+    ck_assert(
+        metric(r.body, "troupe_txn_commit_outcomes_total{result=\"ok\"}") >= 0);
     resp_free(&r);
 }
 END_TEST
