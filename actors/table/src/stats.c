@@ -4,7 +4,10 @@
  * counts live with each table actor (actor.c), so these calls are asks to
  * the actors; the transaction counters are relaxed atomics in the
  * catalog's ttables_shared, read here without a lock (a snapshot of
- * monotonic counters, not a consistent cut).
+ * monotonic counters, not a consistent cut), as are the latency
+ * histograms the client calls add to (troupe__tables_op_done). An index
+ * build's progress is the table actor's (build.c), asked for like its
+ * records.
  */
 #include <string.h>
 #include <time.h>
