@@ -314,28 +314,24 @@ table_metrics(out *o, const admin_ctx *c)
     sample(o, n, "result", "failed", st->commit_failed);
     static const struct {
         const char *name, *help;
-        size_t off;
     } h[] = {
-        {"troupe_table_get_seconds", "Table gets, from the call to its result.",
-         offsetof(troupe_tables_stats, get_ns)},
+        {"troupe_table_get_seconds",
+         "Table gets, from the call to its result."},
         {"troupe_table_write_seconds",
          "Table inserts, updates, upserts and deletes, from the call to its "
-         "result.",
-         offsetof(troupe_tables_stats, write_ns)},
+         "result."},
         {"troupe_table_scan_seconds",
-         "Table scans, from the call to its result.",
-         offsetof(troupe_tables_stats, scan_ns)},
+         "Table scans, from the call to its result."},
         {"troupe_table_query_seconds",
-         "Index queries and counts, from the call to its result.",
-         offsetof(troupe_tables_stats, query_ns)},
+         "Index queries and counts, from the call to its result."},
         {"troupe_txn_commit_seconds",
-         "Transaction commits, from the call to its result.",
-         offsetof(troupe_tables_stats, commit_ns)},
+         "Transaction commits, from the call to its result."},
     };
+    const troupe_hist_snapshot *hs[] = {&st->get_ns, &st->write_ns,
+                                        &st->scan_ns, &st->query_ns,
+                                        &st->commit_ns};
     for (size_t k = 0; k < sizeof(h) / sizeof(h[0]); k++)
-        histogram(o, h[k].name, h[k].help,
-                  (const troupe_hist_snapshot *)((const char *)st + h[k].off),
-                  1e9);
+        histogram(o, h[k].name, h[k].help, hs[k], 1e9);
     troupe_tables_stats_destroy(st);
 }
 
