@@ -3,8 +3,10 @@
  *
  *   GET  /v1/tables/{t}/row?key=|key_hex=        one live row
  *   GET  /v1/tables/{t}/scan?limit=&after=&reverse=1   a page of rows
- *   GET  /v1/tables/{t}/indexes/{i}              ready or building
- *   POST /v1/tables/{t}/indexes/{i}/rebuild      rebuild it (waits)
+ *   GET  /v1/tables/{t}/indexes/{i}              ready or building, and
+ *                                                the build's progress
+ *   POST /v1/tables/{t}/indexes/{i}/rebuild[?wait=0]   rebuild it (waits;
+ *                                                wait=0: at once, "building")
  *   GET  /v1/kv?key=|key_hex=                    a kv value
  *   PUT  /v1/kv {"key", "value", "sync"}         store one
  *
@@ -177,19 +179,38 @@ index_route(const admin_ctx *c, admin_call *call)
 {
     if (!have_tables(c, call))
         return;
-    bool ready = false;
-    troupe_err e = troupe_tables_index_state(c->tables, call->param[0],
-                                             call->param[1], &ready);
+    troupe_index_progress pr;
+    troupe_err e = troupe_tables_index_progress_wait(c->tables, call->param[0],
+                                                     call->param[1], &pr);
     if (e != TROUPE_OK) {
         admin_fail(call, "index state", e);
         return;
     }
+    /* progress: null when no build of it ran since the node opened */
+    json_t *p =
+        !pr.known
+            ? json_null()
+            : json_pack("{s:b,s:I,s:I,s:I,s:s*}", "running", pr.running, "rows",
+                        (json_int_t)pr.done, "total", (json_int_t)pr.total,
+                        "elapsed_ms", (json_int_t)pr.elapsed_ms, "error",
+                        pr.err != TROUPE_OK ? troupe_err_name(pr.err) : NULL);
     admin_ok(call,
-             json_pack("{s:o*,s:o*,s:s}", "table",
+             json_pack("{s:o*,s:o*,s:I,s:s,s:o*}", "table",
                        admin_json_bytes(call->param[0], call->param_len[0]),
                        "index",
                        admin_json_bytes(call->param[1], call->param_len[1]),
-                       "state", ready ? "ready" : "building"));
+                       "id", (json_int_t)pr.index_id, "state",
+                       pr.ready ? "ready" : "building", "progress", p));
+}
+
+/* A rebuild nobody waits for: its outcome shows in the index's progress
+ * and in the log. */
+static void
+rebuild_done(troupe_tables *t, troupe_err err, void *arg)
+{
+    (void)t;
+    (void)err;
+    (void)arg;
 }
 
 static void
@@ -197,6 +218,19 @@ rebuild_route(const admin_ctx *c, admin_call *call)
 {
     if (!have_tables(c, call))
         return;
+    long wait = 1;
+    if (!admin_query_num(call, "wait", 0, 1, 1, &wait))
+        return;
+    if (wait == 0) {
+        troupe_err e = troupe_tables_rebuild_index(
+            c->tables, call->param[0], call->param[1], rebuild_done, NULL);
+        if (e != TROUPE_OK) {
+            table_fail(call, "rebuild", e);
+            return;
+        }
+        admin_ok(call, json_pack("{s:s}", "state", "building"));
+        return;
+    }
     troupe_err e = troupe_tables_rebuild_index_wait(c->tables, call->param[0],
                                                     call->param[1]);
     if (e != TROUPE_OK)

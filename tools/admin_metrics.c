@@ -111,22 +111,49 @@ runtime_metrics(out *o, const admin_ctx *c)
         "Worker jobs cancelled at shutdown.", rs.work_cancelled);
 }
 
-/* A histogram family: cumulative buckets, +Inf, sum and count; `scale`
- * divides bounds and sum (1e9: nanoseconds shown as seconds). */
+/* A histogram's samples: cumulative buckets, +Inf, sum and count, with
+ * label=value on each when label is not NULL; `scale` divides bounds and
+ * sum (1e9: nanoseconds shown as seconds). */
+static void
+hist_samples(out *o, const char *name, const char *label, const char *value,
+             const troupe_hist_snapshot *h, double scale)
+{
+    uint64_t cum = 0;
+    for (unsigned i = 0; i <= h->n; i++) {
+        cum += h->counts[i];
+        fprintf(o->f, "%s_bucket{", name);
+        if (label != NULL) {
+            fprintf(o->f, "%s=\"", label);
+            label_value(o, value);
+            fputs("\",", o->f);
+        }
+        if (i < h->n)
+            fprintf(o->f, "le=\"%.9g\"} %" PRIu64 "\n",
+                    (double)troupe_hist_bound(h, i) / scale, cum);
+        else
+            fprintf(o->f, "le=\"+Inf\"} %" PRIu64 "\n", h->count);
+    }
+    for (int k = 0; k < 2; k++) {
+        fprintf(o->f, "%s_%s", name, k == 0 ? "sum" : "count");
+        if (label != NULL) {
+            fprintf(o->f, "{%s=\"", label);
+            label_value(o, value);
+            fputs("\"}", o->f);
+        }
+        if (k == 0)
+            fprintf(o->f, " %.9g\n", (double)h->sum / scale);
+        else
+            fprintf(o->f, " %" PRIu64 "\n", h->count);
+    }
+}
+
+/* A histogram family of one unlabelled histogram. */
 static void
 histogram(out *o, const char *name, const char *help,
           const troupe_hist_snapshot *h, double scale)
 {
     family(o, name, "histogram", help);
-    uint64_t cum = 0;
-    for (unsigned i = 0; i < h->n; i++) {
-        cum += h->counts[i];
-        fprintf(o->f, "%s_bucket{le=\"%.9g\"} %" PRIu64 "\n", name,
-                (double)troupe_hist_bound(h, i) / scale, cum);
-    }
-    fprintf(o->f, "%s_bucket{le=\"+Inf\"} %" PRIu64 "\n", name, h->count);
-    fprintf(o->f, "%s_sum %.9g\n", name, (double)h->sum / scale);
-    fprintf(o->f, "%s_count %" PRIu64 "\n", name, h->count);
+    hist_samples(o, name, NULL, NULL, h, scale);
 }
 
 static void
@@ -272,11 +299,39 @@ table_metrics(out *o, const admin_ctx *c)
     const uint64_t v[3][2] = {{st->qver_ok, st->qver_failed},
                               {st->vprepare_ok, st->vprepare_failed},
                               {st->vcommit_ok, st->vcommit_failed}};
+    const char *n;
     for (size_t k = 0; k < 3; k++) {
         family(o, names[k], "counter", helps[k]);
         sample(o, names[k], "result", "ok", v[k][0]);
         sample(o, names[k], "result", "failed", v[k][1]);
     }
+    n = "troupe_txn_commit_outcomes_total";
+    family(o, n, "counter",
+           "Transaction commits by result (conflict: ECONFLICT; failed: "
+           "another error).");
+    sample(o, n, "result", "ok", st->commit_ok);
+    sample(o, n, "result", "conflict", st->commit_conflict);
+    sample(o, n, "result", "failed", st->commit_failed);
+    static const struct {
+        const char *name, *help;
+    } h[] = {
+        {"troupe_table_get_seconds",
+         "Table gets, from the call to its result."},
+        {"troupe_table_write_seconds",
+         "Table inserts, updates, upserts and deletes, from the call to its "
+         "result."},
+        {"troupe_table_scan_seconds",
+         "Table scans, from the call to its result."},
+        {"troupe_table_query_seconds",
+         "Index queries and counts, from the call to its result."},
+        {"troupe_txn_commit_seconds",
+         "Transaction commits, from the call to its result."},
+    };
+    const troupe_hist_snapshot *hs[] = {&st->get_ns, &st->write_ns,
+                                        &st->scan_ns, &st->query_ns,
+                                        &st->commit_ns};
+    for (size_t k = 0; k < sizeof(h) / sizeof(h[0]); k++)
+        histogram(o, h[k].name, h[k].help, hs[k], 1e9);
     troupe_tables_stats_destroy(st);
 }
 
@@ -285,7 +340,46 @@ typedef struct qfig {
     bool paused;
     uint32_t partitions;
     troupe_queue_stats *st; /* NULL: could not be read */
+    bool have_c;            /* c was read */
+    troupe_queue_counters c;
 } qfig;
+
+/* The handler-call counters of every queue read. */
+static void
+queue_counters(out *o, const qfig *q, size_t n)
+{
+    const char *name = "troupe_queue_deliveries_total";
+    family(o, name, "counter", "Handler calls of the queue's workers.");
+    for (size_t i = 0; i < n; i++)
+        if (q[i].have_c)
+            sample(o, name, "queue", q[i].name, q[i].c.delivered);
+    name = "troupe_queue_outcomes_total";
+    family(o, name, "counter",
+           "Handler calls by outcome (ack, reschedule: committed; error: the "
+           "handler failed or gave no valid outcome; timeout: it outlived "
+           "the worker's timeout; commit_failed: the outcome did not "
+           "commit).");
+    static const char *const outcome[] = {"ack", "reschedule", "error",
+                                          "timeout", "commit_failed"};
+    for (size_t i = 0; i < n; i++) {
+        if (!q[i].have_c)
+            continue;
+        const troupe_queue_counters *c = &q[i].c;
+        const uint64_t v[] = {c->acked, c->rescheduled, c->errors, c->timeouts,
+                              c->commit_failed};
+        for (size_t k = 0; k < 5; k++) {
+            fprintf(o->f, "%s{queue=\"", name);
+            label_value(o, q[i].name);
+            fprintf(o->f, "\",outcome=\"%s\"} %" PRIu64 "\n", outcome[k], v[k]);
+        }
+    }
+    name = "troupe_queue_delivery_attempts";
+    family(o, name, "histogram",
+           "The attempt number of each handler call (1: first delivery).");
+    for (size_t i = 0; i < n; i++)
+        if (q[i].have_c)
+            hist_samples(o, name, "queue", q[i].name, &q[i].c.attempts, 1);
+}
 
 static void
 queue_metrics(out *o, const admin_ctx *c)
@@ -301,9 +395,12 @@ queue_metrics(out *o, const admin_ctx *c)
         return;
     }
     for (size_t i = 0; i < n; i++) {
-        q[i] = (qfig){info[i].name, info[i].paused, info[i].partitions, NULL};
+        q[i] = (qfig){info[i].name, info[i].paused, info[i].partitions,
+                      NULL,         false,          {0}};
         /* a queue dropped meanwhile has no counts: left out of those */
         (void)troupe_queue_stats_wait(c->queues, info[i].name, &q[i].st);
+        q[i].have_c = troupe_queue_counters_get(c->queues, info[i].name,
+                                                &q[i].c) == TROUPE_OK;
     }
     int64_t now = troupe_now_ms();
     static const struct {
@@ -339,6 +436,7 @@ queue_metrics(out *o, const admin_ctx *c)
             sample(o, m[k].name, "queue", q[i].name, v);
         }
     }
+    queue_counters(o, q, n);
     for (size_t i = 0; i < n; i++)
         troupe_free(q[i].st);
     free(q);

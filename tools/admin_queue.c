@@ -88,6 +88,31 @@ stats_route(const admin_ctx *c, admin_call *call)
         (json_int_t)st->oldest_due_ms, "lag_ms",
         lag < 0 ? json_null() : json_integer(lag), "by_partition", parts);
     troupe_free(st);
+    troupe_queue_counters qc;
+    if (j != NULL && troupe_queue_counters_get(c->queues, call->param[0],
+                                               &qc) == TROUPE_OK) {
+        /* attempts: per bucket of the histogram, by its upper bound */
+        json_t *att = json_object();
+        for (unsigned i = 0; att != NULL && i <= qc.attempts.n; i++) {
+            char b[24];
+            if (i < qc.attempts.n)
+                snprintf(
+                    b, sizeof(b), "%llu",
+                    (unsigned long long)troupe_hist_bound(&qc.attempts, i));
+            else
+                snprintf(b, sizeof(b), "more");
+            json_object_set_new(
+                att, b, json_integer((json_int_t)qc.attempts.counts[i]));
+        }
+        json_object_set_new(
+            j, "handler_calls",
+            json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:o*}", "delivered",
+                      (json_int_t)qc.delivered, "acked", (json_int_t)qc.acked,
+                      "rescheduled", (json_int_t)qc.rescheduled, "errors",
+                      (json_int_t)qc.errors, "timeouts",
+                      (json_int_t)qc.timeouts, "commit_failed",
+                      (json_int_t)qc.commit_failed, "attempts", att));
+    }
     admin_ok(call, j);
 }
 

@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -93,11 +95,16 @@ static const cli_cmd subs[D_N] = {
              "  --index NAME        the index (required)\n" TAIL_HELP},
     {.name = "index rebuild",
      .synopsis = "index rebuild --admin URL --table NAME --index NAME\n"
-                 "              [--admin-token FILE] [--json]",
-     .help = "Rebuilds the index online (writes go on) and returns when it\n"
-             "is ready; queries on it fail while it builds.\n"
-             "\n" ADMIN_REQUIRED "  --table NAME        the table (required)\n"
-             "  --index NAME        the index (required)\n" TAIL_HELP},
+                 "              [--wait] [--admin-token FILE] [--json]",
+     .help =
+         "Rebuilds the index online (writes go on) and returns when it\n"
+         "is ready; queries on it fail while it builds.\n"
+         "\n" ADMIN_REQUIRED "  --table NAME        the table (required)\n"
+         "  --index NAME        the index (required)\n"
+         "  --wait              show the build's progress until it is\n"
+         "                      ready: one line updated in place on a\n"
+         "                      terminal, else a line per change\n"
+         "                      (`rows N total N elapsed_ms N`)\n" TAIL_HELP},
     {.name = "kv get",
      .synopsis = "kv get --admin URL (--key KEY | --key-hex HEX)\n"
                  "              [--admin-token FILE] [--json]",
@@ -122,13 +129,15 @@ enum {
     OPT_VALUE_HEX,
     OPT_LIMIT,
     OPT_AFTER,
-    OPT_REVERSE
+    OPT_REVERSE,
+    OPT_WAIT
 };
 
 typedef struct dargs {
     const char *table, *index, *key, *key_hex, *value, *value_hex, *after;
     long limit;
     bool reverse;
+    bool wait;
 } dargs;
 
 /* "name" (text) or {"hex": "..."}: a byte field of a request body. */
@@ -136,6 +145,82 @@ static json_t *
 bytes_field(const char *text, const char *hex)
 {
     return text ? json_string(text) : json_pack("{s:s}", "hex", hex);
+}
+
+/* How often rebuild --wait asks the node for the build's progress. */
+#define PROGRESS_POLL_MS 200
+
+/* The integer field `name` of j (0 when absent). */
+static long long
+jnum(json_t *j, const char *name)
+{
+    return (long long)json_integer_value(json_object_get(j, name));
+}
+
+/* rebuild --wait: starts the rebuild, then prints its progress from the
+ * index route until the index is ready under the new id the rebuild gave
+ * it (0), or the build failed. */
+static int
+rebuild_wait(const cli_admin *a, const char *t, const char *i)
+{
+    char path[16384], start[16400];
+    snprintf(path, sizeof(path), "/v1/tables/%s/indexes/%s", t, i);
+    json_t *j = NULL;
+    int rc = cli_admin_request(a, "GET", path, NULL, &j);
+    long long old_id = jnum(j, "id");
+    json_decref(j);
+    if (rc != 0)
+        return rc;
+    snprintf(start, sizeof(start), "%s/rebuild?wait=0", path);
+    if ((rc = cli_admin_request(a, "POST", start, NULL, &j)) != 0)
+        return rc;
+    json_decref(j);
+    bool tty = isatty(STDOUT_FILENO) && !a->json;
+    long long shown = -1;
+    for (;;) {
+        if ((rc = cli_admin_request(a, "GET", path, NULL, &j)) != 0)
+            return rc;
+        /* the old id still ready: the rebuild's catalog job has not run */
+        const char *st = json_string_value(json_object_get(j, "state"));
+        if (jnum(j, "id") == old_id) {
+            json_decref(j);
+            struct timespec ts = {0, PROGRESS_POLL_MS * 1000000L};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        bool ready = st != NULL && strcmp(st, "ready") == 0;
+        json_t *p = json_object_get(j, "progress");
+        long long rows = jnum(p, "rows"), total = jnum(p, "total");
+        const char *err = json_string_value(json_object_get(p, "error"));
+        if (a->json) {
+            if (rows != shown || ready || err != NULL)
+                cli_admin_print(a, j);
+        } else if (tty) {
+            printf("\r%lld / %lld rows (%lld%%) %.1f s%s", rows, total,
+                   total > 0 ? rows * 100 / total : 0,
+                   (double)jnum(p, "elapsed_ms") / 1e3, ready ? "\n" : "");
+        } else if (rows != shown || ready) {
+            printf("%srows %lld total %lld elapsed_ms %lld\n",
+                   ready ? "ready " : "", rows, total, jnum(p, "elapsed_ms"));
+        }
+        fflush(stdout);
+        shown = rows;
+        bool failed =
+            err != NULL && json_is_false(json_object_get(p, "running"));
+        if (failed) {
+            if (tty)
+                putchar('\n');
+            fprintf(stderr, "troupe index rebuild: the build failed: %s\n",
+                    err);
+        }
+        json_decref(j);
+        if (ready)
+            return 0;
+        if (failed)
+            return CLI_FAIL;
+        struct timespec ts = {0, PROGRESS_POLL_MS * 1000000L};
+        nanosleep(&ts, NULL);
+    }
 }
 
 static int
@@ -162,6 +247,14 @@ run(int kind, const cli_admin *a, const dargs *d)
         break;
     case D_INDEX_STATE:
     case D_INDEX_REBUILD:
+        if (kind == D_INDEX_REBUILD && d->wait) {
+            int rc = rebuild_wait(a, t, i);
+            free(t);
+            free(i);
+            free(k);
+            free(af);
+            return rc;
+        }
         snprintf(path, sizeof(path), "/v1/tables/%s/indexes/%s%s", t, i,
                  kind == D_INDEX_REBUILD ? "/rebuild" : "");
         method = kind == D_INDEX_REBUILD ? "POST" : "GET";
@@ -223,6 +316,8 @@ cmd_data(const cli_cmd *top, int first, int last, int argc, char **argv)
     if (kind == D_INDEX_STATE || kind == D_INDEX_REBUILD)
         opts[no++] =
             (struct option){"index", required_argument, NULL, OPT_INDEX};
+    if (kind == D_INDEX_REBUILD)
+        opts[no++] = (struct option){"wait", no_argument, NULL, OPT_WAIT};
     if (keyed) {
         opts[no++] = (struct option){"key", required_argument, NULL, OPT_KEY};
         opts[no++] =
@@ -277,6 +372,9 @@ cmd_data(const cli_cmd *top, int first, int last, int argc, char **argv)
             break;
         case OPT_REVERSE:
             d.reverse = true;
+            break;
+        case OPT_WAIT:
+            d.wait = true;
             break;
         default:
             if ((rc = cli_admin_common_flag(&adm, c, ch, argv, &level)) !=

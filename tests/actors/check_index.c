@@ -2791,10 +2791,13 @@ gate_held(void *arg)
     return atomic_load(&g_held) != 0;
 }
 
+/* The runtime's logger at the next i_open (zeroed: the default). */
+static troupe_logger i_logger;
+
 static void
 i_open(void)
 {
-    troupe_runtime_opts o = {.schedulers = 2, .workers = 4};
+    troupe_runtime_opts o = {.schedulers = 2, .workers = 4, .logger = i_logger};
     if (X.embedded) {
         ck_assert_int_eq(uv_loop_init(&X.loop), 0);
         o.loop = &X.loop;
@@ -3714,6 +3717,152 @@ START_TEST(test_rebuild_and_drop_wait_twins)
 }
 END_TEST
 
+/* ---- build progress ------------------------------------------------ */
+
+/* The build's log lines a test logger kept: message and rows. */
+#define PL_MAX 64
+static pthread_mutex_t pl_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    char msg[64];
+    long long rows, total;
+    char index[32];
+} pl_lines[PL_MAX];
+static int pl_n;
+
+static void
+pl_log(void *ctx, const troupe_log_record *r)
+{
+    (void)ctx;
+    if (strcmp(r->sys, "table") != 0 || strncmp(r->msg, "index ", 6) != 0)
+        return;
+    pthread_mutex_lock(&pl_mu);
+    if (pl_n < PL_MAX) {
+        snprintf(pl_lines[pl_n].msg, sizeof(pl_lines[pl_n].msg), "%s", r->msg);
+        pl_lines[pl_n].rows = pl_lines[pl_n].total = -1;
+        for (size_t i = 0; i < r->nfields; i++) {
+            const troupe_log_field *f = &r->fields[i];
+            if (strcmp(f->key, "rows") == 0)
+                pl_lines[pl_n].rows = atoll(f->value);
+            else if (strcmp(f->key, "total") == 0)
+                pl_lines[pl_n].total = atoll(f->value);
+            else if (strcmp(f->key, "index") == 0)
+                snprintf(pl_lines[pl_n].index, sizeof(pl_lines[pl_n].index),
+                         "%s", f->value);
+        }
+        pl_n++;
+    }
+    pthread_mutex_unlock(&pl_mu);
+}
+
+static bool
+pl_is_added(void *arg)
+{
+    return atomic_load((atomic_int *)arg) != 0;
+}
+
+static void
+pl_added(troupe_tables *t, troupe_err err, void *arg)
+{
+    (void)t;
+    atomic_store((atomic_int *)arg, err == TROUPE_OK ? 1 : 2);
+}
+
+/* An index build on a table of a few thousand rows reports its progress:
+ * rows done grow monotonically, never past the estimate while it runs,
+ * and reach done == total when the index is ready; the log has a line at
+ * its start, lines as it goes (each with more rows) and one at its end. */
+START_TEST(test_build_progress_grows_to_total_and_is_logged)
+{
+    i_close();
+    i_logger =
+        (troupe_logger){.fn = pl_log, .ctx = NULL, .level = TROUPE_LOG_INFO};
+    pl_n = 0;
+    i_open();
+    i_logger = (troupe_logger){0};
+    ck_assert_ok(troupe_tables_create_wait(X.tables, "u", NULL, 0));
+    enum { ROWS = 3000 };
+    troupe_write_opts wo = {.sync = TROUPE_SYNC_OFF};
+    for (int i = 0; i < ROWS; i++) {
+        char k[16];
+        snprintf(k, sizeof(k), "p%05d", i);
+        troupe_packer p;
+        i_doc(&p, NULL, i % 2 ? "Oslo" : "Rome");
+        size_t dl;
+        const void *d = troupe_pack_data(&p, &dl);
+        ck_assert_ok(
+            troupe_table_insert_wait(X.tables, "u", k, strlen(k), d, dl, &wo));
+        troupe_pack_fini(&p);
+    }
+    troupe_index_progress pr;
+    ck_assert_err(
+        troupe_tables_index_progress_wait(X.tables, "u", "by_city", &pr),
+        TROUPE_ENOENT);
+    troupe_index_spec city = spec_city();
+    atomic_int added = 0;
+    ck_assert_ok(
+        troupe_tables_add_index(X.tables, "u", &city, pl_added, &added));
+    uint64_t last = 0, t0 = ts_now_ms();
+    bool seen = false;
+    for (;;) {
+        /* the index appears (building) once the catalog job runs */
+        troupe_err e =
+            troupe_tables_index_progress_wait(X.tables, "u", "by_city", &pr);
+        if (e == TROUPE_ENOENT && !seen) {
+            ck_assert_msg(ts_now_ms() - t0 < 30000, "no index");
+            continue;
+        }
+        ck_assert_ok(e);
+        seen = true;
+        ck_assert_uint_ge(pr.done, last);
+        last = pr.done;
+        if (pr.known && pr.running)
+            ck_assert_uint_le(pr.done, pr.total);
+        if (pr.ready)
+            break;
+        ck_assert_msg(ts_now_ms() - t0 < 30000, "not ready: done %llu",
+                      (unsigned long long)pr.done);
+    }
+    ck_assert(pr.known);
+    ck_assert(!pr.running);
+    ck_assert_err(pr.err, TROUPE_OK);
+    ck_assert_uint_eq(pr.done, ROWS);
+    ck_assert_uint_eq(pr.total, ROWS);
+    ck_assert(ts_wait_until(pl_is_added, &added, 10000));
+    ck_assert_int_eq(atomic_load(&added), 1);
+    /* the log: started, progress with growing rows, done with them all */
+    pthread_mutex_lock(&pl_mu);
+    int n = pl_n;
+    pthread_mutex_unlock(&pl_mu);
+    ck_assert_int_ge(n, 3);
+    ck_assert_str_eq(pl_lines[0].msg, "index build started");
+    ck_assert_str_eq(pl_lines[0].index, "by_city");
+    ck_assert_int_eq(pl_lines[0].rows, 0);
+    ck_assert_int_gt(pl_lines[0].total, 0); /* RocksDB's estimate */
+    ck_assert_str_eq(pl_lines[n - 1].msg, "index build done");
+    ck_assert_int_eq(pl_lines[n - 1].rows, ROWS);
+    ck_assert_int_eq(pl_lines[n - 1].total, ROWS);
+    for (int i = 1; i < n - 1; i++) {
+        ck_assert_str_eq(pl_lines[i].msg, "index build progress");
+        ck_assert_int_gt(pl_lines[i].rows, pl_lines[i - 1].rows);
+    }
+    ck_assert_int_ge(n - 2, 5); /* about one line per tenth */
+    ck_assert_int_le(n - 2, 11);
+    /* bad arguments */
+    ck_assert_err(troupe_tables_index_progress_wait(NULL, "u", "by_city", &pr),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_tables_index_progress_wait(X.tables, "u", NULL, &pr),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_tables_index_progress_wait(X.tables, "", "x", &pr),
+                  TROUPE_EINVAL);
+    ck_assert_err(
+        troupe_tables_index_progress_wait(X.tables, "u", "by_city", NULL),
+        TROUPE_EINVAL);
+    ck_assert_err(
+        troupe_tables_index_progress_wait(X.tables, "nope", "by_city", &pr),
+        TROUPE_ENOENT);
+}
+END_TEST
+
 /* ---- suite ---------------------------------------------------------- */
 
 /* The primary keys a query on table "p" finds, sorted, joined by ','. */
@@ -3901,6 +4050,7 @@ index_suite(void)
     tcase_add_checked_fixture(t, i_setup_standalone, i_teardown);
     tcase_set_timeout(t, 120);
     tcase_add_test(t, test_rebuild_and_drop_wait_twins);
+    tcase_add_test(t, test_build_progress_grows_to_total_and_is_logged);
     tcase_add_test(t, test_paths_and_casefold_through_tables);
     suite_add_tcase(s, t);
     return s;

@@ -300,6 +300,32 @@ nlog_reach(void *arg)
     return true;
 }
 
+static troupe_queue_counters
+counters(const char *q)
+{
+    troupe_queue_counters c;
+    ck_assert_ok(troupe_queue_counters_get(fx.qs, q, &c));
+    return c;
+}
+
+static bool
+settled_reach(void *arg)
+{
+    waitq *w = arg;
+    troupe_queue_counters c = counters(w->q);
+    return c.acked + c.rescheduled >= w->n;
+}
+
+/* Until n handler calls' acks or reschedules are counted (the counters
+ * move on the pipeline's callback, just after the row is visible). */
+static troupe_queue_counters
+wait_settled(const char *q, uint64_t n)
+{
+    waitq w = {q, n};
+    ck_assert(ts_wait_until(settled_reach, &w, 10000));
+    return counters(q);
+}
+
 static void
 hreset(int mode)
 {
@@ -661,6 +687,18 @@ START_TEST(test_error_redelivers_with_attempt_numbers)
     ck_assert_uint_eq(H.attempts[1], 2);
     ck_assert_uint_eq(H.attempts[2], 3);
     ck_assert_uint_eq(npending("q"), 0);
+    /* the counters: three calls, attempts 1, 2, 3 in buckets <= 1, <= 2,
+     * <= 4 */
+    troupe_queue_counters c = wait_settled("q", 1);
+    ck_assert_uint_eq(c.delivered, 3);
+    ck_assert_uint_eq(c.errors, 2);
+    ck_assert_uint_eq(c.acked, 1);
+    ck_assert_uint_eq(c.rescheduled + c.timeouts + c.commit_failed, 0);
+    ck_assert_uint_eq(c.attempts.counts[0], 1);
+    ck_assert_uint_eq(c.attempts.counts[1], 1);
+    ck_assert_uint_eq(c.attempts.counts[2], 1);
+    ck_assert_uint_eq(c.attempts.sum, 6);
+    ck_assert_uint_eq(c.attempts.count, 3);
     troupe_queue_worker_stop_wait(&w);
 }
 END_TEST
@@ -675,6 +713,10 @@ START_TEST(test_invalid_outcome_leaves_pending)
     ck_assert_int_eq(atomic_load(&H.calls), 2);
     ck_assert_uint_eq(H.attempts[1], 2);
     ck_assert_uint_eq(npending("q"), 0);
+    troupe_queue_counters c = wait_settled("q", 1);
+    ck_assert_uint_eq(c.errors, 1); /* the invalid outcome */
+    ck_assert_uint_eq(c.acked, 1);
+    ck_assert_uint_eq(c.delivered, 2);
     troupe_queue_worker_stop_wait(&w);
 }
 END_TEST
@@ -736,6 +778,10 @@ START_TEST(test_reschedule_completes_and_replaces)
     ck_assert_ok(troupe_queue_kick(fx.qs, "q"));
     wait_completed("q", 2);
     ck_assert_uint_eq(npending("q"), 0);
+    troupe_queue_counters c = wait_settled("q", 2);
+    ck_assert_uint_eq(c.rescheduled, 1);
+    ck_assert_uint_eq(c.acked, 1);
+    ck_assert_uint_eq(c.errors + c.timeouts + c.commit_failed, 0);
     /* both completed rows are the owner's */
     size_t del = 0;
     ck_assert_ok(troupe_queue_delete_by_owner_wait(
@@ -1120,6 +1166,10 @@ START_TEST(test_timeout_leaves_pending_and_redelivers)
     ck_assert_int_eq(atomic_load(&H.calls), 2);
     ck_assert_uint_eq(H.attempts[0], 1);
     ck_assert_uint_eq(H.attempts[1], 2);
+    troupe_queue_counters c = wait_settled("q", 1);
+    ck_assert_uint_eq(c.timeouts, 1);
+    ck_assert_uint_eq(c.acked, 1);
+    ck_assert_uint_eq(c.errors, 0);
     troupe_queue_worker_stop_wait(&w);
 }
 END_TEST
@@ -1756,6 +1806,12 @@ START_TEST(test_stats_and_lookup_bad_args)
     troupe_free(st);
     ck_assert_err(troupe_queue_stats_wait(fx.qs, "nope", &st), TROUPE_ENOQUEUE);
     ck_assert_err(troupe_queue_stats_wait(fx.qs, "q", NULL), TROUPE_EINVAL);
+    troupe_queue_counters c = counters("q");
+    ck_assert_uint_eq(c.delivered, 0);
+    ck_assert_uint_eq(c.attempts.n, 8);
+    ck_assert_err(troupe_queue_counters_get(fx.qs, "nope", &c), TROUPE_ENOENT);
+    ck_assert_err(troupe_queue_counters_get(fx.qs, "q", NULL), TROUPE_EINVAL);
+    ck_assert_err(troupe_queue_counters_get(NULL, "q", &c), TROUPE_EINVAL);
     troupe_queue_page *pg = NULL;
     ck_assert_err(troupe_queue_lookup_wait(fx.qs, "q", "", 0, &pg),
                   TROUPE_EINVAL);

@@ -2126,6 +2126,73 @@ START_TEST(test_txn_full_version_map_sheds_unneeded_records_first)
 }
 END_TEST
 
+/* The latency histograms count each call once, from the call to its
+ * result, and the commit counters split commits by result. */
+START_TEST(test_txn_stats_count_each_call_and_commit_by_result)
+{
+    static const troupe_index_field vf = {"v", TROUPE_FIELD_INT};
+    troupe_index_spec spec = {.name = "by_v", .fields = &vf, .n_fields = 1};
+    ck_assert_ok(troupe_tables_create_wait(fx.tables, "a", &spec, 1));
+    troupe_tables_stats *s0 = NULL, *s1 = NULL;
+    ck_assert_ok(troupe_tables_stats_wait(fx.tables, &s0));
+    for (int i = 0; i < 5; i++)
+        put("a", "x", i);
+    ck_assert_ok(troupe_table_delete_wait(fx.tables, "a", "x", 1, NULL));
+    put("a", "x", 7);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(stored("a", "x"), 7);
+    troupe_scan_opts so = {.limit = 10};
+    troupe_rows *rows = NULL;
+    ck_assert_ok(troupe_table_scan_wait(fx.tables, "a", &so, &rows));
+    troupe_rows_destroy(rows);
+    troupe_packer p;
+    troupe_pack_init(&p);
+    troupe_pack_array(&p, 1);
+    troupe_pack_int(&p, 7);
+    size_t vl;
+    const void *vals = troupe_pack_data(&p, &vl);
+    troupe_index_query q = {.values = vals, .values_len = vl, .limit = 10};
+    uint64_t n = 0;
+    ck_assert_ok(troupe_tables_count_wait(fx.tables, "a", "by_v", &q, &n));
+    ck_assert_uint_eq(n, 1);
+    troupe_pack_fini(&p);
+    /* one commit that goes through, one that conflicts */
+    troupe_txn *tx = NULL;
+    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx));
+    ck_assert_ok(txput(tx, "a", "y", 1));
+    ck_assert_ok(troupe_txn_commit_wait(tx, TROUPE_SYNC_OFF));
+    troupe_txn_destroy(tx);
+    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx));
+    ck_assert_int_eq(txv(tx, "a", "x"), 7);
+    put("a", "x", 8);
+    ck_assert_ok(txput(tx, "a", "z", 1));
+    ck_assert_err(troupe_txn_commit_wait(tx, TROUPE_SYNC_OFF),
+                  TROUPE_ECONFLICT);
+    troupe_txn_destroy(tx);
+    ck_assert_ok(troupe_tables_stats_wait(fx.tables, &s1));
+    const troupe_hist_snapshot *h0[] = {&s0->get_ns, &s0->write_ns,
+                                        &s0->scan_ns, &s0->query_ns,
+                                        &s0->commit_ns};
+    const troupe_hist_snapshot *h1[] = {&s1->get_ns, &s1->write_ns,
+                                        &s1->scan_ns, &s1->query_ns,
+                                        &s1->commit_ns};
+    /* gets: stored() x3; writes: 5 + delete + 2 puts; one scan; one
+     * count; two commits */
+    const uint64_t want[] = {3, 8, 1, 1, 2};
+    for (int i = 0; i < 5; i++) {
+        ck_assert_uint_eq(h1[i]->count - h0[i]->count, want[i]);
+        ck_assert_uint_gt(h1[i]->sum, h0[i]->sum); /* nanoseconds passed */
+        ck_assert_uint_eq(h1[i]->base, TROUPE_TABLES_OP_NS_BASE);
+        ck_assert_uint_eq(h1[i]->n, TROUPE_TABLES_OP_NS_BUCKETS);
+    }
+    ck_assert_uint_eq(s1->commit_ok - s0->commit_ok, 1);
+    ck_assert_uint_eq(s1->commit_conflict - s0->commit_conflict, 1);
+    ck_assert_uint_eq(s1->commit_failed, s0->commit_failed);
+    troupe_tables_stats_destroy(s0);
+    troupe_tables_stats_destroy(s1);
+}
+END_TEST
+
 Suite *
 txn_suite(void)
 {
@@ -2155,6 +2222,7 @@ txn_suite(void)
     tcase_add_test(tc, test_txn_scan_bad_arguments);
     tcase_add_test(tc, test_txn_reserved_range_holds_writes_into_it);
     tcase_add_test(tc, test_txn_full_version_map_sheds_unneeded_records_first);
+    tcase_add_test(tc, test_txn_stats_count_each_call_and_commit_by_result);
     tcase_add_test(tc, test_txn_query_versions_batch_matches_single_queries);
     tcase_add_test(tc, test_txn_versioned_query_commit_receipts_and_conflicts);
     tcase_add_test(tc, test_txn_versioned_duplicate_entries_refused);

@@ -20,7 +20,7 @@ has() {
 }
 
 db="$tmp/db"
-"$seed" "$db" || { echo "FAIL: queue_seed"; exit 1; }
+"$seed" "$db" 3000 || { echo "FAIL: queue_seed"; exit 1; }
 
 # start_node [FLAGS...]: a node on $db with --admin 127.0.0.1:0; sets
 # $node_pid and $url.
@@ -56,6 +56,8 @@ expect 0 "queue stats --admin" -- "$troupe" queue stats --admin "$url" --queue o
 has out '^pending 5$' "five pending"
 has out '^completed 3$' "three completed"
 has out '^oldest_due 1970-01-01T00:00:01.000Z$' "the oldest due time in ISO 8601"
+has out '^handler_calls\.delivered 0$' "no handler ran in this node"
+has out '^handler_calls\.attempts\.1 0$' "the attempts histogram by bucket"
 
 expect 0 "queue pause --admin" -- "$troupe" queue pause --admin "$url" --queue orders
 expect 0 "queue list --admin --json" -- "$troupe" queue list --admin "$url" --json
@@ -100,6 +102,20 @@ expect 1 "table get of an unknown table" -- "$troupe" table get --admin "$url" -
 has err "404" "404"
 expect 1 "index state of an unknown table" -- "$troupe" index state --admin "$url" \
     --table nope --index x
+# an index rebuild with its progress: lines until ready, rows growing to
+# the table's 3000 (not a terminal: one line per change)
+expect 0 "index rebuild --wait" -- "$troupe" index rebuild --admin "$url" \
+    --table users --index by_n --wait
+has out '^ready rows 3000 total 3000 elapsed_ms [0-9]+$' "ends ready with done == total"
+awk '{ r = ($1 == "ready") ? $3 : $2; if (r + 0 < last + 0) exit 1; last = r }' "$tmp/out" &&
+    ok "rows never go back" || { bad "rows went back"; cat "$tmp/out"; }
+expect 0 "index state after the rebuild" -- "$troupe" index state --admin "$url" \
+    --table users --index by_n
+has out '^state ready$' "ready"
+has out '^progress\.rows 3000$' "the last build's rows"
+expect 1 "rebuild --wait of an unknown index" -- "$troupe" index rebuild --admin "$url" \
+    --table users --index nope --wait
+has err "404" "404"
 expect 2 "table scan without --admin" -- "$troupe" table scan --table t
 has err "--admin URL is required" "says what is missing"
 expect 2 "kv get with --key and --key-hex" -- "$troupe" kv get --admin "$url" --key a --key-hex 61

@@ -443,6 +443,30 @@ START_TEST(test_metrics_under_load_pass_promtool)
         metric(r.body, "troupe_commit_write_seconds_bucket{le=\"+Inf\"}") ==
         groups);
     ck_assert(metric(r.body, "troupe_commit_write_seconds_sum") > 0);
+    /* every handler call counted once, each an ack (the worker stopped:
+     * its outcomes are committed), and at its attempt */
+    double handled = (double)atomic_load(&l.handled);
+    ck_assert(handled >= 10);
+    ck_assert(metric(r.body, "troupe_queue_deliveries_total{queue=\"jobs\"}") ==
+              handled);
+    ck_assert(metric(r.body, "troupe_queue_outcomes_total{queue=\"jobs\","
+                             "outcome=\"ack\"}") == handled);
+    ck_assert(metric(r.body, "troupe_queue_outcomes_total{queue=\"jobs\","
+                             "outcome=\"error\"}") == 0);
+    ck_assert(metric(r.body,
+                     "troupe_queue_delivery_attempts_count{queue=\"jobs\"}") ==
+              handled);
+    ck_assert(metric(r.body, "troupe_queue_delivery_attempts_bucket{queue=\""
+                             "jobs\",le=\"+Inf\"}") == handled);
+    /* every upsert the writer made is in the write latencies */
+    double writes = metric(r.body, "troupe_table_write_seconds_count");
+    ck_assert(writes >= (double)atomic_load(&l.rows));
+    ck_assert(
+        metric(r.body, "troupe_table_write_seconds_bucket{le=\"+Inf\"}") ==
+        writes);
+    ck_assert(metric(r.body, "troupe_table_write_seconds_sum") > 0);
+    ck_assert(
+        metric(r.body, "troupe_txn_commit_outcomes_total{result=\"ok\"}") >= 0);
     resp_free(&r);
 }
 END_TEST

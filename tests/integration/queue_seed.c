@@ -6,15 +6,22 @@
  * 'b' 'i' 'n'; then o1 and o2 are acknowledged and o3 is rescheduled to
  * an hour from now. So: 5 pending (o3's replacement, o4, o5, o6, the
  * binary one), 3 completed (o1, o2, o3's first invocation). Queue "audit"
- * (1 partition) stays empty. Exits 0, or 1 with a message.
+ * (1 partition) stays empty. With ROWS, table "users" gets an index
+ * "by_n" (on field n) and ROWS rows u000000.. with n = their number, for
+ * `troupe index rebuild --wait` (admin_cli.sh). Exits 0, or 1 with a
+ * message.
  */
 #include <stdio.h>
 #include <string.h>
 
+#include <stdlib.h>
+
 #include "troupe/commit.h"
+#include "troupe/pack.h"
 #include "troupe/queue.h"
 #include "troupe/runtime.h"
 #include "troupe/storage.h"
+#include "troupe/table.h"
 
 static troupe_err
 publish(troupe_queues *qs, const void *id, size_t id_len, int64_t t, bool owned)
@@ -55,11 +62,48 @@ outcome(troupe_queues *qs, const char *id, int64_t t)
     return e;
 }
 
+/* Table "users" with index "by_n" and rows rows. */
+static troupe_err
+seed_table(troupe_catalog *cat, troupe_commit *c, long rows)
+{
+    troupe_tables *t = NULL;
+    troupe_tables_opts to = {.catalog = cat, .commit = c};
+    troupe_err e = troupe_tables_open(&to, &t);
+    static const troupe_index_field nf = {"n", TROUPE_FIELD_INT};
+    troupe_index_spec by_n = {.name = "by_n", .fields = &nf, .n_fields = 1};
+    if (e == TROUPE_OK)
+        e = troupe_tables_create_wait(t, "users", &by_n, 1);
+    troupe_write_opts wo = {.sync = TROUPE_SYNC_OFF};
+    for (long i = 0; e == TROUPE_OK && i < rows; i++) {
+        char k[32];
+        snprintf(k, sizeof(k), "u%06ld", i);
+        troupe_packer p;
+        troupe_pack_init(&p);
+        troupe_pack_map(&p, 1);
+        troupe_pack_cstr(&p, "n");
+        troupe_pack_int(&p, i);
+        size_t dl;
+        const void *d = troupe_pack_data(&p, &dl);
+        e = d == NULL ? TROUPE_ENOMEM
+                      : troupe_table_upsert_wait(t, "users", k, strlen(k), d,
+                                                 dl, &wo);
+        troupe_pack_fini(&p);
+    }
+    if (t != NULL) {
+        troupe_err se = troupe_tables_stop_wait(t);
+        if (e == TROUPE_OK)
+            e = se;
+        troupe_tables_destroy(t);
+    }
+    return e;
+}
+
 int
 main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: queue_seed DIR\n");
+    long rows = argc == 3 ? strtol(argv[2], NULL, 10) : 0;
+    if (argc < 2 || argc > 3 || rows < 0) {
+        fprintf(stderr, "usage: queue_seed DIR [ROWS]\n");
         return 2;
     }
     troupe_db *db = NULL;
@@ -105,6 +149,8 @@ main(int argc, char **argv)
         e = outcome(qs, "o2", -1);
     if (e == TROUPE_OK)
         e = outcome(qs, "o3", later);
+    if (e == TROUPE_OK && rows > 0)
+        e = seed_table(cat, c, rows);
     troupe_queues_destroy(qs);
     if (cat != NULL) {
         troupe_catalog_stop_wait(cat);

@@ -685,6 +685,30 @@ troupe_queue_stats_wait(troupe_queues *qs, const char *queue,
     return TROUPE_OK;
 }
 
+troupe_err
+troupe_queue_counters_get(troupe_queues *qs, const char *queue,
+                          troupe_queue_counters *out)
+{
+    if (out == NULL)
+        return TROUPE_EINVAL;
+    *out = (troupe_queue_counters){0};
+    tq_queue *q = NULL;
+    troupe_err e = troupe__tq_find(qs, queue, &q);
+    if (e != TROUPE_OK)
+        return e;
+#define LOAD(i) atomic_load_explicit(&q->outcomes[i], memory_order_relaxed)
+    out->acked = LOAD(TQ_OUT_ACK);
+    out->rescheduled = LOAD(TQ_OUT_RESCHEDULE);
+    out->errors = LOAD(TQ_OUT_ERROR);
+    out->timeouts = LOAD(TQ_OUT_TIMEOUT);
+    out->commit_failed = LOAD(TQ_OUT_FAILED);
+#undef LOAD
+    troupe_hist_read(&q->attempts, &out->attempts);
+    out->delivered = out->attempts.count;
+    troupe__tq_release(q);
+    return TROUPE_OK;
+}
+
 /* ---- owners
  * ------------------------------------------------------------------ */
 

@@ -56,6 +56,7 @@ typedef struct tq_job {
     troupe_runtime *rt;
     troupe_addr part; /* the partition actor */
     uint32_t attempt;
+    troupe_queue_outcome_kind kind; /* the handler's, once it returned */
     _Atomic int state;
     /* The pool's completion holds one reference, an outcome commit in
      * flight another; the last one frees the job. */
@@ -291,6 +292,13 @@ settle_drop(void *arg)
     job_unref(arg);
 }
 
+/* Counts one handler call's outcome (TQ_OUT_*). */
+static void
+count_outcome(tq_job *j, int what)
+{
+    atomic_fetch_add_explicit(&j->q->outcomes[what], 1, memory_order_relaxed);
+}
+
 /* The outcome commit completed (on the pipeline's writer thread): the
  * outcome is durable (or failed), so the credit frees and the partition
  * hears of it. */
@@ -300,6 +308,9 @@ job_committed(troupe_err err, void *arg)
     tq_job *j = arg;
     troupe_queue_worker *w = j->w;
     j->result = err;
+    count_outcome(j, err != TROUPE_OK                     ? TQ_OUT_FAILED
+                     : j->kind == TROUPE_QUEUE_RESCHEDULE ? TQ_OUT_RESCHEDULE
+                                                          : TQ_OUT_ACK);
     if (err == TROUPE_OK && j->resched_part != UINT32_MAX)
         troupe__tq_notify(j->q, j->resched_part, j->resched_time);
     atomic_store(&j->state, J_DONE);
@@ -340,11 +351,17 @@ job_run(void *arg)
     bool gone = he == TROUPE_ENOENT;
     if (he == TROUPE_OK)
         he = troupe__tq_item(j->q, j->skey, j->sklen, j->val, j->vlen, &d.ev);
-    if (he == TROUPE_OK)
+    bool ran = he == TROUPE_OK;
+    if (ran) {
+        troupe_hist_add(&j->q->attempts, j->attempt);
         he = w->handler(&d, &out, w->arg);
+    }
+    j->kind = out.kind;
     int want = J_RUN;
     if (!atomic_compare_exchange_strong(&j->state, &want, J_SETTLING)) {
         j->result = TROUPE_ETIMEDOUT; /* the timeout settled it: no outcome */
+        if (ran)
+            count_outcome(j, TQ_OUT_TIMEOUT);
         troupe_free(cur);
         return;
     }
@@ -357,6 +374,10 @@ job_run(void *arg)
                                              &j->resched_part);
     else
         j->result = he;
+    if (ran && b == NULL)
+        count_outcome(j, he != TROUPE_OK || j->result == TROUPE_EINVAL
+                             ? TQ_OUT_ERROR
+                             : TQ_OUT_FAILED);
     troupe_free(cur);
     if (b != NULL) {
         /* Committed asynchronously: this pool thread is free at once, and
@@ -372,6 +393,7 @@ job_run(void *arg)
         j->async = false;
         atomic_fetch_sub(&j->refs, 1);
         j->result = e;
+        count_outcome(j, TQ_OUT_FAILED);
     }
     atomic_store(&j->state, J_DONE);
     credit_give(w);

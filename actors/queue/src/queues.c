@@ -320,6 +320,7 @@ queue_start(troupe_queues *qs, uint64_t id, const char *name, uint32_t parts,
         return TROUPE_ENOMEM;
     atomic_init(&q->refs, 1);
     pthread_mutex_init(&q->mu, NULL);
+    troupe_hist_init(&q->attempts, 1, TQ_ATTEMPT_BUCKETS);
     q->qs = qs;
     q->rt = qs->rt;
     q->db = qs->db;

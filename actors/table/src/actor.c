@@ -145,6 +145,7 @@ QUIESCE_AFTER(troupe__reads_h_done)
 QUIESCE_AFTER(troupe__reads_h_flush)
 QUIESCE_AFTER(troupe__build_h_switch)
 QUIESCE_AFTER(troupe__build_h_keys)
+QUIESCE_AFTER(troupe__build_h_progress)
 QUIESCE_AFTER(h_quiesce)
 QUIESCE_AFTER(troupe__parts_h_prepare)
 QUIESCE_AFTER(troupe__parts_h_finish)
@@ -172,6 +173,7 @@ static const troupe_handler_fn table_handlers[TABLE_NKINDS] = {
     [TABLE_READ_FLUSH] = troupe__reads_h_flush_q,
     [TABLE_SWITCH] = troupe__build_h_switch_q,
     [TABLE_BUILD_KEYS] = troupe__build_h_keys_q,
+    [TABLE_PROGRESS] = troupe__build_h_progress_q,
     [TABLE_QUIESCE] = h_quiesce_q,
     [TABLE_TXN_PREPARE] = troupe__parts_h_prepare_q,
     [TABLE_TXN_FINISH] = troupe__parts_h_finish_q,

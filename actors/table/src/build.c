@@ -13,8 +13,19 @@
  * still running: every write that starts after the switch maintains the
  * new index itself, and every row committed before is listed by a later
  * scan step (the scan moves forward by key, one step after the other).
+ *
+ * Progress: the actor counts the rows of each completed step against
+ * RocksDB's estimate of the table's keys taken at the start (no scan to
+ * count them: the estimate is free, and a count would cost as much as the
+ * build), raises the estimate when the count passes it, and sets it to
+ * the count at a successful end. It logs a line at the start, at each
+ * tenth of the estimate or every BUILD_LOG_NS, and at the end; an ask
+ * (TABLE_PROGRESS) reads the figures of the build running, or else of
+ * the last one.
  */
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "table_int.h"
 #include "troupe/alloc.h"
@@ -288,6 +299,91 @@ troupe__tables_resume_builds(troupe_tables *t, tentry *en)
 
 /* Rows an index build reindexes per step. */
 #define BUILD_BATCH 64
+/* Most time between two progress lines of a build. */
+#define BUILD_LOG_NS (30ull * 1000000000u)
+
+static uint64_t
+mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The name of index `id` in the actor's schema ("?" when not there: a
+ * sweep's dropped index). */
+static const char *
+index_name(const tstate *s, uint64_t id)
+{
+    for (size_t i = 0; s->cfg.schema != NULL && i < s->cfg.schema->n; i++)
+        if (troupe_index_def_id(s->cfg.schema->defs[i]) == id)
+            return troupe_index_def_name(s->cfg.schema->defs[i]);
+    return "?";
+}
+
+/* One info line about the build b (what: "started", "progress", "done",
+ * "failed"). */
+static void
+build_log(troupe_actor *self, const tstate *s, const tbuild *b,
+          const char *what)
+{
+    const troupe_logger *lg = troupe_runtime_logger(troupe_actor_runtime(self));
+    troupe_log_level lv =
+        s->bfig.err == TROUPE_OK ? TROUPE_LOG_INFO : TROUPE_LOG_WARN;
+    if (!troupe_log_enabled(lg, lv))
+        return;
+    const tbuild_fig *f = &s->bfig;
+    uint64_t end = f->end_ns ? f->end_ns : mono_ns();
+    char done[24], total[24], secs[32];
+    snprintf(done, sizeof(done), "%llu", (unsigned long long)f->done);
+    snprintf(total, sizeof(total), "%llu", (unsigned long long)f->total);
+    snprintf(secs, sizeof(secs), "%.3f", (double)(end - f->t0_ns) / 1e9);
+    troupe_log_field fl[] = {
+        {"table", b->table},
+        {"index", b->index_id ? index_name(s, b->index_id) : NULL},
+        {"rows", done},
+        {"total", total},
+        {"seconds", secs},
+        {"err", f->err != TROUPE_OK ? troupe_err_name(f->err) : NULL}};
+    troupe_log_fields(lg, lv, "table", fl, sizeof(fl) / sizeof(fl[0]), "%s %s",
+                      b->index_id ? "index build" : "index sweep", what);
+}
+
+/* A step's rows are all reindexed: count them, and log when a tenth of
+ * the estimate more is done or BUILD_LOG_NS passed. */
+static void
+build_count(troupe_actor *self, tstate *s, const tbuild *b)
+{
+    tbuild_fig *f = &s->bfig;
+    if (f->inflight == 0)
+        return;
+    f->done += f->inflight;
+    f->inflight = 0;
+    if (f->total < f->done)
+        f->total = f->done;
+    uint64_t now = mono_ns();
+    uint64_t tenths = f->total ? f->done * 10 / f->total : 0;
+    if (tenths > f->logged_tenths || now - f->logged_ns >= BUILD_LOG_NS) {
+        f->logged_tenths = tenths;
+        f->logged_ns = now;
+        build_log(self, s, b, "progress");
+    }
+}
+
+/* The build starts walking the table. */
+static void
+build_begin(troupe_actor *self, tstate *s, const tbuild *b)
+{
+    troupe_cf_stats cs = {0};
+    (void)troupe_db_cf_stats(s->cfg.db, s->cfg.cf_t, &cs); /* 0 if unknown */
+    uint64_t now = mono_ns();
+    s->bfig = (tbuild_fig){.index_id = b->index_id,
+                           .total = cs.keys,
+                           .t0_ns = now,
+                           .logged_ns = now,
+                           .running = true};
+    build_log(self, s, b, "started");
+}
 
 typedef struct kjob {
     troupe_db *db;
@@ -323,10 +419,21 @@ keys_work(void *arg)
 }
 
 static void
-build_finish(tstate *s, troupe_err err)
+build_finish(troupe_actor *self, tstate *s, troupe_err err)
 {
     tbuild *b = s->build;
     s->build = NULL;
+    if (s->bfig.running) {
+        tbuild_fig *f = &s->bfig;
+        f->done += err == TROUPE_OK ? f->inflight : 0;
+        f->inflight = 0;
+        f->running = false;
+        f->end_ns = mono_ns();
+        f->err = err;
+        if (err == TROUPE_OK)
+            f->total = f->done;
+        build_log(self, s, b, err == TROUPE_OK ? "done" : "failed");
+    }
     troupe_free(b->cursor);
     b->cursor = NULL;
     troupe__tables_build_done(b, err);
@@ -342,17 +449,19 @@ troupe__build_step(troupe_actor *self, tstate *s)
         if (s->writes.old_running > 0)
             return; /* writes of an older schema still running */
         b->started = true;
+        build_begin(self, s, b);
     }
     if (b->err != TROUPE_OK) {
-        build_finish(s, b->err);
+        build_finish(self, s, b->err);
         return;
     }
+    build_count(self, s, b);
     kjob *j = troupe_calloc(1, sizeof(*j));
     if (j != NULL && b->clen > 0 && (j->after = troupe_malloc(b->clen)))
         memcpy(j->after, b->cursor, j->alen = b->clen);
     if (j == NULL || (b->clen > 0 && j->after == NULL)) {
         troupe_free(j);
-        build_finish(s, TROUPE_ENOMEM);
+        build_finish(self, s, TROUPE_ENOMEM);
         return;
     }
     j->db = s->cfg.db;
@@ -364,7 +473,7 @@ troupe__build_step(troupe_actor *self, tstate *s)
         troupe_work_submit(self, keys_work, j, TABLE_BUILD_KEYS, kjob_free);
     if (e != TROUPE_OK) {
         kjob_free(j);
-        build_finish(s, e);
+        build_finish(self, s, e);
         return;
     }
     b->scanning = true;
@@ -405,14 +514,14 @@ troupe__build_h_keys(troupe_actor *self, void *st, const troupe_msg *m)
     if (b->err != TROUPE_OK || j->err != TROUPE_OK || j->page->n == 0) {
         troupe_err e = b->err != TROUPE_OK ? b->err : j->err;
         kjob_free(j);
-        build_finish(s, e);
+        build_finish(self, s, e);
         return TROUPE_OK;
     }
     const troupe_page *pg = j->page;
     unsigned char *c = troupe_realloc(b->cursor, pg->cursor_len);
     if (c == NULL) {
         kjob_free(j);
-        build_finish(s, TROUPE_ENOMEM);
+        build_finish(self, s, TROUPE_ENOMEM);
         return TROUPE_OK;
     }
     memcpy(c, pg->cursor, pg->cursor_len);
@@ -420,6 +529,7 @@ troupe__build_h_keys(troupe_actor *self, void *st, const troupe_msg *m)
     b->clen = pg->cursor_len;
     /* Count them all first: an op may finish inside enqueue. */
     b->outstanding = pg->n + 1;
+    s->bfig.inflight = pg->n;
     for (size_t i = 0; i < pg->n; i++) {
         wop *op = troupe__wop_new(self, s, TABLE_REINDEX, pg->items[i].key,
                                   pg->items[i].key_len, NULL, 0, 0, false);
@@ -483,5 +593,27 @@ void
 troupe__build_stop(troupe_actor *self, tstate *s)
 {
     if (s->build != NULL)
-        build_finish(s, TROUPE_ECLOSED);
+        build_finish(self, s, TROUPE_ECLOSED);
+}
+
+troupe_err
+troupe__build_h_progress(troupe_actor *self, void *st, const troupe_msg *m)
+{
+    tstate *s = st;
+    const tbuild_fig *f = &s->bfig;
+    uint64_t end = f->running ? mono_ns() : f->end_ns;
+    troupe_packer pk;
+    troupe_pack_init(&pk);
+    troupe_pack_array(&pk, 6);
+    troupe_pack_uint(&pk, f->index_id);
+    troupe_pack_uint(&pk, f->done);
+    troupe_pack_uint(&pk, f->total);
+    troupe_pack_uint(&pk, f->t0_ns ? (end - f->t0_ns) / 1000000u : 0);
+    troupe_pack_bool(&pk, f->running);
+    troupe_pack_int(&pk, f->err);
+    troupe_body *b = NULL;
+    troupe_err e = troupe_pack_take_body(&pk, &b);
+    troupe_runtime_reply(troupe_actor_runtime(self), m->from, m->corr, e,
+                         e == TROUPE_OK ? &b : NULL);
+    return TROUPE_OK;
 }

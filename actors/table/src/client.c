@@ -5,6 +5,9 @@
  * the request and asks the actor through troupe_runtime_ask, whose
  * callback runs on scheduler 0; the twins wait for that callback on a
  * condition variable (so they must not run on scheduler 0's thread).
+ * Each call that returns OK adds its latency, from the call to just before
+ * its callback, to ttables_shared's histograms: one clock read at each end
+ * and a relaxed add, nothing else on the path.
  */
 #include <inttypes.h>
 #include <string.h>
@@ -18,6 +21,9 @@ typedef struct tcall {
     troupe_table_cb cb;
     void *arg;
     uint64_t table_id; /* a scan's: its cursor names the table */
+    ttables_shared *ts;
+    int op;      /* TTABLES_OP_* */
+    uint64_t t0; /* when the call began */
 } tcall;
 
 static void
@@ -34,15 +40,26 @@ on_reply(troupe_runtime *rt, troupe_err err, troupe_msg *reply, void *arg)
     }
     troupe_table_cb cb = c->cb;
     void *cb_arg = c->arg;
+    troupe__tables_op_done(c->ts, c->op, c->t0);
     troupe_free(c);
     cb(err, rows, cb_arg);
 }
 
+/* The latency class of a request kind. */
+static int
+kind_op(uint32_t kind)
+{
+    return kind == TABLE_SCAN                            ? TTABLES_OP_SCAN
+           : kind == TABLE_GET || kind == TABLE_GET_MANY ? TTABLES_OP_GET
+                                                         : TTABLES_OP_WRITE;
+}
+
 /* Sends *p (fini'd either way) as a request of `kind` to `table`; a scan
- * of table `table_id` (else 0) gets its cursor wrapped. */
+ * of table `table_id` (else 0) gets its cursor wrapped. The call began at
+ * t0 (troupe__tables_op_clock). */
 static troupe_err
 call(troupe_tables *t, const char *table, troupe_packer *p, uint32_t kind,
-     uint64_t table_id, troupe_table_cb cb, void *arg)
+     uint64_t table_id, uint64_t t0, troupe_table_cb cb, void *arg)
 {
     troupe_addr a;
     uint32_t timeout;
@@ -64,6 +81,9 @@ call(troupe_tables *t, const char *table, troupe_packer *p, uint32_t kind,
     c->cb = cb;
     c->arg = arg;
     c->table_id = table_id;
+    c->ts = &t->ts;
+    c->op = kind_op(kind);
+    c->t0 = t0;
     e = troupe_runtime_ask(rt, a, &m, timeout, on_reply, c);
     if (e != TROUPE_OK)
         troupe_free(c);
@@ -87,6 +107,9 @@ typedef struct tdirect {
     void *arg;
     troupe_err err;
     troupe_rows *rows;
+    ttables_shared *ts;
+    int op;
+    uint64_t t0;
 } tdirect;
 
 static void
@@ -98,6 +121,7 @@ direct_done(void *arg, troupe_runtime *rt)
     void *cb_arg = d->arg;
     troupe_err err = d->err;
     troupe_rows *rows = d->rows;
+    troupe__tables_op_done(d->ts, d->op, d->t0);
     troupe_free(d);
     cb(err, rows, cb_arg);
 }
@@ -164,6 +188,7 @@ read_call(troupe_tables *t, const char *table, const treq *q,
 {
     if (cb == NULL)
         return TROUPE_EINVAL;
+    uint64_t t0 = troupe__tables_op_clock();
     troupe_runtime *rt = NULL;
     troupe_err rerr = TROUPE_OK;
     troupe_rows *rows = NULL;
@@ -176,14 +201,14 @@ read_call(troupe_tables *t, const char *table, const treq *q,
             rq.so = &raw; /* the actor reads the key, not the cursor */
         troupe_packer p;
         get_req(&p, &rq);
-        return call(t, table, &p, q->kind, q->kind == TABLE_SCAN ? id : 0, cb,
-                    arg);
+        return call(t, table, &p, q->kind, q->kind == TABLE_SCAN ? id : 0, t0,
+                    cb, arg);
     }
     tdirect *d = e == TROUPE_OK ? troupe_malloc(sizeof(*d)) : NULL;
     if (e == TROUPE_OK && d == NULL)
         e = TROUPE_ENOMEM;
     if (e == TROUPE_OK) {
-        *d = (tdirect){cb, arg, rerr, rows};
+        *d = (tdirect){cb, arg, rerr, rows, &t->ts, kind_op(q->kind), t0};
         e = troupe_runtime_post(rt, direct_done, d);
     }
     if (e != TROUPE_OK) {
@@ -202,8 +227,12 @@ read_wait(troupe_tables *t, const char *table, const treq *q,
     troupe_err rerr = TROUPE_OK;
     troupe_scan_opts raw;
     uint64_t id = 0;
+    uint64_t t0 = troupe__tables_op_clock();
     troupe_err e = read_here(t, table, q, false, &rt, &rerr, rows, &raw, &id);
-    return e != TROUPE_OK ? e : rerr;
+    if (e != TROUPE_OK)
+        return e;
+    troupe__tables_op_done(&t->ts, kind_op(q->kind), t0);
+    return rerr;
 }
 
 static void
@@ -278,6 +307,7 @@ write_req(troupe_tables *t, const char *table, uint32_t kind, const void *key,
           size_t klen, const void *doc, size_t dlen,
           const troupe_write_opts *wo, troupe_table_cb cb, void *arg)
 {
+    uint64_t t0 = troupe__tables_op_clock();
     troupe_write_opts o = wo != NULL ? *wo : (troupe_write_opts){0};
     troupe_err e = troupe__table_key_check(key, klen);
     if (e != TROUPE_OK)
@@ -306,7 +336,7 @@ write_req(troupe_tables *t, const char *table, uint32_t kind, const void *key,
     troupe_pack_uint(&p, (uint64_t)o.sync);
     if (kind != TABLE_DELETE)
         troupe_pack_bool(&p, !o.no_timestamps);
-    return call(t, table, &p, kind, 0, cb, arg);
+    return call(t, table, &p, kind, 0, t0, cb, arg);
 }
 
 troupe_err

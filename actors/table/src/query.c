@@ -15,6 +15,8 @@ typedef struct qcall {
     troupe_tables_query_cb qcb;
     troupe_tables_count_cb ccb;
     void *arg;
+    ttables_shared *ts;
+    uint64_t t0; /* when the call began */
 } qcall;
 
 static void
@@ -26,6 +28,7 @@ on_query_reply(troupe_runtime *rt, troupe_err err, troupe_msg *reply, void *arg)
     if (err == TROUPE_OK && reply != NULL)
         err = c->qcb != NULL ? troupe_index_query_reply(reply, &res)
                              : troupe_index_count_reply(reply, &n);
+    troupe__tables_op_done(c->ts, TTABLES_OP_QUERY, c->t0);
     if (c->qcb != NULL)
         c->qcb(err, res, c->arg);
     else
@@ -43,6 +46,7 @@ ask_index(troupe_tables *t, const char *table, const char *index,
     troupe_runtime *rt;
     if (q == NULL || (qcb == NULL && ccb == NULL))
         return TROUPE_EINVAL;
+    uint64_t t0 = troupe__tables_op_clock();
     troupe_err e = troupe__tables_lookup_index(t, table, &a, &timeout, &rt);
     troupe_msg *m = NULL;
     if (e == TROUPE_OK)
@@ -58,6 +62,8 @@ ask_index(troupe_tables *t, const char *table, const char *index,
     c->qcb = qcb;
     c->ccb = ccb;
     c->arg = arg;
+    c->ts = &t->ts;
+    c->t0 = t0;
     e = troupe_runtime_ask(rt, a, &m, timeout, on_query_reply, c);
     if (e != TROUPE_OK)
         troupe_free(c);
@@ -91,6 +97,7 @@ run_here(troupe_tables *t, const char *table, const char *index,
 {
     if (q == NULL)
         return TROUPE_EINVAL;
+    uint64_t t0 = troupe__tables_op_clock();
     tindex_env env;
     troupe_err e = troupe__tables_index_env(t, table, index, &env);
     if (e != TROUPE_OK)
@@ -103,6 +110,7 @@ run_here(troupe_tables *t, const char *table, const char *index,
     e = n != NULL ? troupe_index_count(env.db, &rq, n)
                   : troupe_index_query_run(env.db, &rq, out);
     troupe__tschema_release(env.schema);
+    troupe__tables_op_done(&t->ts, TTABLES_OP_QUERY, t0);
     return e;
 }
 

@@ -4,9 +4,13 @@
  * counts live with each table actor (actor.c), so these calls are asks to
  * the actors; the transaction counters are relaxed atomics in the
  * catalog's ttables_shared, read here without a lock (a snapshot of
- * monotonic counters, not a consistent cut).
+ * monotonic counters, not a consistent cut), as are the latency
+ * histograms the client calls add to (troupe__tables_op_done). An index
+ * build's progress is the table actor's (build.c), asked for like its
+ * records.
  */
 #include <string.h>
+#include <time.h>
 
 #include "table_int.h"
 #include "troupe/alloc.h"
@@ -205,7 +209,98 @@ troupe_tables_purge_expired_wait(troupe_tables *t, const char *table,
     return e;
 }
 
+/* ---- index build progress ------------------------------------------- */
+
+typedef struct prwait {
+    troupe__waiter w;
+    uint64_t v[4];
+    bool running;
+    int64_t err;
+} prwait;
+
+static void
+on_progress(troupe_runtime *rt, troupe_err err, troupe_msg *reply, void *arg)
+{
+    (void)rt;
+    prwait *w = arg;
+    if (err == TROUPE_OK && (reply == NULL || reply->body == NULL))
+        err = TROUPE_EPROTO;
+    if (err == TROUPE_OK) {
+        troupe_reader rd;
+        troupe_reader_init(&rd, troupe_body_data(reply->body),
+                           troupe_body_len(reply->body));
+        troupe_read_array_n(&rd, 6);
+        for (int i = 0; i < 4; i++)
+            troupe_read_uint(&rd, &w->v[i]);
+        troupe_read_bool(&rd, &w->running);
+        troupe_read_int(&rd, &w->err);
+        if (troupe_read_end(&rd) != TROUPE_OK)
+            err = TROUPE_EPROTO;
+    }
+    troupe__waiter_release(&w->w, err, NULL);
+}
+
+troupe_err
+troupe_tables_index_progress_wait(troupe_tables *t, const char *table,
+                                  const char *index, troupe_index_progress *out)
+{
+    if (out == NULL)
+        return TROUPE_EINVAL;
+    *out = (troupe_index_progress){0};
+    if (t == NULL || index == NULL || !troupe_catalog_name_valid(table, NULL))
+        return TROUPE_EINVAL;
+    /* the state first: a build the catalog calls ready has ended in the
+     * actor, so its figures read after are final */
+    pthread_mutex_lock(&t->mu);
+    troupe_err e = t->state == TABLES_RUNNING ? TROUPE_ENOENT : TROUPE_ESTATE;
+    tentry *en =
+        e == TROUPE_ENOENT ? troupe__tables_entry_find(t, table) : NULL;
+    uint64_t id = 0;
+    bool ready = false;
+    for (size_t i = 0; en != NULL && i < en->schema->n; i++)
+        if (strcmp(troupe_index_def_name(en->schema->defs[i]), index) == 0) {
+            ready = troupe_index_def_ready(en->schema->defs[i]);
+            id = troupe_index_def_id(en->schema->defs[i]);
+            e = TROUPE_OK;
+        }
+    pthread_mutex_unlock(&t->mu);
+    if (e != TROUPE_OK)
+        return e;
+    prwait w = {0};
+    troupe__waiter_init(&w.w, 1);
+    e = troupe__waiter_finish(
+        &w.w, ask_table(t, table, TABLE_PROGRESS, on_progress, &w), NULL);
+    if (e != TROUPE_OK)
+        return e;
+    out->index_id = id;
+    out->ready = ready;
+    if (w.v[0] == id && id != 0) {
+        out->known = true;
+        out->done = w.v[1];
+        out->total = w.v[2];
+        out->elapsed_ms = w.v[3];
+        out->running = w.running;
+        out->err = (troupe_err)w.err;
+    }
+    return TROUPE_OK;
+}
+
 /* ---- stats ------------------------------------------------------------- */
+
+uint64_t
+troupe__tables_op_clock(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
+
+void
+troupe__tables_op_done(ttables_shared *ts, int op, uint64_t t0)
+{
+    uint64_t t1 = troupe__tables_op_clock();
+    troupe_hist_add(&ts->op_ns[op], t1 > t0 ? t1 - t0 : 0);
+}
 
 typedef struct stwait {
     troupe__waiter w;
@@ -305,7 +400,15 @@ troupe_tables_stats_wait(troupe_tables *t, troupe_tables_stats **out)
     /* closed first: created >= closed in the snapshot */
     b->s.txn_closed = LOAD(txn_closed);
     b->s.txn_created = LOAD(txn_created);
+    b->s.commit_ok = LOAD(commit_ok);
+    b->s.commit_conflict = LOAD(commit_conflict);
+    b->s.commit_failed = LOAD(commit_fail);
 #undef LOAD
+    troupe_hist_read(&ts->op_ns[TTABLES_OP_GET], &b->s.get_ns);
+    troupe_hist_read(&ts->op_ns[TTABLES_OP_WRITE], &b->s.write_ns);
+    troupe_hist_read(&ts->op_ns[TTABLES_OP_SCAN], &b->s.scan_ns);
+    troupe_hist_read(&ts->op_ns[TTABLES_OP_QUERY], &b->s.query_ns);
+    troupe_hist_read(&ts->op_ns[TTABLES_OP_COMMIT], &b->s.commit_ns);
     b->s.txn_running = b->s.txn_created - b->s.txn_closed;
     *out = &b->s;
     return TROUPE_OK;

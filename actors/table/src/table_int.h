@@ -469,6 +469,21 @@ typedef struct tlife {
 } tlife;
 
 /* actor.c: the actor's state; each sub-struct is its file's. */
+/* What the running index build, or else the last one, has done (build.c;
+ * troupe_tables_index_progress_wait asks for it). */
+typedef struct tbuild_fig {
+    uint64_t index_id; /* 0: none yet, or a sweep */
+    uint64_t done;     /* rows reindexed by its steps completed */
+    uint64_t inflight; /* rows of the step running */
+    uint64_t total;    /* RocksDB's estimate at its start, never below done;
+                          done itself once it ended with OK */
+    uint64_t t0_ns, end_ns; /* CLOCK_MONOTONIC; end 0 while it runs */
+    uint64_t logged_ns;     /* its last progress line */
+    uint64_t logged_tenths; /* of total, in that line */
+    troupe_err err;
+    bool running;
+} tbuild_fig;
+
 struct tstate {
     ttable_cfg cfg; /* actor.c; cfg.schema is switched by build.c */
     tkeyvers vers;
@@ -478,6 +493,7 @@ struct tstate {
     tqver qver;
     treads reads;
     tbuild *build;        /* build.c: the build running, if any */
+    tbuild_fig bfig;      /* build.c: its figures, or the last one's */
     struct tpurge *purge; /* expiry.c: the expired-row pass running, if any */
     tlife life;
 };
@@ -562,6 +578,8 @@ troupe_err
 troupe__build_h_keys(troupe_actor *self, void *st, const troupe_msg *m);
 troupe_err
 troupe__build_h_switch(troupe_actor *self, void *st, const troupe_msg *m);
+troupe_err
+troupe__build_h_progress(troupe_actor *self, void *st, const troupe_msg *m);
 /* The build running, if any, ends with ECLOSED. */
 void
 troupe__build_stop(troupe_actor *self, tstate *s);

@@ -129,6 +129,9 @@ troupe_tables_open(const troupe_tables_opts *o, troupe_tables **out)
     t->timeout_ms = o->timeout_ms ? o->timeout_ms : 30000;
     pthread_mutex_init(&t->mu, NULL);
     pthread_mutex_init(&t->ts.mu, NULL);
+    for (int i = 0; i < TTABLES_OPS; i++)
+        troupe_hist_init(&t->ts.op_ns[i], TROUPE_TABLES_OP_NS_BASE,
+                         TROUPE_TABLES_OP_NS_BUCKETS);
     pthread_mutex_init(&t->vers.mu, NULL);
     t->vers.t = t;
     t->vers.reserve = o->version_reserve ? o->version_reserve

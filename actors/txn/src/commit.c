@@ -146,6 +146,12 @@ complete(troupe_txn *tx)
     tx->state = TX_DONE;
     troupe__txn_keys_free(tx);
     troupe__txn_parts_done(tx, e);
+    ttables_shared *ts = tx->env.ts;
+    atomic_fetch_add_explicit(e == TROUPE_OK          ? &ts->commit_ok
+                              : e == TROUPE_ECONFLICT ? &ts->commit_conflict
+                                                      : &ts->commit_fail,
+                              1, memory_order_relaxed);
+    troupe__tables_op_done(ts, TTABLES_OP_COMMIT, tx->commit.t0);
     if (tx->commit.vcb != NULL)
         atomic_fetch_add_explicit(!tx->commit.vprepped ? &tx->env.ts->vprep_fail
                                   : e == TROUPE_OK     ? &tx->env.ts->vcommit_ok
@@ -536,6 +542,7 @@ troupe_txn_commit(troupe_txn *tx, troupe_sync sync, troupe_txn_commit_cb cb,
 troupe_err
 troupe__txn_commit_start(troupe_txn *tx, troupe_sync sync)
 {
+    tx->commit.t0 = troupe__tables_op_clock();
     tx->commit.sync = sync;
     bool writes = false, vreads = false;
     for (size_t i = 0; i < tx->nkeys; i++) {

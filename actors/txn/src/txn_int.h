@@ -56,6 +56,7 @@ typedef struct xkey {
  * starting it; txn.c frees conf and rcpt at destroy). */
 typedef struct txcommit {
     troupe_sync sync;
+    uint64_t t0; /* when the commit began (troupe__tables_op_clock) */
     troupe_txn_commit_cb cb;
     troupe_txn_commit_version_cb vcb;
     void *arg;

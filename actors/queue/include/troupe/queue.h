@@ -365,6 +365,30 @@ troupe_err
 troupe_queue_stats_wait(troupe_queues *q, const char *queue,
                         troupe_queue_stats **out);
 
+/* What a queue's workers' handler calls came to since the queue was
+ * opened on this process (memory only; every worker of the queue). */
+typedef struct troupe_queue_counters {
+    uint64_t delivered;     /* handler calls (attempts.count) */
+    uint64_t acked;         /* calls whose ack committed */
+    uint64_t rescheduled;   /* calls whose reschedule committed */
+    uint64_t errors;        /* the handler returned an error or an invalid
+                               outcome: delivered again */
+    uint64_t timeouts;      /* the handler outlived the worker's timeout */
+    uint64_t commit_failed; /* the outcome's commit failed */
+    /* The attempt number of each call (troupe_queue_delivery.attempt):
+     * buckets 1, 2, 4, ... 128 and the rest; sum / count is the mean. */
+    troupe_hist_snapshot attempts;
+} troupe_queue_counters;
+
+/*
+ * Reads those counters: relaxed atomics, no scan (each read atomically,
+ * not all at one instant). Errors: EINVAL (NULL), ENOENT (no such
+ * queue), ESTATE. Never blocks on the disk; any thread.
+ */
+troupe_err
+troupe_queue_counters_get(troupe_queues *q, const char *queue,
+                          troupe_queue_counters *out);
+
 typedef struct troupe_queue_page {
     size_t n;
     const troupe_queue_item *items;

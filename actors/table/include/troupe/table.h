@@ -80,6 +80,7 @@
 
 #include "troupe/catalog.h"
 #include "troupe/commit.h"
+#include "troupe/hist.h"
 #include "troupe/index.h"
 #include "troupe/runtime.h"
 #include "troupe/storage.h"
@@ -90,6 +91,9 @@
 #define TROUPE_TABLE_NAME_MAX TROUPE_CATALOG_NAME_MAX
 /* Most rows one scan page or get_many may return / ask for. */
 #define TROUPE_TABLE_PAGE_MAX 10000
+/* The latency histograms of troupe_tables_stats: 1 us << i, to 8.4 s. */
+#define TROUPE_TABLES_OP_NS_BASE 1000u
+#define TROUPE_TABLES_OP_NS_BUCKETS 24u
 /* Most indexes a table may declare at creation. */
 #define TROUPE_TABLE_INDEX_MAX 64
 /* troupe_tables_opts.version_reserve: its default and maximum. */
@@ -327,6 +331,39 @@ troupe_tables_drop_index_wait(troupe_tables *t, const char *table,
 troupe_err
 troupe_tables_index_state(troupe_tables *t, const char *table,
                           const char *index, bool *ready);
+
+/* How far the build of an index has come (add_index, rebuild_index, or a
+ * build resumed at open). */
+typedef struct troupe_index_progress {
+    /* the index's id in the catalog (its family is x.<id>); a rebuild
+     * gives it a new one */
+    uint64_t index_id;
+    /* the index is ready (read before the figures: a ready index's build,
+     * if known, has ended with done == total) */
+    bool ready;
+    /* a build of this index ran in this open: the figures below are its;
+     * false: all zero */
+    bool known;
+    bool running; /* that build is still walking the table */
+    /* rows reindexed so far (a resumed build: since it resumed) */
+    uint64_t done;
+    /* the table's rows as RocksDB estimated them at the start (never
+     * below done; done itself once the build ended with OK) */
+    uint64_t total;
+    uint64_t elapsed_ms; /* since it started; to its end once over */
+    troupe_err err;      /* its outcome once over; OK while running */
+} troupe_index_progress;
+
+/*
+ * Fills *out for index `index` of `table` (asks the table's actor).
+ * Errors: EINVAL (NULL, bad name), ENOENT (no such table or index),
+ * ESTATE (stopped), ETIMEDOUT, ENOMEM. Blocks (briefly: the actor
+ * answers from memory).
+ */
+troupe_err
+troupe_tables_index_progress_wait(troupe_tables *t, const char *table,
+                                  const char *index,
+                                  troupe_index_progress *out);
 
 /* ---- index queries ---------------------------------------------------- */
 
@@ -580,7 +617,22 @@ typedef struct troupe_tables_stats {
     uint64_t txn_created; /* troupe_txn_begin successes */
     uint64_t txn_closed;  /* troupe_txn_destroy calls */
     uint64_t txn_running; /* begun and not yet destroyed */
-    size_t n;             /* tables, sorted by name */
+    /* troupe_txn_commit and troupe_txn_commit_version callbacks by result
+     * (failed: any error but a conflict) */
+    uint64_t commit_ok;
+    uint64_t commit_conflict;
+    uint64_t commit_failed;
+    /* Latencies in nanoseconds from a call that returned OK to its
+     * callback (a blocking twin: to its return), of every table: get and
+     * get_many; insert, update, upsert and delete; scan; index query and
+     * count; transaction commits. Buckets from
+     * TROUPE_TABLES_OP_NS_BASE, TROUPE_TABLES_OP_NS_BUCKETS of them. */
+    troupe_hist_snapshot get_ns;
+    troupe_hist_snapshot write_ns;
+    troupe_hist_snapshot scan_ns;
+    troupe_hist_snapshot query_ns;
+    troupe_hist_snapshot commit_ns;
+    size_t n; /* tables, sorted by name */
     troupe_table_stats *tables;
 } troupe_tables_stats;
 

@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 
 #include "troupe/actor.h"
+#include "troupe/hist.h"
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
 #include "troupe/queue.h"
@@ -20,6 +21,19 @@ typedef struct tq_claim {
     uint8_t *key;
     size_t len;
 } tq_claim;
+
+/* The outcomes of handler calls a queue counts. */
+enum {
+    TQ_OUT_ACK,        /* an ack committed */
+    TQ_OUT_RESCHEDULE, /* a reschedule committed */
+    TQ_OUT_ERROR,      /* the handler failed or gave no valid outcome */
+    TQ_OUT_TIMEOUT,    /* the handler outlived the worker's timeout */
+    TQ_OUT_FAILED,     /* its outcome did not commit */
+    TQ_OUTCOMES
+};
+
+/* Buckets of the attempts histogram: 1, 2, 4, ... 128, then the rest. */
+#define TQ_ATTEMPT_BUCKETS 8u
 
 /* One queue. Refcounted: the catalog map, partition actors, workers,
  * jobs and API calls in progress each hold a reference. */
@@ -48,6 +62,10 @@ typedef struct tq_queue {
     tq_claim *claims;
     size_t nclaims, capclaims;
     size_t workers; /* running workers (under qs->mu) */
+    /* What the workers' handler calls came to, since open (relaxed
+     * atomics, partition.c's; troupe_queue_counters_get reads them) */
+    _Atomic uint64_t outcomes[TQ_OUTCOMES]; /* TQ_OUT_* */
+    troupe_hist attempts;                   /* each call's attempt */
 } tq_queue;
 
 /* ---- codecs (format.c) ---- */

@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "troupe/hist.h"
 #include "troupe/table.h"
 
 /* Kinds of the table actor's messages for transactions (their values are
@@ -189,6 +190,16 @@ troupe__vers_now(tversions *v);
 troupe_err
 troupe__vers_check(tversions *v, uint64_t ver);
 
+/* The client calls whose latencies ttables_shared keeps. */
+enum {
+    TTABLES_OP_GET,    /* get, get_many */
+    TTABLES_OP_WRITE,  /* insert, update, upsert, delete */
+    TTABLES_OP_SCAN,   /* scan */
+    TTABLES_OP_QUERY,  /* index query and count */
+    TTABLES_OP_COMMIT, /* transaction commits, versioned or not */
+    TTABLES_OPS
+};
+
 /*
  * What the catalog shares with every table actor and transaction of one
  * troupe_tables: the key-version TTL, the running transactions in begin
@@ -203,7 +214,19 @@ typedef struct ttables_shared {
     _Atomic uint64_t qver_ok, qver_fail;
     _Atomic uint64_t vprep_ok, vprep_fail, vcommit_ok, vcommit_fail;
     _Atomic uint64_t txn_created, txn_closed;
+    /* transaction commits by outcome, and the latencies of client calls
+     * from the call to its callback (TTABLES_OP_*), in nanoseconds */
+    _Atomic uint64_t commit_ok, commit_conflict, commit_fail;
+    troupe_hist op_ns[TTABLES_OPS];
 } ttables_shared;
+
+/* The clock of those latencies (CLOCK_MONOTONIC), in nanoseconds. */
+uint64_t
+troupe__tables_op_clock(void);
+/* Counts one call of `op` that started at t0 (troupe__tables_op_clock).
+ * Any thread; two relaxed atomics and one clock read. */
+void
+troupe__tables_op_done(ttables_shared *ts, int op, uint64_t t0);
 
 /* Links a into the running list, taking its seq0 from the counter under
  * the lock, so a later entry never has a smaller seq0. Any thread. */

@@ -40,6 +40,9 @@ enum table_kind {
     TABLE_STATS,       /* replies [records u64, bytes u64, evicted u64] */
     TABLE_PURGE,       /* one expired-row pass; replies [scanned u64,
                           purged u64, steps u32] */
+    TABLE_PROGRESS,    /* the running or last index build; replies
+                          [index id u64, done u64, total u64, elapsed ms
+                          u64, running bool, err int] */
     TABLE_NKINDS_
 };
 
