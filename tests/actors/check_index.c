@@ -3796,7 +3796,7 @@ START_TEST(test_build_progress_grows_to_total_and_is_logged)
     troupe_index_progress pr;
     ck_assert_err(
         troupe_tables_index_progress_wait(X.tables, "u", "by_city", &pr),
-        TROUPE_ENOENT);
+        TROUPE_ENOINDEX);
     troupe_index_spec city = spec_city();
     atomic_int added = 0;
     ck_assert_ok(
@@ -3807,7 +3807,7 @@ START_TEST(test_build_progress_grows_to_total_and_is_logged)
         /* the index appears (building) once the catalog job runs */
         troupe_err e =
             troupe_tables_index_progress_wait(X.tables, "u", "by_city", &pr);
-        if (e == TROUPE_ENOENT && !seen) {
+        if (e == TROUPE_ENOINDEX && !seen) {
             ck_assert_msg(ts_now_ms() - t0 < 30000, "no index");
             continue;
         }
@@ -3859,7 +3859,11 @@ START_TEST(test_build_progress_grows_to_total_and_is_logged)
         TROUPE_EINVAL);
     ck_assert_err(
         troupe_tables_index_progress_wait(X.tables, "nope", "by_city", &pr),
-        TROUPE_ENOENT);
+        TROUPE_ENOTABLE);
+    ck_assert_err(troupe_tables_index_progress_wait(X.tables, "u", "nope", &pr),
+                  TROUPE_ENOINDEX);
+    ck_assert_str_eq(troupe_errmsg(TROUPE_ENOINDEX),
+                     "the table has no index \"nope\"");
 }
 END_TEST
 

@@ -247,14 +247,20 @@ troupe_tables_index_progress_wait(troupe_tables *t, const char *table,
     if (out == NULL)
         return TROUPE_EINVAL;
     *out = (troupe_index_progress){0};
-    if (t == NULL || index == NULL || !troupe_catalog_name_valid(table, NULL))
+    size_t len;
+    if (t == NULL || index == NULL || !troupe_catalog_name_valid(table, &len))
         return TROUPE_EINVAL;
+    troupe_err e = troupe__block_check("troupe_tables_index_progress_wait");
+    if (e != TROUPE_OK)
+        return e;
     /* the state first: a build the catalog calls ready has ended in the
      * actor, so its figures read after are final */
     pthread_mutex_lock(&t->mu);
-    troupe_err e = t->state == TABLES_RUNNING ? TROUPE_ENOENT : TROUPE_ESTATE;
+    e = t->state == TABLES_RUNNING ? TROUPE_ENOTABLE : TROUPE_ESTATE;
     tentry *en =
-        e == TROUPE_ENOENT ? troupe__tables_entry_find(t, table) : NULL;
+        e == TROUPE_ENOTABLE ? troupe__tables_entry_find(t, table) : NULL;
+    if (en != NULL)
+        e = TROUPE_ENOINDEX;
     uint64_t id = 0;
     bool ready = false;
     for (size_t i = 0; en != NULL && i < en->schema->n; i++)
@@ -264,6 +270,11 @@ troupe_tables_index_progress_wait(troupe_tables *t, const char *table,
             e = TROUPE_OK;
         }
     pthread_mutex_unlock(&t->mu);
+    if (e == TROUPE_ENOTABLE)
+        return troupe__err_named(e, "no table", table, len);
+    if (e == TROUPE_ENOINDEX)
+        return troupe__err_named(e, "the table has no index", index,
+                                 strlen(index));
     if (e != TROUPE_OK)
         return e;
     prwait w = {0};

@@ -382,7 +382,7 @@ typedef struct troupe_queue_counters {
 
 /*
  * Reads those counters: relaxed atomics, no scan (each read atomically,
- * not all at one instant). Errors: EINVAL (NULL), ENOENT (no such
+ * not all at one instant). Errors: EINVAL (NULL), ENOQUEUE (no such
  * queue), ESTATE. Never blocks on the disk; any thread.
  */
 troupe_err

@@ -356,7 +356,8 @@ typedef struct troupe_index_progress {
 
 /*
  * Fills *out for index `index` of `table` (asks the table's actor).
- * Errors: EINVAL (NULL, bad name), ENOENT (no such table or index),
+ * Errors: EINVAL (NULL, bad name), ENOTABLE (no such table), ENOINDEX
+ * (no such index), EDEADLK (on a troupe thread),
  * ESTATE (stopped), ETIMEDOUT, ENOMEM. Blocks (briefly: the actor
  * answers from memory).
  */
