@@ -1809,7 +1809,8 @@ START_TEST(test_stats_and_lookup_bad_args)
     troupe_queue_counters c = counters("q");
     ck_assert_uint_eq(c.delivered, 0);
     ck_assert_uint_eq(c.attempts.n, 8);
-    ck_assert_err(troupe_queue_counters_get(fx.qs, "nope", &c), TROUPE_ENOQUEUE);
+    ck_assert_err(troupe_queue_counters_get(fx.qs, "nope", &c),
+                  TROUPE_ENOQUEUE);
     ck_assert_err(troupe_queue_counters_get(fx.qs, "q", NULL), TROUPE_EINVAL);
     ck_assert_err(troupe_queue_counters_get(NULL, "q", &c), TROUPE_EINVAL);
     troupe_queue_page *pg = NULL;
