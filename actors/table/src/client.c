@@ -430,11 +430,15 @@ typedef troupe_err (*doc_write_fn)(troupe_tables *t, const char *table,
                                    const troupe_write_opts *wo,
                                    troupe_table_cb cb, void *arg);
 
+/* The blocking twin of fn, refused on a troupe thread (call names it). */
 static troupe_err
-write_wait(doc_write_fn fn, troupe_tables *t, const char *table,
-           const void *key, size_t klen, const void *doc, size_t dlen,
-           const troupe_write_opts *wo)
+write_wait(const char *call, doc_write_fn fn, troupe_tables *t,
+           const char *table, const void *key, size_t klen, const void *doc,
+           size_t dlen, const troupe_write_opts *wo)
 {
+    troupe_err be = troupe__block_check(call);
+    if (be != TROUPE_OK)
+        return be;
     troupe__waiter w;
     troupe__waiter_init(&w, 1);
     return troupe__waiter_finish(
@@ -446,10 +450,8 @@ troupe_table_insert_wait(troupe_tables *t, const char *table, const void *key,
                          size_t klen, const void *doc, size_t dlen,
                          const troupe_write_opts *wo)
 {
-    troupe_err be = troupe__block_check("troupe_table_insert_wait");
-    if (be != TROUPE_OK)
-        return be;
-    return write_wait(troupe_table_insert, t, table, key, klen, doc, dlen, wo);
+    return write_wait("troupe_table_insert_wait", troupe_table_insert, t, table,
+                      key, klen, doc, dlen, wo);
 }
 
 troupe_err
@@ -457,10 +459,8 @@ troupe_table_update_wait(troupe_tables *t, const char *table, const void *key,
                          size_t klen, const void *doc, size_t dlen,
                          const troupe_write_opts *wo)
 {
-    troupe_err be = troupe__block_check("troupe_table_update_wait");
-    if (be != TROUPE_OK)
-        return be;
-    return write_wait(troupe_table_update, t, table, key, klen, doc, dlen, wo);
+    return write_wait("troupe_table_update_wait", troupe_table_update, t, table,
+                      key, klen, doc, dlen, wo);
 }
 
 troupe_err
@@ -468,10 +468,8 @@ troupe_table_upsert_wait(troupe_tables *t, const char *table, const void *key,
                          size_t klen, const void *doc, size_t dlen,
                          const troupe_write_opts *wo)
 {
-    troupe_err be = troupe__block_check("troupe_table_upsert_wait");
-    if (be != TROUPE_OK)
-        return be;
-    return write_wait(troupe_table_upsert, t, table, key, klen, doc, dlen, wo);
+    return write_wait("troupe_table_upsert_wait", troupe_table_upsert, t, table,
+                      key, klen, doc, dlen, wo);
 }
 
 troupe_err

@@ -284,10 +284,15 @@ wake_ddl(troupe_tables *t, troupe_err err, void *arg)
     troupe__waiter_release(arg, err, NULL);
 }
 
+/* The blocking twin of index_change, refused on a troupe thread (call
+ * names it). */
 static troupe_err
-index_change_wait(troupe_tables *t, int op, const char *table,
+index_change_wait(const char *call, troupe_tables *t, int op, const char *table,
                   const troupe_index_spec *spec, const char *index)
 {
+    troupe_err be = troupe__block_check(call);
+    if (be != TROUPE_OK)
+        return be;
     troupe__waiter w;
     troupe__waiter_init(&w, 1);
     return troupe__waiter_finish(
@@ -298,30 +303,24 @@ troupe_err
 troupe_tables_add_index_wait(troupe_tables *t, const char *table,
                              const troupe_index_spec *spec)
 {
-    troupe_err be = troupe__block_check("troupe_tables_add_index_wait");
-    if (be != TROUPE_OK)
-        return be;
-    return index_change_wait(t, IDX_ADD, table, spec, NULL);
+    return index_change_wait("troupe_tables_add_index_wait", t, IDX_ADD, table,
+                             spec, NULL);
 }
 
 troupe_err
 troupe_tables_rebuild_index_wait(troupe_tables *t, const char *table,
                                  const char *index)
 {
-    troupe_err be = troupe__block_check("troupe_tables_rebuild_index_wait");
-    if (be != TROUPE_OK)
-        return be;
-    return index_change_wait(t, IDX_REBUILD, table, NULL, index);
+    return index_change_wait("troupe_tables_rebuild_index_wait", t, IDX_REBUILD,
+                             table, NULL, index);
 }
 
 troupe_err
 troupe_tables_drop_index_wait(troupe_tables *t, const char *table,
                               const char *index)
 {
-    troupe_err be = troupe__block_check("troupe_tables_drop_index_wait");
-    if (be != TROUPE_OK)
-        return be;
-    return index_change_wait(t, IDX_DROP, table, NULL, index);
+    return index_change_wait("troupe_tables_drop_index_wait", t, IDX_DROP,
+                             table, NULL, index);
 }
 
 troupe_err
