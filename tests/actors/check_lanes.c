@@ -710,6 +710,128 @@ START_TEST(test_ddl_wait_forms_complete_before_the_host_runs_its_loop)
 }
 END_TEST
 
+/* ---- the wrong order: the runtime shut down before the tables ---- */
+
+static struct {
+    _Atomic int drops, writes;
+    _Atomic int drop_err, write_err;
+} W;
+
+static void
+on_wrong_order_drop(troupe_tables *t, troupe_err err, void *arg)
+{
+    (void)t;
+    (void)arg;
+    atomic_store(&W.drop_err, err);
+    atomic_fetch_add(&W.drops, 1);
+}
+
+static void
+on_wrong_order_write(troupe_err err, troupe_rows *rows, void *arg)
+{
+    (void)arg;
+    troupe_rows_destroy(rows);
+    atomic_store(&W.write_err, err);
+    atomic_fetch_add(&W.writes, 1);
+}
+
+static bool
+wrong_order_dropped(void *arg)
+{
+    (void)arg;
+    return atomic_load(&W.drops) > 0;
+}
+
+static bool
+wrong_order_written(void *arg)
+{
+    (void)arg;
+    return atomic_load(&W.writes) > 0;
+}
+
+/* A drop waits for its table's actor to go idle, which a write held in
+ * the pipeline keeps it from. When the runtime shuts down first (the
+ * wrong order: the tables should be stopped before it), the actor stops
+ * busy: the drop completes, once, with ECLOSED, drops nothing, and the
+ * table with its row is there at the next open. */
+START_TEST(test_drop_when_the_runtime_stops_first_completes_with_eclosed)
+{
+    memset(&W, 0, sizeof(W));
+    memset(&G, 0, sizeof(G));
+    memset(&H, 0, sizeof(H));
+    char *dir = ts_tempdir("lanes-wrong-order");
+    troupe_runtime *rt = NULL;
+    troupe_runtime_opts o = {.schedulers = 2};
+    ck_assert_ok(troupe_runtime_create(&rt, &o));
+    troupe_db *db = NULL;
+    ck_assert_ok(troupe_db_open(dir, NULL, &db));
+    troupe_commit *commit = NULL;
+    ck_assert_ok(troupe_commit_create(db, NULL, &commit));
+    troupe_catalog *cat = NULL;
+    troupe_catalog_opts co = {.rt = rt, .db = db};
+    ck_assert_ok(troupe_catalog_open(&co, &cat));
+    troupe_tables *tables = NULL;
+    troupe_tables_opts to = {.catalog = cat, .commit = commit};
+    ck_assert_ok(troupe_tables_open(&to, &tables));
+    ck_assert_ok(troupe_tables_create_wait(tables, "w", NULL, 0));
+    ck_assert_ok(troupe_table_upsert_wait(tables, "w", "k", 1,
+                                          "\x81\xa1"
+                                          "a\x01",
+                                          4, NULL));
+    /* hold the pipeline, then a write the actor waits on */
+    troupe_cf *cf = NULL;
+    ck_assert_ok(troupe_db_cf_create(db, "stall", &cf));
+    troupe_batch *b = NULL;
+    ck_assert_ok(troupe_commit_batch(commit, &b));
+    ck_assert_ok(troupe_batch_put(b, cf, "stall", 5, "x", 1));
+    ck_assert_ok(
+        troupe_commit_submit(commit, &b, TROUPE_SYNC_OFF, stall_cb, NULL));
+    ck_assert(ts_wait_until(stalled, NULL, 10000));
+    ck_assert_ok(troupe_table_upsert(tables, "w", "k2", 2,
+                                     "\x81\xa1"
+                                     "a\x02",
+                                     4, NULL, on_wrong_order_write, NULL));
+    ck_assert_ok(troupe_tables_drop(tables, "w", on_wrong_order_drop, NULL));
+    ck_assert_ok(troupe_runtime_shutdown_wait(rt));
+    ck_assert_msg(ts_wait_until(wrong_order_dropped, NULL, 10000),
+                  "the drop never completed");
+    ck_assert_err(atomic_load(&W.drop_err), TROUPE_ECLOSED);
+    atomic_store(&H.release, 1);
+    ck_assert(ts_wait_until(wrong_order_written, NULL, 10000));
+    ck_assert_ok(troupe_tables_stop_wait(tables));
+    troupe_tables_destroy(tables);
+    ck_assert_ok(troupe_catalog_stop_wait(cat));
+    troupe_catalog_destroy(cat);
+    troupe_runtime_destroy(rt);
+    troupe_commit_destroy(commit);
+    ck_assert_ok(troupe_db_close(db));
+    ck_assert_int_eq(atomic_load(&W.drops), 1);
+    /* reopened, the table and its row are there */
+    ck_assert_ok(troupe_runtime_create(&rt, &o));
+    ck_assert_ok(troupe_db_open(dir, NULL, &db));
+    ck_assert_ok(troupe_commit_create(db, NULL, &commit));
+    co = (troupe_catalog_opts){.rt = rt, .db = db};
+    ck_assert_ok(troupe_catalog_open(&co, &cat));
+    to.catalog = cat;
+    to.commit = commit;
+    ck_assert_ok(troupe_tables_open(&to, &tables));
+    troupe_rows *rows = NULL;
+    ck_assert_ok(troupe_table_get_wait(tables, "w", "k", 1, &rows));
+    ck_assert_uint_eq(rows->n, 1);
+    troupe_rows_destroy(rows);
+    ck_assert_ok(troupe_tables_stop_wait(tables));
+    troupe_tables_destroy(tables);
+    ck_assert_ok(troupe_runtime_shutdown_wait(rt));
+    ck_assert_ok(troupe_catalog_stop_wait(cat));
+    troupe_catalog_destroy(cat);
+    troupe_runtime_destroy(rt);
+    troupe_commit_destroy(commit);
+    ck_assert_ok(troupe_db_close(db));
+    ts_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
 Suite *
 lanes_suite(void)
 {
@@ -735,6 +857,11 @@ lanes_suite(void)
     tcase_add_test(
         ddl, test_tables_stop_and_queue_drop_with_one_storage_worker_complete);
     suite_add_tcase(s, ddl);
+    TCase *wo = tcase_create("wrong order");
+    tcase_set_timeout(wo, 60);
+    tcase_add_test(
+        wo, test_drop_when_the_runtime_stops_first_completes_with_eclosed);
+    suite_add_tcase(s, wo);
     TCase *emb = tcase_create("embedded");
     tcase_set_timeout(emb, 60);
     tcase_add_test(emb,

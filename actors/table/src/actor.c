@@ -24,6 +24,17 @@
 #include "table_int.h"
 #include "troupe/alloc.h"
 
+/* Calls a pending quiesce callback with err, once. */
+static void
+quiesced_call(tstate *s, troupe_err err)
+{
+    troupe__quiesce_fn fn = s->life.quiesced;
+    if (fn == NULL)
+        return;
+    s->life.quiesced = NULL;
+    fn(s->life.quiesced_arg, err);
+}
+
 /* Calls the quiesce callback once nothing of this actor is in flight. */
 static void
 check_quiesced(tstate *s)
@@ -33,15 +44,24 @@ check_quiesced(tstate *s)
         s->parts.prepared != NULL || s->parts.working != NULL ||
         s->locks.rwait_head != NULL || s->build != NULL)
         return;
-    void (*fn)(void *) = s->life.quiesced;
-    s->life.quiesced = NULL;
-    fn(s->life.quiesced_arg);
+    quiesced_call(s, TROUPE_OK);
 }
 
 typedef struct tquiesce {
-    void (*fn)(void *arg);
+    troupe__quiesce_fn fn;
     void *arg;
 } tquiesce;
+
+/* The request was never handled (the actor went first). */
+static void
+quiesce_drop(void *arg)
+{
+    tquiesce *q = arg;
+    troupe__quiesce_fn fn = q->fn;
+    void *fa = q->arg;
+    troupe_free(q);
+    fn(fa, TROUPE_ECLOSED);
+}
 
 static troupe_err
 h_quiesce(troupe_actor *self, void *st, const troupe_msg *m)
@@ -53,11 +73,7 @@ h_quiesce(troupe_actor *self, void *st, const troupe_msg *m)
     s->life.closing = true;
     if (s->build != NULL && s->build->err == TROUPE_OK)
         s->build->err = TROUPE_ECLOSED; /* winds down at its next step */
-    if (s->life.quiesced != NULL) {     /* a second request: both are told */
-        void (*fn)(void *) = s->life.quiesced;
-        s->life.quiesced = NULL;
-        fn(s->life.quiesced_arg);
-    }
+    quiesced_call(s, TROUPE_OK);        /* a second request: both are told */
     s->life.quiesced = q->fn;
     s->life.quiesced_arg = q->arg;
     troupe_free(q);
@@ -65,7 +81,7 @@ h_quiesce(troupe_actor *self, void *st, const troupe_msg *m)
 }
 
 void
-troupe__table_quiesce(troupe_runtime *rt, troupe_addr a, void (*fn)(void *),
+troupe__table_quiesce(troupe_runtime *rt, troupe_addr a, troupe__quiesce_fn fn,
                       void *arg)
 {
     tquiesce *q = troupe_malloc(sizeof(*q));
@@ -75,11 +91,13 @@ troupe__table_quiesce(troupe_runtime *rt, troupe_addr a, void (*fn)(void *),
         q->fn = fn;
         q->arg = arg;
         m->ptr = q;
-        if (troupe_runtime_send(rt, a, &m) == TROUPE_OK)
-            return;
+        m->ptr_drop = quiesce_drop;
+        /* a failed send drops m, and with it q: fn is told there */
+        (void)troupe_runtime_send(rt, a, &m);
+        return;
     }
     troupe_free(q);
-    fn(arg);
+    fn(arg, TROUPE_ECLOSED);
 }
 
 static troupe_err
@@ -121,6 +139,7 @@ table_stop(troupe_actor *self, void *st, troupe_err reason)
     troupe__build_stop(self, s);
     troupe__expiry_stop(self, s);
     troupe__tschema_release(s->cfg.schema);
+    quiesced_call(s, TROUPE_ECLOSED); /* stopped before it was idle */
 }
 
 /*

@@ -31,7 +31,8 @@ typedef struct ddl_job {
     troupe__waiter *w;
     tentry *en; /* drop: the entry, unlinked */
     bool drop;
-    bool existed; /* create: the table was there with this very spec */
+    troupe_err quiesced; /* drop: how the actor's quiesce ended */
+    bool existed;        /* create: the table was there with this very spec */
     uint64_t id;
     tschema *schema; /* create: the new indexes */
     char name[];
@@ -122,9 +123,11 @@ do_create(ddl_job *j)
 }
 
 static void
-drop_resume(void *arg)
+drop_resume(void *arg, troupe_err err)
 {
-    troupe__ddl_resume(arg);
+    ddl_job *j = arg;
+    j->quiesced = err;
+    troupe__ddl_resume(&j->ddl);
 }
 
 static void
@@ -137,7 +140,9 @@ drop_stopped(troupe_runtime *rt, troupe_addr a, void *arg)
  * actor and the table actor -> WAIT; (2) delete the entry and the build
  * position, drop the families -> DONE. The actor must be gone before its
  * families are: a write racing the drop could be lost half-way
- * (storage.h). */
+ * (storage.h). An actor that stopped before it was idle (the runtime shut
+ * down first) may still have work in flight: the drop then ends with
+ * ECLOSED, writes nothing and links the entry back (the table stays). */
 static troupe__ddl_step
 drop_step(ddl_job *j)
 {
@@ -161,6 +166,15 @@ drop_step(ddl_job *j)
         troupe__table_quiesce(t->rt, en->addr, drop_resume, j);
         return TROUPE__DDL_WAIT;
     case 1:
+        if (j->quiesced != TROUPE_OK) {
+            pthread_mutex_lock(&t->mu);
+            en->next = t->entries;
+            t->entries = en;
+            pthread_mutex_unlock(&t->mu);
+            j->en = NULL;
+            j->ddl.err = TROUPE_ECLOSED;
+            return TROUPE__DDL_DONE;
+        }
         troupe_actor_stop(t->rt, en->iaddr, NULL, NULL);
         if (troupe_actor_stop(t->rt, en->addr, drop_stopped, j) != TROUPE_OK)
             return TROUPE__DDL_NEXT; /* gone already */

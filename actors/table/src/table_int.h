@@ -70,11 +70,16 @@ typedef struct tswitch {
  * workers, a build, which ends with ECLOSED), then calls fn(arg) on its
  * own thread. Stopping an actor while work of its is on a worker or in the
  * pipeline would lose the completions queued behind its STOP (the runtime
- * drains them unhandled) and with them some callers' replies. If the actor
- * is gone already, fn(arg) runs at once on the calling thread.
+ * drains them unhandled) and with them some callers' replies.
+ * fn(arg, err) is called exactly once: OK when the actor is idle; ECLOSED
+ * when it never got there: it was gone already (then at once, on the
+ * calling thread), its request was dropped undelivered, or it stopped
+ * first (the runtime shut down: then on the thread that stopped it). With
+ * ECLOSED work of the actor's may still be in flight.
  */
+typedef void (*troupe__quiesce_fn)(void *arg, troupe_err err);
 void
-troupe__table_quiesce(troupe_runtime *rt, troupe_addr a, void (*fn)(void *),
+troupe__table_quiesce(troupe_runtime *rt, troupe_addr a, troupe__quiesce_fn fn,
                       void *arg);
 
 /* Sends a switch to a table actor; on failure completes the build with
@@ -464,7 +469,7 @@ typedef struct tlife {
     size_t jobs;  /* read and query jobs on workers, and a pending
                      READ_FLUSH (troupe__table_job_begin/_end) */
     bool closing; /* quiescing: new requests get ECLOSED */
-    void (*quiesced)(void *arg);
+    troupe__quiesce_fn quiesced;
     void *quiesced_arg;
 } tlife;
 

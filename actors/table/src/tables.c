@@ -187,10 +187,12 @@ typedef struct qstop {
     troupe_addr addr;
 } qstop;
 
-/* On the table actor's thread once it is idle (or at once if gone). */
+/* On the table actor's thread once it is idle (or at once if gone; a
+ * stop that found it gone or stopped only counts it). */
 static void
-quiesced_stop(void *arg)
+quiesced_stop(void *arg, troupe_err err)
 {
+    (void)err;
     qstop *q = arg;
     troupe_tables *t = q->t;
     troupe_addr a = q->addr;

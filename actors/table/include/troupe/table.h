@@ -229,7 +229,9 @@ troupe_tables_create_wait(troupe_tables *t, const char *name,
  * Drops table `name`: removes it from the catalog at once for new
  * requests (ENOTABLE), stops its actor, deletes the catalog entry (synced)
  * and drops its families. cb reports OK, ENOTABLE (no such table), EIO,
- * EFAILSTOP, ENOSPC. Errors: EINVAL, ESTATE, ENOMEM.
+ * EFAILSTOP, ENOSPC, ECLOSED (the runtime shut down before the table's
+ * actor went idle: nothing is dropped, the table stays). Errors: EINVAL,
+ * ESTATE, ENOMEM.
  */
 troupe_err
 troupe_tables_drop(troupe_tables *t, const char *name, troupe_tables_cb cb,
