@@ -1,14 +1,11 @@
 /*
  * troupe stats: a database's figures.
  *
- * By default the database is opened read-only (storage.h: nothing is
- * written, and a running node may hold it) and each column family's
- * figures are printed. The tables' counters (--tables) need the tables
- * opened, and they need a writable database and a commit pipeline: the
- * catalog creates the `meta` family when missing (and migrates a database
- * of an older format), the tables store their version floor (one synced
- * write) and resume index builds. So --tables opens the
- * database writable, as the command always did, and no node may hold it.
+ * The database is opened read-only (storage.h: nothing is written, and a
+ * running node may hold it) and each column family's figures are printed;
+ * with --tables the tables are opened on it read-only too (table.h,
+ * troupe_tables_open: no commit pipeline, no `meta` created, no version
+ * floor stored, no build resumed) and their counters printed.
  *
  * With --admin the figures come from a running node's admin endpoint
  * (GET /v1/db, /v1/tables): the node's live view, tables included.
@@ -20,7 +17,6 @@
 
 #include "cli.h"
 #include "troupe/alloc.h"
-#include "troupe/commit.h"
 #include "troupe/storage.h"
 #include "troupe/table.h"
 
@@ -39,11 +35,10 @@ const cli_cmd cli_stats_cmd = {
         "  --data DIR          the database directory (required; must hold\n"
         "                      a database)\n"
         "  --tables            print the tables' counters instead (the\n"
-        "                      catalog, key versions, transactions). Opening\n"
-        "                      the tables writes (it creates the meta family\n"
-        "                      when missing and stores the version floor), so\n"
-        "                      this opens the database writable and no node\n"
-        "                      may hold it. Key versions and counters live in\n"
+        "                      catalog, key versions, transactions), from\n"
+        "                      the tables opened read-only: nothing is\n"
+        "                      written, and it works while a node holds the\n"
+        "                      database. Key versions and counters live in\n"
         "                      memory: this shows this process's view, zeros\n"
         "                      but for the catalog\n" CLI_ADMIN_HELP
         "                      (with --tables: the node's live counters)\n"
@@ -107,32 +102,35 @@ print_tables(const troupe_tables_stats *s)
            s->vcommit_ok, s->vcommit_failed);
 }
 
+/* Opens data read-only (ENOENT said as "no database"): 0 or CLI_FAIL. */
+static int
+open_ro(const char *data, const troupe_logger *lg, troupe_db **db)
+{
+    troupe_db_opts o;
+    troupe_db_opts_init(&o);
+    o.read_only = true;
+    o.logger = *lg;
+    troupe_err e = troupe_db_open(data, &o, db);
+    if (e == TROUPE_ENOENT) {
+        fprintf(stderr, "troupe stats: no database at %s\n", data);
+        return CLI_FAIL;
+    }
+    return e == TROUPE_OK ? 0 : cli_failed("open database", e);
+}
+
 static int
 stats_tables(const char *data, const troupe_logger *lg)
 {
     troupe_db *db = NULL;
-    troupe_commit *commit = NULL;
     troupe_runtime *rt = NULL;
     troupe_tables *tables = NULL;
     troupe_tables_stats *st = NULL;
-    troupe_db_opts o;
-    troupe_db_opts_init(&o);
-    o.create_if_missing = false;
-    o.logger = *lg;
-    troupe_err e = troupe_db_open(data, &o, &db);
-    if (e == TROUPE_EBUSY) {
-        fprintf(stderr,
-                "troupe stats: %s is held by another process (a "
-                "running node?); --tables needs it to itself\n",
-                data);
-        return CLI_FAIL;
-    }
-    if (e != TROUPE_OK)
-        return cli_failed("open database", e);
-    int rc = 0;
+    int rc = open_ro(data, lg, &db);
+    if (rc != 0)
+        return rc;
     troupe_runtime_opts ro = {.logger = *lg};
-    if ((e = troupe_commit_create(db, NULL, &commit)) != TROUPE_OK ||
-        (e = troupe_runtime_create(&rt, &ro)) != TROUPE_OK) {
+    troupe_err e = troupe_runtime_create(&rt, &ro);
+    if (e != TROUPE_OK) {
         rc = cli_failed("start", e);
         goto out;
     }
@@ -142,7 +140,7 @@ stats_tables(const char *data, const troupe_logger *lg)
         rc = cli_failed("open catalog", e);
         goto out_rt;
     }
-    troupe_tables_opts to = {.catalog = cat, .commit = commit};
+    troupe_tables_opts to = {.catalog = cat}; /* read-only: no pipeline */
     if ((e = troupe_tables_open(&to, &tables)) != TROUPE_OK) {
         rc = cli_failed("open tables", e);
         goto out_cat;
@@ -161,7 +159,6 @@ out_rt:
     troupe_runtime_shutdown_wait(rt);
     troupe_runtime_destroy(rt);
 out:
-    troupe_commit_destroy(commit);
     troupe_db_close(db);
     return rc;
 }
@@ -169,21 +166,13 @@ out:
 static int
 stats_storage(const char *data, const troupe_logger *lg)
 {
-    troupe_db_opts o;
-    troupe_db_opts_init(&o);
-    o.read_only = true;
-    o.logger = *lg;
     troupe_db *db = NULL;
-    troupe_err e = troupe_db_open(data, &o, &db);
-    if (e == TROUPE_ENOENT) {
-        fprintf(stderr, "troupe stats: no database at %s\n", data);
-        return CLI_FAIL;
-    }
-    if (e != TROUPE_OK)
-        return cli_failed("open database", e);
+    int rc = open_ro(data, lg, &db);
+    if (rc != 0)
+        return rc;
     char **names = NULL;
     size_t n = 0;
-    int rc = 0;
+    troupe_err e;
     if ((e = troupe_db_cf_names(db, &names, &n)) != TROUPE_OK) {
         rc = cli_failed("list families", e);
     } else {

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "troupe/alloc.h"
+#include "troupe/internal/catalog.h"
 #include "troupe/internal/index.h"
 #include "troupe/internal/tables.h"
 #include "troupe/keycodec.h"
@@ -1326,6 +1327,253 @@ START_TEST(test_catalog_newer_format_refused)
 }
 END_TEST
 
+/* ---- a read-only catalog: it writes nothing ---------------------------- */
+
+typedef struct ro_fx {
+    troupe_runtime *rt;
+    troupe_db *db;
+    troupe_catalog *cat;
+} ro_fx;
+
+/* troupe_errmsg of the last ro_open that failed. */
+static char ro_msg[TROUPE_ERRMSG_MAX];
+
+/* Opens fx.dir read-only and a catalog on it: catalog_open's error (on
+ * failure the db and runtime are closed again, its detail in ro_msg). */
+static troupe_err
+ro_open(ro_fx *r)
+{
+    memset(r, 0, sizeof(*r));
+    troupe_runtime_opts o = {.schedulers = 1, .workers = 2};
+    ck_assert_ok(troupe_runtime_create(&r->rt, &o));
+    troupe_db_opts dbo;
+    troupe_db_opts_init(&dbo);
+    dbo.read_only = true;
+    ck_assert_ok(troupe_db_open(fx.dir, &dbo, &r->db));
+    troupe_catalog_opts co = {.rt = r->rt, .db = r->db};
+    troupe_err e = troupe_catalog_open(&co, &r->cat);
+    if (e != TROUPE_OK) {
+        snprintf(ro_msg, sizeof(ro_msg), "%s", troupe_errmsg(e));
+        ck_assert_ptr_null(r->cat);
+        ck_assert_ok(troupe_runtime_shutdown_wait(r->rt));
+        troupe_runtime_destroy(r->rt);
+        ck_assert_ok(troupe_db_close(r->db));
+        memset(r, 0, sizeof(*r));
+    }
+    return e;
+}
+
+static void
+ro_close(ro_fx *r)
+{
+    ck_assert_ok(troupe_catalog_stop_wait(r->cat));
+    troupe_catalog_destroy(r->cat);
+    ck_assert_ok(troupe_runtime_shutdown_wait(r->rt));
+    troupe_runtime_destroy(r->rt);
+    ck_assert_ok(troupe_db_close(r->db));
+    memset(r, 0, sizeof(*r));
+}
+
+static troupe_err
+ro_count(void *arg, const char *name, const void *v, size_t n, uint64_t *id)
+{
+    (void)name;
+    (void)v;
+    (void)n;
+    (*(size_t *)arg)++;
+    *id = 1;
+    return TROUPE_OK;
+}
+
+/* The entries of kind the loader finds. */
+static size_t
+ro_entries(troupe_catalog *c, const char *kind)
+{
+    size_t n = 0;
+    ck_assert_ok(troupe__catalog_load(c, kind, ro_count, &n));
+    return n;
+}
+
+/* Every change a read-only catalog is asked for fails, EREADONLY, and
+ * hands out nothing: the owners' check (with its detail), the ids, a
+ * meta batch. */
+static void
+ro_assert_refuses(troupe_catalog *c)
+{
+    ck_assert(troupe_catalog_read_only(c));
+    uint64_t seq = troupe__catalog_seq(c);
+    ck_assert_err(troupe__catalog_writable(c, "troupe_tables_create"),
+                  TROUPE_EREADONLY);
+    ck_assert_ptr_nonnull(strstr(troupe_errmsg(TROUPE_EREADONLY),
+                                 "troupe_tables_create: the database is open "
+                                 "read-only"));
+    uint64_t first = 0;
+    ck_assert_err(troupe__catalog_ids(c, 1, &first), TROUPE_EREADONLY);
+    ck_assert_uint_eq(troupe__catalog_seq(c), seq);
+    troupe__meta_batch m;
+    troupe__meta_begin(&m, c);
+    troupe__meta_put_seq(&m);
+    troupe__meta_put_entry(&m, "table", "x", "\x90", 1);
+    ck_assert_err(troupe__meta_commit(&m, TROUPE_SYNC_ON), TROUPE_EREADONLY);
+}
+
+/* The names of fx.dir's families, the db opened read-write for it. */
+static bool
+rw_has_cf(const char *name)
+{
+    troupe_db *db = NULL;
+    char **names = NULL;
+    size_t n = 0;
+    ck_assert_ok(troupe_db_open(fx.dir, NULL, &db));
+    ck_assert_ok(troupe_db_cf_names(db, &names, &n));
+    bool has = false;
+    for (size_t i = 0; i < n; i++)
+        has |= strcmp(names[i], name) == 0;
+    troupe_free(names);
+    ck_assert_ok(troupe_db_close(db));
+    return has;
+}
+
+/* fx.dir opened read-only: the loader finds `tables` table and `queues`
+ * queue entries, the counter is seq, every change is refused, and not a
+ * file of the directory changes. */
+static void
+ro_assert_loads(size_t tables, size_t queues, uint64_t seq)
+{
+    ts_listing before, after;
+    ts_list_dir(fx.dir, &before);
+    ro_fx r;
+    ck_assert_ok(ro_open(&r));
+    ck_assert_ptr_nonnull(troupe__catalog_meta(r.cat));
+    ck_assert_uint_eq(ro_entries(r.cat, "table"), tables);
+    ck_assert_uint_eq(ro_entries(r.cat, "queue"), queues);
+    ck_assert_uint_eq(troupe__catalog_seq(r.cat), seq);
+    ro_assert_refuses(r.cat);
+    ro_close(&r);
+    ts_list_dir(fx.dir, &after);
+    ck_assert_str_eq(after.text, before.text);
+}
+
+static void
+ro_setup(void)
+{
+    memset(&fx, 0, sizeof(fx));
+    fx.dir = ts_tempdir("catalog-ro");
+    ck_assert_ok(troupe_index_fns_create(&fx.fns));
+}
+
+/* A database that never had a catalog opens read-only as an empty one:
+ * nothing listed, no counter, every change refused; and no `meta` is
+ * created: the files are as they were, and a read-write open after finds
+ * no such family. (A read-write catalog open creates it: the probe can
+ * tell.) */
+START_TEST(test_catalog_read_only_without_meta_empty_writes_nothing)
+{
+    troupe_db *db = NULL;
+    ck_assert_ok(troupe_db_open(fx.dir, NULL, &db)); /* a bare database */
+    ck_assert_ok(troupe_db_close(db));
+    ck_assert(!rw_has_cf("meta"));
+    ts_listing before, after;
+    ts_list_dir(fx.dir, &before);
+    ro_fx r;
+    ck_assert_ok(ro_open(&r));
+    ck_assert_ptr_null(troupe__catalog_meta(r.cat));
+    ck_assert_uint_eq(ro_entries(r.cat, "table"), 0);
+    ck_assert_uint_eq(ro_entries(r.cat, "queue"), 0);
+    ck_assert_uint_eq(troupe__catalog_seq(r.cat), 0);
+    troupe_key_writer w;
+    void *v = NULL;
+    size_t vl = 0;
+    troupe_err ke = troupe__catalog_entry_key(&w, "seq", NULL);
+    ck_assert_err(troupe__meta_get(r.cat, &w, ke, &v, &vl), TROUPE_ENOENT);
+    ro_assert_refuses(r.cat);
+    ro_close(&r);
+    ts_list_dir(fx.dir, &after);
+    ck_assert_str_eq(after.text, before.text);
+    ck_assert(!rw_has_cf("meta"));
+    /* the probe: a read-write open of the catalog does create it */
+    ck_assert_ok(open_all());
+    close_all();
+    ck_assert(rw_has_cf("meta"));
+    ck_assert(!troupe_catalog_read_only(NULL));
+}
+END_TEST
+
+/* A current database loads read-only as it does read-write (its entries,
+ * its counter) and refuses every change, its files untouched; a read-
+ * write catalog is not read-only. */
+START_TEST(test_catalog_read_only_current_loads_refuses_changes)
+{
+    ck_assert_ok(open_all());
+    ck_assert(!troupe_catalog_read_only(fx.cat));
+    ck_assert_ok(troupe__catalog_writable(fx.cat, "x"));
+    ck_assert_ok(troupe_tables_create_wait(fx.tables, "a", NULL, 0));
+    ck_assert_ok(troupe_tables_create_wait(fx.tables, "b", NULL, 0));
+    uint64_t seq = troupe__catalog_seq(fx.cat);
+    close_all();
+    ro_assert_loads(2, 0, seq);
+}
+END_TEST
+
+/* A format-1 database with queues to move is refused read-only: ESTATE,
+ * a detail that says what to do, every file as it was (no marker, no
+ * move, `queues` still there). Read-write it migrates, and then a
+ * read-only open loads it, the tables and queues all there, also with a
+ * `queues` family an interrupted migration left (which it keeps). */
+START_TEST(test_catalog_read_only_v1_refused_fixture_unchanged)
+{
+    ts_listing before, after;
+    ts_list_dir(fx.dir, &before);
+    ro_fx r;
+    ck_assert_err(ro_open(&r), TROUPE_ESTATE);
+    ck_assert_msg(strstr(ro_msg, "open it read-write once") != NULL, "%s",
+                  ro_msg);
+    ts_list_dir(fx.dir, &after);
+    ck_assert_str_eq(after.text, before.text);
+    ck_assert(closed_has_cf("queues"));
+    ck_assert_uint_eq(closed_uint("meta", "catalog"), UINT64_MAX);
+    ck_assert_ok(open_all());
+    close_all();
+    uint64_t seq = closed_uint("meta", "seq");
+    ck_assert_uint_ge(seq, v1.max_id);
+    ro_assert_loads(1, v1.nq, seq);
+    /* a `queues` left by a migration cut short after its batch stays:
+     * only a read-write open drops it */
+    troupe_db *db = NULL;
+    ck_assert_ok(troupe_db_open(fx.dir, NULL, &db));
+    ck_assert_ok(troupe_db_cf_create(db, "queues", NULL));
+    ck_assert_ok(troupe_db_close(db));
+    ro_assert_loads(1, v1.nq, seq);
+    ck_assert(closed_has_cf("queues"));
+}
+END_TEST
+
+/* A format-1 database without `queues` (nothing to move) reads as it is
+ * read-only: the migration would only add the marker, which it does not
+ * write. A format-1 database without `meta` but with `queues` (queues and
+ * never a table) is refused as above. */
+START_TEST(test_catalog_read_only_v1_nothing_to_move_reads_as_is)
+{
+    troupe_db *db = NULL;
+    ck_assert_ok(troupe_db_open(fx.dir, NULL, &db));
+    ck_assert_ok(troupe_db_cf_drop(db, "queues"));
+    ck_assert_ok(troupe_db_close(db));
+    ro_assert_loads(1, 0, v1.seq_meta);
+    ck_assert_uint_eq(closed_uint("meta", "catalog"), UINT64_MAX);
+    /* queues without meta */
+    ck_assert_ok(troupe_db_open(fx.dir, NULL, &db));
+    ck_assert_ok(troupe_db_cf_drop(db, "meta"));
+    ck_assert_ok(troupe_db_cf_create(db, "queues", NULL));
+    ck_assert_ok(troupe_db_close(db));
+    ts_listing before, after;
+    ts_list_dir(fx.dir, &before);
+    ro_fx r;
+    ck_assert_err(ro_open(&r), TROUPE_ESTATE);
+    ts_list_dir(fx.dir, &after);
+    ck_assert_str_eq(after.text, before.text);
+}
+END_TEST
+
 Suite *
 catalog_suite(void)
 {
@@ -1351,6 +1599,15 @@ catalog_suite(void)
     tcase_add_test(tc, test_catalog_migration_interrupted_drops_leftover);
     tcase_add_test(tc, test_catalog_migration_conflict_refused_nothing_written);
     tcase_add_test(tc, test_catalog_newer_format_refused);
+    tcase_add_test(tc, test_catalog_read_only_v1_refused_fixture_unchanged);
+    tcase_add_test(tc, test_catalog_read_only_v1_nothing_to_move_reads_as_is);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("readonly");
+    tcase_add_checked_fixture(tc, ro_setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc,
+                   test_catalog_read_only_without_meta_empty_writes_nothing);
+    tcase_add_test(tc, test_catalog_read_only_current_loads_refuses_changes);
     suite_add_tcase(s, tc);
     return s;
 }

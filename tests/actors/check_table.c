@@ -13,6 +13,7 @@
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
 #include "troupe/table.h"
+#include "troupe/txn.h"
 #include "troupe/wire.h"
 #include "tsupport.h"
 
@@ -2051,6 +2052,474 @@ START_TEST(test_reads_from_memory_here_from_disk_via_the_actor)
 }
 END_TEST
 
+/* ---- read-only tables -------------------------------------------------- */
+
+/* One open of fx.dir: a standalone runtime, the db (read-only or not),
+ * the pipeline (read-write only), the catalog and the tables. */
+typedef struct tstack {
+    troupe_runtime *rt;
+    troupe_db *db;
+    troupe_commit *commit;
+    troupe_catalog *cat;
+    troupe_tables *tables;
+} tstack;
+
+static void
+stack_open(tstack *s, bool ro)
+{
+    memset(s, 0, sizeof(*s));
+    troupe_runtime_opts o = {.schedulers = 2, .workers = 2};
+    ck_assert_ok(troupe_runtime_create(&s->rt, &o));
+    troupe_db_opts dbo;
+    troupe_db_opts_init(&dbo);
+    dbo.read_only = ro;
+    ck_assert_ok(troupe_db_open(fx.dir, &dbo, &s->db));
+    if (!ro)
+        ck_assert_ok(troupe_commit_create(s->db, NULL, &s->commit));
+    troupe_catalog_opts co = {.rt = s->rt, .db = s->db};
+    ck_assert_ok(troupe_catalog_open(&co, &s->cat));
+    ck_assert(troupe_catalog_read_only(s->cat) == ro);
+    troupe_tables_opts to = {
+        .catalog = s->cat, .commit = s->commit, .clock = fake_clock};
+    ck_assert_ok(troupe_tables_open(&to, &s->tables));
+}
+
+static void
+stack_close(tstack *s)
+{
+    ck_assert_ok(troupe_tables_stop_wait(s->tables));
+    troupe_tables_destroy(s->tables);
+    ck_assert_ok(troupe_runtime_shutdown_wait(s->rt));
+    ck_assert_ok(troupe_catalog_stop_wait(s->cat));
+    troupe_catalog_destroy(s->cat);
+    troupe_runtime_destroy(s->rt);
+    troupe_commit_destroy(s->commit);
+    ck_assert_ok(troupe_db_close(s->db));
+    memset(s, 0, sizeof(*s));
+}
+
+static void
+ro_setup(void)
+{
+    memset(&fx, 0, sizeof(fx));
+    atomic_store(&fx.now, T0);
+    fx.dir = ts_tempdir("table-ro");
+}
+
+static void
+ro_teardown(void)
+{
+    ts_rmtree(fx.dir);
+    free(fx.dir);
+}
+
+/* Table "r" with unique index by_email and rows r<from>..r<to - 1>, through
+ * s (read-write). */
+static void
+ro_fill(tstack *s, int from, int to)
+{
+    if (from == 0) {
+        troupe_index_spec spec = {.name = "by_email",
+                                  .unique = true,
+                                  .fields = &email_f,
+                                  .n_fields = 1};
+        ck_assert_ok(troupe_tables_create_wait(s->tables, "r", &spec, 1));
+    }
+    for (int i = from; i < to; i++) {
+        char k[16], e[32];
+        snprintf(k, sizeof(k), "r%03d", i);
+        snprintf(e, sizeof(e), "e%03d@x", i);
+        doc(1, "email", e);
+        ck_assert_ok(troupe_table_insert_wait(s->tables, "r", k, strlen(k),
+                                              docbuf, doclen, NULL));
+    }
+}
+
+static uint64_t
+fold(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    h = (h ^ n) * 1099511628211u;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 1099511628211u;
+    return h;
+}
+
+static uint64_t
+fold_rows(uint64_t h, const troupe_rows *r)
+{
+    h = fold(h, &r->n, sizeof(r->n));
+    for (size_t i = 0; i < r->n; i++) {
+        h = fold(h, r->rows[i].key, r->rows[i].key_len);
+        h = fold(h, r->rows[i].doc, r->rows[i].doc_len);
+        h = fold(h, &r->rows[i].expires_at_ms, sizeof(int64_t));
+    }
+    return h;
+}
+
+/* What every kind of read of table "r" gives through t, folded into one
+ * digest (rows bytes, hits, counts, states): two opens that read the same
+ * give the same. *nrows gets the rows a full scan found. */
+static uint64_t
+ro_view(troupe_tables *t, size_t *nrows)
+{
+    uint64_t h = 14695981039346656037u;
+    troupe_rows *rows = NULL;
+    ck_assert_ok(troupe_table_get_wait(t, "r", "r007", 4, &rows));
+    h = fold_rows(h, rows);
+    troupe_rows_destroy(rows);
+    const void *keys[3] = {"r001", "nope", "r009"};
+    const size_t klens[3] = {4, 4, 4};
+    ck_assert_ok(troupe_table_get_many_wait(t, "r", keys, klens, 3, &rows));
+    ck_assert_uint_eq(rows->n, 2);
+    h = fold_rows(h, rows);
+    troupe_rows_destroy(rows);
+    troupe_scan_opts so = {.limit = 1000};
+    ck_assert_ok(troupe_table_scan_wait(t, "r", &so, &rows));
+    *nrows = rows->n;
+    h = fold_rows(h, rows);
+    troupe_rows_destroy(rows);
+    unsigned char buf[32];
+    troupe_index_query q = str_query("e005@x", buf);
+    troupe_index_result *res = NULL;
+    ck_assert_ok(troupe_tables_query_wait(t, "r", "by_email", &q, &res));
+    ck_assert_uint_eq(res->n, 1);
+    for (size_t i = 0; i < res->n; i++) {
+        h = fold(h, res->hits[i].key, res->hits[i].key_len);
+        h = fold(h, res->hits[i].pk, res->hits[i].pk_len);
+        h = fold(h, res->hits[i].val, res->hits[i].val_len);
+    }
+    troupe_index_result_destroy(res);
+    uint64_t n = 0;
+    troupe_index_query all = {.limit = 1000};
+    ck_assert_ok(troupe_tables_count_wait(t, "r", "by_email", &all, &n));
+    h = fold(h, &n, sizeof(n));
+    bool ready = false;
+    ck_assert_ok(troupe_tables_index_state(t, "r", "by_email", &ready));
+    ck_assert(ready);
+    char **names = NULL;
+    size_t nn = 0;
+    ck_assert_ok(troupe_tables_list(t, &names, &nn));
+    for (size_t i = 0; i < nn; i++)
+        h = fold(h, names[i], strlen(names[i]));
+    troupe_free(names);
+    troupe_tables_stats *st = NULL;
+    ck_assert_ok(troupe_tables_stats_wait(t, &st));
+    h = fold(h, &st->n, sizeof(st->n));
+    troupe_tables_stats_destroy(st);
+    return h;
+}
+
+/* The stored version floor, read straight from meta (*len bytes,
+ * troupe_free), or NULL when absent. */
+static void *
+ro_floor(troupe_db *db, size_t *len)
+{
+    troupe_cf *meta = NULL;
+    ck_assert_ok(troupe_db_cf(db, "meta", &meta));
+    troupe_key_writer w;
+    troupe_key_writer_init(&w);
+    troupe_key_put_string(&w, "versions", 8);
+    const uint8_t *k;
+    size_t klen;
+    ck_assert_ok(troupe_key_writer_finish(&w, &k, &klen));
+    void *v = NULL;
+    troupe_err e = troupe_db_get(db, meta, NULL, k, klen, &v, len);
+    troupe_key_writer_fini(&w);
+    if (e == TROUPE_ENOENT)
+        return NULL;
+    ck_assert_ok(e);
+    return v;
+}
+
+/* e is EREADONLY with a detail naming call. */
+static void
+ro_refused(troupe_err e, const char *call)
+{
+    ck_assert_err(e, TROUPE_EREADONLY);
+    const char *m = troupe_errmsg(TROUPE_EREADONLY);
+    ck_assert_msg(strstr(m, call) != NULL && strstr(m, "read-only") != NULL,
+                  "detail \"%s\" for %s", m, call);
+}
+
+static void
+ro_never_evict(troupe_err err, const troupe_vevict_result *r, void *arg)
+{
+    ck_abort_msg("a refused pass called back");
+}
+
+static void
+ro_never_purge(troupe_err err, const troupe_purge_result *r, void *arg)
+{
+    ck_abort_msg("a refused pass called back");
+}
+
+static void
+ro_never_ver(troupe_err err, troupe_rows *rows, uint64_t v, void *arg)
+{
+    ck_abort_msg("a refused versioned query called back");
+}
+
+static troupe_err
+ro_part_write(void *arg, troupe_batch *b)
+{
+    ck_abort_msg("a participant of a read-only commit wrote");
+    return TROUPE_OK;
+}
+
+static void
+ro_part_done(void *arg, troupe_err outcome)
+{
+    *(troupe_err *)arg = outcome;
+}
+
+/* Every call that would write, on read-only tables t: EREADONLY at the
+ * call, naming it, no callback. */
+static void
+ro_assert_writes_refused(troupe_tables *t)
+{
+    const char *d = doc(1, "email", "new@x");
+    size_t dl = doclen;
+    ro_refused(troupe_table_insert(t, "r", "n", 1, d, dl, NULL, no_cb, NULL),
+               "troupe_table_insert");
+    ro_refused(troupe_table_update_wait(t, "r", "r001", 4, d, dl, NULL),
+               "troupe_table_update");
+    ro_refused(troupe_table_upsert(t, "r", "r001", 4, d, dl, NULL, no_cb, NULL),
+               "troupe_table_upsert");
+    ro_refused(troupe_table_delete_wait(t, "r", "r001", 4, NULL),
+               "troupe_table_delete");
+    ro_refused(troupe_tables_create(t, "s", NULL, 0, no_ddl, NULL),
+               "troupe_tables_create");
+    ro_refused(troupe_tables_create_wait(t, "r", NULL, 0),
+               "troupe_tables_create");
+    ro_refused(troupe_tables_drop_wait(t, "r"), "troupe_tables_drop");
+    troupe_index_spec spec = {
+        .name = "by_city", .fields = &city_f, .n_fields = 1};
+    ro_refused(troupe_tables_add_index(t, "r", &spec, no_ddl, NULL),
+               "troupe_tables_add_index");
+    ro_refused(troupe_tables_add_index_wait(t, "r", &spec),
+               "troupe_tables_add_index");
+    ro_refused(troupe_tables_rebuild_index_wait(t, "r", "by_email"),
+               "troupe_tables_rebuild_index");
+    ro_refused(troupe_tables_drop_index(t, "r", "by_email", no_ddl, NULL),
+               "troupe_tables_drop_index");
+    troupe_vevict_result vr;
+    ro_refused(troupe_tables_evict_versions(t, "r", ro_never_evict, NULL),
+               "troupe_tables_evict_versions");
+    ro_refused(troupe_tables_evict_versions_wait(t, "r", &vr),
+               "troupe_tables_evict_versions");
+    troupe_purge_result pr;
+    ro_refused(troupe_tables_purge_expired(t, "r", ro_never_purge, NULL),
+               "troupe_tables_purge_expired");
+    ro_refused(troupe_tables_purge_expired_wait(t, "r", &pr),
+               "troupe_tables_purge_expired");
+    ro_refused(troupe_txn_query_version(t, "r", "r001", 4, ro_never_ver, NULL),
+               "troupe_txn_query_version");
+    troupe_rows *rows = NULL;
+    uint64_t ver = 0;
+    ro_refused(troupe_txn_query_version_wait(t, "r", "r001", 4, &rows, &ver),
+               "troupe_txn_query_version");
+    unsigned char buf[32];
+    troupe_index_query q = str_query("e001@x", buf);
+    ro_refused(troupe_txn_remove_by_index_wait(t, "r", "by_email", &q,
+                                               TROUPE_SYNC_DEFAULT, &rows),
+               "troupe_txn_remove_by_index");
+    ck_assert_ptr_null(rows);
+    /* a transaction reads, buffers nothing, commits what it read */
+    troupe_txn *tx = NULL;
+    ck_assert_ok(troupe_txn_begin(t, NULL, &tx));
+    ck_assert_ok(troupe_txn_get_wait(tx, "r", "r002", 4, &rows));
+    ck_assert_uint_eq(rows->n, 1);
+    troupe_rows_destroy(rows);
+    ro_refused(troupe_txn_insert(tx, "r", "n", 1, d, dl, NULL),
+               "troupe_txn_insert");
+    ro_refused(troupe_txn_update(tx, "r", "r002", 4, d, dl, NULL),
+               "troupe_txn_update");
+    ro_refused(troupe_txn_upsert(tx, "r", "r002", 4, d, dl, NULL),
+               "troupe_txn_upsert");
+    ro_refused(troupe_txn_delete(tx, "r", "r002", 4), "troupe_txn_delete");
+    ck_assert_ok(troupe_txn_commit_wait(tx, TROUPE_SYNC_DEFAULT));
+    troupe_txn_destroy(tx);
+    /* a commit with writes (a participant's) is refused; it stays open */
+    troupe_err outcome = TROUPE_OK;
+    ck_assert_ok(troupe_txn_begin(t, NULL, &tx));
+    troupe_txn_part part = {ro_part_write, ro_part_done, &outcome};
+    ck_assert_ok(troupe_txn_attach(tx, &part));
+    ro_refused(troupe_txn_commit_wait(tx, TROUPE_SYNC_DEFAULT),
+               "troupe_txn_commit");
+    ro_refused(troupe_txn_read_version(tx, "r", "r002", 4, 1),
+               "troupe_txn_read_version");
+    ck_assert_ok(troupe_txn_rollback(tx));
+    ck_assert_err(outcome, TROUPE_ECANCELED);
+    troupe_txn_destroy(tx);
+}
+
+/* Read-only tables over a populated database read what a read-write open
+ * reads (rows, the unique index, counts, states) and refuse every write
+ * at the call; the floor record is not moved and not a byte of the
+ * directory changes. The commit option must be NULL on a read-only
+ * catalog (and given on a read-write one). */
+START_TEST(test_readonly_tables_read_refuse_writes_change_nothing)
+{
+    tstack rw, ro;
+    stack_open(&rw, false);
+    ro_fill(&rw, 0, 20);
+    size_t n_rw = 0;
+    uint64_t view_rw = ro_view(rw.tables, &n_rw);
+    ck_assert_uint_eq(n_rw, 20);
+    stack_close(&rw);
+    ts_listing before, after;
+    ts_list_dir(fx.dir, &before);
+    stack_open(&ro, true);
+    size_t flen = 0;
+    void *floor = ro_floor(ro.db, &flen);
+    ck_assert_ptr_nonnull(floor);
+    size_t n_ro = 0;
+    ck_assert_uint_eq(ro_view(ro.tables, &n_ro), view_rw);
+    ck_assert_uint_eq(n_ro, n_rw);
+    troupe_index_progress pg;
+    ck_assert_ok(
+        troupe_tables_index_progress_wait(ro.tables, "r", "by_email", &pg));
+    ck_assert(pg.ready);
+    ro_assert_writes_refused(ro.tables);
+    /* nothing reached the actors: the rows are as they were */
+    ck_assert_uint_eq(ro_view(ro.tables, &n_ro), view_rw);
+    /* tables_open's commit rule */
+    troupe_tables *t2 = NULL;
+    static char other; /* stands for another db's pipeline: never used */
+    troupe_tables_opts to = {.catalog = ro.cat,
+                             .commit = (troupe_commit *)(void *)&other};
+    ck_assert_err(troupe_tables_open(&to, &t2), TROUPE_EINVAL);
+    ck_assert_ptr_null(t2);
+    size_t flen2 = 0;
+    void *floor2 = ro_floor(ro.db, &flen2);
+    ck_assert_uint_eq(flen2, flen);
+    ck_assert_int_eq(memcmp(floor2, floor, flen), 0);
+    troupe_free(floor2);
+    stack_close(&ro);
+    ts_list_dir(fx.dir, &after);
+    ck_assert_str_eq(after.text, before.text);
+    /* the floor a read-write open finds is the one before the read-only
+     * one: it never moved */
+    troupe_db *db = NULL;
+    ck_assert_ok(troupe_db_open(fx.dir, NULL, &db));
+    floor2 = ro_floor(db, &flen2);
+    ck_assert_uint_eq(flen2, flen);
+    ck_assert_int_eq(memcmp(floor2, floor, flen), 0);
+    troupe_free(floor2);
+    troupe_free(floor);
+    ck_assert_ok(troupe_db_close(db));
+    stack_open(&rw, false);
+    to = (troupe_tables_opts){.catalog = rw.cat};
+    ck_assert_err(troupe_tables_open(&to, &t2), TROUPE_EINVAL);
+    stack_close(&rw);
+}
+END_TEST
+
+/* A build left unfinished is not resumed by a read-only open: the index
+ * stays "building" (queries ESTATE), no build is known, and no byte is
+ * written; a read-write open then builds it. */
+START_TEST(test_readonly_building_index_stays_building)
+{
+    tstack s;
+    stack_open(&s, false);
+    ck_assert_ok(troupe_tables_create_wait(s.tables, "r", NULL, 0));
+    for (int i = 0; i < 10; i++) {
+        char k[16], e[32];
+        snprintf(k, sizeof(k), "r%03d", i);
+        snprintf(e, sizeof(e), "e%03d@x", i);
+        doc(1, "email", e);
+        ck_assert_ok(troupe_table_insert_wait(s.tables, "r", k, strlen(k),
+                                              docbuf, doclen, NULL));
+    }
+    stack_close(&s);
+    write_building_catalog();
+    ts_listing before, after;
+    ts_list_dir(fx.dir, &before);
+    stack_open(&s, true);
+    bool ready = true;
+    ck_assert_ok(troupe_tables_index_state(s.tables, "r", "by_email", &ready));
+    ck_assert(!ready);
+    troupe_index_progress pg;
+    ck_assert_ok(
+        troupe_tables_index_progress_wait(s.tables, "r", "by_email", &pg));
+    ck_assert(!pg.ready);
+    ck_assert(!pg.known);
+    unsigned char buf[32];
+    troupe_index_query q = str_query("e001@x", buf);
+    troupe_index_result *res = NULL;
+    ck_assert_err(troupe_tables_query_wait(s.tables, "r", "by_email", &q, &res),
+                  TROUPE_ESTATE);
+    troupe_rows *rows = NULL;
+    ck_assert_ok(troupe_table_get_wait(s.tables, "r", "r001", 4, &rows));
+    ck_assert_uint_eq(rows->n, 1);
+    troupe_rows_destroy(rows);
+    stack_close(&s);
+    ts_list_dir(fx.dir, &after);
+    ck_assert_str_eq(after.text, before.text);
+    stack_open(&s, false);
+    ck_assert_ok(
+        troupe_tables_index_progress_wait(s.tables, "r", "by_email", &pg));
+    ck_assert(pg.known);
+    stack_close(&s);
+}
+END_TEST
+
+/* Read-only tables open beside a read-write open that holds the database
+ * and keeps writing: they read what was committed before their open
+ * (flushed or only in the WAL), refuse writes, and the writer's families
+ * and rows are untouched by them. */
+START_TEST(test_readonly_tables_beside_a_writer)
+{
+    tstack rw, ro;
+    stack_open(&rw, false);
+    ro_fill(&rw, 0, 10);
+    ck_assert_ok(troupe_db_flush(rw.db));
+    ro_fill(&rw, 10, 15); /* in the WAL only */
+    char **before = NULL, **after = NULL;
+    size_t nb = 0, na = 0;
+    ck_assert_ok(troupe_db_cf_names(rw.db, &before, &nb));
+    stack_open(&ro, true);
+    troupe_scan_opts so = {.limit = 1000};
+    troupe_rows *rows = NULL;
+    ck_assert_ok(troupe_table_scan_wait(ro.tables, "r", &so, &rows));
+    ck_assert_uint_eq(rows->n, 15);
+    troupe_rows_destroy(rows);
+    ro_fill(&rw, 15, 20); /* after the read-only open: not seen */
+    ck_assert_ok(troupe_table_scan_wait(ro.tables, "r", &so, &rows));
+    ck_assert_uint_eq(rows->n, 15);
+    troupe_rows_destroy(rows);
+    unsigned char buf[32];
+    troupe_index_query q = str_query("e012@x", buf);
+    troupe_index_result *res = NULL;
+    ck_assert_ok(
+        troupe_tables_query_wait(ro.tables, "r", "by_email", &q, &res));
+    ck_assert_uint_eq(res->n, 1);
+    troupe_index_result_destroy(res);
+    ro_assert_writes_refused(ro.tables);
+    stack_close(&ro);
+    ck_assert_ok(troupe_table_scan_wait(rw.tables, "r", &so, &rows));
+    ck_assert_uint_eq(rows->n, 20);
+    troupe_rows_destroy(rows);
+    ro_fill(&rw, 20, 21); /* the writer goes on */
+    stack_close(&rw);
+    /* the families on disk are the writer's */
+    troupe_db *db = NULL;
+    ck_assert_ok(troupe_db_open(fx.dir, NULL, &db));
+    ck_assert_ok(troupe_db_cf_names(db, &after, &na));
+    ck_assert_ok(troupe_db_close(db));
+    ck_assert_uint_eq(na, nb);
+    for (size_t i = 0; i < nb; i++) {
+        bool found = false;
+        for (size_t k = 0; k < na; k++)
+            found |= strcmp(after[k], before[i]) == 0;
+        ck_assert_msg(found, "family %s went", before[i]);
+    }
+    troupe_free(before);
+    troupe_free(after);
+}
+END_TEST
+
 Suite *
 table_suite(void)
 {
@@ -2116,5 +2585,12 @@ table_suite(void)
     tcase_add_checked_fixture(tw, setup_standalone, teardown);
     tcase_add_test(tw, test_wait_twins_round_trip);
     suite_add_tcase(s, tw);
+    TCase *tr = tcase_create("readonly");
+    tcase_set_timeout(tr, 60);
+    tcase_add_checked_fixture(tr, ro_setup, ro_teardown);
+    tcase_add_test(tr, test_readonly_tables_read_refuse_writes_change_nothing);
+    tcase_add_test(tr, test_readonly_building_index_stays_building);
+    tcase_add_test(tr, test_readonly_tables_beside_a_writer);
+    suite_add_tcase(s, tr);
     return s;
 }

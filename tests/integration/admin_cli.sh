@@ -3,7 +3,8 @@
 # database queue_seed filled (see queue_seed.c) serves --admin; `troupe
 # stats` and `troupe queue ...` ask it while it holds the database, the
 # acting subcommands change what it shows, --json prints one JSON line,
-# and a token-protected node refuses a command without the token.
+# and a token-protected node refuses a command without the token; `troupe
+# stats --data --tables` reads the tables read-only beside the node.
 set -u
 troupe=${1:?usage: admin_cli.sh PATH/TO/troupe PATH/TO/queue_seed}
 seed=${2:?usage: admin_cli.sh PATH/TO/troupe PATH/TO/queue_seed}
@@ -49,6 +50,21 @@ expect 0 "stats --admin while the node holds the database" -- \
 has out '^family meta keys [0-9]+ live_bytes [0-9]+ file_bytes' "the node's families, as stats prints them"
 expect 0 "stats --admin --tables" -- "$troupe" stats --admin "$url" --tables
 has out '^txn\.running 0$' "the node's table counters as path value lines"
+
+# The tables read from the database itself while the node holds it
+# (read-only tables): the node's table is there, no family changes.
+families() { sed -n 's/^family \([^ ]*\) .*/\1/p' "$tmp/out"; }
+expect 0 "stats --data beside the node" -- "$troupe" stats --data "$db"
+families >"$tmp/fam-before"
+expect 0 "stats --data --tables while the node holds the database" -- \
+    "$troupe" stats --data "$db" --tables
+has out '^tables 1$' "the node's one table, read-only"
+has out '^table users version_records 0 ' "its counters, this process's own"
+expect 0 "stats --data after --tables" -- "$troupe" stats --data "$db"
+families >"$tmp/fam-after"
+cmp -s "$tmp/fam-before" "$tmp/fam-after" && grep -qx meta "$tmp/fam-after" &&
+    ok "stats --tables beside the node leaves the families as they were" ||
+    { bad "families changed"; diff "$tmp/fam-before" "$tmp/fam-after"; }
 expect 0 "queue list --admin" -- "$troupe" queue list --admin "$url"
 has out '^queues\.1\.name orders$' "the queues by name"
 has out '^queues\.1\.paused false$' "not paused"

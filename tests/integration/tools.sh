@@ -2,8 +2,8 @@
 # The troupe command, as a user runs it: version, help, bad flags and bad
 # URLs (exit 2, saying what was wrong), unreachable URLs (exit 1 with a
 # message), a node that serves pings and stops cleanly on SIGTERM and on
-# SIGINT, stats of the node's database (read-only, also while the node
-# runs). Loopback only; every wait polls a condition with a deadline.
+# SIGINT, stats of the node's database and its tables' counters
+# (read-only, also while the node runs). Loopback only; every wait polls a condition with a deadline.
 set -u
 troupe=${1:?usage: tools.sh PATH/TO/troupe}
 tmp=$(mktemp -d)
@@ -50,6 +50,9 @@ expect 2 "ping two URLs" -- "$troupe" ping tcp://127.0.0.1:1 tcp://127.0.0.1:2
 expect 1 "ping unreachable" -- "$troupe" ping tcp://127.0.0.1:1 --timeout 300
 grep -q "did not answer" "$tmp/err" && ok "unreachable is explained" || bad "unreachable message"
 
+# The family names the last `troupe stats --data` printed, one a line.
+families() { sed -n 's/^family \([^ ]*\) .*/\1/p' "$tmp/out"; }
+
 for sig in TERM INT; do
     # One output file per run: the background shell truncates it later
     # than this one moves on, so a shared file could show the last run's.
@@ -70,10 +73,17 @@ for sig in TERM INT; do
         expect 0 "stats beside the running node" -- "$troupe" stats --data "$tmp/data"
         grep -q '^family kv keys [0-9]* ' "$tmp/out" && grep -q '^family default ' "$tmp/out" &&
             ok "stats shows the node's families" || { bad "stats output beside the node"; cat "$tmp/out"; }
-        # ... the tables' counters need it to itself.
-        expect 1 "stats --tables beside the running node" -- "$troupe" stats --data "$tmp/data" --tables
-        grep -q "held by another process" "$tmp/err" && ok "busy database is explained" ||
-            bad "busy database message"
+        # ... the tables' counters too (read-only tables), creating no
+        # family (this node has no catalog: none appears).
+        families >"$tmp/fam-before"
+        expect 0 "stats --tables beside the running node" -- "$troupe" stats --data "$tmp/data" --tables
+        grep -q '^tables 0$' "$tmp/out" && grep -q '^txn created 0 closed 0 running 0$' "$tmp/out" &&
+            ok "stats --tables works beside the node" || { bad "stats --tables beside the node"; cat "$tmp/out" "$tmp/err"; }
+        expect 0 "stats after --tables" -- "$troupe" stats --data "$tmp/data"
+        families >"$tmp/fam-after"
+        cmp -s "$tmp/fam-before" "$tmp/fam-after" && ! grep -qx meta "$tmp/fam-after" &&
+            ok "stats --tables beside the node creates no family" ||
+            { bad "families changed"; diff "$tmp/fam-before" "$tmp/fam-after"; }
     fi
     kill -"$sig" "$node_pid"
     wait "$node_pid"
@@ -102,6 +112,9 @@ expect 0 "stats --tables" -- "$troupe" stats --data "$tmp/data" --tables
 grep -q '^tables 0$' "$tmp/out" && grep -q '^txn created 0 closed 0 running 0$' "$tmp/out" &&
     grep -q '^versioned_commit ok 0 failed 0$' "$tmp/out" &&
     ok "stats --tables prints the counters" || { bad "stats --tables output"; cat "$tmp/out"; }
+listing "$tmp/data" >"$tmp/after"
+cmp -s "$tmp/before" "$tmp/after" && ok "stats --tables writes nothing" ||
+    { bad "stats --tables changed the database"; diff "$tmp/before" "$tmp/after"; }
 mkdir "$tmp/empty"
 expect 1 "stats of a directory without a database" -- "$troupe" stats --data "$tmp/empty"
 grep -q "no database at" "$tmp/err" && [ -z "$(ls -A "$tmp/empty")" ] &&

@@ -6,7 +6,6 @@
  * that holds the db, whose view stays that of the open.
  */
 #include <dirent.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -15,69 +14,6 @@
 #include "stest.h"
 #include "troupe/commit.h"
 #include "troupe/log.h"
-
-/* ---- the directory, file by file ------------------------------------ */
-
-typedef struct listing {
-    char text[16384]; /* "name size mtime_ns hash\n" per file, sorted */
-    int files;
-} listing;
-
-static uint64_t
-file_hash(const char *path)
-{
-    uint64_t h = 1469598103934665603ull;
-    int fd = open(path, O_RDONLY);
-    ck_assert_int_ge(fd, 0);
-    unsigned char buf[8192];
-    ssize_t n;
-    while ((n = read(fd, buf, sizeof(buf))) > 0) {
-        for (ssize_t i = 0; i < n; i++)
-            h = (h ^ buf[i]) * 1099511628211ull;
-    }
-    close(fd);
-    return h;
-}
-
-static int
-cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static void
-list_dir(const char *dir, listing *l)
-{
-    char *names[256];
-    int n = 0;
-    DIR *d = opendir(dir);
-    ck_assert_ptr_nonnull(d);
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        ck_assert_int_lt(n, 256);
-        names[n++] = strdup(e->d_name);
-    }
-    closedir(d);
-    qsort(names, (size_t)n, sizeof(names[0]), cmp_str);
-    size_t off = 0;
-    l->text[0] = '\0';
-    for (int i = 0; i < n; i++) {
-        char path[1024];
-        snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
-        struct stat st;
-        ck_assert_int_eq(stat(path, &st), 0);
-        ck_assert(S_ISREG(st.st_mode)); /* a db directory holds files */
-        off += (size_t)snprintf(
-            l->text + off, sizeof(l->text) - off, "%s %lld %lld.%09ld %llx\n",
-            names[i], (long long)st.st_size, (long long)st.st_mtim.tv_sec,
-            st.st_mtim.tv_nsec, (unsigned long long)file_hash(path));
-        ck_assert_uint_lt(off, sizeof(l->text));
-        free(names[i]);
-    }
-    l->files = n;
-}
 
 static int
 entries(const char *dir)
@@ -163,8 +99,8 @@ START_TEST(test_readonly_reads_and_writes_nothing)
     char *dir = ts_tempdir("ro");
     char *tmp = private_tmpdir();
     make_db(dir);
-    listing before, after;
-    list_dir(dir, &before);
+    ts_listing before, after;
+    ts_list_dir(dir, &before);
     ck_assert_int_gt(before.files, 3);
     ck_assert_ptr_nonnull(strstr(before.text, "LOG "));
     ck_assert_ptr_null(strstr(before.text, "TROUPE-RESERVE"));
@@ -218,7 +154,7 @@ START_TEST(test_readonly_reads_and_writes_nothing)
     ck_assert(!troupe_db_failstop(db));
     ck_assert_ok(troupe_db_close(db));
 
-    list_dir(dir, &after);
+    ts_list_dir(dir, &after);
     ck_assert_str_eq(before.text, after.text);
     ck_assert_int_eq(entries(tmp), 0); /* removed at close */
     done(dir, tmp);
@@ -248,8 +184,8 @@ START_TEST(test_readonly_missing_things_are_enoent_never_created)
 
     /* A listed family that does not exist. */
     make_db(dir);
-    listing before, after;
-    list_dir(dir, &before);
+    ts_listing before, after;
+    ts_list_dir(dir, &before);
     const char *want[] = {"a", "nope"};
     o.cfs = want;
     o.ncfs = 2;
@@ -258,7 +194,7 @@ START_TEST(test_readonly_missing_things_are_enoent_never_created)
     o.ncfs = 1; /* "a" exists */
     ck_assert_ok(troupe_db_open(dir, &o, &db));
     ck_assert_ok(troupe_db_close(db));
-    list_dir(dir, &after);
+    ts_list_dir(dir, &after);
     ck_assert_str_eq(before.text, after.text);
     ck_assert_int_eq(entries(tmp), 0); /* every failed open cleaned up */
     ts_rmtree(other);

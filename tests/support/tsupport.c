@@ -1,11 +1,14 @@
 #include "tsupport.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -42,6 +45,62 @@ ts_rmtree(const char *path)
 {
     if (path != NULL)
         nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static uint64_t
+file_hash(const char *path)
+{
+    uint64_t h = 1469598103934665603ull;
+    int fd = open(path, O_RDONLY);
+    ck_assert_int_ge(fd, 0);
+    unsigned char buf[8192];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof(buf))) > 0) {
+        for (ssize_t i = 0; i < n; i++)
+            h = (h ^ buf[i]) * 1099511628211ull;
+    }
+    close(fd);
+    return h;
+}
+
+static int
+cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void
+ts_list_dir(const char *dir, ts_listing *l)
+{
+    char *names[256];
+    int n = 0;
+    DIR *d = opendir(dir);
+    ck_assert_ptr_nonnull(d);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        ck_assert_int_lt(n, 256);
+        names[n++] = strdup(e->d_name);
+    }
+    closedir(d);
+    qsort(names, (size_t)n, sizeof(names[0]), cmp_str);
+    size_t off = 0;
+    l->text[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        char path[1024];
+        snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+        struct stat st;
+        ck_assert_int_eq(stat(path, &st), 0);
+        ck_assert(S_ISREG(st.st_mode)); /* a db directory holds files */
+        off += (size_t)snprintf(
+            l->text + off, sizeof(l->text) - off, "%s %lld %lld.%09ld %llx\n",
+            names[i], (long long)st.st_size, (long long)st.st_mtim.tv_sec,
+            st.st_mtim.tv_nsec, (unsigned long long)file_hash(path));
+        ck_assert_uint_lt(off, sizeof(l->text));
+        free(names[i]);
+    }
+    l->files = n;
 }
 
 bool

@@ -36,6 +36,17 @@ ts_tempdir(const char *tag);
 void
 ts_rmtree(const char *path);
 
+/* A directory's files, one line "name size mtime_ns hash" each, in name
+ * order: equal texts before and after a call say it wrote nothing there
+ * (not a byte, not an mtime). Fails the test on a subdirectory (a db
+ * directory holds files only), or more than 256 files or the text. */
+typedef struct ts_listing {
+    char text[16384];
+    int files;
+} ts_listing;
+void
+ts_list_dir(const char *dir, ts_listing *l);
+
 /*
  * Runs `loop` in UV_RUN_ONCE/NOWAIT steps until pred(arg) is true or
  * timeout_ms of wall time pass. Returns pred's final value. The deadline is a

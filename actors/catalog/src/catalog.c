@@ -4,6 +4,12 @@
  * the one id counter, stop and destroy; and the name rule of every
  * entry.
  *
+ * On a read-only db (troupe_db_opts.read_only) the catalog writes
+ * nothing, ever: no `meta` family created (none is an empty catalog),
+ * no migration (a format-1 database with queues to move is refused), no
+ * ids handed out, and every meta batch fails with EREADONLY; the owners'
+ * DDL calls check troupe__catalog_writable before they queue anything.
+ *
  * The counter is in memory under `mu` and stored by the owners
  * (troupe__meta_put_seq) before they create anything named after an id,
  * so a crash between the two leaves at worst unused ids, never a family
@@ -49,9 +55,12 @@ troupe_catalog_open(const troupe_catalog_opts *o, troupe_catalog **out)
         return TROUPE_ENOMEM;
     c->rt = o->rt;
     c->db = o->db;
+    c->read_only = troupe_db_read_only(c->db);
     pthread_mutex_init(&c->mu, NULL);
     troupe_err e = troupe_db_cf(c->db, "meta", &c->meta);
-    if (e == TROUPE_ENOENT)
+    if (e == TROUPE_ENOENT && c->read_only)
+        e = TROUPE_OK; /* nothing was ever catalogued: an empty catalog */
+    else if (e == TROUPE_ENOENT)
         e = troupe_db_cf_create(c->db, "meta", &c->meta);
     if (e == TROUPE_OK)
         e = troupe__catalog_migrate(c, &c->seq);
@@ -62,6 +71,21 @@ troupe_catalog_open(const troupe_catalog_opts *o, troupe_catalog **out)
     }
     *out = c;
     return TROUPE_OK;
+}
+
+bool
+troupe_catalog_read_only(const troupe_catalog *c)
+{
+    return c != NULL && c->read_only;
+}
+
+troupe_err
+troupe__catalog_writable(const troupe_catalog *c, const char *call)
+{
+    if (!c->read_only)
+        return TROUPE_OK;
+    return troupe__errf(TROUPE_EREADONLY, "%s: the database is open read-only",
+                        call);
 }
 
 troupe_err
@@ -86,6 +110,8 @@ troupe__catalog_detach(troupe_catalog *c)
 troupe_err
 troupe__catalog_ids(troupe_catalog *c, uint64_t n, uint64_t *first)
 {
+    if (c->read_only)
+        return TROUPE_EREADONLY; /* no id is ever stored */
     pthread_mutex_lock(&c->mu);
     troupe_err e = n == 0 || c->seq > UINT64_MAX - n ? TROUPE_EFULL : TROUPE_OK;
     if (e == TROUPE_OK) {

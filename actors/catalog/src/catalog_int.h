@@ -14,7 +14,8 @@ enum { CATALOG_RUNNING = 0, CATALOG_STOPPING, CATALOG_STOPPED };
 struct troupe_catalog {
     troupe_runtime *rt;
     troupe_db *db;
-    troupe_cf *meta;
+    troupe_cf *meta;    /* NULL: a read-only db without one (empty) */
+    bool read_only;     /* the db's, at open: nothing is ever written */
     pthread_mutex_t mu; /* everything below */
     uint64_t seq;       /* the highest id handed out */
     int owners;         /* tables and queues attached */
@@ -33,7 +34,10 @@ void
 troupe__catalog_stopped(troupe_catalog *c);
 
 /* catalog.c, at open: the format marker read, and a format-1 database
- * migrated (migrate.c); *seq gets the stored counter. Blocks. */
+ * migrated (migrate.c); *seq gets the stored counter. On a read-only
+ * catalog nothing is written: meta may be NULL (read as format 1 with
+ * nothing in it), and a database with queues to move is refused (ESTATE,
+ * with its detail). Blocks. */
 troupe_err
 troupe__catalog_migrate(troupe_catalog *c, uint64_t *seq);
 

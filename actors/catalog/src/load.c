@@ -39,6 +39,8 @@ troupe_err
 troupe__catalog_load(troupe_catalog *c, const char *kind,
                      troupe__catalog_load_fn fn, void *arg)
 {
+    if (c->meta == NULL)
+        return TROUPE_OK; /* read-only, no meta: no entries */
     char *name = troupe_malloc(TROUPE_CATALOG_NAME_MAX + 1);
     if (name == NULL)
         return TROUPE_ENOMEM;

@@ -35,7 +35,7 @@ troupe__meta_begin(troupe__meta_batch *m, troupe_catalog *c)
 {
     m->c = c;
     m->b = NULL;
-    m->err = troupe_batch_create(&m->b);
+    m->err = c->read_only ? TROUPE_EREADONLY : troupe_batch_create(&m->b);
 }
 
 void
@@ -110,6 +110,8 @@ troupe__meta_get(troupe_catalog *c, troupe_key_writer *w, troupe_err ke,
     const uint8_t *k;
     size_t klen;
     troupe_err e = ke;
+    if (e == TROUPE_OK && c->meta == NULL)
+        e = TROUPE_ENOENT; /* read-only, no meta: nothing is there */
     if (e == TROUPE_OK)
         e = troupe_key_writer_finish(w, &k, &klen);
     if (e == TROUPE_OK)

@@ -18,9 +18,17 @@
  * the queues' loader checks them later, with the same errors as before.
  * Nothing is written when the database is refused (a newer format, a
  * malformed marker or counter, queue entries already in meta).
+ *
+ * A read-only catalog writes nothing: a format-1 database with a
+ * `queues` family is refused (ESTATE: reading it would hide its queues,
+ * and only a read-write open can move them; ENOTSUP stays the answer for
+ * a format no open of this code can read); one without it, and a
+ * database without meta, read as they are (the migration would add the
+ * marker and nothing else); a leftover `queues` next to format 2 stays.
  */
 #include "catalog_int.h"
 #include "troupe/alloc.h"
+#include "troupe/internal/runtime.h"
 #include "troupe/pack.h"
 
 #define OLD_QUEUES "queues"
@@ -103,13 +111,23 @@ migrate_v1(troupe_catalog *c, uint64_t seq_t, uint64_t *seq)
         }
     }
     size_t n = 0;
-    if (e == TROUPE_OK)
+    if (e == TROUPE_OK && c->meta != NULL)
         e = each_queue(c, c->meta, NULL, NULL, &n);
     if (e == TROUPE_OK && n > 0)
         e = TROUPE_ECORRUPT; /* two sources of queue entries: refuse both */
     if (e != TROUPE_OK)
         return e;
     c->seq = seq_t > next_q - (next_q > 0) ? seq_t : next_q - (next_q > 0);
+    if (c->read_only) {
+        /* Without `queues` the migration would write the marker and the
+         * same counter, nothing else: meta reads as format 2 already. */
+        if (qcf != NULL)
+            return troupe__errf(TROUPE_ESTATE,
+                                "the catalog is in format 1 with queues to "
+                                "move: open it read-write once to migrate");
+        *seq = c->seq;
+        return TROUPE_OK;
+    }
     troupe__meta_batch m;
     troupe__meta_begin(&m, c);
     if (m.err == TROUPE_OK && qcf != NULL)
@@ -135,6 +153,8 @@ troupe_err
 troupe__catalog_migrate(troupe_catalog *c, uint64_t *seq)
 {
     uint64_t fmt = 1, seq_t = 0;
+    if (c->meta == NULL) /* read-only, no meta: format 1, nothing in it */
+        return migrate_v1(c, 0, seq);
     troupe_err e = get_uint(c, c->meta, "catalog", &fmt);
     if (e == TROUPE_ENOENT) {
         fmt = 1;
@@ -159,6 +179,8 @@ troupe__catalog_migrate(troupe_catalog *c, uint64_t *seq)
      * is in meta already. */
     troupe_cf *qcf = NULL;
     e = troupe_db_cf(c->db, OLD_QUEUES, &qcf);
+    if (e == TROUPE_OK && c->read_only)
+        return TROUPE_OK; /* left for a read-write open */
     if (e == TROUPE_OK)
         return troupe_db_cf_drop(c->db, OLD_QUEUES);
     return e == TROUPE_ENOENT ? TROUPE_OK : e;

@@ -325,6 +325,12 @@ write_req(troupe_tables *t, const char *table, uint32_t kind, const void *key,
         return troupe__errf(TROUPE_ETOOBIG,
                             "document of %zu bytes over TROUPE_VALUE_MAX (%zu)",
                             dlen, (size_t)TROUPE_VALUE_MAX);
+    static const char *const calls[] = {[TABLE_INSERT] = "troupe_table_insert",
+                                        [TABLE_UPDATE] = "troupe_table_update",
+                                        [TABLE_UPSERT] = "troupe_table_upsert",
+                                        [TABLE_DELETE] = "troupe_table_delete"};
+    if ((e = troupe__tables_writable(t, calls[kind])) != TROUPE_OK)
+        return e;
     troupe_packer p;
     troupe_pack_init(&p);
     troupe_pack_array(&p, kind == TABLE_DELETE ? 2 : 5);

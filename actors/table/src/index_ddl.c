@@ -210,6 +210,13 @@ index_change(troupe_tables *t, int op, const char *table,
     if (op != IDX_ADD &&
         (index == NULL || (ilen = strnlen(index, 256)) == 0 || ilen > 255))
         return TROUPE_EINVAL;
+    static const char *const calls[] = {
+        [IDX_ADD] = "troupe_tables_add_index",
+        [IDX_REBUILD] = "troupe_tables_rebuild_index",
+        [IDX_DROP] = "troupe_tables_drop_index"};
+    troupe_err we = troupe__tables_writable(t, calls[op]);
+    if (we != TROUPE_OK)
+        return we;
     add_job *j = troupe_calloc(1, sizeof(*j) + len + 1);
     if (j == NULL)
         return TROUPE_ENOMEM;

@@ -80,6 +80,9 @@ troupe_tables_evict_versions(troupe_tables *t, const char *table,
 {
     if (t == NULL || table == NULL || cb == NULL)
         return TROUPE_EINVAL;
+    troupe_err we = troupe__tables_writable(t, "troupe_tables_evict_versions");
+    if (we != TROUPE_OK)
+        return we;
     evcall *c = troupe_malloc(sizeof(*c));
     if (c == NULL)
         return TROUPE_ENOMEM;
@@ -166,6 +169,9 @@ troupe_tables_purge_expired(troupe_tables *t, const char *table,
 {
     if (t == NULL || table == NULL || cb == NULL)
         return TROUPE_EINVAL;
+    troupe_err we = troupe__tables_writable(t, "troupe_tables_purge_expired");
+    if (we != TROUPE_OK)
+        return we;
     pucall *c = troupe_malloc(sizeof(*c));
     if (c == NULL)
         return TROUPE_ENOMEM;

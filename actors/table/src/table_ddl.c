@@ -242,6 +242,10 @@ ddl_job_new(troupe_tables *t, const char *name, bool drop,
     if (t == NULL || !troupe_catalog_name_valid(name, &len) ||
         n_idx > TROUPE_TABLE_INDEX_MAX || (idx == NULL && n_idx > 0))
         return TROUPE_EINVAL;
+    troupe_err we = troupe__tables_writable(t, drop ? "troupe_tables_drop"
+                                                    : "troupe_tables_create");
+    if (we != TROUPE_OK)
+        return we;
     for (size_t i = 0; i < n_idx; i++) {
         for (size_t k = 0; k < i; k++)
             if (idx[i].name != NULL && idx[k].name != NULL &&

@@ -7,6 +7,10 @@
  * table call starts with, and the environments of reads, queries and
  * transactions.
  *
+ * On a read-only catalog there is no commit pipeline: open stores no
+ * floor and resumes no build, and every call that would write checks
+ * troupe__tables_writable first (EREADONLY at the call, nothing sent).
+ *
  * Stopping waits for the catalog jobs (creates, drops, index changes,
  * builds, the version floor's raises: `ddl_jobs`): the last one to end
  * stops the actors (troupe__tables_ddl_dec).
@@ -107,9 +111,17 @@ troupe_tables_open(const troupe_tables_opts *o, troupe_tables **out)
 {
     if (out != NULL)
         *out = NULL;
-    if (o == NULL || out == NULL || o->catalog == NULL || o->commit == NULL ||
+    if (o == NULL || out == NULL || o->catalog == NULL ||
         o->version_reserve > TROUPE_VERSION_RESERVE_MAX)
         return TROUPE_EINVAL;
+    /* A read-only db has no pipeline (troupe_commit_create refuses): one
+     * given would be another db's. */
+    bool ro = troupe_catalog_read_only(o->catalog);
+    if ((o->commit == NULL) != ro)
+        return troupe__errf(TROUPE_EINVAL, "%s",
+                            ro ? "tables_opts.commit must be NULL on a "
+                                 "read-only catalog"
+                               : "tables_opts.commit is NULL");
     troupe_tables *t = troupe_calloc(1, sizeof(*t));
     if (t == NULL)
         return TROUPE_ENOMEM;
@@ -148,11 +160,19 @@ troupe_tables_open(const troupe_tables_opts *o, troupe_tables **out)
         troupe_tables_destroy(t);
         return e;
     }
-    /* Only now: a build refers to t, which a failed open frees. */
-    for (tentry *en = t->entries; en != NULL; en = en->next)
+    /* Only now: a build refers to t, which a failed open frees. Read-
+     * only, a build left unfinished stays so: its index answers as a
+     * building one. */
+    for (tentry *en = t->entries; en != NULL && !ro; en = en->next)
         troupe__tables_resume_builds(t, en);
     *out = t;
     return TROUPE_OK;
+}
+
+troupe_err
+troupe__tables_writable(const troupe_tables *t, const char *call)
+{
+    return troupe__catalog_writable(t->cat, call);
 }
 
 static void

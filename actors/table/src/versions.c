@@ -29,6 +29,11 @@
  * instead of each version keeps commits free of extra writes; an epoch
  * per open in the high bits would have worked too, but it halves the
  * counter's range and changes every version's shape for nothing.
+ *
+ * Read-only tables store no floor: the counter stays at the stored one,
+ * which is also the limit, and nothing hands a version out (the calls
+ * that would are EREADONLY, troupe__tables_writable), so a version of the
+ * read-write node that holds the database can never be repeated here.
  */
 
 #include "table_int.h"
@@ -210,6 +215,8 @@ troupe__vers_open(troupe_tables *t)
         return e;
     atomic_store(&t->vers.seq, f);
     atomic_store(&t->vers.limit, f);
+    if (troupe_catalog_read_only(t->cat))
+        return TROUPE_OK; /* no floor moves: no version is handed out */
     pthread_mutex_lock(&t->vers.mu);
     e = vers_raise_locked(&t->vers);
     pthread_mutex_unlock(&t->vers.mu);

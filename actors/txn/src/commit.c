@@ -550,6 +550,13 @@ troupe__txn_commit_start(troupe_txn *tx, troupe_sync sync)
         vreads = vreads || tx->keys[i]->ver != 0;
     }
     writes = writes || tx->nparts > 0; /* participants write too */
+    if (writes) {
+        troupe_err we = troupe__tables_writable(
+            tx->t, tx->commit.vcb != NULL ? "troupe_txn_commit_version"
+                                          : "troupe_txn_commit");
+        if (we != TROUPE_OK)
+            return we;
+    }
     tx->commit.writes = writes;
     if (!writes && !vreads) {
         tx->state = TX_COMMITTING;

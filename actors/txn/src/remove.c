@@ -197,8 +197,11 @@ rm_check(troupe_tables *t, const char *table, const char *index,
         (q->from == NULL && q->from_len != 0) ||
         (q->to == NULL && q->to_len != 0))
         return TROUPE_EINVAL;
+    troupe_err e = troupe__tables_writable(t, "troupe_txn_remove_by_index");
+    if (e != TROUPE_OK)
+        return e;
     tindex_env env;
-    troupe_err e = troupe__tables_index_env(t, table, index, &env);
+    e = troupe__tables_index_env(t, table, index, &env);
     if (e != TROUPE_OK)
         return e;
     if (!troupe_index_def_ready(env.def))

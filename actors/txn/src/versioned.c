@@ -103,6 +103,10 @@ query_versions(troupe_tables *t, const char *table, const void *const *keys,
     troupe_err e = TROUPE_OK;
     for (size_t i = 0; e == TROUPE_OK && i < n; i++)
         e = troupe__table_key_check(keys[i], klens[i]);
+    if (e == TROUPE_OK) /* a first version is handed out: see txn.h */
+        e = troupe__tables_writable(t, cb != NULL
+                                           ? "troupe_txn_query_version"
+                                           : "troupe_txn_query_versions");
     ttxn_env env;
     troupe_addr a;
     troupe_cf *cf;
@@ -225,6 +229,9 @@ troupe_txn_read_version(troupe_txn *tx, const char *table, const void *key,
         return e;
     if (tx->state != TX_OPEN || tx->mode == MODE_ORDINARY)
         return TROUPE_ESTATE;
+    if ((e = troupe__tables_writable(tx->t, "troupe_txn_read_version")) !=
+        TROUPE_OK)
+        return e;
     uint32_t tab;
     xkey *x;
     if ((e = troupe__txn_tab_of(tx, table, &tab)) != TROUPE_OK)

@@ -70,9 +70,12 @@ is_map(const void *doc, size_t dlen)
     return troupe_read_end(&r) == TROUPE_OK;
 }
 
+/* Buffers a write of `kind` (call: the public call, for a refusal's
+ * detail). */
 static troupe_err
-buffer(troupe_txn *tx, const char *table, uint32_t kind, const void *key,
-       size_t klen, const void *doc, size_t dlen, const troupe_write_opts *wo)
+buffer(const char *call, troupe_txn *tx, const char *table, uint32_t kind,
+       const void *key, size_t klen, const void *doc, size_t dlen,
+       const troupe_write_opts *wo)
 {
     troupe_write_opts o = wo != NULL ? *wo : (troupe_write_opts){0};
     if (tx == NULL || table == NULL ||
@@ -87,6 +90,8 @@ buffer(troupe_txn *tx, const char *table, uint32_t kind, const void *key,
         return e;
     if (tx->state != TX_OPEN)
         return TROUPE_ESTATE;
+    if ((e = troupe__tables_writable(tx->t, call)) != TROUPE_OK)
+        return e;
     if (dlen > TROUPE_VALUE_MAX)
         return troupe__errf(TROUPE_ETOOBIG,
                             "document of %zu bytes over TROUPE_VALUE_MAX (%zu)",
@@ -138,7 +143,8 @@ troupe_txn_insert(troupe_txn *tx, const char *table, const void *key,
                   size_t klen, const void *doc, size_t dlen,
                   const troupe_write_opts *wo)
 {
-    return buffer(tx, table, TROUPE__PART_INSERT, key, klen, doc, dlen, wo);
+    return buffer("troupe_txn_insert", tx, table, TROUPE__PART_INSERT, key,
+                  klen, doc, dlen, wo);
 }
 
 troupe_err
@@ -146,7 +152,8 @@ troupe_txn_update(troupe_txn *tx, const char *table, const void *key,
                   size_t klen, const void *doc, size_t dlen,
                   const troupe_write_opts *wo)
 {
-    return buffer(tx, table, TROUPE__PART_UPDATE, key, klen, doc, dlen, wo);
+    return buffer("troupe_txn_update", tx, table, TROUPE__PART_UPDATE, key,
+                  klen, doc, dlen, wo);
 }
 
 troupe_err
@@ -154,14 +161,16 @@ troupe_txn_upsert(troupe_txn *tx, const char *table, const void *key,
                   size_t klen, const void *doc, size_t dlen,
                   const troupe_write_opts *wo)
 {
-    return buffer(tx, table, TROUPE__PART_UPSERT, key, klen, doc, dlen, wo);
+    return buffer("troupe_txn_upsert", tx, table, TROUPE__PART_UPSERT, key,
+                  klen, doc, dlen, wo);
 }
 
 troupe_err
 troupe_txn_delete(troupe_txn *tx, const char *table, const void *key,
                   size_t klen)
 {
-    return buffer(tx, table, TROUPE__PART_DELETE, key, klen, NULL, 0, NULL);
+    return buffer("troupe_txn_delete", tx, table, TROUPE__PART_DELETE, key,
+                  klen, NULL, 0, NULL);
 }
 
 troupe_err
@@ -181,7 +190,8 @@ troupe__txn_delete_any(troupe_txn *tx, const char *table, uint64_t table_id,
     xkey *x = troupe__txn_kfind(tx, tab, key, klen);
     if (x != NULL && x->kind != K_NONE)
         return TROUPE_EINVAL; /* written already: not this helper's case */
-    e = buffer(tx, table, TROUPE__PART_DELETE, key, klen, NULL, 0, NULL);
+    e = buffer("troupe_txn_delete", tx, table, TROUPE__PART_DELETE, key, klen,
+               NULL, 0, NULL);
     if (e == TROUPE_OK)
         troupe__txn_kfind(tx, tab, key, klen)->kind = TROUPE__PART_DEL_ANY;
     return e;

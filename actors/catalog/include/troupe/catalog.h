@@ -51,9 +51,25 @@ troupe_catalog_name_valid(const char *name, size_t *len);
  * marker or counter, or a format-1 database whose meta already holds
  * queue entries; nothing written), the errors of troupe_db_cf_create,
  * troupe_db_write and troupe_db_cf_drop, ENOMEM. Blocks.
+ *
+ * On a read-only db (troupe_db_opts.read_only) it writes nothing, now or
+ * later: a db without `meta` opens as an empty catalog (nothing listed);
+ * a format-1 database with a `queues` family (queues the migration would
+ * move) is refused with ESTATE and troupe_errmsg saying to open it
+ * read-write once to migrate it (it is left as it was); a format-1
+ * database without one reads as it is (the migration would only add the
+ * marker); format 2 loads as on a read-write db (a `queues` family left
+ * by an interrupted migration stays). Every catalog change on it (a
+ * table, index or queue create, drop or rebuild) fails at the call with
+ * EREADONLY and a detail, nothing queued.
  */
 troupe_err
 troupe_catalog_open(const troupe_catalog_opts *o, troupe_catalog **out);
+
+/* True when c was opened on a read-only db: it reads what the db holds
+ * and refuses every change (EREADONLY). False for NULL. Any thread. */
+bool
+troupe_catalog_read_only(const troupe_catalog *c);
 
 typedef void (*troupe_catalog_stop_cb)(troupe_catalog *c, void *arg);
 

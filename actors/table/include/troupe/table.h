@@ -105,7 +105,9 @@ typedef struct troupe_tables troupe_tables;
 typedef struct troupe_tables_opts {
     /* borrowed; the tables' runtime and db are the catalog's */
     troupe_catalog *catalog;
-    troupe_commit *commit;       /* borrowed; a pipeline on the db */
+    /* borrowed; a pipeline on the db; NULL, and only NULL, when the
+     * catalog is read-only (troupe_tables_open) */
+    troupe_commit *commit;
     const troupe_index_fns *fns; /* borrowed; may be NULL (no function
                                     indexes) */
     /* Unix ms for timestamps and expiry; NULL: troupe_now_ms. Called on
@@ -159,9 +161,23 @@ troupe_rows_destroy(troupe_rows *r);
  * (synced: see version_reserve), loads every table entry of the catalog
  * and spawns one table actor per table. On OK *out owns the object.
  * Errors: EINVAL (NULL, missing option, version_reserve over its
- * maximum), ESTATE (the catalog is stopping), ECORRUPT (malformed catalog
- * entry or version floor), the errors of troupe_db_write and
- * troupe_actor_spawn, ENOMEM. Blocks.
+ * maximum, a commit given on a read-only catalog), ESTATE (the catalog is
+ * stopping), ECORRUPT (malformed catalog entry or version floor), the
+ * errors of troupe_db_write and troupe_actor_spawn, ENOMEM. Blocks.
+ *
+ * Read-only (docs/embedding.md, "Opening read-only"): on a read-only
+ * catalog (troupe_catalog_read_only) commit is NULL and the open writes
+ * nothing: the version floor is read, not moved (version_reserve is
+ * unused), and builds left unfinished are not resumed (their indexes stay
+ * "building" and answer as such). Reads work as on a read-write open:
+ * list, get, get_many, scan, index queries, counts and AND queries (on
+ * ready indexes), index state and progress, stats; they see the database
+ * as it was when its db was opened. Every call that would write fails at
+ * the call with EREADONLY, troupe_errmsg naming it, and sends nothing:
+ * insert, update, upsert, delete, create, drop, add_index,
+ * rebuild_index, drop_index, evict_versions, purge_expired, and in txn.h
+ * the buffering calls, a commit with writes, the versioned calls and
+ * remove_by_index (their _wait twins too).
  */
 troupe_err
 troupe_tables_open(const troupe_tables_opts *o, troupe_tables **out);
@@ -214,7 +230,8 @@ typedef void (*troupe_tables_cb)(troupe_tables *t, troupe_err err, void *arg);
  * table with other indexes: nothing changes), EIO, EFAILSTOP, ENOSPC, ENOMEM,
  * ECLOSED. Errors: EINVAL (NULL, bad name, bad spec, too many indexes,
  * duplicate index name, a function index whose function is not
- * registered in troupe_tables_opts.fns), ESTATE (stopping), ENOMEM.
+ * registered in troupe_tables_opts.fns), EREADONLY (read-only tables:
+ * troupe_tables_open), ESTATE (stopping), ENOMEM.
  */
 troupe_err
 troupe_tables_create(troupe_tables *t, const char *name,
@@ -231,7 +248,7 @@ troupe_tables_create_wait(troupe_tables *t, const char *name,
  * and drops its families. cb reports OK, ENOTABLE (no such table), EIO,
  * EFAILSTOP, ENOSPC, ECLOSED (the runtime shut down before the table's
  * actor went idle: nothing is dropped, the table stays). Errors: EINVAL,
- * ESTATE, ENOMEM.
+ * EREADONLY, ESTATE, ENOMEM.
  */
 troupe_err
 troupe_tables_drop(troupe_tables *t, const char *name, troupe_tables_cb cb,
@@ -256,7 +273,8 @@ troupe_tables_drop_wait(troupe_tables *t, const char *name);
  * manifest is corrupt: removed too), ECLOSED (stopped during the build:
  * the catalog keeps it "building" and the next open builds it again),
  * EIO, EFAILSTOP, ENOSPC. Call errors: EINVAL (NULL, bad name or spec, a
- * function index whose function is not registered), ESTATE, ENOMEM.
+ * function index whose function is not registered), EREADONLY, ESTATE,
+ * ENOMEM.
  * troupe_tables_stop waits for a running build to finish.
  * Each step of 64 rows first stores the position reached (the last primary
  * key of the steps before it, all committed) under ("build", table id) in
@@ -293,8 +311,8 @@ troupe_tables_add_index_wait(troupe_tables *t, const char *table,
  * Call errors (nothing written, cb never fires): EINVAL (NULL, bad table
  * name, index name not 1..255 bytes), ENOTABLE (no such table), ENOINDEX
  * (no such index),
- * EBUSY (a build, rebuild or drop of this table is running), ESTATE,
- * ENOMEM.
+ * EBUSY (a build, rebuild or drop of this table is running), EREADONLY,
+ * ESTATE, ENOMEM.
  */
 troupe_err
 troupe_tables_rebuild_index(troupe_tables *t, const char *table,
@@ -438,8 +456,9 @@ typedef struct troupe_write_opts {
  * 1..TROUPE_KEY_MAX bytes; wo may be NULL (defaults). The call itself
  * returns EINVAL (NULL, empty key, negative expiry), ETOOBIG (key or
  * document over its limit), EPROTO (doc is not one well-formed msgpack
- * object), ENOTABLE (no such table), ESTATE (stopping), ENOMEM; then cb
- * never fires. Otherwise cb gets the outcome listed at the top.
+ * object), EREADONLY (a write on read-only tables: troupe_tables_open),
+ * ENOTABLE (no such table), ESTATE (stopping), ENOMEM; then cb never
+ * fires. Otherwise cb gets the outcome listed at the top.
  */
 troupe_err
 troupe_table_insert(troupe_tables *t, const char *table, const void *key,
@@ -557,8 +576,8 @@ typedef void (*troupe_vevict_cb)(troupe_err err, const troupe_vevict_result *r,
  * table actor, so other requests run between them. With the TTL off it
  * evicts nothing. r (borrowed for the callback) says what it did. cb
  * errors: EBUSY (a pass of this table is running), ECLOSED, ETIMEDOUT.
- * Call errors: EINVAL (NULL, bad name), ENOTABLE (no such table), ESTATE,
- * ENOMEM. Any thread.
+ * Call errors: EINVAL (NULL, bad name), EREADONLY (read-only tables),
+ * ENOTABLE (no such table), ESTATE, ENOMEM. Any thread.
  */
 troupe_err
 troupe_tables_evict_versions(troupe_tables *t, const char *table,
@@ -588,8 +607,8 @@ typedef void (*troupe_purge_cb)(troupe_err err, const troupe_purge_result *r,
  * the callback) says what it did. cb errors: EBUSY (a pass of this table
  * is running), ECLOSED, EIO, EFAILSTOP, ENOSPC, ECORRUPT (a manifest of an
  * expired row is malformed: that row stays), EUNKNOWN, ENOMEM, ETIMEDOUT. Call
- * errors: EINVAL (NULL, bad name), ENOTABLE (no such table), ESTATE,
- * ENOMEM. Any thread.
+ * errors: EINVAL (NULL, bad name), EREADONLY (read-only tables), ENOTABLE
+ * (no such table), ESTATE, ENOMEM. Any thread.
  */
 troupe_err
 troupe_tables_purge_expired(troupe_tables *t, const char *table,

@@ -28,6 +28,13 @@
  * that is not registered is ENOTABLE (with troupe_errmsg naming it when
  * the call finds out before it returns), an index it lacks ENOINDEX.
  *
+ * Read-only tables (troupe_tables_open): transactions that only read work
+ * (begin, get, get_many, scan, a commit that writes nothing, rollback);
+ * what would write is EREADONLY at the call, with troupe_errmsg naming
+ * it, nothing buffered or sent: insert, update, upsert, delete, a commit
+ * (or commit_version) with writes (a participant's), the versioned calls
+ * (query_version(s) would hand out a version, read_version feeds a
+ * versioned commit) and remove_by_index.
  */
 #ifndef TROUPE_TXN_H
 #define TROUPE_TXN_H
@@ -154,7 +161,7 @@ troupe_txn_scan(troupe_txn *tx, const char *table, const troupe_scan_opts *so,
  * document over its limit, or the transaction's key or byte limit),
  * EPROTO (doc not one msgpack map), ENOTABLE, ENOENT (as above),
  * EEXIST (as above), ESTATE (committed, committing or rolled back),
- * ENOMEM. On error nothing is buffered.
+ * EREADONLY (read-only tables), ENOMEM. On error nothing is buffered.
  */
 troupe_err
 troupe_txn_insert(troupe_txn *tx, const char *table, const void *key,
@@ -205,7 +212,9 @@ troupe_txn_rollback(troupe_txn *tx);
  * A transaction that wrote nothing commits at once (its snapshot reads
  * were consistent). After the call the transaction accepts no further
  * call but troupe_txn_conflicts and destroy. Call errors: EINVAL (NULL tx
- * or cb, bad sync), ESTATE (committed, committing or rolled back).
+ * or cb, bad sync), ESTATE (committed, committing or rolled back),
+ * EREADONLY (writes, a participant's included, on read-only tables: the
+ * transaction stays open).
  */
 typedef void (*troupe_txn_commit_cb)(troupe_txn *tx, troupe_err err,
                                      const troupe_txn_conflict *conflicts,
@@ -284,8 +293,8 @@ troupe_txn_commit_wait(troupe_txn *tx, troupe_sync sync);
  * cb errors: ECORRUPT, EIO, ENOMEM, ETIMEDOUT, ECLOSED, EBUSY (a first
  * version was needed while the stored floor was being raised, which in
  * practice never happens: ask again), or the error of a floor that could
- * not be stored. Call errors: EINVAL, ETOOBIG, ENOTABLE,
- * ESTATE, ENOMEM.
+ * not be stored. Call errors: EINVAL, ETOOBIG, EREADONLY (read-only
+ * tables), ENOTABLE, ESTATE, ENOMEM.
  *
  * troupe_txn_read_version adds (table, key, version) to the transaction's
  * external read set; writes use the ordinary buffering calls. As in
@@ -343,7 +352,8 @@ troupe_txn_query_versions_wait(troupe_tables *t, const char *table,
 
 /* Errors: EINVAL (NULL, empty key, version 0, the key already in the
  * read set), ETOOBIG (key, or the key limit), ENOTABLE,
- * ESTATE (ordinary reads used, or not open), ENOMEM. */
+ * ESTATE (ordinary reads used, or not open), EREADONLY (read-only
+ * tables), ENOMEM. */
 troupe_err
 troupe_txn_read_version(troupe_txn *tx, const char *table, const void *key,
                         size_t klen, uint64_t version);
@@ -360,7 +370,7 @@ typedef void (*troupe_txn_commit_version_cb)(
     troupe_txn *tx, troupe_err err, const troupe_txn_conflict *conflicts,
     size_t n, const troupe_txn_receipt *receipts, size_t nr, void *arg);
 /* Outcomes as troupe_txn_commit. Call errors: EINVAL (NULL tx or cb, bad
- * sync, a key written twice), ESTATE. */
+ * sync, a key written twice), ESTATE, EREADONLY (as troupe_txn_commit). */
 troupe_err
 troupe_txn_commit_version(troupe_txn *tx, troupe_sync sync,
                           troupe_txn_commit_version_cb cb, void *arg);
@@ -394,8 +404,9 @@ troupe_txn_receipts(const troupe_txn *tx, const troupe_txn_receipt **r,
  * table or index went meanwhile), ETOOBIG (the keys exceed a transaction's byte
  * limit), and the outcomes of troupe_txn_commit. Call errors: EINVAL (NULL,
  * limit 0 or over the maximum, values together with from/to, a pointer and
- * length that disagree, bad sync), ENOTABLE or ENOINDEX, ESTATE (the index is
- * still building, or the tables are stopping), ENOMEM.
+ * length that disagree, bad sync), EREADONLY (read-only tables), ENOTABLE
+ * or ENOINDEX, ESTATE (the index is still building, or the tables are
+ * stopping), ENOMEM.
  */
 troupe_err
 troupe_txn_remove_by_index(troupe_tables *t, const char *table,

@@ -26,6 +26,16 @@ troupe__catalog_db(const troupe_catalog *c);
 troupe_cf *
 troupe__catalog_meta(const troupe_catalog *c);
 
+/* OK on a catalog that may change; on a read-only one (troupe_catalog_
+ * read_only) EREADONLY with the detail "<call>: the database is open
+ * read-only". Every owner's catalog change (create, drop, rebuild,
+ * anything that would write meta or a family) checks it first, on the
+ * calling thread, before it reserves ids or queues a job. On a read-only
+ * catalog meta (troupe__catalog_meta) may be NULL: a db that never had
+ * one. Any thread; never blocks. */
+troupe_err
+troupe__catalog_writable(const troupe_catalog *c, const char *call);
+
 /* An owner (tables, queues) opens on c: ESTATE once c is stopping. Each
  * OK is matched by one detach when the owner is destroyed; a stop is
  * refused while any is attached. Any thread. */
@@ -37,7 +47,8 @@ troupe__catalog_detach(troupe_catalog *c);
 /* Reserves n ids (n >= 1) for any kind: *first .. *first + n - 1, above
  * every id handed out before, in memory. The owner stores the counter
  * (troupe__meta_put_seq, synced) before it creates anything named after
- * them. EFULL when the counter would wrap. Never blocks (the catalog's
+ * them. EFULL when the counter would wrap; EREADONLY (nothing reserved)
+ * on a read-only catalog. Never blocks (the catalog's
  * mutex only: an owner may call it under its own). */
 troupe_err
 troupe__catalog_ids(troupe_catalog *c, uint64_t n, uint64_t *first);
@@ -58,8 +69,8 @@ troupe__catalog_entry_key(troupe_key_writer *w, const char *kind,
 /*
  * A batch of meta changes, written as one WAL record by commit. The calls
  * between begin and commit never fail: the first error sticks and commit
- * returns it (writing nothing). Caller's storage; commit finishes it
- * whatever happens.
+ * returns it (writing nothing); on a read-only catalog that is EREADONLY,
+ * from begin. Caller's storage; commit finishes it whatever happens.
  */
 typedef struct troupe__meta_batch {
     troupe_catalog *c;
@@ -93,8 +104,8 @@ troupe_err
 troupe__meta_commit(troupe__meta_batch *m, troupe_sync sync);
 
 /* The value under w's key in meta (*v troupe_malloc'd), and finishes w
- * (ke: the key's error, if building it failed). ENOENT when absent.
- * Blocks. */
+ * (ke: the key's error, if building it failed). ENOENT when absent
+ * (also when a read-only catalog has no meta). Blocks. */
 troupe_err
 troupe__meta_get(troupe_catalog *c, troupe_key_writer *w, troupe_err ke,
                  void **v, size_t *vlen);
@@ -106,7 +117,8 @@ troupe__meta_get(troupe_catalog *c, troupe_key_writer *w, troupe_err ke,
  * entry describes and sets id. Every kind gets the same checks: a key of
  * exactly two strings whose name passes troupe_catalog_name_valid, and
  * 0 < id <= the counter; ECORRUPT otherwise. Stops at fn's first error
- * and returns it; what fn started before is the owner's to undo. Blocks.
+ * and returns it; what fn started before is the owner's to undo. No call
+ * (OK) when a read-only catalog has no meta. Blocks.
  */
 typedef troupe_err (*troupe__catalog_load_fn)(void *arg, const char *name,
                                               const void *v, size_t n,
@@ -149,8 +161,10 @@ struct troupe__ddl {
 };
 
 /* Queues the job behind the catalog's others; its first step runs once
- * they are done. ESTATE (the catalog is stopping: nothing runs). Any
- * thread; never blocks (but see above for a refusing lane). */
+ * they are done. ESTATE (the catalog is stopping: nothing runs). It takes
+ * any job on a read-only catalog too (an owner's stop writes nothing):
+ * the owner's call refuses a change before, with troupe__catalog_writable.
+ * Any thread; never blocks (but see above for a refusing lane). */
 troupe_err
 troupe__ddl_submit(troupe__ddl *job);
 

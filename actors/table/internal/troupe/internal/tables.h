@@ -46,6 +46,15 @@ enum table_kind {
     TABLE_NKINDS_
 };
 
+/* OK when t may write; on tables of a read-only catalog EREADONLY with
+ * the detail "<call>: the database is open read-only". Every call of
+ * table.h and txn.h that would write (rows, passes, catalog changes,
+ * buffered and committed transaction writes, versions handed out) checks
+ * it after its argument checks and before anything is sent or buffered.
+ * Any thread; never blocks. */
+troupe_err
+troupe__tables_writable(const troupe_tables *t, const char *call);
+
 /* The refusal of a key that failed troupe__table_key_check, with its
  * detail (what was wrong, the size and the limit). Cold. */
 troupe_err
