@@ -187,7 +187,9 @@ typedef struct qenv {
 static void
 qenv_close(qenv *q)
 {
-    troupe_queues_destroy(q->qs); /* stops them first */
+    if (q->qs != NULL)
+        troupe_queues_stop_wait(q->qs);
+    troupe_queues_destroy(q->qs);
     if (q->cat != NULL) {
         troupe_catalog_stop_wait(q->cat);
         troupe_catalog_destroy(q->cat);
