@@ -370,10 +370,21 @@ worker_new(const char *queue, uint32_t first, uint32_t last, uint32_t cr,
                                   .handler = h,
                                   .sync = sync};
     troupe_queue_worker *w = NULL;
-    troupe_err e = troupe_queue_worker_start(QS, &o, &w);
+    troupe_err e = troupe_queue_worker_create(QS, &o, &w);
     if (e != TROUPE_OK)
-        die("worker start", e);
+        die("worker create", e);
     return w;
+}
+
+/* Stops w (its running handlers settle and their outcomes commit), then
+ * frees it. */
+static void
+worker_end(troupe_queue_worker *w)
+{
+    troupe_err e = troupe_queue_worker_stop_wait(w);
+    if (e != TROUPE_OK)
+        die("worker stop", e);
+    troupe_queue_worker_destroy(w);
 }
 
 static void
@@ -479,7 +490,7 @@ e2e_rep(int n, int nw, troupe_sync sync)
     if (!counter_wait(WAIT_LIMIT_S))
         fail("e2e: not every event was delivered in time");
     for (int i = 0; i < nw; i++)
-        troupe_queue_worker_stop_wait(&ws[i]); /* drains the outcomes */
+        worker_end(ws[i]); /* drains the outcomes */
     double t1 = bench_now();
     if (atomic_load(&CT.n) != n) {
         fprintf(stderr, "bench_queue: e2e: %lld deliveries for %d events\n",
@@ -580,7 +591,7 @@ due_rep(int n, double *p50, double *p99)
     int64_t late = troupe_now_ms() - base;
     if (!counter_wait(WAIT_LIMIT_S))
         fail("due: not every event was delivered in time");
-    troupe_queue_worker_stop_wait(&w);
+    worker_end(w);
     if (atomic_load(&CT.n) != n)
         fail("due: an event was delivered more than once");
     expect_counts(q, (uint64_t)n, 0);
@@ -681,7 +692,7 @@ fair_rep(void)
     double wait_s = (double)(due - troupe_now_ms() + FAIR_LIMIT_MS) / 1e3 + 1;
     bool ok = counter_wait(wait_s > 0 ? wait_s : 1);
     int64_t failures_before = atomic_load(&fair_failures);
-    troupe_queue_worker_stop_wait(&w);
+    worker_end(w);
     int64_t seen = atomic_load(&fair_seen_us);
     double delay_ms = (double)(seen - due * 1000) / 1e3;
     if (!ok || seen == 0 || delay_ms > FAIR_LIMIT_MS) {

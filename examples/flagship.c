@@ -1071,13 +1071,27 @@ shop_queue_open(troupe_catalog *cat, troupe_commit *commit, int64_t run,
                                    .handler = on_event,
                                    .arg = sq,
                                    .sync = TROUPE_SYNC_ON};
-    return troupe_queue_worker_start(sq->qs, &wo, &sq->worker);
+    return troupe_queue_worker_create(sq->qs, &wo, &sq->worker);
+}
+
+/* Stops the worker (its running handler settles and its outcome
+ * commits) and frees it; none is a no-op. */
+static void
+shop_worker_end(shop_queue *sq)
+{
+    if (sq->worker == NULL)
+        return;
+    troupe_queue_worker_stop_wait(sq->worker);
+    troupe_queue_worker_destroy(sq->worker);
+    sq->worker = NULL;
 }
 
 static void
 shop_queue_close(shop_queue *sq)
 {
-    troupe_queue_worker_stop_wait(&sq->worker);
+    shop_worker_end(sq);
+    if (sq->qs != NULL)
+        troupe_queues_stop_wait(sq->qs);
     troupe_queues_destroy(sq->qs);
     sq->qs = NULL;
 }
@@ -1121,7 +1135,7 @@ shop_events(shop_queue *sq)
     if ((e = latch_wait(&sq->handled)) != TROUPE_OK)
         return e;
     /* Drain the worker (every outcome committed), then count. */
-    troupe_queue_worker_stop_wait(&sq->worker);
+    shop_worker_end(sq);
     troupe_queue_stats *st = NULL;
     if ((e = troupe_queue_stats_wait(sq->qs, EVENTS, &st)) != TROUPE_OK)
         return e;

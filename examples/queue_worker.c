@@ -99,7 +99,7 @@ run(troupe_queues *q)
                                    .handler = handle,
                                    .arg = &j};
     troupe_queue_worker *w = NULL;
-    e = troupe_queue_worker_start(q, &wo, &w);
+    e = troupe_queue_worker_create(q, &wo, &w);
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
     deadline.tv_sec += 10;
@@ -108,7 +108,10 @@ run(troupe_queues *q)
         if (pthread_cond_timedwait(&j.cv, &j.mu, &deadline) != 0)
             e = TROUPE_ETIMEDOUT;
     pthread_mutex_unlock(&j.mu);
-    troupe_queue_worker_stop_wait(&w); /* drains what is running */
+    if (w != NULL) {
+        troupe_queue_worker_stop_wait(w); /* drains what is running */
+        troupe_queue_worker_destroy(w);
+    }
     pthread_cond_destroy(&j.cv);
     pthread_mutex_destroy(&j.mu);
     if (e == TROUPE_OK)
@@ -145,7 +148,9 @@ main(int argc, char **argv)
     if (e != TROUPE_OK)
         fprintf(stderr, "queue_worker: %s\n", troupe_err_name(e));
     /* close in the reverse order of opening */
-    troupe_queues_destroy(q); /* stops the queues first */
+    if (q != NULL)
+        troupe_queues_stop_wait(q);
+    troupe_queues_destroy(q);
     if (cat != NULL)
         troupe_catalog_stop_wait(cat);
     troupe_catalog_destroy(cat);

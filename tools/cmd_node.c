@@ -89,6 +89,8 @@ static void
 admin_close(admin_objs *a)
 {
     admin_destroy(a->ep);
+    if (a->queues != NULL)
+        troupe_queues_stop_wait(a->queues);
     troupe_queues_destroy(a->queues);
     if (a->tables != NULL) {
         troupe_tables_stop_wait(a->tables);

@@ -4,12 +4,13 @@
  * its lag, pages of pending or completed invocations with the cursor of
  * the next page, and every stored invocation of one event id.
  *
- * Opening the queues needs a writable database and a commit pipeline: it
- * reserves a block of enqueue orders per queue (one synced write each,
- * docs/queue.md), and the catalog it opens on creates the `meta` family
- * in a database that has none (and migrates one of catalog format 1,
- * docs/data-model.md). Nothing else is written, but no node may hold the
- * database.
+ * The database is opened read-only (storage.h: nothing is written, and a
+ * running node may hold it; the view is that of the moment it opened),
+ * and the queues on it (queue.h, "Read-only"): they reserve no enqueue
+ * orders, run no partition and refuse every write, which no subcommand
+ * here makes. A database without a catalog of the current format (none
+ * at all, or catalog format 1, which only a writable open migrates,
+ * docs/data-model.md) cannot be opened so.
  * Pause and resume (and retry, ack, delete-owner) act on a running node,
  * through its admin endpoint (--admin): a pause lives in the memory of the
  * process that paused (queue.h), so a command that opened the database
@@ -22,13 +23,12 @@
 
 #include "cli.h"
 #include "troupe/alloc.h"
-#include "troupe/commit.h"
 #include "troupe/queue.h"
 #include "troupe/storage.h"
 
 #define QUEUE_OPENS                                                            \
-    "Opening the queues writes (a block of enqueue orders per queue, and\n"    \
-    "the catalog when missing), so no node may hold the database.\n"
+    "It opens the database read-only: nothing is written, and it works\n"      \
+    "while a node holds the database (it shows the moment it opened).\n"
 
 #define DATA_HELP "  --data DIR          the database directory (required)\n"
 #define QUEUE_HELP "  --queue NAME        the queue (required)\n"
@@ -178,7 +178,6 @@ enum {
 
 typedef struct qenv {
     troupe_db *db;
-    troupe_commit *commit;
     troupe_runtime *rt;
     troupe_catalog *cat;
     troupe_queues *qs;
@@ -187,7 +186,9 @@ typedef struct qenv {
 static void
 qenv_close(qenv *q)
 {
-    troupe_queues_destroy(q->qs); /* stops them first */
+    if (q->qs != NULL)
+        troupe_queues_stop_wait(q->qs);
+    troupe_queues_destroy(q->qs);
     if (q->cat != NULL) {
         troupe_catalog_stop_wait(q->cat);
         troupe_catalog_destroy(q->cat);
@@ -196,7 +197,6 @@ qenv_close(qenv *q)
         troupe_runtime_shutdown_wait(q->rt);
         troupe_runtime_destroy(q->rt);
     }
-    troupe_commit_destroy(q->commit);
     if (q->db != NULL)
         troupe_db_close(q->db);
 }
@@ -212,31 +212,22 @@ qenv_open(const char *data, troupe_log_level level, qenv *q)
     }
     troupe_db_opts o;
     troupe_db_opts_init(&o);
-    o.create_if_missing = false;
+    o.read_only = true;
     o.logger.level = level;
     troupe_err e = troupe_db_open(data, &o, &q->db);
-    if (e == TROUPE_EBUSY) {
-        fprintf(stderr,
-                "troupe queue: %s is held by another process (a "
-                "running node?); opening its queues needs it to "
-                "itself\n",
-                data);
-        return CLI_FAIL;
-    }
     if (e != TROUPE_OK)
         return cli_failed("open database", e);
     troupe_runtime_opts ro = {
         .schedulers = 1, .workers = 2, .logger = {.level = level}};
     const char *what = "start";
-    if ((e = troupe_commit_create(q->db, NULL, &q->commit)) == TROUPE_OK &&
-        (e = troupe_runtime_create(&q->rt, &ro)) == TROUPE_OK) {
+    if ((e = troupe_runtime_create(&q->rt, &ro)) == TROUPE_OK) {
         what = "open catalog";
         troupe_catalog_opts co = {.rt = q->rt, .db = q->db};
         e = troupe_catalog_open(&co, &q->cat);
     }
     if (e == TROUPE_OK) {
         what = "open queues";
-        troupe_queues_opts qo = {.catalog = q->cat, .commit = q->commit};
+        troupe_queues_opts qo = {.catalog = q->cat}; /* read-only: none */
         e = troupe_queues_open(&qo, &q->qs);
     }
     if (e != TROUPE_OK) {

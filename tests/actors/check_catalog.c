@@ -1185,10 +1185,11 @@ START_TEST(test_catalog_v1_database_opens_and_migrates)
                                        .credit = 4,
                                        .handler = v1_handler};
         troupe_queue_worker *w = NULL;
-        ck_assert_ok(troupe_queue_worker_start(fx.qs, &wo, &w));
+        ck_assert_ok(troupe_queue_worker_create(fx.qs, &wo, &w));
         int want = (int)v1.q[i].pending;
         ck_assert(ts_wait_until(v1_handled_n, &want, 10000));
-        troupe_queue_worker_stop_wait(&w);
+        ck_assert_ok(troupe_queue_worker_stop_wait(w));
+        troupe_queue_worker_destroy(w);
         troupe_queue_stats *st = NULL;
         ck_assert_ok(troupe_queue_stats_wait(fx.qs, v1.q[i].name, &st));
         ck_assert_uint_eq(st->pending, 0);

@@ -394,11 +394,12 @@ check_all_serve(void)
     troupe_queue_worker_opts wo = {
         .queue = "q", .first = 0, .last = 1, .credit = 4, .handler = q_handler};
     troupe_queue_worker *w = NULL;
-    ck_assert_ok(troupe_queue_worker_start(X.qs, &wo, &w));
+    ck_assert_ok(troupe_queue_worker_create(X.qs, &wo, &w));
     int want = 16;
     tnode_publish(&X, want);
     ck_assert(ts_wait_until(handled_n, &want, 15000));
-    troupe_queue_worker_stop_wait(&w);
+    ck_assert_ok(troupe_queue_worker_stop_wait(w));
+    troupe_queue_worker_destroy(w);
     /* ttl: a pass on request */
     uint64_t passes = troupe_ttl_passes(X.ttl);
     ck_assert_ok(troupe_ttl_kick(X.ttl));

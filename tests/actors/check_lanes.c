@@ -191,7 +191,7 @@ START_TEST(test_blocked_queue_handlers_never_delay_commits_or_reads)
                                    .handler = blocking_handler,
                                    .timeout_ms = 120000};
     troupe_queue_worker *w = NULL;
-    ck_assert_ok(troupe_queue_worker_start(X.qs, &wo, &w));
+    ck_assert_ok(troupe_queue_worker_create(X.qs, &wo, &w));
     int nev = 8;
     tnode_publish(&X, nev);
     ck_assert(ts_wait_until(live_full, NULL, 10000));
@@ -221,7 +221,8 @@ START_TEST(test_blocked_queue_handlers_never_delay_commits_or_reads)
     troupe_rows_destroy(rows);
     atomic_store(&H.release, 1);
     ck_assert(ts_wait_until(all_handled, &nev, 20000));
-    troupe_queue_worker_stop_wait(&w);
+    ck_assert_ok(troupe_queue_worker_stop_wait(w));
+    troupe_queue_worker_destroy(w);
 }
 END_TEST
 
@@ -584,11 +585,12 @@ START_TEST(test_tables_stop_and_queue_drop_with_one_storage_worker_complete)
                                    .handler = acking_handler,
                                    .sync = TROUPE_SYNC_ON};
     troupe_queue_worker *w = NULL;
-    ck_assert_ok(troupe_queue_worker_start(X.qs, &wo, &w));
+    ck_assert_ok(troupe_queue_worker_create(X.qs, &wo, &w));
     int nev = 8;
     tnode_publish(&X, nev);
     ck_assert(ts_wait_until(all_handled, &nev, 10000));
-    troupe_queue_worker_stop_wait(&w);
+    ck_assert_ok(troupe_queue_worker_stop_wait(w));
+    troupe_queue_worker_destroy(w);
     gate_close();
     ck_assert_ok(troupe_tables_drop(X.tables, "u", on_drop, NULL));
     upsert_u();

@@ -5,12 +5,14 @@
  * dir, a standalone runtime, an injected clock (handlers and waits use
  * conditions, never sleeps). */
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "troupe/alloc.h"
+#include "troupe/internal/datafmt.h"
 #include "troupe/internal/queue.h"
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
@@ -49,38 +51,64 @@ open_queues(void)
     ck_assert_ok(troupe_queues_open(&o, &fx.qs));
 }
 
+/* The runtime, the db in fx.dir, the catalog, the tables and the queues;
+ * read-only: the db opened so, and neither a commit pipeline nor tables
+ * (a read-only db has no pipeline). */
+static void
+open_fx(bool read_only)
+{
+    troupe_runtime_opts o = {.schedulers = 2, .workers = 6};
+    ck_assert_ok(troupe_runtime_create(&fx.rt, &o));
+    troupe_db_opts dbo;
+    troupe_db_opts_init(&dbo);
+    dbo.read_only = read_only;
+    ck_assert_ok(troupe_db_open(fx.dir, read_only ? &dbo : NULL, &fx.db));
+    if (!read_only)
+        ck_assert_ok(troupe_commit_create(fx.db, NULL, &fx.commit));
+    troupe_catalog_opts co = {.rt = fx.rt, .db = fx.db};
+    ck_assert_ok(troupe_catalog_open(&co, &fx.cat));
+    troupe_tables_opts to = {.catalog = fx.cat, .commit = fx.commit};
+    if (!read_only)
+        ck_assert_ok(troupe_tables_open(&to, &fx.tables));
+    open_queues();
+}
+
+/* Everything open_fx opened, closed; fx.dir stays. */
+static void
+close_fx(void)
+{
+    if (fx.qs != NULL) {
+        ck_assert_ok(troupe_queues_stop_wait(fx.qs));
+        troupe_queues_destroy(fx.qs);
+        fx.qs = NULL;
+    }
+    if (fx.tables != NULL) {
+        ck_assert_ok(troupe_tables_stop_wait(fx.tables));
+        troupe_tables_destroy(fx.tables);
+        fx.tables = NULL;
+    }
+    ck_assert_ok(troupe_runtime_shutdown_wait(fx.rt));
+    ck_assert_ok(troupe_catalog_stop_wait(fx.cat));
+    troupe_catalog_destroy(fx.cat);
+    troupe_runtime_destroy(fx.rt);
+    troupe_commit_destroy(fx.commit);
+    fx.commit = NULL;
+    ck_assert_ok(troupe_db_close(fx.db));
+}
+
 static void
 setup(void)
 {
     memset(&fx, 0, sizeof(fx));
     atomic_store(&fx.now, T0);
     fx.dir = ts_tempdir("queue");
-    troupe_runtime_opts o = {.schedulers = 2, .workers = 6};
-    ck_assert_ok(troupe_runtime_create(&fx.rt, &o));
-    ck_assert_ok(troupe_db_open(fx.dir, NULL, &fx.db));
-    ck_assert_ok(troupe_commit_create(fx.db, NULL, &fx.commit));
-    troupe_catalog_opts co = {.rt = fx.rt, .db = fx.db};
-    ck_assert_ok(troupe_catalog_open(&co, &fx.cat));
-    troupe_tables_opts to = {.catalog = fx.cat, .commit = fx.commit};
-    ck_assert_ok(troupe_tables_open(&to, &fx.tables));
-    open_queues();
+    open_fx(false);
 }
 
 static void
 teardown(void)
 {
-    if (fx.qs != NULL) {
-        ck_assert_ok(troupe_queues_stop_wait(fx.qs));
-        troupe_queues_destroy(fx.qs);
-    }
-    ck_assert_ok(troupe_tables_stop_wait(fx.tables));
-    troupe_tables_destroy(fx.tables);
-    ck_assert_ok(troupe_runtime_shutdown_wait(fx.rt));
-    ck_assert_ok(troupe_catalog_stop_wait(fx.cat));
-    troupe_catalog_destroy(fx.cat);
-    troupe_runtime_destroy(fx.rt);
-    troupe_commit_destroy(fx.commit);
-    ck_assert_ok(troupe_db_close(fx.db));
+    close_fx();
     ts_rmtree(fx.dir);
     free(fx.dir);
 }
@@ -249,8 +277,16 @@ worker(const char *q, uint32_t first, uint32_t last, uint32_t credit,
                                   .timeout_ms = timeout_ms,
                                   .sync = TROUPE_SYNC_OFF};
     troupe_queue_worker *w = NULL;
-    ck_assert_ok(troupe_queue_worker_start(fx.qs, &o, &w));
+    ck_assert_ok(troupe_queue_worker_create(fx.qs, &o, &w));
     return w;
+}
+
+/* Stops w (draining what runs) and frees it. */
+static void
+worker_end(troupe_queue_worker *w)
+{
+    ck_assert_ok(troupe_queue_worker_stop_wait(w));
+    troupe_queue_worker_destroy(w);
 }
 
 typedef struct waitq {
@@ -585,8 +621,7 @@ START_TEST(test_deliver_ack_moves_row_and_entries)
         fx.qs, "q", "user", 4, "u1", 2, NULL, NULL, TROUPE_SYNC_OFF, &del));
     ck_assert_uint_eq(del, 1);
     ck_assert_uint_eq(ncompleted("q"), 1);
-    troupe_queue_worker_stop_wait(&w);
-    ck_assert_ptr_null(w);
+    worker_end(w);
 }
 END_TEST
 
@@ -607,7 +642,7 @@ START_TEST(test_future_event_waits_for_its_time)
     wait_completed("q", 2);
     ck_assert_str_eq(H.ids[1], "later");
     ck_assert_int_eq(atomic_load(&H.calls), 2);
-    troupe_queue_worker_stop_wait(&w);
+    worker_end(w);
 }
 END_TEST
 
@@ -632,7 +667,7 @@ START_TEST(test_kick_during_a_stalled_pass_rereads_the_clock)
     atomic_store(&H.release, 1);
     wait_completed("q", 2);
     ck_assert_str_eq(H.ids[1], "later");
-    troupe_queue_worker_stop_wait(&w);
+    worker_end(w);
 }
 END_TEST
 
@@ -646,7 +681,7 @@ START_TEST(test_due_timer_fires_without_kick)
     /* the clock moves but nobody kicks: only the timer can deliver */
     atomic_store(&fx.now, T0 + 30);
     wait_completed("q", 1);
-    troupe_queue_worker_stop_wait(&w);
+    worker_end(w);
 }
 END_TEST
 
@@ -670,7 +705,7 @@ START_TEST(test_credit_bounds_events_held)
     wait_completed("q", 12);
     ck_assert_int_le(atomic_load(&H.maxlive), 3);
     ck_assert_int_eq(atomic_load(&H.calls), 12);
-    troupe_queue_worker_stop_wait(&w);
+    worker_end(w);
 }
 END_TEST
 
@@ -699,7 +734,7 @@ START_TEST(test_error_redelivers_with_attempt_numbers)
     ck_assert_uint_eq(c.attempts.counts[2], 1);
     ck_assert_uint_eq(c.attempts.sum, 6);
     ck_assert_uint_eq(c.attempts.count, 3);
-    troupe_queue_worker_stop_wait(&w);
+    worker_end(w);
 }
 END_TEST
 
@@ -717,7 +752,7 @@ START_TEST(test_invalid_outcome_leaves_pending)
     ck_assert_uint_eq(c.errors, 1); /* the invalid outcome */
     ck_assert_uint_eq(c.acked, 1);
     ck_assert_uint_eq(c.delivered, 2);
-    troupe_queue_worker_stop_wait(&w);
+    worker_end(w);
 }
 END_TEST
 
@@ -738,7 +773,7 @@ START_TEST(test_worker_gets_only_its_partitions)
     troupe_queue_worker *w = worker("q", 1, 2, 2, 0);
     wait_completed("q", mine);
     troupe_queue_pause(fx.qs, "q");
-    troupe_queue_worker_stop_wait(&w);
+    worker_end(w);
     ck_assert_int_eq(atomic_load(&H.calls), (int)mine);
     for (uint64_t i = 0; i < mine; i++)
         ck_assert(H.parts[i] == 1 || H.parts[i] == 2);
@@ -787,7 +822,7 @@ START_TEST(test_reschedule_completes_and_replaces)
     ck_assert_ok(troupe_queue_delete_by_owner_wait(
         fx.qs, "q", "order", 5, "o1", 2, NULL, NULL, TROUPE_SYNC_OFF, &del));
     ck_assert_uint_eq(del, 2);
-    troupe_queue_worker_stop_wait(&w);
+    worker_end(w);
 }
 END_TEST
 
@@ -812,7 +847,7 @@ START_TEST(test_fairness_failing_rows_do_not_block_later_ones)
     ck_assert_mem_eq(pg->items[0].id, "good", 4);
     troupe_queue_page_destroy(pg);
     troupe_queue_pause(fx.qs, "q");
-    troupe_queue_worker_stop_wait(&w);
+    worker_end(w);
     ck_assert_uint_eq(npending("q"), 40); /* failures stay pending */
 }
 END_TEST
@@ -845,7 +880,7 @@ START_TEST(test_fairness_horizon_skips_same_time_bucket)
     ck_assert_msg(seen, "y never completed");
     ck_assert_int_lt(atomic_load(&H.calls), 200);
     troupe_queue_pause(fx.qs, "q");
-    troupe_queue_worker_stop_wait(&w);
+    worker_end(w);
 }
 END_TEST
 
@@ -878,7 +913,7 @@ START_TEST(test_malformed_rows_skipped_and_left)
     pub("q", ev("good", "g", T0));
     troupe_queue_worker *w = worker("q", 0, 0, 1, 0);
     wait_completed("q", 1);
-    troupe_queue_worker_stop_wait(&w);
+    worker_end(w);
     troupe_queue_stats *st = stats("q");
     ck_assert_uint_eq(st->malformed, 1);
     ck_assert_uint_eq(st->pending, 0);
@@ -976,7 +1011,7 @@ START_TEST(test_publish_in_txn_commits_with_rows)
     ck_assert_ok(troupe_txn_commit_wait(tx, TROUPE_SYNC_OFF));
     troupe_txn_destroy(tx);
     wait_completed("q", 2);
-    troupe_queue_worker_stop_wait(&w);
+    worker_end(w);
 }
 END_TEST
 
@@ -1091,8 +1126,8 @@ START_TEST(test_pause_holds_delivery_until_resume)
     wait_completed("q", 1);
     ck_assert_err(troupe_queue_pause(fx.qs, "nope"), TROUPE_ENOQUEUE);
     ck_assert_err(troupe_queue_pause(fx.qs, NULL), TROUPE_EINVAL);
-    troupe_queue_worker_stop_wait(&w);
-    troupe_queue_worker_stop_wait(&w2);
+    worker_end(w);
+    worker_end(w2);
 }
 END_TEST
 
@@ -1111,7 +1146,7 @@ static void *
 stop_thread(void *arg)
 {
     stopper *s = arg;
-    troupe_queue_worker_stop_wait(&s->w);
+    ck_assert_ok(troupe_queue_worker_stop_wait(s->w));
     atomic_store(&s->done, 1);
     return NULL;
 }
@@ -1136,6 +1171,7 @@ START_TEST(test_graceful_stop_drains_and_commits)
     ck_assert_uint_eq(ncompleted("q"), 1);
     ck_assert_uint_eq(npending("q"), 1);
     ck_assert_int_eq(atomic_load(&H.calls), 1);
+    troupe_queue_worker_destroy(s.w);
 }
 END_TEST
 
@@ -1170,7 +1206,7 @@ START_TEST(test_timeout_leaves_pending_and_redelivers)
     ck_assert_uint_eq(c.timeouts, 1);
     ck_assert_uint_eq(c.acked, 1);
     ck_assert_uint_eq(c.errors, 0);
-    troupe_queue_worker_stop_wait(&w);
+    worker_end(w);
 }
 END_TEST
 
@@ -1182,26 +1218,27 @@ START_TEST(test_worker_bad_args)
         .queue = "q", .last = 1, .credit = 1, .handler = handler};
     troupe_queue_worker_opts b = o;
     b.credit = 0;
-    ck_assert_err(troupe_queue_worker_start(fx.qs, &b, &w), TROUPE_EINVAL);
+    ck_assert_err(troupe_queue_worker_create(fx.qs, &b, &w), TROUPE_EINVAL);
     b = o;
     b.last = 2;
-    ck_assert_err(troupe_queue_worker_start(fx.qs, &b, &w), TROUPE_EINVAL);
+    ck_assert_err(troupe_queue_worker_create(fx.qs, &b, &w), TROUPE_EINVAL);
     b = o;
     b.first = 1;
     b.last = 0;
-    ck_assert_err(troupe_queue_worker_start(fx.qs, &b, &w), TROUPE_EINVAL);
+    ck_assert_err(troupe_queue_worker_create(fx.qs, &b, &w), TROUPE_EINVAL);
     b = o;
     b.handler = NULL;
-    ck_assert_err(troupe_queue_worker_start(fx.qs, &b, &w), TROUPE_EINVAL);
+    ck_assert_err(troupe_queue_worker_create(fx.qs, &b, &w), TROUPE_EINVAL);
     b = o;
     b.queue = "nope";
-    ck_assert_err(troupe_queue_worker_start(fx.qs, &b, &w), TROUPE_ENOQUEUE);
+    ck_assert_err(troupe_queue_worker_create(fx.qs, &b, &w), TROUPE_ENOQUEUE);
     ck_assert_ptr_null(w);
-    ck_assert_ok(troupe_queue_worker_start(fx.qs, &o, &w));
+    ck_assert_ok(troupe_queue_worker_create(fx.qs, &o, &w));
     ck_assert_err(troupe_queues_drop_wait(fx.qs, "q"), TROUPE_EBUSY);
-    troupe_queue_worker_stop_wait(&w);
+    worker_end(w);
     ck_assert_ok(troupe_queues_drop_wait(fx.qs, "q"));
-    troupe_queue_worker_stop_wait(NULL);
+    ck_assert_err(troupe_queue_worker_stop_wait(NULL), TROUPE_EINVAL);
+    troupe_queue_worker_destroy(NULL);
 }
 END_TEST
 
@@ -1353,7 +1390,7 @@ START_TEST(test_in_flight_invocation_is_busy_and_spared)
     ck_assert_uint_eq(npending("q"), 1);
     atomic_store(&H.release, 1);
     wait_completed("q", 1);
-    troupe_queue_worker_stop_wait(&w);
+    worker_end(w);
 }
 END_TEST
 
@@ -1369,7 +1406,7 @@ START_TEST(test_pending_survive_reopen_and_deliver)
     troupe_queue_worker *w = worker("q", 0, 1, 2, 0);
     wait_completed("q", 2);
     ck_assert_int_eq(atomic_load(&H.calls), 2);
-    troupe_queue_worker_stop_wait(&w);
+    worker_end(w);
 }
 END_TEST
 
@@ -1411,8 +1448,7 @@ START_TEST(test_queues_stop_drains_running_workers)
     open_queues();
     ck_assert_uint_eq(ncompleted("q"), 1);
     ck_assert_uint_eq(npending("q"), 0);
-    troupe_queue_worker_stop_wait(&w); /* frees it; returns at once */
-    ck_assert_ptr_null(w);
+    troupe_queue_worker_destroy(w); /* stopped by the queues' stop */
 }
 END_TEST
 
@@ -1492,7 +1528,7 @@ START_TEST(test_stress_exactly_once_completion)
                                       .credit = 4,
                                       .handler = stress_handler,
                                       .sync = TROUPE_SYNC_OFF};
-        ck_assert_ok(troupe_queue_worker_start(fx.qs, &o, &ws[k]));
+        ck_assert_ok(troupe_queue_worker_create(fx.qs, &o, &ws[k]));
     }
     for (int i = 0; i < SN; i++) {
         char id[16], key[16];
@@ -1505,7 +1541,7 @@ START_TEST(test_stress_exactly_once_completion)
     for (int i = 0; i < SN; i++)
         resched += atomic_load(&s_resched[i]);
     for (int k = 0; k < 3; k++)
-        troupe_queue_worker_stop_wait(&ws[k]);
+        worker_end(ws[k]);
     ck_assert_uint_eq(npending("q"), 0);
     ck_assert_uint_eq(ncompleted("q"), SN + (uint64_t)resched);
     for (int i = 0; i < SN; i++)
@@ -1827,6 +1863,448 @@ START_TEST(test_stats_and_lookup_bad_args)
 }
 END_TEST
 
+/* ---- lifecycle: stop(cb), stop_wait, destroy ---------------------------- */
+
+typedef struct thread_rec {
+    pthread_t t;
+    _Atomic int done;
+} thread_rec;
+
+static void
+record_thread(void *arg, troupe_runtime *rt)
+{
+    (void)rt;
+    thread_rec *r = arg;
+    r->t = pthread_self();
+    atomic_store(&r->done, 1);
+}
+
+static bool
+thread_recorded(void *arg)
+{
+    return atomic_load(&((thread_rec *)arg)->done) != 0;
+}
+
+/* Scheduler 0's thread, learnt through a post (standalone mode). */
+static pthread_t
+s0_thread(void)
+{
+    thread_rec r = {0};
+    ck_assert_ok(troupe_runtime_post(fx.rt, record_thread, &r));
+    ck_assert(ts_wait_until(thread_recorded, &r, 10000));
+    ck_assert(!pthread_equal(r.t, pthread_self()));
+    return r.t;
+}
+
+typedef struct stopped_rec {
+    _Atomic int calls;
+    void *obj;
+    pthread_t on;
+    uint64_t completed; /* the queue's completed rows when cb ran */
+} stopped_rec;
+
+static bool
+rec_called(void *arg)
+{
+    return atomic_load(&((stopped_rec *)arg)->calls) > 0;
+}
+
+static bool
+rec_called_twice(void *arg)
+{
+    return atomic_load(&((stopped_rec *)arg)->calls) > 1;
+}
+
+static void
+on_queues_stopped(troupe_queues *qs, void *arg)
+{
+    stopped_rec *r = arg;
+    r->obj = qs;
+    r->on = pthread_self();
+    atomic_fetch_add(&r->calls, 1);
+}
+
+/* The completed rows of queue "q" right now, read from the family
+ * (never blocks on troupe: fine on scheduler 0). */
+static uint64_t
+completed_rows_now(void)
+{
+    tq_queue *q = NULL;
+    ck_assert_ok(troupe__tq_find(fx.qs, "q", &q));
+    troupe_key_writer w;
+    troupe_key_writer_init(&w);
+    troupe_key_put_string(&w, "c", 1);
+    troupe_range r;
+    ck_assert_ok(troupe_key_writer_range(&w, &r));
+    troupe_page *pg = NULL;
+    ck_assert_ok(
+        troupe_db_scan(fx.db, q->cf, NULL, &r, NULL, 0, 100, false, &pg));
+    uint64_t n = pg->n;
+    troupe_page_destroy(pg);
+    troupe_key_writer_fini(&w);
+    troupe__tq_release(q);
+    return n;
+}
+
+static void
+on_worker_stopped(troupe_queue_worker *w, void *arg)
+{
+    stopped_rec *r = arg;
+    r->obj = w;
+    r->on = pthread_self();
+    r->completed = completed_rows_now();
+    atomic_fetch_add(&r->calls, 1);
+}
+
+START_TEST(test_queues_stop_calls_back_once_on_scheduler_0)
+{
+    mkqueue("q", 2, 0);
+    pthread_t s0 = s0_thread();
+    stopped_rec r = {0};
+    ck_assert_err(troupe_queues_stop(NULL, on_queues_stopped, &r),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_queues_stop(fx.qs, NULL, &r), TROUPE_EINVAL);
+    ck_assert_ok(troupe_queues_stop(fx.qs, on_queues_stopped, &r));
+    ck_assert(ts_wait_until(rec_called, &r, 10000));
+    ck_assert_ptr_eq(r.obj, fx.qs);
+    ck_assert(pthread_equal(r.on, s0));
+    /* a second stop is refused and never calls back */
+    ck_assert_err(troupe_queues_stop(fx.qs, on_queues_stopped, &r),
+                  TROUPE_ESTATE);
+    ck_assert(!ts_wait_until(rec_called_twice, &r, 100));
+    ck_assert_int_eq(atomic_load(&r.calls), 1);
+    troupe_queues_destroy(fx.qs);
+    fx.qs = NULL;
+}
+END_TEST
+
+START_TEST(test_worker_stop_calls_back_once_on_scheduler_0)
+{
+    mkqueue("q", 2, 0);
+    hreset(H_ACK);
+    troupe_queue_worker *w = worker("q", 0, 1, 2, 0);
+    pthread_t s0 = s0_thread();
+    stopped_rec r = {0};
+    ck_assert_err(troupe_queue_worker_stop(NULL, on_worker_stopped, &r),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_queue_worker_stop(w, NULL, &r), TROUPE_EINVAL);
+    ck_assert_ok(troupe_queue_worker_stop(w, on_worker_stopped, &r));
+    ck_assert(ts_wait_until(rec_called, &r, 10000));
+    ck_assert_ptr_eq(r.obj, w);
+    ck_assert(pthread_equal(r.on, s0));
+    ck_assert_err(troupe_queue_worker_stop(w, on_worker_stopped, &r),
+                  TROUPE_ESTATE);
+    ck_assert(!ts_wait_until(rec_called_twice, &r, 100));
+    ck_assert_int_eq(atomic_load(&r.calls), 1);
+    /* stopped: no delivery reaches it, and the queue may go */
+    pub("q", ev("e", "k", T0));
+    ck_assert(!ts_wait_until(calls_reach, &(int){1}, 200));
+    ck_assert_ok(troupe_queues_drop_wait(fx.qs, "q"));
+    troupe_queue_worker_destroy(w);
+}
+END_TEST
+
+START_TEST(test_stop_wait_after_stop_is_estate)
+{
+    mkqueue("q", 1, 0);
+    hreset(H_ACK);
+    troupe_queue_worker *w = worker("q", 0, 0, 1, 0);
+    stopped_rec r = {0};
+    ck_assert_ok(troupe_queue_worker_stop(w, on_worker_stopped, &r));
+    ck_assert_err(troupe_queue_worker_stop_wait(w), TROUPE_ESTATE);
+    ck_assert(ts_wait_until(rec_called, &r, 10000));
+    ck_assert_err(troupe_queue_worker_stop_wait(w), TROUPE_ESTATE);
+    troupe_queue_worker_destroy(w);
+    stopped_rec q = {0};
+    ck_assert_ok(troupe_queues_stop(fx.qs, on_queues_stopped, &q));
+    ck_assert_err(troupe_queues_stop_wait(fx.qs), TROUPE_ESTATE);
+    ck_assert(ts_wait_until(rec_called, &q, 10000));
+    ck_assert_err(troupe_queues_stop_wait(fx.qs), TROUPE_ESTATE);
+    troupe_queues_destroy(fx.qs);
+    fx.qs = NULL;
+}
+END_TEST
+
+/* Fork mode: the abort kills the test's own process; no teardown runs
+ * there, which is what a programming error costs. */
+START_TEST(test_queues_destroy_running_aborts)
+{
+    mkqueue("q", 1, 0);
+    troupe_queues_destroy(fx.qs);
+}
+END_TEST
+
+START_TEST(test_worker_destroy_running_aborts)
+{
+    mkqueue("q", 1, 0);
+    troupe_queue_worker *w = worker("q", 0, 0, 1, 0);
+    troupe_queue_worker_destroy(w);
+}
+END_TEST
+
+START_TEST(test_open_without_commit_on_a_writable_db_is_einval)
+{
+    troupe_queues *qs = NULL;
+    troupe_queues_opts o = {.catalog = fx.cat};
+    ck_assert_err(troupe_queues_open(&o, &qs), TROUPE_EINVAL);
+    ck_assert_ptr_null(qs);
+}
+END_TEST
+
+START_TEST(test_destroy_null_is_a_noop)
+{
+    troupe_queues_destroy(NULL);
+    troupe_queue_worker_destroy(NULL);
+    ck_assert_err(troupe_queues_stop_wait(NULL), TROUPE_EINVAL);
+    ck_assert_err(troupe_queue_worker_stop_wait(NULL), TROUPE_EINVAL);
+}
+END_TEST
+
+/* Queue "q" with one event and a worker whose handler runs on it, held
+ * until H.release. */
+static troupe_queue_worker *
+worker_in_a_handler(void)
+{
+    mkqueue("q", 1, 0);
+    hreset(H_BLOCK);
+    pub("q", ev("e", "k", T0));
+    troupe_queue_worker *w = worker("q", 0, 0, 1, 0);
+    ck_assert(ts_wait_until(nlog_reach, &(int){1}, 10000));
+    return w;
+}
+
+/* The queues' stop stops a worker whose handler runs (its owner's stop is
+ * then refused), waits for its outcome, and the worker may be destroyed
+ * after the queues are gone. */
+START_TEST(test_queues_stop_stops_a_running_worker_then_destroy_is_fine)
+{
+    troupe_queue_worker *w = worker_in_a_handler();
+    stopped_rec r = {0};
+    ck_assert_ok(troupe_queues_stop(fx.qs, on_queues_stopped, &r));
+    ck_assert_err(troupe_queue_worker_stop_wait(w), TROUPE_ESTATE);
+    ck_assert(!ts_wait_until(rec_called, &r, 100)); /* the handler runs */
+    atomic_store(&H.release, 1);
+    ck_assert(ts_wait_until(rec_called, &r, 10000));
+    troupe_queues_destroy(fx.qs);
+    fx.qs = NULL;
+    troupe_queue_worker_destroy(w); /* after the queues: still fine */
+    open_queues();
+    ck_assert_uint_eq(ncompleted("q"), 1);
+    ck_assert_uint_eq(npending("q"), 0);
+    ck_assert_int_eq(atomic_load(&H.calls), 1);
+}
+END_TEST
+
+START_TEST(test_worker_stop_drains_and_commits_before_cb)
+{
+    troupe_queue_worker *w = worker_in_a_handler();
+    stopped_rec r = {0};
+    ck_assert_ok(troupe_queue_worker_stop(w, on_worker_stopped, &r));
+    ck_assert(!ts_wait_until(rec_called, &r, 100)); /* the handler runs */
+    atomic_store(&H.release, 1);
+    ck_assert(ts_wait_until(rec_called, &r, 10000));
+    /* read in the callback: the outcome was durable before it ran */
+    ck_assert_uint_eq(r.completed, 1);
+    ck_assert_int_eq(atomic_load(&r.calls), 1);
+    troupe_queue_worker_destroy(w);
+}
+END_TEST
+
+/* ---- read-only ----------------------------------------------------------- */
+
+/* The order mark of queue `id` (the value bytes, troupe_malloc'd). */
+static void
+read_mark(troupe_db *db, uint64_t id, void **v, size_t *vl)
+{
+    char cfn[32];
+    troupe__cf_name('q', id, cfn, sizeof(cfn));
+    troupe_cf *cf = NULL;
+    ck_assert_ok(troupe_db_cf(db, cfn, &cf));
+    troupe_key_writer w;
+    troupe_key_writer_init(&w);
+    troupe_key_put_string(&w, "s", 1);
+    const uint8_t *k;
+    size_t kl;
+    ck_assert_ok(troupe_key_writer_finish(&w, &k, &kl));
+    ck_assert_ok(troupe_db_get(db, cf, NULL, k, kl, v, vl));
+    troupe_key_writer_fini(&w);
+}
+
+static uint64_t ro_id;
+static void *ro_mark;
+static size_t ro_marklen;
+
+/* A database with queue "q" (2 partitions): e1 completed, e2 and e3
+ * (owned by user/u) pending; then everything closed and the db opened
+ * again read-only, with the queues on it (no commit pipeline). */
+static void
+ro_setup(void)
+{
+    setup();
+    mkqueue("q", 2, 0);
+    pub("q", ev("e1", "k1", T0));
+    pub("q", evo("e2", "k2", T0, "user", "u"));
+    pub("q", evo("e3", "k3", T0 + 1, "user", "u"));
+    troupe_queue_page *pg = NULL;
+    ck_assert_ok(troupe_queue_lookup_wait(fx.qs, "q", "e1", 2, &pg));
+    ck_assert_uint_eq(pg->n, 1);
+    ck_assert_ok(troupe_queue_ack_wait(fx.qs, "q", pg->items[0].skey,
+                                       pg->items[0].skey_len, 0));
+    troupe_queue_page_destroy(pg);
+    troupe_queue_info *qi = NULL;
+    size_t n = 0;
+    ck_assert_ok(troupe_queues_list(fx.qs, &qi, &n));
+    ro_id = qi[0].id;
+    troupe_free(qi);
+    read_mark(fx.db, ro_id, &ro_mark, &ro_marklen);
+    close_fx();
+    open_fx(true);
+}
+
+static void
+ro_teardown(void)
+{
+    close_fx();
+    /* nothing was written: the order mark is the one before the open */
+    troupe_db *db = NULL;
+    ck_assert_ok(troupe_db_open(fx.dir, NULL, &db));
+    void *v = NULL;
+    size_t vl = 0;
+    read_mark(db, ro_id, &v, &vl);
+    ck_assert_uint_eq(vl, ro_marklen);
+    ck_assert_mem_eq(v, ro_mark, vl);
+    troupe_free(v);
+    troupe_free(ro_mark);
+    ro_mark = NULL;
+    ck_assert_ok(troupe_db_close(db));
+    ts_rmtree(fx.dir);
+    free(fx.dir);
+}
+
+START_TEST(test_readonly_open_serves_inspection)
+{
+    troupe_queue_info *qi = NULL;
+    size_t n = 0;
+    ck_assert_ok(troupe_queues_list(fx.qs, &qi, &n));
+    ck_assert_uint_eq(n, 1);
+    ck_assert_str_eq(qi[0].name, "q");
+    ck_assert_uint_eq(qi[0].partitions, 2);
+    troupe_free(qi);
+    troupe_queue_stats *st = stats("q");
+    ck_assert_uint_eq(st->pending, 2);
+    ck_assert_uint_eq(st->completed, 1);
+    ck_assert_int_eq(st->oldest_due_ms, T0);
+    troupe_free(st);
+    troupe_queue_page *pg = NULL;
+    ck_assert_ok(troupe_queue_list_wait(fx.qs, "q", TROUPE_QUEUE_PENDING, NULL,
+                                        0, 10, &pg));
+    ck_assert_uint_eq(pg->n, 2);
+    troupe_queue_page_destroy(pg);
+    ck_assert_ok(troupe_queue_lookup_wait(fx.qs, "q", "e1", 2, &pg));
+    ck_assert_uint_eq(pg->n, 1);
+    ck_assert(pg->items[0].completed);
+    troupe_queue_page_destroy(pg);
+    troupe_queue_counters c = counters("q");
+    ck_assert_uint_eq(c.delivered, 0);
+    /* nothing can be delivered: no partition actor runs */
+    tq_queue *q = NULL;
+    ck_assert_ok(troupe__tq_find(fx.qs, "q", &q));
+    ck_assert_uint_eq(q->spawned, 0);
+    troupe__tq_release(q);
+}
+END_TEST
+
+/* Each call that would write or deliver: EREADONLY, the detail naming the
+ * call, nothing started. */
+#define ck_assert_readonly(call, name)                                         \
+    do {                                                                       \
+        ck_assert_err((call), TROUPE_EREADONLY);                               \
+        ck_assert_msg(strstr(troupe_errmsg(TROUPE_EREADONLY), name) != NULL,   \
+                      "errmsg \"%s\" does not name %s",                        \
+                      troupe_errmsg(TROUPE_EREADONLY), name);                  \
+    } while (0)
+
+static void
+never_called(troupe_err err, void *arg)
+{
+    (void)err;
+    (void)arg;
+    ck_abort_msg("callback of a refused call");
+}
+
+START_TEST(test_readonly_refuses_every_write)
+{
+    troupe_queue_page *pg = NULL;
+    ck_assert_ok(troupe_queue_lookup_wait(fx.qs, "q", "e2", 2, &pg));
+    ck_assert_uint_eq(pg->n, 1);
+    const uint8_t *sk = pg->items[0].skey;
+    size_t skl = pg->items[0].skey_len;
+    troupe_queue_event e = ev("e9", "k9", T0);
+    ck_assert_readonly(
+        troupe_queue_publish(fx.qs, "q", &e, 0, never_called, NULL),
+        "troupe_queue_publish");
+    ck_assert_readonly(troupe_queue_publish_wait(fx.qs, "q", &e, 0),
+                       "troupe_queue_publish_wait");
+    ck_assert_readonly(troupe_queue_ack_wait(fx.qs, "q", sk, skl, 0),
+                       "troupe_queue_ack_wait");
+    ck_assert_readonly(
+        troupe_queue_reschedule_wait(fx.qs, "q", sk, skl, T0 + 5, 0),
+        "troupe_queue_reschedule_wait");
+    ck_assert_readonly(
+        troupe_queue_ack(fx.qs, "q", sk, skl, 0, never_called, NULL),
+        "troupe_queue_ack");
+    ck_assert_readonly(troupe_queue_reschedule(fx.qs, "q", sk, skl, T0 + 5, 0,
+                                               never_called, NULL),
+                       "troupe_queue_reschedule");
+    troupe_queue_spec spec = {"r", 1, 0};
+    ck_assert_readonly(troupe_queues_create_wait(fx.qs, &spec),
+                       "troupe_queues_create_wait");
+    ck_assert_readonly(troupe_queues_drop_wait(fx.qs, "q"),
+                       "troupe_queues_drop_wait");
+    troupe_queue_worker_opts wo = {
+        .queue = "q", .last = 1, .credit = 1, .handler = handler};
+    troupe_queue_worker *w = NULL;
+    ck_assert_readonly(troupe_queue_worker_create(fx.qs, &wo, &w),
+                       "troupe_queue_worker_create");
+    ck_assert_ptr_null(w);
+    ck_assert_readonly(troupe_queue_pause(fx.qs, "q"), "troupe_queue_pause");
+    ck_assert_readonly(troupe_queue_resume(fx.qs, "q"), "troupe_queue_resume");
+    ck_assert_readonly(troupe_queue_kick(fx.qs, "q"), "troupe_queue_kick");
+    size_t del = 9;
+    ck_assert_readonly(troupe_queue_delete_by_owner_wait(
+                           fx.qs, "q", "user", 4, "u", 1, NULL, NULL, 0, &del),
+                       "troupe_queue_delete_by_owner_wait");
+    ck_assert_readonly(
+        troupe_queues_purge_completed(fx.qs, T0 + 3600000, 10, NULL, NULL),
+        "troupe_queues_purge_completed");
+    troupe_queue_page_destroy(pg);
+    /* and nothing changed */
+    troupe_queue_stats *st = stats("q");
+    ck_assert_uint_eq(st->pending, 2);
+    ck_assert_uint_eq(st->completed, 1);
+    troupe_free(st);
+    troupe_queue_info *qi = NULL;
+    size_t n = 0;
+    ck_assert_ok(troupe_queues_list(fx.qs, &qi, &n));
+    ck_assert_uint_eq(n, 1);
+    ck_assert(!qi[0].paused);
+    troupe_free(qi);
+}
+END_TEST
+
+START_TEST(test_readonly_open_needs_no_commit)
+{
+    /* this db is read-only: a commit is not needed (nor possible) */
+    troupe_queues *qs = NULL;
+    troupe_queues_opts o = {.catalog = fx.cat};
+    ck_assert_ok(troupe_queues_open(&o, &qs));
+    ck_assert_ok(troupe_queues_stop_wait(qs));
+    troupe_queues_destroy(qs);
+    ck_assert_err(troupe_commit_create(fx.db, NULL, &(troupe_commit *){NULL}),
+                  TROUPE_EREADONLY);
+}
+END_TEST
+
 Suite *
 queue_suite(void)
 {
@@ -1877,5 +2355,28 @@ queue_suite(void)
     tcase_add_test(tc, test_purge_removes_malformed_expired_rows);
     tcase_add_test(tc, test_stats_and_lookup_bad_args);
     suite_add_tcase(s, tc);
+    TCase *lc = tcase_create("lifecycle");
+    tcase_add_checked_fixture(lc, setup, teardown);
+    tcase_set_timeout(lc, 60);
+    tcase_add_test(lc, test_queues_stop_calls_back_once_on_scheduler_0);
+    tcase_add_test(lc, test_worker_stop_calls_back_once_on_scheduler_0);
+    tcase_add_test(lc, test_stop_wait_after_stop_is_estate);
+    tcase_add_test_raise_signal(lc, test_queues_destroy_running_aborts,
+                                SIGABRT);
+    tcase_add_test_raise_signal(lc, test_worker_destroy_running_aborts,
+                                SIGABRT);
+    tcase_add_test(lc, test_destroy_null_is_a_noop);
+    tcase_add_test(lc, test_open_without_commit_on_a_writable_db_is_einval);
+    tcase_add_test(
+        lc, test_queues_stop_stops_a_running_worker_then_destroy_is_fine);
+    tcase_add_test(lc, test_worker_stop_drains_and_commits_before_cb);
+    suite_add_tcase(s, lc);
+    TCase *ro = tcase_create("readonly");
+    tcase_add_checked_fixture(ro, ro_setup, ro_teardown);
+    tcase_set_timeout(ro, 60);
+    tcase_add_test(ro, test_readonly_open_serves_inspection);
+    tcase_add_test(ro, test_readonly_refuses_every_write);
+    tcase_add_test(ro, test_readonly_open_needs_no_commit);
+    suite_add_tcase(s, ro);
     return s;
 }

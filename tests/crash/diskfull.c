@@ -222,6 +222,8 @@ stack_close(stack *s)
         troupe_tables_stop_wait(s->tb);
         troupe_tables_destroy(s->tb);
     }
+    if (s->qs != NULL)
+        troupe_queues_stop_wait(s->qs);
     troupe_queues_destroy(s->qs);
     if (s->cat != NULL) {
         troupe_catalog_stop_wait(s->cat);

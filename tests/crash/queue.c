@@ -224,8 +224,8 @@ crash_child_queue(int argc, char **argv)
                                        .arg = &QC.w[i],
                                        .sync = sy};
         troupe_queue_worker *w;
-        if ((e = troupe_queue_worker_start(qs, &wo, &w)) != TROUPE_OK)
-            qdie("worker_start", e);
+        if ((e = troupe_queue_worker_create(qs, &wo, &w)) != TROUPE_OK)
+            qdie("worker_create", e);
     }
     crash_report(QC.fd, REC_READY, 0, 0);
     uint8_t id[EV_ID_LEN], pay[32];

@@ -1,7 +1,7 @@
 /*
  * libFuzzer target: the catalogs' stored values, read from the disk at
  * every open (actors/table/src/entry.c, versions.c and build.c;
- * actors/queue/src/queues.c).
+ * actors/queue/src/format.c).
  * The first byte picks the decoder:
  *   0 a table's catalog entry {id, name, version, indexes, dropped}
  *   1 the catalog's ("seq") counter (actors/catalog/src/meta.c)

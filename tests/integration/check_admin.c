@@ -92,6 +92,7 @@ teardown(void)
 {
     admin_destroy(ep);
     ep = NULL;
+    ck_assert_ok(troupe_queues_stop_wait(queues));
     troupe_queues_destroy(queues);
     ck_assert_ok(troupe_tables_stop_wait(tables));
     troupe_tables_destroy(tables);
@@ -342,7 +343,7 @@ load_start(load *l)
                                    .credit = 16,
                                    .handler = ack_handler,
                                    .arg = l};
-    ck_assert_ok(troupe_queue_worker_start(queues, &wo, &l->worker));
+    ck_assert_ok(troupe_queue_worker_create(queues, &wo, &l->worker));
     ck_assert_int_eq(pthread_create(&l->writer, NULL, writer_main, l), 0);
     ck_assert_int_eq(pthread_create(&l->publisher, NULL, publisher_main, l), 0);
 }
@@ -353,7 +354,8 @@ load_stop(load *l)
     atomic_store(&l->stop, true);
     pthread_join(l->writer, NULL);
     pthread_join(l->publisher, NULL);
-    troupe_queue_worker_stop_wait(&l->worker);
+    ck_assert_ok(troupe_queue_worker_stop_wait(l->worker));
+    troupe_queue_worker_destroy(l->worker);
 }
 
 /* The value of the sample `line` starts (name and labels), -1 if none. */

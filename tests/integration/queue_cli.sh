@@ -3,12 +3,20 @@
 # queue_seed filled with known events (see queue_seed.c): list, stats,
 # pending and completed pages followed by their cursors, show by id (text
 # and hex); bad flags exit 2 with the usage, failures (a missing database,
-# an unknown queue or id, a foreign cursor) exit 1 with a message.
+# an unknown queue or id, a foreign cursor) exit 1 with a message. The
+# inspection opens the database read-only: its files are the same, byte
+# for byte, after every command, and it works beside a running node that
+# holds the database.
 set -u
 troupe=${1:?usage: queue_cli.sh PATH/TO/troupe PATH/TO/queue_seed}
 seed=${2:?usage: queue_cli.sh PATH/TO/troupe PATH/TO/queue_seed}
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+node_pid=""
+cleanup() {
+    [ -n "$node_pid" ] && kill -9 "$node_pid" 2>/dev/null
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
 . "$(dirname "$0")/checks.sh"
 # has FILE PATTERN WHAT: grep -E PATTERN in FILE.
 has() {
@@ -17,6 +25,11 @@ has() {
 
 db="$tmp/db"
 "$seed" "$db" || { echo "FAIL: queue_seed"; exit 1; }
+# Every file of the database: name, size, modification time, and a
+# checksum of them all (the MANIFEST names the families, the WAL and the
+# table files hold the rows).
+listing() { (cd "$1" && find . -type f -printf '%p %s %T@\n' | sort && cat ./* | cksum); }
+listing "$db" >"$tmp/before"
 
 expect 0 "queue list" -- "$troupe" queue list --data "$db"
 has out '^queues 2$' "two queues"
@@ -97,6 +110,24 @@ has err "not a pending cursor" "foreign cursor explained"
 # the commands changed nothing
 expect 0 "stats again" -- "$troupe" queue stats --data "$db" --queue orders
 has out '^queue orders partitions 4 pending 5 completed 3 malformed 0$' "inspection wrote no event"
+listing "$db" >"$tmp/after"
+cmp -s "$tmp/before" "$tmp/after" && ok "inspection wrote nothing in the database" ||
+    { bad "inspection changed the database"; diff "$tmp/before" "$tmp/after"; }
+
+# beside a running node, which holds the database (its LOCK)
+"$troupe" node --data "$db" --listen tcp://127.0.0.1:0 >"$tmp/node.out" 2>&1 &
+node_pid=$!
+if wait_for "$tmp/node.out" "listening on tcp://"; then
+    expect 0 "queue stats beside the running node" -- "$troupe" queue stats --data "$db" --queue orders
+    has out '^queue orders partitions 4 pending 5 completed 3 malformed 0$' "the node's database inspected"
+    expect 0 "queue list beside the running node" -- "$troupe" queue list --data "$db"
+    has out '^queues 2$' "the node's queues listed"
+else
+    bad "node did not start"; cat "$tmp/node.out"
+fi
+kill -TERM "$node_pid"
+wait "$node_pid"
+node_pid=""
 
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

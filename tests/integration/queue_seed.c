@@ -151,6 +151,8 @@ main(int argc, char **argv)
         e = outcome(qs, "o3", later);
     if (e == TROUPE_OK && rows > 0)
         e = seed_table(cat, c, rows);
+    if (qs != NULL)
+        troupe_queues_stop_wait(qs);
     troupe_queues_destroy(qs);
     if (cat != NULL) {
         troupe_catalog_stop_wait(cat);

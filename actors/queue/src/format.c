@@ -1,8 +1,8 @@
 /*
  * The queue's stored formats (docs/queue.md, "Key formats"): tuple keys
  * whose order is Tito's string layout's order, the event value, the
- * partition hash, and input validation. Everything here is pure except
- * troupe__tq_commit_wait.
+ * queue's catalog entry, the partition hash, and input validation.
+ * Everything here is pure except troupe__tq_commit_wait.
  *
  * Tito writes zero-padded decimal strings so that string order is due
  * order; the tuple codec gives the same order with exact integers and
@@ -16,6 +16,7 @@
 #include "troupe/alloc.h"
 #include "troupe/internal/hash.h"
 #include "troupe/internal/runtime.h"
+#include "troupe/internal/waiter.h"
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
 
@@ -436,6 +437,82 @@ troupe__tq_entries(troupe_batch *b, troupe_cf *cf, const troupe_queue_item *it,
     troupe_key_writer_fini(&w);
     return e;
 }
+
+/* ---- the catalog entry ----------------------------------------------- */
+
+static troupe_err
+entry_key(troupe_key_writer *w, const char *name)
+{
+    troupe_key_writer_reset(w);
+    troupe_key_put_string(w, "queue", 5);
+    if (name != NULL)
+        troupe_key_put_string(w, name, strlen(name));
+    return w->err;
+}
+
+troupe_err
+troupe__tq_entry_pack(const char *name, uint64_t id, uint32_t parts,
+                      int64_t retention, troupe_key_writer *w, troupe_packer *p)
+{
+    entry_key(w, name);
+    troupe_pack_array(p, 4);
+    troupe_pack_uint(p, 1);
+    troupe_pack_uint(p, id);
+    troupe_pack_uint(p, parts);
+    troupe_pack_int(p, retention);
+    return w->err != TROUPE_OK ? w->err : p->err;
+}
+
+troupe_err
+troupe__tq_entry_decode(const void *k, size_t klen, const void *v, size_t vlen,
+                        char name[TROUPE_QUEUE_NAME_MAX + 1], uint64_t *id,
+                        uint32_t *parts, int64_t *retention)
+{
+    troupe_key_reader kr;
+    troupe_key_item a, b;
+    troupe_key_reader_init(&kr, k, klen);
+    bool ok =
+        troupe_key_read(&kr, &a) == TROUPE_OK && a.type == TROUPE_KEY_STRING &&
+        a.v.s.len == 5 && memcmp(a.v.s.ptr, "queue", 5) == 0 &&
+        troupe_key_read(&kr, &b) == TROUPE_OK && b.type == TROUPE_KEY_STRING &&
+        b.v.s.len > 0 && b.v.s.len <= TROUPE_QUEUE_NAME_MAX;
+    if (ok) {
+        memcpy(name, b.v.s.ptr, b.v.s.len);
+        name[b.v.s.len] = 0;
+        /* a NUL inside would cut the name short: no create makes one */
+        ok = strlen(name) == b.v.s.len &&
+             troupe_catalog_name_valid(name, NULL) &&
+             troupe_key_read(&kr, &a) == TROUPE_ENOENT;
+    }
+    troupe_key_reader_fini(&kr);
+    troupe_err e = troupe__tq_entry_value_decode(v, vlen, id, parts, retention);
+    return ok ? e : TROUPE_ECORRUPT;
+}
+
+troupe_err
+troupe__tq_entry_value_decode(const void *v, size_t vlen, uint64_t *id,
+                              uint32_t *parts, int64_t *retention)
+{
+    troupe_reader r;
+    uint64_t ver = 0, i = 0;
+    uint32_t n = 0;
+    int64_t ret = -1;
+    troupe_reader_init(&r, v, vlen);
+    troupe_read_array_n(&r, 4);
+    troupe_read_uint(&r, &ver);
+    troupe_read_uint(&r, &i);
+    troupe_read_u32(&r, &n);
+    troupe_read_int(&r, &ret);
+    if (troupe_read_end(&r) != TROUPE_OK || ver != 1 || i == 0 || n == 0 ||
+        n > TROUPE_QUEUE_PARTITIONS_MAX || ret < 0)
+        return TROUPE_ECORRUPT;
+    *id = i;
+    *parts = n;
+    *retention = ret;
+    return TROUPE_OK;
+}
+
+/* ---- the blocking commit ---------------------------------------------- */
 
 static void
 committed(troupe_err err, void *arg)

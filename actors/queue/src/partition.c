@@ -123,8 +123,14 @@ typedef struct tq_part {
     size_t natt, capatt;
 } tq_part;
 
-void
-troupe__tq_part_arg_free(void *arg)
+/* What a partition actor is spawned with. */
+typedef struct tq_part_arg {
+    tq_queue *q; /* a reference of the actor's */
+    uint32_t p;
+} tq_part_arg;
+
+static void
+part_arg_free(void *arg)
 {
     tq_part_arg *a = arg;
     troupe__tq_release(a->q);
@@ -229,7 +235,7 @@ credit_give(troupe_queue_worker *w)
 static void
 running_done(troupe_queue_worker *w)
 {
-    troupe__waiter_release(&w->running, TROUPE_OK, NULL);
+    troupe__tq_worker_done(w);
 }
 
 /* Drops workers that are stopping. */
@@ -454,9 +460,7 @@ deliver(troupe_actor *self, tq_part *s, troupe_queue_worker *w,
         s->jobs = a;
         s->capjobs = nc;
     }
-    troupe__waiter_hold(&w->running);
-    if (atomic_load(&w->stopping)) { /* see troupe_queue_worker_stop_wait */
-        running_done(w);
+    if (!troupe__tq_worker_hold(w)) { /* stopping: no new delivery */
         job_unref(j);
         return false;
     }
@@ -956,3 +960,58 @@ const troupe_actor_def troupe__tq_partition_def = {
     .n_handlers = TQ_KINDS,
     .remote_kinds = 0, /* every kind is the queue's own */
 };
+
+/* ---- spawn and stop (the set's open, create, drop and stop) ------------ */
+
+troupe_err
+troupe__tq_partitions_spawn(tq_queue *q)
+{
+    unsigned ns = troupe_runtime_schedulers(q->rt);
+    troupe_err e = TROUPE_OK;
+    while (e == TROUPE_OK && q->spawned < q->partitions) {
+        tq_part_arg *a = troupe_malloc(sizeof(*a));
+        if (a == NULL)
+            return TROUPE_ENOMEM;
+        a->q = troupe__tq_retain(q);
+        a->p = q->spawned;
+        troupe_spawn_opts so = TROUPE_SPAWN_OPTS_INIT;
+        so.arg = a;
+        so.arg_free = part_arg_free;
+        so.scheduler = (int)((q->id + q->spawned) % ns);
+        e = troupe_actor_spawn(q->rt, &troupe__tq_partition_def, &so,
+                               &q->parts[q->spawned]);
+        if (e == TROUPE_OK)
+            q->spawned++;
+        else
+            part_arg_free(a);
+    }
+    return e;
+}
+
+static void
+part_left(tq_queue *q)
+{
+    if (atomic_fetch_sub(&q->parts_left, 1) == 1)
+        q->parts_stopped(q->parts_stopped_arg);
+}
+
+static void
+part_stopped(troupe_runtime *rt, troupe_addr a, void *arg)
+{
+    (void)rt;
+    (void)a;
+    part_left(arg);
+}
+
+void
+troupe__tq_partitions_stop(tq_queue *q, void (*cb)(void *arg), void *arg)
+{
+    q->parts_stopped = cb;
+    q->parts_stopped_arg = arg;
+    atomic_store(&q->parts_left, q->spawned + 1);
+    /* the caller holds a reference on q until cb has run */
+    for (uint32_t p = 0; p < q->spawned; p++)
+        if (troupe_actor_stop(q->rt, q->parts[p], part_stopped, q) != TROUPE_OK)
+            part_left(q); /* gone already */
+    part_left(q);
+}

@@ -1,5 +1,7 @@
-/* Private to actors/queue: the shared objects behind troupe_queues (the
- * queue object and the codecs are in troupe/internal/queue.h). */
+/* Private to actors/queue: the set of queues and the workers, and what
+ * the files of the module call in one another (README.md tells which
+ * file owns what; the queue object and the codecs are in
+ * troupe/internal/queue.h). */
 #ifndef TROUPE_QUEUE_INT_H
 #define TROUPE_QUEUE_INT_H
 
@@ -9,7 +11,6 @@
 #include "troupe/actor.h"
 #include "troupe/internal/catalog.h"
 #include "troupe/internal/queue.h"
-#include "troupe/internal/waiter.h"
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
 #include "troupe/queue.h"
@@ -24,40 +25,68 @@
 /* Enqueue orders reserved per open of a queue (docs/queue.md). */
 #define TQ_ORDER_BLOCK (UINT64_C(1) << 32)
 
+/* troupe_queues.state and troupe_queue_worker.state */
+enum { TQ_RUNNING = 0, TQ_STOPPING, TQ_STOPPED };
+
+/* The catalog job that stops the partitions of every queue of a set
+ * (queues.c), kept in the set: a set stops once. */
+typedef struct tq_stopjob {
+    troupe__ddl ddl; /* first: the catalog's job */
+    troupe_queues *qs;
+    _Atomic size_t left; /* queues whose partitions still run, + 1 */
+    bool direct;         /* the catalog refused the job: no resume */
+} tq_stopjob;
+
 struct troupe_queues {
-    troupe_catalog *cat; /* attached: detached by destroy */
-    troupe_runtime *rt;  /* the catalog's */
-    troupe_db *db;       /* the catalog's */
-    troupe_commit *commit;
+    troupe_catalog *cat;   /* attached: detached by destroy */
+    troupe_runtime *rt;    /* the catalog's */
+    troupe_db *db;         /* the catalog's */
+    troupe_commit *commit; /* NULL when read_only */
+    bool read_only;        /* the db is: nothing written, nothing delivered */
     int64_t (*clock)(void *ctx);
     void *clock_ctx;
     /* Creates, drops and the partitions' stop are catalog jobs, run one
      * at a time (in one order with the tables' changes) without holding
      * `mu` across their disk work, as loop threads take it to find a queue
      * (a publish must never wait for an fsync). */
-    pthread_mutex_t mu; /* the map, the worker list, `stopped` */
+    pthread_mutex_t mu; /* the map, the worker list, the state */
     tq_queue **qs;
     size_t nq;
-    bool stopped;
-    troupe_queue_worker **ws; /* running workers */
+    int state;                /* TQ_RUNNING, TQ_STOPPING, TQ_STOPPED */
+    bool parts_stopping;      /* the stop job was started */
+    troupe_queue_worker **ws; /* workers not yet stopped */
     size_t nws;
+    /* the stop's callback: the owner's, posted to scheduler 0, or a
+     * blocking twin's, called where the stop ended (post false) */
+    troupe_queues_stop_cb stop_cb;
+    void *stop_arg;
+    bool stop_post;
+    tq_stopjob stop;
 };
 
 struct troupe_queue_worker {
-    _Atomic long refs;
-    troupe_queues *qs;
+    _Atomic long refs; /* the owner's, each partition's and job's */
+    troupe_queues *qs; /* valid until the worker has stopped */
     tq_queue *q;
     uint32_t first, last, credit;
     troupe_queue_handler handler;
     void *arg;
     uint32_t timeout_ms;
     troupe_sync sync;
+    troupe_runtime *rt;
     _Atomic uint32_t held; /* credit in use */
-    /* deliveries whose outcome is not settled: a hold per delivery */
-    troupe__waiter running;
-    _Atomic bool stopping;
+    /* 1 (the worker's own share, until its stop) + one per delivery whose
+     * outcome is not settled; the release that brings it to 0 ends the
+     * stop, and no hold is taken once it is 0 (troupe__tq_worker_hold) */
+    _Atomic size_t running;
+    _Atomic int state;     /* TQ_RUNNING, TQ_STOPPING, TQ_STOPPED */
+    _Atomic bool stopping; /* state != TQ_RUNNING, for the partitions */
     _Atomic bool starved;  /* a partition waits for credit */
-    _Atomic bool unlisted; /* out of qs->ws: qs is not touched again */
+    /* set by the stop that won (NULL cb: a stop of the set), as in
+     * troupe_queues */
+    troupe_queue_worker_stop_cb stop_cb;
+    void *stop_arg;
+    bool stop_post;
 };
 
 /* ---- format.c ---- */
@@ -73,8 +102,21 @@ troupe__tq_entries(troupe_batch *b, troupe_cf *cf, const troupe_queue_item *it,
 /* Submits through the pipeline and waits. Blocks. */
 troupe_err
 troupe__tq_commit_wait(troupe_commit *c, troupe_batch **b, troupe_sync sync);
+/* The value [1, id, partitions, retention_ms] of a queue's catalog entry
+ * (troupe__tq_entry_decode's value half). ECORRUPT. Pure. */
+troupe_err
+troupe__tq_entry_value_decode(const void *v, size_t vlen, uint64_t *id,
+                              uint32_t *parts, int64_t *retention);
 
-/* ---- queues.c ---- */
+/* ---- queue.c: the queue object ---- */
+/* Builds the object of queue `id` of qs and, unless qs is read-only,
+ * reserves its block of enqueue orders (one synced write). No partition
+ * runs yet (troupe__tq_partitions_spawn). ECORRUPT (a bad order mark),
+ * EFULL (orders used up), storage errors, ENOMEM; nothing is left on
+ * error. Blocks. */
+troupe_err
+troupe__tq_queue_create(troupe_queues *qs, uint64_t id, const char *name,
+                        uint32_t parts, int64_t retention, tq_queue **out);
 /* Claims: false when already claimed (or out of memory). */
 bool
 troupe__tq_claim(tq_queue *q, const void *k, size_t len);
@@ -85,24 +127,77 @@ troupe__tq_unclaim(tq_queue *q, const void *k, size_t len);
 /* Tells partition p of q that an event is due at time_ms. */
 void
 troupe__tq_notify(tq_queue *q, uint32_t p, int64_t time_ms);
-/* The next enqueue order; EFULL once this open's block is used up. */
-troupe_err
-troupe__tq_order(tq_queue *q, uint64_t *out);
-void
-troupe__tq_worker_release(troupe_queue_worker *w);
 /* Sends `kind` (TQ_KICK, or TQ_CREDIT: a credit freed) to partitions
  * [first, last] of q. */
 void
 troupe__tq_kick_range(tq_queue *q, uint32_t first, uint32_t last,
                       uint32_t kind);
-
-/* ---- ops.c ---- */
-/* Applies an outcome to a claimed pending key. Blocks. */
+/* The next enqueue order; EFULL once this open's block is used up. */
 troupe_err
-troupe__tq_outcome(tq_queue *q, const void *skey, size_t slen,
-                   troupe_queue_outcome_kind kind, int64_t time_ms,
-                   troupe_sync sync);
+troupe__tq_order(tq_queue *q, uint64_t *out);
 
+/* ---- partition.c ---- */
+extern const troupe_actor_def troupe__tq_partition_def;
+/* Spawns q's partition actors, spread over the schedulers. On error the
+ * ones spawned are left for troupe__tq_partitions_stop. Any thread. */
+troupe_err
+troupe__tq_partitions_spawn(tq_queue *q);
+/* Stops q's partition actors (once per queue): cb(arg) runs once when
+ * every one has stopped, on the thread of the last actor's stop, or
+ * inside this call when none was running. Never blocks. */
+void
+troupe__tq_partitions_stop(tq_queue *q, void (*cb)(void *arg), void *arg);
+
+/* ---- queues.c: the set ---- */
+/* EREADONLY with the detail naming `call` when qs is read-only, else OK.
+ * qs may be NULL (OK: the caller's own check says EINVAL). */
+troupe_err
+troupe__tq_writable(const troupe_queues *qs, const char *call);
+/* troupe__tq_writable(qs, call), then troupe__tq_find. */
+troupe_err
+troupe__tq_find_writable(troupe_queues *qs, const char *name, const char *call,
+                         tq_queue **out);
+/* Under qs->mu: ESTATE (stopping), EEXIST (a queue of that name), OK. */
+troupe_err
+troupe__tq_map_absent(troupe_queues *qs, const char *name);
+/* Adds q (the map's reference moves in): ESTATE (stopping), ENOMEM. */
+troupe_err
+troupe__tq_map_add(troupe_queues *qs, tq_queue *q);
+/* Takes queue `name` out of the map (its reference moves to *out):
+ * ESTATE, ENOQUEUE, EBUSY (a worker of it runs). */
+troupe_err
+troupe__tq_map_take(troupe_queues *qs, const char *name, tq_queue **out);
+/* Every queue of qs, each retained, in one troupe_malloc'd array (NULL
+ * when *n is 0): ESTATE, ENOMEM. */
+troupe_err
+troupe__tq_map_all(troupe_queues *qs, tq_queue ***out, size_t *n);
+/* Adds w to the workers of qs (and of its queue, which a drop refuses
+ * while it has any): ESTATE (stopping), ENOMEM. */
+troupe_err
+troupe__tq_worker_list(troupe_queues *qs, troupe_queue_worker *w);
+/* w has stopped: out of the list; the stop of the set that waited for
+ * the last worker goes on. The caller touches qs no more after it (a
+ * stop may finish and its owner destroy qs). */
+void
+troupe__tq_worker_unlist(troupe_queues *qs, troupe_queue_worker *w);
+
+/* ---- worker.c ---- */
+void
+troupe__tq_worker_release(troupe_queue_worker *w);
+/* A delivery to w begins: false (nothing taken) once w is stopping. */
+bool
+troupe__tq_worker_hold(troupe_queue_worker *w);
+/* A delivery's outcome settled (or it was given up). */
+void
+troupe__tq_worker_done(troupe_queue_worker *w);
+/* The stop of a set: stops each of ws[0, n) that still runs, as
+ * troupe_queue_worker_stop with no callback (each leaves the list once
+ * stopped), then drops the reference the caller took on each and frees
+ * ws. Never blocks. */
+void
+troupe__tq_workers_stop(troupe_queue_worker **ws, size_t n);
+
+/* ---- outcome.c ---- */
 /* The one check of an outcome: EINVAL unless skey decodes as a pending
  * key (with q: of a partition q has) and kind/time_ms is an outcome (ACK,
  * or RESCHEDULE at time_ms >= 0). *part, *time and *order (each may be
@@ -123,14 +218,5 @@ troupe__tq_outcome_batch(tq_queue *q, const void *skey, size_t slen,
                          const void *val, size_t vlen,
                          troupe_queue_outcome_kind kind, int64_t time_ms,
                          troupe_batch **out, uint32_t *resched_part);
-
-/* ---- partition.c ---- */
-extern const troupe_actor_def troupe__tq_partition_def;
-typedef struct tq_part_arg {
-    tq_queue *q;
-    uint32_t p;
-} tq_part_arg;
-void
-troupe__tq_part_arg_free(void *arg);
 
 #endif

@@ -5,18 +5,18 @@
  *
  * Objects and owners:
  *  - troupe_queues: one per db, created by troupe_queues_open and owned by
- *    the caller; stopped with troupe_queues_stop_wait, then freed with
- *    troupe_queues_destroy. It borrows the catalog (and with it the
- *    runtime and db) and the commit pipeline of its options: they must
+ *    the caller; stopped with troupe_queues_stop (or _stop_wait), then
+ *    freed with troupe_queues_destroy. It borrows the catalog (and with it
+ *    the runtime and db) and the commit pipeline of its options: they must
  *    outlive it (stop it before shutting the runtime down, destroy it
  *    before stopping the catalog and destroying the pipeline), and it must
  *    outlive the asynchronous calls made on it (destroy it only once their
  *    callbacks fired).
- *  - troupe_queue_worker: started by troupe_queue_worker_start, owned by
- *    the caller, stopped and freed by troupe_queue_worker_stop_wait (or by
- *    troupe_queues_stop_wait, which stops the workers still running; the
- *    caller then only frees them with troupe_queue_worker_stop_wait, which
- *    returns at once).
+ *  - troupe_queue_worker: created by troupe_queue_worker_create, owned by
+ *    the caller, stopped with troupe_queue_worker_stop (or _stop_wait),
+ *    then freed with troupe_queue_worker_destroy. troupe_queues_stop stops
+ *    the workers still running; their owners then only destroy them (after
+ *    the queues' stop completed; the worker may outlive the queues).
  *  - troupe_queue_page: the result of an inspection, owned by the caller,
  *    freed with troupe_queue_page_destroy; every pointer in it stays valid
  *    until then.
@@ -26,11 +26,21 @@
  * loop thread of the runtime or of the host; the _wait calls of events
  * (publish, ack, reschedule, list, lookup, stats, delete by owner) return
  * EDEADLK there, starting nothing, when it is a troupe scheduler's thread
- * or a troupe callback. A queue name that is not registered is ENOQUEUE,
+ * or a troupe callback (so do the stop_wait twins). A queue name that is
+ * not registered is ENOQUEUE,
  * with troupe_errmsg naming it. troupe_queue_publish,
  * troupe_queue_ack and troupe_queue_reschedule return at once and, when
  * they return OK, call back exactly once on scheduler 0.
  * troupe_queue_publish_in never blocks and never calls back.
+ *
+ * Read-only. On a catalog of a read-only db (troupe_db_opts.read_only)
+ * the queues open without a commit pipeline, write nothing (no enqueue
+ * orders are reserved) and run no partition actor. Inspection works
+ * (troupe_queues_list, _list_wait, _lookup_wait, _stats_wait,
+ * _counters_get); every call that would write or deliver returns
+ * EREADONLY, with troupe_errmsg naming the call, starting nothing:
+ * publish (all three), ack and reschedule (all four), create, drop,
+ * worker create, pause, resume, kick, delete by owner and purge.
  *
  * Times are Unix milliseconds (int64, >= 0). Byte strings (event id,
  * business key, owner kind and id) are opaque bytes with their lengths.
@@ -71,7 +81,9 @@ typedef struct troupe_queue_worker troupe_queue_worker;
 typedef struct troupe_queues_opts {
     /* borrowed; the queues' runtime and db are the catalog's */
     troupe_catalog *catalog;
-    troupe_commit *commit; /* borrowed; a pipeline on the db */
+    /* borrowed; a pipeline on the db. NULL (and ignored) when the db is
+     * read-only. */
+    troupe_commit *commit;
     /* Unix ms for due times, processed times and retention; NULL:
      * troupe_now_ms. Called on any thread: thread-safe, non-blocking. */
     int64_t (*clock)(void *ctx);
@@ -79,27 +91,42 @@ typedef struct troupe_queues_opts {
 } troupe_queues_opts;
 
 /*
- * Opens the queues of o->catalog: loads every queue entry of the catalog
+ * Opens the queues of o->catalog: loads every queue entry of the catalog,
+ * reserves each queue's block of enqueue orders (one synced write each)
  * and spawns one queue_partition actor per partition, spread over the
- * schedulers. On OK *out owns the object. Errors: EINVAL (NULL, missing
- * option), ESTATE (the catalog is stopping), ECORRUPT (malformed catalog
- * entry or order mark), errors of the storage and of troupe_actor_spawn,
- * ENOMEM. Blocks.
+ * schedulers; on a read-only db, only loads (see "Read-only" above). On
+ * OK *out owns the object. Errors: EINVAL (NULL, missing option),
+ * ESTATE (the catalog is stopping), ECORRUPT (malformed catalog entry or
+ * order mark), errors of the storage and of troupe_actor_spawn, ENOMEM.
+ * Blocks.
  */
 troupe_err
 troupe_queues_open(const troupe_queues_opts *o, troupe_queues **out);
 
+typedef void (*troupe_queues_stop_cb)(troupe_queues *q, void *arg);
+
 /*
- * Stops every worker still running (gracefully, as
- * troupe_queue_worker_stop_wait), then every partition actor, and waits.
- * Later calls on the queues fail with ESTATE (destroy excepted). Errors:
- * EINVAL, ESTATE (already stopped). Blocks.
+ * Stops the queues: from now on every call on them but destroy fails
+ * with ESTATE. Every worker still running stops (as
+ * troupe_queue_worker_stop: its running handlers settle and their
+ * outcomes commit), then every partition actor, after the creates and
+ * drops queued before (the catalog's one order of changes). Then cb(q,
+ * arg) runs once on scheduler 0 (here and now on the stopping thread
+ * when scheduler 0 has closed). Returns at once. Errors (cb never fires):
+ * EINVAL (NULL q or cb), ESTATE (already stopping or stopped), ENOMEM.
+ * Any thread.
  */
+troupe_err
+troupe_queues_stop(troupe_queues *q, troupe_queues_stop_cb cb, void *arg);
+
+/* The same, waiting until everything stopped. Errors: those of
+ * troupe_queues_stop, EDEADLK (a troupe thread: nothing started).
+ * Blocks. */
 troupe_err
 troupe_queues_stop_wait(troupe_queues *q);
 
-/* Frees the queues, stopping them first (as troupe_queues_stop_wait) if
- * that was not done. NULL is a no-op. Blocks. */
+/* Frees stopped queues (their stop completed). NULL is a no-op; queues
+ * opened and not stopped are a programming error: abort(). */
 void
 troupe_queues_destroy(troupe_queues *q);
 
@@ -113,8 +140,9 @@ typedef struct troupe_queue_spec {
  * Creates a queue: takes its id from the catalog's counter, stores it in
  * the catalog (synced) and spawns its partition actors, in the catalog's
  * one order of changes (after a table change in progress). Errors: EINVAL
- * (bad name, partitions or retention), EEXIST, ESTATE (stopped), EFULL
- * (the id counter is used up), storage errors, ENOMEM. Blocks.
+ * (bad name, partitions or retention), EREADONLY, EEXIST, ESTATE
+ * (stopped), EFULL (the id counter is used up), storage errors, ENOMEM.
+ * Blocks.
  */
 troupe_err
 troupe_queues_create_wait(troupe_queues *q, const troupe_queue_spec *spec);
@@ -122,8 +150,8 @@ troupe_queues_create_wait(troupe_queues *q, const troupe_queue_spec *spec);
 /*
  * Drops a queue: its partition actors stop, its catalog entry goes
  * (synced) and its family with every event, in the catalog's one order
- * of changes. Errors: EINVAL, ENOQUEUE (no such queue),
- * EBUSY (a worker of it is running: stop it first), ESTATE, storage
+ * of changes. Errors: EINVAL, EREADONLY, ENOQUEUE (no such queue),
+ * EBUSY (a worker of it has not stopped: stop it first), ESTATE, storage
  * errors. Blocks.
  */
 troupe_err
@@ -202,8 +230,8 @@ typedef void (*troupe_queue_cb)(troupe_err err, void *arg);
  * dropped meanwhile), ENOMEM. Call errors (nothing written, cb never
  * fires): EINVAL (NULL, empty or oversized id / key / owner part, owner
  * given by halves, negative time, payload not exactly one msgpack object,
- * bad sync), ENOQUEUE (no such queue), ETOOBIG (serialized event over
- * TROUPE_QUEUE_EVENT_MAX), ESTATE (stopped), EFULL (pipeline full, or this
+ * bad sync), EREADONLY, ENOQUEUE (no such queue), ETOOBIG (serialized event
+ * over TROUPE_QUEUE_EVENT_MAX), ESTATE (stopped), EFULL (pipeline full, or this
  * open's enqueue orders used up), ENOMEM.
  */
 troupe_err
@@ -274,28 +302,46 @@ typedef struct troupe_queue_worker_opts {
 } troupe_queue_worker_opts;
 
 /*
- * Starts a worker: each partition of the range delivers its due events
- * to it, never more than `credit` at once, fairly (docs/queue.md).
- * Errors: EINVAL (NULL, no handler, credit 0 or over 65536, range
- * inverted or past the queue's partitions, bad sync), ENOQUEUE (no such
- * queue), ESTATE (stopped), ENOMEM.
+ * Creates a worker and starts it: each partition of the range delivers
+ * its due events to it, never more than `credit` at once, fairly
+ * (docs/queue.md). On OK *out owns it. Errors: EINVAL (NULL, no handler,
+ * credit 0 or over 65536, range inverted or past the queue's partitions,
+ * bad sync), EREADONLY, ENOQUEUE (no such queue), ESTATE (stopped),
+ * ENOMEM. Any thread; never blocks.
  */
 troupe_err
-troupe_queue_worker_start(troupe_queues *q, const troupe_queue_worker_opts *o,
-                          troupe_queue_worker **out);
+troupe_queue_worker_create(troupe_queues *q, const troupe_queue_worker_opts *o,
+                           troupe_queue_worker **out);
+
+typedef void (*troupe_queue_worker_stop_cb)(troupe_queue_worker *w, void *arg);
 
 /*
- * Graceful stop: no new deliveries to this worker; handlers already
- * started are drained (each bounded by the timeout) and their outcomes
- * committed before it returns; then frees the worker and NULLs *w.
- * NULL or *w NULL is a no-op. Blocks.
+ * Graceful stop: no new deliveries to this worker; once the handlers
+ * already started have returned (each bounded by the timeout: a handler
+ * that outlives it no longer counts) and their outcomes committed,
+ * cb(w, arg) runs once on scheduler 0 (here and now on the thread the
+ * last handler settled on when scheduler 0 has closed). Returns at once.
+ * Errors (cb never fires): EINVAL (NULL w or cb), ESTATE (already
+ * stopping or stopped, also by troupe_queues_stop). Any thread.
  */
+troupe_err
+troupe_queue_worker_stop(troupe_queue_worker *w, troupe_queue_worker_stop_cb cb,
+                         void *arg);
+
+/* The same, waiting until it has stopped. Errors: those of
+ * troupe_queue_worker_stop, EDEADLK (a troupe thread: nothing started).
+ * Blocks. */
+troupe_err
+troupe_queue_worker_stop_wait(troupe_queue_worker *w);
+
+/* Frees a stopped worker (its stop, or its queues' stop, completed). NULL
+ * is a no-op; a worker not stopped is a programming error: abort(). */
 void
-troupe_queue_worker_stop_wait(troupe_queue_worker **w);
+troupe_queue_worker_destroy(troupe_queue_worker *w);
 
 /* Pause / resume delivery of a queue (not persisted: a reopened queue
- * delivers). Handlers already running finish. Errors: EINVAL, ENOQUEUE,
- * ESTATE. Never block. */
+ * delivers). Handlers already running finish. Errors: EINVAL, EREADONLY
+ * (a read-only open delivers nothing), ENOQUEUE, ESTATE. Never block. */
 troupe_err
 troupe_queue_pause(troupe_queues *q, const char *queue);
 troupe_err
@@ -316,8 +362,8 @@ troupe_queue_kick(troupe_queues *q, const char *queue);
  * (a no-op); EINVAL (NULL, a key outside the pending space or naming a
  * partition the queue does not have, negative time); ECORRUPT (the row
  * is undecodable: left untouched); EBUSY (the invocation is being
- * delivered right now); ENOQUEUE (no such queue); ESTATE; EUNKNOWN,
- * EFAILSTOP, ENOSPC, EIO, ENOMEM. Blocks.
+ * delivered right now); EREADONLY; ENOQUEUE (no such queue); ESTATE;
+ * EUNKNOWN, EFAILSTOP, ENOSPC, EIO, ENOMEM. Blocks.
  */
 troupe_err
 troupe_queue_ack_wait(troupe_queues *q, const char *queue, const void *skey,
@@ -328,11 +374,13 @@ troupe_queue_reschedule_wait(troupe_queues *q, const char *queue,
                              troupe_sync sync);
 
 /*
- * Asynchronous twins: the blocking call runs on the runtime's worker pool,
- * then cb(err, arg) fires once on scheduler 0 with its result. The
- * storage key is copied. Call errors (cb never fires): EINVAL (NULL cb,
- * a key outside the pending space, negative time, bad sync), ENOQUEUE (no
- * such queue), ESTATE, ECLOSED (runtime shutting down), ENOMEM.
+ * Asynchronous twins: the row is read and the outcome's batch built on
+ * the runtime's worker pool and handed to the commit pipeline; then
+ * cb(err, arg) fires once on scheduler 0 with the blocking form's
+ * result. The storage key is copied. Call errors (cb never fires):
+ * EINVAL (NULL cb, a key outside the pending space, negative time, bad
+ * sync), EREADONLY, ENOQUEUE (no such queue), ESTATE, ECLOSED (runtime
+ * shutting down), ENOMEM.
  */
 troupe_err
 troupe_queue_ack(troupe_queues *q, const char *queue, const void *skey,
@@ -440,7 +488,7 @@ troupe_queue_lookup_wait(troupe_queues *q, const char *queue, const void *id,
  * delivered right now is kept too. *deleted (may be NULL) receives the
  * count. Errors: EINVAL (bad owner parts), ENOQUEUE, ECORRUPT (a malformed
  * owner entry, or one naming a malformed row, another owner's row or the
- * wrong state: nothing of that batch written), ESTATE,
+ * wrong state: nothing of that batch written), EREADONLY, ESTATE,
  * EUNKNOWN, EFAILSTOP, ENOSPC, EIO, ENOMEM. Blocks.
  */
 typedef bool (*troupe_queue_spare_fn)(const troupe_queue_item *it, void *arg);
@@ -457,8 +505,8 @@ troupe_queue_delete_by_owner_wait(troupe_queues *q, const char *queue,
  * across all queues in one batch (malformed expired rows too; pending
  * rows are never touched). *purged (may be NULL) is how many rows went;
  * *full (may be NULL) is true when that is `max`: call again at once;
- * false: caught up. Errors: EINVAL (NULL, max 0), ESTATE, EUNKNOWN,
- * EFAILSTOP, ENOSPC, EIO, ENOMEM. Blocks.
+ * false: caught up. Errors: EINVAL (NULL, max 0), EREADONLY, ESTATE,
+ * EUNKNOWN, EFAILSTOP, ENOSPC, EIO, ENOMEM. Blocks.
  */
 troupe_err
 troupe_queues_purge_completed(troupe_queues *q, int64_t now_ms, size_t max,

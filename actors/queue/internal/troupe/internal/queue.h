@@ -56,6 +56,12 @@ typedef struct tq_queue {
     uint64_t order_end; /* first order not reserved */
     _Atomic bool paused;
     troupe_addr *parts; /* [partitions]: the partition actors */
+    uint32_t spawned;   /* parts[0, spawned) run (0 on a read-only set) */
+    /* troupe__tq_partitions_stop (once per queue): actors not stopped
+     * yet + 1, and what runs when that reaches 0 */
+    _Atomic uint32_t parts_left;
+    void (*parts_stopped)(void *arg);
+    void *parts_stopped_arg;
     /* Invocations being delivered or changed right now: no second
      * delivery, outcome or owner delete touches them meanwhile. */
     pthread_mutex_t mu;
@@ -121,11 +127,11 @@ troupe_err
 troupe__tq_item(const tq_queue *q, const void *k, size_t klen, const void *v,
                 size_t vlen, troupe_queue_item *it);
 
-/* ---- the catalog (queues.c) ---- */
-/* The stored forms (queues.c's design note), read from the disk: a queue's
- * catalog entry ("queue", name) -> [1, id, partitions, retention_ms] (in
- * the catalog's meta); its order mark ("s" in its family) is one uint,
- * read with troupe__catalog_uint_parse. The
+/* ---- the catalog entry and the order mark (format.c) ---- */
+/* The stored forms (queue_ddl.c's and queue.c's design notes), read from
+ * the disk: a queue's catalog entry ("queue", name) -> [1, id,
+ * partitions, retention_ms] (in the catalog's meta); its order mark ("s"
+ * in its family) is one uint, read with troupe__catalog_uint_parse. The
  * decoders return ECORRUPT for anything else (a name that is not a valid
  * catalog name, id 0, partitions outside 1..TROUPE_QUEUE_PARTITIONS_MAX, a
  * negative retention). entry_pack writes the key into w (reset first) and
@@ -139,15 +145,18 @@ troupe__tq_entry_decode(const void *k, size_t klen, const void *v, size_t vlen,
                         char name[TROUPE_QUEUE_NAME_MAX + 1], uint64_t *id,
                         uint32_t *parts, int64_t *retention);
 
+/* The queue object (queue.c): a reference more, a reference less (the
+ * last one frees it). Any thread. */
 tq_queue *
 troupe__tq_retain(tq_queue *q);
 void
 troupe__tq_release(tq_queue *q);
-/* Finds a queue by name and retains it. ENOENT, EINVAL, ESTATE. */
+/* Finds a queue by name and retains it (queues.c). EINVAL (a bad name),
+ * ENOQUEUE, ESTATE (the set is stopping). Any thread. */
 troupe_err
 troupe__tq_find(troupe_queues *qs, const char *name, tq_queue **out);
 /* The credit worker w uses now (deliveries not yet settled or timed
- * out). Any thread. */
+ * out; worker.c). Any thread. */
 uint32_t
 troupe__tq_worker_held(troupe_queue_worker *w);
 
