@@ -261,6 +261,9 @@ struct troupe_runtime {
     struct regent *reg[64];
     /* workers */
     struct workers pool;
+    /* dispatch (dispatch.c): created with the first target */
+    pthread_mutex_t disp_lock;
+    struct troupe__disp *disp;
     /* host asks */
     troupe_actor *proxy;
     troupe_addr proxy_addr;

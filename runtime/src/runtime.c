@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "disp.h"
 #include "rt.h"
 #include "troupe/internal/runtime.h"
 
@@ -85,6 +86,7 @@ troupe_runtime_create(troupe_runtime **out, const troupe_runtime_opts *opts)
     atomic_init(&rt->phase, RT_RUNNING);
     pthread_mutex_init(&rt->slot_lock, NULL);
     pthread_mutex_init(&rt->reg_lock, NULL);
+    pthread_mutex_init(&rt->disp_lock, NULL);
     pthread_mutex_init(&rt->done_lock, NULL);
     pthread_cond_init(&rt->done_cond, NULL);
     for (unsigned i = 0; i < SLOT_STRIPES; i++)
@@ -677,6 +679,8 @@ troupe_runtime_destroy(troupe_runtime *rt)
         pthread_mutex_destroy(&s->ctl_lock);
     }
     troupe__workers_join(rt);
+    /* after the pool: no callback task runs any more */
+    troupe__disp_free(rt);
     /* Every thread that could wake a scheduler has been joined. */
     for (unsigned i = 0; i < rt->n_sched; i++)
         close(rt->scheds[i].wake_fd);
@@ -695,6 +699,7 @@ troupe_runtime_destroy(troupe_runtime *rt)
         pthread_mutex_destroy(&rt->stripes[i]);
     pthread_mutex_destroy(&rt->slot_lock);
     pthread_mutex_destroy(&rt->reg_lock);
+    pthread_mutex_destroy(&rt->disp_lock);
     pthread_mutex_destroy(&rt->done_lock);
     pthread_cond_destroy(&rt->done_cond);
     troupe_free(rt->scheds);

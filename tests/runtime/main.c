@@ -26,6 +26,8 @@ Suite *
 hist_suite(void);
 Suite *
 block_suite(void);
+Suite *
+dispatch_suite(void);
 
 int
 main(void)
@@ -34,6 +36,6 @@ main(void)
                   ask_suite(),    lifecycle_suite(), ids_suite(),
                   remote_suite(), budget_suite(),    version_suite(),
                   log_suite(),    block_suite(),     sched_stats_suite(),
-                  hist_suite()};
+                  hist_suite(),   dispatch_suite()};
     return ts_run_suites(s, (int)(sizeof(s) / sizeof(s[0])));
 }

@@ -1,0 +1,88 @@
+/*
+ * The dispatch's producer side (troupe/dispatch.h is the consumer's): for
+ * troupe's own actors that hand work to hosts (the queue partition, later
+ * the coordinator and host-implemented actors).
+ *
+ * A producer finds its target by name, takes a credit, submits a task and
+ * hears its outcome once, through done, on the thread that settled it (a
+ * HOST lane thread, the host's thread that replied, the dispatch's
+ * deadline thread, or the thread that stopped or closed). An actor posts
+ * itself a message from there.
+ */
+#ifndef TROUPE_INTERNAL_DISPATCH_H
+#define TROUPE_INTERNAL_DISPATCH_H
+
+#include <stdbool.h>
+
+#include "troupe/dispatch.h"
+
+/* The target named `name` (len bytes) on rt, retained; NULL when none
+ * (or it is stopping). Any thread. */
+troupe_target *
+troupe__target_find(troupe_runtime *rt, const char *name, size_t len);
+void
+troupe__target_retain(troupe_target *t);
+/* Drops a reference; the last one of a destroyed target frees it. */
+void
+troupe__target_release(troupe_target *t);
+
+/* Credit waiters: a producer's node, owned by the producer, queued on a
+ * target while it waits for credit. */
+typedef struct troupe__credit_wait {
+    void (*kick)(void *arg); /* once per wait, on the thread that freed a
+                                credit; must not block */
+    void *arg;
+    struct troupe__credit_wait *next;
+    bool queued; /* the target's lock */
+} troupe__credit_wait;
+
+/*
+ * Takes one credit: true, or false when the target holds `credit` tasks
+ * (or is stopping). With w non-NULL, a false also queues w, and w->kick
+ * fires once when a credit frees (or the target stops): then take again.
+ * A kick may come although a take succeeded since (harmless). Any thread.
+ */
+bool
+troupe__target_credit_take(troupe_target *t, troupe__credit_wait *w);
+
+/* Takes w off the target's wait list (no kick after this returns). */
+void
+troupe__target_credit_unwait(troupe_target *t, troupe__credit_wait *w);
+
+/*
+ * A task's outcome, once: body (borrowed for the call) is the reply's.
+ * Returns false when the task ends here (its slot and credit free), true
+ * when the producer ends it later with troupe__target_task_end, once what
+ * it does with the outcome is done (the queue: once the outcome is
+ * committed), so that the credit and a graceful stop wait for that.
+ */
+typedef bool (*troupe__task_done_fn)(void *arg, uint64_t id,
+                                     troupe_outcome outcome,
+                                     const uint8_t *body, size_t len);
+
+typedef struct troupe__task_in {
+    troupe_task_kind kind;
+    uint32_t attempt;
+    const void *header; /* copied */
+    size_t header_len;
+    const void *body; /* copied */
+    size_t body_len;
+} troupe__task_in;
+
+/*
+ * Submits a task under a credit taken (troupe__target_credit_take).
+ * On OK done fires exactly once and *id (may be NULL) gets the task's id.
+ * On error the credit is given back and done never fires: EINVAL (bad
+ * kind, header or body too long), ESTATE (the target is stopping),
+ * ECLOSED (its host closed, or the runtime's pool stopped), ENOMEM.
+ * Never blocks.
+ */
+troupe_err
+troupe__target_submit(troupe_target *t, const troupe__task_in *in,
+                      troupe__task_done_fn done, void *arg, uint64_t *id);
+
+/* Ends a task whose done returned true: frees its slot and credit. */
+void
+troupe__target_task_end(troupe_target *t, uint64_t id);
+
+#endif
