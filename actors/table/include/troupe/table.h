@@ -185,8 +185,9 @@ troupe_tables_stop(troupe_tables *t, troupe_tables_stop_cb cb, void *arg);
 troupe_err
 troupe_tables_stop_wait(troupe_tables *t);
 
-/* Frees a stopped (or never used) object. NULL is a no-op. Calling it
- * before the stop completed aborts. */
+/* Frees a stopped object (its stop callback has fired, or stop_wait
+ * returned), with or without tables in it. NULL is a no-op; an object not
+ * stopped is a programming error: abort(). */
 void
 troupe_tables_destroy(troupe_tables *t);
 
