@@ -822,8 +822,10 @@ nodes_down(struct nodes *ns)
 {
     troupe_err e1 = troupe_runtime_shutdown_wait(ns->rt[0]);
     troupe_err e2 = troupe_runtime_shutdown_wait(ns->rt[1]);
-    troupe_node_destroy(ns->node[0]);
-    troupe_node_destroy(ns->node[1]);
+    for (int i = 0; i < 2; i++) {
+        troupe_node_stop_wait(ns->node[i]);
+        troupe_node_destroy(ns->node[i]);
+    }
     troupe_runtime_destroy(ns->rt[0]);
     troupe_runtime_destroy(ns->rt[1]);
     nng_fini();

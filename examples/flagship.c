@@ -387,6 +387,8 @@ stop_nodes(node_pair *np)
         if (np->rt[i] != NULL)
             troupe_runtime_shutdown_wait(np->rt[i]);
     for (int i = 0; i < 2; i++) {
+        if (np->node[i] != NULL)
+            troupe_node_stop_wait(np->node[i]);
         troupe_node_destroy(np->node[i]);
         troupe_runtime_destroy(np->rt[i]);
     }

@@ -288,6 +288,8 @@ out_admin:
 out_rt:
     if (rt != NULL)
         troupe_runtime_shutdown_wait(rt);
+    if (node != NULL)
+        troupe_node_stop_wait(node);
     troupe_node_destroy(node);
     troupe_runtime_destroy(rt);
 out:

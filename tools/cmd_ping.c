@@ -221,6 +221,8 @@ cmd_ping(int argc, char **argv)
     free(rtt);
 out:
     troupe_runtime_shutdown_wait(rt);
+    if (node != NULL)
+        troupe_node_stop_wait(node);
     troupe_node_destroy(node);
     troupe_runtime_destroy(rt);
     return rc;

@@ -87,7 +87,7 @@ hostile_setup(void)
     target[0] = X.kv;
     troupe_ttl_opts tto = {
         .rt = X.rt, .tables = X.tables, .queues = X.qs, .interval_ms = 3600000};
-    ck_assert_ok(troupe_ttl_start(&tto, &X.ttl));
+    ck_assert_ok(troupe_ttl_create(&tto, &X.ttl));
     uint32_t tmo;
     troupe_runtime *rt;
     troupe_cf *cf;

@@ -374,7 +374,7 @@ START_TEST(test_queue_retention_never_holds_the_one_storage_thread)
     ck_assert(ts_wait_until(clock_past_acks, NULL, 10000)); /* retention 0 */
     troupe_ttl_opts tto = {
         .rt = X.rt, .queues = X.qs, .interval_ms = 3600000 /* kicks only */};
-    ck_assert_ok(troupe_ttl_start(&tto, &X.ttl));
+    ck_assert_ok(troupe_ttl_create(&tto, &X.ttl));
     troupe_cf *cf = NULL;
     ck_assert_ok(troupe_db_cf(X.db, "kv", &cf));
     troupe_batch *b = NULL;

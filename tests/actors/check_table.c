@@ -2,6 +2,7 @@
  * unique indexes, and the public API's argument checks. Real RocksDB in a
  * temp dir; the runtime embedded on the test's loop (scheduler 0), except
  * for the blocking twins, which run against a standalone runtime. */
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -1951,6 +1952,22 @@ START_TEST(test_api_calls_after_stop_are_estate)
 }
 END_TEST
 
+/* An opened object with no table in it runs all the same (its catalog
+ * jobs, its DDL queue): destroying it unstopped aborts. Run with SIGABRT
+ * expected; the temp dir goes first, as nothing after the abort would
+ * remove it. */
+START_TEST(test_tables_destroy_unstopped_without_tables_aborts)
+{
+    char **names = NULL;
+    size_t n = 1;
+    ck_assert_ok(troupe_tables_list(fx.tables, &names, &n));
+    ck_assert_uint_eq(n, 0);
+    troupe_free(names);
+    ts_rmtree(fx.dir);
+    troupe_tables_destroy(fx.tables);
+}
+END_TEST
+
 /* ---- blocking twins (standalone runtime) --------------------------------- */
 
 static const troupe_index_field vf = {"v", TROUPE_FIELD_STRING};
@@ -2584,6 +2601,8 @@ table_suite(void)
     tcase_set_timeout(tw, 60);
     tcase_add_checked_fixture(tw, setup_standalone, teardown);
     tcase_add_test(tw, test_wait_twins_round_trip);
+    tcase_add_test_raise_signal(
+        tw, test_tables_destroy_unstopped_without_tables_aborts, SIGABRT);
     suite_add_tcase(s, tw);
     TCase *tr = tcase_create("readonly");
     tcase_set_timeout(tr, 60);

@@ -1,8 +1,11 @@
 /* Key-version TTL and data-layer counters: the 1 ms quantum, never early,
  * refreshed only by a publish, 0 disables, batches of at most 256, running
  * transactions protect the versions they need, the counters of the stats
- * call, the TTL scanner actor, bad arguments. Real RocksDB in a temp dir, a
- * standalone runtime, an injected clock that only the test moves. */
+ * call, the TTL scanner actor and its lifecycle, bad arguments. Real
+ * RocksDB in a temp dir, a standalone runtime, an injected clock that only
+ * the test moves. */
+#include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -490,7 +493,7 @@ START_TEST(test_purge_deletes_expired_rows_entries_manifests)
     troupe_ttl_opts o = {
         .rt = fx.rt, .tables = fx.tables, .interval_ms = 3600000};
     troupe_ttl *sc = NULL;
-    ck_assert_ok(troupe_ttl_start(&o, &sc));
+    ck_assert_ok(troupe_ttl_create(&o, &sc));
     ck_assert_ok(troupe_ttl_kick(sc));
     ck_assert(ts_wait_until(passes_reached, sc, 10000));
     ck_assert_uint_eq(troupe_ttl_purged(sc), 200);
@@ -536,7 +539,7 @@ START_TEST(test_ttl_scanner_kick_evicts)
     troupe_ttl_opts o = {
         .rt = fx.rt, .tables = fx.tables, .interval_ms = 3600000};
     troupe_ttl *sc = NULL;
-    ck_assert_ok(troupe_ttl_start(&o, &sc));
+    ck_assert_ok(troupe_ttl_create(&o, &sc));
     ck_assert_ok(troupe_ttl_kick(sc)); /* too early: evicts nothing */
     ck_assert(ts_wait_until(passes_reached, sc, 10000));
     ck_assert_uint_eq(troupe_ttl_evicted(sc), 0);
@@ -598,13 +601,14 @@ START_TEST(test_ttl_bad_arguments)
     ck_assert_err(troupe_tables_stats_wait(fx.tables, NULL), TROUPE_EINVAL);
     troupe_tables_stats_destroy(NULL);
     troupe_ttl *sc = (troupe_ttl *)&r;
-    ck_assert_err(troupe_ttl_start(NULL, &sc), TROUPE_EINVAL);
+    ck_assert_err(troupe_ttl_create(NULL, &sc), TROUPE_EINVAL);
     ck_assert_ptr_null(sc);
     troupe_ttl_opts o = {.rt = fx.rt};
-    ck_assert_err(troupe_ttl_start(&o, &sc), TROUPE_EINVAL);
+    ck_assert_err(troupe_ttl_create(&o, &sc), TROUPE_EINVAL);
     o.tables = fx.tables;
-    ck_assert_err(troupe_ttl_start(&o, NULL), TROUPE_EINVAL);
+    ck_assert_err(troupe_ttl_create(&o, NULL), TROUPE_EINVAL);
     ck_assert_err(troupe_ttl_kick(NULL), TROUPE_EINVAL);
+    ck_assert_err(troupe_ttl_stop(NULL, NULL, NULL), TROUPE_EINVAL);
     ck_assert_err(troupe_ttl_stop_wait(NULL), TROUPE_EINVAL);
     ck_assert_uint_eq(troupe_ttl_passes(NULL), 0);
     troupe_ttl_destroy(NULL);
@@ -741,7 +745,7 @@ qscanner(uint32_t batch)
                          .clock = fake_clock,
                          .clock_ctx = &fx};
     troupe_ttl *sc = NULL;
-    ck_assert_ok(troupe_ttl_start(&o, &sc));
+    ck_assert_ok(troupe_ttl_create(&o, &sc));
     return sc;
 }
 
@@ -831,13 +835,13 @@ START_TEST(test_ttl_queue_only_and_stop_waits)
     open_queues(0);
     troupe_ttl_opts o = {.rt = fx.rt};
     troupe_ttl *sc = NULL;
-    ck_assert_err(troupe_ttl_start(&o, &sc), TROUPE_EINVAL);
+    ck_assert_err(troupe_ttl_create(&o, &sc), TROUPE_EINVAL);
     o.queues = fx.qs;
     o.interval_ms = 3600000;
     o.queue_batch = 1;
     o.clock = fake_clock;
     o.clock_ctx = &fx;
-    ck_assert_ok(troupe_ttl_start(&o, &sc));
+    ck_assert_ok(troupe_ttl_create(&o, &sc));
     qcomplete("x", 5);
     set_now(QT0 + 1);
     qkick_pass(sc);
@@ -854,6 +858,142 @@ START_TEST(test_ttl_queue_only_and_stop_waits)
     ck_assert_uint_eq(troupe_ttl_queue_purged(NULL), 0);
     ck_assert_uint_eq(troupe_ttl_queue_batches(NULL), 0);
     ck_assert_uint_eq(troupe_ttl_queue_passes(NULL), 0);
+}
+END_TEST
+
+/* ---- lifecycle: stop(cb), stop_wait, destroy ---------------------------- */
+
+/* A table scanner whose passes only kicks start. */
+static troupe_ttl *
+tscanner(void)
+{
+    troupe_ttl_opts o = {
+        .rt = fx.rt, .tables = fx.tables, .interval_ms = 3600000};
+    troupe_ttl *sc = NULL;
+    ck_assert_ok(troupe_ttl_create(&o, &sc));
+    return sc;
+}
+
+/* What a stop callback saw, or where a posted call ran. */
+typedef struct tseen {
+    _Atomic int calls;
+    troupe_ttl *sc;
+    pthread_t thread;
+} tseen;
+
+static void
+ttl_stopped(troupe_ttl *s, void *arg)
+{
+    tseen *t = arg;
+    t->sc = s;
+    t->thread = pthread_self();
+    atomic_fetch_add(&t->calls, 1);
+}
+
+static void
+note_thread(void *arg, troupe_runtime *rt)
+{
+    (void)rt;
+    tseen *t = arg;
+    t->thread = pthread_self();
+    atomic_fetch_add(&t->calls, 1);
+}
+
+static bool
+seen(void *arg)
+{
+    return atomic_load(&((tseen *)arg)->calls) > 0;
+}
+
+/* Where scheduler 0 runs, and (called again) that whatever was posted
+ * before from this thread has run. */
+static pthread_t
+sched0_thread(void)
+{
+    tseen t = {0};
+    ck_assert_ok(troupe_runtime_post(fx.rt, note_thread, &t));
+    ck_assert(ts_wait_until(seen, &t, 10000));
+    return t.thread;
+}
+
+START_TEST(test_ttl_stop_calls_back_once_on_scheduler_0)
+{
+    open_fx(1000);
+    troupe_ttl *sc = tscanner();
+    pthread_t s0 = sched0_thread();
+    tseen st = {0};
+    ck_assert_ok(troupe_ttl_stop(sc, ttl_stopped, &st));
+    ck_assert_err(troupe_ttl_kick(sc), TROUPE_ESTATE);
+    ck_assert(ts_wait_until(seen, &st, 10000));
+    (void)sched0_thread(); /* anything queued on scheduler 0 has run */
+    ck_assert_int_eq(atomic_load(&st.calls), 1);
+    ck_assert_ptr_eq(st.sc, sc);
+    ck_assert(pthread_equal(st.thread, s0));
+    ck_assert(!pthread_equal(st.thread, pthread_self()));
+    troupe_ttl_destroy(sc);
+}
+END_TEST
+
+START_TEST(test_ttl_stop_wait_after_stop_is_estate)
+{
+    open_fx(1000);
+    troupe_ttl *sc = tscanner();
+    tseen st = {0};
+    ck_assert_err(troupe_ttl_stop(sc, NULL, &st), TROUPE_EINVAL);
+    ck_assert_ok(troupe_ttl_stop(sc, ttl_stopped, &st));
+    ck_assert_err(troupe_ttl_stop_wait(sc), TROUPE_ESTATE);
+    ck_assert_err(troupe_ttl_stop(sc, ttl_stopped, &st), TROUPE_ESTATE);
+    ck_assert(ts_wait_until(seen, &st, 10000));
+    ck_assert_err(troupe_ttl_stop_wait(sc), TROUPE_ESTATE);
+    (void)sched0_thread();
+    ck_assert_int_eq(atomic_load(&st.calls), 1);
+    troupe_ttl_destroy(sc);
+}
+END_TEST
+
+typedef struct tblock {
+    troupe_ttl *sc;
+    _Atomic int err; /* -1 until the posted call ran */
+} tblock;
+
+static void
+post_stop_wait(void *arg, troupe_runtime *rt)
+{
+    (void)rt;
+    tblock *b = arg;
+    atomic_store(&b->err, (int)troupe_ttl_stop_wait(b->sc));
+}
+
+static bool
+block_ran(void *arg)
+{
+    return atomic_load(&((tblock *)arg)->err) != -1;
+}
+
+/* On scheduler 0 the wait would wait for its own thread: refused, and the
+ * scanner still runs; the test's thread may stop it. */
+START_TEST(test_ttl_stop_wait_on_a_scheduler_is_edeadlk)
+{
+    open_fx(1000);
+    tblock b = {.sc = tscanner()};
+    atomic_store(&b.err, -1);
+    ck_assert_ok(troupe_runtime_post(fx.rt, post_stop_wait, &b));
+    ck_assert(ts_wait_until(block_ran, &b, 10000));
+    ck_assert_err(atomic_load(&b.err), TROUPE_EDEADLK);
+    ck_assert_ok(troupe_ttl_kick(b.sc));
+    ck_assert_ok(troupe_ttl_stop_wait(b.sc));
+    troupe_ttl_destroy(b.sc);
+}
+END_TEST
+
+/* Run with SIGABRT expected. The temp dir goes first: nothing after the
+ * abort would remove it. */
+START_TEST(test_ttl_destroy_of_a_running_scanner_aborts)
+{
+    open_fx(1000);
+    troupe_ttl *sc = tscanner();
+    ts_rmtree(fx.dir);
+    troupe_ttl_destroy(sc);
 }
 END_TEST
 
@@ -878,6 +1018,11 @@ ttl_suite(void)
     tcase_add_test(tc, test_ttl_queue_retention_old_completed_go_pending_stay);
     tcase_add_test(tc, test_ttl_queue_full_batch_continues_short_waits);
     tcase_add_test(tc, test_ttl_queue_only_and_stop_waits);
+    tcase_add_test(tc, test_ttl_stop_calls_back_once_on_scheduler_0);
+    tcase_add_test(tc, test_ttl_stop_wait_after_stop_is_estate);
+    tcase_add_test(tc, test_ttl_stop_wait_on_a_scheduler_is_edeadlk);
+    tcase_add_test_raise_signal(
+        tc, test_ttl_destroy_of_a_running_scanner_aborts, SIGABRT);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -216,7 +216,7 @@ fz_node_open(void)
     OK(troupe_kv_spawn(n.rt, &ko, NULL, &n.kv));
     troupe_ttl_opts tto = {
         .rt = n.rt, .tables = n.tables, .queues = n.qs, .interval_ms = 3600000};
-    OK(troupe_ttl_start(&tto, &n.ttl));
+    OK(troupe_ttl_create(&tto, &n.ttl));
     n.ttl_addr = troupe_ttl_addr(n.ttl);
     troupe_cf *cf;
     uint32_t tmo;

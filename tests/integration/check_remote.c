@@ -212,6 +212,7 @@ START_TEST(test_remote_two_processes_ask_crash_and_restart)
     peer_stop(&p2);
 
     ck_assert_ok(troupe_runtime_shutdown_wait(rt));
+    ck_assert_ok(troupe_node_stop_wait(node));
     troupe_node_destroy(node);
     troupe_runtime_destroy(rt);
     nng_fini();

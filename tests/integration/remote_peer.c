@@ -81,6 +81,7 @@ main(int argc, char **argv)
     while ((c = getchar()) != EOF)
         ;
     troupe_runtime_shutdown_wait(rt);
+    troupe_node_stop_wait(node);
     troupe_node_destroy(node);
     troupe_runtime_destroy(rt);
     nng_fini();

@@ -1366,6 +1366,7 @@ START_TEST(test_security_destroy_is_bounded_under_a_flood)
     ck_assert(ts_wait_until(flood_started, &f, 10000));
     uint64_t t0 = ts_now_ms();
     ck_assert_ok(troupe_runtime_shutdown_wait(a.rt));
+    ck_assert_ok(troupe_node_stop_wait(a.node));
     troupe_node_destroy(a.node);
     uint64_t took = ts_now_ms() - t0;
     troupe_runtime_destroy(a.rt);

@@ -7,6 +7,7 @@
 #include <nng/nng.h>
 #include <nng/protocol/pair1/pair.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -681,6 +682,9 @@ START_TEST(test_transport_bad_arguments)
     troupe_node_stats_get(NULL, &st);
     ck_assert_uint_eq(st.msgs_sent, 0);
     troupe_node_stats_get(a.node, NULL);
+    ck_assert_err(troupe_node_stop(NULL, NULL, NULL), TROUPE_EINVAL);
+    ck_assert_err(troupe_node_stop(a.node, NULL, NULL), TROUPE_EINVAL);
+    ck_assert_err(troupe_node_stop_wait(NULL), TROUPE_EINVAL);
     troupe_node_destroy(NULL);
     side_close(&a);
     free(ua);
@@ -704,6 +708,153 @@ START_TEST(test_transport_node_without_peers_shuts_down_cleanly)
     free(ut);
     free(ui);
     nng_fini();
+}
+END_TEST
+
+/* ---- stop, stop_wait, destroy ---- */
+
+/* What a stop callback saw. */
+struct stopped {
+    _Atomic int calls;
+    troupe_node *node;
+    char thread[16];
+    bool destroy; /* destroy the node from the callback */
+};
+
+static void
+on_node_stopped(troupe_node *n, void *arg)
+{
+    struct stopped *st = arg;
+    st->node = n;
+    pthread_getname_np(pthread_self(), st->thread, sizeof(st->thread));
+    if (st->destroy)
+        troupe_node_destroy(n);
+    atomic_fetch_add(&st->calls, 1);
+}
+
+static bool
+stop_seen(void *arg)
+{
+    return atomic_load(&((struct stopped *)arg)->calls) > 0;
+}
+
+/* Two connected nodes; a's runtime shut down, as the contract asks. */
+static void
+stop_pair_open(struct side *a, struct side *b)
+{
+    char *ua = unique_url("tcp", "a"), *ub = unique_url("tcp", "b");
+    side_open(a, 1, NULL, ua);
+    side_open(b, 2, NULL, ub);
+    connect_pair(a, b);
+    free(ua);
+    free(ub);
+    ck_assert_ok(troupe_runtime_shutdown_wait(a->rt));
+}
+
+/* After a's node is gone: the rest of both sides. */
+static void
+stop_pair_close(struct side *a, struct side *b)
+{
+    troupe_runtime_destroy(a->rt);
+    a->rt = NULL;
+    side_close(b);
+    nng_fini();
+}
+
+/* The callback fires once, on the sweep thread, never inside the call;
+ * destroy (which joins that thread) shows no second call was on its way. */
+START_TEST(test_transport_stop_calls_back_once_on_the_sweep_thread)
+{
+    struct side a, b;
+    stop_pair_open(&a, &b);
+    struct stopped st = {0};
+    ck_assert_ok(troupe_node_stop(a.node, on_node_stopped, &st));
+    ck_assert_err(troupe_node_listen(a.node, "inproc://late"), TROUPE_ECLOSED);
+    ck_assert(ts_wait_until(stop_seen, &st, 10000));
+    ck_assert_ptr_eq(st.node, a.node);
+    ck_assert_str_eq(st.thread, "troupe-sweep");
+    troupe_node_destroy(a.node);
+    ck_assert_int_eq(atomic_load(&st.calls), 1);
+    stop_pair_close(&a, &b);
+}
+END_TEST
+
+START_TEST(test_transport_stop_callback_may_destroy_the_node)
+{
+    struct side a, b;
+    stop_pair_open(&a, &b);
+    struct stopped st = {.destroy = true};
+    ck_assert_ok(troupe_node_stop(a.node, on_node_stopped, &st));
+    ck_assert(ts_wait_until(stop_seen, &st, 10000));
+    ck_assert_int_eq(atomic_load(&st.calls), 1);
+    stop_pair_close(&a, &b);
+}
+END_TEST
+
+START_TEST(test_transport_stop_wait_after_stop_is_estate)
+{
+    struct side a, b;
+    stop_pair_open(&a, &b);
+    struct stopped st = {0};
+    ck_assert_ok(troupe_node_stop(a.node, on_node_stopped, &st));
+    ck_assert_err(troupe_node_stop_wait(a.node), TROUPE_ESTATE);
+    ck_assert_err(troupe_node_stop(a.node, on_node_stopped, &st),
+                  TROUPE_ESTATE);
+    ck_assert(ts_wait_until(stop_seen, &st, 10000));
+    ck_assert_err(troupe_node_stop_wait(a.node), TROUPE_ESTATE);
+    troupe_node_destroy(a.node);
+    ck_assert_int_eq(atomic_load(&st.calls), 1);
+    stop_pair_close(&a, &b);
+}
+END_TEST
+
+struct block_post {
+    troupe_node *node;
+    _Atomic int err; /* -1 until the posted call ran */
+};
+
+static void
+post_node_stop_wait(void *arg, troupe_runtime *rt)
+{
+    (void)rt;
+    struct block_post *b = arg;
+    atomic_store(&b->err, (int)troupe_node_stop_wait(b->node));
+}
+
+static bool
+block_post_ran(void *arg)
+{
+    return atomic_load(&((struct block_post *)arg)->err) != -1;
+}
+
+/* On scheduler 0 the blocking twin refuses and stops nothing: the node
+ * still listens; the test's thread then stops it (side_close). */
+START_TEST(test_transport_stop_wait_on_a_scheduler_is_edeadlk)
+{
+    struct side a;
+    char *ua = unique_url("inproc", "a"), *ua2 = unique_url("inproc", "a2");
+    side_open(&a, 1, NULL, ua);
+    struct block_post b = {.node = a.node};
+    atomic_store(&b.err, -1);
+    ck_assert_ok(troupe_runtime_post(a.rt, post_node_stop_wait, &b));
+    ck_assert(ts_wait_until(block_post_ran, &b, 10000));
+    ck_assert_err(atomic_load(&b.err), TROUPE_EDEADLK);
+    ck_assert_ok(troupe_node_listen(a.node, ua2));
+    side_close(&a);
+    free(ua);
+    free(ua2);
+    nng_fini();
+}
+END_TEST
+
+/* Run with SIGABRT expected. */
+START_TEST(test_transport_destroy_of_a_running_node_aborts)
+{
+    struct side a;
+    char *ua = unique_url("inproc", "a");
+    side_open(&a, 1, NULL, ua);
+    free(ua);
+    troupe_node_destroy(a.node);
 }
 END_TEST
 
@@ -734,6 +885,7 @@ static void
 logged_close(struct logged *s)
 {
     ck_assert_ok(troupe_runtime_shutdown_wait(s->rt));
+    ck_assert_ok(troupe_node_stop_wait(s->node));
     troupe_node_destroy(s->node);
     troupe_runtime_destroy(s->rt);
     pthread_mutex_destroy(&s->log.mu);
@@ -830,6 +982,12 @@ transport_suite(void)
     tcase_add_test(tc, test_transport_inbox_drops_malformed_and_stale_frames);
     tcase_add_test(tc, test_transport_bad_arguments);
     tcase_add_test(tc, test_transport_node_without_peers_shuts_down_cleanly);
+    tcase_add_test(tc, test_transport_stop_calls_back_once_on_the_sweep_thread);
+    tcase_add_test(tc, test_transport_stop_callback_may_destroy_the_node);
+    tcase_add_test(tc, test_transport_stop_wait_after_stop_is_estate);
+    tcase_add_test(tc, test_transport_stop_wait_on_a_scheduler_is_edeadlk);
+    tcase_add_test_raise_signal(
+        tc, test_transport_destroy_of_a_running_node_aborts, SIGABRT);
     tcase_add_test(tc,
                    test_transport_node_logs_peers_through_the_runtime_logger);
     tcase_add_test(tc, test_transport_two_nodes_of_one_id_are_logged);

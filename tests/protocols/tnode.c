@@ -147,6 +147,8 @@ side_close(struct side *s)
     if (s->rt == NULL)
         return;
     ck_assert_ok(troupe_runtime_shutdown_wait(s->rt));
+    if (s->node != NULL) /* side_try_open's refused node */
+        ck_assert_ok(troupe_node_stop_wait(s->node));
     troupe_node_destroy(s->node);
     troupe_runtime_destroy(s->rt);
     s->rt = NULL;

@@ -524,7 +524,7 @@ troupe_index_query_reply(const troupe_msg *reply, troupe_index_result **out)
         return TROUPE_EINVAL;
     *out = NULL;
     hitbuf h = {0};
-    if ((h.res = troupe_calloc(1, sizeof(*h.res))) == NULL)
+    if ((h.res = troupe__index_result_new()) == NULL)
         return TROUPE_ENOMEM;
     troupe_reader r;
     uint32_t n = 0;

@@ -78,6 +78,11 @@ int
 troupe__index_put_query_value(troupe_reader *r, troupe_field_type t,
                               troupe_key_writer *w);
 
+/* An empty result (freed with troupe_index_result_destroy); NULL without
+ * memory. */
+troupe_index_result *
+troupe__index_result_new(void);
+
 /* A result being built: res and its hits' capacity. */
 typedef struct hitbuf {
     troupe_index_result *res;

@@ -137,6 +137,20 @@ qrange_make(const troupe__index_run *run, qrange *out)
 
 /* ---- results ------------------------------------------------------------ */
 
+/* A result as allocated here: what the user sees, then the cursor's
+ * memory, which stays out of the public struct. */
+typedef struct ires {
+    troupe_index_result pub;
+    uint8_t *cursor; /* pub.cursor's bytes, or NULL */
+} ires;
+
+troupe_index_result *
+troupe__index_result_new(void)
+{
+    ires *r = troupe_calloc(1, sizeof(*r));
+    return r != NULL ? &r->pub : NULL;
+}
+
 void
 troupe_index_result_destroy(troupe_index_result *r)
 {
@@ -145,8 +159,9 @@ troupe_index_result_destroy(troupe_index_result *r)
     for (size_t i = 0; i < r->n; i++)
         troupe_free((void *)r->hits[i].pk); /* one block per hit */
     troupe_free(r->hits);
-    troupe_free(r->mem_);
-    troupe_free(r);
+    ires *ir = (ires *)r;
+    troupe_free(ir->cursor);
+    troupe_free(ir);
 }
 
 troupe_err
@@ -157,8 +172,9 @@ troupe__index_result_cursor(troupe_index_result *r, uint8_t tag, uint64_t id,
     if (c == NULL)
         return TROUPE_ENOMEM;
     troupe__cursor_put(c, tag, id, key, klen);
-    troupe_free(r->mem_);
-    r->mem_ = c;
+    ires *ir = (ires *)r;
+    troupe_free(ir->cursor);
+    ir->cursor = c;
     r->cursor = c;
     r->cursor_len = klen + TROUPE_CURSOR_OVERHEAD;
     return TROUPE_OK;
@@ -282,7 +298,7 @@ troupe_index_query_run(troupe_db *db, const troupe__index_run *run,
         e = troupe_snapshot_create(db, &own);
         snap = own;
     }
-    if (e == TROUPE_OK && (h.res = troupe_calloc(1, sizeof(*h.res))) == NULL)
+    if (e == TROUPE_OK && (h.res = troupe__index_result_new()) == NULL)
         e = TROUPE_ENOMEM;
     if (e == TROUPE_OK)
         e = troupe_iter_create(db, xcf, snap, qr.all ? NULL : &qr.r, after,
@@ -460,7 +476,7 @@ troupe_index_query_and(troupe_db *db, const troupe__index_run *a,
     e = walk(db, a, pk_collect, &sa);
     if (e == TROUPE_OK)
         e = walk(db, b, pk_collect, &sb);
-    if (e == TROUPE_OK && (h.res = troupe_calloc(1, sizeof(*h.res))) == NULL)
+    if (e == TROUPE_OK && (h.res = troupe__index_result_new()) == NULL)
         e = TROUPE_ENOMEM;
     if (e == TROUPE_OK) {
         pkset_sort(&sa);

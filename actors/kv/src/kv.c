@@ -14,7 +14,8 @@
 #include "troupe/kv.h"
 #include "troupe/pack.h"
 
-enum { KV_READ_DONE = TROUPE_KV_NKINDS_, KV_NKINDS };
+/* The kv's own kinds follow the public ones (troupe/kv.h). */
+enum { KV_READ_DONE = TROUPE_KV_DEL + 1, KV_NKINDS };
 
 typedef struct kv_state {
     troupe_db *db;

@@ -9,7 +9,7 @@
  *
  * The rows of one read live in one buffer (keys and documents copied out
  * of the iterator) or, for a get, in the value the storage handed out;
- * troupe_rows owns it through mem_.
+ * the rows own it (trows.mem, table_int.h).
  */
 #include <string.h>
 
@@ -102,30 +102,30 @@ static troupe_err
 rb_finish(rbuild *b, bool scan, bool more, troupe_rows **out)
 {
     troupe_err e = b->err;
-    troupe_rows *r = NULL;
+    trows *t = NULL;
     if (e == TROUPE_OK) {
-        r = troupe_calloc(1, sizeof(*r) + b->n * sizeof(troupe_row));
-        if (r == NULL)
+        t = troupe__rows_alloc(b->n, 0, NULL);
+        if (t == NULL)
             e = TROUPE_ENOMEM;
     }
     if (e != TROUPE_OK) {
         rb_fini(b);
         return e;
     }
-    troupe_row *v = (troupe_row *)(r + 1);
+    troupe_rows *r = &t->pub;
+    troupe_row *v = (troupe_row *)r->rows;
     for (size_t i = 0; i < b->n; i++) {
         const rent *en = &b->ents[i];
         v[i] = (troupe_row){b->data + en->koff, en->klen, b->data + en->doff,
                             en->dlen, en->exp};
     }
     r->n = b->n;
-    r->rows = v;
     if (scan && b->n > 0) {
         r->cursor = v[b->n - 1].key;
         r->cursor_len = v[b->n - 1].key_len;
     }
     r->more = more;
-    r->mem_ = b->data;
+    t->mem = b->data;
     troupe_free(b->ents);
     *out = r;
     return TROUPE_OK;
@@ -150,24 +150,22 @@ troupe__read_get(const tread_src *s, const void *key, size_t klen,
     if (e == TROUPE_OK && !troupe__row_live(exp, s->now))
         e = TROUPE_ENOENT;
     /* One block: rows, the row and the key; the doc stays in val. */
-    troupe_rows *r = NULL;
+    trows *t = NULL;
+    void *k = NULL;
     if (e == TROUPE_OK) {
-        r = troupe_calloc(1, sizeof(*r) + sizeof(troupe_row) + klen);
-        if (r == NULL)
+        t = troupe__rows_alloc(1, klen, &k);
+        if (t == NULL)
             e = TROUPE_ENOMEM;
     }
     if (e != TROUPE_OK) {
         troupe_free(val);
         return e;
     }
-    troupe_row *v = (troupe_row *)(r + 1);
-    unsigned char *k = (unsigned char *)(v + 1);
     memcpy(k, key, klen);
-    *v = (troupe_row){k, klen, doc, dlen, exp};
-    r->n = 1;
-    r->rows = v;
-    r->mem_ = val;
-    *out = r;
+    *(troupe_row *)t->pub.rows = (troupe_row){k, klen, doc, dlen, exp};
+    t->pub.n = 1;
+    t->mem = val;
+    *out = &t->pub;
     return TROUPE_OK;
 }
 

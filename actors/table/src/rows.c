@@ -3,6 +3,10 @@
  * its reply body [[[key, expires, doc], ...], cursor|nil, more]: decode
  * into rows pointing into the body, pack, destroy, and the wrapping of a
  * scan's exact key into the table's cursor (troupe/cursor.h). No state.
+ *
+ * A user's troupe_rows is the first member of a trows (table_int.h), so
+ * that what the rows point into stays out of the public struct; every
+ * troupe_rows is allocated here, so the cast back is always valid.
  */
 #include <string.h>
 
@@ -11,15 +15,29 @@
 #include "troupe/internal/cursor.h"
 #include "troupe/pack.h"
 
+trows *
+troupe__rows_alloc(size_t n, size_t extra, void **tail)
+{
+    trows *t = troupe_calloc(1, sizeof(*t) + n * sizeof(troupe_row) + extra);
+    if (t == NULL)
+        return NULL;
+    troupe_row *v = (troupe_row *)(t + 1);
+    t->pub.rows = v;
+    if (tail != NULL)
+        *tail = v + n;
+    return t;
+}
+
 void
 troupe_rows_destroy(troupe_rows *r)
 {
     if (r == NULL)
         return;
-    troupe_body_release(r->body_);
-    troupe_free(r->mem_);
-    troupe_free(r->cur_);
-    troupe_free(r);
+    trows *t = (trows *)r;
+    troupe_body_release(t->body);
+    troupe_free(t->mem);
+    troupe_free(t->cur);
+    troupe_free(t);
 }
 
 /* [[[key, expires, doc], ...], cursor|nil, more]; pointers into body. */
@@ -33,11 +51,11 @@ rows_decode(troupe_body *body, troupe_rows **out)
     troupe_read_array(&r, &n);
     if (r.err != TROUPE_OK || n > TROUPE_TABLE_PAGE_MAX)
         return TROUPE_EPROTO;
-    troupe_rows *rows =
-        troupe_calloc(1, sizeof(*rows) + n * sizeof(troupe_row));
-    if (rows == NULL)
+    trows *t = troupe__rows_alloc(n, 0, NULL);
+    if (t == NULL)
         return TROUPE_ENOMEM;
-    troupe_row *v = (troupe_row *)(rows + 1);
+    troupe_rows *rows = &t->pub;
+    troupe_row *v = (troupe_row *)rows->rows;
     for (uint32_t i = 0; i < n; i++) {
         const void *p = NULL;
         troupe_read_array_n(&r, 3);
@@ -56,12 +74,11 @@ rows_decode(troupe_body *body, troupe_rows **out)
     }
     troupe_read_bool(&r, &rows->more);
     if (troupe_read_end(&r) != TROUPE_OK) {
-        troupe_free(rows);
+        troupe_free(t);
         return TROUPE_EPROTO;
     }
     rows->n = n;
-    rows->rows = v;
-    rows->body_ = troupe_body_retain(body);
+    t->body = troupe_body_retain(body);
     *out = rows;
     return TROUPE_OK;
 }
@@ -82,8 +99,9 @@ troupe__rows_cursor_wrap(troupe_rows *r, uint64_t table_id)
         return TROUPE_ENOMEM;
     troupe__cursor_put(c, TROUPE_CURSOR_ROWS, table_id, r->cursor,
                        r->cursor_len);
-    troupe_free(r->cur_);
-    r->cur_ = c;
+    trows *t = (trows *)r;
+    troupe_free(t->cur);
+    t->cur = c;
     r->cursor = c;
     r->cursor_len += TROUPE_CURSOR_OVERHEAD;
     return TROUPE_OK;

@@ -828,6 +828,21 @@ typedef struct tread_src {
     int64_t now;
 } tread_src;
 
+/* A troupe_rows as rows.c allocates it: what a user sees, then what the
+ * rows point into and troupe_rows_destroy frees. */
+typedef struct trows {
+    troupe_rows pub;
+    troupe_body *body; /* a reply body (retained), or NULL */
+    void *mem;         /* a buffer (troupe_free), or NULL */
+    void *cur;         /* the wrapped cursor (troupe_free), or NULL */
+} trows;
+
+/* Rows with room for n rows (pub.rows, zeroed; pub.n is left 0) and then
+ * extra bytes at *tail (tail may be NULL when extra is 0); the rest
+ * zeroed. NULL without memory. Freed with troupe_rows_destroy. */
+trows *
+troupe__rows_alloc(size_t n, size_t extra, void **tail);
+
 /* The reads of table.h straight into troupe_rows (arguments checked by
  * the caller). Errors: get ENOENT (absent or expired), ECORRUPT, EIO,
  * ENOMEM, EAGAIN (cached); scans also EINVAL, ERANGE. Any thread; block

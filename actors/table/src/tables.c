@@ -319,8 +319,11 @@ troupe_tables_destroy(troupe_tables *t)
 {
     if (t == NULL)
         return;
-    if (t->state != TABLES_STOPPED && t->entries != NULL)
-        abort(); /* the actors still run: stop first */
+    pthread_mutex_lock(&t->mu);
+    bool stopped = t->state == TABLES_STOPPED;
+    pthread_mutex_unlock(&t->mu);
+    if (!stopped)
+        abort(); /* not stopped (actors, DDL jobs may run): stop first */
     while (t->entries != NULL) {
         tentry *en = t->entries;
         t->entries = en->next;

@@ -21,9 +21,12 @@
  * start its batch); a full batch sends TTL_QNEXT to this actor, so the
  * next batch starts only after the mailbox had its turn (a long backlog
  * never holds the loop), and a short or failed one ends the pass. A batch
- * borrows the queues, so stop_wait waits for a running one (the object's
- * waiter counts them, with the actor) before the caller may stop the
- * queues.
+ * borrows the queues, so the stop waits for a running one before its
+ * callback fires and the caller may stop the queues: `live` counts the
+ * actor and the batches on the pool, and whichever of them ends last
+ * finishes the stop (on scheduler 0, through troupe__post_or_run). A
+ * count and not a blocking waiter, so that the asynchronous stop has
+ * nothing to block on; stop_wait is the stop and a wait for its callback.
  */
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -31,6 +34,7 @@
 
 #include "troupe/actor.h"
 #include "troupe/alloc.h"
+#include "troupe/internal/post.h"
 #include "troupe/internal/queue.h"
 #include "troupe/internal/runtime.h"
 #include "troupe/internal/waiter.h"
@@ -59,9 +63,13 @@ struct troupe_ttl {
     _Atomic uint64_t qbatches;
     _Atomic uint64_t qpasses;
     _Atomic int state;
-    /* what stop_wait waits for: a hold for the actor (released once it
-     * has stopped) and one per purge batch on the pool */
-    troupe__waiter live;
+    /* what the stop waits for: 1 for the actor (given back once it has
+     * stopped) and 1 per purge batch on the pool; the release that
+     * brings it to 0 finishes the stop (live_release) */
+    _Atomic size_t live;
+    troupe_ttl_stop_cb stop_cb; /* set by troupe_ttl_stop, before the
+                                   actor's share can be given back */
+    void *stop_arg;
 };
 
 typedef struct sstate {
@@ -78,6 +86,26 @@ typedef struct evarg {
     troupe_runtime *rt;
     troupe_addr to;
 } evarg;
+
+static void
+stop_done(void *arg, troupe_runtime *rt)
+{
+    (void)rt;
+    troupe_ttl *s = arg;
+    troupe_ttl_stop_cb cb = s->stop_cb;
+    void *cb_arg = s->stop_arg;
+    atomic_store(&s->state, ST_STOPPED);
+    cb(s, cb_arg); /* may destroy s */
+}
+
+/* Gives back one share of live: the last touch of the scanner object
+ * unless it is the last share, which finishes the stop on scheduler 0. */
+static void
+live_release(troupe_ttl *s)
+{
+    if (atomic_fetch_sub(&s->live, 1) == 1)
+        troupe__post_or_run(s->rt, stop_done, s);
+}
 
 static void
 done_send(evarg *a, troupe_err err, uint64_t n)
@@ -172,8 +200,8 @@ typedef struct qres {
 } qres;
 
 /* The pipeline's writer (or qjob_run's thread when nothing was to be
- * deleted): tells the actor, then gives back the hold on live, the last
- * touch of the scanner object (stop_wait may return after it). */
+ * deleted): tells the actor, then gives back the batch's share of live,
+ * the last touch of the scanner object (the stop may finish after it). */
 static void
 qjob_purged(troupe_err err, size_t purged, bool full, void *arg)
 {
@@ -191,7 +219,7 @@ qjob_purged(troupe_err err, size_t purged, bool full, void *arg)
         troupe_free(r); /* the pass ends here; the next tick retries */
     }
     troupe_free(j);
-    troupe__waiter_release(&o->live, TROUPE_OK, NULL);
+    live_release(o);
 }
 
 /* On a STORAGE thread: the scan and the batch; the commit is not waited
@@ -205,7 +233,7 @@ qjob_run(void *arg)
     qjob *h = troupe_malloc(sizeof(*h));
     if (h == NULL) {
         j->err = TROUPE_ENOMEM;
-        troupe__waiter_release(&o->live, TROUPE_OK, NULL);
+        live_release(o);
         return;
     }
     *h = *j;
@@ -215,15 +243,17 @@ qjob_run(void *arg)
 }
 
 /* The scanner is gone before the batch came back, or the runtime
- * cancelled the batch before it ran (shutdown): then its hold on live,
- * which stop_wait waits on, is given back here. */
+ * cancelled the batch before it ran (shutdown): then its share of live,
+ * which the stop waits on, is given back here. */
 static void
 qjob_drop(void *arg)
 {
     qjob *j = arg;
-    if (!j->ran)
-        troupe__waiter_release(&j->o->live, TROUPE_OK, NULL);
+    troupe_ttl *o = j->o;
+    bool ran = j->ran;
     troupe_free(j);
+    if (!ran)
+        live_release(o);
 }
 
 /* Submits the next purge batch; ends the pass when that fails. */
@@ -236,16 +266,16 @@ queue_step(troupe_actor *self, sstate *s)
         j->o = o;
         j->rt = troupe_actor_runtime(self);
         j->self = troupe_self(self);
-        /* stopping: no new batch. The hold is taken on the actor's own
-         * thread, so the actor's hold keeps the count above 0 here. */
+        /* stopping: no new batch. The share is taken on the actor's own
+         * thread, so the actor's share keeps the count above 0 here. */
         bool running = atomic_load(&o->state) == ST_RUNNING;
         if (running)
-            troupe__waiter_hold(&o->live);
+            atomic_fetch_add(&o->live, 1);
         if (running && troupe_work_submit(self, qjob_run, j, TTL_QDONE,
                                           qjob_drop) == TROUPE_OK)
             return;
         if (running)
-            troupe__waiter_release(&o->live, TROUPE_OK, NULL);
+            live_release(o);
         troupe_free(j);
     }
     s->qbusy = false; /* try again next tick */
@@ -389,7 +419,7 @@ static const troupe_actor_def ttl_def = {
 };
 
 troupe_err
-troupe_ttl_start(const troupe_ttl_opts *o, troupe_ttl **out)
+troupe_ttl_create(const troupe_ttl_opts *o, troupe_ttl **out)
 {
     if (out != NULL)
         *out = NULL;
@@ -407,7 +437,7 @@ troupe_ttl_start(const troupe_ttl_opts *o, troupe_ttl **out)
     s->clock = o->clock;
     s->clock_ctx = o->clock_ctx;
     atomic_init(&s->state, ST_RUNNING);
-    troupe__waiter_init(&s->live, 1);
+    atomic_init(&s->live, 1);
     troupe_spawn_opts so = TROUPE_SPAWN_OPTS_INIT;
     so.arg = s;
     troupe_err e = troupe_actor_spawn(s->rt, &ttl_def, &so, &s->addr);
@@ -479,25 +509,41 @@ on_stopped(troupe_runtime *rt, troupe_addr a, void *arg)
 {
     (void)rt;
     (void)a;
-    troupe_ttl *s = arg;
-    atomic_store(&s->state, ST_STOPPED);
-    troupe__waiter_release(&s->live, TROUPE_OK, NULL);
+    live_release(arg);
+}
+
+troupe_err
+troupe_ttl_stop(troupe_ttl *s, troupe_ttl_stop_cb cb, void *arg)
+{
+    if (s == NULL || cb == NULL)
+        return TROUPE_EINVAL;
+    int running = ST_RUNNING;
+    if (!atomic_compare_exchange_strong(&s->state, &running, ST_STOPPING))
+        return TROUPE_ESTATE;
+    s->stop_cb = cb;
+    s->stop_arg = arg;
+    if (troupe_actor_stop(s->rt, s->addr, on_stopped, s) != TROUPE_OK)
+        on_stopped(s->rt, s->addr, s); /* already gone */
+    return TROUPE_OK;
+}
+
+static void
+wake_stopped(troupe_ttl *s, void *arg)
+{
+    (void)s;
+    troupe__waiter_release(arg, TROUPE_OK, NULL);
 }
 
 troupe_err
 troupe_ttl_stop_wait(troupe_ttl *s)
 {
-    if (s == NULL)
-        return TROUPE_EINVAL;
     troupe_err be = troupe__block_check("troupe_ttl_stop_wait");
     if (be != TROUPE_OK)
         return be;
-    int running = ST_RUNNING;
-    if (!atomic_compare_exchange_strong(&s->state, &running, ST_STOPPING))
-        return TROUPE_ESTATE;
-    if (troupe_actor_stop(s->rt, s->addr, on_stopped, s) != TROUPE_OK)
-        on_stopped(s->rt, s->addr, s); /* already gone */
-    return troupe__waiter_wait(&s->live, NULL);
+    troupe__waiter w;
+    troupe__waiter_init(&w, 1);
+    return troupe__waiter_finish(&w, troupe_ttl_stop(s, wake_stopped, &w),
+                                 NULL);
 }
 
 void
@@ -506,7 +552,6 @@ troupe_ttl_destroy(troupe_ttl *s)
     if (s == NULL)
         return;
     if (atomic_load(&s->state) != ST_STOPPED)
-        abort(); /* the actor still runs: stop_wait first */
-    troupe__waiter_fini(&s->live);
+        abort(); /* the actor or a batch still runs: stop first */
     troupe_free(s);
 }

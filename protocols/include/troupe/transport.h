@@ -55,10 +55,13 @@
  *
  * Threads: every function may be called from any thread except nng's
  * callback threads; none blocks except troupe_node_wait_peer,
- * troupe_node_connect_wait and troupe_node_destroy (documented below). The
- * node's own work runs on nng's threads and on one thread of its own (the
- * sweep), which call troupe_runtime_deliver; never on a runtime loop
- * thread.
+ * troupe_node_connect_wait, troupe_node_stop_wait and troupe_node_destroy
+ * (documented below). The node's own work runs on nng's threads and on
+ * one thread of its own (the sweep), which call troupe_runtime_deliver;
+ * never on a runtime loop thread.
+ *
+ * Lifecycle: troupe_node_create, then troupe_node_stop (or its blocking
+ * twin troupe_node_stop_wait), then troupe_node_destroy once stopped.
  */
 #ifndef TROUPE_TRANSPORT_H
 #define TROUPE_TRANSPORT_H
@@ -299,14 +302,44 @@ typedef struct troupe_node_stats {
 void
 troupe_node_stats_get(const troupe_node *n, troupe_node_stats *out);
 
+typedef void (*troupe_node_stop_cb)(troupe_node *n, void *arg);
+
 /*
- * Removes the remote hook, stops the sweep thread, closes every socket,
- * waits until nng's callbacks have finished, gives up on what is still
- * queued (asks get an EUNREACHABLE reply) and frees the node. Blocks
- * briefly: the work is bounded by max_peers links and the inbox
- * connections (docs/security.md has the measured figure under a flood).
- * Call it after the runtime's shutdown has completed (or when no actor can
- * still send remotely) and before troupe_runtime_destroy. NULL is a no-op.
+ * Stops the node and returns at once: removes the remote hook (sends to
+ * other nodes fail from now on; listen and connect are ECLOSED), and the
+ * node's sweep thread waits for the senders already inside the hook,
+ * closes every listener, connection and socket, waits until nng's
+ * callbacks have finished and gives up on what is still queued (asks get
+ * an EUNREACHABLE reply through troupe_runtime_deliver). Then cb(n, arg)
+ * fires once, on that sweep thread (named "troupe-sweep"; never inside
+ * this call): from then on nothing of the node runs and cb may destroy
+ * it. The work is bounded by max_peers links and the inbox connections
+ * (docs/security.md has the measured figure under a flood). Call it
+ * after the runtime's shutdown has completed (or when no actor can still
+ * send remotely); the runtime must outlive cb. Any thread, nng's
+ * callback threads included. Errors (cb never fires): EINVAL (NULL n or
+ * cb), ESTATE (already stopping or stopped).
+ */
+troupe_err
+troupe_node_stop(troupe_node *n, troupe_node_stop_cb cb, void *arg);
+
+/*
+ * troupe_node_stop and a wait for its callback; its errors, and EDEADLK
+ * (on a troupe scheduler's thread or inside a troupe callback, refused
+ * there as every blocking call of troupe is: nothing is stopped). Blocks
+ * briefly. nng's callback threads cannot be told from others (nng has no
+ * call for it), and the node runs no user code on them: a host that uses
+ * nng itself must not call this from one of its callbacks.
+ */
+troupe_err
+troupe_node_stop_wait(troupe_node *n);
+
+/*
+ * Frees a stopped node (its stop callback has fired, or stop_wait
+ * returned); may be called from the stop callback itself. Blocks only
+ * until the sweep thread has returned from the stop callback. Call it
+ * before troupe_runtime_destroy. NULL is a no-op; a node not stopped is
+ * a programming error: abort().
  */
 void
 troupe_node_destroy(troupe_node *n);

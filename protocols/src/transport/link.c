@@ -214,7 +214,7 @@ troupe__link_quiesce(struct link *l)
     nng_dialer_close(d);
 }
 
-/* Closes a link taken off node->links (or all of them at destroy): no nng
+/* Closes a link taken off node->links (or all of them at the stop): no nng
  * callback runs on it afterwards. Gives up what it holds and drops the
  * list's reference. No lock held. */
 void

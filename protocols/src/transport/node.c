@@ -1,14 +1,16 @@
 /*
- * The node object: options, create, listen, the URL peers dial, stats and
- * destroy. It calls into every other file of the transport and none of
- * them calls into it.
+ * The node object: options, create, listen, the URL peers dial, stats,
+ * stop (the sweep thread does the work: sweep.c), stop_wait and destroy.
+ * It calls into every other file of the transport and none of them calls
+ * into it.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "transport_int.h"
+#include "troupe/internal/runtime.h"
 
 static uint64_t
 pick_incarnation(const troupe_logger *lg)
@@ -322,14 +324,63 @@ troupe_node_stats_get(const troupe_node *n, troupe_node_stats *out)
     pthread_mutex_unlock(&w->mu);
 }
 
-static bool
-conns_gone_pred(void *arg)
+troupe_err
+troupe_node_stop(troupe_node *n, troupe_node_stop_cb cb, void *arg)
 {
-    troupe_node *n = arg;
+    if (n == NULL || cb == NULL)
+        return TROUPE_EINVAL;
     pthread_mutex_lock(&n->mu);
-    bool gone = n->n_conns == 0;
+    bool first = !atomic_load(&n->closing);
+    if (first) {
+        /* The hook goes before the sweep is woken: once it is, the node
+         * may be torn down and freed (by cb) before this call returns. */
+        troupe_runtime_set_remote(n->rt, NULL, NULL);
+        n->stop_cb = cb;
+        n->stop_arg = arg;
+        atomic_store(&n->closing, 1);
+        pthread_cond_broadcast(&n->sweep_cv);
+    }
     pthread_mutex_unlock(&n->mu);
-    return gone;
+    return first ? TROUPE_OK : TROUPE_ESTATE;
+}
+
+/* stop_wait's wait: the stop callback on the sweep thread sets done. */
+typedef struct stop_wake {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+} stop_wake;
+
+static void
+wake_stopped(troupe_node *n, void *arg)
+{
+    (void)n;
+    stop_wake *w = arg;
+    /* w is on the waiter's stack: it is touched only under its mutex,
+     * which the waiter takes after this. */
+    pthread_mutex_lock(&w->mu);
+    w->done = true;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+troupe_err
+troupe_node_stop_wait(troupe_node *n)
+{
+    troupe_err be = troupe__block_check("troupe_node_stop_wait");
+    if (be != TROUPE_OK)
+        return be;
+    stop_wake w = {.done = false};
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_cond_init(&w.cv, NULL);
+    troupe_err e = troupe_node_stop(n, wake_stopped, &w);
+    pthread_mutex_lock(&w.mu);
+    while (e == TROUPE_OK && !w.done)
+        pthread_cond_wait(&w.cv, &w.mu);
+    pthread_mutex_unlock(&w.mu);
+    pthread_cond_destroy(&w.cv);
+    pthread_mutex_destroy(&w.mu);
+    return e;
 }
 
 void
@@ -337,56 +388,13 @@ troupe_node_destroy(troupe_node *n)
 {
     if (n == NULL)
         return;
-    pthread_mutex_lock(&n->mu);
-    atomic_store(&n->closing, 1);
-    pthread_cond_broadcast(&n->sweep_cv);
-    pthread_mutex_unlock(&n->mu);
-    troupe_runtime_set_remote(n->rt, NULL, NULL);
-    while (atomic_load(&n->in_send) > 0)
-        sched_yield();
-    if (n->sweeper_running)
+    if (!atomic_load(&n->stopped))
+        abort(); /* still running: troupe_node_stop first */
+    /* Called from the stop callback, the sweep thread ends right after it
+     * without touching the node: it cannot join itself. */
+    if (pthread_equal(pthread_self(), n->sweeper))
+        pthread_detach(n->sweeper);
+    else
         pthread_join(n->sweeper, NULL);
-    /* Listeners stop accepting first, so that peers redialing us meet a
-     * refused connection rather than one accepted and closed at once (a
-     * send that races such a close loses its message in nng 1.5.2, and a
-     * pipe still negotiating when its listener closes is never freed).
-     * Then inbox pipes are ended (end_pipe says why) and closed by nng; a
-     * pipe that slips in meanwhile is refused at ADD_PRE. */
-    for (uint32_t i = 0; i < n->n_listeners; i++)
-        troupe__stop_listener(n->listeners[i].l);
-    pthread_mutex_lock(&n->mu);
-    for (uint32_t i = 0; i < n->n_conns; i++)
-        n->sweep_close[i] = n->conns[i].pipe;
-    uint32_t nc = n->n_conns;
-    pthread_mutex_unlock(&n->mu);
-    for (uint32_t i = 0; i < nc; i++)
-        troupe__end_pipe(n->sweep_close[i]);
-    troupe__wait_for(conns_gone_pred, n, PIPE_END_MS);
-    nng_close(n->inbox);
-    nng_aio_stop(n->inbox_rx);
-    /* the graveyard's links go with the others */
-    while (n->graveyard != NULL) {
-        struct link *g = n->graveyard;
-        n->graveyard = g->next;
-        g->next = n->links;
-        n->links = g;
-    }
-    /* No link appears or goes once closing is set and the sweep has
-     * stopped. Every link's pipe is ended, then every socket closed, so
-     * that no link's callback can still send on another while it is being
-     * freed. */
-    for (struct link *l = n->links; l != NULL; l = l->next)
-        troupe__link_quiesce(l);
-    for (struct link *l = n->links; l != NULL; l = l->next)
-        nng_close(l->sock);
-    struct link *l = n->links;
-    n->links = NULL;
-    while (l != NULL) {
-        struct link *next = l->next;
-        troupe__link_close(n, l);
-        l = next;
-    }
-    for (uint32_t i = 0; i < n->n_conns; i++)
-        troupe_free(n->conns[i].part);
     node_free(n);
 }

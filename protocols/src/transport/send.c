@@ -448,7 +448,7 @@ hook_send(void *ctx, troupe_msg **mp)
         return TROUPE_EINVAL;
     troupe_msg *m = *mp;
     *mp = NULL;
-    /* Counted so destroy can wait for senders already inside. */
+    /* Counted so the stop can wait for senders already inside. */
     atomic_fetch_add(&n->in_send, 1);
     troupe_err e = troupe__node_send(n, m);
     atomic_fetch_sub(&n->in_send, 1);

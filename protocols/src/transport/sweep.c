@@ -1,5 +1,5 @@
 /*
- * The sweep thread: giving up and reaping.
+ * The sweep thread: giving up and reaping, and the node's stop.
  *
  * A sweep thread of our own runs every SWEEP_MS: it drops queued messages
  * past their deadline (or send_timeout_ms when they have none) and, once
@@ -12,7 +12,17 @@
  * aio because freeing a link closes its socket and waits for its
  * callbacks, which must not happen on one of nng's callback threads. The
  * same thread watches the endpoints nng 1.5.2 may stop (watch.c).
+ *
+ * troupe_node_stop sets `closing` and wakes this thread, which leaves its
+ * loop and tears the node down (node_stop_run): for the same reason, the
+ * closes that wait for nng's callbacks run here and not on the caller's
+ * thread, which may be a loop thread, or one of nng's own. Once nng's
+ * callbacks have finished here, the stop callback fires on this thread,
+ * its last touch of the node: the callback may destroy it (destroy then
+ * detaches this thread instead of joining it).
  */
+#include <sched.h>
+
 #include "transport_int.h"
 
 #define SWEEP_MS 20
@@ -178,10 +188,82 @@ sweep(troupe_node *n)
     }
 }
 
+static bool
+conns_gone_pred(void *arg)
+{
+    troupe_node *n = arg;
+    pthread_mutex_lock(&n->mu);
+    bool gone = n->n_conns == 0;
+    pthread_mutex_unlock(&n->mu);
+    return gone;
+}
+
+/* The stop's work, once the sweep has left its loop: nothing can queue
+ * for the node or make a link any more (closing is set, the hook is
+ * gone). Waits for the senders already inside the hook, closes every
+ * endpoint and socket, waits for nng's callbacks and gives up what is
+ * still queued; then the stop callback. */
+static void
+node_stop_run(troupe_node *n)
+{
+    while (atomic_load(&n->in_send) > 0)
+        sched_yield();
+    /* Listeners stop accepting first, so that peers redialing us meet a
+     * refused connection rather than one accepted and closed at once (a
+     * send that races such a close loses its message in nng 1.5.2, and a
+     * pipe still negotiating when its listener closes is never freed).
+     * Then inbox pipes are ended (end_pipe says why) and closed by nng; a
+     * pipe that slips in meanwhile is refused at ADD_PRE. */
+    for (uint32_t i = 0; i < n->n_listeners; i++)
+        troupe__stop_listener(n->listeners[i].l);
+    pthread_mutex_lock(&n->mu);
+    for (uint32_t i = 0; i < n->n_conns; i++)
+        n->sweep_close[i] = n->conns[i].pipe;
+    uint32_t nc = n->n_conns;
+    pthread_mutex_unlock(&n->mu);
+    for (uint32_t i = 0; i < nc; i++)
+        troupe__end_pipe(n->sweep_close[i]);
+    troupe__wait_for(conns_gone_pred, n, PIPE_END_MS);
+    nng_close(n->inbox);
+    nng_aio_stop(n->inbox_rx);
+    /* the graveyard's links go with the others */
+    while (n->graveyard != NULL) {
+        struct link *g = n->graveyard;
+        n->graveyard = g->next;
+        g->next = n->links;
+        n->links = g;
+    }
+    /* No link appears or goes once closing is set and the sweep has
+     * stopped. Every link's pipe is ended, then every socket closed, so
+     * that no link's callback can still send on another while it is being
+     * freed. */
+    for (struct link *l = n->links; l != NULL; l = l->next)
+        troupe__link_quiesce(l);
+    for (struct link *l = n->links; l != NULL; l = l->next)
+        nng_close(l->sock);
+    struct link *l = n->links;
+    n->links = NULL;
+    while (l != NULL) {
+        struct link *next = l->next;
+        troupe__link_close(n, l);
+        l = next;
+    }
+    for (uint32_t i = 0; i < n->n_conns; i++) {
+        troupe_free(n->conns[i].part);
+        n->conns[i].part = NULL;
+    }
+    troupe_node_stop_cb cb = n->stop_cb;
+    void *cb_arg = n->stop_arg;
+    atomic_store(&n->stopped, 1);
+    cb(n, cb_arg); /* may destroy n */
+}
+
 static void *
 sweeper_main(void *arg)
 {
     troupe_node *n = arg;
+    /* for perf, top, gdb, and where the stop callback runs */
+    pthread_setname_np(pthread_self(), "troupe-sweep");
     pthread_mutex_lock(&n->mu);
     while (!atomic_load(&n->closing)) {
         struct timespec ts;
@@ -200,16 +282,17 @@ sweeper_main(void *arg)
         pthread_mutex_lock(&n->mu);
     }
     pthread_mutex_unlock(&n->mu);
+    node_stop_run(n);
     return NULL;
 }
 
-/* Starts the sweep thread (n->sweeper; sweeper_running then true). It
- * stops when n->closing is set and sweep_cv signalled; destroy joins it. */
+/* Starts the sweep thread (n->sweeper). It leaves its loop when
+ * n->closing is set and sweep_cv signalled (troupe_node_stop), runs the
+ * stop and ends; destroy joins it. */
 troupe_err
 troupe__sweeper_start(troupe_node *n)
 {
     if (pthread_create(&n->sweeper, NULL, sweeper_main, n) != 0)
         return TROUPE_EIO;
-    n->sweeper_running = true;
     return TROUPE_OK;
 }

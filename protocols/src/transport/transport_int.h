@@ -18,13 +18,14 @@
  * control.
  *
  * Files, one concept each: node.c (the node object: create, listen,
- * stats, destroy), link.c (outgoing links, connect, peer state),
+ * stats, stop, destroy), link.c (outgoing links, connect, peer state),
  * send.c (the ring, frames and the transmitter), asks.c (asks in flight
  * and giving up), handshake.c (HELLO, HELLO_ACK, AUTH, REFUSE; the proofs
  * are auth.c's), inbox.c (incoming pipes and frames), lookup.c (the node
- * address: remote name lookup, ping), sweep.c (the sweep thread),
- * watch.c (endpoints nng 1.5.2 stops), endpoint.c (TLS configuration,
- * listeners, ending pipes), log.c (nng errors, the rate-limited log).
+ * address: remote name lookup, ping), sweep.c (the sweep thread, which also
+ * runs the stop), watch.c (endpoints nng 1.5.2 stops), endpoint.c (TLS
+ * configuration, listeners, ending pipes), log.c (nng errors, the rate-limited
+ * log).
  *
  * Locks and lifetimes: node->mu (links list, conns, routing) is taken
  * before a link's mu, never after; no lock is held across an nng call that
@@ -215,9 +216,14 @@ struct troupe_node {
     pthread_t sweeper;
     uint32_t *sweep_close;   /* the sweep's scratch: pipes to close */
     pthread_cond_t sweep_cv; /* with mu */
-    bool sweeper_running;
 
+    /* closing: troupe_node_stop was called (set under mu, with stop_cb
+     * and stop_arg); stopped: the sweep has torn the node down and calls
+     * stop_cb, or has called it */
     _Atomic int closing;
+    _Atomic int stopped;
+    troupe_node_stop_cb stop_cb;
+    void *stop_arg;
     _Atomic int in_send;
     _Atomic size_t qbytes; /* reserved by every queued envelope */
 
@@ -334,6 +340,7 @@ troupe__system_request(troupe_node *n, const troupe_msg *m);
 
 /* ---- sweep.c, watch.c ---- */
 
+/* Starts the sweep thread, which also runs the stop (sweep.c). EIO. */
 troupe_err
 troupe__sweeper_start(troupe_node *n);
 void

@@ -170,7 +170,8 @@ typedef struct troupe_index_hit {
 } troupe_index_hit;
 
 /* One allocation tree owned by the caller; every pointer in it lives until
- * troupe_index_result_destroy. */
+ * troupe_index_result_destroy. Only troupe allocates one (it carries more
+ * than the struct shows): destroy the pointer handed out, never a copy. */
 typedef struct troupe_index_result {
     size_t n;
     troupe_index_hit *hits;
@@ -182,7 +183,6 @@ typedef struct troupe_index_result {
     /* True when the range holds at least one more entry past the cursor
      * (with rows, that entry's row may turn out expired). */
     bool more;
-    void *mem_; /* private */
 } troupe_index_result;
 
 /* NULL is a no-op. */

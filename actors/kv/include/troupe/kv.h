@@ -16,6 +16,11 @@
  * is below its free-space floor: nothing written), ECORRUPT, EIO.
  * Replies are sent straight from the storage writer or worker thread, so a
  * request in flight when the kv actor stops still gets its reply.
+ *
+ * Lifecycle: kv is an actor, not an object. troupe_kv_spawn gives its
+ * address, which is all the caller keeps; stop it with troupe_actor_stop
+ * (cb), and its state (nothing outside the actor) goes with it. The kind
+ * numbers below are on the wire: they never change.
  */
 #ifndef TROUPE_KV_H
 #define TROUPE_KV_H
@@ -27,12 +32,7 @@
 #include "troupe/commit.h"
 #include "troupe/storage.h"
 
-enum troupe_kv_kind {
-    TROUPE_KV_PUT = 0,
-    TROUPE_KV_GET = 1,
-    TROUPE_KV_DEL = 2,
-    TROUPE_KV_NKINDS_ /* internal kinds follow */
-};
+enum troupe_kv_kind { TROUPE_KV_PUT = 0, TROUPE_KV_GET = 1, TROUPE_KV_DEL = 2 };
 
 typedef struct troupe_kv_opts {
     troupe_db *db;         /* borrowed; outlives the actor */

@@ -14,6 +14,8 @@
  *  - troupe_rows: the result of a read, owned by whoever receives it (the
  *    callback, or the caller of a _wait function) and freed with
  *    troupe_rows_destroy. Every pointer in it stays valid until then.
+ *    Only troupe allocates one (it carries more than the struct shows):
+ *    destroy the pointer handed out, never a copy of the struct.
  *
  * Threads. Every function may be called from any thread. Asynchronous
  * calls return at once; when they return OK their callback fires exactly
@@ -147,9 +149,6 @@ typedef struct troupe_rows {
     const uint8_t *cursor;
     size_t cursor_len;
     bool more;
-    troupe_body *body_; /* private */
-    void *mem_;         /* private */
-    void *cur_;         /* private */
 } troupe_rows;
 
 /* NULL is a no-op. Any thread. */
@@ -201,8 +200,9 @@ troupe_tables_stop(troupe_tables *t, troupe_tables_stop_cb cb, void *arg);
 troupe_err
 troupe_tables_stop_wait(troupe_tables *t);
 
-/* Frees a stopped (or never used) object. NULL is a no-op. Calling it
- * before the stop completed aborts. */
+/* Frees a stopped object (its stop callback has fired, or stop_wait
+ * returned), with or without tables in it. NULL is a no-op; an object not
+ * stopped is a programming error: abort(). */
 void
 troupe_tables_destroy(troupe_tables *t);
 

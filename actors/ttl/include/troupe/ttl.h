@@ -15,11 +15,12 @@
  * one ends the queue pass until the next tick. The queue pass runs beside
  * the table pass, never two at once.
  *
- * Owners: troupe_ttl_start creates the object, owned by the caller;
- * troupe_ttl_stop_wait stops the actor, then troupe_ttl_destroy frees it.
- * It borrows the runtime, the tables and the queues: stop it before
- * stopping them. Threads: every call may come from any thread; stop_wait
- * blocks (never call it on a loop thread of the runtime).
+ * Owners: troupe_ttl_create makes the object, owned by the caller;
+ * troupe_ttl_stop (or its blocking twin troupe_ttl_stop_wait) stops it,
+ * then troupe_ttl_destroy frees it. It borrows the runtime, the tables
+ * and the queues: stop it (and wait for its callback) before stopping
+ * them. Threads: every call may come from any thread; only stop_wait
+ * blocks (it refuses on troupe's own threads, see below).
  */
 #ifndef TROUPE_TTL_H
 #define TROUPE_TTL_H
@@ -45,11 +46,12 @@ typedef struct troupe_ttl_opts {
     void *clock_ctx;
 } troupe_ttl_opts;
 
-/* Spawns the scanner; its first pass runs after one interval. Errors:
- * EINVAL (NULL, no rt, neither tables nor queues), ENOMEM, the errors of
- * troupe_actor_spawn. */
+/* Makes the scanner and spawns its actor; its first pass runs after one
+ * interval. *out is the caller's (NULL on error). Errors: EINVAL (NULL, no
+ * rt, neither tables nor queues), ENOMEM, the errors of
+ * troupe_actor_spawn. Never blocks. */
 troupe_err
-troupe_ttl_start(const troupe_ttl_opts *o, troupe_ttl **out);
+troupe_ttl_create(const troupe_ttl_opts *o, troupe_ttl **out);
 
 /* Asks for a pass now (ignored while one runs). Errors: EINVAL, ESTATE
  * (stopped), the errors of troupe_runtime_send. Never blocks. */
@@ -81,15 +83,30 @@ troupe_ttl_queue_passes(const troupe_ttl *s);
 troupe_addr
 troupe_ttl_addr(const troupe_ttl *s);
 
-/* Stops the actor and waits until it is gone; a pass in flight is
- * abandoned (the table finishes its batch and its reply is dropped; a
- * queue purge batch already running finishes before this returns).
- * Errors: EINVAL, ESTATE (already stopped). Blocks. */
+typedef void (*troupe_ttl_stop_cb)(troupe_ttl *s, void *arg);
+
+/* Stops the scanner: no pass or queue batch starts from now on (kick is
+ * ESTATE), the actor stops, a pass in flight is abandoned (the table
+ * finishes its batch and its reply is dropped) and a queue purge batch
+ * already running finishes; then cb(s, arg) fires once, on scheduler 0
+ * (never inside this call; once scheduler 0 has closed at shutdown, on
+ * the thread that ended the last of it, this one included). From cb on
+ * the scanner no longer touches the tables or the queues, and cb may
+ * destroy it. Errors (cb never fires): EINVAL (NULL s or cb), ESTATE
+ * (already stopping or stopped). Never blocks. */
+troupe_err
+troupe_ttl_stop(troupe_ttl *s, troupe_ttl_stop_cb cb, void *arg);
+
+/* troupe_ttl_stop and a wait for its callback; its errors, and EDEADLK
+ * (on a troupe scheduler's thread or inside a troupe callback, where the
+ * wait could wait for itself: nothing is stopped). Blocks (for scheduler
+ * 0: in embedded mode, not on the host's loop thread, and only while
+ * that loop runs). */
 troupe_err
 troupe_ttl_stop_wait(troupe_ttl *s);
 
-/* Frees a stopped (or failed-to-start) scanner. NULL is a no-op; calling
- * it before stop_wait aborts. */
+/* Frees a stopped scanner (its stop callback has fired). NULL is a no-op;
+ * a scanner not stopped is a programming error: abort(). */
 void
 troupe_ttl_destroy(troupe_ttl *s);
 
