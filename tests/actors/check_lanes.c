@@ -823,18 +823,18 @@ START_TEST(test_drop_when_the_runtime_stops_first_completes_with_eclosed)
     ck_assert_ok(troupe_runtime_shutdown_wait(rt));
     ck_assert_msg(ts_wait_until(wrong_order_dropped, NULL, 10000),
                   "the drop never completed");
-    ck_assert_msg(
-        atomic_load(&D.drop_err) == TROUPE_ECLOSED, "drop %s write %s (%d)",
-        troupe_err_name(atomic_load(&D.drop_err)),
-        troupe_err_name(atomic_load(&W.write_err)), atomic_load(&W.writes));
+    ck_assert_err(atomic_load(&D.drop_err), TROUPE_ECLOSED);
     atomic_store(&H.release, 1);
     ck_assert(ts_wait_until(wrong_order_written, NULL, 10000));
+    /* The held write is still in the pipeline, and its completion uses
+     * the tables: the pipeline goes first (its destroy writes what it
+     * accepted and runs the completions), then the tables. */
+    troupe_commit_destroy(commit);
     ck_assert_ok(troupe_tables_stop_wait(tables));
     troupe_tables_destroy(tables);
     ck_assert_ok(troupe_catalog_stop_wait(cat));
     troupe_catalog_destroy(cat);
     troupe_runtime_destroy(rt);
-    troupe_commit_destroy(commit);
     ck_assert_ok(troupe_db_close(db));
     ck_assert_int_eq(atomic_load(&D.dropped), 1);
     /* reopened, the table and its row are there */
