@@ -87,8 +87,8 @@ struct troupe_target {
     _Atomic bool waiters; /* wait list non-empty */
     pthread_mutex_t mu;
     tslot *slots;
-    uint32_t free_head;       /* mu */
-    tslot *first, *last;      /* mu: in flight, oldest first */
+    uint32_t free_head;        /* mu */
+    tslot *first, *last;       /* mu: in flight, oldest first */
     troupe__credit_wait *wait; /* mu */
     bool listed;               /* disp.mu: in the name registry */
     int state;                 /* mu: TGT_* */
@@ -96,8 +96,7 @@ struct troupe_target {
     void *stop_arg;
     struct troupe_target *dnext; /* disp.mu: every live target */
     /* counters */
-    _Atomic uint64_t st_submitted, st_settled[5], st_timed_out, st_late,
-        st_bad;
+    _Atomic uint64_t st_submitted, st_settled[5], st_timed_out, st_late, st_bad;
 };
 
 enum { TGT_RUNNING = 0, TGT_STOPPING, TGT_STOPPED };
@@ -113,7 +112,7 @@ struct troupe__disp {
     bool quit;
     /* mu: when the thread wakes next; 0: idle; 1: awake, in a round */
     uint64_t sleep_until_ns;
-    bool woken; /* mu: a deadline came in since the round began */
+    bool woken;           /* mu: a deadline came in since the round began */
     troupe_target **scan; /* the thread's: the targets of a round */
     size_t scan_cap;
 };

@@ -446,8 +446,8 @@ troupe_host_reply(troupe_host *h, uint64_t id, uint32_t outcome,
     }
     atomic_fetch_add_explicit(&t->st_late, 1, memory_order_relaxed);
     uint32_t si = ID_SLOT(id);
-    bool timed = si < t->credit &&
-                 atomic_load(&t->slots[si].timeout_gen) == ID_GEN(id);
+    bool timed =
+        si < t->credit && atomic_load(&t->slots[si].timeout_gen) == ID_GEN(id);
     troupe__target_release(t);
     if (timed)
         return troupe__errf(TROUPE_ETIMEDOUT,
@@ -543,8 +543,7 @@ troupe_host_set_wake(troupe_host *h, void (*fn)(void *arg), void *arg)
         if (!h->nstarted) {
             if (pthread_create(&h->nthread, NULL, notifier_main, h) != 0) {
                 pthread_mutex_unlock(&h->nmu);
-                return troupe__errf(TROUPE_ESYS,
-                                    "host set wake: no thread: %s",
+                return troupe__errf(TROUPE_ESYS, "host set wake: no thread: %s",
                                     strerror(errno));
             }
             h->nstarted = true;

@@ -75,8 +75,7 @@ troupe_target_create(troupe_runtime *rt, const troupe_target_opts *o,
     if (rt == NULL || o == NULL || out == NULL)
         return troupe__errf(TROUPE_EINVAL, "target: NULL argument");
     if (!name_ok(o->name, &len))
-        return troupe__errf(TROUPE_EINVAL,
-                            "target name: 1..%d bytes, no NUL",
+        return troupe__errf(TROUPE_EINVAL, "target name: 1..%d bytes, no NUL",
                             TROUPE_TARGET_NAME_MAX);
     if ((o->fn == NULL) == (o->host == NULL))
         return troupe__errf(TROUPE_EINVAL,
@@ -294,8 +293,7 @@ troupe__task_settle(troupe_target *t, uint64_t id, int from,
         atomic_store(&s->timeout_gen, ID_GEN(id));
     if (outcome < TROUPE_OUTCOME_SUCCESS || outcome > TROUPE_OUTCOME_UNKNOWN)
         outcome = TROUPE_OUTCOME_UNKNOWN;
-    atomic_fetch_add_explicit(&t->st_settled[outcome], 1,
-                              memory_order_relaxed);
+    atomic_fetch_add_explicit(&t->st_settled[outcome], 1, memory_order_relaxed);
     if (timed_out)
         atomic_fetch_add_explicit(&t->st_timed_out, 1, memory_order_relaxed);
     /* t stays alive through done: a stop's callback may come after */
@@ -685,13 +683,13 @@ troupe_target_stats_get(const troupe_target *t, troupe_target_stats *out)
     if (t == NULL)
         return;
     troupe_target *m = (troupe_target *)t; /* relaxed reads only */
-    out->submitted = atomic_load_explicit(&m->st_submitted,
-                                          memory_order_relaxed);
+    out->submitted =
+        atomic_load_explicit(&m->st_submitted, memory_order_relaxed);
     for (int i = 0; i < 5; i++)
         out->settled[i] =
             atomic_load_explicit(&m->st_settled[i], memory_order_relaxed);
-    out->timed_out = atomic_load_explicit(&m->st_timed_out,
-                                          memory_order_relaxed);
+    out->timed_out =
+        atomic_load_explicit(&m->st_timed_out, memory_order_relaxed);
     out->late = atomic_load_explicit(&m->st_late, memory_order_relaxed);
     out->bad_outcome = atomic_load_explicit(&m->st_bad, memory_order_relaxed);
     out->held = atomic_load_explicit(&m->held, memory_order_relaxed);

@@ -140,10 +140,8 @@ cb_fn(const troupe_task *t, troupe_task_reply *r, void *arg)
 static troupe_target *
 callback_target(const char *name, uint32_t credit, uint32_t timeout_ms)
 {
-    troupe_target_opts o = {.name = name,
-                            .fn = cb_fn,
-                            .credit = credit,
-                            .timeout_ms = timeout_ms};
+    troupe_target_opts o = {
+        .name = name, .fn = cb_fn, .credit = credit, .timeout_ms = timeout_ms};
     troupe_target *t = NULL;
     ck_assert_ok(troupe_target_create(rt, &o, &t));
     return t;
@@ -408,10 +406,8 @@ static troupe_host *host;
 static troupe_target *
 pull_target(const char *name, uint32_t credit, uint32_t timeout_ms)
 {
-    troupe_target_opts o = {.name = name,
-                            .host = host,
-                            .credit = credit,
-                            .timeout_ms = timeout_ms};
+    troupe_target_opts o = {
+        .name = name, .host = host, .credit = credit, .timeout_ms = timeout_ms};
     troupe_target *t = NULL;
     ck_assert_ok(troupe_target_create(rt, &o, &t));
     return t;
@@ -476,8 +472,8 @@ START_TEST(test_pull_records_carry_the_task_and_replies_settle_it_once)
     ck_assert(fd_readable(troupe_host_wake_fd(host)));
     uint8_t buf[4096];
     size_t n = 0, len = 0;
-    ck_assert_ok(troupe_host_next_batch(host, 0, buf, sizeof(buf), 16, &n,
-                                        &len));
+    ck_assert_ok(
+        troupe_host_next_batch(host, 0, buf, sizeof(buf), 16, &n, &len));
     ck_assert_uint_eq(n, 3);
     size_t off = 0;
     for (int i = 0; i < 3; i++) {
@@ -498,25 +494,25 @@ START_TEST(test_pull_records_carry_the_task_and_replies_settle_it_once)
     }
     ck_assert_uint_eq(off, len);
     ck_assert_int_eq(atomic_load(&P.done), 0);
-    ck_assert_ok(troupe_host_reply(host, ids[0], TROUPE_OUTCOME_SUCCESS, "ok",
-                                   2));
-    ck_assert_err(troupe_host_reply(host, ids[0], TROUPE_OUTCOME_SUCCESS,
-                                    NULL, 0),
-                  TROUPE_ENOENT);
-    ck_assert_ok(troupe_host_reply(host, ids[1], TROUPE_OUTCOME_FAILURE, NULL,
-                                   0));
+    ck_assert_ok(
+        troupe_host_reply(host, ids[0], TROUPE_OUTCOME_SUCCESS, "ok", 2));
+    ck_assert_err(
+        troupe_host_reply(host, ids[0], TROUPE_OUTCOME_SUCCESS, NULL, 0),
+        TROUPE_ENOENT);
+    ck_assert_ok(
+        troupe_host_reply(host, ids[1], TROUPE_OUTCOME_FAILURE, NULL, 0));
     ck_assert_err(troupe_host_reply(host, ids[2], 0, NULL, 0), TROUPE_EINVAL);
-    ck_assert_err(troupe_host_reply(host, ids[2], TROUPE_OUTCOME_SUCCESS,
-                                    NULL, 0),
-                  TROUPE_ENOENT);
+    ck_assert_err(
+        troupe_host_reply(host, ids[2], TROUPE_OUTCOME_SUCCESS, NULL, 0),
+        TROUPE_ENOENT);
     wait_done(3);
     each_once(3);
     ck_assert_int_eq(atomic_load(&P.outcomes[TROUPE_OUTCOME_SUCCESS]), 1);
     ck_assert_int_eq(atomic_load(&P.outcomes[TROUPE_OUTCOME_FAILURE]), 1);
     ck_assert_int_eq(atomic_load(&P.outcomes[TROUPE_OUTCOME_UNKNOWN]), 1);
-    ck_assert_err(troupe_host_reply(host, 12345, TROUPE_OUTCOME_SUCCESS, NULL,
-                                    0),
-                  TROUPE_ENOENT);
+    ck_assert_err(
+        troupe_host_reply(host, 12345, TROUPE_OUTCOME_SUCCESS, NULL, 0),
+        TROUPE_ENOENT);
     stop_destroy(t);
 }
 END_TEST
@@ -613,11 +609,11 @@ START_TEST(test_a_task_too_big_for_the_buffer_is_etoobig_and_unknown)
     /* a batch stops before a record that does not fit, and keeps it */
     ck_assert_ok(submit(t, 2, b60, NULL));
     size_t n = 0;
-    ck_assert_ok(troupe_host_next_batch(host, 0, buf, sizeof(buf), 8, &n,
-                                        &len));
+    ck_assert_ok(
+        troupe_host_next_batch(host, 0, buf, sizeof(buf), 8, &n, &len));
     ck_assert_uint_eq(n, 1); /* "s" fits, the 60-byte one not after it */
-    ck_assert_ok(troupe_host_next_batch(host, 0, buf, sizeof(buf), 8, &n,
-                                        &len));
+    ck_assert_ok(
+        troupe_host_next_batch(host, 0, buf, sizeof(buf), 8, &n, &len));
     ck_assert_uint_eq(n, 1);
     ck_assert_uint_eq(rd32(buf + 20), 60);
     close_then_stop(t); /* the two taken settle at the close */
@@ -686,8 +682,8 @@ START_TEST(test_a_blocking_pull_wakes_for_a_task)
     ck_assert_ok(troupe_host_next(host, 10000, buf, sizeof(buf), &len));
     ck_assert_uint_gt(len, 0);
     pthread_join(th, NULL);
-    ck_assert_ok(troupe_host_reply(host, rd64(buf), TROUPE_OUTCOME_SUCCESS,
-                                   NULL, 0));
+    ck_assert_ok(
+        troupe_host_reply(host, rd64(buf), TROUPE_OUTCOME_SUCCESS, NULL, 0));
     ck_assert_ok(troupe_host_next(host, 20, buf, sizeof(buf), &len));
     ck_assert_uint_eq(len, 0); /* nothing came: the timeout */
     ck_assert_err(troupe_host_next(host, -1, buf, sizeof(buf), &len),
@@ -782,9 +778,9 @@ START_TEST(test_host_calls_bad_arguments_are_einval_or_eproto)
     ck_assert_err(troupe_host_next(NULL, 0, buf, sizeof(buf), &len),
                   TROUPE_EINVAL);
     ck_assert_err(troupe_host_next(host, 0, NULL, 8, &len), TROUPE_EINVAL);
-    ck_assert_err(troupe_host_next_batch(host, 0, buf, sizeof(buf), 4, NULL,
-                                         &len),
-                  TROUPE_EINVAL);
+    ck_assert_err(
+        troupe_host_next_batch(host, 0, buf, sizeof(buf), 4, NULL, &len),
+        TROUPE_EINVAL);
     ck_assert_err(troupe_host_reply(NULL, 1, 1, NULL, 0), TROUPE_EINVAL);
     ck_assert_err(troupe_host_reply(host, 1, 1, NULL, 3), TROUPE_EINVAL);
     ck_assert_err(troupe_host_reply_batch(host, buf, 8, NULL, &refused),
@@ -839,8 +835,8 @@ puller(void *arg)
         }
         size_t done = 0, refused = 0;
         if (ro > 0)
-            ck_assert_ok(troupe_host_reply_batch(host, rep, ro, &done,
-                                                 &refused));
+            ck_assert_ok(
+                troupe_host_reply_batch(host, rep, ro, &done, &refused));
         ck_assert_uint_eq(done + refused, n);
     }
     return NULL;
@@ -890,8 +886,8 @@ dispatch_suite(void)
     tcase_set_timeout(cb, 60);
     tcase_add_test(cb, test_target_create_bad_arguments_are_einval);
     tcase_add_test(cb, test_target_names_are_unique_until_stopped);
-    tcase_add_test(cb,
-                   test_callback_tasks_settle_once_with_their_outcome_and_reply);
+    tcase_add_test(
+        cb, test_callback_tasks_settle_once_with_their_outcome_and_reply);
     tcase_add_test(cb, test_callback_returning_garbage_is_unknown);
     tcase_add_test(
         cb, test_callback_past_its_deadline_is_unknown_and_its_return_dropped);
@@ -911,11 +907,13 @@ dispatch_suite(void)
                    test_pull_records_carry_the_task_and_replies_settle_it_once);
     tcase_add_test(pull,
                    test_wake_fd_is_edge_triggered_and_rearmed_by_an_empty_pull);
+    tcase_add_test(
+        pull, test_a_reply_after_the_deadline_is_refused_and_changes_nothing);
     tcase_add_test(pull,
-                   test_a_reply_after_the_deadline_is_refused_and_changes_nothing);
-    tcase_add_test(pull, test_a_task_too_big_for_the_buffer_is_etoobig_and_unknown);
+                   test_a_task_too_big_for_the_buffer_is_etoobig_and_unknown);
     tcase_add_test(pull, test_host_close_settles_ready_and_taken_tasks_unknown);
-    tcase_add_test(pull, test_stop_settles_ready_tasks_and_waits_for_taken_ones);
+    tcase_add_test(pull,
+                   test_stop_settles_ready_tasks_and_waits_for_taken_ones);
     tcase_add_test(pull, test_a_blocking_pull_wakes_for_a_task);
     tcase_add_test(
         pull, test_wake_callback_runs_on_its_own_thread_and_clearing_quiesces);

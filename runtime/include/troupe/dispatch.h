@@ -202,7 +202,8 @@ troupe_host_set_wake(troupe_host *h, void (*fn)(void *arg), void *arg);
 
 /* The size of a record for header and body lengths. */
 #define TROUPE_HOST_RECORD_SIZE(hl, bl)                                        \
-    ((TROUPE_HOST_RECORD_FIXED + (size_t)(hl) + (size_t)(bl) + 7u) & ~(size_t)7u)
+    ((TROUPE_HOST_RECORD_FIXED + (size_t)(hl) + (size_t)(bl) + 7u) &           \
+     ~(size_t)7u)
 
 /*
  * Takes the next ready task into buf as one record; *len gets its size (0
