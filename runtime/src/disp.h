@@ -54,8 +54,9 @@ typedef struct tslot {
     void *arg;
     bool timed_out;
     /* Callback slots: 1 from submit until the HOST lane job is done with
-     * the slot, 2 once a settler left the freeing to that job; the
-     * slot is freed by whichever of the two comes last (target.c). */
+     * the slot, 2 once a settler left the freeing to that job (the task's
+     * credit is back already: target.c); the slot is freed by whichever
+     * of the two comes last. */
     _Atomic int running;
     /* the generation the deadline settled last: a late reply to it is
      * ETIMEDOUT, not ENOENT */
@@ -80,6 +81,10 @@ struct troupe_target {
     troupe_host *host;
     uint32_t hidx; /* index in the host's table (pull), 0 for callback */
     uint32_t credit;
+    /* slots: credit for pull targets; for callback targets up to twice
+     * that, as a callback past its deadline keeps its slot (its bytes)
+     * but not its credit until it returns (target.c) */
+    uint32_t nslots;
     uint64_t timeout_ns;
     uint32_t timeout_ms;
     _Atomic long refs;

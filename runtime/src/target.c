@@ -1,13 +1,19 @@
 /*
  * Dispatch targets: task slots, credit, settling, and callback mode.
  *
- * A target owns `credit` slots, allocated at create: a task is a slot, so
+ * A target owns its slots, allocated at create: a task is a slot, so
  * the credit bounds both the tasks in flight and the memory they hold
- * beyond their bytes. A slot's state word (disp.h) carries its
- * generation, and so does the task's id; every change of state is one
- * compare-and-swap on that word, so of the answer, the deadline and a
- * stop racing for a task exactly one settles it, and an id whose slot
- * was reused since names nothing (a late reply finds a newer generation).
+ * beyond their bytes. A pull target has `credit` slots; a callback target
+ * has up to twice that (at most 65536), because a callback that outlives
+ * its deadline keeps its slot (the task's bytes it borrows) until it
+ * returns, but not its credit: the producer heard UNKNOWN, and a
+ * graceful stop is bounded by the deadline (the queue's handler timeout
+ * frees the worker's credit at once). When every spare slot is taken by
+ * such callbacks still running, a submit is refused (EBUSY). A slot's state
+ * word (disp.h) carries its generation, and so does the task's id; every change
+ * of state is one compare-and-swap on that word, so of the answer, the deadline
+ * and a stop racing for a task exactly one settles it, and an id whose slot was
+ * reused since names nothing (a late reply finds a newer generation).
  *
  *   FREE -submit-> READY -run (callback)-> TAKEN
  *                  READY -take (host)-> COPYING -copied-> TAKEN
@@ -15,8 +21,9 @@
  *                                     -done returns true-> HELD -end-> FREE
  * (COPYING settles only when the copy cannot be made: ETOOBIG.)
  *
- * The credit is given back when the slot is freed, not when the outcome
- * is known: a producer that must make the outcome durable first (the
+ * The credit is given back when the slot is freed (or, for a callback
+ * still running past its deadline, when its task settled), not when the
+ * outcome is known: a producer that must make the outcome durable first (the
  * queue) holds the task (done returns true) until it is, so that neither
  * a new task nor a graceful stop overtakes it.
  */
@@ -32,7 +39,7 @@
 static void
 target_free(troupe_target *t)
 {
-    for (uint32_t i = 0; i < t->credit; i++)
+    for (uint32_t i = 0; i < t->nslots; i++)
         troupe_free(t->slots[i].data);
     troupe_free(t->slots);
     troupe_free(t->name);
@@ -105,18 +112,23 @@ troupe_target_create(troupe_runtime *rt, const troupe_target_opts *o,
     atomic_init(&t->refs, 1);
     pthread_mutex_init(&t->mu, NULL);
     t->name = troupe_malloc(len + 1);
-    t->slots = troupe_calloc(t->credit, sizeof(*t->slots));
+    t->nslots = t->credit;
+    if (t->fn != NULL)
+        t->nslots = t->credit <= TROUPE_TARGET_CREDIT_MAX / 2
+                        ? 2 * t->credit
+                        : TROUPE_TARGET_CREDIT_MAX;
+    t->slots = troupe_calloc(t->nslots, sizeof(*t->slots));
     if (t->name == NULL || t->slots == NULL) {
         target_free(t);
         return TROUPE_ENOMEM;
     }
     memcpy(t->name, o->name, len + 1);
     t->name_len = len;
-    for (uint32_t i = 0; i < t->credit; i++) {
+    for (uint32_t i = 0; i < t->nslots; i++) {
         t->slots[i].t = t;
         t->slots[i].idx = i;
         atomic_init(&t->slots[i].word, WORD(1, SLOT_FREE));
-        t->slots[i].free_next = i + 2 <= t->credit ? i + 2 : 0;
+        t->slots[i].free_next = i + 2 <= t->nslots ? i + 2 : 0;
     }
     t->free_head = 1;
     if (t->host != NULL && (e = troupe__host_attach(t->host, t)) != TROUPE_OK) {
@@ -230,15 +242,13 @@ static tslot *
 slot_of(troupe_target *t, uint64_t id)
 {
     uint32_t i = ID_SLOT(id);
-    return i < t->credit ? &t->slots[i] : NULL;
+    return i < t->nslots ? &t->slots[i] : NULL;
 }
 
-/* Frees a settled slot (SETTLING or HELD): unlinked, generation bumped,
- * credit back; a stop waiting for the last one completes. */
+/* Off the list of tasks in flight (t->mu held). */
 static void
-slot_free(troupe_target *t, tslot *s)
+slot_unlink(troupe_target *t, tslot *s)
 {
-    pthread_mutex_lock(&t->mu);
     if (s->prev != NULL)
         s->prev->next = s->next;
     else
@@ -248,6 +258,18 @@ slot_free(troupe_target *t, tslot *s)
     else
         t->last = s->prev;
     s->prev = s->next = NULL;
+}
+
+/* Frees a settled slot (SETTLING or HELD): generation bumped, back on
+ * the free list. `live`: it was still in flight, so also unlinked and its
+ * credit given back (a stop waiting for the last one completes); not
+ * live: slot_settled did both when the task settled. */
+static void
+slot_free_as(troupe_target *t, tslot *s, bool live)
+{
+    pthread_mutex_lock(&t->mu);
+    if (live)
+        slot_unlink(t, s);
     if (s->cap > 65536) { /* keep small buffers, give large ones back */
         troupe_free(s->data);
         s->data = NULL;
@@ -258,16 +280,31 @@ slot_free(troupe_target *t, tslot *s)
     s->free_next = t->free_head;
     t->free_head = s->idx + 1;
     pthread_mutex_unlock(&t->mu);
-    credit_put(t);
+    if (live)
+        credit_put(t);
 }
 
-/* The settler is done with the slot: freed now, or by its callback job
- * when that is still queued or running. */
+static void
+slot_free(troupe_target *t, tslot *s)
+{
+    slot_free_as(t, s, true);
+}
+
+/* The settler is done with the slot: freed now, or, when its callback
+ * job is still queued or running, left to that job, but out of flight
+ * and its credit back at once (the producer heard the outcome). */
 static void
 slot_settled(troupe_target *t, tslot *s)
 {
+    /* unlinked first: once the job may free the slot, a new task may be
+     * linked through it */
+    pthread_mutex_lock(&t->mu);
+    slot_unlink(t, s);
+    pthread_mutex_unlock(&t->mu);
     if (atomic_exchange(&s->running, 2) == 0)
-        slot_free(t, s);
+        slot_free_as(t, s, false);
+    /* else the job frees it (it holds a reference on t: submit) */
+    credit_put(t);
 }
 
 bool
@@ -407,8 +444,7 @@ static void
 callback_run(void *arg)
 {
     tslot *s = arg;
-    troupe_target *t = s->t;
-    troupe__target_retain(t);
+    troupe_target *t = s->t; /* the job's reference, taken at submit */
     uint64_t w = atomic_load(&s->word);
     uint64_t id = ID_MAKE(0, s->idx, WORD_GEN(w));
     if (WORD_ST(w) == SLOT_READY &&
@@ -435,7 +471,7 @@ callback_run(void *arg)
     }
     /* else settled while it waited for a thread (deadline, stop) */
     if (atomic_exchange(&s->running, 0) == 2)
-        slot_free(t, s);
+        slot_free_as(t, s, false);
     troupe__target_release(t);
 }
 
@@ -475,9 +511,16 @@ troupe__target_submit(troupe_target *t, const troupe__task_in *in,
     }
     pthread_mutex_lock(&t->mu);
     if (t->state != TGT_RUNNING || t->free_head == 0) {
-        /* free_head 0 with a credit taken cannot happen: credit == slots */
+        /* free_head 0 with a credit taken: every spare slot is a
+         * callback still running past its deadline */
+        bool running = t->state == TGT_RUNNING;
         pthread_mutex_unlock(&t->mu);
         credit_put(t);
+        if (running)
+            return troupe__errf(TROUPE_EBUSY,
+                                "target %s: every slot is held by a callback "
+                                "running past its deadline",
+                                t->name);
         return TROUPE_ESTATE;
     }
     tslot *s = &t->slots[t->free_head - 1];
@@ -530,11 +573,15 @@ troupe__target_submit(troupe_target *t, const troupe__task_in *in,
     if (was_empty)
         troupe__disp_due(t->d, s->due_ns);
     troupe_err e;
-    if (t->host != NULL)
+    if (t->host != NULL) {
         e = troupe__host_push(t->host, tid);
-    else
+    } else {
+        /* the job's reference: it may outlive the task's settling (and
+         * so the target's stop) when it runs past the deadline */
+        troupe__target_retain(t);
         e = troupe_runtime_work_in(t->rt, TROUPE_LANE_HOST, need + sizeof(*s),
                                    callback_run, NULL, s);
+    }
     if (e == TROUPE_OK)
         return TROUPE_OK;
     /* Nothing took it: back to free without a done, unless a stop or the
@@ -545,10 +592,15 @@ troupe__target_submit(troupe_target *t, const troupe__task_in *in,
                                        WORD(gen, SLOT_SETTLING))) {
         atomic_store(&s->running, 0);
         slot_free(t, s);
+        if (t->fn != NULL)
+            troupe__target_release(t); /* the job's, never run */
         return e;
     }
-    if (t->fn != NULL && atomic_exchange(&s->running, 0) == 2)
-        slot_free(t, s);
+    if (t->fn != NULL) {
+        if (atomic_exchange(&s->running, 0) == 2)
+            slot_free_as(t, s, false);
+        troupe__target_release(t); /* the job's, never run */
+    }
     return TROUPE_OK;
 }
 

@@ -392,6 +392,58 @@ START_TEST(test_stop_waits_for_the_running_callback_and_fires_once)
 }
 END_TEST
 
+static bool
+cb_running_two(void *arg)
+{
+    (void)arg;
+    return atomic_load(&cb_running) >= 2;
+}
+
+static bool
+cb_returned_two(void *arg)
+{
+    (void)arg;
+    return atomic_load(&cb_returned) >= 2;
+}
+
+/* A callback past its deadline gives its credit back at the deadline
+ * (the queue's handler timeout frees the worker's credit) while it keeps
+ * its slot: a second task runs beside it, a stop ends at the deadlines
+ * although both still run, and with the spare slots all held a submit is
+ * EBUSY. The target's memory outlives its destroy until they return. */
+START_TEST(test_a_callback_past_its_deadline_frees_its_credit_not_its_slot)
+{
+    atomic_store(&cb_mode, TROUPE_OUTCOME_SUCCESS);
+    atomic_store(&cb_block, 1);
+    atomic_store(&cb_running, 0);
+    atomic_store(&cb_returned, 0);
+    atomic_store(&stops, 0);
+    troupe_target *t = callback_target("zombie", 1, 50);
+    ck_assert_ok(submit(t, 0, "x", NULL));
+    wait_done(1);
+    ck_assert_int_eq(atomic_load(&P.outcomes[TROUPE_OUTCOME_UNKNOWN]), 1);
+    troupe_target_stats st;
+    troupe_target_stats_get(t, &st);
+    ck_assert_uint_eq(st.held, 0);
+    ck_assert_ok(submit(t, 1, "y", NULL));
+    ck_assert(ts_wait_until(cb_running_two, NULL, 10000));
+    wait_done(2);
+    ck_assert(troupe__target_credit_take(t, NULL));
+    troupe__task_in in = {
+        .kind = TROUPE_TASK_TEST, .header = "h", .header_len = 1};
+    ck_assert_err(troupe__target_submit(t, &in, on_done, (void *)2, NULL),
+                  TROUPE_EBUSY);
+    ck_assert_ok(troupe_target_stop(t, on_stop, NULL));
+    ck_assert_int_eq(atomic_load(&stops), 1);
+    ck_assert_int_eq(atomic_load(&cb_running), 2);
+    troupe_target_destroy(t);
+    atomic_store(&cb_block, 0);
+    ck_assert(ts_wait_until(cb_returned_two, NULL, 10000));
+    each_once(2);
+    ck_assert_int_eq(atomic_load(&P.done), 2);
+}
+END_TEST
+
 START_TEST(test_destroy_of_a_running_target_aborts)
 {
     troupe_target *t = callback_target("running", 0, 0);
@@ -897,6 +949,8 @@ dispatch_suite(void)
     tcase_add_test(cb,
                    test_a_held_task_keeps_its_credit_and_the_stop_until_ended);
     tcase_add_test(cb, test_stop_waits_for_the_running_callback_and_fires_once);
+    tcase_add_test(
+        cb, test_a_callback_past_its_deadline_frees_its_credit_not_its_slot);
     tcase_add_test_raise_signal(cb, test_destroy_of_a_running_target_aborts,
                                 SIGABRT);
     suite_add_tcase(s, cb);

@@ -74,7 +74,9 @@ typedef struct troupe__task_in {
  * On OK done fires exactly once and *id (may be NULL) gets the task's id.
  * On error the credit is given back and done never fires: EINVAL (bad
  * kind, header or body too long), ESTATE (the target is stopping),
- * ECLOSED (its host closed, or the runtime's pool stopped), ENOMEM.
+ * ECLOSED (its host closed, or the runtime's pool stopped), EBUSY (a
+ * callback target whose spare slots, as many as its credit, are all
+ * held by callbacks still running past their deadline), ENOMEM.
  * Never blocks.
  */
 troupe_err
