@@ -25,7 +25,8 @@ enum {
     SLOT_COPYING,  /* a host copies it (host.c): nothing else touches it */
     SLOT_TAKEN,    /* a host holds it, or its callback runs */
     SLOT_SETTLING, /* its done runs */
-    SLOT_HELD      /* its producer ends it later */
+    SLOT_HELD,     /* its producer ends it later */
+    SLOT_ENDED     /* its producer ended it while its done still ran */
 };
 
 #define WORD(gen, st) (((uint64_t)(gen) << 8) | (uint64_t)(st))
@@ -53,6 +54,7 @@ typedef struct tslot {
     troupe__task_done_fn done;
     void *arg;
     bool timed_out;
+    bool was_taken; /* it was TAKEN when it settled (valid in done) */
     /* Callback slots: 1 from submit until the HOST lane job is done with
      * the slot, 2 once a settler left the freeing to that job (the task's
      * credit is back already: target.c); the slot is freed by whichever

@@ -157,10 +157,17 @@ credit_cas(troupe_target *t)
     return false;
 }
 
-bool
-troupe__target_credit_take(troupe_target *t, troupe__credit_wait *w)
+/* A credit is free now (taken when `take`). */
+static bool
+credit_free(troupe_target *t, bool take)
 {
-    if (credit_cas(t))
+    return take ? credit_cas(t) : atomic_load(&t->held) < t->credit;
+}
+
+static bool
+credit_look(troupe_target *t, troupe__credit_wait *w, bool take)
+{
+    if (credit_free(t, take))
         return true;
     if (w == NULL)
         return false;
@@ -177,7 +184,19 @@ troupe__target_credit_take(troupe_target *t, troupe__credit_wait *w)
     }
     pthread_mutex_unlock(&t->mu);
     /* a credit freed before w was queued kicked nobody: look again */
-    return credit_cas(t);
+    return credit_free(t, take);
+}
+
+bool
+troupe__target_credit_take(troupe_target *t, troupe__credit_wait *w)
+{
+    return credit_look(t, w, true);
+}
+
+bool
+troupe__target_credit_peek(troupe_target *t, troupe__credit_wait *w)
+{
+    return credit_look(t, w, false);
 }
 
 void
@@ -234,6 +253,12 @@ credit_put(troupe_target *t)
         cb(t, cb_arg);
     else
         kick_waiters(t);
+}
+
+void
+troupe__target_credit_give(troupe_target *t)
+{
+    credit_put(t);
 }
 
 /* ---- slots ----------------------------------------------------------- */
@@ -326,6 +351,7 @@ troupe__task_settle(troupe_target *t, uint64_t id, int from,
             break;
     }
     s->timed_out = timed_out;
+    s->was_taken = WORD_ST(w) == SLOT_TAKEN;
     if (timed_out)
         atomic_store(&s->timeout_gen, ID_GEN(id));
     if (outcome < TROUPE_OUTCOME_SUCCESS || outcome > TROUPE_OUTCOME_UNKNOWN)
@@ -336,9 +362,11 @@ troupe__task_settle(troupe_target *t, uint64_t id, int from,
     /* t stays alive through done: a stop's callback may come after */
     troupe__target_retain(t);
     bool hold = s->done(s->arg, id, outcome, body, len);
-    if (hold)
-        atomic_store(&s->word, WORD(ID_GEN(id), SLOT_HELD));
-    else
+    uint64_t settling = WORD(ID_GEN(id), SLOT_SETTLING);
+    /* held, unless the producer ended it already from inside done's
+     * span (ENDED: troupe__target_task_end) */
+    if (!hold || !atomic_compare_exchange_strong(
+                     &s->word, &settling, WORD(ID_GEN(id), SLOT_HELD)))
         slot_settled(t, s);
     troupe__target_release(t);
     return true;
@@ -351,11 +379,25 @@ troupe__target_task_end(troupe_target *t, uint64_t id)
     if (s == NULL)
         return;
     uint64_t want = WORD(ID_GEN(id), SLOT_HELD);
-    if (atomic_load(&s->word) != want)
-        return; /* not held: a producer's error, ignored */
+    if (!atomic_compare_exchange_strong(&s->word, &want,
+                                        WORD(ID_GEN(id), SLOT_SETTLING))) {
+        /* its done still runs (and will return true): the settler frees
+         * it; anything else is a producer's error, ignored */
+        want = WORD(ID_GEN(id), SLOT_SETTLING);
+        (void)atomic_compare_exchange_strong(&s->word, &want,
+                                             WORD(ID_GEN(id), SLOT_ENDED));
+        return;
+    }
     troupe__target_retain(t);
     slot_settled(t, s);
     troupe__target_release(t);
+}
+
+bool
+troupe__task_taken(troupe_target *t, uint64_t id)
+{
+    tslot *s = slot_of(t, id);
+    return s != NULL && s->was_taken;
 }
 
 tslot *

@@ -48,24 +48,32 @@
 /* Attempt counts kept per partition (oldest dropped beyond). */
 #define ATT_MAX 65536
 
-enum { J_RUN = 0, J_SETTLING, J_DONE, J_TIMEDOUT };
+/* A callback job's state: the handler's return and the task's settling
+ * race for it (partition.c: job_done). */
+enum { J_RUN = 0, J_RETURNED, J_ABANDONED };
 
 typedef struct tq_job {
     tq_queue *q;
     troupe_queue_worker *w;
     troupe_runtime *rt;
     troupe_addr part; /* the partition actor */
+    uint64_t id;      /* the task's (set by done) */
     uint32_t attempt;
-    troupe_queue_outcome_kind kind; /* the handler's, once it returned */
-    _Atomic int state;
-    /* The pool's completion holds one reference, an outcome commit in
-     * flight another; the last one frees the job. */
+    _Atomic int state; /* J_* (callback workers) */
+    /* done's side holds one reference, a callback's handler another; the
+     * last one unclaims the row and sends the notice (TQ_SETTLED) */
     atomic_int refs;
-    bool async; /* its outcome commit completes as TQ_SETTLED */
+    /* the handler's return (callback workers) */
+    troupe_outcome fo;
+    troupe_err he;
+    bool ran, gone;
+    void *cur; /* the row read again once claimed */
+    size_t curlen;
+    /* the outcome */
+    troupe_queue_outcome_kind kind;
+    int64_t time_ms;
     uint32_t resched_part;
-    int64_t resched_time;
-    troupe_err result;
-    uint64_t timer;
+    bool completed; /* the row is no longer pending */
     uint8_t *skey;
     size_t sklen;
     uint8_t *val;
@@ -117,8 +125,6 @@ typedef struct tq_part {
     bool timer_on;
     int64_t timer_at;
     uint64_t timer_id;
-    tq_job **jobs;
-    size_t njobs, capjobs;
     tq_att *att;
     size_t natt, capatt;
 } tq_part;
@@ -211,32 +217,7 @@ att_del(tq_part *s, const uint8_t *k, size_t len)
         }
 }
 
-/* ---- credit ----------------------------------------------------------------
- */
-
-static bool
-credit_take(troupe_queue_worker *w)
-{
-    uint32_t h = atomic_load(&w->held);
-    while (h < w->credit)
-        if (atomic_compare_exchange_weak(&w->held, &h, h + 1))
-            return true;
-    return false;
-}
-
-static void
-credit_give(troupe_queue_worker *w)
-{
-    atomic_fetch_sub(&w->held, 1);
-    if (atomic_exchange(&w->starved, false))
-        troupe__tq_kick_range(w->q, w->first, w->last, TQ_CREDIT);
-}
-
-static void
-running_done(troupe_queue_worker *w)
-{
-    troupe__tq_worker_done(w);
-}
+/* ---- credit ------------------------------------------------------------ */
 
 /* Drops workers that are stopping. */
 static void
@@ -252,109 +233,164 @@ prune(tq_part *s)
     s->nws = j;
 }
 
-/* A worker with credit taken, or NULL (every worker then marked
- * starved, so that the next credit freed kicks this partition). */
+/* A worker with a credit taken on its target, or NULL: every worker's
+ * wait is then queued on its target, so that the next credit freed
+ * kicks its partition range (troupe__tq_worker_kick). The first round
+ * takes without queueing anything. */
 static troupe_queue_worker *
 pick(tq_part *s)
 {
-    for (int round = 0; round < 2; round++) {
+    for (int round = 0; round < 2; round++)
         for (size_t k = 0; k < s->nws; k++) {
             troupe_queue_worker *w = s->ws[(s->rr + k) % s->nws];
-            if (!atomic_load(&w->stopping) && credit_take(w)) {
+            if (!atomic_load(&w->stopping) &&
+                troupe__target_credit_take(w->target,
+                                           round ? &w->wait : NULL)) {
                 s->rr = (s->rr + k + 1) % s->nws;
                 return w;
             }
         }
-        /* mark first, then look again: a credit freed in between either
-         * sees the mark or is seen by the second look */
-        for (size_t k = 0; k < s->nws; k++)
-            atomic_store(&s->ws[k]->starved, true);
-    }
     return NULL;
 }
 
-/* ---- jobs ---------------------------------------------------------------- */
+/* Some worker has a credit free now; else each one's wait is queued. */
+static bool
+credit_any(tq_part *s)
+{
+    for (int round = 0; round < 2; round++)
+        for (size_t k = 0; k < s->nws; k++) {
+            troupe_queue_worker *w = s->ws[k];
+            if (!atomic_load(&w->stopping) &&
+                troupe__target_credit_peek(w->target, round ? &w->wait : NULL))
+                return true;
+        }
+    return false;
+}
 
+/* ---- jobs: one delivery, from its claim to its notice ------------------ */
+
+/* The job's end, once both sides let go of it (job_unref): the row is
+ * unclaimed and the partition hears of it (TQ_SETTLED), which frees it. */
 static void
 job_free(tq_job *j)
 {
-    troupe__tq_unclaim(j->q, j->skey, j->sklen);
     troupe__tq_worker_release(j->w);
     troupe__tq_release(j->q);
+    troupe_free(j->cur);
     troupe_free(j->skey);
     troupe_free(j);
 }
 
 static void
-job_unref(tq_job *j)
+job_drop(void *arg)
 {
-    if (atomic_fetch_sub(&j->refs, 1) == 1)
-        job_free(j);
+    job_free(arg);
 }
 
 static void
-settle_drop(void *arg)
+job_unref(tq_job *j)
 {
-    job_unref(arg);
+    if (atomic_fetch_sub(&j->refs, 1) != 1)
+        return;
+    troupe__tq_unclaim(j->q, j->skey, j->sklen);
+    troupe_msg *m = NULL;
+    if (troupe_msg_create(&m, TQ_SETTLED, NULL, 0) != TROUPE_OK) {
+        job_free(j);
+        return;
+    }
+    troupe_runtime *rt = j->rt;
+    troupe_addr part = j->part;
+    m->ptr = j;
+    m->ptr_drop = job_drop;
+    (void)troupe_runtime_send(rt, part, &m); /* consumes m: a failed send
+                                                drops the job */
 }
 
-/* Counts one handler call's outcome (TQ_OUT_*). */
+/* Counts one delivery's outcome (TQ_OUT_*). */
 static void
 count_outcome(tq_job *j, int what)
 {
     atomic_fetch_add_explicit(&j->q->outcomes[what], 1, memory_order_relaxed);
 }
 
+/* The task ends (its credit, and its count in the worker's `running`):
+ * the notice first, while `running` still holds off a graceful stop (and
+ * so the runtime's shutdown); w is held by a reference of its own until
+ * the end, as the job may go with the notice. */
+static void
+job_end(tq_job *j, bool task_end)
+{
+    troupe_queue_worker *w = j->w;
+    uint64_t id = j->id;
+    atomic_fetch_add(&w->refs, 1);
+    job_unref(j);
+    if (task_end)
+        troupe__target_task_end(w->target, id);
+    troupe__tq_worker_done(w); /* the last touch of the runtime */
+    troupe__tq_worker_release(w);
+}
+
 /* The outcome commit completed (on the pipeline's writer thread): the
- * outcome is durable (or failed), so the credit frees and the partition
- * hears of it. */
+ * outcome is durable (or failed), so the task ends and its credit
+ * frees. */
 static void
 job_committed(troupe_err err, void *arg)
 {
     tq_job *j = arg;
-    troupe_queue_worker *w = j->w;
-    j->result = err;
     count_outcome(j, err != TROUPE_OK                     ? TQ_OUT_FAILED
                      : j->kind == TROUPE_QUEUE_RESCHEDULE ? TQ_OUT_RESCHEDULE
                                                           : TQ_OUT_ACK);
     if (err == TROUPE_OK && j->resched_part != UINT32_MAX)
-        troupe__tq_notify(j->q, j->resched_part, j->resched_time);
-    atomic_store(&j->state, J_DONE);
-    /* The notice first, while `running` still holds off a graceful stop
-     * (and so the runtime's shutdown); once it is handled the job may go,
-     * so w is held by a reference of its own until the end. */
-    atomic_fetch_add(&w->refs, 1);
-    troupe_msg *m = NULL;
-    if (troupe_msg_create(&m, TQ_SETTLED, NULL, 0) == TROUPE_OK) {
-        m->ptr = j;
-        m->ptr_drop = settle_drop;
-        (void)troupe_runtime_send(j->rt, j->part, &m); /* consumes m: a
-                                                          failed send drops
-                                                          the reference */
-    } else {
-        job_unref(j);
-    }
-    credit_give(w);
-    running_done(w); /* the last touch of the runtime */
-    troupe__tq_worker_release(w);
+        troupe__tq_notify(j->q, j->resched_part, j->time_ms);
+    j->completed = err == TROUPE_OK;
+    job_end(j, true);
 }
 
-static void
-job_run(void *arg)
+/* Builds and submits the outcome commit of the row (val, vlen) read since
+ * the claim: true when it is in flight (job_committed ends the task;
+ * nothing may touch j after), false when the task ends now. */
+static bool
+job_commit(tq_job *j, const void *val, size_t vlen)
 {
-    tq_job *j = arg;
+    troupe_batch *b = NULL;
+    troupe_err e = troupe__tq_outcome_batch(j->q, j->skey, j->sklen, val, vlen,
+                                            j->kind, j->time_ms, &b,
+                                            &j->resched_part);
+    if (e != TROUPE_OK) {
+        count_outcome(j, e == TROUPE_EINVAL ? TQ_OUT_ERROR : TQ_OUT_FAILED);
+        return false;
+    }
+    /* Committed asynchronously: this thread is free at once, and many
+     * outcomes share one group commit (and fsync). */
+    e = troupe_commit_submit(j->q->commit, &b, j->w->sync, job_committed, j);
+    troupe_batch_destroy(b); /* NULL once submitted */
+    if (e == TROUPE_OK)
+        return true;
+    count_outcome(j, TQ_OUT_FAILED);
+    return false;
+}
+
+/* A callback worker's target function, on the HOST lane: the handler. The
+ * task's header is the job's address (the worker's own format: no one
+ * else submits to its target). The chunk that offered this row may have
+ * been read before another outcome (an earlier delivery's, or an explicit
+ * ack) committed and released its claim: the row is read again now that
+ * it is claimed, and a row that is gone is not delivered. */
+troupe_outcome
+troupe__tq_worker_task(const troupe_task *t, troupe_task_reply *r, void *arg)
+{
+    (void)r;
+    (void)arg;
+    tq_job *j = NULL;
+    if (t->header_len != sizeof(j))
+        return TROUPE_OUTCOME_UNKNOWN;
+    memcpy(&j, t->header, sizeof(j));
     troupe_queue_worker *w = j->w;
     troupe_queue_delivery d = {.queue = j->q->name, .attempt = j->attempt};
     troupe_queue_outcome out = {0};
-    /* The chunk that offered this row may have been read before another
-     * outcome (an earlier delivery's, or an explicit ack) committed and
-     * released its claim: the row is read again now that it is claimed,
-     * and a row that is gone is not delivered. */
-    void *cur = NULL;
-    size_t curlen = 0;
     troupe_err he = troupe_db_get(j->q->db, j->q->cf, NULL, j->skey, j->sklen,
-                                  &cur, &curlen);
-    bool gone = he == TROUPE_ENOENT;
+                                  &j->cur, &j->curlen);
+    j->gone = he == TROUPE_ENOENT;
     if (he == TROUPE_OK)
         he = troupe__tq_item(j->q, j->skey, j->sklen, j->val, j->vlen, &d.ev);
     bool ran = he == TROUPE_OK;
@@ -363,75 +399,178 @@ job_run(void *arg)
         he = w->handler(&d, &out, w->arg);
     }
     j->kind = out.kind;
+    j->time_ms = out.time_ms;
+    j->ran = ran;
+    j->he = he;
+    troupe_outcome o = j->gone || he == TROUPE_OK ? TROUPE_OUTCOME_SUCCESS
+                                                  : TROUPE_OUTCOME_UNKNOWN;
+    j->fo = o;
     int want = J_RUN;
-    if (!atomic_compare_exchange_strong(&j->state, &want, J_SETTLING)) {
-        j->result = TROUPE_ETIMEDOUT; /* the timeout settled it: no outcome */
+    if (!atomic_compare_exchange_strong(&j->state, &want, J_RETURNED)) {
+        /* the deadline settled it while the handler ran: no outcome, and
+         * the claim goes with this side's reference */
         if (ran)
             count_outcome(j, TQ_OUT_TIMEOUT);
-        troupe_free(cur);
-        return;
+        job_unref(j);
+        return TROUPE_OUTCOME_UNKNOWN;
     }
-    troupe_batch *b = NULL;
-    if (gone)
-        j->result = TROUPE_OK; /* nothing left to deliver */
-    else if (he == TROUPE_OK)  /* EINVAL for an outcome that is none */
-        j->result = troupe__tq_outcome_batch(j->q, j->skey, j->sklen, cur,
-                                             curlen, out.kind, out.time_ms, &b,
-                                             &j->resched_part);
-    else
-        j->result = he;
-    if (ran && b == NULL)
-        count_outcome(j, he != TROUPE_OK || j->result == TROUPE_EINVAL
-                             ? TQ_OUT_ERROR
-                             : TQ_OUT_FAILED);
-    troupe_free(cur);
-    if (b != NULL) {
-        /* Committed asynchronously: this pool thread is free at once, and
-         * many handlers' outcomes share one group commit (and fsync). */
-        j->resched_time = out.time_ms;
-        j->async = true;
-        atomic_fetch_add(&j->refs, 1);
-        troupe_err e =
-            troupe_commit_submit(j->q->commit, &b, w->sync, job_committed, j);
-        troupe_batch_destroy(b); /* NULL once submitted */
-        if (e == TROUPE_OK)
-            return;
-        j->async = false;
-        atomic_fetch_sub(&j->refs, 1);
-        j->result = e;
-        count_outcome(j, TQ_OUT_FAILED);
-    }
-    atomic_store(&j->state, J_DONE);
-    credit_give(w);
-    running_done(w);
+    job_unref(j); /* done holds the other reference */
+    return o;
 }
 
-/* The partition is gone before it heard of the job, or the runtime
- * cancelled the job before it ran (shutdown): then nobody gave back its
- * credit and its count in `running`, which a graceful stop waits on. */
-static void
-job_drop(void *arg)
+/* Decodes a pull host's reply body: empty (ack) or the map
+ * {"reschedule": time_ms}. */
+static bool
+reply_decode(const uint8_t *body, size_t len, troupe_queue_outcome_kind *kind,
+             int64_t *time_ms)
+{
+    *kind = TROUPE_QUEUE_ACK;
+    *time_ms = 0;
+    if (len == 0)
+        return true;
+    troupe_reader rd;
+    troupe_reader_init(&rd, body, len);
+    uint32_t n = 0;
+    troupe_read_map(&rd, &n);
+    for (uint32_t i = 0; i < n; i++) {
+        const char *k = NULL;
+        size_t kl = 0;
+        troupe_read_str(&rd, 64, &k, &kl);
+        if (k != NULL && kl == 10 && memcmp(k, "reschedule", 10) == 0) {
+            troupe_read_int(&rd, time_ms);
+            *kind = TROUPE_QUEUE_RESCHEDULE;
+        } else {
+            troupe_read_skip(&rd);
+        }
+    }
+    return troupe_read_end(&rd) == TROUPE_OK;
+}
+
+/* The task's outcome (troupe__task_done_fn), once: for a callback worker
+ * on the HOST thread right after the handler (or on the thread of the
+ * deadline or of the stop), for a pull worker on the host's thread that
+ * replied (or the deadline's, or the close's). SUCCESS commits the
+ * outcome and holds the task until the commit's callback; anything else
+ * leaves the event pending (delivered again with attempt + 1). */
+static bool
+job_done(void *arg, uint64_t id, troupe_outcome outcome, const uint8_t *body,
+         size_t len)
 {
     tq_job *j = arg;
-    int want = J_RUN;
-    if (atomic_compare_exchange_strong(&j->state, &want, J_DONE)) {
-        credit_give(j->w);
-        running_done(j->w);
+    troupe_queue_worker *w = j->w;
+    j->id = id;
+    if (w->handler != NULL) {
+        int want = J_RUN;
+        if (atomic_compare_exchange_strong(&j->state, &want, J_ABANDONED)) {
+            /* settled before the handler returned (its deadline, a stop):
+             * a handler that never started never will, and its side of
+             * the job goes here */
+            if (!troupe__task_taken(w->target, id))
+                job_unref(j);
+            job_end(j, false);
+            return false;
+        }
+        if (outcome != TROUPE_OUTCOME_SUCCESS || j->fo != outcome) {
+            /* an error, or a return the deadline overtook */
+            if (j->ran)
+                count_outcome(j, j->fo == TROUPE_OUTCOME_SUCCESS
+                                     ? TQ_OUT_TIMEOUT
+                                     : TQ_OUT_ERROR);
+            job_end(j, false);
+            return false;
+        }
+        if (j->gone) { /* nothing left to deliver */
+            j->completed = true;
+            job_end(j, false);
+            return false;
+        }
+        if (job_commit(j, j->cur, j->curlen))
+            return true;
+        job_end(j, false);
+        return false;
     }
-    job_unref(j);
+    if (outcome != TROUPE_OUTCOME_SUCCESS ||
+        !reply_decode(body, len, &j->kind, &j->time_ms)) {
+        count_outcome(j, TQ_OUT_ERROR);
+        job_end(j, false);
+        return false;
+    }
+    /* read again, as the callback does: an acknowledged row stays gone */
+    void *cur = NULL;
+    size_t curlen = 0;
+    troupe_err e =
+        troupe_db_get(j->q->db, j->q->cf, NULL, j->skey, j->sklen, &cur, &curlen);
+    bool held = e == TROUPE_OK && job_commit(j, cur, curlen);
+    troupe_free(cur);
+    if (held)
+        return true;
+    if (e == TROUPE_ENOENT)
+        j->completed = true;
+    else if (e != TROUPE_OK)
+        count_outcome(j, TQ_OUT_FAILED);
+    job_end(j, false);
+    return false;
 }
 
 static void
-pump(troupe_actor *self, tq_part *s);
+put16(uint8_t *p, size_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
 
+static void
+put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* The header of a pull worker's task (docs/queue.md, "Pull workers"):
+ * i64 time_ms, u64 order, u32 partition, u16 lengths of the queue name,
+ * id, key, owner kind and owner id, u16 0, then those bytes. */
+static size_t
+pull_header(const tq_queue *q, const troupe_queue_item *it, uint8_t *h)
+{
+    size_t ql = strlen(q->name);
+    put64(h, (uint64_t)it->time_ms);
+    put64(h + 8, it->order);
+    h[16] = (uint8_t)it->partition;
+    h[17] = (uint8_t)(it->partition >> 8);
+    h[18] = (uint8_t)(it->partition >> 16);
+    h[19] = (uint8_t)(it->partition >> 24);
+    put16(h + 20, ql);
+    put16(h + 22, it->id_len);
+    put16(h + 24, it->key_len);
+    put16(h + 26, it->owner_kind_len);
+    put16(h + 28, it->owner_id_len);
+    put16(h + 30, 0);
+    size_t n = TQ_PULL_HEADER_FIXED;
+    memcpy(h + n, q->name, ql);
+    n += ql;
+    memcpy(h + n, it->id, it->id_len);
+    n += it->id_len;
+    memcpy(h + n, it->key, it->key_len);
+    n += it->key_len;
+    if (it->owner_kind_len)
+        memcpy(h + n, it->owner_kind, it->owner_kind_len);
+    n += it->owner_kind_len;
+    if (it->owner_id_len)
+        memcpy(h + n, it->owner_id, it->owner_id_len);
+    return n + it->owner_id_len;
+}
+
+/* Offers the claimed row kv to w, whose credit is taken: false when it
+ * was not offered (the claim and the credit are given back). */
 static bool
 deliver(troupe_actor *self, tq_part *s, troupe_queue_worker *w,
-        const troupe_kv *kv)
+        const troupe_kv *kv, const troupe_queue_item *it)
 {
     tq_job *j = troupe_calloc(1, sizeof(*j));
     uint8_t *buf = troupe_malloc(kv->key_len + kv->val_len + 1);
-    if (j == NULL || buf == NULL) {
+    if (j == NULL || buf == NULL || !troupe__tq_worker_hold(w)) {
         troupe__tq_unclaim(s->q, kv->key, kv->key_len);
+        troupe__target_credit_give(w->target);
         troupe_free(j);
         troupe_free(buf);
         return false;
@@ -444,45 +583,40 @@ deliver(troupe_actor *self, tq_part *s, troupe_queue_worker *w,
     j->rt = troupe_actor_runtime(self);
     j->part = troupe_self(self);
     j->resched_part = UINT32_MAX;
-    atomic_init(&j->refs, 1);
+    /* done's side, and the handler's for a callback worker */
+    atomic_init(&j->refs, w->handler != NULL ? 2 : 1);
     j->skey = buf;
     j->sklen = kv->key_len;
     j->val = buf + kv->key_len;
     j->vlen = kv->val_len;
     atomic_init(&j->state, J_RUN);
-    if (s->njobs == s->capjobs) {
-        size_t nc = s->capjobs ? 2 * s->capjobs : 16;
-        tq_job **a = troupe_realloc(s->jobs, nc * sizeof(*a));
-        if (a == NULL) {
-            job_unref(j); /* unclaims */
-            return false;
-        }
-        s->jobs = a;
-        s->capjobs = nc;
-    }
-    if (!troupe__tq_worker_hold(w)) { /* stopping: no new delivery */
-        job_unref(j);
-        return false;
-    }
     j->attempt = att_bump(s, j->skey, j->sklen);
-    /* The handler is host code that may block for long: the HOST lane,
-     * so that it never holds up the storage work of reads and commits.
-     * Declared: the row the job holds. */
-    if (troupe_work_submit_in(self, TROUPE_LANE_HOST,
-                              sizeof(*j) + kv->key_len + kv->val_len, job_run,
-                              j, TQ_JOB_DONE, job_drop) != TROUPE_OK) {
-        running_done(w);
-        job_unref(j);
-        return false;
+    troupe__task_in in = {.kind = TROUPE_TASK_QUEUE, .attempt = j->attempt};
+    uint8_t hdr[TROUPE_TASK_HEADER_MAX];
+    if (w->handler != NULL) {
+        in.header = &j;
+        in.header_len = sizeof(j);
+    } else {
+        in.header = hdr;
+        in.header_len = pull_header(s->q, it, hdr);
+        in.body = it->payload;
+        in.body_len = it->payload_len;
     }
-    /* j is the pool's now, but freed only through this actor's JOB_DONE
-     * (or drop once this actor is gone), so j->timer may be set here */
-    if (troupe_timer_start(self, TQ_TIMEOUT, w->timeout_ms, 0, &j->timer) !=
+    /* A callback's handler is host code that may block for long: the
+     * dispatch runs it on the HOST lane, so that it never holds up the
+     * storage work of reads and commits. */
+    if (troupe__target_submit(w->target, &in, job_done, j, NULL) ==
         TROUPE_OK)
-        j->timer = 0;
-    s->jobs[s->njobs++] = j;
-    return true;
+        return true;
+    /* refused (the credit is back): done never fires, nor the handler */
+    troupe__tq_unclaim(s->q, kv->key, kv->key_len);
+    troupe__tq_worker_done(w);
+    job_free(j);
+    return false;
 }
+
+static void
+pump(troupe_actor *self, tq_part *s);
 
 /* ---- the pass ------------------------------------------------------------ */
 
@@ -633,21 +767,9 @@ pump(troupe_actor *self, tq_part *s)
         s->nlow = NULL;
         s->pass = true;
     }
-    /* no credit anywhere: wait for a kick (pick marks the workers) */
-    bool credit = false;
-    for (size_t k = 0; k < s->nws && !credit; k++) {
-        troupe_queue_worker *w = s->ws[k];
-        credit =
-            !atomic_load(&w->stopping) && atomic_load(&w->held) < w->credit;
-    }
-    if (!credit) {
-        for (size_t k = 0; k < s->nws; k++)
-            atomic_store(&s->ws[k]->starved, true);
-        for (size_t k = 0; k < s->nws && !credit; k++)
-            credit = atomic_load(&s->ws[k]->held) < s->ws[k]->credit;
-        if (!credit)
-            return;
-    }
+    /* no credit anywhere: wait for a kick (the workers' waits queued) */
+    if (!credit_any(s))
+        return;
     if (troupe_key_cmp(s->cur, s->curlen, s->end, s->endlen) >= 0) {
         pass_end(self, s);
         return;
@@ -716,12 +838,10 @@ on_scan(troupe_actor *self, void *state, const troupe_msg *m)
             break;
         }
         if (troupe__tq_claim(s->q, kv->key, kv->key_len)) {
-            if (deliver(self, s, w, kv))
+            if (deliver(self, s, w, kv, &it))
                 s->delivered++;
-            else
-                credit_give(w);
         } else {
-            credit_give(w);
+            troupe__target_credit_give(w->target);
         }
         set_bytes(&s->cur, &s->curlen, kv->key, kv->key_len, true);
     }
@@ -760,46 +880,24 @@ on_peek(troupe_actor *self, void *state, const troupe_msg *m)
     return TROUPE_OK;
 }
 
-/* A job is over (its outcome committed, failed or given up). */
-static void
-job_finish(troupe_actor *self, tq_part *s, tq_job *j)
+/* A job is over: its outcome committed, failed or given up, and a
+ * handler that outlived its deadline has returned (job_unref). */
+static troupe_err
+on_settled(troupe_actor *self, void *state, const troupe_msg *m)
 {
-    for (size_t i = 0; i < s->njobs; i++)
-        if (s->jobs[i] == j) {
-            s->jobs[i] = s->jobs[--s->njobs];
-            break;
-        }
-    if (j->timer != 0 && atomic_load(&j->state) != J_TIMEDOUT)
-        (void)troupe_timer_cancel(self, j->timer);
-    bool done = j->result == TROUPE_OK;
+    tq_part *s = state;
+    tq_job *j = m->ptr;
+    if (j == NULL)
+        return TROUPE_OK;
+    bool done = j->completed;
     if (done)
         att_del(s, j->skey, j->sklen);
-    job_unref(j);
+    job_free(j);
     /* An outcome left the row pending (error, timeout): the next pass
      * delivers it again; continue or start one. A completed row needs no
      * pass (a reschedule's replacement comes with its notice). */
     if (!done || s->pass)
         pump(self, s);
-}
-
-static troupe_err
-on_job_done(troupe_actor *self, void *state, const troupe_msg *m)
-{
-    tq_job *j = m->ptr;
-    if (j == NULL)
-        return TROUPE_OK;
-    if (j->async) /* the outcome commit finishes it (TQ_SETTLED) */
-        job_unref(j);
-    else
-        job_finish(self, state, j);
-    return TROUPE_OK;
-}
-
-static troupe_err
-on_settled(troupe_actor *self, void *state, const troupe_msg *m)
-{
-    if (m->ptr != NULL)
-        job_finish(self, state, m->ptr);
     return TROUPE_OK;
 }
 
@@ -810,25 +908,6 @@ on_credit(troupe_actor *self, void *state, const troupe_msg *m)
     tq_part *s = state;
     if (s->pass) /* a pass stalled for credit: go on (else nothing waits) */
         pump(self, s);
-    return TROUPE_OK;
-}
-
-static troupe_err
-on_timeout(troupe_actor *self, void *state, const troupe_msg *m)
-{
-    (void)self;
-    tq_part *s = state;
-    for (size_t i = 0; i < s->njobs; i++) {
-        tq_job *j = s->jobs[i];
-        if (j->timer != m->corr)
-            continue;
-        int want = J_RUN;
-        if (atomic_compare_exchange_strong(&j->state, &want, J_TIMEDOUT)) {
-            credit_give(j->w);
-            running_done(j->w);
-        }
-        break;
-    }
     return TROUPE_OK;
 }
 
@@ -934,7 +1013,6 @@ part_stop(troupe_actor *self, void *state, troupe_err reason)
     for (size_t i = 0; i < s->natt; i++)
         troupe_free(s->att[i].key);
     troupe_free(s->att);
-    troupe_free(s->jobs); /* the jobs are the pool's (or drop's) */
     memset(s, 0, sizeof(*s));
 }
 
@@ -944,9 +1022,7 @@ static const troupe_handler_fn part_handlers[TQ_KINDS] = {
     [TQ_SUBSCRIBE] = on_subscribe,
     [TQ_SCAN_DONE] = on_scan,
     [TQ_PEEK_DONE] = on_peek,
-    [TQ_JOB_DONE] = on_job_done,
     [TQ_DUE] = on_due,
-    [TQ_TIMEOUT] = on_timeout,
     [TQ_CREDIT] = on_credit,
     [TQ_SETTLED] = on_settled,
 };

@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 
 #include "troupe/actor.h"
+#include "troupe/internal/dispatch.h"
 #include "troupe/internal/catalog.h"
 #include "troupe/internal/queue.h"
 #include "troupe/keycodec.h"
@@ -68,26 +69,41 @@ struct troupe_queue_worker {
     _Atomic long refs; /* the owner's, each partition's and job's */
     troupe_queues *qs; /* valid until the worker has stopped */
     tq_queue *q;
-    uint32_t first, last, credit;
-    troupe_queue_handler handler;
+    uint32_t first, last;
+    troupe_queue_handler handler; /* NULL: a pull worker */
     void *arg;
-    uint32_t timeout_ms;
     troupe_sync sync;
     troupe_runtime *rt;
-    _Atomic uint32_t held; /* credit in use */
+    /* Its dispatch target, retained: created by the worker for a handler
+     * (a callback target running troupe__tq_worker_task; stopped and
+     * destroyed when the worker's stop ends, freed with the worker), or
+     * the caller's pull target named by the options. Its credit is the
+     * worker's credit, its timeout the handler timeout. */
+    troupe_target *target;
+    bool own_target;
+    /* queued on the target while a partition waits for credit: its kick
+     * sends TQ_CREDIT to the whole range (troupe__tq_worker_kick) */
+    troupe__credit_wait wait;
     /* 1 (the worker's own share, until its stop) + one per delivery whose
-     * outcome is not settled; the release that brings it to 0 ends the
-     * stop, and no hold is taken once it is 0 (troupe__tq_worker_hold) */
+     * task has not ended; the release that brings it to 0 ends the stop,
+     * and no hold is taken once it is 0 (troupe__tq_worker_hold) */
     _Atomic size_t running;
     _Atomic int state;     /* TQ_RUNNING, TQ_STOPPING, TQ_STOPPED */
     _Atomic bool stopping; /* state != TQ_RUNNING, for the partitions */
-    _Atomic bool starved;  /* a partition waits for credit */
     /* set by the stop that won (NULL cb: a stop of the set), as in
      * troupe_queues */
     troupe_queue_worker_stop_cb stop_cb;
     void *stop_arg;
     bool stop_post;
 };
+
+/* A pull worker's task header (docs/queue.md): its fixed part, and the
+ * longest queue name it can carry beside the longest id, key and owner
+ * within TROUPE_TASK_HEADER_MAX. */
+#define TQ_PULL_HEADER_FIXED 32u
+#define TQ_PULL_QUEUE_NAME_MAX                                                 \
+    (TROUPE_TASK_HEADER_MAX - TQ_PULL_HEADER_FIXED - 2 * TROUPE_QUEUE_ID_MAX -  \
+     2 * TROUPE_QUEUE_OWNER_MAX)
 
 /* ---- format.c ---- */
 int64_t
@@ -138,6 +154,10 @@ troupe__tq_order(tq_queue *q, uint64_t *out);
 
 /* ---- partition.c ---- */
 extern const troupe_actor_def troupe__tq_partition_def;
+/* A handler worker's target function (troupe_task_fn): runs the handler
+ * of the delivery whose job the task's header names. */
+troupe_outcome
+troupe__tq_worker_task(const troupe_task *t, troupe_task_reply *r, void *arg);
 /* Spawns q's partition actors, spread over the schedulers. On error the
  * ones spawned are left for troupe__tq_partitions_stop. Any thread. */
 troupe_err
@@ -184,6 +204,10 @@ troupe__tq_worker_unlist(troupe_queues *qs, troupe_queue_worker *w);
 /* ---- worker.c ---- */
 void
 troupe__tq_worker_release(troupe_queue_worker *w);
+/* A credit freed on w's target (troupe__credit_wait.kick): TQ_CREDIT to
+ * w's partitions. */
+void
+troupe__tq_worker_kick(void *w);
 /* A delivery to w begins: false (nothing taken) once w is stopping. */
 bool
 troupe__tq_worker_hold(troupe_queue_worker *w);

@@ -2,17 +2,29 @@
  * Queue workers (troupe_queue_worker): create, stop, destroy, and the
  * count of deliveries in flight that a stop waits on.
  *
+ * A worker is a dispatch target (troupe/dispatch.h) plus its subscription
+ * to a range of partitions. With a handler it creates a callback target
+ * of its own (credit and timeout from the options; the handler runs in
+ * troupe__tq_worker_task, partition.c), stopped and destroyed when the
+ * worker's stop ends; with `target` it names a target the caller created
+ * (a pull target on a troupe_host: credit and timeout are that target's).
+ * The partitions take the target's credit and wait on it with the
+ * worker's credit_wait, whose kick is TQ_CREDIT to the whole range.
+ *
  * A worker is refcounted: its owner, each partition it subscribed to and
  * each delivery hold a reference, so a partition or a late outcome never
  * touches freed memory, whatever order stops and destroys come in.
  *
  * Stop. `running` is 1 (the worker's own share) plus one per delivery
- * whose outcome has not settled. A stop sets `stopping` (the partitions
+ * whose task has not ended (its outcome settled and, when it completes
+ * the event, committed). A stop sets `stopping` (the partitions
  * deliver no more to it) and releases the worker's share; the release
  * that brings the count to 0 ends the stop: the worker leaves the set's
  * list, then its callback runs. A delivery holds only while the count is
  * above 0 and gives up when it sees `stopping` after its hold, so the
- * count reaches 0 once and a stop ends once. The stop ends on the thread
+ * count reaches 0 once and a stop ends once; an own target is then
+ * stopped (it holds nothing by then but for slots freeing), and the stop
+ * is over when that stop's callback has run. The stop ends on the thread
  * of that last release (a commit pipeline's writer, a pool thread, a
  * partition's loop) and the callback is posted to scheduler 0 from
  * there; a blocking twin's waiter is released right there, so it does not
@@ -23,7 +35,9 @@
  * list) and queues.c calls worker.c (troupe__tq_workers_stop): the one
  * circle of the module, see README.md.
  */
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "queue_int.h"
 #include "troupe/alloc.h"
@@ -36,6 +50,10 @@ troupe__tq_worker_release(troupe_queue_worker *w)
 {
     if (w == NULL || atomic_fetch_sub(&w->refs, 1) != 1)
         return;
+    if (w->target != NULL) {
+        troupe__target_credit_unwait(w->target, &w->wait);
+        troupe__target_release(w->target);
+    }
     troupe__tq_release(w->q);
     troupe_free(w);
 }
@@ -43,7 +61,16 @@ troupe__tq_worker_release(troupe_queue_worker *w)
 uint32_t
 troupe__tq_worker_held(troupe_queue_worker *w)
 {
-    return atomic_load(&w->held);
+    troupe_target_stats st;
+    troupe_target_stats_get(w->target, &st);
+    return st.held;
+}
+
+void
+troupe__tq_worker_kick(void *arg)
+{
+    troupe_queue_worker *w = arg;
+    troupe__tq_kick_range(w->q, w->first, w->last, TQ_CREDIT);
 }
 
 static void
@@ -55,9 +82,9 @@ stopped_s0(void *arg, troupe_runtime *rt)
     troupe__tq_worker_release(w); /* the stop's reference */
 }
 
-/* The count reached 0: the stop is over. */
+/* The stop is over. */
 static void
-settled(troupe_queue_worker *w)
+stopped(troupe_queue_worker *w)
 {
     atomic_store(&w->state, TQ_STOPPED);
     troupe__tq_worker_unlist(w->qs, w); /* the last touch of the set */
@@ -69,6 +96,25 @@ settled(troupe_queue_worker *w)
         w->stop_cb(w, w->stop_arg);
         troupe__tq_worker_release(w);
     }
+}
+
+/* The own target's stop is over: it is destroyed (its name freed, off
+ * the runtime's dispatch, so the runtime may go before the worker); the
+ * worker's reference keeps its memory for partitions that still look. */
+static void
+target_stopped(troupe_target *t, void *arg)
+{
+    troupe_target_destroy(t);
+    stopped(arg);
+}
+
+/* The count reached 0: every task ended. */
+static void
+settled(troupe_queue_worker *w)
+{
+    if (!w->own_target ||
+        troupe_target_stop(w->target, target_stopped, w) != TROUPE_OK)
+        stopped(w);
 }
 
 bool
@@ -120,20 +166,60 @@ troupe__tq_workers_stop(troupe_queue_worker **ws, size_t n)
     troupe_free(ws);
 }
 
+/* The worker's target: its own callback target, or the caller's. */
+static troupe_err
+target_attach(troupe_queue_worker *w, const troupe_queue_worker_opts *o)
+{
+    if (o->target != NULL) {
+        w->target = troupe__target_find(w->rt, o->target, strlen(o->target));
+        if (w->target == NULL)
+            return troupe__errf(TROUPE_ENOENT,
+                                "troupe_queue_worker_create: no target %s",
+                                o->target);
+        return TROUPE_OK;
+    }
+    char name[64];
+    snprintf(name, sizeof(name), "troupe.queue.worker.%p", (void *)w);
+    troupe_target_opts to = {
+        .name = name,
+        .fn = troupe__tq_worker_task,
+        .arg = w,
+        .credit = o->credit,
+        .timeout_ms = o->timeout_ms ? o->timeout_ms : TROUPE_QUEUE_TIMEOUT_MS};
+    troupe_err e = troupe_target_create(w->rt, &to, &w->target);
+    if (e != TROUPE_OK)
+        return e;
+    troupe__target_retain(w->target); /* the worker's, beside the owner's */
+    w->own_target = true;
+    return TROUPE_OK;
+}
+
+/* The own target of a worker that never ran. */
+static void
+target_dropped(troupe_target *t, void *arg)
+{
+    (void)arg;
+    troupe_target_destroy(t);
+}
+
 troupe_err
 troupe_queue_worker_create(troupe_queues *qs, const troupe_queue_worker_opts *o,
                            troupe_queue_worker **out)
 {
-    if (qs == NULL || o == NULL || out == NULL || o->handler == NULL ||
-        o->credit == 0 || o->credit > 65536 || o->first > o->last ||
+    if (qs == NULL || o == NULL || out == NULL ||
+        (o->handler == NULL) == (o->target == NULL) || o->first > o->last ||
         (unsigned)o->sync > TROUPE_SYNC_OFF)
+        return TROUPE_EINVAL;
+    if (o->handler != NULL ? o->credit == 0 || o->credit > 65536
+                           : o->credit != 0 || o->timeout_ms != 0)
         return TROUPE_EINVAL;
     tq_queue *q = NULL;
     troupe_err e = troupe__tq_find_writable(qs, o->queue,
                                             "troupe_queue_worker_create", &q);
     if (e != TROUPE_OK)
         return e;
-    if (o->last >= q->partitions) {
+    if (o->last >= q->partitions ||
+        (o->target != NULL && strlen(q->name) > TQ_PULL_QUEUE_NAME_MAX)) {
         troupe__tq_release(q);
         return TROUPE_EINVAL;
     }
@@ -148,14 +234,17 @@ troupe_queue_worker_create(troupe_queues *qs, const troupe_queue_worker_opts *o,
     w->rt = qs->rt;
     w->first = o->first;
     w->last = o->last;
-    w->credit = o->credit;
     w->handler = o->handler;
     w->arg = o->arg;
-    w->timeout_ms = o->timeout_ms ? o->timeout_ms : TROUPE_QUEUE_TIMEOUT_MS;
     w->sync = o->sync;
+    w->wait.kick = troupe__tq_worker_kick;
+    w->wait.arg = w;
     atomic_init(&w->running, 1);
     atomic_init(&w->state, TQ_RUNNING);
-    if ((e = troupe__tq_worker_list(qs, w)) != TROUPE_OK) {
+    if ((e = target_attach(w, o)) != TROUPE_OK ||
+        (e = troupe__tq_worker_list(qs, w)) != TROUPE_OK) {
+        if (w->own_target)
+            (void)troupe_target_stop(w->target, target_dropped, NULL);
         troupe__tq_worker_release(w);
         return e;
     }
