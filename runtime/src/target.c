@@ -365,8 +365,8 @@ troupe__task_settle(troupe_target *t, uint64_t id, int from,
     uint64_t settling = WORD(ID_GEN(id), SLOT_SETTLING);
     /* held, unless the producer ended it already from inside done's
      * span (ENDED: troupe__target_task_end) */
-    if (!hold || !atomic_compare_exchange_strong(
-                     &s->word, &settling, WORD(ID_GEN(id), SLOT_HELD)))
+    if (!hold || !atomic_compare_exchange_strong(&s->word, &settling,
+                                                 WORD(ID_GEN(id), SLOT_HELD)))
         slot_settled(t, s);
     troupe__target_release(t);
     return true;

@@ -2344,8 +2344,8 @@ pull_one(troupe_host *h)
     uint8_t buf[8192];
     size_t n = 0, len = 0;
     for (int i = 0; i < 10 && n == 0; i++)
-        ck_assert_ok(troupe_host_next_batch(h, 1000, buf, sizeof(buf), 1, &n,
-                                            &len));
+        ck_assert_ok(
+            troupe_host_next_batch(h, 1000, buf, sizeof(buf), 1, &n, &len));
     ck_assert_uint_eq(n, 1);
     pulled p = {0};
     p.id = le(buf, 8);
@@ -2438,9 +2438,8 @@ START_TEST(test_pull_worker_acks_reschedules_redelivers_and_survives_a_close)
     pulled r2 = pull_one(h);
     ck_assert_str_eq(r2.id_s, "e2");
     ck_assert_uint_eq(r2.attempt, 2);
-    ck_assert_err(
-        troupe_host_reply(h, r1.id, TROUPE_OUTCOME_SUCCESS, NULL, 0),
-        TROUPE_ETIMEDOUT);
+    ck_assert_err(troupe_host_reply(h, r1.id, TROUPE_OUTCOME_SUCCESS, NULL, 0),
+                  TROUPE_ETIMEDOUT);
     ck_assert_uint_eq(npending("q"), 1);
     /* FAILURE leaves it pending too */
     ck_assert_ok(troupe_host_reply(h, r2.id, TROUPE_OUTCOME_FAILURE, NULL, 0));

@@ -1,13 +1,16 @@
 /*
  * queue_partition: one actor per partition of a queue. It owns the
  * partition's delivery: the fairness pass, the one due timer, the
- * workers subscribed to it, the deliveries in flight and their attempt
- * counts. Storage is read on the worker pool's STORAGE lane, in chunks of
- * at most TROUPE_QUEUE_CHUNK rows; handlers run on its HOST lane, and
- * their outcome is submitted to the commit pipeline from there; it
- * completes on the pipeline's callback (job_committed), so neither an
- * actor's loop nor a pool thread waits on the disk, and outcomes in
- * flight share a group commit.
+ * workers subscribed to it and the attempt counts. It is a producer of
+ * dispatch tasks (troupe/internal/dispatch.h): each delivery is a task
+ * for the worker's target, under that target's credit and deadline.
+ * Storage is read on the worker pool's STORAGE lane, in chunks of at
+ * most TROUPE_QUEUE_CHUNK rows; a handler worker's handlers run on the
+ * HOST lane (its callback target), and their outcome is submitted to the
+ * commit pipeline from there; it completes on the pipeline's callback
+ * (job_committed), which ends the task, so neither an actor's loop nor a
+ * pool thread waits on the disk, and outcomes in flight share a group
+ * commit.
  *
  * The pass (Tito's): its first chunk freezes the due boundary (the clock
  * now) and the enqueue horizon (the queue's next order). The pass reads
@@ -32,10 +35,21 @@
  * show the row after its claim is released, so the pool thread reads the
  * row again once claimed and does not deliver one that is gone.
  *
- * Why the outcome is built on the pool thread rather than sent back here
+ * Where the outcome is built and committed (delivery.c does it).
+ * Why on the pool thread rather than sent back to the partition
  * first: the row is at hand there, and the outcome must be durable before
  * the worker's credit frees and before a graceful stop may finish, which
- * the pipeline's callback guarantees without anyone waiting.
+ * the pipeline's callback guarantees without anyone waiting (the task is
+ * held: done returns true, and the commit's callback ends it).
+ *
+ * Why in the task's done rather than in the callback's fn: for a
+ * callback target done runs on the same HOST thread right after fn
+ * returns (no hop, the row fn read still at hand, the same figures as
+ * the handler's job before the dispatch), and the same done serves a
+ * pull worker, where it runs on the thread of the host's reply (which
+ * reads the row again there: a point read, not a hop). Building it in fn
+ * would need a second path for pull workers and would hold the task
+ * from inside fn, which the dispatch does not offer.
  */
 #include <string.h>
 
@@ -47,38 +61,6 @@
 
 /* Attempt counts kept per partition (oldest dropped beyond). */
 #define ATT_MAX 65536
-
-/* A callback job's state: the handler's return and the task's settling
- * race for it (partition.c: job_done). */
-enum { J_RUN = 0, J_RETURNED, J_ABANDONED };
-
-typedef struct tq_job {
-    tq_queue *q;
-    troupe_queue_worker *w;
-    troupe_runtime *rt;
-    troupe_addr part; /* the partition actor */
-    uint64_t id;      /* the task's (set by done) */
-    uint32_t attempt;
-    _Atomic int state; /* J_* (callback workers) */
-    /* done's side holds one reference, a callback's handler another; the
-     * last one unclaims the row and sends the notice (TQ_SETTLED) */
-    atomic_int refs;
-    /* the handler's return (callback workers) */
-    troupe_outcome fo;
-    troupe_err he;
-    bool ran, gone;
-    void *cur; /* the row read again once claimed */
-    size_t curlen;
-    /* the outcome */
-    troupe_queue_outcome_kind kind;
-    int64_t time_ms;
-    uint32_t resched_part;
-    bool completed; /* the row is no longer pending */
-    uint8_t *skey;
-    size_t sklen;
-    uint8_t *val;
-    size_t vlen;
-} tq_job;
 
 typedef struct tq_att {
     uint8_t *key;
@@ -267,298 +249,7 @@ credit_any(tq_part *s)
     return false;
 }
 
-/* ---- jobs: one delivery, from its claim to its notice ------------------ */
-
-/* The job's end, once both sides let go of it (job_unref): the row is
- * unclaimed and the partition hears of it (TQ_SETTLED), which frees it. */
-static void
-job_free(tq_job *j)
-{
-    troupe__tq_worker_release(j->w);
-    troupe__tq_release(j->q);
-    troupe_free(j->cur);
-    troupe_free(j->skey);
-    troupe_free(j);
-}
-
-static void
-job_drop(void *arg)
-{
-    job_free(arg);
-}
-
-static void
-job_unref(tq_job *j)
-{
-    if (atomic_fetch_sub(&j->refs, 1) != 1)
-        return;
-    troupe__tq_unclaim(j->q, j->skey, j->sklen);
-    troupe_msg *m = NULL;
-    if (troupe_msg_create(&m, TQ_SETTLED, NULL, 0) != TROUPE_OK) {
-        job_free(j);
-        return;
-    }
-    troupe_runtime *rt = j->rt;
-    troupe_addr part = j->part;
-    m->ptr = j;
-    m->ptr_drop = job_drop;
-    (void)troupe_runtime_send(rt, part, &m); /* consumes m: a failed send
-                                                drops the job */
-}
-
-/* Counts one delivery's outcome (TQ_OUT_*). */
-static void
-count_outcome(tq_job *j, int what)
-{
-    atomic_fetch_add_explicit(&j->q->outcomes[what], 1, memory_order_relaxed);
-}
-
-/* The task ends (its credit, and its count in the worker's `running`):
- * the notice first, while `running` still holds off a graceful stop (and
- * so the runtime's shutdown); w is held by a reference of its own until
- * the end, as the job may go with the notice. */
-static void
-job_end(tq_job *j, bool task_end)
-{
-    troupe_queue_worker *w = j->w;
-    uint64_t id = j->id;
-    atomic_fetch_add(&w->refs, 1);
-    job_unref(j);
-    if (task_end)
-        troupe__target_task_end(w->target, id);
-    troupe__tq_worker_done(w); /* the last touch of the runtime */
-    troupe__tq_worker_release(w);
-}
-
-/* The outcome commit completed (on the pipeline's writer thread): the
- * outcome is durable (or failed), so the task ends and its credit
- * frees. */
-static void
-job_committed(troupe_err err, void *arg)
-{
-    tq_job *j = arg;
-    count_outcome(j, err != TROUPE_OK                     ? TQ_OUT_FAILED
-                     : j->kind == TROUPE_QUEUE_RESCHEDULE ? TQ_OUT_RESCHEDULE
-                                                          : TQ_OUT_ACK);
-    if (err == TROUPE_OK && j->resched_part != UINT32_MAX)
-        troupe__tq_notify(j->q, j->resched_part, j->time_ms);
-    j->completed = err == TROUPE_OK;
-    job_end(j, true);
-}
-
-/* Builds and submits the outcome commit of the row (val, vlen) read since
- * the claim: true when it is in flight (job_committed ends the task;
- * nothing may touch j after), false when the task ends now. */
-static bool
-job_commit(tq_job *j, const void *val, size_t vlen)
-{
-    troupe_batch *b = NULL;
-    troupe_err e = troupe__tq_outcome_batch(j->q, j->skey, j->sklen, val, vlen,
-                                            j->kind, j->time_ms, &b,
-                                            &j->resched_part);
-    if (e != TROUPE_OK) {
-        count_outcome(j, e == TROUPE_EINVAL ? TQ_OUT_ERROR : TQ_OUT_FAILED);
-        return false;
-    }
-    /* Committed asynchronously: this thread is free at once, and many
-     * outcomes share one group commit (and fsync). */
-    e = troupe_commit_submit(j->q->commit, &b, j->w->sync, job_committed, j);
-    troupe_batch_destroy(b); /* NULL once submitted */
-    if (e == TROUPE_OK)
-        return true;
-    count_outcome(j, TQ_OUT_FAILED);
-    return false;
-}
-
-/* A callback worker's target function, on the HOST lane: the handler. The
- * task's header is the job's address (the worker's own format: no one
- * else submits to its target). The chunk that offered this row may have
- * been read before another outcome (an earlier delivery's, or an explicit
- * ack) committed and released its claim: the row is read again now that
- * it is claimed, and a row that is gone is not delivered. */
-troupe_outcome
-troupe__tq_worker_task(const troupe_task *t, troupe_task_reply *r, void *arg)
-{
-    (void)r;
-    (void)arg;
-    tq_job *j = NULL;
-    if (t->header_len != sizeof(j))
-        return TROUPE_OUTCOME_UNKNOWN;
-    memcpy(&j, t->header, sizeof(j));
-    troupe_queue_worker *w = j->w;
-    troupe_queue_delivery d = {.queue = j->q->name, .attempt = j->attempt};
-    troupe_queue_outcome out = {0};
-    troupe_err he = troupe_db_get(j->q->db, j->q->cf, NULL, j->skey, j->sklen,
-                                  &j->cur, &j->curlen);
-    j->gone = he == TROUPE_ENOENT;
-    if (he == TROUPE_OK)
-        he = troupe__tq_item(j->q, j->skey, j->sklen, j->val, j->vlen, &d.ev);
-    bool ran = he == TROUPE_OK;
-    if (ran) {
-        troupe_hist_add(&j->q->attempts, j->attempt);
-        he = w->handler(&d, &out, w->arg);
-    }
-    j->kind = out.kind;
-    j->time_ms = out.time_ms;
-    j->ran = ran;
-    j->he = he;
-    troupe_outcome o = j->gone || he == TROUPE_OK ? TROUPE_OUTCOME_SUCCESS
-                                                  : TROUPE_OUTCOME_UNKNOWN;
-    j->fo = o;
-    int want = J_RUN;
-    if (!atomic_compare_exchange_strong(&j->state, &want, J_RETURNED)) {
-        /* the deadline settled it while the handler ran: no outcome, and
-         * the claim goes with this side's reference */
-        if (ran)
-            count_outcome(j, TQ_OUT_TIMEOUT);
-        job_unref(j);
-        return TROUPE_OUTCOME_UNKNOWN;
-    }
-    job_unref(j); /* done holds the other reference */
-    return o;
-}
-
-/* Decodes a pull host's reply body: empty (ack) or the map
- * {"reschedule": time_ms}. */
-static bool
-reply_decode(const uint8_t *body, size_t len, troupe_queue_outcome_kind *kind,
-             int64_t *time_ms)
-{
-    *kind = TROUPE_QUEUE_ACK;
-    *time_ms = 0;
-    if (len == 0)
-        return true;
-    troupe_reader rd;
-    troupe_reader_init(&rd, body, len);
-    uint32_t n = 0;
-    troupe_read_map(&rd, &n);
-    for (uint32_t i = 0; i < n; i++) {
-        const char *k = NULL;
-        size_t kl = 0;
-        troupe_read_str(&rd, 64, &k, &kl);
-        if (k != NULL && kl == 10 && memcmp(k, "reschedule", 10) == 0) {
-            troupe_read_int(&rd, time_ms);
-            *kind = TROUPE_QUEUE_RESCHEDULE;
-        } else {
-            troupe_read_skip(&rd);
-        }
-    }
-    return troupe_read_end(&rd) == TROUPE_OK;
-}
-
-/* The task's outcome (troupe__task_done_fn), once: for a callback worker
- * on the HOST thread right after the handler (or on the thread of the
- * deadline or of the stop), for a pull worker on the host's thread that
- * replied (or the deadline's, or the close's). SUCCESS commits the
- * outcome and holds the task until the commit's callback; anything else
- * leaves the event pending (delivered again with attempt + 1). */
-static bool
-job_done(void *arg, uint64_t id, troupe_outcome outcome, const uint8_t *body,
-         size_t len)
-{
-    tq_job *j = arg;
-    troupe_queue_worker *w = j->w;
-    j->id = id;
-    if (w->handler != NULL) {
-        int want = J_RUN;
-        if (atomic_compare_exchange_strong(&j->state, &want, J_ABANDONED)) {
-            /* settled before the handler returned (its deadline, a stop):
-             * a handler that never started never will, and its side of
-             * the job goes here */
-            if (!troupe__task_taken(w->target, id))
-                job_unref(j);
-            job_end(j, false);
-            return false;
-        }
-        if (outcome != TROUPE_OUTCOME_SUCCESS || j->fo != outcome) {
-            /* an error, or a return the deadline overtook */
-            if (j->ran)
-                count_outcome(j, j->fo == TROUPE_OUTCOME_SUCCESS
-                                     ? TQ_OUT_TIMEOUT
-                                     : TQ_OUT_ERROR);
-            job_end(j, false);
-            return false;
-        }
-        if (j->gone) { /* nothing left to deliver */
-            j->completed = true;
-            job_end(j, false);
-            return false;
-        }
-        if (job_commit(j, j->cur, j->curlen))
-            return true;
-        job_end(j, false);
-        return false;
-    }
-    if (outcome != TROUPE_OUTCOME_SUCCESS ||
-        !reply_decode(body, len, &j->kind, &j->time_ms)) {
-        count_outcome(j, TQ_OUT_ERROR);
-        job_end(j, false);
-        return false;
-    }
-    /* read again, as the callback does: an acknowledged row stays gone */
-    void *cur = NULL;
-    size_t curlen = 0;
-    troupe_err e =
-        troupe_db_get(j->q->db, j->q->cf, NULL, j->skey, j->sklen, &cur, &curlen);
-    bool held = e == TROUPE_OK && job_commit(j, cur, curlen);
-    troupe_free(cur);
-    if (held)
-        return true;
-    if (e == TROUPE_ENOENT)
-        j->completed = true;
-    else if (e != TROUPE_OK)
-        count_outcome(j, TQ_OUT_FAILED);
-    job_end(j, false);
-    return false;
-}
-
-static void
-put16(uint8_t *p, size_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-
-static void
-put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-/* The header of a pull worker's task (docs/queue.md, "Pull workers"):
- * i64 time_ms, u64 order, u32 partition, u16 lengths of the queue name,
- * id, key, owner kind and owner id, u16 0, then those bytes. */
-static size_t
-pull_header(const tq_queue *q, const troupe_queue_item *it, uint8_t *h)
-{
-    size_t ql = strlen(q->name);
-    put64(h, (uint64_t)it->time_ms);
-    put64(h + 8, it->order);
-    h[16] = (uint8_t)it->partition;
-    h[17] = (uint8_t)(it->partition >> 8);
-    h[18] = (uint8_t)(it->partition >> 16);
-    h[19] = (uint8_t)(it->partition >> 24);
-    put16(h + 20, ql);
-    put16(h + 22, it->id_len);
-    put16(h + 24, it->key_len);
-    put16(h + 26, it->owner_kind_len);
-    put16(h + 28, it->owner_id_len);
-    put16(h + 30, 0);
-    size_t n = TQ_PULL_HEADER_FIXED;
-    memcpy(h + n, q->name, ql);
-    n += ql;
-    memcpy(h + n, it->id, it->id_len);
-    n += it->id_len;
-    memcpy(h + n, it->key, it->key_len);
-    n += it->key_len;
-    if (it->owner_kind_len)
-        memcpy(h + n, it->owner_kind, it->owner_kind_len);
-    n += it->owner_kind_len;
-    if (it->owner_id_len)
-        memcpy(h + n, it->owner_id, it->owner_id_len);
-    return n + it->owner_id_len;
-}
+/* ---- deliveries ------------------------------------------------------ */
 
 /* Offers the claimed row kv to w, whose credit is taken: false when it
  * was not offered (the claim and the credit are given back). */
@@ -598,20 +289,20 @@ deliver(troupe_actor *self, tq_part *s, troupe_queue_worker *w,
         in.header_len = sizeof(j);
     } else {
         in.header = hdr;
-        in.header_len = pull_header(s->q, it, hdr);
+        in.header_len = troupe__tq_pull_header(s->q, it, hdr);
         in.body = it->payload;
         in.body_len = it->payload_len;
     }
     /* A callback's handler is host code that may block for long: the
      * dispatch runs it on the HOST lane, so that it never holds up the
      * storage work of reads and commits. */
-    if (troupe__target_submit(w->target, &in, job_done, j, NULL) ==
+    if (troupe__target_submit(w->target, &in, troupe__tq_job_done, j, NULL) ==
         TROUPE_OK)
         return true;
     /* refused (the credit is back): done never fires, nor the handler */
     troupe__tq_unclaim(s->q, kv->key, kv->key_len);
     troupe__tq_worker_done(w);
-    job_free(j);
+    troupe__tq_job_free(j);
     return false;
 }
 
@@ -892,7 +583,7 @@ on_settled(troupe_actor *self, void *state, const troupe_msg *m)
     bool done = j->completed;
     if (done)
         att_del(s, j->skey, j->sklen);
-    job_free(j);
+    troupe__tq_job_free(j);
     /* An outcome left the row pending (error, timeout): the next pass
      * delivers it again; continue or start one. A completed row needs no
      * pass (a reschedule's replacement comes with its notice). */
@@ -1017,14 +708,10 @@ part_stop(troupe_actor *self, void *state, troupe_err reason)
 }
 
 static const troupe_handler_fn part_handlers[TQ_KINDS] = {
-    [TQ_KICK] = on_kick,
-    [TQ_NOTIFY] = on_notify,
-    [TQ_SUBSCRIBE] = on_subscribe,
-    [TQ_SCAN_DONE] = on_scan,
-    [TQ_PEEK_DONE] = on_peek,
-    [TQ_DUE] = on_due,
-    [TQ_CREDIT] = on_credit,
-    [TQ_SETTLED] = on_settled,
+    [TQ_KICK] = on_kick,           [TQ_NOTIFY] = on_notify,
+    [TQ_SUBSCRIBE] = on_subscribe, [TQ_SCAN_DONE] = on_scan,
+    [TQ_PEEK_DONE] = on_peek,      [TQ_DUE] = on_due,
+    [TQ_CREDIT] = on_credit,       [TQ_SETTLED] = on_settled,
 };
 
 const troupe_actor_def troupe__tq_partition_def = {

@@ -9,8 +9,8 @@
 #include <stdatomic.h>
 
 #include "troupe/actor.h"
-#include "troupe/internal/dispatch.h"
 #include "troupe/internal/catalog.h"
+#include "troupe/internal/dispatch.h"
 #include "troupe/internal/queue.h"
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
@@ -102,8 +102,40 @@ struct troupe_queue_worker {
  * within TROUPE_TASK_HEADER_MAX. */
 #define TQ_PULL_HEADER_FIXED 32u
 #define TQ_PULL_QUEUE_NAME_MAX                                                 \
-    (TROUPE_TASK_HEADER_MAX - TQ_PULL_HEADER_FIXED - 2 * TROUPE_QUEUE_ID_MAX -  \
+    (TROUPE_TASK_HEADER_MAX - TQ_PULL_HEADER_FIXED - 2 * TROUPE_QUEUE_ID_MAX - \
      2 * TROUPE_QUEUE_OWNER_MAX)
+
+/* A callback job's state: the handler's return and the task's settling
+ * race for it (partition.c: job_done). */
+enum { J_RUN = 0, J_RETURNED, J_ABANDONED };
+
+typedef struct tq_job {
+    tq_queue *q;
+    troupe_queue_worker *w;
+    troupe_runtime *rt;
+    troupe_addr part; /* the partition actor */
+    uint64_t id;      /* the task's (set by done) */
+    uint32_t attempt;
+    _Atomic int state; /* J_* (callback workers) */
+    /* done's side holds one reference, a callback's handler another; the
+     * last one unclaims the row and sends the notice (TQ_SETTLED) */
+    atomic_int refs;
+    /* the handler's return (callback workers) */
+    troupe_outcome fo;
+    troupe_err he;
+    bool ran, gone;
+    void *cur; /* the row read again once claimed */
+    size_t curlen;
+    /* the outcome */
+    troupe_queue_outcome_kind kind;
+    int64_t time_ms;
+    uint32_t resched_part;
+    bool completed; /* the row is no longer pending */
+    uint8_t *skey;
+    size_t sklen;
+    uint8_t *val;
+    size_t vlen;
+} tq_job;
 
 /* ---- format.c ---- */
 int64_t
@@ -154,10 +186,6 @@ troupe__tq_order(tq_queue *q, uint64_t *out);
 
 /* ---- partition.c ---- */
 extern const troupe_actor_def troupe__tq_partition_def;
-/* A handler worker's target function (troupe_task_fn): runs the handler
- * of the delivery whose job the task's header names. */
-troupe_outcome
-troupe__tq_worker_task(const troupe_task *t, troupe_task_reply *r, void *arg);
 /* Spawns q's partition actors, spread over the schedulers. On error the
  * ones spawned are left for troupe__tq_partitions_stop. Any thread. */
 troupe_err
@@ -220,6 +248,24 @@ troupe__tq_worker_done(troupe_queue_worker *w);
  * ws. Never blocks. */
 void
 troupe__tq_workers_stop(troupe_queue_worker **ws, size_t n);
+
+/* ---- delivery.c ---- */
+/* A handler worker's target function (troupe_task_fn): runs the handler
+ * of the delivery whose job the task's header names. */
+troupe_outcome
+troupe__tq_worker_task(const troupe_task *t, troupe_task_reply *r, void *arg);
+/* A delivery task's done (troupe__task_done_fn, arg the job). */
+bool
+troupe__tq_job_done(void *arg, uint64_t id, troupe_outcome outcome,
+                    const uint8_t *body, size_t len);
+/* Frees a job (its references on the queue and the worker with it). */
+void
+troupe__tq_job_free(tq_job *j);
+/* Writes a pull worker's task header for it into h (at least
+ * TROUPE_TASK_HEADER_MAX bytes); returns its length. */
+size_t
+troupe__tq_pull_header(const tq_queue *q, const troupe_queue_item *it,
+                       uint8_t *h);
 
 /* ---- outcome.c ---- */
 /* The one check of an outcome: EINVAL unless skey decodes as a pending
