@@ -35,7 +35,7 @@
  * show the row after its claim is released, so the pool thread reads the
  * row again once claimed and does not deliver one that is gone.
  *
- * Where the outcome is built and committed (delivery.c does it).
+ * Where the outcome is built and committed (worker.c does it).
  * Why on the pool thread rather than sent back to the partition
  * first: the row is at hand there, and the outcome must be durable before
  * the worker's credit frees and before a graceful stop may finish, which

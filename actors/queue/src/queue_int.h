@@ -249,7 +249,7 @@ troupe__tq_worker_done(troupe_queue_worker *w);
 void
 troupe__tq_workers_stop(troupe_queue_worker **ws, size_t n);
 
-/* ---- delivery.c ---- */
+/* ---- worker.c: deliveries ---- */
 /* A handler worker's target function (troupe_task_fn): runs the handler
  * of the delivery whose job the task's header names. */
 troupe_outcome
