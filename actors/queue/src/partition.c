@@ -62,6 +62,11 @@
 /* Attempt counts kept per partition (oldest dropped beyond). */
 #define ATT_MAX 65536
 
+typedef struct tq_gone {
+    uint8_t *key;
+    size_t len;
+} tq_gone;
+
 typedef struct tq_att {
     uint8_t *key;
     size_t len;
@@ -83,6 +88,12 @@ typedef struct tq_part {
     troupe_queue_worker **ws;
     size_t nws, rr;
     bool busy; /* a scan or peek is on the pool */
+    /* Rows whose delivery completed them while a read was on the pool:
+     * that read may still show them, and its completion skips them (a
+     * pull worker's host would otherwise see an acknowledged event
+     * again; a handler's job reads its row again anyway). */
+    tq_gone *gone;
+    size_t ngone;
     bool pass;
     bool dirty; /* a due event appeared while busy */
     int64_t boundary;
@@ -199,6 +210,38 @@ att_del(tq_part *s, const uint8_t *k, size_t len)
         }
 }
 
+static void
+gone_add(tq_part *s, const uint8_t *k, size_t len)
+{
+    tq_gone *a = troupe_realloc(s->gone, (s->ngone + 1) * sizeof(*a));
+    uint8_t *c = a != NULL ? troupe_malloc(len) : NULL;
+    if (a != NULL)
+        s->gone = a;
+    if (c == NULL)
+        return; /* then the read may offer it: a duplicate, not a loss */
+    memcpy(c, k, len);
+    s->gone[s->ngone++] = (tq_gone){c, len};
+}
+
+static bool
+gone_has(const tq_part *s, const uint8_t *k, size_t len)
+{
+    for (size_t i = 0; i < s->ngone; i++)
+        if (s->gone[i].len == len && memcmp(s->gone[i].key, k, len) == 0)
+            return true;
+    return false;
+}
+
+static void
+gone_clear(tq_part *s)
+{
+    for (size_t i = 0; i < s->ngone; i++)
+        troupe_free(s->gone[i].key);
+    troupe_free(s->gone);
+    s->gone = NULL;
+    s->ngone = 0;
+}
+
 /* ---- credit ------------------------------------------------------------ */
 
 /* Drops workers that are stopping. */
@@ -300,9 +343,8 @@ deliver(troupe_actor *self, tq_part *s, troupe_queue_worker *w,
         TROUPE_OK)
         return true;
     /* refused (the credit is back): done never fires, nor the handler */
-    troupe__tq_unclaim(s->q, kv->key, kv->key_len);
     troupe__tq_worker_done(w);
-    troupe__tq_job_free(j);
+    troupe__tq_job_free(j); /* unclaims */
     return false;
 }
 
@@ -482,6 +524,7 @@ on_scan(troupe_actor *self, void *state, const troupe_msg *m)
         /* a read error: end the pass, try again in a second */
         s->pass = false;
         scan_free(sc);
+        gone_clear(s);
         arm(self, s, troupe__tq_now(s->q) + 1000);
         return TROUPE_OK;
     }
@@ -517,6 +560,7 @@ on_scan(troupe_actor *self, void *state, const troupe_msg *m)
             continue;
         }
         if (troupe__tq_claimed(s->q, kv->key, kv->key_len) ||
+            gone_has(s, kv->key, kv->key_len) ||
             troupe__tq_item(s->q, kv->key, kv->key_len, kv->val, kv->val_len,
                             &it) != TROUPE_OK) {
             set_bytes(&s->cur, &s->curlen, kv->key, kv->key_len, true);
@@ -538,6 +582,7 @@ on_scan(troupe_actor *self, void *state, const troupe_msg *m)
     }
     bool more = pg->more;
     scan_free(sc);
+    gone_clear(s);
     if (!stalled && !more)
         pass_end(self, s);
     else
@@ -566,6 +611,7 @@ on_peek(troupe_actor *self, void *state, const troupe_msg *m)
             }
         }
     scan_free(sc);
+    gone_clear(s);
     if (s->dirty)
         pump(self, s);
     return TROUPE_OK;
@@ -583,6 +629,8 @@ on_settled(troupe_actor *self, void *state, const troupe_msg *m)
     bool done = j->completed;
     if (done)
         att_del(s, j->skey, j->sklen);
+    if (done && s->busy)
+        gone_add(s, j->skey, j->sklen);
     troupe__tq_job_free(j);
     /* An outcome left the row pending (error, timeout): the next pass
      * delivers it again; continue or start one. A completed row needs no
@@ -704,6 +752,7 @@ part_stop(troupe_actor *self, void *state, troupe_err reason)
     for (size_t i = 0; i < s->natt; i++)
         troupe_free(s->att[i].key);
     troupe_free(s->att);
+    gone_clear(s);
     memset(s, 0, sizeof(*s));
 }
 

@@ -326,6 +326,7 @@ troupe_queue_worker_destroy(troupe_queue_worker *w)
 void
 troupe__tq_job_free(tq_job *j)
 {
+    troupe__tq_unclaim(j->q, j->skey, j->sklen);
     troupe__tq_worker_release(j->w);
     troupe__tq_release(j->q);
     troupe_free(j->cur);
@@ -339,14 +340,15 @@ job_drop(void *arg)
     troupe__tq_job_free(arg);
 }
 
-/* The job's end, once both sides let go of it: the row is unclaimed and
- * the partition hears of it (TQ_SETTLED), which frees it. */
+/* The job's end, once both sides let go of it: the partition hears of it
+ * (TQ_SETTLED) and frees it, which unclaims the row there, on its loop,
+ * after any read it started before the outcome committed has come back
+ * (so that read cannot offer the row again: partition.c, `gone`). */
 static void
 job_unref(tq_job *j)
 {
     if (atomic_fetch_sub(&j->refs, 1) != 1)
         return;
-    troupe__tq_unclaim(j->q, j->skey, j->sklen);
     troupe_msg *m = NULL;
     if (troupe_msg_create(&m, TQ_SETTLED, NULL, 0) != TROUPE_OK) {
         troupe__tq_job_free(j);

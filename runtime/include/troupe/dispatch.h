@@ -273,7 +273,8 @@ troupe_host_target_name(const troupe_host *h, uint32_t index);
 troupe_err
 troupe_host_close(troupe_host *h);
 
-/* Frees a closed endpoint (joins its notifier thread, closes the fd).
+/* Frees a closed endpoint (joins its notifier thread, waits for a wake
+ * a producer is writing, closes the fd).
  * NULL is a no-op; an endpoint not closed, or with targets not destroyed,
  * is a programming error: abort(). */
 void
