@@ -50,6 +50,9 @@ typedef enum troupe_outcome {
 /* What a task is for; its header's format is the kind's. */
 typedef enum troupe_task_kind {
     TROUPE_TASK_QUEUE = 1, /* a queue event (docs/queue.md) */
+    /* the result of a host's request (bindings/c: troupe/abi.h): header
+     * i32 status, u32 0; the record's id is the request's; no reply */
+    TROUPE_TASK_COMPLETION = 2,
     TROUPE_TASK_TEST = 15  /* for tests and benches: any header */
 } troupe_task_kind;
 
@@ -211,8 +214,11 @@ troupe_host_set_wake(troupe_host *h, void (*fn)(void *arg), void *arg);
      ~(size_t)7u)
 
 /*
- * Takes the next ready task into buf as one record; *len gets its size (0
- * when none was ready). timeout_ms: 0 never blocks (event-loop hosts must
+ * Takes the next ready record into buf; *len gets its size (0 when none
+ * was ready). Completions (kind TROUPE_TASK_COMPLETION, target index 0,
+ * posted by troupe's bindings: they need no reply) come before tasks; a
+ * completion that does not fit cap is ETOOBIG with *len the size needed
+ * and stays first in line. timeout_ms: 0 never blocks (event-loop hosts must
  * pass 0); > 0 waits up to that long for one (refused with EDEADLK on a
  * troupe thread); < 0 is EINVAL. A record that does not fit cap is
  * ETOOBIG: *len gets the size needed and the task settles UNKNOWN (its
