@@ -160,6 +160,11 @@ typedef struct troupe_target_stats {
 void
 troupe_target_stats_get(const troupe_target *t, troupe_target_stats *out);
 
+/* The index a pull target's task records carry (troupe_host_next), fixed
+ * from its create to its destroy; 0 for a callback target or NULL. */
+uint32_t
+troupe_target_host_index(const troupe_target *t);
+
 /* ---- pull: the host endpoint -------------------------------------------- */
 
 typedef struct troupe_host_opts {
