@@ -213,8 +213,7 @@ START_TEST(bad_input)
                      TROUPE_EINVAL);
     ck_assert_int_eq(troupe_abi_next_task(NULL, 0, buf, 64, &len),
                      TROUPE_EINVAL);
-    ck_assert_int_eq(troupe_abi_next_task(n, -1, buf, 64, &len),
-                     TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_next_task(n, -1, buf, 64, &len), TROUPE_EINVAL);
     ck_assert_int_eq(troupe_abi_next_batch(n, 0, NULL, 64, 1, &cnt, &len),
                      TROUPE_EINVAL);
     ck_assert_int_eq(troupe_abi_reply(NULL, 1, 1, NULL, 0), TROUPE_EINVAL);
@@ -222,8 +221,7 @@ START_TEST(bad_input)
     ck_assert_int_eq(troupe_abi_reply_batch(NULL, buf, 16, &d, &r),
                      TROUPE_EINVAL);
     memset(buf, 0, sizeof(buf));
-    ck_assert_int_eq(troupe_abi_reply_batch(n, buf, 12, &d, &r),
-                     TROUPE_EPROTO);
+    ck_assert_int_eq(troupe_abi_reply_batch(n, buf, 12, &d, &r), TROUPE_EPROTO);
     ck_assert_int_eq(troupe_abi_table_create(NULL, 1, "t", NULL, 0),
                      TROUPE_EINVAL);
     ck_assert_int_eq(troupe_abi_table_create(n, 1, "t", NULL, 3),
@@ -235,8 +233,7 @@ START_TEST(bad_input)
     ck_assert_ptr_nonnull(strstr(troupe_abi_errmsg(), "index 0"));
     ck_assert_int_eq(troupe_abi_table_create(n, 1, NULL, NULL, 0),
                      TROUPE_EINVAL);
-    ck_assert_int_eq(troupe_abi_table_get(NULL, 1, "t", "k", 1),
-                     TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_table_get(NULL, 1, "t", "k", 1), TROUPE_EINVAL);
     ck_assert_int_eq(troupe_abi_table_get(n, 1, "nope", "k", 1),
                      TROUPE_ENOTABLE);
     ck_assert_ptr_nonnull(strstr(troupe_abi_errmsg(), "nope"));
@@ -246,21 +243,18 @@ START_TEST(bad_input)
                      TROUPE_EPROTO);
     ck_assert_int_eq(troupe_abi_table_put(NULL, 2, "t", "k", 1, "\x80", 1),
                      TROUPE_EINVAL);
-    ck_assert_int_eq(troupe_abi_table_delete(n, 2, "t", "", 0),
+    ck_assert_int_eq(troupe_abi_table_delete(n, 2, "t", "", 0), TROUPE_EINVAL);
+    ck_assert_int_eq(
+        troupe_abi_table_scan(n, 2, "t", NULL, 0, NULL, 0, NULL, 0, 0, 0),
+        TROUPE_EINVAL);
+    ck_assert_int_eq(
+        troupe_abi_table_scan(n, 2, "t", NULL, 0, NULL, 0, NULL, 0, 5, 2),
+        TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_index_query(n, 2, "t", "by_name", NULL, 3, NULL,
+                                            0, NULL, 0, NULL, 0, 5, 0, 0),
                      TROUPE_EINVAL);
-    ck_assert_int_eq(troupe_abi_table_scan(n, 2, "t", NULL, 0, NULL, 0, NULL,
-                                           0, 0, 0),
-                     TROUPE_EINVAL);
-    ck_assert_int_eq(troupe_abi_table_scan(n, 2, "t", NULL, 0, NULL, 0, NULL,
-                                           0, 5, 2),
-                     TROUPE_EINVAL);
-    ck_assert_int_eq(troupe_abi_index_query(n, 2, "t", "by_name", NULL, 3,
-                                            NULL, 0, NULL, 0, NULL, 0, 5, 0,
-                                            0),
-                     TROUPE_EINVAL);
-    ck_assert_int_eq(troupe_abi_index_query(n, 2, "t", "by_name", NULL, 0,
-                                            NULL, 0, NULL, 0, NULL, 0, 5, 0,
-                                            7),
+    ck_assert_int_eq(troupe_abi_index_query(n, 2, "t", "by_name", NULL, 0, NULL,
+                                            0, NULL, 0, NULL, 0, 5, 0, 7),
                      TROUPE_EINVAL);
     ck_assert_int_eq(troupe_abi_txn_begin(NULL, &tx), TROUPE_EINVAL);
     ck_assert_int_eq(troupe_abi_txn_begin(n, NULL), TROUPE_EINVAL);
@@ -268,8 +262,7 @@ START_TEST(bad_input)
     ck_assert_ptr_nonnull(strstr(troupe_abi_errmsg(), "77"));
     ck_assert_int_eq(troupe_abi_txn_put(n, 77, "t", "k", 1, "\x80", 1),
                      TROUPE_ENOENT);
-    ck_assert_int_eq(troupe_abi_txn_delete(n, 77, "t", "k", 1),
-                     TROUPE_ENOENT);
+    ck_assert_int_eq(troupe_abi_txn_delete(n, 77, "t", "k", 1), TROUPE_ENOENT);
     ck_assert_int_eq(troupe_abi_txn_commit(n, 2, 77), TROUPE_ENOENT);
     ck_assert_int_eq(troupe_abi_txn_rollback(n, 77), TROUPE_ENOENT);
     ck_assert_int_eq(troupe_abi_txn_begin(n, &tx), 0);
@@ -279,20 +272,19 @@ START_TEST(bad_input)
     ck_assert_int_eq(troupe_abi_txn_rollback(n, tx), TROUPE_ENOENT);
     ck_assert_int_eq(troupe_abi_queue_create(n, "", 1, 0), TROUPE_EINVAL);
     ck_assert_int_eq(troupe_abi_queue_create(n, "q", 0, 0), TROUPE_EINVAL);
-    ck_assert_int_eq(troupe_abi_queue_publish(n, 2, "nope", "i", 1, "k", 1,
-                                              "\x01", 1, 0),
-                     TROUPE_ENOQUEUE);
+    ck_assert_int_eq(
+        troupe_abi_queue_publish(n, 2, "nope", "i", 1, "k", 1, "\x01", 1, 0),
+        TROUPE_ENOQUEUE);
     ck_assert_int_eq(troupe_abi_queue_create(n, "q", 1, 0), 0);
-    ck_assert_int_eq(troupe_abi_queue_publish(n, 2, "q", "i", 1, "k", 1,
-                                              "\xc1", 1, 0),
-                     TROUPE_EINVAL);
-    ck_assert_int_eq(troupe_abi_queue_publish(n, 2, "q", "i", 1, "k", 1,
-                                              "\x01", 1, -5),
-                     TROUPE_EINVAL);
+    ck_assert_int_eq(
+        troupe_abi_queue_publish(n, 2, "q", "i", 1, "k", 1, "\xc1", 1, 0),
+        TROUPE_EINVAL);
+    ck_assert_int_eq(
+        troupe_abi_queue_publish(n, 2, "q", "i", 1, "k", 1, "\x01", 1, -5),
+        TROUPE_EINVAL);
     ck_assert_int_eq(troupe_abi_queue_subscribe(n, "nope", "p"),
                      TROUPE_ENOQUEUE);
-    ck_assert_int_eq(troupe_abi_queue_subscribe(n, "q", "nope"),
-                     TROUPE_ENOENT);
+    ck_assert_int_eq(troupe_abi_queue_subscribe(n, "q", "nope"), TROUPE_ENOENT);
     ck_assert_int_eq(troupe_abi_queue_subscribe(n, NULL, "p"), TROUPE_EINVAL);
     /* nothing was accepted, so nothing completes: the queue is empty */
     ck_assert_int_eq(troupe_abi_next_task(n, 0, buf, 64, &len), 0);
@@ -305,7 +297,8 @@ START_TEST(bad_input)
 }
 END_TEST
 
-/* ---- completions ----------------------------------------------------------- */
+/* ---- completions -----------------------------------------------------------
+ */
 
 /* The value of key k (a str) in the map at o, or NULL. */
 static const msgpack_object *
@@ -314,8 +307,7 @@ get_key(const msgpack_object *o, const char *k)
     ck_assert_int_eq(o->type, MSGPACK_OBJECT_MAP);
     for (uint32_t i = 0; i < o->via.map.size; i++) {
         const msgpack_object *key = &o->via.map.ptr[i].key;
-        if (key->type == MSGPACK_OBJECT_STR &&
-            key->via.str.size == strlen(k) &&
+        if (key->type == MSGPACK_OBJECT_STR && key->via.str.size == strlen(k) &&
             memcmp(key->via.str.ptr, k, key->via.str.size) == 0)
             return &o->via.map.ptr[i].val;
     }
@@ -330,12 +322,10 @@ START_TEST(completions)
     msgpack_sbuffer d1, d2;
     doc1(&d1, "name", "ann");
     doc1(&d2, "name", "bob");
-    ck_assert_int_eq(troupe_abi_table_put(n, 10, "t", "k1", 2, d1.data,
-                                          d1.size),
-                     0);
-    ck_assert_int_eq(troupe_abi_table_put(n, 11, "t", "k2", 2, d2.data,
-                                          d2.size),
-                     0);
+    ck_assert_int_eq(
+        troupe_abi_table_put(n, 10, "t", "k1", 2, d1.data, d1.size), 0);
+    ck_assert_int_eq(
+        troupe_abi_table_put(n, 11, "t", "k2", 2, d2.data, d2.size), 0);
     ck_assert_int_eq(wait_status(n, 10), 0);
     ck_assert_int_eq(wait_status(n, 11), 0);
     /* get: the document itself */
@@ -349,17 +339,16 @@ START_TEST(completions)
     ck_assert_int_eq(status_of(&r), TROUPE_ENOENT);
     ck_assert_uint_eq(r.blen, 0);
     /* scan: two rows, in key order */
-    ck_assert_int_eq(troupe_abi_table_scan(n, 14, "t", NULL, 0, NULL, 0, NULL,
-                                           0, 10, 0),
-                     0);
+    ck_assert_int_eq(
+        troupe_abi_table_scan(n, 14, "t", NULL, 0, NULL, 0, NULL, 0, 10, 0), 0);
     r = wait_rec(n, 14, b);
     ck_assert_int_eq(status_of(&r), 0);
     msgpack_unpacked u;
     msgpack_unpacked_init(&u);
     size_t off = 0;
-    ck_assert_int_eq(msgpack_unpack_next(&u, (const char *)r.body, r.blen,
-                                         &off),
-                     MSGPACK_UNPACK_SUCCESS);
+    ck_assert_int_eq(
+        msgpack_unpack_next(&u, (const char *)r.body, r.blen, &off),
+        MSGPACK_UNPACK_SUCCESS);
     const msgpack_object *rows = get_key(&u.data, "rows");
     ck_assert_ptr_nonnull(rows);
     ck_assert_uint_eq(rows->via.array.size, 2);
@@ -383,9 +372,9 @@ START_TEST(completions)
     ck_assert_int_eq(status_of(&r), 0);
     msgpack_unpacked_init(&u);
     off = 0;
-    ck_assert_int_eq(msgpack_unpack_next(&u, (const char *)r.body, r.blen,
-                                         &off),
-                     MSGPACK_UNPACK_SUCCESS);
+    ck_assert_int_eq(
+        msgpack_unpack_next(&u, (const char *)r.body, r.blen, &off),
+        MSGPACK_UNPACK_SUCCESS);
     const msgpack_object *hits = get_key(&u.data, "hits");
     ck_assert_uint_eq(hits->via.array.size, 1);
     const msgpack_object *h0 = hits->via.array.ptr[0].via.array.ptr;
@@ -409,11 +398,9 @@ START_TEST(completions)
     ck_assert_mem_eq(r.body, d1.data, d1.size);
     ck_assert_int_eq(troupe_abi_txn_get(n, 21, t2, "t", "k1", 2), 0);
     ck_assert_int_eq(wait_status(n, 21), 0);
-    ck_assert_int_eq(troupe_abi_txn_put(n, t1, "t", "k1", 2, d2.data,
-                                        d2.size),
+    ck_assert_int_eq(troupe_abi_txn_put(n, t1, "t", "k1", 2, d2.data, d2.size),
                      0);
-    ck_assert_int_eq(troupe_abi_txn_put(n, t2, "t", "k1", 2, d1.data,
-                                        d1.size),
+    ck_assert_int_eq(troupe_abi_txn_put(n, t2, "t", "k1", 2, d1.data, d1.size),
                      0);
     ck_assert_int_eq(troupe_abi_txn_commit(n, 22, t1), 0);
     ck_assert_int_eq(wait_status(n, 22), 0);
@@ -422,9 +409,9 @@ START_TEST(completions)
     ck_assert_int_eq(status_of(&r), TROUPE_ECONFLICT);
     msgpack_unpacked_init(&u);
     off = 0;
-    ck_assert_int_eq(msgpack_unpack_next(&u, (const char *)r.body, r.blen,
-                                         &off),
-                     MSGPACK_UNPACK_SUCCESS);
+    ck_assert_int_eq(
+        msgpack_unpack_next(&u, (const char *)r.body, r.blen, &off),
+        MSGPACK_UNPACK_SUCCESS);
     ck_assert_int_eq(u.data.type, MSGPACK_OBJECT_ARRAY);
     ck_assert_uint_eq(u.data.via.array.size, 1);
     const msgpack_object *c0 = u.data.via.array.ptr[0].via.array.ptr;
@@ -443,9 +430,8 @@ START_TEST(completions)
     ck_assert_int_eq(rc, TROUPE_ENOENT);
     /* publish */
     ck_assert_int_eq(troupe_abi_queue_create(n, "q", 2, 0), 0);
-    ck_assert_int_eq(troupe_abi_queue_publish(n, 25, "q", "e1", 2, "k", 1,
-                                              "\x07", 1, 0),
-                     0);
+    ck_assert_int_eq(
+        troupe_abi_queue_publish(n, 25, "q", "e1", 2, "k", 1, "\x07", 1, 0), 0);
     ck_assert_int_eq(wait_status(n, 25), 0);
     msgpack_sbuffer_destroy(&d1);
     msgpack_sbuffer_destroy(&d2);
@@ -516,9 +502,9 @@ START_TEST(small_buffer)
     ck_assert_int_eq(troupe_abi_register_pull(n, "w", 4, 0, &idx), 0);
     ck_assert_int_eq(troupe_abi_queue_create(n, "q", 1, 0), 0);
     ck_assert_int_eq(troupe_abi_queue_subscribe(n, "q", "w"), 0);
-    ck_assert_int_eq(troupe_abi_queue_publish(n, 3, "q", "e1", 2, "k", 1,
-                                              d.data, d.size, 0),
-                     0);
+    ck_assert_int_eq(
+        troupe_abi_queue_publish(n, 3, "q", "e1", 2, "k", 1, d.data, d.size, 0),
+        0);
     ck_assert_int_eq(wait_status(n, 3), 0);
     uint64_t until = ts_now_ms() + 10000;
     int rc;
@@ -551,9 +537,8 @@ START_TEST(close_in_flight)
     ck_assert_int_eq(troupe_abi_register_pull(n, "w", 8, 60000, &idx), 0);
     ck_assert_int_eq(troupe_abi_queue_create(n, "q", 2, 0), 0);
     ck_assert_int_eq(troupe_abi_queue_subscribe(n, "q", "w"), 0);
-    ck_assert_int_eq(troupe_abi_queue_publish(n, 1, "q", "e1", 2, "k", 1,
-                                              "\x07", 1, 0),
-                     0);
+    ck_assert_int_eq(
+        troupe_abi_queue_publish(n, 1, "q", "e1", 2, "k", 1, "\x07", 1, 0), 0);
     /* a task held (60 s timeout) must not hold close up */
     uint8_t *b = malloc(BUF);
     uint64_t until = ts_now_ms() + 10000;
@@ -573,9 +558,8 @@ START_TEST(close_in_flight)
     for (uint64_t i = 0; i < 200; i++) {
         char k[16];
         snprintf(k, sizeof(k), "k%llu", (unsigned long long)i);
-        ck_assert_int_eq(troupe_abi_table_put(n, 100 + i, "t", k, strlen(k),
-                                              "\x80", 1),
-                         0);
+        ck_assert_int_eq(
+            troupe_abi_table_put(n, 100 + i, "t", k, strlen(k), "\x80", 1), 0);
     }
     uint64_t t0 = ts_now_ms();
     ck_assert_int_eq(troupe_abi_close(&n), 0);
@@ -633,9 +617,8 @@ START_TEST(queue_events)
     ck_assert_int_eq(troupe_abi_queue_subscribe(n, "q", "w"), 0);
     atomic_store(&wakes, 0);
     ck_assert_int_eq(troupe_abi_set_wake(n, on_wake, NULL), 0);
-    ck_assert_int_eq(troupe_abi_queue_publish(n, 1, "q", "e1", 2, "k1", 2,
-                                              "\x07", 1, 0),
-                     0);
+    ck_assert_int_eq(
+        troupe_abi_queue_publish(n, 1, "q", "e1", 2, "k1", 2, "\x07", 1, 0), 0);
     ck_assert(ts_wait_until(woke, NULL, 10000));
     ck_assert_int_eq(troupe_abi_set_wake(n, NULL, NULL), 0);
     ck_assert_int_eq(wait_status(n, 1), 0);
@@ -661,12 +644,11 @@ START_TEST(queue_events)
         ck_assert_uint_eq(le(r.header + 22, 2), 2);
         ck_assert_mem_eq(r.header + 32, "qe1k1", 5);
         if (round == 1) {
-            ck_assert_int_eq(troupe_abi_reply(n, r.id, TROUPE_OUTCOME_FAILURE,
-                                              NULL, 0),
-                             0);
-            ck_assert_int_eq(troupe_abi_reply(n, r.id, TROUPE_OUTCOME_SUCCESS,
-                                              NULL, 0),
-                             TROUPE_ENOENT);
+            ck_assert_int_eq(
+                troupe_abi_reply(n, r.id, TROUPE_OUTCOME_FAILURE, NULL, 0), 0);
+            ck_assert_int_eq(
+                troupe_abi_reply(n, r.id, TROUPE_OUTCOME_SUCCESS, NULL, 0),
+                TROUPE_ENOENT);
         }
     }
     /* SUCCESS acks, through reply_batch */
@@ -683,9 +665,8 @@ START_TEST(queue_events)
     n = node();
     ck_assert_int_eq(troupe_abi_register_pull(n, "w", 4, 0, &idx), 0);
     ck_assert_int_eq(troupe_abi_queue_subscribe(n, "q", "w"), 0);
-    ck_assert_int_eq(troupe_abi_queue_publish(n, 2, "q", "e2", 2, "k1", 2,
-                                              "\x08", 1, 0),
-                     0);
+    ck_assert_int_eq(
+        troupe_abi_queue_publish(n, 2, "q", "e2", 2, "k1", 2, "\x08", 1, 0), 0);
     r.kind = 0;
     uint64_t until = ts_now_ms() + 10000;
     while (r.kind != TROUPE_TASK_QUEUE && ts_now_ms() < until) {
@@ -703,7 +684,8 @@ START_TEST(queue_events)
 }
 END_TEST
 
-/* ---- the thread's message -------------------------------------------------- */
+/* ---- the thread's message --------------------------------------------------
+ */
 
 static void *
 other_thread(void *arg)
@@ -727,7 +709,7 @@ START_TEST(thread_errmsg)
     void *seen;
     pthread_join(th, &seen);
     ck_assert_ptr_nonnull(seen);
-    ck_assert_str_eq(seen, ""); /* a success there */
+    ck_assert_str_eq(seen, "");                  /* a success there */
     ck_assert_str_eq(troupe_abi_errmsg(), mine); /* still this thread's */
     free(seen);
     free(mine);

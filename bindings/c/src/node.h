@@ -102,8 +102,7 @@ abi_pack_rows(const troupe_rows *rows, msgpack_sbuffer *sb);
 troupe_err
 abi_pack_hits(const troupe_index_result *res, msgpack_sbuffer *sb);
 troupe_err
-abi_pack_conflicts(const troupe_txn_conflict *c, size_t n,
-                   msgpack_sbuffer *sb);
+abi_pack_conflicts(const troupe_txn_conflict *c, size_t n, msgpack_sbuffer *sb);
 
 /* spec.c: index specs from a msgpack array (EPROTO, EINVAL, ENOMEM);
  * abi_specs_free frees what abi_specs_parse made. */

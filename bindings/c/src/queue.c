@@ -87,8 +87,7 @@ partitions_of(troupe_abi *n, const char *name, uint32_t *parts)
 }
 
 int
-troupe_abi_queue_subscribe(troupe_abi *n, const char *queue,
-                           const char *target)
+troupe_abi_queue_subscribe(troupe_abi *n, const char *queue, const char *target)
 {
     abi_clear();
     if (n == NULL || queue == NULL || target == NULL)

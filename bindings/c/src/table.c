@@ -48,9 +48,8 @@ troupe_abi_table_create(troupe_abi *n, uint64_t req, const char *name,
 {
     abi_clear();
     if (indexes == NULL && len > 0)
-        return abi_ret(troupe__errf(TROUPE_EINVAL,
-                                    "table create: NULL indexes of %zu bytes",
-                                    len));
+        return abi_ret(troupe__errf(
+            TROUPE_EINVAL, "table create: NULL indexes of %zu bytes", len));
     abi_specs sp;
     troupe_err e = abi_specs_parse(indexes, len, &sp);
     if (e != TROUPE_OK)
@@ -97,8 +96,7 @@ written(troupe_err err, troupe_rows *rows, void *arg)
 
 int
 troupe_abi_table_put(troupe_abi *n, uint64_t req, const char *table,
-                     const void *key, size_t klen, const void *doc,
-                     size_t dlen)
+                     const void *key, size_t klen, const void *doc, size_t dlen)
 {
     abi_clear();
     abi_req *r;
@@ -122,7 +120,8 @@ troupe_abi_table_delete(troupe_abi *n, uint64_t req, const char *table,
         return abi_ret(e);
     troupe_write_opts wo = {.sync = n->sync};
     return req_end(
-        n, r, troupe_table_delete(n->tables, table, key, klen, &wo, written, r));
+        n, r,
+        troupe_table_delete(n->tables, table, key, klen, &wo, written, r));
 }
 
 static void
@@ -162,8 +161,7 @@ troupe_abi_table_scan(troupe_abi *n, uint64_t req, const char *table,
                            .after_len = alen,
                            .limit = limit,
                            .reverse = reverse == 1};
-    return req_end(n, r,
-                   troupe_table_scan(n->tables, table, &so, scanned, r));
+    return req_end(n, r, troupe_table_scan(n->tables, table, &so, scanned, r));
 }
 
 static void
@@ -214,7 +212,6 @@ troupe_abi_index_query(troupe_abi *n, uint64_t req, const char *table,
                             .after = alen ? after : NULL,
                             .after_len = alen,
                             .rows = rows == 1};
-    return req_end(n, r,
-                   troupe_tables_query(n->tables, table, index, &q, queried,
-                                       r));
+    return req_end(
+        n, r, troupe_tables_query(n->tables, table, index, &q, queried, r));
 }

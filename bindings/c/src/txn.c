@@ -62,8 +62,8 @@ troupe_abi_txn_begin(troupe_abi *n, uint64_t *txn)
         }
     }
     troupe_txn *tx = NULL;
-    if (e == TROUPE_OK && (e = troupe_txn_begin(n->tables, NULL, &tx)) ==
-                              TROUPE_OK) {
+    if (e == TROUPE_OK &&
+        (e = troupe_txn_begin(n->tables, NULL, &tx)) == TROUPE_OK) {
         abi_txn *x = &n->txns[n->ntxns++];
         x->id = ++n->txn_seq;
         x->tx = tx;
@@ -104,8 +104,8 @@ got(troupe_err err, troupe_rows *rows, void *arg)
 }
 
 int
-troupe_abi_txn_get(troupe_abi *n, uint64_t req, uint64_t txn,
-                   const char *table, const void *key, size_t klen)
+troupe_abi_txn_get(troupe_abi *n, uint64_t req, uint64_t txn, const char *table,
+                   const void *key, size_t klen)
 {
     abi_clear();
     if (n == NULL)
