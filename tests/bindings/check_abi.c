@@ -100,6 +100,22 @@ wait_fd(troupe_abi *n)
     ck_assert_int_eq(poll(&p, 1, 10000), 1);
 }
 
+/* Pulls (10 s at most) until a queue task comes, into out (BUF bytes),
+ * skipping completions. */
+static rec
+wait_task(troupe_abi *n, uint8_t *out)
+{
+    uint64_t until = ts_now_ms() + 10000;
+    while (ts_now_ms() < until) {
+        size_t len = 0;
+        ck_assert_int_eq(troupe_abi_next_task(n, 100, out, BUF, &len), 0);
+        if (len > 0 && parse(out).kind == TROUPE_TASK_QUEUE)
+            return parse(out);
+    }
+    ck_abort_msg("no queue task within 10 s");
+    return (rec){0};
+}
+
 /* The status of request id's completion. */
 static int32_t
 wait_status(troupe_abi *n, uint64_t id)
@@ -514,11 +530,7 @@ START_TEST(small_buffer)
         ;
     ck_assert_int_eq(rc, TROUPE_ETOOBIG);
     ck_assert_uint_gt(len, sizeof(small));
-    len = 0;
-    while (len == 0 && ts_now_ms() < until)
-        ck_assert_int_eq(troupe_abi_next_task(n, 100, b, BUF, &len), 0);
-    r = parse(b);
-    ck_assert_uint_eq(r.kind, TROUPE_TASK_QUEUE);
+    r = wait_task(n, b);
     ck_assert_uint_eq(r.target, idx);
     ck_assert_uint_eq(r.attempt, 2);
     ck_assert_int_eq(troupe_abi_reply(n, r.id, TROUPE_OUTCOME_SUCCESS, NULL, 0),
@@ -541,14 +553,7 @@ START_TEST(close_in_flight)
         troupe_abi_queue_publish(n, 1, "q", "e1", 2, "k", 1, "\x07", 1, 0), 0);
     /* a task held (60 s timeout) must not hold close up */
     uint8_t *b = malloc(BUF);
-    uint64_t until = ts_now_ms() + 10000;
-    bool held = false;
-    while (!held && ts_now_ms() < until) {
-        size_t len = 0;
-        ck_assert_int_eq(troupe_abi_next_task(n, 100, b, BUF, &len), 0);
-        held = len > 0 && parse(b).kind == TROUPE_TASK_QUEUE;
-    }
-    ck_assert(held);
+    wait_task(n, b);
     uint64_t tx;
     ck_assert_int_eq(troupe_abi_txn_begin(n, &tx), 0);
     ck_assert_int_eq(troupe_abi_txn_put(n, tx, "t", "x", 1, "\x80", 1), 0);
@@ -571,15 +576,7 @@ START_TEST(close_in_flight)
     ck_assert_int_eq(wait_status(n, 1), 0);
     ck_assert_int_eq(troupe_abi_register_pull(n, "w", 8, 0, &idx), 0);
     ck_assert_int_eq(troupe_abi_queue_subscribe(n, "q", "w"), 0);
-    rec r = {0};
-    until = ts_now_ms() + 10000;
-    while (r.kind != TROUPE_TASK_QUEUE && ts_now_ms() < until) {
-        size_t len = 0;
-        ck_assert_int_eq(troupe_abi_next_task(n, 100, b, BUF, &len), 0);
-        if (len > 0)
-            r = parse(b);
-    }
-    ck_assert_uint_eq(r.kind, TROUPE_TASK_QUEUE);
+    rec r = wait_task(n, b);
     ck_assert_int_eq(troupe_abi_reply(n, r.id, TROUPE_OUTCOME_SUCCESS, NULL, 0),
                      0);
     free(b);
@@ -626,15 +623,7 @@ START_TEST(queue_events)
     uint8_t *b = malloc(BUF);
     rec r = {0};
     for (int round = 1; round <= 2; round++) {
-        r.kind = 0;
-        uint64_t until = ts_now_ms() + 10000;
-        while (r.kind != TROUPE_TASK_QUEUE && ts_now_ms() < until) {
-            size_t len = 0;
-            ck_assert_int_eq(troupe_abi_next_task(n, 100, b, BUF, &len), 0);
-            if (len > 0)
-                r = parse(b);
-        }
-        ck_assert_uint_eq(r.kind, TROUPE_TASK_QUEUE);
+        r = wait_task(n, b);
         ck_assert_uint_eq(r.target, idx);
         ck_assert_uint_eq(r.attempt, (uint32_t)round);
         ck_assert_uint_eq(r.blen, 1);
@@ -667,15 +656,7 @@ START_TEST(queue_events)
     ck_assert_int_eq(troupe_abi_queue_subscribe(n, "q", "w"), 0);
     ck_assert_int_eq(
         troupe_abi_queue_publish(n, 2, "q", "e2", 2, "k1", 2, "\x08", 1, 0), 0);
-    r.kind = 0;
-    uint64_t until = ts_now_ms() + 10000;
-    while (r.kind != TROUPE_TASK_QUEUE && ts_now_ms() < until) {
-        size_t len = 0;
-        ck_assert_int_eq(troupe_abi_next_task(n, 100, b, BUF, &len), 0);
-        if (len > 0)
-            r = parse(b);
-    }
-    ck_assert_uint_eq(r.kind, TROUPE_TASK_QUEUE);
+    r = wait_task(n, b);
     ck_assert_mem_eq(r.header + 32, "qe2", 3); /* e1 is gone (one key) */
     ck_assert_int_eq(troupe_abi_reply(n, r.id, TROUPE_OUTCOME_SUCCESS, NULL, 0),
                      0);

@@ -11,9 +11,9 @@ bindings/python/README.md has the tour."""
 import collections
 import time
 
-from ._abi import (CODE, OUTCOME_FAILURE, OUTCOME_ONGOING, OUTCOME_SUCCESS,
+from ._abi import (OUTCOME_FAILURE, OUTCOME_ONGOING, OUTCOME_SUCCESS,
                    OUTCOME_UNKNOWN, TroupeError)
-from ._core import Core, Event, Page
+from ._core import Core, Event, Page, TxnBase
 from . import _msgpack as msgpack
 
 __all__ = ["Node", "Txn", "Event", "Page", "TroupeError", "msgpack",
@@ -145,19 +145,16 @@ class _Delivery(Event):
                       msgpack.packb({"reschedule": time_ms}))
 
 
-class Txn:
+class Txn(TxnBase):
     """A transaction (blocking form): reads see a snapshot plus its own
     writes; commit() raises TroupeError ECONFLICT (its .detail lists
-    (table, key, kinds)) when a key changed since."""
+    (table, key, kinds)) when a key changed since. put() and delete()
+    buffer; rollback() ends it without writing. As a with block it
+    commits at the end, or rolls back on an exception."""
 
     def __init__(self, node):
+        super().__init__(node._c)
         self._n = node
-        self._id = node._c.txn_begin()
-
-    def _live(self):
-        if self._id is None:
-            raise TroupeError(CODE["ESTATE"], "the transaction has ended")
-        return self._id
 
     def __enter__(self):
         return self
@@ -170,19 +167,7 @@ class Txn:
                 self.rollback()
 
     def get(self, table, key):
-        return self._n._wait(self._n._c.txn_get(self._live(), table, key))
-
-    def put(self, table, key, doc):
-        self._n._c.txn_put(self._live(), table, key, doc)
-
-    def delete(self, table, key):
-        self._n._c.txn_delete(self._live(), table, key)
+        return self._n._wait(self._core.txn_get(self._live(), table, key))
 
     def commit(self):
-        rid = self._n._c.txn_commit(self._live())
-        self._id = None
-        self._n._wait(rid)
-
-    def rollback(self):
-        self._n._c.txn_rollback(self._live())
-        self._id = None
+        self._n._wait(self._core.txn_commit(self._end()))

@@ -292,3 +292,31 @@ class Core:
         check(lib.troupe_abi_queue_subscribe(self.handle,
                                              _name(queue, "queue"),
                                              _name(target, "target")))
+
+
+class TxnBase:
+    """What both forms' transactions share: the id, its end, the
+    buffering calls (which never wait)."""
+
+    def __init__(self, core):
+        self._core = core
+        self._id = core.txn_begin()
+
+    def _live(self):
+        if self._id is None:
+            raise TroupeError(CODE["ESTATE"], "the transaction has ended")
+        return self._id
+
+    def _end(self):
+        t = self._live()
+        self._id = None
+        return t
+
+    def put(self, table, key, doc):
+        self._core.txn_put(self._live(), table, key, doc)
+
+    def delete(self, table, key):
+        self._core.txn_delete(self._live(), table, key)
+
+    def rollback(self):
+        self._core.txn_rollback(self._end())

@@ -10,7 +10,7 @@ import asyncio
 
 from . import _msgpack
 from ._abi import (CODE, OUTCOME_FAILURE, OUTCOME_SUCCESS, TroupeError)
-from ._core import Core, Event
+from ._core import Core, Event, TxnBase
 
 __all__ = ["Node", "open"]
 
@@ -176,34 +176,17 @@ class Node:
         self._c.subscribe(queue, name)
 
 
-class Txn:
-    """A transaction: await get() and commit(); put() and delete() buffer
-    (no await)."""
+class Txn(TxnBase):
+    """A transaction: await get() and commit(); put(), delete() and
+    rollback() never wait."""
 
     def __init__(self, node):
+        super().__init__(node._c)
         self._n = node
-        self._id = node._c.txn_begin()
-
-    def _live(self):
-        if self._id is None:
-            raise TroupeError(CODE["ESTATE"], "the transaction has ended")
-        return self._id
 
     async def get(self, table, key):
-        return await self._n._request(self._n._c.txn_get, self._live(), table,
-                                      key)
-
-    def put(self, table, key, doc):
-        self._n._c.txn_put(self._live(), table, key, doc)
-
-    def delete(self, table, key):
-        self._n._c.txn_delete(self._live(), table, key)
+        return await self._n._request(self._core.txn_get, self._live(),
+                                      table, key)
 
     async def commit(self):
-        f = self._n._request(self._n._c.txn_commit, self._live())
-        self._id = None
-        return await f
-
-    def rollback(self):
-        self._n._c.txn_rollback(self._live())
-        self._id = None
+        return await self._n._request(self._core.txn_commit, self._end())
