@@ -47,8 +47,8 @@ class Queue(NodeCase):
                 b.publish("jobs", "last", "k", {"n": -1})
                 got = []
                 while "last" not in [e.id.decode() for e in got]:
-                    evs = b.events(timeout=5)
-                    self.assertTrue(evs, "no event within 5 s")
+                    evs = b.events(timeout=20)
+                    self.assertTrue(evs, "no event within 20 s")
                     for e in evs:
                         e.ack()
                     got += evs
@@ -60,10 +60,10 @@ class Queue(NodeCase):
             n.create_queue("q")
             n.subscribe("q")
             n.publish("q", "e", "k", "payload")
-            ev = n.events(timeout=5)[0]
+            ev = n.events(timeout=20)[0]
             self.assertEqual(ev.payload, "payload")
             self.assertEqual(ev.queue, "q")
             ev.reschedule(0)
-            ev2 = n.events(timeout=5)[0]
+            ev2 = n.events(timeout=20)[0]
             self.assertEqual(ev2.id, b"e")
             ev2.ack()
