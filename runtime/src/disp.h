@@ -25,7 +25,8 @@ enum {
     SLOT_COPYING,  /* a host copies it (host.c): nothing else touches it */
     SLOT_TAKEN,    /* a host holds it, or its callback runs */
     SLOT_SETTLING, /* its done runs */
-    SLOT_HELD      /* its producer ends it later */
+    SLOT_HELD,     /* its producer ends it later */
+    SLOT_ENDED     /* its producer ended it while its done still ran */
 };
 
 #define WORD(gen, st) (((uint64_t)(gen) << 8) | (uint64_t)(st))
@@ -53,9 +54,11 @@ typedef struct tslot {
     troupe__task_done_fn done;
     void *arg;
     bool timed_out;
+    bool was_taken; /* it was TAKEN when it settled (valid in done) */
     /* Callback slots: 1 from submit until the HOST lane job is done with
-     * the slot, 2 once a settler left the freeing to that job; the
-     * slot is freed by whichever of the two comes last (target.c). */
+     * the slot, 2 once a settler left the freeing to that job (the task's
+     * credit is back already: target.c); the slot is freed by whichever
+     * of the two comes last. */
     _Atomic int running;
     /* the generation the deadline settled last: a late reply to it is
      * ETIMEDOUT, not ENOENT */
@@ -80,6 +83,10 @@ struct troupe_target {
     troupe_host *host;
     uint32_t hidx; /* index in the host's table (pull), 0 for callback */
     uint32_t credit;
+    /* slots: credit for pull targets; for callback targets up to twice
+     * that, as a callback past its deadline keeps its slot (its bytes)
+     * but not its credit until it returns (target.c) */
+    uint32_t nslots;
     uint64_t timeout_ns;
     uint32_t timeout_ms;
     _Atomic long refs;
@@ -90,8 +97,12 @@ struct troupe_target {
     uint32_t free_head;        /* mu */
     tslot *first, *last;       /* mu: in flight, oldest first */
     troupe__credit_wait *wait; /* mu */
-    bool listed;               /* disp.mu: in the name registry */
-    int state;                 /* mu: TGT_* */
+    /* mu: kick calls running on a list taken off `wait`; an unwait waits
+     * for 0 on `kicked` so that no kick touches a waiter after it */
+    uint32_t kicking;
+    pthread_cond_t kicked;
+    bool listed; /* disp.mu: in the name registry */
+    int state;   /* mu: TGT_* */
     troupe_target_stop_cb stop_cb;
     void *stop_arg;
     struct troupe_target *dnext; /* disp.mu: every live target */

@@ -43,6 +43,10 @@ struct troupe_host {
     size_t cap, head, n;
     bool need_wake;
     bool closed;
+    /* mu: pushes that write the wake after unlocking mu; destroy waits
+     * for them (a push's task may be settled, and the host closed, before
+     * its wake is written) */
+    unsigned notifying;
     int efd;
     troupe_target **targets; /* [index]: 1..ntab-1; NULL where free */
     uint32_t ntab;
@@ -234,13 +238,20 @@ troupe__host_push(troupe_host *h, uint64_t id)
         return TROUPE_ENOMEM;
     }
     bool wake = was_empty && h->need_wake;
-    if (wake)
+    if (wake) {
         h->need_wake = false;
+        h->notifying++;
+    }
     if (h->waiting > 0)
         pthread_cond_signal(&h->cond);
     pthread_mutex_unlock(&h->mu);
-    if (wake)
+    if (wake) {
         notify(h);
+        pthread_mutex_lock(&h->mu);
+        if (--h->notifying == 0 && h->closed)
+            pthread_cond_broadcast(&h->cond);
+        pthread_mutex_unlock(&h->mu);
+    }
     return TROUPE_OK;
 }
 
@@ -603,6 +614,8 @@ troupe_host_destroy(troupe_host *h)
         return;
     pthread_mutex_lock(&h->mu);
     bool ok = h->closed && h->attached == 0;
+    while (ok && h->notifying > 0) /* a push's wake in flight: short */
+        pthread_cond_wait(&h->cond, &h->mu);
     pthread_mutex_unlock(&h->mu);
     if (!ok) {
         fprintf(stderr, "troupe: host_destroy of a host not closed or with "

@@ -1,13 +1,19 @@
 /*
  * Dispatch targets: task slots, credit, settling, and callback mode.
  *
- * A target owns `credit` slots, allocated at create: a task is a slot, so
+ * A target owns its slots, allocated at create: a task is a slot, so
  * the credit bounds both the tasks in flight and the memory they hold
- * beyond their bytes. A slot's state word (disp.h) carries its
- * generation, and so does the task's id; every change of state is one
- * compare-and-swap on that word, so of the answer, the deadline and a
- * stop racing for a task exactly one settles it, and an id whose slot
- * was reused since names nothing (a late reply finds a newer generation).
+ * beyond their bytes. A pull target has `credit` slots; a callback target
+ * has up to twice that (at most 65536), because a callback that outlives
+ * its deadline keeps its slot (the task's bytes it borrows) until it
+ * returns, but not its credit: the producer heard UNKNOWN, and a
+ * graceful stop is bounded by the deadline (the queue's handler timeout
+ * frees the worker's credit at once). When every spare slot is taken by
+ * such callbacks still running, a submit is refused (EBUSY). A slot's state
+ * word (disp.h) carries its generation, and so does the task's id; every change
+ * of state is one compare-and-swap on that word, so of the answer, the deadline
+ * and a stop racing for a task exactly one settles it, and an id whose slot was
+ * reused since names nothing (a late reply finds a newer generation).
  *
  *   FREE -submit-> READY -run (callback)-> TAKEN
  *                  READY -take (host)-> COPYING -copied-> TAKEN
@@ -15,8 +21,9 @@
  *                                     -done returns true-> HELD -end-> FREE
  * (COPYING settles only when the copy cannot be made: ETOOBIG.)
  *
- * The credit is given back when the slot is freed, not when the outcome
- * is known: a producer that must make the outcome durable first (the
+ * The credit is given back when the slot is freed (or, for a callback
+ * still running past its deadline, when its task settled), not when the
+ * outcome is known: a producer that must make the outcome durable first (the
  * queue) holds the task (done returns true) until it is, so that neither
  * a new task nor a graceful stop overtakes it.
  */
@@ -32,10 +39,11 @@
 static void
 target_free(troupe_target *t)
 {
-    for (uint32_t i = 0; i < t->credit; i++)
+    for (uint32_t i = 0; i < t->nslots; i++)
         troupe_free(t->slots[i].data);
     troupe_free(t->slots);
     troupe_free(t->name);
+    pthread_cond_destroy(&t->kicked);
     pthread_mutex_destroy(&t->mu);
     troupe_free(t);
 }
@@ -104,19 +112,25 @@ troupe_target_create(troupe_runtime *rt, const troupe_target_opts *o,
     t->host = o->host;
     atomic_init(&t->refs, 1);
     pthread_mutex_init(&t->mu, NULL);
+    pthread_cond_init(&t->kicked, NULL);
     t->name = troupe_malloc(len + 1);
-    t->slots = troupe_calloc(t->credit, sizeof(*t->slots));
+    t->nslots = t->credit;
+    if (t->fn != NULL)
+        t->nslots = t->credit <= TROUPE_TARGET_CREDIT_MAX / 2
+                        ? 2 * t->credit
+                        : TROUPE_TARGET_CREDIT_MAX;
+    t->slots = troupe_calloc(t->nslots, sizeof(*t->slots));
     if (t->name == NULL || t->slots == NULL) {
         target_free(t);
         return TROUPE_ENOMEM;
     }
     memcpy(t->name, o->name, len + 1);
     t->name_len = len;
-    for (uint32_t i = 0; i < t->credit; i++) {
+    for (uint32_t i = 0; i < t->nslots; i++) {
         t->slots[i].t = t;
         t->slots[i].idx = i;
         atomic_init(&t->slots[i].word, WORD(1, SLOT_FREE));
-        t->slots[i].free_next = i + 2 <= t->credit ? i + 2 : 0;
+        t->slots[i].free_next = i + 2 <= t->nslots ? i + 2 : 0;
     }
     t->free_head = 1;
     if (t->host != NULL && (e = troupe__host_attach(t->host, t)) != TROUPE_OK) {
@@ -145,10 +159,17 @@ credit_cas(troupe_target *t)
     return false;
 }
 
-bool
-troupe__target_credit_take(troupe_target *t, troupe__credit_wait *w)
+/* A credit is free now (taken when `take`). */
+static bool
+credit_free(troupe_target *t, bool take)
 {
-    if (credit_cas(t))
+    return take ? credit_cas(t) : atomic_load(&t->held) < t->credit;
+}
+
+static bool
+credit_look(troupe_target *t, troupe__credit_wait *w, bool take)
+{
+    if (credit_free(t, take))
         return true;
     if (w == NULL)
         return false;
@@ -165,8 +186,24 @@ troupe__target_credit_take(troupe_target *t, troupe__credit_wait *w)
     }
     pthread_mutex_unlock(&t->mu);
     /* a credit freed before w was queued kicked nobody: look again */
-    return credit_cas(t);
+    return credit_free(t, take);
 }
+
+bool
+troupe__target_credit_take(troupe_target *t, troupe__credit_wait *w)
+{
+    return credit_look(t, w, true);
+}
+
+bool
+troupe__target_credit_peek(troupe_target *t, troupe__credit_wait *w)
+{
+    return credit_look(t, w, false);
+}
+
+/* The target whose kicks this thread is running, if any: an unwait from
+ * inside a kick must not wait for itself. */
+static _Thread_local const troupe_target *kicking_here;
 
 void
 troupe__target_credit_unwait(troupe_target *t, troupe__credit_wait *w)
@@ -179,6 +216,46 @@ troupe__target_credit_unwait(troupe_target *t, troupe__credit_wait *w)
         }
     w->queued = false;
     atomic_store(&t->waiters, t->wait != NULL);
+    /* A kick taken off the list before this may still be about to call
+     * w->kick: the caller frees w after this returns. Kicks are short (a
+     * producer posts a message), so waiting for them is brief. */
+    while (t->kicking > 0 && kicking_here != t)
+        pthread_cond_wait(&t->kicked, &t->mu);
+    pthread_mutex_unlock(&t->mu);
+}
+
+/* Takes the wait list off t (t->mu held); kick_list calls it. */
+static troupe__credit_wait *
+wait_take(troupe_target *t)
+{
+    troupe__credit_wait *w = t->wait;
+    t->wait = NULL;
+    atomic_store(&t->waiters, false);
+    for (troupe__credit_wait *x = w; x != NULL; x = x->next)
+        x->queued = false;
+    if (w != NULL)
+        t->kicking++;
+    return w;
+}
+
+/* Calls the kicks of a list wait_take returned (t->mu not held). */
+static void
+kick_list(troupe_target *t, troupe__credit_wait *w)
+{
+    if (w == NULL)
+        return;
+    const troupe_target *outer = kicking_here;
+    kicking_here = t;
+    /* the producer may queue its node again from kick: next read first */
+    while (w != NULL) {
+        troupe__credit_wait *next = w->next;
+        w->kick(w->arg);
+        w = next;
+    }
+    kicking_here = outer;
+    pthread_mutex_lock(&t->mu);
+    if (--t->kicking == 0)
+        pthread_cond_broadcast(&t->kicked);
     pthread_mutex_unlock(&t->mu);
 }
 
@@ -189,18 +266,9 @@ kick_waiters(troupe_target *t)
     if (!atomic_load(&t->waiters))
         return;
     pthread_mutex_lock(&t->mu);
-    troupe__credit_wait *w = t->wait;
-    t->wait = NULL;
-    atomic_store(&t->waiters, false);
-    for (troupe__credit_wait *x = w; x != NULL; x = x->next)
-        x->queued = false;
+    troupe__credit_wait *w = wait_take(t);
     pthread_mutex_unlock(&t->mu);
-    /* the producer may queue its node again from kick: next read first */
-    while (w != NULL) {
-        troupe__credit_wait *next = w->next;
-        w->kick(w->arg);
-        w = next;
-    }
+    kick_list(t, w);
 }
 
 /* Gives back one credit: the last one of a stopping target ends its stop
@@ -224,21 +292,25 @@ credit_put(troupe_target *t)
         kick_waiters(t);
 }
 
+void
+troupe__target_credit_give(troupe_target *t)
+{
+    credit_put(t);
+}
+
 /* ---- slots ----------------------------------------------------------- */
 
 static tslot *
 slot_of(troupe_target *t, uint64_t id)
 {
     uint32_t i = ID_SLOT(id);
-    return i < t->credit ? &t->slots[i] : NULL;
+    return i < t->nslots ? &t->slots[i] : NULL;
 }
 
-/* Frees a settled slot (SETTLING or HELD): unlinked, generation bumped,
- * credit back; a stop waiting for the last one completes. */
+/* Off the list of tasks in flight (t->mu held). */
 static void
-slot_free(troupe_target *t, tslot *s)
+slot_unlink(troupe_target *t, tslot *s)
 {
-    pthread_mutex_lock(&t->mu);
     if (s->prev != NULL)
         s->prev->next = s->next;
     else
@@ -248,6 +320,18 @@ slot_free(troupe_target *t, tslot *s)
     else
         t->last = s->prev;
     s->prev = s->next = NULL;
+}
+
+/* Frees a settled slot (SETTLING or HELD): generation bumped, back on
+ * the free list. `live`: it was still in flight, so also unlinked and its
+ * credit given back (a stop waiting for the last one completes); not
+ * live: slot_settled did both when the task settled. */
+static void
+slot_free_as(troupe_target *t, tslot *s, bool live)
+{
+    pthread_mutex_lock(&t->mu);
+    if (live)
+        slot_unlink(t, s);
     if (s->cap > 65536) { /* keep small buffers, give large ones back */
         troupe_free(s->data);
         s->data = NULL;
@@ -258,16 +342,31 @@ slot_free(troupe_target *t, tslot *s)
     s->free_next = t->free_head;
     t->free_head = s->idx + 1;
     pthread_mutex_unlock(&t->mu);
-    credit_put(t);
+    if (live)
+        credit_put(t);
 }
 
-/* The settler is done with the slot: freed now, or by its callback job
- * when that is still queued or running. */
+static void
+slot_free(troupe_target *t, tslot *s)
+{
+    slot_free_as(t, s, true);
+}
+
+/* The settler is done with the slot: freed now, or, when its callback
+ * job is still queued or running, left to that job, but out of flight
+ * and its credit back at once (the producer heard the outcome). */
 static void
 slot_settled(troupe_target *t, tslot *s)
 {
+    /* unlinked first: once the job may free the slot, a new task may be
+     * linked through it */
+    pthread_mutex_lock(&t->mu);
+    slot_unlink(t, s);
+    pthread_mutex_unlock(&t->mu);
     if (atomic_exchange(&s->running, 2) == 0)
-        slot_free(t, s);
+        slot_free_as(t, s, false);
+    /* else the job frees it (it holds a reference on t: submit) */
+    credit_put(t);
 }
 
 bool
@@ -289,6 +388,7 @@ troupe__task_settle(troupe_target *t, uint64_t id, int from,
             break;
     }
     s->timed_out = timed_out;
+    s->was_taken = WORD_ST(w) == SLOT_TAKEN;
     if (timed_out)
         atomic_store(&s->timeout_gen, ID_GEN(id));
     if (outcome < TROUPE_OUTCOME_SUCCESS || outcome > TROUPE_OUTCOME_UNKNOWN)
@@ -299,9 +399,11 @@ troupe__task_settle(troupe_target *t, uint64_t id, int from,
     /* t stays alive through done: a stop's callback may come after */
     troupe__target_retain(t);
     bool hold = s->done(s->arg, id, outcome, body, len);
-    if (hold)
-        atomic_store(&s->word, WORD(ID_GEN(id), SLOT_HELD));
-    else
+    uint64_t settling = WORD(ID_GEN(id), SLOT_SETTLING);
+    /* held, unless the producer ended it already from inside done's
+     * span (ENDED: troupe__target_task_end) */
+    if (!hold || !atomic_compare_exchange_strong(&s->word, &settling,
+                                                 WORD(ID_GEN(id), SLOT_HELD)))
         slot_settled(t, s);
     troupe__target_release(t);
     return true;
@@ -314,11 +416,25 @@ troupe__target_task_end(troupe_target *t, uint64_t id)
     if (s == NULL)
         return;
     uint64_t want = WORD(ID_GEN(id), SLOT_HELD);
-    if (atomic_load(&s->word) != want)
-        return; /* not held: a producer's error, ignored */
+    if (!atomic_compare_exchange_strong(&s->word, &want,
+                                        WORD(ID_GEN(id), SLOT_SETTLING))) {
+        /* its done still runs (and will return true): the settler frees
+         * it; anything else is a producer's error, ignored */
+        want = WORD(ID_GEN(id), SLOT_SETTLING);
+        (void)atomic_compare_exchange_strong(&s->word, &want,
+                                             WORD(ID_GEN(id), SLOT_ENDED));
+        return;
+    }
     troupe__target_retain(t);
     slot_settled(t, s);
     troupe__target_release(t);
+}
+
+bool
+troupe__task_taken(troupe_target *t, uint64_t id)
+{
+    tslot *s = slot_of(t, id);
+    return s != NULL && s->was_taken;
 }
 
 tslot *
@@ -407,8 +523,7 @@ static void
 callback_run(void *arg)
 {
     tslot *s = arg;
-    troupe_target *t = s->t;
-    troupe__target_retain(t);
+    troupe_target *t = s->t; /* the job's reference, taken at submit */
     uint64_t w = atomic_load(&s->word);
     uint64_t id = ID_MAKE(0, s->idx, WORD_GEN(w));
     if (WORD_ST(w) == SLOT_READY &&
@@ -435,7 +550,7 @@ callback_run(void *arg)
     }
     /* else settled while it waited for a thread (deadline, stop) */
     if (atomic_exchange(&s->running, 0) == 2)
-        slot_free(t, s);
+        slot_free_as(t, s, false);
     troupe__target_release(t);
 }
 
@@ -475,9 +590,16 @@ troupe__target_submit(troupe_target *t, const troupe__task_in *in,
     }
     pthread_mutex_lock(&t->mu);
     if (t->state != TGT_RUNNING || t->free_head == 0) {
-        /* free_head 0 with a credit taken cannot happen: credit == slots */
+        /* free_head 0 with a credit taken: every spare slot is a
+         * callback still running past its deadline */
+        bool running = t->state == TGT_RUNNING;
         pthread_mutex_unlock(&t->mu);
         credit_put(t);
+        if (running)
+            return troupe__errf(TROUPE_EBUSY,
+                                "target %s: every slot is held by a callback "
+                                "running past its deadline",
+                                t->name);
         return TROUPE_ESTATE;
     }
     tslot *s = &t->slots[t->free_head - 1];
@@ -530,11 +652,15 @@ troupe__target_submit(troupe_target *t, const troupe__task_in *in,
     if (was_empty)
         troupe__disp_due(t->d, s->due_ns);
     troupe_err e;
-    if (t->host != NULL)
+    if (t->host != NULL) {
         e = troupe__host_push(t->host, tid);
-    else
+    } else {
+        /* the job's reference: it may outlive the task's settling (and
+         * so the target's stop) when it runs past the deadline */
+        troupe__target_retain(t);
         e = troupe_runtime_work_in(t->rt, TROUPE_LANE_HOST, need + sizeof(*s),
                                    callback_run, NULL, s);
+    }
     if (e == TROUPE_OK)
         return TROUPE_OK;
     /* Nothing took it: back to free without a done, unless a stop or the
@@ -545,10 +671,15 @@ troupe__target_submit(troupe_target *t, const troupe__task_in *in,
                                        WORD(gen, SLOT_SETTLING))) {
         atomic_store(&s->running, 0);
         slot_free(t, s);
+        if (t->fn != NULL)
+            troupe__target_release(t); /* the job's, never run */
         return e;
     }
-    if (t->fn != NULL && atomic_exchange(&s->running, 0) == 2)
-        slot_free(t, s);
+    if (t->fn != NULL) {
+        if (atomic_exchange(&s->running, 0) == 2)
+            slot_free_as(t, s, false);
+        troupe__target_release(t); /* the job's, never run */
+    }
     return TROUPE_OK;
 }
 
@@ -568,19 +699,11 @@ troupe_target_stop(troupe_target *t, troupe_target_stop_cb cb, void *arg)
     t->state = TGT_STOPPING;
     t->stop_cb = cb;
     t->stop_arg = arg;
-    troupe__credit_wait *w = t->wait;
-    t->wait = NULL;
-    atomic_store(&t->waiters, false);
-    for (troupe__credit_wait *x = w; x != NULL; x = x->next)
-        x->queued = false;
+    troupe__credit_wait *w = wait_take(t);
     pthread_mutex_unlock(&t->mu);
     troupe__disp_unlist(t->d, t);
     /* producers waiting for credit hear that it will not come */
-    while (w != NULL) {
-        troupe__credit_wait *next = w->next;
-        w->kick(w->arg);
-        w = next;
-    }
+    kick_list(t, w);
     /* Tasks queued for a host settle now; those running settle as they
      * would. A credit held by a producer between take and submit is
      * refused at submit (ESTATE) and given back. The held count is the

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "troupe/alloc.h"
+#include "troupe/dispatch.h"
 #include "troupe/internal/datafmt.h"
 #include "troupe/internal/queue.h"
 #include "troupe/keycodec.h"
@@ -2305,6 +2306,185 @@ START_TEST(test_readonly_open_needs_no_commit)
 }
 END_TEST
 
+/* ---- pull workers: a dispatch target on a troupe_host ------------------ */
+
+typedef struct pulled {
+    uint64_t id;
+    uint32_t attempt;
+    uint16_t kind;
+    int64_t time_ms;
+    uint32_t partition;
+    char queue[16], id_s[16], key[16];
+    uint8_t body[8];
+    size_t body_len;
+} pulled;
+
+static uint64_t
+le(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static void
+copy_str(char *dst, size_t cap, const uint8_t *src, size_t n)
+{
+    ck_assert_uint_lt(n, cap);
+    memcpy(dst, src, n);
+    dst[n] = 0;
+}
+
+/* The next task of h, waiting up to 10 s, decoded as docs/queue.md lays
+ * out a pull worker's record. */
+static pulled
+pull_one(troupe_host *h)
+{
+    uint8_t buf[8192];
+    size_t n = 0, len = 0;
+    for (int i = 0; i < 10 && n == 0; i++)
+        ck_assert_ok(
+            troupe_host_next_batch(h, 1000, buf, sizeof(buf), 1, &n, &len));
+    ck_assert_uint_eq(n, 1);
+    pulled p = {0};
+    p.id = le(buf, 8);
+    p.kind = (uint16_t)le(buf + 12, 2);
+    size_t hl = le(buf + 14, 2);
+    p.attempt = (uint32_t)le(buf + 16, 4);
+    p.body_len = le(buf + 20, 4);
+    const uint8_t *hd = buf + TROUPE_HOST_RECORD_FIXED;
+    ck_assert_uint_ge(hl, 32);
+    p.time_ms = (int64_t)le(hd, 8);
+    p.partition = (uint32_t)le(hd + 16, 4);
+    size_t ql = le(hd + 20, 2), il = le(hd + 22, 2), kl = le(hd + 24, 2);
+    ck_assert_uint_eq(hl, 32 + ql + il + kl + le(hd + 26, 2) + le(hd + 28, 2));
+    copy_str(p.queue, sizeof(p.queue), hd + 32, ql);
+    copy_str(p.id_s, sizeof(p.id_s), hd + 32 + ql, il);
+    copy_str(p.key, sizeof(p.key), hd + 32 + ql + il, kl);
+    ck_assert_uint_le(p.body_len, sizeof(p.body));
+    memcpy(p.body, hd + hl, p.body_len);
+    return p;
+}
+
+static bool
+pending_is(void *arg)
+{
+    waitq *w = arg;
+    return npending(w->q) == w->n;
+}
+
+/* A pull worker end to end: each event comes to the host as a record with
+ * its fields in the header and its payload as the body; SUCCESS acks, a
+ * reschedule body reschedules, a reply after the deadline is refused and
+ * the event comes again with attempt + 1, a host close leaves what it
+ * held pending. */
+START_TEST(test_pull_worker_acks_reschedules_redelivers_and_survives_a_close)
+{
+    mkqueue("q", 1, 0);
+    troupe_host *h = NULL;
+    ck_assert_ok(troupe_host_open(fx.rt, NULL, &h));
+    troupe_target_opts to = {
+        .name = "pullq", .host = h, .credit = 4, .timeout_ms = 300};
+    troupe_target *t = NULL;
+    ck_assert_ok(troupe_target_create(fx.rt, &to, &t));
+    troupe_queue_worker_opts o = {
+        .queue = "q", .target = "pullq", .sync = TROUPE_SYNC_OFF};
+    troupe_queue_worker *w = NULL;
+    ck_assert_ok(troupe_queue_worker_create(fx.qs, &o, &w));
+    pub("q", ev("e1", "k1", T0));
+    pub("q", ev("e2", "k2", T0));
+    pulled a = pull_one(h), b = pull_one(h);
+    if (strcmp(a.id_s, "e1") != 0) {
+        pulled x = a;
+        a = b;
+        b = x;
+    }
+    ck_assert_str_eq(a.id_s, "e1");
+    ck_assert_str_eq(a.key, "k1");
+    ck_assert_str_eq(a.queue, "q");
+    ck_assert_str_eq(b.id_s, "e2");
+    ck_assert_int_eq(a.kind, TROUPE_TASK_QUEUE);
+    ck_assert_uint_eq(a.attempt, 1);
+    ck_assert_int_eq(a.time_ms, T0);
+    ck_assert_uint_eq(a.partition, 0);
+    ck_assert_uint_eq(a.body_len, 1);
+    ck_assert_int_eq(a.body[0], PAYLOAD[0]);
+    /* ack e1; reschedule e2 to T0 + 5000 */
+    ck_assert_ok(troupe_host_reply(h, a.id, TROUPE_OUTCOME_SUCCESS, NULL, 0));
+    troupe_packer pk;
+    troupe_pack_init(&pk);
+    ck_assert_ok(troupe_pack_map(&pk, 1));
+    ck_assert_ok(troupe_pack_cstr(&pk, "reschedule"));
+    ck_assert_ok(troupe_pack_int(&pk, T0 + 5000));
+    size_t rl = 0;
+    const void *rs = troupe_pack_data(&pk, &rl);
+    ck_assert_ok(troupe_host_reply(h, b.id, TROUPE_OUTCOME_SUCCESS, rs, rl));
+    troupe_pack_fini(&pk);
+    wait_completed("q", 2);
+    ck_assert_uint_eq(npending("q"), 1);
+    troupe_queue_counters c = wait_settled("q", 2);
+    ck_assert_uint_eq(c.acked, 1);
+    ck_assert_uint_eq(c.rescheduled, 1);
+    /* the replacement, due at T0 + 5000: left unanswered past the
+     * deadline, it comes again with attempt + 1 and the late reply is
+     * refused */
+    atomic_store(&fx.now, T0 + 5000);
+    ck_assert_ok(troupe_queue_kick(fx.qs, "q"));
+    pulled r1 = pull_one(h);
+    ck_assert_str_eq(r1.id_s, "e2");
+    ck_assert_int_eq(r1.time_ms, T0 + 5000);
+    ck_assert_uint_eq(r1.attempt, 1);
+    pulled r2 = pull_one(h);
+    ck_assert_str_eq(r2.id_s, "e2");
+    ck_assert_uint_eq(r2.attempt, 2);
+    ck_assert_err(troupe_host_reply(h, r1.id, TROUPE_OUTCOME_SUCCESS, NULL, 0),
+                  TROUPE_ETIMEDOUT);
+    ck_assert_uint_eq(npending("q"), 1);
+    /* FAILURE leaves it pending too */
+    ck_assert_ok(troupe_host_reply(h, r2.id, TROUPE_OUTCOME_FAILURE, NULL, 0));
+    pulled r3 = pull_one(h);
+    ck_assert_uint_eq(r3.attempt, 3);
+    ck_assert_ok(troupe_host_reply(h, r3.id, TROUPE_OUTCOME_SUCCESS, NULL, 0));
+    wait_completed("q", 3);
+    /* a host that closes with an event in its hands leaves it pending */
+    pub("q", ev("e3", "k3", T0 + 5000));
+    pulled d = pull_one(h);
+    ck_assert_str_eq(d.id_s, "e3");
+    ck_assert_ok(troupe_host_close(h));
+    ck_assert_err(troupe_host_reply(h, d.id, TROUPE_OUTCOME_SUCCESS, NULL, 0),
+                  TROUPE_ENOENT);
+    waitq one = {"q", 1};
+    ck_assert(ts_wait_until(pending_is, &one, 10000));
+    ck_assert_uint_eq(ncompleted("q"), 3);
+    worker_end(w);
+    ck_assert_uint_eq(npending("q"), 1);
+    ck_assert_ok(troupe_target_stop_wait(t));
+    troupe_target_destroy(t);
+    troupe_host_destroy(h);
+}
+END_TEST
+
+START_TEST(test_pull_worker_bad_args)
+{
+    mkqueue("q", 1, 0);
+    troupe_queue_worker *w = NULL;
+    troupe_queue_worker_opts o = {.queue = "q", .target = "none"};
+    ck_assert_err(troupe_queue_worker_create(fx.qs, &o, &w), TROUPE_ENOENT);
+    o.handler = handler; /* both */
+    ck_assert_err(troupe_queue_worker_create(fx.qs, &o, &w), TROUPE_EINVAL);
+    o.handler = NULL;
+    o.credit = 1; /* the target's credit holds */
+    ck_assert_err(troupe_queue_worker_create(fx.qs, &o, &w), TROUPE_EINVAL);
+    o.credit = 0;
+    o.timeout_ms = 1;
+    ck_assert_err(troupe_queue_worker_create(fx.qs, &o, &w), TROUPE_EINVAL);
+    o.target = NULL;
+    o.timeout_ms = 0; /* neither */
+    ck_assert_err(troupe_queue_worker_create(fx.qs, &o, &w), TROUPE_EINVAL);
+}
+END_TEST
+
 Suite *
 queue_suite(void)
 {
@@ -2378,5 +2558,12 @@ queue_suite(void)
     tcase_add_test(ro, test_readonly_refuses_every_write);
     tcase_add_test(ro, test_readonly_open_needs_no_commit);
     suite_add_tcase(s, ro);
+    TCase *pl = tcase_create("pull");
+    tcase_add_checked_fixture(pl, setup, teardown);
+    tcase_set_timeout(pl, 60);
+    tcase_add_test(
+        pl, test_pull_worker_acks_reschedules_redelivers_and_survives_a_close);
+    tcase_add_test(pl, test_pull_worker_bad_args);
+    suite_add_tcase(s, pl);
     return s;
 }

@@ -311,6 +311,67 @@ START_TEST(test_credit_bounds_tasks_and_a_freed_credit_kicks_the_waiter)
 }
 END_TEST
 
+/* An unwait returns only once no kick of its waiter runs: the producer
+ * frees the waiter after it (the queue's worker does). */
+static _Atomic int kick_in, kick_release, kick_out, unwait_back, unwait_saw;
+
+static bool
+flag_set(void *arg)
+{
+    return atomic_load((_Atomic int *)arg) != 0;
+}
+
+static void
+slow_kick(void *arg)
+{
+    (void)arg;
+    atomic_store(&kick_in, 1);
+    ck_assert(ts_wait_until(flag_set, &kick_release, 30000));
+    atomic_store(&kick_out, 1);
+}
+
+typedef struct {
+    troupe_target *t;
+    troupe__credit_wait *w;
+} unwait_arg;
+
+static void *
+unwait_thread(void *arg)
+{
+    unwait_arg *u = arg;
+    troupe__target_credit_unwait(u->t, u->w);
+    atomic_store(&unwait_saw, atomic_load(&kick_out));
+    atomic_store(&unwait_back, 1);
+    return NULL;
+}
+
+START_TEST(test_an_unwait_waits_for_a_kick_in_flight)
+{
+    atomic_store(&cb_mode, TROUPE_OUTCOME_SUCCESS);
+    atomic_store(&cb_block, 1);
+    atomic_store(&kick_in, 0);
+    atomic_store(&kick_release, 0);
+    atomic_store(&kick_out, 0);
+    atomic_store(&unwait_back, 0);
+    troupe_target *t = callback_target("unwait", 1, 0);
+    ck_assert_ok(submit(t, 0, "x", NULL));
+    troupe__credit_wait w = {.kick = slow_kick};
+    ck_assert(!troupe__target_credit_take(t, &w));
+    atomic_store(&cb_block, 0); /* its return frees the credit: a kick */
+    ck_assert(ts_wait_until(flag_set, &kick_in, 10000));
+    unwait_arg u = {t, &w};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, unwait_thread, &u), 0);
+    /* the kick is held: the unwait must not come back meanwhile */
+    ck_assert(!ts_wait_until(flag_set, &unwait_back, 200));
+    atomic_store(&kick_release, 1);
+    pthread_join(th, NULL);
+    ck_assert_int_eq(atomic_load(&unwait_saw), 1);
+    wait_done(1);
+    stop_destroy(t);
+}
+END_TEST
+
 START_TEST(test_a_refused_submit_gives_its_credit_back)
 {
     troupe_target *t = callback_target("refused", 1, 0);
@@ -389,6 +450,58 @@ START_TEST(test_stop_waits_for_the_running_callback_and_fires_once)
     ck_assert_int_eq(atomic_load(&P.outcomes[TROUPE_OUTCOME_SUCCESS]), 1);
     troupe_target_destroy(t);
     ck_assert_int_eq(atomic_load(&stops), 1);
+}
+END_TEST
+
+static bool
+cb_running_two(void *arg)
+{
+    (void)arg;
+    return atomic_load(&cb_running) >= 2;
+}
+
+static bool
+cb_returned_two(void *arg)
+{
+    (void)arg;
+    return atomic_load(&cb_returned) >= 2;
+}
+
+/* A callback past its deadline gives its credit back at the deadline
+ * (the queue's handler timeout frees the worker's credit) while it keeps
+ * its slot: a second task runs beside it, a stop ends at the deadlines
+ * although both still run, and with the spare slots all held a submit is
+ * EBUSY. The target's memory outlives its destroy until they return. */
+START_TEST(test_a_callback_past_its_deadline_frees_its_credit_not_its_slot)
+{
+    atomic_store(&cb_mode, TROUPE_OUTCOME_SUCCESS);
+    atomic_store(&cb_block, 1);
+    atomic_store(&cb_running, 0);
+    atomic_store(&cb_returned, 0);
+    atomic_store(&stops, 0);
+    troupe_target *t = callback_target("zombie", 1, 50);
+    ck_assert_ok(submit(t, 0, "x", NULL));
+    wait_done(1);
+    ck_assert_int_eq(atomic_load(&P.outcomes[TROUPE_OUTCOME_UNKNOWN]), 1);
+    troupe_target_stats st;
+    troupe_target_stats_get(t, &st);
+    ck_assert_uint_eq(st.held, 0);
+    ck_assert_ok(submit(t, 1, "y", NULL));
+    ck_assert(ts_wait_until(cb_running_two, NULL, 10000));
+    wait_done(2);
+    ck_assert(troupe__target_credit_take(t, NULL));
+    troupe__task_in in = {
+        .kind = TROUPE_TASK_TEST, .header = "h", .header_len = 1};
+    ck_assert_err(troupe__target_submit(t, &in, on_done, (void *)2, NULL),
+                  TROUPE_EBUSY);
+    ck_assert_ok(troupe_target_stop(t, on_stop, NULL));
+    ck_assert_int_eq(atomic_load(&stops), 1);
+    ck_assert_int_eq(atomic_load(&cb_running), 2);
+    troupe_target_destroy(t);
+    atomic_store(&cb_block, 0);
+    ck_assert(ts_wait_until(cb_returned_two, NULL, 10000));
+    each_once(2);
+    ck_assert_int_eq(atomic_load(&P.done), 2);
 }
 END_TEST
 
@@ -893,10 +1006,13 @@ dispatch_suite(void)
         cb, test_callback_past_its_deadline_is_unknown_and_its_return_dropped);
     tcase_add_test(
         cb, test_credit_bounds_tasks_and_a_freed_credit_kicks_the_waiter);
+    tcase_add_test(cb, test_an_unwait_waits_for_a_kick_in_flight);
     tcase_add_test(cb, test_a_refused_submit_gives_its_credit_back);
     tcase_add_test(cb,
                    test_a_held_task_keeps_its_credit_and_the_stop_until_ended);
     tcase_add_test(cb, test_stop_waits_for_the_running_callback_and_fires_once);
+    tcase_add_test(
+        cb, test_a_callback_past_its_deadline_frees_its_credit_not_its_slot);
     tcase_add_test_raise_signal(cb, test_destroy_of_a_running_target_aborts,
                                 SIGABRT);
     suite_add_tcase(s, cb);

@@ -1,13 +1,16 @@
 /*
  * queue_partition: one actor per partition of a queue. It owns the
  * partition's delivery: the fairness pass, the one due timer, the
- * workers subscribed to it, the deliveries in flight and their attempt
- * counts. Storage is read on the worker pool's STORAGE lane, in chunks of
- * at most TROUPE_QUEUE_CHUNK rows; handlers run on its HOST lane, and
- * their outcome is submitted to the commit pipeline from there; it
- * completes on the pipeline's callback (job_committed), so neither an
- * actor's loop nor a pool thread waits on the disk, and outcomes in
- * flight share a group commit.
+ * workers subscribed to it and the attempt counts. It is a producer of
+ * dispatch tasks (troupe/internal/dispatch.h): each delivery is a task
+ * for the worker's target, under that target's credit and deadline.
+ * Storage is read on the worker pool's STORAGE lane, in chunks of at
+ * most TROUPE_QUEUE_CHUNK rows; a handler worker's handlers run on the
+ * HOST lane (its callback target), and their outcome is submitted to the
+ * commit pipeline from there; it completes on the pipeline's callback
+ * (job_committed), which ends the task, so neither an actor's loop nor a
+ * pool thread waits on the disk, and outcomes in flight share a group
+ * commit.
  *
  * The pass (Tito's): its first chunk freezes the due boundary (the clock
  * now) and the enqueue horizon (the queue's next order). The pass reads
@@ -32,10 +35,21 @@
  * show the row after its claim is released, so the pool thread reads the
  * row again once claimed and does not deliver one that is gone.
  *
- * Why the outcome is built on the pool thread rather than sent back here
+ * Where the outcome is built and committed (worker.c does it).
+ * Why on the pool thread rather than sent back to the partition
  * first: the row is at hand there, and the outcome must be durable before
  * the worker's credit frees and before a graceful stop may finish, which
- * the pipeline's callback guarantees without anyone waiting.
+ * the pipeline's callback guarantees without anyone waiting (the task is
+ * held: done returns true, and the commit's callback ends it).
+ *
+ * Why in the task's done rather than in the callback's fn: for a
+ * callback target done runs on the same HOST thread right after fn
+ * returns (no hop, the row fn read still at hand, the same figures as
+ * the handler's job before the dispatch), and the same done serves a
+ * pull worker, where it runs on the thread of the host's reply (which
+ * reads the row again there: a point read, not a hop). Building it in fn
+ * would need a second path for pull workers and would hold the task
+ * from inside fn, which the dispatch does not offer.
  */
 #include <string.h>
 
@@ -48,29 +62,10 @@
 /* Attempt counts kept per partition (oldest dropped beyond). */
 #define ATT_MAX 65536
 
-enum { J_RUN = 0, J_SETTLING, J_DONE, J_TIMEDOUT };
-
-typedef struct tq_job {
-    tq_queue *q;
-    troupe_queue_worker *w;
-    troupe_runtime *rt;
-    troupe_addr part; /* the partition actor */
-    uint32_t attempt;
-    troupe_queue_outcome_kind kind; /* the handler's, once it returned */
-    _Atomic int state;
-    /* The pool's completion holds one reference, an outcome commit in
-     * flight another; the last one frees the job. */
-    atomic_int refs;
-    bool async; /* its outcome commit completes as TQ_SETTLED */
-    uint32_t resched_part;
-    int64_t resched_time;
-    troupe_err result;
-    uint64_t timer;
-    uint8_t *skey;
-    size_t sklen;
-    uint8_t *val;
-    size_t vlen;
-} tq_job;
+typedef struct tq_gone {
+    uint8_t *key;
+    size_t len;
+} tq_gone;
 
 typedef struct tq_att {
     uint8_t *key;
@@ -93,6 +88,12 @@ typedef struct tq_part {
     troupe_queue_worker **ws;
     size_t nws, rr;
     bool busy; /* a scan or peek is on the pool */
+    /* Rows whose delivery completed them while a read was on the pool:
+     * that read may still show them, and its completion skips them (a
+     * pull worker's host would otherwise see an acknowledged event
+     * again; a handler's job reads its row again anyway). */
+    tq_gone *gone;
+    size_t ngone;
     bool pass;
     bool dirty; /* a due event appeared while busy */
     int64_t boundary;
@@ -117,8 +118,6 @@ typedef struct tq_part {
     bool timer_on;
     int64_t timer_at;
     uint64_t timer_id;
-    tq_job **jobs;
-    size_t njobs, capjobs;
     tq_att *att;
     size_t natt, capatt;
 } tq_part;
@@ -211,32 +210,39 @@ att_del(tq_part *s, const uint8_t *k, size_t len)
         }
 }
 
-/* ---- credit ----------------------------------------------------------------
- */
+static void
+gone_add(tq_part *s, const uint8_t *k, size_t len)
+{
+    tq_gone *a = troupe_realloc(s->gone, (s->ngone + 1) * sizeof(*a));
+    uint8_t *c = a != NULL ? troupe_malloc(len) : NULL;
+    if (a != NULL)
+        s->gone = a;
+    if (c == NULL)
+        return; /* then the read may offer it: a duplicate, not a loss */
+    memcpy(c, k, len);
+    s->gone[s->ngone++] = (tq_gone){c, len};
+}
 
 static bool
-credit_take(troupe_queue_worker *w)
+gone_has(const tq_part *s, const uint8_t *k, size_t len)
 {
-    uint32_t h = atomic_load(&w->held);
-    while (h < w->credit)
-        if (atomic_compare_exchange_weak(&w->held, &h, h + 1))
+    for (size_t i = 0; i < s->ngone; i++)
+        if (s->gone[i].len == len && memcmp(s->gone[i].key, k, len) == 0)
             return true;
     return false;
 }
 
 static void
-credit_give(troupe_queue_worker *w)
+gone_clear(tq_part *s)
 {
-    atomic_fetch_sub(&w->held, 1);
-    if (atomic_exchange(&w->starved, false))
-        troupe__tq_kick_range(w->q, w->first, w->last, TQ_CREDIT);
+    for (size_t i = 0; i < s->ngone; i++)
+        troupe_free(s->gone[i].key);
+    troupe_free(s->gone);
+    s->gone = NULL;
+    s->ngone = 0;
 }
 
-static void
-running_done(troupe_queue_worker *w)
-{
-    troupe__tq_worker_done(w);
-}
+/* ---- credit ------------------------------------------------------------ */
 
 /* Drops workers that are stopping. */
 static void
@@ -252,186 +258,53 @@ prune(tq_part *s)
     s->nws = j;
 }
 
-/* A worker with credit taken, or NULL (every worker then marked
- * starved, so that the next credit freed kicks this partition). */
+/* A worker with a credit taken on its target, or NULL: every worker's
+ * wait is then queued on its target, so that the next credit freed
+ * kicks its partition range (troupe__tq_worker_kick). The first round
+ * takes without queueing anything. */
 static troupe_queue_worker *
 pick(tq_part *s)
 {
-    for (int round = 0; round < 2; round++) {
+    for (int round = 0; round < 2; round++)
         for (size_t k = 0; k < s->nws; k++) {
             troupe_queue_worker *w = s->ws[(s->rr + k) % s->nws];
-            if (!atomic_load(&w->stopping) && credit_take(w)) {
+            if (!atomic_load(&w->stopping) &&
+                troupe__target_credit_take(w->target,
+                                           round ? &w->wait : NULL)) {
                 s->rr = (s->rr + k + 1) % s->nws;
                 return w;
             }
         }
-        /* mark first, then look again: a credit freed in between either
-         * sees the mark or is seen by the second look */
-        for (size_t k = 0; k < s->nws; k++)
-            atomic_store(&s->ws[k]->starved, true);
-    }
     return NULL;
 }
 
-/* ---- jobs ---------------------------------------------------------------- */
-
-static void
-job_free(tq_job *j)
+/* Some worker has a credit free now; else each one's wait is queued. */
+static bool
+credit_any(tq_part *s)
 {
-    troupe__tq_unclaim(j->q, j->skey, j->sklen);
-    troupe__tq_worker_release(j->w);
-    troupe__tq_release(j->q);
-    troupe_free(j->skey);
-    troupe_free(j);
+    for (int round = 0; round < 2; round++)
+        for (size_t k = 0; k < s->nws; k++) {
+            troupe_queue_worker *w = s->ws[k];
+            if (!atomic_load(&w->stopping) &&
+                troupe__target_credit_peek(w->target, round ? &w->wait : NULL))
+                return true;
+        }
+    return false;
 }
 
-static void
-job_unref(tq_job *j)
-{
-    if (atomic_fetch_sub(&j->refs, 1) == 1)
-        job_free(j);
-}
+/* ---- deliveries ------------------------------------------------------ */
 
-static void
-settle_drop(void *arg)
-{
-    job_unref(arg);
-}
-
-/* Counts one handler call's outcome (TQ_OUT_*). */
-static void
-count_outcome(tq_job *j, int what)
-{
-    atomic_fetch_add_explicit(&j->q->outcomes[what], 1, memory_order_relaxed);
-}
-
-/* The outcome commit completed (on the pipeline's writer thread): the
- * outcome is durable (or failed), so the credit frees and the partition
- * hears of it. */
-static void
-job_committed(troupe_err err, void *arg)
-{
-    tq_job *j = arg;
-    troupe_queue_worker *w = j->w;
-    j->result = err;
-    count_outcome(j, err != TROUPE_OK                     ? TQ_OUT_FAILED
-                     : j->kind == TROUPE_QUEUE_RESCHEDULE ? TQ_OUT_RESCHEDULE
-                                                          : TQ_OUT_ACK);
-    if (err == TROUPE_OK && j->resched_part != UINT32_MAX)
-        troupe__tq_notify(j->q, j->resched_part, j->resched_time);
-    atomic_store(&j->state, J_DONE);
-    /* The notice first, while `running` still holds off a graceful stop
-     * (and so the runtime's shutdown); once it is handled the job may go,
-     * so w is held by a reference of its own until the end. */
-    atomic_fetch_add(&w->refs, 1);
-    troupe_msg *m = NULL;
-    if (troupe_msg_create(&m, TQ_SETTLED, NULL, 0) == TROUPE_OK) {
-        m->ptr = j;
-        m->ptr_drop = settle_drop;
-        (void)troupe_runtime_send(j->rt, j->part, &m); /* consumes m: a
-                                                          failed send drops
-                                                          the reference */
-    } else {
-        job_unref(j);
-    }
-    credit_give(w);
-    running_done(w); /* the last touch of the runtime */
-    troupe__tq_worker_release(w);
-}
-
-static void
-job_run(void *arg)
-{
-    tq_job *j = arg;
-    troupe_queue_worker *w = j->w;
-    troupe_queue_delivery d = {.queue = j->q->name, .attempt = j->attempt};
-    troupe_queue_outcome out = {0};
-    /* The chunk that offered this row may have been read before another
-     * outcome (an earlier delivery's, or an explicit ack) committed and
-     * released its claim: the row is read again now that it is claimed,
-     * and a row that is gone is not delivered. */
-    void *cur = NULL;
-    size_t curlen = 0;
-    troupe_err he = troupe_db_get(j->q->db, j->q->cf, NULL, j->skey, j->sklen,
-                                  &cur, &curlen);
-    bool gone = he == TROUPE_ENOENT;
-    if (he == TROUPE_OK)
-        he = troupe__tq_item(j->q, j->skey, j->sklen, j->val, j->vlen, &d.ev);
-    bool ran = he == TROUPE_OK;
-    if (ran) {
-        troupe_hist_add(&j->q->attempts, j->attempt);
-        he = w->handler(&d, &out, w->arg);
-    }
-    j->kind = out.kind;
-    int want = J_RUN;
-    if (!atomic_compare_exchange_strong(&j->state, &want, J_SETTLING)) {
-        j->result = TROUPE_ETIMEDOUT; /* the timeout settled it: no outcome */
-        if (ran)
-            count_outcome(j, TQ_OUT_TIMEOUT);
-        troupe_free(cur);
-        return;
-    }
-    troupe_batch *b = NULL;
-    if (gone)
-        j->result = TROUPE_OK; /* nothing left to deliver */
-    else if (he == TROUPE_OK)  /* EINVAL for an outcome that is none */
-        j->result = troupe__tq_outcome_batch(j->q, j->skey, j->sklen, cur,
-                                             curlen, out.kind, out.time_ms, &b,
-                                             &j->resched_part);
-    else
-        j->result = he;
-    if (ran && b == NULL)
-        count_outcome(j, he != TROUPE_OK || j->result == TROUPE_EINVAL
-                             ? TQ_OUT_ERROR
-                             : TQ_OUT_FAILED);
-    troupe_free(cur);
-    if (b != NULL) {
-        /* Committed asynchronously: this pool thread is free at once, and
-         * many handlers' outcomes share one group commit (and fsync). */
-        j->resched_time = out.time_ms;
-        j->async = true;
-        atomic_fetch_add(&j->refs, 1);
-        troupe_err e =
-            troupe_commit_submit(j->q->commit, &b, w->sync, job_committed, j);
-        troupe_batch_destroy(b); /* NULL once submitted */
-        if (e == TROUPE_OK)
-            return;
-        j->async = false;
-        atomic_fetch_sub(&j->refs, 1);
-        j->result = e;
-        count_outcome(j, TQ_OUT_FAILED);
-    }
-    atomic_store(&j->state, J_DONE);
-    credit_give(w);
-    running_done(w);
-}
-
-/* The partition is gone before it heard of the job, or the runtime
- * cancelled the job before it ran (shutdown): then nobody gave back its
- * credit and its count in `running`, which a graceful stop waits on. */
-static void
-job_drop(void *arg)
-{
-    tq_job *j = arg;
-    int want = J_RUN;
-    if (atomic_compare_exchange_strong(&j->state, &want, J_DONE)) {
-        credit_give(j->w);
-        running_done(j->w);
-    }
-    job_unref(j);
-}
-
-static void
-pump(troupe_actor *self, tq_part *s);
-
+/* Offers the claimed row kv to w, whose credit is taken: false when it
+ * was not offered (the claim and the credit are given back). */
 static bool
 deliver(troupe_actor *self, tq_part *s, troupe_queue_worker *w,
-        const troupe_kv *kv)
+        const troupe_kv *kv, const troupe_queue_item *it)
 {
     tq_job *j = troupe_calloc(1, sizeof(*j));
     uint8_t *buf = troupe_malloc(kv->key_len + kv->val_len + 1);
-    if (j == NULL || buf == NULL) {
+    if (j == NULL || buf == NULL || !troupe__tq_worker_hold(w)) {
         troupe__tq_unclaim(s->q, kv->key, kv->key_len);
+        troupe__target_credit_give(w->target);
         troupe_free(j);
         troupe_free(buf);
         return false;
@@ -444,45 +317,39 @@ deliver(troupe_actor *self, tq_part *s, troupe_queue_worker *w,
     j->rt = troupe_actor_runtime(self);
     j->part = troupe_self(self);
     j->resched_part = UINT32_MAX;
-    atomic_init(&j->refs, 1);
+    /* done's side, and the handler's for a callback worker */
+    atomic_init(&j->refs, w->handler != NULL ? 2 : 1);
     j->skey = buf;
     j->sklen = kv->key_len;
     j->val = buf + kv->key_len;
     j->vlen = kv->val_len;
     atomic_init(&j->state, J_RUN);
-    if (s->njobs == s->capjobs) {
-        size_t nc = s->capjobs ? 2 * s->capjobs : 16;
-        tq_job **a = troupe_realloc(s->jobs, nc * sizeof(*a));
-        if (a == NULL) {
-            job_unref(j); /* unclaims */
-            return false;
-        }
-        s->jobs = a;
-        s->capjobs = nc;
-    }
-    if (!troupe__tq_worker_hold(w)) { /* stopping: no new delivery */
-        job_unref(j);
-        return false;
-    }
     j->attempt = att_bump(s, j->skey, j->sklen);
-    /* The handler is host code that may block for long: the HOST lane,
-     * so that it never holds up the storage work of reads and commits.
-     * Declared: the row the job holds. */
-    if (troupe_work_submit_in(self, TROUPE_LANE_HOST,
-                              sizeof(*j) + kv->key_len + kv->val_len, job_run,
-                              j, TQ_JOB_DONE, job_drop) != TROUPE_OK) {
-        running_done(w);
-        job_unref(j);
-        return false;
+    troupe__task_in in = {.kind = TROUPE_TASK_QUEUE, .attempt = j->attempt};
+    uint8_t hdr[TROUPE_TASK_HEADER_MAX];
+    if (w->handler != NULL) {
+        in.header = &j;
+        in.header_len = sizeof(j);
+    } else {
+        in.header = hdr;
+        in.header_len = troupe__tq_pull_header(s->q, it, hdr);
+        in.body = it->payload;
+        in.body_len = it->payload_len;
     }
-    /* j is the pool's now, but freed only through this actor's JOB_DONE
-     * (or drop once this actor is gone), so j->timer may be set here */
-    if (troupe_timer_start(self, TQ_TIMEOUT, w->timeout_ms, 0, &j->timer) !=
+    /* A callback's handler is host code that may block for long: the
+     * dispatch runs it on the HOST lane, so that it never holds up the
+     * storage work of reads and commits. */
+    if (troupe__target_submit(w->target, &in, troupe__tq_job_done, j, NULL) ==
         TROUPE_OK)
-        j->timer = 0;
-    s->jobs[s->njobs++] = j;
-    return true;
+        return true;
+    /* refused (the credit is back): done never fires, nor the handler */
+    troupe__tq_worker_done(w);
+    troupe__tq_job_free(j); /* unclaims */
+    return false;
 }
+
+static void
+pump(troupe_actor *self, tq_part *s);
 
 /* ---- the pass ------------------------------------------------------------ */
 
@@ -633,21 +500,9 @@ pump(troupe_actor *self, tq_part *s)
         s->nlow = NULL;
         s->pass = true;
     }
-    /* no credit anywhere: wait for a kick (pick marks the workers) */
-    bool credit = false;
-    for (size_t k = 0; k < s->nws && !credit; k++) {
-        troupe_queue_worker *w = s->ws[k];
-        credit =
-            !atomic_load(&w->stopping) && atomic_load(&w->held) < w->credit;
-    }
-    if (!credit) {
-        for (size_t k = 0; k < s->nws; k++)
-            atomic_store(&s->ws[k]->starved, true);
-        for (size_t k = 0; k < s->nws && !credit; k++)
-            credit = atomic_load(&s->ws[k]->held) < s->ws[k]->credit;
-        if (!credit)
-            return;
-    }
+    /* no credit anywhere: wait for a kick (the workers' waits queued) */
+    if (!credit_any(s))
+        return;
     if (troupe_key_cmp(s->cur, s->curlen, s->end, s->endlen) >= 0) {
         pass_end(self, s);
         return;
@@ -669,6 +524,7 @@ on_scan(troupe_actor *self, void *state, const troupe_msg *m)
         /* a read error: end the pass, try again in a second */
         s->pass = false;
         scan_free(sc);
+        gone_clear(s);
         arm(self, s, troupe__tq_now(s->q) + 1000);
         return TROUPE_OK;
     }
@@ -704,6 +560,7 @@ on_scan(troupe_actor *self, void *state, const troupe_msg *m)
             continue;
         }
         if (troupe__tq_claimed(s->q, kv->key, kv->key_len) ||
+            gone_has(s, kv->key, kv->key_len) ||
             troupe__tq_item(s->q, kv->key, kv->key_len, kv->val, kv->val_len,
                             &it) != TROUPE_OK) {
             set_bytes(&s->cur, &s->curlen, kv->key, kv->key_len, true);
@@ -716,17 +573,16 @@ on_scan(troupe_actor *self, void *state, const troupe_msg *m)
             break;
         }
         if (troupe__tq_claim(s->q, kv->key, kv->key_len)) {
-            if (deliver(self, s, w, kv))
+            if (deliver(self, s, w, kv, &it))
                 s->delivered++;
-            else
-                credit_give(w);
         } else {
-            credit_give(w);
+            troupe__target_credit_give(w->target);
         }
         set_bytes(&s->cur, &s->curlen, kv->key, kv->key_len, true);
     }
     bool more = pg->more;
     scan_free(sc);
+    gone_clear(s);
     if (!stalled && !more)
         pass_end(self, s);
     else
@@ -755,51 +611,32 @@ on_peek(troupe_actor *self, void *state, const troupe_msg *m)
             }
         }
     scan_free(sc);
+    gone_clear(s);
     if (s->dirty)
         pump(self, s);
     return TROUPE_OK;
 }
 
-/* A job is over (its outcome committed, failed or given up). */
-static void
-job_finish(troupe_actor *self, tq_part *s, tq_job *j)
+/* A job is over: its outcome committed, failed or given up, and a
+ * handler that outlived its deadline has returned (job_unref). */
+static troupe_err
+on_settled(troupe_actor *self, void *state, const troupe_msg *m)
 {
-    for (size_t i = 0; i < s->njobs; i++)
-        if (s->jobs[i] == j) {
-            s->jobs[i] = s->jobs[--s->njobs];
-            break;
-        }
-    if (j->timer != 0 && atomic_load(&j->state) != J_TIMEDOUT)
-        (void)troupe_timer_cancel(self, j->timer);
-    bool done = j->result == TROUPE_OK;
+    tq_part *s = state;
+    tq_job *j = m->ptr;
+    if (j == NULL)
+        return TROUPE_OK;
+    bool done = j->completed;
     if (done)
         att_del(s, j->skey, j->sklen);
-    job_unref(j);
+    if (done && s->busy)
+        gone_add(s, j->skey, j->sklen);
+    troupe__tq_job_free(j);
     /* An outcome left the row pending (error, timeout): the next pass
      * delivers it again; continue or start one. A completed row needs no
      * pass (a reschedule's replacement comes with its notice). */
     if (!done || s->pass)
         pump(self, s);
-}
-
-static troupe_err
-on_job_done(troupe_actor *self, void *state, const troupe_msg *m)
-{
-    tq_job *j = m->ptr;
-    if (j == NULL)
-        return TROUPE_OK;
-    if (j->async) /* the outcome commit finishes it (TQ_SETTLED) */
-        job_unref(j);
-    else
-        job_finish(self, state, j);
-    return TROUPE_OK;
-}
-
-static troupe_err
-on_settled(troupe_actor *self, void *state, const troupe_msg *m)
-{
-    if (m->ptr != NULL)
-        job_finish(self, state, m->ptr);
     return TROUPE_OK;
 }
 
@@ -810,25 +647,6 @@ on_credit(troupe_actor *self, void *state, const troupe_msg *m)
     tq_part *s = state;
     if (s->pass) /* a pass stalled for credit: go on (else nothing waits) */
         pump(self, s);
-    return TROUPE_OK;
-}
-
-static troupe_err
-on_timeout(troupe_actor *self, void *state, const troupe_msg *m)
-{
-    (void)self;
-    tq_part *s = state;
-    for (size_t i = 0; i < s->njobs; i++) {
-        tq_job *j = s->jobs[i];
-        if (j->timer != m->corr)
-            continue;
-        int want = J_RUN;
-        if (atomic_compare_exchange_strong(&j->state, &want, J_TIMEDOUT)) {
-            credit_give(j->w);
-            running_done(j->w);
-        }
-        break;
-    }
     return TROUPE_OK;
 }
 
@@ -934,21 +752,15 @@ part_stop(troupe_actor *self, void *state, troupe_err reason)
     for (size_t i = 0; i < s->natt; i++)
         troupe_free(s->att[i].key);
     troupe_free(s->att);
-    troupe_free(s->jobs); /* the jobs are the pool's (or drop's) */
+    gone_clear(s);
     memset(s, 0, sizeof(*s));
 }
 
 static const troupe_handler_fn part_handlers[TQ_KINDS] = {
-    [TQ_KICK] = on_kick,
-    [TQ_NOTIFY] = on_notify,
-    [TQ_SUBSCRIBE] = on_subscribe,
-    [TQ_SCAN_DONE] = on_scan,
-    [TQ_PEEK_DONE] = on_peek,
-    [TQ_JOB_DONE] = on_job_done,
-    [TQ_DUE] = on_due,
-    [TQ_TIMEOUT] = on_timeout,
-    [TQ_CREDIT] = on_credit,
-    [TQ_SETTLED] = on_settled,
+    [TQ_KICK] = on_kick,           [TQ_NOTIFY] = on_notify,
+    [TQ_SUBSCRIBE] = on_subscribe, [TQ_SCAN_DONE] = on_scan,
+    [TQ_PEEK_DONE] = on_peek,      [TQ_DUE] = on_due,
+    [TQ_CREDIT] = on_credit,       [TQ_SETTLED] = on_settled,
 };
 
 const troupe_actor_def troupe__tq_partition_def = {

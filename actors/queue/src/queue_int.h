@@ -10,6 +10,7 @@
 
 #include "troupe/actor.h"
 #include "troupe/internal/catalog.h"
+#include "troupe/internal/dispatch.h"
 #include "troupe/internal/queue.h"
 #include "troupe/keycodec.h"
 #include "troupe/pack.h"
@@ -68,26 +69,73 @@ struct troupe_queue_worker {
     _Atomic long refs; /* the owner's, each partition's and job's */
     troupe_queues *qs; /* valid until the worker has stopped */
     tq_queue *q;
-    uint32_t first, last, credit;
-    troupe_queue_handler handler;
+    uint32_t first, last;
+    troupe_queue_handler handler; /* NULL: a pull worker */
     void *arg;
-    uint32_t timeout_ms;
     troupe_sync sync;
     troupe_runtime *rt;
-    _Atomic uint32_t held; /* credit in use */
+    /* Its dispatch target, retained: created by the worker for a handler
+     * (a callback target running troupe__tq_worker_task; stopped and
+     * destroyed when the worker's stop ends, freed with the worker), or
+     * the caller's pull target named by the options. Its credit is the
+     * worker's credit, its timeout the handler timeout. */
+    troupe_target *target;
+    bool own_target;
+    /* queued on the target while a partition waits for credit: its kick
+     * sends TQ_CREDIT to the whole range (troupe__tq_worker_kick) */
+    troupe__credit_wait wait;
     /* 1 (the worker's own share, until its stop) + one per delivery whose
-     * outcome is not settled; the release that brings it to 0 ends the
-     * stop, and no hold is taken once it is 0 (troupe__tq_worker_hold) */
+     * task has not ended; the release that brings it to 0 ends the stop,
+     * and no hold is taken once it is 0 (troupe__tq_worker_hold) */
     _Atomic size_t running;
     _Atomic int state;     /* TQ_RUNNING, TQ_STOPPING, TQ_STOPPED */
     _Atomic bool stopping; /* state != TQ_RUNNING, for the partitions */
-    _Atomic bool starved;  /* a partition waits for credit */
     /* set by the stop that won (NULL cb: a stop of the set), as in
      * troupe_queues */
     troupe_queue_worker_stop_cb stop_cb;
     void *stop_arg;
     bool stop_post;
 };
+
+/* A pull worker's task header (docs/queue.md): its fixed part, and the
+ * longest queue name it can carry beside the longest id, key and owner
+ * within TROUPE_TASK_HEADER_MAX. */
+#define TQ_PULL_HEADER_FIXED 32u
+#define TQ_PULL_QUEUE_NAME_MAX                                                 \
+    (TROUPE_TASK_HEADER_MAX - TQ_PULL_HEADER_FIXED - 2 * TROUPE_QUEUE_ID_MAX - \
+     2 * TROUPE_QUEUE_OWNER_MAX)
+
+/* A callback job's state: the handler's return and the task's settling
+ * race for it (partition.c: job_done). */
+enum { J_RUN = 0, J_RETURNED, J_ABANDONED };
+
+typedef struct tq_job {
+    tq_queue *q;
+    troupe_queue_worker *w;
+    troupe_runtime *rt;
+    troupe_addr part; /* the partition actor */
+    uint64_t id;      /* the task's (set by done) */
+    uint32_t attempt;
+    _Atomic int state; /* J_* (callback workers) */
+    /* done's side holds one reference, a callback's handler another; the
+     * last one unclaims the row and sends the notice (TQ_SETTLED) */
+    atomic_int refs;
+    /* the handler's return (callback workers) */
+    troupe_outcome fo;
+    troupe_err he;
+    bool ran, gone;
+    void *cur; /* the row read again once claimed */
+    size_t curlen;
+    /* the outcome */
+    troupe_queue_outcome_kind kind;
+    int64_t time_ms;
+    uint32_t resched_part;
+    bool completed; /* the row is no longer pending */
+    uint8_t *skey;
+    size_t sklen;
+    uint8_t *val;
+    size_t vlen;
+} tq_job;
 
 /* ---- format.c ---- */
 int64_t
@@ -184,6 +232,10 @@ troupe__tq_worker_unlist(troupe_queues *qs, troupe_queue_worker *w);
 /* ---- worker.c ---- */
 void
 troupe__tq_worker_release(troupe_queue_worker *w);
+/* A credit freed on w's target (troupe__credit_wait.kick): TQ_CREDIT to
+ * w's partitions. */
+void
+troupe__tq_worker_kick(void *w);
 /* A delivery to w begins: false (nothing taken) once w is stopping. */
 bool
 troupe__tq_worker_hold(troupe_queue_worker *w);
@@ -196,6 +248,24 @@ troupe__tq_worker_done(troupe_queue_worker *w);
  * ws. Never blocks. */
 void
 troupe__tq_workers_stop(troupe_queue_worker **ws, size_t n);
+
+/* ---- worker.c: deliveries ---- */
+/* A handler worker's target function (troupe_task_fn): runs the handler
+ * of the delivery whose job the task's header names. */
+troupe_outcome
+troupe__tq_worker_task(const troupe_task *t, troupe_task_reply *r, void *arg);
+/* A delivery task's done (troupe__task_done_fn, arg the job). */
+bool
+troupe__tq_job_done(void *arg, uint64_t id, troupe_outcome outcome,
+                    const uint8_t *body, size_t len);
+/* Frees a job (its references on the queue and the worker with it). */
+void
+troupe__tq_job_free(tq_job *j);
+/* Writes a pull worker's task header for it into h (at least
+ * TROUPE_TASK_HEADER_MAX bytes); returns its length. */
+size_t
+troupe__tq_pull_header(const tq_queue *q, const troupe_queue_item *it,
+                       uint8_t *h);
 
 /* ---- outcome.c ---- */
 /* The one check of an outcome: EINVAL unless skey decodes as a pending

@@ -88,7 +88,8 @@ troupe_task_reply_set(troupe_task_reply *r, const void *data, size_t len);
  * block there without delaying storage work), borrows *t and *r for the
  * call, and returns the outcome. Anything but the four outcomes counts as
  * UNKNOWN. A return after the deadline is dropped (the task settled
- * UNKNOWN meanwhile). */
+ * UNKNOWN meanwhile, and its credit came back then: a call past its
+ * deadline no longer counts against the credit, nor holds up a stop). */
 typedef troupe_outcome (*troupe_task_fn)(const troupe_task *t,
                                          troupe_task_reply *r, void *arg);
 
@@ -98,7 +99,8 @@ typedef struct troupe_target troupe_target;
 typedef struct troupe_target_opts {
     const char *name; /* 1..TROUPE_TARGET_NAME_MAX bytes, no NUL */
     /* Exactly one of: fn (callback mode; arg to it, which must outlive
-     * the target's stop) or host (pull mode; borrowed). */
+     * the target's stop and every call of fn still running past its
+     * deadline) or host (pull mode; borrowed). */
     troupe_task_fn fn;
     void *arg;
     troupe_host *host;
@@ -122,8 +124,9 @@ typedef void (*troupe_target_stop_cb)(troupe_target *t, void *arg);
  * Stops a target: its name is free again at once and producers are
  * refused (ESTATE); tasks still queued for a host settle UNKNOWN; tasks
  * running (a callback, a host holding them) settle as they would (answer
- * or deadline); then cb(t, arg) once, on the thread that settled the
- * last one (here and now when none was running). Errors (cb never fires):
+ * or deadline: a callback past its deadline runs on, uncounted); then
+ * cb(t, arg) once, on the thread that settled the last one (here and now
+ * when none was running). Errors (cb never fires):
  * EINVAL, ESTATE (stopping already).
  */
 troupe_err
@@ -134,8 +137,9 @@ troupe_target_stop(troupe_target *t, troupe_target_stop_cb cb, void *arg);
 troupe_err
 troupe_target_stop_wait(troupe_target *t);
 
-/* Frees a stopped target. NULL is a no-op; a target that was not stopped
- * is a programming error: abort(). */
+/* Frees a stopped target (its memory goes with the return of the last
+ * callback still running past its deadline). NULL is a no-op; a target
+ * that was not stopped is a programming error: abort(). */
 void
 troupe_target_destroy(troupe_target *t);
 
@@ -146,7 +150,8 @@ typedef struct troupe_target_stats {
     uint64_t timed_out;   /* settled UNKNOWN by the deadline */
     uint64_t late;        /* answers refused after the task settled */
     uint64_t bad_outcome; /* answers with an undefined code */
-    uint32_t held;        /* tasks held now */
+    uint32_t held;        /* tasks held now (a callback past its
+                             deadline is not) */
 } troupe_target_stats;
 
 void
@@ -268,7 +273,8 @@ troupe_host_target_name(const troupe_host *h, uint32_t index);
 troupe_err
 troupe_host_close(troupe_host *h);
 
-/* Frees a closed endpoint (joins its notifier thread, closes the fd).
+/* Frees a closed endpoint (joins its notifier thread, waits for a wake
+ * a producer is writing, closes the fd).
  * NULL is a no-op; an endpoint not closed, or with targets not destroyed,
  * is a programming error: abort(). */
 void

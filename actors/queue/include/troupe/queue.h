@@ -291,12 +291,21 @@ typedef troupe_err (*troupe_queue_handler)(const troupe_queue_delivery *d,
 typedef struct troupe_queue_worker_opts {
     const char *queue;
     uint32_t first, last; /* partition range [first, last] */
-    uint32_t credit;      /* most events held at once: 1..65536 */
+    /* Exactly one of handler (a C handler, run on the HOST lane) and
+     * target (the name of a dispatch target the caller created, usually
+     * a pull target on a troupe_host: troupe/dispatch.h; its tasks are
+     * the events as docs/queue.md "Pull workers" lays out, and the
+     * target's credit and timeout are the worker's). */
     troupe_queue_handler handler;
+    const char *target;
+    /* With a handler: most events held at once, 1..65536. With a
+     * target: 0. */
+    uint32_t credit;
     void *arg; /* to handler; must outlive the worker's stop */
-    /* 0: TROUPE_QUEUE_TIMEOUT_MS. A handler still running after this
-     * loses its invocation (no outcome: delivered again once the handler
-     * has returned, never concurrently) and frees its credit. */
+    /* With a handler: 0 means TROUPE_QUEUE_TIMEOUT_MS. A handler still
+     * running after this loses its invocation (no outcome: delivered
+     * again once the handler has returned, never concurrently) and frees
+     * its credit. With a target: 0 (the target's timeout holds). */
     uint32_t timeout_ms;
     troupe_sync sync; /* durability of outcome commits */
 } troupe_queue_worker_opts;
@@ -304,10 +313,16 @@ typedef struct troupe_queue_worker_opts {
 /*
  * Creates a worker and starts it: each partition of the range delivers
  * its due events to it, never more than `credit` at once, fairly
- * (docs/queue.md). On OK *out owns it. Errors: EINVAL (NULL, no handler,
- * credit 0 or over 65536, range inverted or past the queue's partitions,
- * bad sync), EREADONLY, ENOQUEUE (no such queue), ESTATE (stopped),
- * ENOMEM. Any thread; never blocks.
+ * (docs/queue.md). On OK *out owns it. A pull worker's target answers
+ * each event: SUCCESS acknowledges it (a reply body {"reschedule":
+ * time_ms} in msgpack reschedules it instead), FAILURE, ONGOING and
+ * UNKNOWN (a deadline passed, a host closed) leave it pending, delivered
+ * again with attempt + 1. Errors: EINVAL (NULL, neither or both of
+ * handler and target, a handler's credit 0 or over 65536, a target's
+ * credit or timeout not 0, range inverted or past the queue's partitions,
+ * bad sync, a pull worker on a queue named longer than 992 bytes),
+ * EREADONLY, ENOQUEUE (no such queue), ENOENT (no target of that name),
+ * ESTATE (stopped), ENOMEM. Any thread; never blocks.
  */
 troupe_err
 troupe_queue_worker_create(troupe_queues *q, const troupe_queue_worker_opts *o,

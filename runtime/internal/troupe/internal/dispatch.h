@@ -45,7 +45,19 @@ typedef struct troupe__credit_wait {
 bool
 troupe__target_credit_take(troupe_target *t, troupe__credit_wait *w);
 
-/* Takes w off the target's wait list (no kick after this returns). */
+/* As troupe__target_credit_take, but takes nothing: true when a credit
+ * is free now (a producer's look before it reads work to offer). */
+bool
+troupe__target_credit_peek(troupe_target *t, troupe__credit_wait *w);
+
+/* Gives back a credit taken that will not be submitted under (as a
+ * refused submit does; the last one of a stopping target ends its stop). */
+void
+troupe__target_credit_give(troupe_target *t);
+
+/* Takes w off the target's wait list: no kick of w runs or starts after
+ * this returns, so the caller may free w (it waits for a kick another
+ * thread is calling; so never call it holding what a kick takes). */
 void
 troupe__target_credit_unwait(troupe_target *t, troupe__credit_wait *w);
 
@@ -74,15 +86,26 @@ typedef struct troupe__task_in {
  * On OK done fires exactly once and *id (may be NULL) gets the task's id.
  * On error the credit is given back and done never fires: EINVAL (bad
  * kind, header or body too long), ESTATE (the target is stopping),
- * ECLOSED (its host closed, or the runtime's pool stopped), ENOMEM.
+ * ECLOSED (its host closed, or the runtime's pool stopped), EBUSY (a
+ * callback target whose spare slots, as many as its credit, are all
+ * held by callbacks still running past their deadline), ENOMEM.
  * Never blocks.
  */
 troupe_err
 troupe__target_submit(troupe_target *t, const troupe__task_in *in,
                       troupe__task_done_fn done, void *arg, uint64_t *id);
 
-/* Ends a task whose done returned true: frees its slot and credit. */
+/* Ends a task whose done returns true: frees its slot and credit. May
+ * come from another thread while that done still runs (a commit callback
+ * that completes first): the task then ends as done returns. */
 void
 troupe__target_task_end(troupe_target *t, uint64_t id);
+
+/* Inside done: whether the task had been taken (its callback was running
+ * or about to run, or a host held it) when it settled. A callback
+ * producer whose done hears UNKNOWN learns from it whether its fn still
+ * runs (true) or never will (false). */
+bool
+troupe__task_taken(troupe_target *t, uint64_t id);
 
 #endif

@@ -155,8 +155,8 @@ troupe__tq_release(tq_queue *q);
  * ENOQUEUE, ESTATE (the set is stopping). Any thread. */
 troupe_err
 troupe__tq_find(troupe_queues *qs, const char *name, tq_queue **out);
-/* The credit worker w uses now (deliveries not yet settled or timed
- * out; worker.c). Any thread. */
+/* The credit worker w uses now (its target's tasks held: deliveries not
+ * yet settled or timed out; worker.c). Any thread. */
 uint32_t
 troupe__tq_worker_held(troupe_queue_worker *w);
 
@@ -167,11 +167,9 @@ enum {
     TQ_SUBSCRIBE, /* ptr: worker (a reference moves in) */
     TQ_SCAN_DONE, /* work completion */
     TQ_PEEK_DONE, /* work completion */
-    TQ_JOB_DONE,  /* work completion */
     TQ_DUE,       /* the due timer */
-    TQ_TIMEOUT,   /* a handler timeout timer */
     TQ_CREDIT,    /* a worker's credit freed: continue a stalled pass */
-    TQ_SETTLED,   /* ptr: a job whose outcome commit completed */
+    TQ_SETTLED,   /* ptr: a delivery that is over (its job) */
     TQ_KINDS
 };
 
