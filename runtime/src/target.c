@@ -35,6 +35,7 @@
 #include "disp.h"
 #include "rt.h"
 #include "troupe/internal/runtime.h"
+#include "troupe/internal/waiter.h"
 
 static void
 target_free(troupe_target *t)
@@ -742,21 +743,11 @@ troupe_target_stop(troupe_target *t, troupe_target_stop_cb cb, void *arg)
     return TROUPE_OK;
 }
 
-struct stop_wait {
-    pthread_mutex_t mu;
-    pthread_cond_t cond;
-    bool done;
-};
-
 static void
 stop_woken(troupe_target *t, void *arg)
 {
     (void)t;
-    struct stop_wait *w = arg;
-    pthread_mutex_lock(&w->mu);
-    w->done = true;
-    pthread_cond_signal(&w->cond);
-    pthread_mutex_unlock(&w->mu);
+    troupe__waiter_release(arg, TROUPE_OK, NULL);
 }
 
 troupe_err
@@ -765,18 +756,10 @@ troupe_target_stop_wait(troupe_target *t)
     troupe_err e = troupe__block_check("troupe_target_stop_wait");
     if (e != TROUPE_OK)
         return e;
-    struct stop_wait w = {.done = false};
-    pthread_mutex_init(&w.mu, NULL);
-    pthread_cond_init(&w.cond, NULL);
-    if ((e = troupe_target_stop(t, stop_woken, &w)) == TROUPE_OK) {
-        pthread_mutex_lock(&w.mu);
-        while (!w.done)
-            pthread_cond_wait(&w.cond, &w.mu);
-        pthread_mutex_unlock(&w.mu);
-    }
-    pthread_cond_destroy(&w.cond);
-    pthread_mutex_destroy(&w.mu);
-    return e;
+    troupe__waiter w;
+    troupe__waiter_init(&w, 1);
+    return troupe__waiter_finish(&w, troupe_target_stop(t, stop_woken, &w),
+                                 NULL);
 }
 
 void
