@@ -43,6 +43,7 @@ target_free(troupe_target *t)
         troupe_free(t->slots[i].data);
     troupe_free(t->slots);
     troupe_free(t->name);
+    pthread_cond_destroy(&t->kick_cv);
     pthread_mutex_destroy(&t->mu);
     troupe_free(t);
 }
@@ -111,6 +112,7 @@ troupe_target_create(troupe_runtime *rt, const troupe_target_opts *o,
     t->host = o->host;
     atomic_init(&t->refs, 1);
     pthread_mutex_init(&t->mu, NULL);
+    pthread_cond_init(&t->kick_cv, NULL);
     t->name = troupe_malloc(len + 1);
     t->nslots = t->credit;
     if (t->fn != NULL)
@@ -210,7 +212,44 @@ troupe__target_credit_unwait(troupe_target *t, troupe__credit_wait *w)
         }
     w->queued = false;
     atomic_store(&t->waiters, t->wait != NULL);
+    /* a kick taken off the list before this lock runs on unlocked: wait
+     * for it, so that w (and what its arg names) may go once this
+     * returns; a kick that unwaits its own node does not wait for itself */
+    while (w->kicks > 0 && !pthread_equal(w->kicker, pthread_self()))
+        pthread_cond_wait(&t->kick_cv, &t->mu);
     pthread_mutex_unlock(&t->mu);
+}
+
+/* Takes every waiter off the list (t->mu held), each marked as kicked so
+ * that an unwait waits for its kick. */
+static troupe__credit_wait *
+wait_pop_locked(troupe_target *t)
+{
+    troupe__credit_wait *w = t->wait;
+    t->wait = NULL;
+    atomic_store(&t->waiters, false);
+    for (troupe__credit_wait *x = w; x != NULL; x = x->next) {
+        x->queued = false;
+        x->kicks++;
+        x->kicker = pthread_self();
+    }
+    return w;
+}
+
+/* Kicks the waiters wait_pop_locked took (t->mu not held). */
+static void
+kick_list(troupe_target *t, troupe__credit_wait *w)
+{
+    while (w != NULL) {
+        /* the producer may queue its node again from kick: next first */
+        troupe__credit_wait *next = w->next;
+        w->kick(w->arg);
+        pthread_mutex_lock(&t->mu);
+        if (--w->kicks == 0)
+            pthread_cond_broadcast(&t->kick_cv);
+        pthread_mutex_unlock(&t->mu);
+        w = next;
+    }
 }
 
 /* Kicks every waiter (t->mu not held). */
@@ -220,18 +259,9 @@ kick_waiters(troupe_target *t)
     if (!atomic_load(&t->waiters))
         return;
     pthread_mutex_lock(&t->mu);
-    troupe__credit_wait *w = t->wait;
-    t->wait = NULL;
-    atomic_store(&t->waiters, false);
-    for (troupe__credit_wait *x = w; x != NULL; x = x->next)
-        x->queued = false;
+    troupe__credit_wait *w = wait_pop_locked(t);
     pthread_mutex_unlock(&t->mu);
-    /* the producer may queue its node again from kick: next read first */
-    while (w != NULL) {
-        troupe__credit_wait *next = w->next;
-        w->kick(w->arg);
-        w = next;
-    }
+    kick_list(t, w);
 }
 
 /* Gives back one credit: the last one of a stopping target ends its stop
@@ -662,19 +692,11 @@ troupe_target_stop(troupe_target *t, troupe_target_stop_cb cb, void *arg)
     t->state = TGT_STOPPING;
     t->stop_cb = cb;
     t->stop_arg = arg;
-    troupe__credit_wait *w = t->wait;
-    t->wait = NULL;
-    atomic_store(&t->waiters, false);
-    for (troupe__credit_wait *x = w; x != NULL; x = x->next)
-        x->queued = false;
+    troupe__credit_wait *w = wait_pop_locked(t);
     pthread_mutex_unlock(&t->mu);
     troupe__disp_unlist(t->d, t);
     /* producers waiting for credit hear that it will not come */
-    while (w != NULL) {
-        troupe__credit_wait *next = w->next;
-        w->kick(w->arg);
-        w = next;
-    }
+    kick_list(t, w);
     /* Tasks queued for a host settle now; those running settle as they
      * would. A credit held by a producer between take and submit is
      * refused at submit (ESTATE) and given back. The held count is the
