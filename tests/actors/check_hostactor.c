@@ -7,8 +7,10 @@
  * The test thread is the pull host: it blocks in troupe_host_next, which
  * it may (it is no troupe thread).
  */
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "troupe/hostactor.h"
@@ -186,8 +188,8 @@ none_ready(void)
 static void
 reply(const struct task *k, troupe_outcome o, const char *body)
 {
-    ck_assert_ok(troupe_host_reply(host, k->id, o, body,
-                                   body ? strlen(body) : 0));
+    ck_assert_ok(
+        troupe_host_reply(host, k->id, o, body, body ? strlen(body) : 0));
 }
 
 static troupe_host_actor_stats
@@ -333,8 +335,9 @@ START_TEST(test_failure_and_deadline_map_and_late_reply_refused)
     struct task ku;
     take(&ku);
     res_wait(&u, TROUPE_EUNKNOWN);
-    ck_assert_err(troupe_host_reply(host, ku.id, TROUPE_OUTCOME_SUCCESS, "x", 1),
-                  TROUPE_ETIMEDOUT);
+    ck_assert_err(
+        troupe_host_reply(host, ku.id, TROUPE_OUTCOME_SUCCESS, "x", 1),
+        TROUPE_ETIMEDOUT);
 
     /* an undefined code: EINVAL to the host, EUNKNOWN to the asker */
     ask(a, 1, "b", &b);
@@ -342,8 +345,9 @@ START_TEST(test_failure_and_deadline_map_and_late_reply_refused)
     take(&kb);
     ck_assert_err(troupe_host_reply(host, kb.id, 9, NULL, 0), TROUPE_EINVAL);
     res_wait(&b, TROUPE_EUNKNOWN);
-    ck_assert_err(troupe_host_reply(host, kb.id, TROUPE_OUTCOME_SUCCESS, NULL, 0),
-                  TROUPE_ENOENT);
+    ck_assert_err(
+        troupe_host_reply(host, kb.id, TROUPE_OUTCOME_SUCCESS, NULL, 0),
+        TROUPE_ENOENT);
 
     /* ONGOING is no success either */
     struct res g = {0};
@@ -510,6 +514,111 @@ START_TEST(test_stop_answers_queued_closed_and_in_flight_once)
 }
 END_TEST
 
+/* A host thread that answers what it pulls: every fifth task left to its
+ * deadline, every fifth FAILURE, the rest SUCCESS with the request body. */
+static _Atomic int host_quit;
+
+static void *
+host_loop(void *arg)
+{
+    (void)arg;
+    static uint8_t buf[4096];
+    uint64_t n = 0;
+    while (!atomic_load(&host_quit)) {
+        size_t len = 0;
+        troupe_err e = troupe_host_next(host, 20, buf, sizeof(buf), &len);
+        if (e != TROUPE_OK || len == 0)
+            continue;
+        uint64_t id = rd64(buf);
+        uint32_t bl = rd32(buf + 20);
+        const uint8_t *body =
+            buf + TROUPE_HOST_RECORD_FIXED + TROUPE_HOST_ACTOR_HEADER_LEN;
+        switch (n++ % 5) {
+        case 0:
+            break;
+        case 1:
+            (void)troupe_host_reply(host, id, TROUPE_OUTCOME_FAILURE, body, bl);
+            break;
+        default:
+            (void)troupe_host_reply(host, id, TROUPE_OUTCOME_SUCCESS, body, bl);
+        }
+    }
+    return NULL;
+}
+
+#define N_STRESS 400
+static struct res sres[N_STRESS];
+
+static bool
+answered(void *arg)
+{
+    int want = *(int *)arg;
+    for (int i = 0; i < want; i++)
+        if (atomic_load(&sres[i].calls) == 0)
+            return false;
+    return true;
+}
+
+START_TEST(test_stress_each_ask_answered_once_through_stop)
+{
+    troupe_target *t = pull_target("x.t", 3, 100);
+    troupe_host_actor *a = hactor("x", "x.t", 0);
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, host_loop, NULL), 0);
+    char b[N_STRESS][16];
+    for (int i = 0; i < N_STRESS; i++) {
+        snprintf(b[i], sizeof(b[i]), "m%d", i);
+        ask(a, 1, b[i], &sres[i]);
+    }
+    int half = N_STRESS / 2;
+    ck_assert(ts_wait_until(answered, &half, 30000));
+    ck_assert_ok(troupe_host_actor_stop(a, stop_cb, NULL));
+    int all = N_STRESS;
+    ck_assert(ts_wait_until(answered, &all, 30000));
+    ck_assert(ts_wait_until(stopped, NULL, 10000));
+    atomic_store(&host_quit, 1);
+    pthread_join(th, NULL);
+    uint64_t ok = 0, failed = 0, unknown = 0, closed = 0;
+    for (int i = 0; i < N_STRESS; i++) {
+        ck_assert_int_eq(atomic_load(&sres[i].calls), 1);
+        switch (sres[i].err) {
+        case TROUPE_OK:
+            res_body(&sres[i], b[i]);
+            ok++;
+            break;
+        case TROUPE_EFAILED:
+            res_body(&sres[i], b[i]);
+            failed++;
+            break;
+        case TROUPE_EUNKNOWN:
+            unknown++;
+            break;
+        case TROUPE_ECLOSED:
+            closed++;
+            break;
+        default:
+            ck_abort_msg("ask %d: %s", i, troupe_err_name(sres[i].err));
+        }
+    }
+    troupe_host_actor_stats s = stats(a);
+    ck_assert_uint_eq(s.replied, ok);
+    ck_assert_uint_eq(s.failed, failed);
+    ck_assert_uint_eq(s.unknown, unknown);
+    ck_assert_uint_eq(s.closed, closed);
+    ck_assert_uint_eq(ok + failed + unknown + closed, N_STRESS);
+    ck_assert_uint_eq(s.in_flight, 0);
+    ck_assert_uint_gt(unknown, 0);
+    ck_assert_uint_gt(ok, 0);
+    ck_assert_int_eq(atomic_load(&stop_calls), 1);
+    troupe_host_actor_destroy(a);
+    ck_assert_ok(troupe_host_close(host));
+    ck_assert_ok(troupe_target_stop_wait(t));
+    troupe_target_destroy(t);
+    ck_assert_ok(troupe_runtime_shutdown_wait(rt));
+    finish();
+}
+END_TEST
+
 START_TEST(test_target_stopping_refuses_waiting_asks_closed)
 {
     troupe_target *t = pull_target("ts.t", 1, 0);
@@ -646,7 +755,8 @@ START_TEST(test_remote_node_asks_host_actor_by_name)
     ck_assert_ok(troupe_node_create(&nb, rb, NULL));
     ck_assert_ok(troupe_node_listen(nb, "tcp://127.0.0.1:0"));
     uint32_t peer = 0;
-    ck_assert_ok(troupe_node_connect_wait(nb, troupe_node_url(na), 10000, &peer));
+    ck_assert_ok(
+        troupe_node_connect_wait(nb, troupe_node_url(na), 10000, &peer));
     ck_assert_uint_eq(peer, 1);
     ck_assert_ok(troupe_node_wait_peer(na, 2, 10000));
 
@@ -705,6 +815,7 @@ hostactor_suite(void)
     tcase_add_test(tc, test_queue_past_byte_bound_ask_ebusy_send_dropped);
     tcase_add_test(tc, test_stop_answers_queued_closed_and_in_flight_once);
     tcase_add_test(tc, test_target_stopping_refuses_waiting_asks_closed);
+    tcase_add_test(tc, test_stress_each_ask_answered_once_through_stop);
     tcase_add_test(tc, test_create_stop_bad_arguments);
     tcase_add_test_raise_signal(tc, test_destroy_running_aborts, SIGABRT);
     tcase_add_test(tc, test_stop_wait_on_troupe_thread_edeadlk);

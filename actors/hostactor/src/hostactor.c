@@ -112,7 +112,8 @@ troupe_host_actor_create(troupe_runtime *rt, const troupe_host_actor_opts *o,
     so.arg_free = troupe__ha_proxy_gone;
     so.name = o->name;
     so.scheduler = o->scheduler;
-    troupe_err e = troupe_actor_spawn(rt, &troupe__ha_proxy_def, &so, &ha->addr);
+    troupe_err e =
+        troupe_actor_spawn(rt, &troupe__ha_proxy_def, &so, &ha->addr);
     if (e != TROUPE_OK) {
         troupe__target_release(t);
         troupe_free(tn);

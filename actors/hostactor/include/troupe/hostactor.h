@@ -98,16 +98,16 @@ troupe_host_actor_addr(const troupe_host_actor *a);
 
 /* Counters since create; relaxed reads. */
 typedef struct troupe_host_actor_stats {
-    uint64_t received;  /* messages handled by the proxy */
-    uint64_t submitted; /* tasks submitted to the target */
-    uint64_t replied;   /* asks answered OK (SUCCESS) */
-    uint64_t failed;    /* asks answered EFAILED (FAILURE) */
-    uint64_t unknown;   /* asks answered EUNKNOWN (ONGOING, UNKNOWN) */
+    uint64_t received;   /* messages handled by the proxy */
+    uint64_t submitted;  /* tasks submitted to the target */
+    uint64_t replied;    /* asks answered OK (SUCCESS) */
+    uint64_t failed;     /* asks answered EFAILED (FAILURE) */
+    uint64_t unknown;    /* asks answered EUNKNOWN (ONGOING, UNKNOWN) */
     uint64_t sends_done; /* plain sends whose task settled (any outcome) */
-    uint64_t busy;      /* asks answered EBUSY (queue bytes, or the target) */
-    uint64_t dropped;   /* sends dropped: queue bytes, a refused task, stop */
-    uint64_t closed;    /* asks answered ECLOSED (stopping, target gone) */
-    uint64_t expired;   /* waiting asks dropped past their deadline */
+    uint64_t busy;       /* asks answered EBUSY (queue bytes, or the target) */
+    uint64_t dropped;    /* sends dropped: queue bytes, a refused task, stop */
+    uint64_t closed;     /* asks answered ECLOSED (stopping, target gone) */
+    uint64_t expired;    /* waiting asks dropped past their deadline */
     uint64_t reply_lost; /* answers the runtime or transport refused */
     uint64_t queued;     /* messages waiting for credit now */
     uint64_t queued_bytes; /* their bytes now (as queue_bytes counts) */
