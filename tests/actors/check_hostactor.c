@@ -122,22 +122,6 @@ res_body(const struct res *x, const char *want)
 
 /* ---- the pull host ---- */
 
-static uint64_t
-rd64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
-static uint32_t
-rd32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-           (uint32_t)p[3] << 24;
-}
-
 /* A task as a pull host sees it. */
 struct task {
     uint64_t id;
@@ -158,20 +142,20 @@ take(struct task *k)
     ck_assert_ok(troupe_host_next(host, 10000, rbuf, sizeof(rbuf), &len));
     ck_assert_msg(len > 0, "no task");
     memset(k, 0, sizeof(*k));
-    k->id = rd64(rbuf);
+    k->id = ts_rd64(rbuf);
     k->kind = (uint16_t)(rbuf[12] | rbuf[13] << 8);
     uint16_t hl = (uint16_t)(rbuf[14] | rbuf[15] << 8);
     ck_assert_uint_eq(k->kind, TROUPE_TASK_ACTOR);
     ck_assert_uint_eq(hl, TROUPE_HOST_ACTOR_HEADER_LEN);
-    ck_assert_uint_eq(rd32(rbuf + 16), 1); /* attempt */
-    k->len = rd32(rbuf + 20);
+    ck_assert_uint_eq(ts_rd32(rbuf + 16), 1); /* attempt */
+    k->len = ts_rd32(rbuf + 20);
     const uint8_t *h = rbuf + TROUPE_HOST_RECORD_FIXED;
-    k->msg_kind = rd32(h);
-    k->flags = rd32(h + 4);
-    k->from_node = rd32(h + 8);
-    k->from_slot = rd32(h + 12);
-    k->tag = rd32(h + 20);
-    k->deadline = (int64_t)rd64(h + 24);
+    k->msg_kind = ts_rd32(h);
+    k->flags = ts_rd32(h + 4);
+    k->from_node = ts_rd32(h + 8);
+    k->from_slot = ts_rd32(h + 12);
+    k->tag = ts_rd32(h + 20);
+    k->deadline = (int64_t)ts_rd64(h + 24);
     ck_assert_uint_le(k->len, sizeof(k->body));
     memcpy(k->body, h + hl, k->len);
 }
@@ -225,16 +209,23 @@ stat_reached(void *arg)
                       (unsigned long long)(n));                                \
     } while (0)
 
+/* The end of a test whose host actor has stopped. */
 static void
-stop_all(troupe_host_actor *a, troupe_target *t)
+end_stopped(troupe_host_actor *a, troupe_target *t)
 {
-    ck_assert_ok(troupe_host_actor_stop_wait(a));
     troupe_host_actor_destroy(a);
     ck_assert_ok(troupe_host_close(host));
     ck_assert_ok(troupe_target_stop_wait(t));
     troupe_target_destroy(t);
     ck_assert_ok(troupe_runtime_shutdown_wait(rt));
     finish();
+}
+
+static void
+stop_all(troupe_host_actor *a, troupe_target *t)
+{
+    ck_assert_ok(troupe_host_actor_stop_wait(a));
+    end_stopped(a, t);
 }
 
 START_TEST(test_ask_pull_host_replies_asker_gets_body)
@@ -279,7 +270,7 @@ cb_fn(const troupe_task *t, troupe_task_reply *r, void *arg)
     if (t->kind != TROUPE_TASK_ACTOR ||
         t->header_len != TROUPE_HOST_ACTOR_HEADER_LEN)
         return TROUPE_OUTCOME_FAILURE;
-    uint32_t kind = rd32(t->header);
+    uint32_t kind = ts_rd32(t->header);
     if (kind == 2) {
         troupe_task_reply_set(r, "nope", 4);
         return TROUPE_OUTCOME_FAILURE;
@@ -505,12 +496,7 @@ START_TEST(test_stop_answers_queued_closed_and_in_flight_once)
     ck_assert_uint_eq(s.replied, 1);
     ck_assert_uint_eq(s.unknown, 1);
     ck_assert_uint_eq(s.in_flight, 0);
-    troupe_host_actor_destroy(a);
-    ck_assert_ok(troupe_host_close(host));
-    ck_assert_ok(troupe_target_stop_wait(t));
-    troupe_target_destroy(t);
-    ck_assert_ok(troupe_runtime_shutdown_wait(rt));
-    finish();
+    end_stopped(a, t);
 }
 END_TEST
 
@@ -529,8 +515,8 @@ host_loop(void *arg)
         troupe_err e = troupe_host_next(host, 20, buf, sizeof(buf), &len);
         if (e != TROUPE_OK || len == 0)
             continue;
-        uint64_t id = rd64(buf);
-        uint32_t bl = rd32(buf + 20);
+        uint64_t id = ts_rd64(buf);
+        uint32_t bl = ts_rd32(buf + 20);
         const uint8_t *body =
             buf + TROUPE_HOST_RECORD_FIXED + TROUPE_HOST_ACTOR_HEADER_LEN;
         switch (n++ % 5) {
@@ -610,12 +596,7 @@ START_TEST(test_stress_each_ask_answered_once_through_stop)
     ck_assert_uint_gt(unknown, 0);
     ck_assert_uint_gt(ok, 0);
     ck_assert_int_eq(atomic_load(&stop_calls), 1);
-    troupe_host_actor_destroy(a);
-    ck_assert_ok(troupe_host_close(host));
-    ck_assert_ok(troupe_target_stop_wait(t));
-    troupe_target_destroy(t);
-    ck_assert_ok(troupe_runtime_shutdown_wait(rt));
-    finish();
+    end_stopped(a, t);
 }
 END_TEST
 

@@ -498,22 +498,6 @@ fd_readable(int fd)
     return poll(&p, 1, 0) == 1;
 }
 
-static uint64_t
-rd64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
-static uint32_t
-rd32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-           (uint32_t)p[3] << 24;
-}
-
 START_TEST(test_pull_records_carry_the_task_and_replies_settle_it_once)
 {
     troupe_target *t = pull_target("pull", 0, 0);
@@ -530,12 +514,12 @@ START_TEST(test_pull_records_carry_the_task_and_replies_settle_it_once)
     size_t off = 0;
     for (int i = 0; i < 3; i++) {
         const uint8_t *r = buf + off;
-        ck_assert_uint_eq(rd64(r), ids[i]);
-        ck_assert_str_eq(troupe_host_target_name(host, rd32(r + 8)), "pull");
+        ck_assert_uint_eq(ts_rd64(r), ids[i]);
+        ck_assert_str_eq(troupe_host_target_name(host, ts_rd32(r + 8)), "pull");
         ck_assert_uint_eq(r[12] | r[13] << 8, TROUPE_TASK_TEST);
         ck_assert_uint_eq(r[14] | r[15] << 8, 1);
-        ck_assert_uint_eq(rd32(r + 16), (uint32_t)i + 1);
-        uint32_t bl = rd32(r + 20);
+        ck_assert_uint_eq(ts_rd32(r + 16), (uint32_t)i + 1);
+        uint32_t bl = ts_rd32(r + 20);
         ck_assert_uint_eq(bl, i == 1 ? 6 : 1);
         ck_assert_int_eq(r[TROUPE_HOST_RECORD_FIXED], 'h');
         if (i == 1)
@@ -667,7 +651,7 @@ START_TEST(test_a_task_too_big_for_the_buffer_is_etoobig_and_unknown)
     ck_assert_ok(
         troupe_host_next_batch(host, 0, buf, sizeof(buf), 8, &n, &len));
     ck_assert_uint_eq(n, 1);
-    ck_assert_uint_eq(rd32(buf + 20), 60);
+    ck_assert_uint_eq(ts_rd32(buf + 20), 60);
     close_then_stop(t); /* the two taken settle at the close */
 }
 END_TEST
@@ -703,7 +687,7 @@ START_TEST(test_stop_settles_ready_tasks_and_waits_for_taken_ones)
     uint8_t buf[256];
     size_t len;
     ck_assert_ok(troupe_host_next(host, 0, buf, sizeof(buf), &len));
-    ck_assert_uint_eq(rd64(buf), a);
+    ck_assert_uint_eq(ts_rd64(buf), a);
     ck_assert_ok(troupe_target_stop(t, on_stop, NULL));
     wait_done(1);
     ck_assert_int_eq(atomic_load(&P.calls[1]), 1); /* the ready one */
@@ -735,7 +719,7 @@ START_TEST(test_a_blocking_pull_wakes_for_a_task)
     ck_assert_uint_gt(len, 0);
     pthread_join(th, NULL);
     ck_assert_ok(
-        troupe_host_reply(host, rd64(buf), TROUPE_OUTCOME_SUCCESS, NULL, 0));
+        troupe_host_reply(host, ts_rd64(buf), TROUPE_OUTCOME_SUCCESS, NULL, 0));
     ck_assert_ok(troupe_host_next(host, 20, buf, sizeof(buf), &len));
     ck_assert_uint_eq(len, 0); /* nothing came: the timeout */
     ck_assert_err(troupe_host_next(host, -1, buf, sizeof(buf), &len),
@@ -875,8 +859,8 @@ puller(void *arg)
             break;
         size_t off = 0, ro = 0;
         for (size_t i = 0; i < n; i++) {
-            uint64_t id = rd64(buf + off);
-            uint32_t bl = rd32(buf + off + 20);
+            uint64_t id = ts_rd64(buf + off);
+            uint32_t bl = ts_rd32(buf + off + 20);
             off += TROUPE_HOST_RECORD_SIZE(buf[off + 14], bl);
             for (int k = 0; k < 8; k++)
                 rep[ro + k] = (uint8_t)(id >> (8 * k));
