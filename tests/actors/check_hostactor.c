@@ -626,6 +626,35 @@ START_TEST(test_target_stopping_refuses_waiting_asks_closed)
 }
 END_TEST
 
+/* The runtime's shutdown stops the proxy first: what waits is answered,
+ * a task in flight still settles, and the stop after it completes. */
+START_TEST(test_runtime_shutdown_before_stop)
+{
+    troupe_target *t = pull_target("sd.t", 1, 0);
+    troupe_host_actor *a = hactor("sd", "sd.t", 0);
+    struct res r[2] = {{0}};
+    ask(a, 1, "0", &r[0]);
+    struct task k0;
+    take(&k0);
+    ask(a, 1, "1", &r[1]);
+    STAT_WAIT(a, queued, 1);
+    ck_assert_ok(troupe_runtime_shutdown_wait(rt));
+    res_wait(&r[1], TROUPE_ECLOSED);
+    res_wait(&r[0], TROUPE_ECLOSED); /* the runtime's asker went away */
+    ck_assert_uint_eq(stats(a).queued, 0);
+    ck_assert_uint_eq(stats(a).in_flight, 1);
+    reply(&k0, TROUPE_OUTCOME_SUCCESS, "late"); /* nobody to answer */
+    ck_assert_uint_eq(stats(a).in_flight, 0);
+    ck_assert_ok(troupe_host_actor_stop(a, stop_cb, NULL));
+    ck_assert_int_eq(atomic_load(&stop_calls), 1); /* no scheduler 0 left */
+    troupe_host_actor_destroy(a);
+    ck_assert_ok(troupe_host_close(host));
+    ck_assert_ok(troupe_target_stop_wait(t));
+    troupe_target_destroy(t);
+    finish();
+}
+END_TEST
+
 START_TEST(test_create_stop_bad_arguments)
 {
     troupe_target *t = pull_target("x.t", 1, 0);
@@ -797,6 +826,7 @@ hostactor_suite(void)
     tcase_add_test(tc, test_stop_answers_queued_closed_and_in_flight_once);
     tcase_add_test(tc, test_target_stopping_refuses_waiting_asks_closed);
     tcase_add_test(tc, test_stress_each_ask_answered_once_through_stop);
+    tcase_add_test(tc, test_runtime_shutdown_before_stop);
     tcase_add_test(tc, test_create_stop_bad_arguments);
     tcase_add_test_raise_signal(tc, test_destroy_running_aborts, SIGABRT);
     tcase_add_test(tc, test_stop_wait_on_troupe_thread_edeadlk);
