@@ -220,48 +220,37 @@ troupe__target_credit_unwait(troupe_target *t, troupe__credit_wait *w)
     pthread_mutex_unlock(&t->mu);
 }
 
-/* Takes every waiter off the list (t->mu held), each marked as kicked so
- * that an unwait waits for its kick. */
-static troupe__credit_wait *
-wait_pop_locked(troupe_target *t)
-{
-    troupe__credit_wait *w = t->wait;
-    t->wait = NULL;
-    atomic_store(&t->waiters, false);
-    for (troupe__credit_wait *x = w; x != NULL; x = x->next) {
-        x->queued = false;
-        x->kicks++;
-        x->kicker = pthread_self();
-    }
-    return w;
-}
-
-/* Kicks the waiters wait_pop_locked took (t->mu not held). */
-static void
-kick_list(troupe_target *t, troupe__credit_wait *w)
-{
-    while (w != NULL) {
-        /* the producer may queue its node again from kick: next first */
-        troupe__credit_wait *next = w->next;
-        w->kick(w->arg);
-        pthread_mutex_lock(&t->mu);
-        if (--w->kicks == 0)
-            pthread_cond_broadcast(&t->kick_cv);
-        pthread_mutex_unlock(&t->mu);
-        w = next;
-    }
-}
-
-/* Kicks every waiter (t->mu not held). */
+/* Kicks the waiters queued now (t->mu not held), taking each off the
+ * list under the lock just before its kick: a producer may queue its node
+ * again as soon as it is off (its kick sends a message that another
+ * thread handles at once), so a list taken off whole would be walked
+ * through links being rewritten. At most as many as were queued when it
+ * began, so a producer that queues itself again is kicked at most once
+ * more here (harmless: it takes again). Each node is marked as kicked
+ * until its kick returns, for troupe__target_credit_unwait. */
 static void
 kick_waiters(troupe_target *t)
 {
     if (!atomic_load(&t->waiters))
         return;
     pthread_mutex_lock(&t->mu);
-    troupe__credit_wait *w = wait_pop_locked(t);
+    size_t n = 0;
+    for (troupe__credit_wait *x = t->wait; x != NULL; x = x->next)
+        n++;
+    while (n-- > 0 && t->wait != NULL) {
+        troupe__credit_wait *w = t->wait;
+        t->wait = w->next;
+        atomic_store(&t->waiters, t->wait != NULL);
+        w->queued = false;
+        w->kicks++;
+        w->kicker = pthread_self();
+        pthread_mutex_unlock(&t->mu);
+        w->kick(w->arg);
+        pthread_mutex_lock(&t->mu);
+        if (--w->kicks == 0)
+            pthread_cond_broadcast(&t->kick_cv);
+    }
     pthread_mutex_unlock(&t->mu);
-    kick_list(t, w);
 }
 
 /* Gives back one credit: the last one of a stopping target ends its stop
@@ -692,11 +681,11 @@ troupe_target_stop(troupe_target *t, troupe_target_stop_cb cb, void *arg)
     t->state = TGT_STOPPING;
     t->stop_cb = cb;
     t->stop_arg = arg;
-    troupe__credit_wait *w = wait_pop_locked(t);
     pthread_mutex_unlock(&t->mu);
     troupe__disp_unlist(t->d, t);
-    /* producers waiting for credit hear that it will not come */
-    kick_list(t, w);
+    /* producers waiting for credit hear that it will not come (none
+     * queues again: credit_look refuses a stopping target) */
+    kick_waiters(t);
     /* Tasks queued for a host settle now; those running settle as they
      * would. A credit held by a producer between take and submit is
      * refused at submit (ESTATE) and given back. The held count is the
