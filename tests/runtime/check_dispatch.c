@@ -6,6 +6,7 @@
  */
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -308,6 +309,75 @@ START_TEST(test_credit_bounds_tasks_and_a_freed_credit_kicks_the_waiter)
     wait_done(3);
     each_once(3);
     stop_destroy(t);
+}
+END_TEST
+
+/* An unwait waits for a kick of its node already taken off the list, so
+ * the producer may free the node (and what the kick touches) on return;
+ * a kick that unwaits its own node does not wait for itself. */
+static _Atomic int uw_in_kick, uw_release, uw_kick_returned, uw_unwaited;
+static _Atomic int uw_seen_returned = -1;
+static troupe_target *uw_t;
+
+static void
+uw_kick(void *arg)
+{
+    atomic_store(&uw_in_kick, 1);
+    uint64_t end = ts_now_ms() + 10000;
+    while (!atomic_load(&uw_release) && ts_now_ms() < end)
+        sched_yield();
+    if (arg != NULL) /* the self case */
+        troupe__target_credit_unwait(uw_t, arg);
+    atomic_store(&uw_kick_returned, 1);
+}
+
+static void *
+uw_give(void *arg)
+{
+    troupe__target_credit_give(arg);
+    return NULL;
+}
+
+static void *
+uw_unwait(void *arg)
+{
+    troupe__target_credit_unwait(uw_t, arg);
+    atomic_store(&uw_seen_returned, atomic_load(&uw_kick_returned));
+    atomic_store(&uw_unwaited, 1);
+    return NULL;
+}
+
+static bool
+uw_flag(void *arg)
+{
+    return atomic_load((_Atomic int *)arg) != 0;
+}
+
+START_TEST(test_unwait_waits_for_a_kick_in_flight)
+{
+    uw_t = callback_target("unwait", 1, 0);
+    ck_assert(troupe__target_credit_take(uw_t, NULL));
+    troupe__credit_wait w = {.kick = uw_kick};
+    ck_assert(!troupe__target_credit_take(uw_t, &w));
+    pthread_t g, u;
+    ck_assert_int_eq(pthread_create(&g, NULL, uw_give, uw_t), 0);
+    ck_assert(ts_wait_until(uw_flag, &uw_in_kick, 10000));
+    ck_assert_int_eq(pthread_create(&u, NULL, uw_unwait, &w), 0);
+    /* while the kick runs, the unwait must not return */
+    ck_assert(!ts_wait_until(uw_flag, &uw_unwaited, 200));
+    atomic_store(&uw_release, 1);
+    pthread_join(g, NULL);
+    pthread_join(u, NULL);
+    ck_assert_int_eq(atomic_load(&uw_seen_returned), 1);
+
+    /* the kick unwaits its own node: it returns */
+    atomic_store(&uw_kick_returned, 0);
+    ck_assert(troupe__target_credit_take(uw_t, NULL));
+    troupe__credit_wait self = {.kick = uw_kick, .arg = &self};
+    ck_assert(!troupe__target_credit_take(uw_t, &self));
+    troupe__target_credit_give(uw_t); /* kicks here, released already */
+    ck_assert_int_eq(atomic_load(&uw_kick_returned), 1);
+    stop_destroy(uw_t);
 }
 END_TEST
 
@@ -930,6 +1000,7 @@ dispatch_suite(void)
     tcase_add_test(
         cb, test_credit_bounds_tasks_and_a_freed_credit_kicks_the_waiter);
     tcase_add_test(cb, test_a_refused_submit_gives_its_credit_back);
+    tcase_add_test(cb, test_unwait_waits_for_a_kick_in_flight);
     tcase_add_test(cb,
                    test_a_held_task_keeps_its_credit_and_the_stop_until_ended);
     tcase_add_test(cb, test_stop_waits_for_the_running_callback_and_fires_once);
