@@ -44,7 +44,9 @@
  * ask whose own deadline passes is dropped when its turn comes (its asker
  * has had ETIMEDOUT). A task the target refuses answers its ask with
  * ECLOSED (the target stopping, its host closed), EBUSY or ENOMEM: never
- * delivered, definitely.
+ * delivered, definitely. A body over TROUPE_TASK_BODY_MAX is ETOOBIG. The
+ * proxy reads a message's kind, sender, corr, deadline and body only: a
+ * local message's ptr is neither read nor freed (send none).
  *
  * Owners and threads: troupe_host_actor_create allocates an object the
  * caller owns; it borrows the runtime and holds a reference on the target
@@ -84,9 +86,9 @@ typedef struct troupe_host_actor_opts {
 /*
  * Spawns the proxy under o->name, served by the target o->target. *out is
  * the caller's (NULL on error). Errors: EINVAL (NULL, a name not of
- * 1..255 bytes, no target name), ENOENT (no running target of that name),
- * EEXIST (the name is taken), ECLOSED (rt shutting down), ENOMEM. Never
- * blocks.
+ * 1..255 bytes, no target name, a scheduler out of range), ENOENT (no running
+ * target of that name), EEXIST (the name is taken), ECLOSED (rt shutting down),
+ * ENOMEM. Never blocks.
  */
 troupe_err
 troupe_host_actor_create(troupe_runtime *rt, const troupe_host_actor_opts *o,
