@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "troupe/hostactor.h"
@@ -693,6 +694,18 @@ START_TEST(test_create_stop_bad_arguments)
     troupe_host_actor_stats_get(NULL, &s);
     ck_assert_uint_eq(s.received, 0);
     troupe_host_actor_destroy(NULL);
+    /* a body no task may carry: ETOOBIG, nothing submitted */
+    size_t big = TROUPE_TASK_BODY_MAX + 1;
+    char *bb = calloc(1, big);
+    ck_assert_ptr_nonnull(bb);
+    troupe_msg *m = NULL;
+    ck_assert_ok(troupe_msg_create(&m, 1, bb, big));
+    free(bb);
+    struct res x = {0};
+    ck_assert_ok(troupe_runtime_ask(rt, troupe_host_actor_addr(a), &m, 10000,
+                                    res_cb, &x));
+    res_wait(&x, TROUPE_ETOOBIG);
+    ck_assert_uint_eq(stats(a).submitted, 0);
     ck_assert_ok(troupe_host_actor_stop_wait(a));
     ck_assert_err(troupe_host_actor_stop_wait(a), TROUPE_ESTATE);
     troupe_host_actor_destroy(a);
