@@ -50,6 +50,8 @@ typedef enum troupe_outcome {
 /* What a task is for; its header's format is the kind's. */
 typedef enum troupe_task_kind {
     TROUPE_TASK_QUEUE = 1, /* a queue event (docs/queue.md) */
+    TROUPE_TASK_ACTOR = 2, /* a message to a host-implemented actor
+                              (troupe/hostactor.h: its 32-byte header) */
     TROUPE_TASK_TEST = 15  /* for tests and benches: any header */
 } troupe_task_kind;
 
