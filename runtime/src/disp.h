@@ -93,6 +93,7 @@ struct troupe_target {
     _Atomic uint32_t held;
     _Atomic bool waiters; /* wait list non-empty */
     pthread_mutex_t mu;
+    pthread_cond_t kick_cv; /* mu: a waiter's kick returned */
     tslot *slots;
     uint32_t free_head;        /* mu */
     tslot *first, *last;       /* mu: in flight, oldest first */

@@ -35,6 +35,7 @@
 #include "disp.h"
 #include "rt.h"
 #include "troupe/internal/runtime.h"
+#include "troupe/internal/waiter.h"
 
 static void
 target_free(troupe_target *t)
@@ -43,6 +44,7 @@ target_free(troupe_target *t)
         troupe_free(t->slots[i].data);
     troupe_free(t->slots);
     troupe_free(t->name);
+    pthread_cond_destroy(&t->kick_cv);
     pthread_mutex_destroy(&t->mu);
     troupe_free(t);
 }
@@ -111,6 +113,7 @@ troupe_target_create(troupe_runtime *rt, const troupe_target_opts *o,
     t->host = o->host;
     atomic_init(&t->refs, 1);
     pthread_mutex_init(&t->mu, NULL);
+    pthread_cond_init(&t->kick_cv, NULL);
     t->name = troupe_malloc(len + 1);
     t->nslots = t->credit;
     if (t->fn != NULL)
@@ -210,28 +213,45 @@ troupe__target_credit_unwait(troupe_target *t, troupe__credit_wait *w)
         }
     w->queued = false;
     atomic_store(&t->waiters, t->wait != NULL);
+    /* a kick taken off the list before this lock runs on unlocked: wait
+     * for it, so that w (and what its arg names) may go once this
+     * returns; a kick that unwaits its own node does not wait for itself */
+    while (w->kicks > 0 && !pthread_equal(w->kicker, pthread_self()))
+        pthread_cond_wait(&t->kick_cv, &t->mu);
     pthread_mutex_unlock(&t->mu);
 }
 
-/* Kicks every waiter (t->mu not held). */
+/* Kicks the waiters queued now (t->mu not held), taking each off the
+ * list under the lock just before its kick: a producer may queue its node
+ * again as soon as it is off (its kick sends a message that another
+ * thread handles at once), so a list taken off whole would be walked
+ * through links being rewritten. At most as many as were queued when it
+ * began, so a producer that queues itself again is kicked at most once
+ * more here (harmless: it takes again). Each node is marked as kicked
+ * until its kick returns, for troupe__target_credit_unwait. */
 static void
 kick_waiters(troupe_target *t)
 {
     if (!atomic_load(&t->waiters))
         return;
     pthread_mutex_lock(&t->mu);
-    troupe__credit_wait *w = t->wait;
-    t->wait = NULL;
-    atomic_store(&t->waiters, false);
-    for (troupe__credit_wait *x = w; x != NULL; x = x->next)
-        x->queued = false;
-    pthread_mutex_unlock(&t->mu);
-    /* the producer may queue its node again from kick: next read first */
-    while (w != NULL) {
-        troupe__credit_wait *next = w->next;
+    size_t n = 0;
+    for (troupe__credit_wait *x = t->wait; x != NULL; x = x->next)
+        n++;
+    while (n-- > 0 && t->wait != NULL) {
+        troupe__credit_wait *w = t->wait;
+        t->wait = w->next;
+        atomic_store(&t->waiters, t->wait != NULL);
+        w->queued = false;
+        w->kicks++;
+        w->kicker = pthread_self();
+        pthread_mutex_unlock(&t->mu);
         w->kick(w->arg);
-        w = next;
+        pthread_mutex_lock(&t->mu);
+        if (--w->kicks == 0)
+            pthread_cond_broadcast(&t->kick_cv);
     }
+    pthread_mutex_unlock(&t->mu);
 }
 
 /* Gives back one credit: the last one of a stopping target ends its stop
@@ -662,19 +682,11 @@ troupe_target_stop(troupe_target *t, troupe_target_stop_cb cb, void *arg)
     t->state = TGT_STOPPING;
     t->stop_cb = cb;
     t->stop_arg = arg;
-    troupe__credit_wait *w = t->wait;
-    t->wait = NULL;
-    atomic_store(&t->waiters, false);
-    for (troupe__credit_wait *x = w; x != NULL; x = x->next)
-        x->queued = false;
     pthread_mutex_unlock(&t->mu);
     troupe__disp_unlist(t->d, t);
-    /* producers waiting for credit hear that it will not come */
-    while (w != NULL) {
-        troupe__credit_wait *next = w->next;
-        w->kick(w->arg);
-        w = next;
-    }
+    /* producers waiting for credit hear that it will not come (none
+     * queues again: credit_look refuses a stopping target) */
+    kick_waiters(t);
     /* Tasks queued for a host settle now; those running settle as they
      * would. A credit held by a producer between take and submit is
      * refused at submit (ESTATE) and given back. The held count is the
@@ -713,21 +725,11 @@ troupe_target_stop(troupe_target *t, troupe_target_stop_cb cb, void *arg)
     return TROUPE_OK;
 }
 
-struct stop_wait {
-    pthread_mutex_t mu;
-    pthread_cond_t cond;
-    bool done;
-};
-
 static void
 stop_woken(troupe_target *t, void *arg)
 {
     (void)t;
-    struct stop_wait *w = arg;
-    pthread_mutex_lock(&w->mu);
-    w->done = true;
-    pthread_cond_signal(&w->cond);
-    pthread_mutex_unlock(&w->mu);
+    troupe__waiter_release(arg, TROUPE_OK, NULL);
 }
 
 troupe_err
@@ -736,18 +738,10 @@ troupe_target_stop_wait(troupe_target *t)
     troupe_err e = troupe__block_check("troupe_target_stop_wait");
     if (e != TROUPE_OK)
         return e;
-    struct stop_wait w = {.done = false};
-    pthread_mutex_init(&w.mu, NULL);
-    pthread_cond_init(&w.cond, NULL);
-    if ((e = troupe_target_stop(t, stop_woken, &w)) == TROUPE_OK) {
-        pthread_mutex_lock(&w.mu);
-        while (!w.done)
-            pthread_cond_wait(&w.cond, &w.mu);
-        pthread_mutex_unlock(&w.mu);
-    }
-    pthread_cond_destroy(&w.cond);
-    pthread_mutex_destroy(&w.mu);
-    return e;
+    troupe__waiter w;
+    troupe__waiter_init(&w, 1);
+    return troupe__waiter_finish(&w, troupe_target_stop(t, stop_woken, &w),
+                                 NULL);
 }
 
 void

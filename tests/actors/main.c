@@ -22,6 +22,8 @@ Suite *
 catalog_suite(void);
 Suite *
 errors_suite(void);
+Suite *
+hostactor_suite(void);
 
 int
 main(void)
@@ -29,6 +31,6 @@ main(void)
     Suite *s[] = {common_suite(),  kv_suite(),      table_suite(),
                   index_suite(),   txn_suite(),     ttl_suite(),
                   queue_suite(),   hostile_suite(), lanes_suite(),
-                  catalog_suite(), errors_suite()};
+                  catalog_suite(), errors_suite(),  hostactor_suite()};
     return ts_run_suites(s, (int)(sizeof(s) / sizeof(s[0])));
 }

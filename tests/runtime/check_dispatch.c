@@ -6,6 +6,7 @@
  */
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -311,6 +312,75 @@ START_TEST(test_credit_bounds_tasks_and_a_freed_credit_kicks_the_waiter)
 }
 END_TEST
 
+/* An unwait waits for a kick of its node already taken off the list, so
+ * the producer may free the node (and what the kick touches) on return;
+ * a kick that unwaits its own node does not wait for itself. */
+static _Atomic int uw_in_kick, uw_release, uw_kick_returned, uw_unwaited;
+static _Atomic int uw_seen_returned = -1;
+static troupe_target *uw_t;
+
+static void
+uw_kick(void *arg)
+{
+    atomic_store(&uw_in_kick, 1);
+    uint64_t end = ts_now_ms() + 10000;
+    while (!atomic_load(&uw_release) && ts_now_ms() < end)
+        sched_yield();
+    if (arg != NULL) /* the self case */
+        troupe__target_credit_unwait(uw_t, arg);
+    atomic_store(&uw_kick_returned, 1);
+}
+
+static void *
+uw_give(void *arg)
+{
+    troupe__target_credit_give(arg);
+    return NULL;
+}
+
+static void *
+uw_unwait(void *arg)
+{
+    troupe__target_credit_unwait(uw_t, arg);
+    atomic_store(&uw_seen_returned, atomic_load(&uw_kick_returned));
+    atomic_store(&uw_unwaited, 1);
+    return NULL;
+}
+
+static bool
+uw_flag(void *arg)
+{
+    return atomic_load((_Atomic int *)arg) != 0;
+}
+
+START_TEST(test_unwait_waits_for_a_kick_in_flight)
+{
+    uw_t = callback_target("unwait", 1, 0);
+    ck_assert(troupe__target_credit_take(uw_t, NULL));
+    troupe__credit_wait w = {.kick = uw_kick};
+    ck_assert(!troupe__target_credit_take(uw_t, &w));
+    pthread_t g, u;
+    ck_assert_int_eq(pthread_create(&g, NULL, uw_give, uw_t), 0);
+    ck_assert(ts_wait_until(uw_flag, &uw_in_kick, 10000));
+    ck_assert_int_eq(pthread_create(&u, NULL, uw_unwait, &w), 0);
+    /* while the kick runs, the unwait must not return */
+    ck_assert(!ts_wait_until(uw_flag, &uw_unwaited, 200));
+    atomic_store(&uw_release, 1);
+    pthread_join(g, NULL);
+    pthread_join(u, NULL);
+    ck_assert_int_eq(atomic_load(&uw_seen_returned), 1);
+
+    /* the kick unwaits its own node: it returns */
+    atomic_store(&uw_kick_returned, 0);
+    ck_assert(troupe__target_credit_take(uw_t, NULL));
+    troupe__credit_wait self = {.kick = uw_kick, .arg = &self};
+    ck_assert(!troupe__target_credit_take(uw_t, &self));
+    troupe__target_credit_give(uw_t); /* kicks here, released already */
+    ck_assert_int_eq(atomic_load(&uw_kick_returned), 1);
+    stop_destroy(uw_t);
+}
+END_TEST
+
 START_TEST(test_a_refused_submit_gives_its_credit_back)
 {
     troupe_target *t = callback_target("refused", 1, 0);
@@ -498,22 +568,6 @@ fd_readable(int fd)
     return poll(&p, 1, 0) == 1;
 }
 
-static uint64_t
-rd64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
-static uint32_t
-rd32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-           (uint32_t)p[3] << 24;
-}
-
 START_TEST(test_pull_records_carry_the_task_and_replies_settle_it_once)
 {
     troupe_target *t = pull_target("pull", 0, 0);
@@ -530,12 +584,12 @@ START_TEST(test_pull_records_carry_the_task_and_replies_settle_it_once)
     size_t off = 0;
     for (int i = 0; i < 3; i++) {
         const uint8_t *r = buf + off;
-        ck_assert_uint_eq(rd64(r), ids[i]);
-        ck_assert_str_eq(troupe_host_target_name(host, rd32(r + 8)), "pull");
+        ck_assert_uint_eq(ts_rd64(r), ids[i]);
+        ck_assert_str_eq(troupe_host_target_name(host, ts_rd32(r + 8)), "pull");
         ck_assert_uint_eq(r[12] | r[13] << 8, TROUPE_TASK_TEST);
         ck_assert_uint_eq(r[14] | r[15] << 8, 1);
-        ck_assert_uint_eq(rd32(r + 16), (uint32_t)i + 1);
-        uint32_t bl = rd32(r + 20);
+        ck_assert_uint_eq(ts_rd32(r + 16), (uint32_t)i + 1);
+        uint32_t bl = ts_rd32(r + 20);
         ck_assert_uint_eq(bl, i == 1 ? 6 : 1);
         ck_assert_int_eq(r[TROUPE_HOST_RECORD_FIXED], 'h');
         if (i == 1)
@@ -667,7 +721,7 @@ START_TEST(test_a_task_too_big_for_the_buffer_is_etoobig_and_unknown)
     ck_assert_ok(
         troupe_host_next_batch(host, 0, buf, sizeof(buf), 8, &n, &len));
     ck_assert_uint_eq(n, 1);
-    ck_assert_uint_eq(rd32(buf + 20), 60);
+    ck_assert_uint_eq(ts_rd32(buf + 20), 60);
     close_then_stop(t); /* the two taken settle at the close */
 }
 END_TEST
@@ -703,7 +757,7 @@ START_TEST(test_stop_settles_ready_tasks_and_waits_for_taken_ones)
     uint8_t buf[256];
     size_t len;
     ck_assert_ok(troupe_host_next(host, 0, buf, sizeof(buf), &len));
-    ck_assert_uint_eq(rd64(buf), a);
+    ck_assert_uint_eq(ts_rd64(buf), a);
     ck_assert_ok(troupe_target_stop(t, on_stop, NULL));
     wait_done(1);
     ck_assert_int_eq(atomic_load(&P.calls[1]), 1); /* the ready one */
@@ -735,7 +789,7 @@ START_TEST(test_a_blocking_pull_wakes_for_a_task)
     ck_assert_uint_gt(len, 0);
     pthread_join(th, NULL);
     ck_assert_ok(
-        troupe_host_reply(host, rd64(buf), TROUPE_OUTCOME_SUCCESS, NULL, 0));
+        troupe_host_reply(host, ts_rd64(buf), TROUPE_OUTCOME_SUCCESS, NULL, 0));
     ck_assert_ok(troupe_host_next(host, 20, buf, sizeof(buf), &len));
     ck_assert_uint_eq(len, 0); /* nothing came: the timeout */
     ck_assert_err(troupe_host_next(host, -1, buf, sizeof(buf), &len),
@@ -875,8 +929,8 @@ puller(void *arg)
             break;
         size_t off = 0, ro = 0;
         for (size_t i = 0; i < n; i++) {
-            uint64_t id = rd64(buf + off);
-            uint32_t bl = rd32(buf + off + 20);
+            uint64_t id = ts_rd64(buf + off);
+            uint32_t bl = ts_rd32(buf + off + 20);
             off += TROUPE_HOST_RECORD_SIZE(buf[off + 14], bl);
             for (int k = 0; k < 8; k++)
                 rep[ro + k] = (uint8_t)(id >> (8 * k));
@@ -946,6 +1000,7 @@ dispatch_suite(void)
     tcase_add_test(
         cb, test_credit_bounds_tasks_and_a_freed_credit_kicks_the_waiter);
     tcase_add_test(cb, test_a_refused_submit_gives_its_credit_back);
+    tcase_add_test(cb, test_unwait_waits_for_a_kick_in_flight);
     tcase_add_test(cb,
                    test_a_held_task_keeps_its_credit_and_the_stop_until_ended);
     tcase_add_test(cb, test_stop_waits_for_the_running_callback_and_fires_once);

@@ -60,6 +60,23 @@ ts_run_until(uv_loop_t *loop, bool (*pred)(void *), void *arg,
 bool
 ts_wait_until(bool (*pred)(void *), void *arg, uint64_t timeout_ms);
 
+/* Little-endian reads of packed records (the dispatch's, for one). */
+static inline uint64_t
+ts_rd64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static inline uint32_t
+ts_rd32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+           (uint32_t)p[3] << 24;
+}
+
 /* Monotonic milliseconds. */
 uint64_t
 ts_now_ms(void);

@@ -11,6 +11,7 @@
 
 #include "transport_int.h"
 #include "troupe/internal/runtime.h"
+#include "troupe/internal/waiter.h"
 
 static uint64_t
 pick_incarnation(const troupe_logger *lg)
@@ -344,24 +345,12 @@ troupe_node_stop(troupe_node *n, troupe_node_stop_cb cb, void *arg)
     return first ? TROUPE_OK : TROUPE_ESTATE;
 }
 
-/* stop_wait's wait: the stop callback on the sweep thread sets done. */
-typedef struct stop_wake {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool done;
-} stop_wake;
-
+/* stop_wait's wait: the stop callback on the sweep thread releases it. */
 static void
 wake_stopped(troupe_node *n, void *arg)
 {
     (void)n;
-    stop_wake *w = arg;
-    /* w is on the waiter's stack: it is touched only under its mutex,
-     * which the waiter takes after this. */
-    pthread_mutex_lock(&w->mu);
-    w->done = true;
-    pthread_cond_broadcast(&w->cv);
-    pthread_mutex_unlock(&w->mu);
+    troupe__waiter_release(arg, TROUPE_OK, NULL);
 }
 
 troupe_err
@@ -370,17 +359,10 @@ troupe_node_stop_wait(troupe_node *n)
     troupe_err be = troupe__block_check("troupe_node_stop_wait");
     if (be != TROUPE_OK)
         return be;
-    stop_wake w = {.done = false};
-    pthread_mutex_init(&w.mu, NULL);
-    pthread_cond_init(&w.cv, NULL);
-    troupe_err e = troupe_node_stop(n, wake_stopped, &w);
-    pthread_mutex_lock(&w.mu);
-    while (e == TROUPE_OK && !w.done)
-        pthread_cond_wait(&w.cv, &w.mu);
-    pthread_mutex_unlock(&w.mu);
-    pthread_cond_destroy(&w.cv);
-    pthread_mutex_destroy(&w.mu);
-    return e;
+    troupe__waiter w;
+    troupe__waiter_init(&w, 1);
+    return troupe__waiter_finish(&w, troupe_node_stop(n, wake_stopped, &w),
+                                 NULL);
 }
 
 void

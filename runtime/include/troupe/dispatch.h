@@ -50,9 +50,11 @@ typedef enum troupe_outcome {
 /* What a task is for; its header's format is the kind's. */
 typedef enum troupe_task_kind {
     TROUPE_TASK_QUEUE = 1, /* a queue event (docs/queue.md) */
+    TROUPE_TASK_ACTOR = 2, /* a message to a host-implemented actor
+                              (troupe/hostactor.h: its 32-byte header) */
     /* the result of a host's request (bindings/c: troupe/abi.h): header
      * i32 status, u32 0; the record's id is the request's; no reply */
-    TROUPE_TASK_COMPLETION = 2,
+    TROUPE_TASK_COMPLETION = 3,
     TROUPE_TASK_TEST = 15 /* for tests and benches: any header */
 } troupe_task_kind;
 

@@ -12,6 +12,7 @@
 #ifndef TROUPE_INTERNAL_DISPATCH_H
 #define TROUPE_INTERNAL_DISPATCH_H
 
+#include <pthread.h>
 #include <stdbool.h>
 
 #include "troupe/dispatch.h"
@@ -34,6 +35,10 @@ typedef struct troupe__credit_wait {
     void *arg;
     struct troupe__credit_wait *next;
     bool queued; /* the target's lock */
+    /* the target's lock: kicks of this node taken off the list and not
+     * yet returned, and the thread of the last (zero-initialise both) */
+    int kicks;
+    pthread_t kicker;
 } troupe__credit_wait;
 
 /*
@@ -55,7 +60,10 @@ troupe__target_credit_peek(troupe_target *t, troupe__credit_wait *w);
 void
 troupe__target_credit_give(troupe_target *t);
 
-/* Takes w off the target's wait list (no kick after this returns). */
+/* Takes w off the target's wait list: no kick of w starts after this
+ * returns, and none is still running (a kick already taken off the list
+ * by another thread is waited for, briefly: kicks never block), so w and
+ * its arg may be freed then. From inside w's own kick it does not wait. */
 void
 troupe__target_credit_unwait(troupe_target *t, troupe__credit_wait *w);
 
