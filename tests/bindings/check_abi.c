@@ -117,8 +117,24 @@ wait_queued(troupe_abi *n)
                      TROUPE_ETOOBIG);
 }
 
+/* Pulls (30 s at most) until a task of kind comes, into out (BUF
+ * bytes), skipping completions. */
+static rec
+wait_kind(troupe_abi *n, uint8_t *out, uint16_t kind)
+{
+    uint64_t until = ts_now_ms() + 30000;
+    while (ts_now_ms() < until) {
+        size_t len = 0;
+        ck_assert_int_eq(troupe_abi_next_task(n, 100, out, BUF, &len), 0);
+        if (len > 0 && parse(out).kind == kind)
+            return parse(out);
+    }
+    ck_abort_msg("no task of kind %u within 30 s", kind);
+    return (rec){0};
+}
+
 /* Pulls (30 s at most) until a queue task comes, into out (BUF bytes),
- * skipping completions. */
+ * skipping completions (and taking first what wait_rec kept). */
 static rec
 wait_task(troupe_abi *n, uint8_t *out)
 {
@@ -127,15 +143,7 @@ wait_task(troupe_abi *n, uint8_t *out)
         memmove(stash[0], stash[1], (size_t)--stashed * sizeof(stash[0]));
         return parse(out);
     }
-    uint64_t until = ts_now_ms() + 30000;
-    while (ts_now_ms() < until) {
-        size_t len = 0;
-        ck_assert_int_eq(troupe_abi_next_task(n, 100, out, BUF, &len), 0);
-        if (len > 0 && parse(out).kind == TROUPE_TASK_QUEUE)
-            return parse(out);
-    }
-    ck_abort_msg("no queue task within 30 s");
-    return (rec){0};
+    return wait_kind(n, out, TROUPE_TASK_QUEUE);
 }
 
 /* The status of request id's completion. */
@@ -686,6 +694,60 @@ START_TEST(queue_events)
 }
 END_TEST
 
+/* ---- actors the host serves ------------------------------------------------
+ */
+
+START_TEST(host_actors)
+{
+    troupe_abi *n = NULL;
+    ck_assert_int_eq(troupe_abi_open(dir, 2, 2, 2, &n), 0); /* no start */
+    uint32_t idx;
+    ck_assert_int_eq(troupe_abi_register_pull(n, "a", 4, 0, &idx), 0);
+    ck_assert_int_eq(troupe_abi_actor_serve(n, "greeter", "nope", 0),
+                     TROUPE_ENOENT);
+    ck_assert_int_eq(troupe_abi_actor_serve(NULL, "greeter", "a", 0),
+                     TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_actor_serve(n, "", "a", 0), TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_actor_serve(n, "greeter", "a", 77), 0);
+    ck_assert_int_eq(troupe_abi_actor_serve(n, "greeter", "a", 0),
+                     TROUPE_EEXIST);
+    ck_assert_int_eq(troupe_abi_actor_ask(n, 1, "nobody", 5, "x", 1, 0),
+                     TROUPE_ENOENT);
+    ck_assert_ptr_nonnull(strstr(troupe_abi_errmsg(), "nobody"));
+    ck_assert_int_eq(troupe_abi_actor_ask(n, 1, "greeter", 5, NULL, 1, 0),
+                     TROUPE_EINVAL);
+    uint8_t *b = malloc(BUF);
+    /* an ask: the host's SUCCESS is the reply, its FAILURE EFAILED */
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(
+            troupe_abi_actor_ask(n, 10 + i, "greeter", 5, "hi", 2, 0), 0);
+        rec t = wait_kind(n, b, TROUPE_TASK_ACTOR);
+        ck_assert_uint_eq(t.target, idx);
+        ck_assert_uint_eq(le(t.header, 4), 5);
+        ck_assert_uint_eq(le(t.header + 4, 4) & 1u, 1u); /* an ask */
+        ck_assert_uint_eq(le(t.header + 20, 4), 77);     /* the tag */
+        ck_assert_uint_eq(t.blen, 2);
+        ck_assert_mem_eq(t.body, "hi", 2);
+        ck_assert_int_eq(troupe_abi_reply(n, t.id,
+                                          i == 0 ? TROUPE_OUTCOME_SUCCESS
+                                                 : TROUPE_OUTCOME_FAILURE,
+                                          "yo", 2),
+                         0);
+        rec c = wait_rec(n, 10 + i, b);
+        ck_assert_int_eq(status_of(&c), i == 0 ? TROUPE_OK : TROUPE_EFAILED);
+        ck_assert_uint_eq(c.blen, 2);
+        ck_assert_mem_eq(c.body, "yo", 2);
+    }
+    /* an ask held at close: close does not wait for its reply */
+    ck_assert_int_eq(troupe_abi_actor_ask(n, 20, "greeter", 5, "hi", 2, 0), 0);
+    wait_kind(n, b, TROUPE_TASK_ACTOR);
+    free(b);
+    uint64_t t0 = ts_now_ms();
+    ck_assert_int_eq(troupe_abi_close(&n), 0);
+    ck_assert_uint_lt(ts_now_ms() - t0, 20000);
+}
+END_TEST
+
 /* ---- the thread's message --------------------------------------------------
  */
 
@@ -734,6 +796,7 @@ abi_suite(void)
     tcase_add_test(tc, close_in_flight);
     tcase_add_test(tc, queue_events);
     tcase_add_test(tc, thread_errmsg);
+    tcase_add_test(tc, host_actors);
     suite_add_tcase(s, tc);
     return s;
 }

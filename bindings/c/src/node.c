@@ -54,6 +54,7 @@ node_free(troupe_abi *n)
     troupe_err e = n->db != NULL ? troupe_db_close(n->db) : TROUPE_OK;
     troupe_free(n->targets);
     troupe_free(n->workers);
+    troupe_free(n->actors);
     troupe_free(n->txns);
     pthread_cond_destroy(&n->cond);
     pthread_mutex_destroy(&n->mu);
@@ -201,6 +202,10 @@ troupe_abi_close(troupe_abi **np)
         troupe_queues_destroy(n->queues);
         troupe_tables_stop_wait(n->tables);
         troupe_tables_destroy(n->tables);
+    }
+    for (size_t i = 0; i < n->nactors; i++) { /* before their targets */
+        troupe_host_actor_stop_wait(n->actors[i]);
+        troupe_host_actor_destroy(n->actors[i]);
     }
     for (size_t i = 0; i < n->ntargets; i++) {
         troupe_target_stop_wait(n->targets[i]);

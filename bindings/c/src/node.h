@@ -8,7 +8,8 @@
  * message), request.c (a request's reservation and its completion),
  * pull.c (targets, pulls, replies, wake), table.c (rows and index
  * queries), spec.c (index specs from msgpack), pack.c (results to
- * msgpack), txn.c (transactions), queue.c (queues).
+ * msgpack), txn.c (transactions), queue.c (queues), actor.c (actors the
+ * host serves, asks by name).
  */
 #ifndef TROUPE_ABI_NODE_H
 #define TROUPE_ABI_NODE_H
@@ -22,6 +23,7 @@
 #include "troupe/abi.h"
 #include "troupe/catalog.h"
 #include "troupe/commit.h"
+#include "troupe/hostactor.h"
 #include "troupe/internal/dispatch.h"
 #include "troupe/queue.h"
 #include "troupe/storage.h"
@@ -54,6 +56,8 @@ struct troupe_abi {
     size_t ntargets, targets_cap;
     troupe_queue_worker **workers; /* mu */
     size_t nworkers, workers_cap;
+    troupe_host_actor **actors; /* mu */
+    size_t nactors, actors_cap;
     abi_txn *txns; /* mu */
     size_t ntxns, txns_cap;
     uint64_t txn_seq;

@@ -111,6 +111,8 @@ _DECL = {
     "troupe_abi_queue_publish": [_vp, _u64, _cp, _cp, _sz, _cp, _sz, _cp,
                                  _sz, _i64],
     "troupe_abi_queue_subscribe": [_vp, _cp, _cp],
+    "troupe_abi_actor_serve": [_vp, _cp, _cp, _u32],
+    "troupe_abi_actor_ask": [_vp, _u64, _cp, _u32, _cp, _sz, _u32],
 }
 for _name, _args in _DECL.items():
     _f = getattr(lib, _name)

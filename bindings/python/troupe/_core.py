@@ -4,10 +4,12 @@ values. Not thread-safe: one thread (or one event loop) per node."""
 
 import atexit
 import ctypes
+import struct
 import weakref
 
 from . import _msgpack
-from ._abi import (CODE, ERR, KIND_COMPLETION, KIND_QUEUE, OUTCOME_SUCCESS,
+from ._abi import (CODE, ERR, KIND_ACTOR, KIND_COMPLETION, KIND_QUEUE,
+                   OUTCOME_SUCCESS,
                    TroupeError, check, lib, parse_queue_header,
                    parse_records)
 
@@ -82,8 +84,29 @@ class Event:
                                                  self.attempt)
 
 
+class ActorMessage:
+    """A message to an actor the host serves (troupe/hostactor.h's
+    header): its kind, whether the sender waits for a reply (an ask), the
+    serving tag and the body bytes."""
+
+    __slots__ = ("kind", "ask", "tag", "deadline_ms", "body", "task_id")
+
+    def __init__(self, rec):
+        k, flags, _n, _s, _g, tag, dl = struct.unpack_from("<IIIIIIq",
+                                                           rec.header, 0)
+        self.kind, self.ask, self.tag, self.deadline_ms = \
+            k, bool(flags & 1), tag, dl
+        self.body = rec.body
+        self.task_id = rec.id
+
+
 def _decode(kind, status, body):
     """A completion's value, or the TroupeError it stands for."""
+    if kind == "ask" and status == 0:
+        return body
+    if kind == "ask" and body:
+        return TroupeError(status, "ask: %s" % ERR.get(status, status),
+                           body)
     if kind == "get":
         if status == 0:
             return _msgpack.unpackb(body)
@@ -201,6 +224,9 @@ class Core:
     def is_event(self, rec):
         return rec.kind == KIND_QUEUE
 
+    def is_actor_message(self, rec):
+        return rec.kind == KIND_ACTOR
+
     # ---- requests: each returns its request id ----
     def _req(self, kind, fn, *args):
         self._seq += 1
@@ -287,6 +313,15 @@ class Core:
         return self._req("publish", lib.troupe_abi_queue_publish,
                          _name(queue, "queue"), i, _len(i), k, _len(k), p,
                          len(p), time_ms)
+
+    def actor_serve(self, name, target, tag=0):
+        check(lib.troupe_abi_actor_serve(self.handle, _name(name, "actor"),
+                                         _name(target, "target"), tag))
+
+    def actor_ask(self, name, kind, body=b"", timeout_ms=0):
+        b = _b(body, "body")
+        return self._req("ask", lib.troupe_abi_actor_ask,
+                         _name(name, "actor"), kind, b, len(b), timeout_ms)
 
     def subscribe(self, queue, target):
         check(lib.troupe_abi_queue_subscribe(self.handle,

@@ -10,7 +10,7 @@ import asyncio
 
 from . import _msgpack
 from ._abi import (CODE, OUTCOME_FAILURE, OUTCOME_SUCCESS, TroupeError)
-from ._core import Core, Event, TxnBase
+from ._core import ActorMessage, Core, Event, TxnBase
 
 __all__ = ["Node", "open"]
 
@@ -83,15 +83,21 @@ class Node:
 
     async def _run(self, handler, rec):
         outcome, body = OUTCOME_SUCCESS, b""
+        actor = self._c.is_actor_message(rec)
         try:
-            ev = Event(rec)
-            res = await handler(ev)
-            if isinstance(res, dict) and "reschedule" in res:
-                body = _msgpack.packb({"reschedule": int(res["reschedule"])})
+            if actor:  # the handler's bytes are the reply
+                res = await handler(ActorMessage(rec))
+                body = bytes(res) if res is not None else b""
+            else:
+                res = await handler(Event(rec))
+                if isinstance(res, dict) and "reschedule" in res:
+                    body = _msgpack.packb(
+                        {"reschedule": int(res["reschedule"])})
         except asyncio.CancelledError:
             raise
-        except Exception:
+        except Exception as e:
             outcome = OUTCOME_FAILURE
+            body = str(e).encode("utf-8") if actor else b""
         if self._closing:
             return
         try:
@@ -174,6 +180,24 @@ class Node:
         idx = self._c.register_pull(name, credit, timeout_ms)
         self._handlers[idx] = handler
         self._c.subscribe(queue, name)
+
+
+    # ---- actors ----
+    def serve_actor(self, name, handler, credit=16, timeout_ms=0, tag=0):
+        """Serves actor `name`: `await handler(msg)` for each message
+        (an ActorMessage), at most credit at once; what it returns (bytes
+        or None) is an ask's reply, what it raises answers EFAILED with
+        the exception's text."""
+        target = "py.actor.%s" % name
+        idx = self._c.register_pull(target, credit, timeout_ms)
+        self._handlers[idx] = handler
+        self._c.actor_serve(name, target, tag)
+
+    async def ask(self, name, kind, body=b"", timeout_ms=0):
+        """Asks actor `name` on this node; its reply's body (bytes), or
+        TroupeError (its .detail the reply's body, if any)."""
+        return await self._request(self._c.actor_ask, name, kind, body,
+                                   timeout_ms)
 
 
 class Txn(TxnBase):

@@ -60,6 +60,8 @@ typedef struct troupe_abi troupe_abi;
 #define TROUPE_ABI_TXNS_MAX 4096u
 /* Most queue subscriptions on one node. */
 #define TROUPE_ABI_WORKERS_MAX 1024u
+/* Most actors one node serves for its host. */
+#define TROUPE_ABI_ACTORS_MAX 1024u
 
 /* TROUPE_ABI_VERSION of the library loaded. Never fails. */
 int
@@ -366,5 +368,39 @@ troupe_abi_queue_publish(troupe_abi *n, uint64_t req, const char *queue,
 int
 troupe_abi_queue_subscribe(troupe_abi *n, const char *queue,
                            const char *target);
+
+/* ---- actors ----------------------------------------------------------------
+ */
+
+/*
+ * Serves actor `name` (1..255 bytes, registered in the node's registry,
+ * addressable by other actors and nodes) with pull target `target`
+ * (troupe_abi_register_pull): every message to it becomes a task of kind
+ * TROUPE_TASK_ACTOR on that target, whose header is troupe/hostactor.h's
+ * 32 bytes (kind, flags with TROUPE_HOST_ACTOR_ASK for an ask, sender,
+ * tag: copied from `tag`, deadline) and whose body is the message's. The
+ * reply answers an ask: SUCCESS with the reply body, FAILURE as EFAILED
+ * with it, anything else EUNKNOWN. It is served until close. Errors:
+ * EINVAL, ENOENT (no target of that name), EEXIST (the name is taken),
+ * EFULL (TROUPE_ABI_ACTORS_MAX), ECLOSED, ENOMEM. Never blocks; works
+ * before start.
+ */
+int
+troupe_abi_actor_serve(troupe_abi *n, const char *name, const char *target,
+                       uint32_t tag);
+
+/*
+ * Request: asks the actor registered as `name` on this node with a
+ * message of `kind` and body (bytes as given; msgpack by convention),
+ * waiting timeout_ms for its reply (0: 30000). Completion: the reply's
+ * status (OK; the replier's error, e.g. EFAILED or EUNKNOWN from a host
+ * actor; ETIMEDOUT; ECLOSED) and its body. Call errors: EINVAL, ENOENT
+ * (no actor of that name), EBUSY (limits), ECLOSED, ENOMEM. Works before
+ * start.
+ */
+int
+troupe_abi_actor_ask(troupe_abi *n, uint64_t req, const char *name,
+                     uint32_t kind, const void *body, size_t len,
+                     uint32_t timeout_ms);
 
 #endif
