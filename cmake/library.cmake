@@ -1,6 +1,7 @@
 # The installable library: libtroupe.so.<major> and libtroupe.a, each made
-# of every module's objects (runtime, storage, protocols and every actor
-# module troupe_actor_module made, in the order they were made), the
+# of every module's objects (runtime, storage, protocols, every actor
+# module troupe_actor_module made, in the order they were made, and the
+# flat C ABI of bindings/c), the
 # public headers and the umbrella troupe/troupe.h, troupe.pc, the CMake
 # package (find_package(troupe): troupe::troupe, troupe::troupe_static)
 # and the troupe tool with its manual.
@@ -13,7 +14,7 @@ include(CMakePackageConfigHelpers)
 
 get_property(TROUPE_ACTOR_PARTS GLOBAL PROPERTY TROUPE_ACTOR_PARTS)
 set(TROUPE_LIBRARY_PARTS troupe_runtime troupe_storage troupe_protocols
-    ${TROUPE_ACTOR_PARTS})
+    ${TROUPE_ACTOR_PARTS} troupe_bindings_c)
 
 # Public headers: the include/ folders of the parts (never internal/ or
 # src/), the generated version.h among them.
@@ -54,7 +55,8 @@ file(CONFIGURE OUTPUT ${TROUPE_UMBRELLA_DIR}/troupe/troupe.h CONTENT
 ${body}
 #endif
 ")
-target_include_directories(troupe_actors INTERFACE ${TROUPE_UMBRELLA_DIR})
+target_include_directories(troupe_actors INTERFACE ${TROUPE_UMBRELLA_DIR}
+    ${PROJECT_SOURCE_DIR}/bindings/c/include)
 
 set(objs)
 foreach(p ${TROUPE_LIBRARY_PARTS})
@@ -94,8 +96,12 @@ set_target_properties(troupe_shared PROPERTIES EXPORT_NAME troupe
                       VERSION ${PROJECT_VERSION}
                       SOVERSION ${PROJECT_VERSION_MAJOR})
 set_target_properties(troupe_static PROPERTIES EXPORT_NAME troupe_static)
+# -z nodelete: a host that unloads the library while its threads run
+# (Node's koffi at exit) must not pull the code from under them
+# (../shared/HOSTS.md 6).
 target_link_options(troupe_shared PRIVATE
-    -Wl,--version-script=${CMAKE_CURRENT_LIST_DIR}/libtroupe.map)
+    -Wl,--version-script=${CMAKE_CURRENT_LIST_DIR}/libtroupe.map
+    -Wl,-z,nodelete)
 set_property(TARGET troupe_shared APPEND PROPERTY LINK_DEPENDS
              ${CMAKE_CURRENT_LIST_DIR}/libtroupe.map)
 

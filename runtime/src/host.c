@@ -59,7 +59,23 @@ struct troupe_host {
     void *wake_arg;
     bool pending, in_call, nquit, nstarted;
     pthread_t nthread;
+    /* completions (mu): a FIFO of records ahead of the ring */
+    troupe__completion *cq_head, *cq_tail;
+    uint32_t c_reserved; /* reserved, not yet pulled or dropped */
+    uint64_t c_bytes;    /* bytes of the queued ones */
+    uint32_t c_max;
+    uint64_t c_bytes_max;
 };
+
+struct troupe__completion {
+    troupe__completion *next;
+    troupe_host *h;
+    size_t size; /* of rec */
+    uint8_t rec[];
+};
+
+#define COMPLETION_MIN                                                         \
+    TROUPE_HOST_RECORD_SIZE(8u, 0u) /* header: i32 status, u32 0 */
 
 troupe_err
 troupe_host_open(troupe_runtime *rt, const troupe_host_opts *o,
@@ -81,6 +97,8 @@ troupe_host_open(troupe_runtime *rt, const troupe_host_opts *o,
     }
     h->rt = rt;
     h->need_wake = true;
+    h->c_max = 4096;
+    h->c_bytes_max = 64u << 20;
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -224,19 +242,10 @@ notify(troupe_host *h)
     pthread_mutex_unlock(&h->nmu);
 }
 
-troupe_err
-troupe__host_push(troupe_host *h, uint64_t id)
+/* After a push into an empty queue (h->mu held; unlocks it): the wake. */
+static void
+pushed_unlock(troupe_host *h, bool was_empty)
 {
-    pthread_mutex_lock(&h->mu);
-    if (h->closed) {
-        pthread_mutex_unlock(&h->mu);
-        return TROUPE_ECLOSED;
-    }
-    bool was_empty = h->n == 0;
-    if (!ring_push(h, id)) {
-        pthread_mutex_unlock(&h->mu);
-        return TROUPE_ENOMEM;
-    }
     bool wake = was_empty && h->need_wake;
     if (wake) {
         h->need_wake = false;
@@ -252,6 +261,22 @@ troupe__host_push(troupe_host *h, uint64_t id)
             pthread_cond_broadcast(&h->cond);
         pthread_mutex_unlock(&h->mu);
     }
+}
+
+troupe_err
+troupe__host_push(troupe_host *h, uint64_t id)
+{
+    pthread_mutex_lock(&h->mu);
+    if (h->closed) {
+        pthread_mutex_unlock(&h->mu);
+        return TROUPE_ECLOSED;
+    }
+    bool was_empty = h->n == 0 && h->cq_head == NULL;
+    if (!ring_push(h, id)) {
+        pthread_mutex_unlock(&h->mu);
+        return TROUPE_ENOMEM;
+    }
+    pushed_unlock(h, was_empty);
     return TROUPE_OK;
 }
 
@@ -330,7 +355,8 @@ troupe_host_next_batch(troupe_host *h, int timeout_ms, void *buf, size_t cap,
     size_t off = 0, n = 0;
     troupe_target *big = NULL;
     uint64_t big_id = 0;
-    size_t big_need = 0;
+    size_t big_need = 0, c_need = 0;
+    troupe__completion *pulled = NULL, **ptail = &pulled;
     uint64_t min_due = 0;
     struct timespec until;
     if (timeout_ms > 0)
@@ -341,7 +367,26 @@ troupe_host_next_batch(troupe_host *h, int timeout_ms, void *buf, size_t cap,
             pthread_mutex_unlock(&h->mu);
             return TROUPE_ECLOSED;
         }
-        while (n < max && h->n > 0) {
+        while (n < max && h->cq_head != NULL) {
+            troupe__completion *c = h->cq_head;
+            if (off + c->size > cap) {
+                if (n == 0)
+                    c_need = c->size;
+                break;
+            }
+            memcpy(p + off, c->rec, c->size);
+            off += c->size;
+            n++;
+            h->cq_head = c->next;
+            if (h->cq_head == NULL)
+                h->cq_tail = NULL;
+            h->c_reserved--;
+            h->c_bytes -= c->size;
+            c->next = NULL;
+            *ptail = c;
+            ptail = &c->next;
+        }
+        while (n < max && c_need == 0 && h->cq_head == NULL && h->n > 0) {
             uint64_t id = h->ring[h->head];
             uint32_t hi = ID_HIDX(id);
             troupe_target *t = hi < h->ntab ? h->targets[hi] : NULL;
@@ -373,21 +418,33 @@ troupe_host_next_batch(troupe_host *h, int timeout_ms, void *buf, size_t cap,
             h->head = (h->head + 1) % h->cap;
             h->n--;
         }
-        if (n > 0 || big != NULL)
+        if (n > 0 || big != NULL || c_need > 0)
             break;
-        if (h->n == 0)
+        if (h->n == 0 && h->cq_head == NULL)
             rearm(h);
         if (timeout_ms == 0)
             break;
         h->waiting++;
         int r = pthread_cond_timedwait(&h->cond, &h->mu, &until);
         h->waiting--;
-        if (r == ETIMEDOUT && h->n == 0)
+        if (r == ETIMEDOUT && h->n == 0 && h->cq_head == NULL)
             break;
     }
     pthread_mutex_unlock(&h->mu);
+    while (pulled != NULL) {
+        troupe__completion *c = pulled;
+        pulled = c->next;
+        troupe_free(c);
+    }
     *n_out = n;
     *len_out = off;
+    if (c_need > 0) {
+        *len_out = c_need;
+        return troupe__errf(TROUPE_ETOOBIG,
+                            "host next: the next completion needs %zu "
+                            "bytes, the buffer holds %zu; it stays first",
+                            c_need, cap);
+    }
     /* A task copied while the deadline thread passed it (it skips a slot
      * being copied) may be overdue now: the thread looks again. */
     if (min_due != 0 && min_due <= troupe__mono_ns() && h->rt->disp != NULL)
@@ -596,7 +653,17 @@ troupe_host_close(troupe_host *h)
         }
     h->n = 0;
     h->head = 0;
+    troupe__completion *drop = h->cq_head;
+    for (troupe__completion *c = drop; c != NULL; c = c->next)
+        h->c_reserved--;
+    h->cq_head = h->cq_tail = NULL;
+    h->c_bytes = 0;
     pthread_mutex_unlock(&h->mu);
+    while (drop != NULL) {
+        troupe__completion *c = drop;
+        drop = c->next;
+        troupe_free(c);
+    }
     /* the host went away: what it holds or would have pulled is UNKNOWN
      * (without memory for the list, the deadlines settle them) */
     for (uint32_t i = 0; i < k; i++) {
@@ -613,13 +680,13 @@ troupe_host_destroy(troupe_host *h)
     if (h == NULL)
         return;
     pthread_mutex_lock(&h->mu);
-    bool ok = h->closed && h->attached == 0;
+    bool ok = h->closed && h->attached == 0 && h->c_reserved == 0;
     while (ok && h->notifying > 0) /* a push's wake in flight: short */
         pthread_cond_wait(&h->cond, &h->mu);
     pthread_mutex_unlock(&h->mu);
     if (!ok) {
-        fprintf(stderr, "troupe: host_destroy of a host not closed or with "
-                        "targets left\n");
+        fprintf(stderr, "troupe: host_destroy of a host not closed, or with "
+                        "targets or completions reserved left\n");
         abort();
     }
     if (h->nstarted) {
@@ -637,4 +704,127 @@ troupe_host_destroy(troupe_host *h)
     pthread_cond_destroy(&h->ncond);
     pthread_mutex_destroy(&h->nmu);
     troupe_free(h);
+}
+
+/* ---- completions ------------------------------------------------------- */
+
+void
+troupe__host_completion_limits(troupe_host *h, uint32_t count, uint64_t bytes)
+{
+    pthread_mutex_lock(&h->mu);
+    if (count > 0)
+        h->c_max = count;
+    if (bytes > 0)
+        h->c_bytes_max = bytes;
+    pthread_mutex_unlock(&h->mu);
+}
+
+/* The record of c for status and a body of len bytes (c->rec has room). */
+static void
+completion_fill(troupe__completion *c, uint64_t id, troupe_err status,
+                const void *body, size_t len)
+{
+    uint8_t *p = c->rec;
+    put_le(p, id, 8);
+    put_le(p + 8, 0, 4);
+    put_le(p + 12, TROUPE_TASK_COMPLETION, 2);
+    put_le(p + 14, 8, 2);
+    put_le(p + 16, 0, 4);
+    put_le(p + 20, len, 4);
+    put_le(p + 24, 0, 8);
+    put_le(p + 32, (uint32_t)(int32_t)status, 4);
+    put_le(p + 36, 0, 4);
+    if (len > 0)
+        memcpy(p + 40, body, len);
+    c->size = TROUPE_HOST_RECORD_SIZE(8u, len);
+    memset(p + 40 + len, 0, c->size - 40 - len);
+}
+
+troupe_err
+troupe__completion_reserve(troupe_host *h, uint64_t id,
+                           troupe__completion **out)
+{
+    *out = NULL;
+    troupe__completion *c = troupe_malloc(sizeof(*c) + COMPLETION_MIN);
+    if (c == NULL)
+        return TROUPE_ENOMEM;
+    c->next = NULL;
+    c->h = h;
+    completion_fill(c, id, TROUPE_OK, NULL, 0);
+    pthread_mutex_lock(&h->mu);
+    troupe_err e = TROUPE_OK;
+    if (h->closed)
+        e = troupe__errf(TROUPE_ECLOSED, "request: the node is closing");
+    else if (h->c_reserved >= h->c_max)
+        e = troupe__errf(TROUPE_EBUSY,
+                         "request: %u requests in flight or not pulled "
+                         "(the limit): pull completions, then retry",
+                         h->c_reserved);
+    else if (h->c_bytes >= h->c_bytes_max)
+        e = troupe__errf(TROUPE_EBUSY,
+                         "request: completions of %llu bytes not pulled "
+                         "(limit %llu): pull them, then retry",
+                         (unsigned long long)h->c_bytes,
+                         (unsigned long long)h->c_bytes_max);
+    else
+        h->c_reserved++;
+    pthread_mutex_unlock(&h->mu);
+    if (e != TROUPE_OK) {
+        troupe_free(c);
+        return e;
+    }
+    *out = c;
+    return TROUPE_OK;
+}
+
+void
+troupe__completion_cancel(troupe__completion *c)
+{
+    if (c == NULL)
+        return;
+    troupe_host *h = c->h;
+    pthread_mutex_lock(&h->mu);
+    h->c_reserved--;
+    if (h->closed && h->c_reserved == 0)
+        pthread_cond_broadcast(&h->cond);
+    pthread_mutex_unlock(&h->mu);
+    troupe_free(c);
+}
+
+void
+troupe__completion_post(troupe__completion *c, troupe_err status,
+                        const void *body, size_t len)
+{
+    troupe_host *h = c->h;
+    uint64_t id = get_le(c->rec, 8);
+    if (len > TROUPE__COMPLETION_BODY_MAX) {
+        status = TROUPE_ETOOBIG;
+        len = 0;
+    }
+    if (len > 0) {
+        troupe__completion *b =
+            troupe_realloc(c, sizeof(*c) + TROUPE_HOST_RECORD_SIZE(8u, len));
+        if (b != NULL)
+            c = b;
+        else {
+            status = TROUPE_ENOMEM; /* c is intact: an empty one */
+            len = 0;
+        }
+    }
+    completion_fill(c, id, status, body, len);
+    pthread_mutex_lock(&h->mu);
+    if (h->closed) {
+        h->c_reserved--;
+        pthread_mutex_unlock(&h->mu);
+        troupe_free(c);
+        return;
+    }
+    bool was_empty = h->n == 0 && h->cq_head == NULL;
+    if (h->cq_tail != NULL)
+        h->cq_tail->next = c;
+    else
+        h->cq_head = c;
+    h->cq_tail = c;
+    h->c_bytes += c->size;
+    pushed_unlock(h, was_empty);
 }

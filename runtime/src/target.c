@@ -782,3 +782,9 @@ troupe_target_stats_get(const troupe_target *t, troupe_target_stats *out)
     out->bad_outcome = atomic_load_explicit(&m->st_bad, memory_order_relaxed);
     out->held = atomic_load_explicit(&m->held, memory_order_relaxed);
 }
+
+uint32_t
+troupe_target_host_index(const troupe_target *t)
+{
+    return t != NULL && t->host != NULL ? t->hidx : 0;
+}

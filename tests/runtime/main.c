@@ -28,6 +28,8 @@ Suite *
 block_suite(void);
 Suite *
 dispatch_suite(void);
+Suite *
+completion_suite(void);
 
 int
 main(void)
@@ -36,6 +38,6 @@ main(void)
                   ask_suite(),    lifecycle_suite(), ids_suite(),
                   remote_suite(), budget_suite(),    version_suite(),
                   log_suite(),    block_suite(),     sched_stats_suite(),
-                  hist_suite(),   dispatch_suite()};
+                  hist_suite(),   dispatch_suite(),  completion_suite()};
     return ts_run_suites(s, (int)(sizeof(s) / sizeof(s[0])));
 }

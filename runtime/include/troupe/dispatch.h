@@ -52,7 +52,10 @@ typedef enum troupe_task_kind {
     TROUPE_TASK_QUEUE = 1, /* a queue event (docs/queue.md) */
     TROUPE_TASK_ACTOR = 2, /* a message to a host-implemented actor
                               (troupe/hostactor.h: its 32-byte header) */
-    TROUPE_TASK_TEST = 15  /* for tests and benches: any header */
+    /* the result of a host's request (bindings/c: troupe/abi.h): header
+     * i32 status, u32 0; the record's id is the request's; no reply */
+    TROUPE_TASK_COMPLETION = 3,
+    TROUPE_TASK_TEST = 15 /* for tests and benches: any header */
 } troupe_task_kind;
 
 /* Limits: a target's name, a task's header and body, credit, timeout. */
@@ -159,6 +162,11 @@ typedef struct troupe_target_stats {
 void
 troupe_target_stats_get(const troupe_target *t, troupe_target_stats *out);
 
+/* The index a pull target's task records carry (troupe_host_next), fixed
+ * from its create to its destroy; 0 for a callback target or NULL. */
+uint32_t
+troupe_target_host_index(const troupe_target *t);
+
 /* ---- pull: the host endpoint -------------------------------------------- */
 
 typedef struct troupe_host_opts {
@@ -213,8 +221,11 @@ troupe_host_set_wake(troupe_host *h, void (*fn)(void *arg), void *arg);
      ~(size_t)7u)
 
 /*
- * Takes the next ready task into buf as one record; *len gets its size (0
- * when none was ready). timeout_ms: 0 never blocks (event-loop hosts must
+ * Takes the next ready record into buf; *len gets its size (0 when none
+ * was ready). Completions (kind TROUPE_TASK_COMPLETION, target index 0,
+ * posted by troupe's bindings: they need no reply) come before tasks; a
+ * completion that does not fit cap is ETOOBIG with *len the size needed
+ * and stays first in line. timeout_ms: 0 never blocks (event-loop hosts must
  * pass 0); > 0 waits up to that long for one (refused with EDEADLK on a
  * troupe thread); < 0 is EINVAL. A record that does not fit cap is
  * ETOOBIG: *len gets the size needed and the task settles UNKNOWN (its

@@ -114,4 +114,44 @@ troupe__target_task_end(troupe_target *t, uint64_t id);
 bool
 troupe__task_taken(troupe_target *t, uint64_t id);
 
+/* ---- completions: records for a host that need no reply ----------------- */
+
+/*
+ * A completion is the result of a request a host made (bindings/c): a
+ * record of kind TROUPE_TASK_COMPLETION in the host's ready queue, ahead
+ * of its tasks, freed once pulled. A producer reserves one when it
+ * accepts a request and posts it exactly once when the request is done
+ * (or cancels it when the request was refused after all). The host
+ * bounds them: reservations (requests in flight plus completions not yet
+ * pulled) at most `count`, and no reservation while the completions not
+ * yet pulled hold `bytes` or more. A reservation carries the memory of
+ * an empty completion, so a post that cannot allocate its body still
+ * delivers one (status ENOMEM).
+ */
+typedef struct troupe__completion troupe__completion;
+
+#define TROUPE__COMPLETION_BODY_MAX (1u << 30)
+
+/* Sets the bounds (0 keeps one as it is). Any thread. */
+void
+troupe__host_completion_limits(troupe_host *h, uint32_t count, uint64_t bytes);
+
+/* Reserves a completion for request id. Errors: EBUSY (a bound is
+ * reached), ECLOSED (the host closed), ENOMEM. Any thread; never blocks. */
+troupe_err
+troupe__completion_reserve(troupe_host *h, uint64_t id,
+                           troupe__completion **out);
+
+/* Posts c (consumed) with status and body (copied; len at most
+ * TROUPE__COMPLETION_BODY_MAX, else ETOOBIG with an empty body) and
+ * wakes the host as a task would. On a closed host it is dropped. Any
+ * thread; never blocks. */
+void
+troupe__completion_post(troupe__completion *c, troupe_err status,
+                        const void *body, size_t len);
+
+/* Frees a reservation never posted. NULL is a no-op. */
+void
+troupe__completion_cancel(troupe__completion *c);
+
 #endif

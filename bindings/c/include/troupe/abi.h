@@ -1,0 +1,406 @@
+/*
+ * The flat C ABI: one header that a binding (Node through koffi, Python
+ * through ctypes, any FFI) declares, over a whole node in one process:
+ * its database, runtime, tables, transactions, queues and a pull host.
+ *
+ * Rules of the boundary (bindings/c/README.md says more):
+ *  - Only opaque handles (troupe_abi *), integers, C strings and byte
+ *    buffers with their lengths cross it; no struct.
+ *  - Every call returns an int: a troupe_err value (troupe/err.h: 0 is
+ *    OK). Every call first clears, and on error sets, the calling
+ *    thread's message, troupe_abi_errmsg(), which names what was wrong.
+ *  - Documents, index values and results are msgpack bytes; table keys
+ *    are raw bytes (1..TROUPE_KEY_MAX; a binding may encode them).
+ *  - Nothing calls the host on a thread of troupe's: work for the host
+ *    (queue events, later coordinator branches and messages to actors it
+ *    implements) and the results of its requests come as packed records
+ *    that the host pulls (troupe_abi_next_task / _next_batch) from the
+ *    thread it chooses. The wake fd, or the optional wake callback
+ *    (called on a notifier thread only), says when to pull.
+ *
+ * Requests and completions. Every asynchronous call (table get, put,
+ * delete, scan, create; index query; transaction get and commit; queue
+ * publish) takes a request id the host chooses (any u64; the ABI does not
+ * look at it) and returns at once. When it returns OK exactly one
+ * completion record with that id follows (never when it returns an
+ * error): kind TROUPE_TASK_COMPLETION, header TROUPE_ABI_COMPLETION_HEADER
+ * bytes (i32 status, a troupe_err; u32 0), body the result in msgpack
+ * (formats in bindings/c/README.md, "Completion bodies"). A completion
+ * needs no reply. Requests in flight plus completions not yet pulled are
+ * bounded (troupe_abi_set_limits): past the bound a request is refused
+ * with EBUSY, starting nothing; pull, then retry.
+ *
+ * Lifecycle: troupe_abi_open, then pull targets and wake setup, then
+ * troupe_abi_start (loads the tables and queues), then requests; then
+ * troupe_abi_close, which settles everything and frees the node. Every
+ * call but close may come from any thread at any time between open and
+ * close; a transaction is used by one thread at a time.
+ */
+#ifndef TROUPE_ABI_H
+#define TROUPE_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "troupe/dispatch.h"
+#include "troupe/err.h"
+
+/* A node: opaque. */
+typedef struct troupe_abi troupe_abi;
+
+/* The version of this ABI: 1. A binding checks it before declaring the
+ * rest (troupe_abi_version). */
+#define TROUPE_ABI_VERSION 1
+/* A completion's header: i32 status (troupe_err), u32 reserved (0). */
+#define TROUPE_ABI_COMPLETION_HEADER 8u
+/* Defaults of troupe_abi_set_limits. */
+#define TROUPE_ABI_REQUESTS_DEFAULT 4096u
+#define TROUPE_ABI_BYTES_DEFAULT (64u << 20)
+/* Most transactions open at once on one node. */
+#define TROUPE_ABI_TXNS_MAX 4096u
+/* Most queue subscriptions on one node. */
+#define TROUPE_ABI_WORKERS_MAX 1024u
+/* Most actors one node serves for its host. */
+#define TROUPE_ABI_ACTORS_MAX 1024u
+
+/* TROUPE_ABI_VERSION of the library loaded. Never fails. */
+int
+troupe_abi_version(void);
+
+/*
+ * The message of the last call on this thread that failed (a static
+ * text of its code when the call gave no detail), "" after a call that
+ * succeeded. Valid until the thread's next troupe_abi_ call. Never NULL.
+ */
+const char *
+troupe_abi_errmsg(void);
+
+/* ---- lifecycle ---------------------------------------------------------- */
+
+/*
+ * Opens the node of data directory dir (created when missing): the
+ * database, its commit pipeline, the runtime (schedulers threads, 0: one
+ * per core, at most 256; workers storage threads, 0: 4, at most 256) and
+ * the pull host. sync is the durability of every write the node makes
+ * (table writes, commits, publishes, queue acks): 0 the database's
+ * default, 1 synced before the completion, 2 not synced (survives a
+ * crash of the process, not of the machine). On OK *out is the node.
+ * Errors: EINVAL (NULL, empty dir, a count or sync out of range), the
+ * errors of the database open (EIO, ECORRUPT, EBUSY: another process has
+ * it open), ENOMEM, ESYS. Blocks (disk).
+ */
+int
+troupe_abi_open(const char *dir, uint32_t schedulers, uint32_t workers,
+                int32_t sync, troupe_abi **out);
+
+/*
+ * Opens the node's catalog, tables and queues (loading what the
+ * database holds and spawning their actors). Requests before it are
+ * ESTATE. Errors: EINVAL (NULL), ESTATE (started already, or closing),
+ * ECORRUPT, EIO, ENOMEM. Blocks (disk); EDEADLK on a troupe thread.
+ */
+int
+troupe_abi_start(troupe_abi *n);
+
+/*
+ * Closes the node in *np and sets *np to NULL: requests are refused
+ * (ECLOSED) from the first moment; the pull host closes (pulls return
+ * ECLOSED; tasks ready or held settle UNKNOWN: a queue event stays
+ * pending, delivered again at the next open); the requests in flight
+ * finish (each bounded by its request timeout, in practice as long as a
+ * commit) and their completions, like those not pulled yet, are
+ * dropped: a binding fails every request id it still waits for with
+ * ECLOSED. Then every subscription, transaction, table, queue and thread
+ * is stopped and joined, the database closed. Safe from an atexit
+ * handler. Errors: EINVAL (NULL np), ESTATE (*np NULL: closed already;
+ * nothing happens), EDEADLK (on a troupe thread or inside the wake
+ * callback: nothing happens). Any error the database's close returns
+ * comes back after everything else was freed (*np is NULL then too).
+ * Blocks.
+ */
+int
+troupe_abi_close(troupe_abi **np);
+
+/*
+ * Bounds the requests of the node: a request is refused with EBUSY while
+ * `requests` of them are in flight or have completions not yet pulled,
+ * or while the completions not yet pulled hold `bytes` bytes or more (so
+ * what waits for the host is at most `bytes` plus one result per
+ * request). 0 keeps a limit as it is. Errors: EINVAL. Never blocks.
+ */
+int
+troupe_abi_set_limits(troupe_abi *n, uint32_t requests, uint64_t bytes);
+
+/* ---- pull -----------------------------------------------------------------
+ */
+
+/*
+ * *fd gets the wake fd (an eventfd; owned by the node: never close it):
+ * readable when the host's ready queue (tasks and completions) goes from
+ * empty to non-empty; edge-triggered, re-armed by a pull that finds
+ * nothing. Drain with troupe_abi_next_batch(0, ...) until it returns no
+ * record, then wait for the fd. Errors: EINVAL.
+ */
+int
+troupe_abi_wake_fd(troupe_abi *n, int *fd);
+
+/*
+ * Sets (fn NULL: clears) a wake callback, called on the host's notifier
+ * thread only (never a troupe thread, never holding a troupe lock) when
+ * the fd would be written; it may pull. Clearing returns once no call of
+ * the old fn runs and none will start. Errors: EINVAL, ESTATE (closing),
+ * ESYS, EDEADLK (clearing from inside fn).
+ */
+int
+troupe_abi_set_wake(troupe_abi *n, void (*fn)(void *arg), void *arg);
+
+/*
+ * Registers a pull target named `name` (1..TROUPE_TARGET_NAME_MAX bytes)
+ * on the node's host: at most credit tasks held at once (0: 64, at most
+ * 65536), each answered within timeout_ms (0: 30000) or settled UNKNOWN.
+ * *index gets the target index that its task records carry. Queue
+ * subscriptions name it (troupe_abi_queue_subscribe). Errors: EINVAL,
+ * EEXIST (the name is taken), ECLOSED (closing), ENOMEM. Never blocks.
+ */
+int
+troupe_abi_register_pull(troupe_abi *n, const char *name, uint32_t credit,
+                         uint32_t timeout_ms, uint32_t *index);
+
+/*
+ * The next record into buf (troupe/dispatch.h, TROUPE_HOST_RECORD_*:
+ * u64 id, u32 target index, u16 kind, u16 header_len, u32 attempt,
+ * u32 body_len, i64 deadline_ms, header, body, padding to 8), *len its
+ * size, 0 when none was ready. Completions come before tasks. A task
+ * (kind TROUPE_TASK_QUEUE, ...) has a target index > 0 and must be
+ * answered with troupe_abi_reply; a completion (TROUPE_TASK_COMPLETION)
+ * has index 0 and is not answered. timeout_ms: 0 never blocks (an
+ * event-loop host passes 0); > 0 waits up to that long for a record
+ * (EDEADLK on a troupe thread); < 0 is EINVAL. A record that cannot fit
+ * cap is ETOOBIG with *len the size needed: a task settles UNKNOWN (its
+ * producer offers it again), a completion stays first in line. Errors:
+ * EINVAL, ETOOBIG, ECLOSED, EDEADLK.
+ */
+int
+troupe_abi_next_task(troupe_abi *n, int timeout_ms, void *buf, size_t cap,
+                     size_t *len);
+
+/* Up to max records back to back (each 8-aligned) into buf; *count
+ * records, *len bytes. Waits as troupe_abi_next_task for the first only;
+ * ETOOBIG only when the first record cannot fit (as there). */
+int
+troupe_abi_next_batch(troupe_abi *n, int timeout_ms, void *buf, size_t cap,
+                      size_t max, size_t *count, size_t *len);
+
+/*
+ * Answers task task_id with outcome (TROUPE_OUTCOME_SUCCESS 1, FAILURE
+ * 2, ONGOING 3, UNKNOWN 4) and a body (may be empty; a queue event takes
+ * SUCCESS as its ack, or a msgpack {"reschedule": time_ms} body with
+ * SUCCESS to reschedule it; docs/queue.md "Pull workers"). Errors:
+ * EINVAL (NULL, or an undefined outcome: the task settles UNKNOWN),
+ * ETOOBIG (body over TROUPE_TASK_BODY_MAX: UNKNOWN), ETIMEDOUT (its
+ * deadline settled it already), ENOENT (no such task held). Never blocks.
+ */
+int
+troupe_abi_reply(troupe_abi *n, uint64_t task_id, uint32_t outcome,
+                 const void *body, size_t len);
+
+/* Answers the replies packed in buf (each 8-aligned: u64 id, u32
+ * outcome, u32 body_len, body, padding to 8) as troupe_abi_reply each;
+ * *done answered, *refused refused. Errors: EINVAL, EPROTO (a record cut
+ * short: those before it were answered). Never blocks. */
+int
+troupe_abi_reply_batch(troupe_abi *n, const void *buf, size_t len, size_t *done,
+                       size_t *refused);
+
+/* ---- tables ---------------------------------------------------------------
+ */
+
+/*
+ * Request: creates table `name` with the indexes in `indexes` (a msgpack
+ * array, NULL/0 for none, of maps {"name": str, "fields": [[path str,
+ * type str], ...], "unique": bool}; type one of "string", "int",
+ * "float", "bool", "timestamp", "bytes", "string_casefold"); idempotent
+ * as troupe_tables_create. Completion: status and an empty body.
+ * Call errors (no completion): EINVAL (NULL, bad name, bad index spec),
+ * EPROTO (indexes not such an array), EBUSY (limits), ESTATE (not
+ * started), ECLOSED, ENOMEM.
+ */
+int
+troupe_abi_table_create(troupe_abi *n, uint64_t req, const char *name,
+                        const void *indexes, size_t len);
+
+/* Request: the document at key. Completion: OK with the document (one
+ * msgpack map) as body, or ENOENT with an empty body, or an error of
+ * troupe_table_get. Call errors as troupe_table_get's, and EBUSY,
+ * ESTATE, ECLOSED. */
+int
+troupe_abi_table_get(troupe_abi *n, uint64_t req, const char *table,
+                     const void *key, size_t klen);
+
+/* Request: stores doc (one msgpack map) at key (an upsert, with the
+ * node's sync). Completion: status (troupe_table_upsert's), empty body.
+ * Call errors as troupe_table_upsert's, and EBUSY, ESTATE, ECLOSED. */
+int
+troupe_abi_table_put(troupe_abi *n, uint64_t req, const char *table,
+                     const void *key, size_t klen, const void *doc,
+                     size_t dlen);
+
+/* Request: deletes the row at key. Completion: OK, ENOENT (no live
+ * row), or a write error; empty body. */
+int
+troupe_abi_table_delete(troupe_abi *n, uint64_t req, const char *table,
+                        const void *key, size_t klen);
+
+/*
+ * Request: a page of up to limit rows of [start, end) (NULL: open),
+ * after the cursor `after` (NULL: from the start), reverse when reverse
+ * is 1 (0 forward, anything else EINVAL). Completion: OK with a body
+ * {"rows": [[key bin, doc], ...], "cursor": bin or nil, "more": bool},
+ * or an error of troupe_table_scan.
+ */
+int
+troupe_abi_table_scan(troupe_abi *n, uint64_t req, const char *table,
+                      const void *start, size_t slen, const void *end,
+                      size_t elen, const void *after, size_t alen,
+                      uint32_t limit, int32_t reverse);
+
+/*
+ * Request: a query on index `index` of `table` (troupe/index.h:
+ * values, or from/to, msgpack arrays of leading values; NULL/0 for
+ * none), up to limit hits after the cursor `after`, reverse (0/1), with
+ * the rows' documents when rows is 1 (0: the entries' values).
+ * Completion: OK with {"hits": [[key bin, pk bin, value], ...], "cursor":
+ * bin or nil, "more": bool}, or an error of troupe_tables_query.
+ */
+int
+troupe_abi_index_query(troupe_abi *n, uint64_t req, const char *table,
+                       const char *index, const void *values, size_t vlen,
+                       const void *from, size_t flen, const void *to,
+                       size_t tlen, const void *after, size_t alen,
+                       uint32_t limit, int32_t reverse, int32_t rows);
+
+/* ---- transactions ---------------------------------------------------------
+ */
+
+/*
+ * Begins a transaction (troupe/txn.h: a snapshot, buffered writes,
+ * serializable commit); *txn gets its id (never 0). It lives until its
+ * commit's completion, its rollback, or close. Errors: EINVAL, EFULL
+ * (TROUPE_ABI_TXNS_MAX open), ESTATE (not started), ECLOSED, ENOMEM.
+ * Never blocks.
+ */
+int
+troupe_abi_txn_begin(troupe_abi *n, uint64_t *txn);
+
+/* Request: a read through transaction txn (its own writes, else the
+ * snapshot); completion as troupe_abi_table_get's. Call errors: those of
+ * troupe_txn_get, ENOENT (no open transaction txn), ESTATE (committing),
+ * EBUSY, ECLOSED. */
+int
+troupe_abi_txn_get(troupe_abi *n, uint64_t req, uint64_t txn, const char *table,
+                   const void *key, size_t klen);
+
+/* Buffers an upsert of doc at key in txn (no completion: it is part of
+ * the commit). Errors: those of troupe_txn_upsert, ENOENT (no open
+ * transaction txn), ECLOSED. Never blocks. */
+int
+troupe_abi_txn_put(troupe_abi *n, uint64_t txn, const char *table,
+                   const void *key, size_t klen, const void *doc, size_t dlen);
+
+/* Buffers a delete of key in txn. Errors: those of troupe_txn_delete,
+ * ENOENT, ECLOSED. Never blocks. */
+int
+troupe_abi_txn_delete(troupe_abi *n, uint64_t txn, const char *table,
+                      const void *key, size_t klen);
+
+/*
+ * Request: commits txn with the node's sync; the transaction ends (its
+ * id is no longer valid once the call returned OK). Completion: OK with
+ * an empty body; ECONFLICT with a body [[table str, key bin, kinds int],
+ * ...] (troupe_txn_conflict); or another error of troupe_txn_commit,
+ * empty body. Call errors: EINVAL, ENOENT (no open transaction txn),
+ * ESTATE (committing), EBUSY (limits: the transaction stays open),
+ * ECLOSED.
+ */
+int
+troupe_abi_txn_commit(troupe_abi *n, uint64_t req, uint64_t txn);
+
+/* Ends txn without writing. Errors: EINVAL, ENOENT (no open
+ * transaction txn), ESTATE (committing), ECLOSED. Never blocks. */
+int
+troupe_abi_txn_rollback(troupe_abi *n, uint64_t txn);
+
+/* ---- queues ---------------------------------------------------------------
+ */
+
+/* Creates queue `name` with `partitions` partitions (1..65536; completed
+ * events kept retention_ms, >= 0). Errors: those of
+ * troupe_queues_create_wait (EEXIST ...), ESTATE (not started), ECLOSED.
+ * Blocks (one synced catalog write); EDEADLK on a troupe thread. */
+int
+troupe_abi_queue_create(troupe_abi *n, const char *name, uint32_t partitions,
+                        int64_t retention_ms);
+
+/*
+ * Request: publishes an event (id and business key 1..TROUPE_QUEUE_ID_MAX
+ * bytes, payload exactly one msgpack object, due at time_ms, Unix ms >=
+ * 0) with the node's sync. Completion: status of troupe_queue_publish,
+ * empty body. Call errors: those of troupe_queue_publish, EBUSY, ESTATE,
+ * ECLOSED.
+ */
+int
+troupe_abi_queue_publish(troupe_abi *n, uint64_t req, const char *queue,
+                         const void *id, size_t id_len, const void *key,
+                         size_t key_len, const void *payload, size_t plen,
+                         int64_t time_ms);
+
+/*
+ * Subscribes pull target `target` (troupe_abi_register_pull) to every
+ * partition of queue `queue`: its events come as tasks of kind
+ * TROUPE_TASK_QUEUE on that target (header layout: docs/queue.md "Pull
+ * workers"), at most the target's credit at once; SUCCESS acks one,
+ * other outcomes leave it pending (delivered again, attempt + 1). The
+ * subscription lasts until close. Errors: those of
+ * troupe_queue_worker_create (ENOQUEUE, ENOENT: no such target ...),
+ * EFULL (TROUPE_ABI_WORKERS_MAX), ESTATE (not started), ECLOSED. Never
+ * blocks.
+ */
+int
+troupe_abi_queue_subscribe(troupe_abi *n, const char *queue,
+                           const char *target);
+
+/* ---- actors ----------------------------------------------------------------
+ */
+
+/*
+ * Serves actor `name` (1..255 bytes, registered in the node's registry,
+ * addressable by other actors and nodes) with pull target `target`
+ * (troupe_abi_register_pull): every message to it becomes a task of kind
+ * TROUPE_TASK_ACTOR on that target, whose header is troupe/hostactor.h's
+ * 32 bytes (kind, flags with TROUPE_HOST_ACTOR_ASK for an ask, sender,
+ * tag: copied from `tag`, deadline) and whose body is the message's. The
+ * reply answers an ask: SUCCESS with the reply body, FAILURE as EFAILED
+ * with it, anything else EUNKNOWN. It is served until close. Errors:
+ * EINVAL, ENOENT (no target of that name), EEXIST (the name is taken),
+ * EFULL (TROUPE_ABI_ACTORS_MAX), ECLOSED, ENOMEM. Never blocks; works
+ * before start.
+ */
+int
+troupe_abi_actor_serve(troupe_abi *n, const char *name, const char *target,
+                       uint32_t tag);
+
+/*
+ * Request: asks the actor registered as `name` on this node with a
+ * message of `kind` and body (bytes as given; msgpack by convention),
+ * waiting timeout_ms for its reply (0: 30000). Completion: the reply's
+ * status (OK; the replier's error, e.g. EFAILED or EUNKNOWN from a host
+ * actor; ETIMEDOUT; ECLOSED) and its body. Call errors: EINVAL, ENOENT
+ * (no actor of that name), EBUSY (limits), ECLOSED, ENOMEM. Works before
+ * start.
+ */
+int
+troupe_abi_actor_ask(troupe_abi *n, uint64_t req, const char *name,
+                     uint32_t kind, const void *body, size_t len,
+                     uint32_t timeout_ms);
+
+#endif
