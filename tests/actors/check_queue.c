@@ -117,7 +117,7 @@ teardown(void)
 static void
 mkqueue(const char *name, uint32_t parts, int64_t retention)
 {
-    troupe_queue_spec s = {name, parts, retention};
+    troupe_queue_spec s = {name, parts, retention, 0};
     ck_assert_ok(troupe_queues_create_wait(fx.qs, &s));
 }
 
@@ -407,18 +407,20 @@ END_TEST
 
 START_TEST(test_catalog_bad_input_rejected)
 {
-    troupe_queue_spec s = {"q", 1, 0};
+    troupe_queue_spec s = {"q", 1, 0, 0};
     ck_assert_ok(troupe_queues_create_wait(fx.qs, &s));
     ck_assert_err(troupe_queues_create_wait(fx.qs, &s), TROUPE_EEXIST);
     troupe_queue_spec bad[] = {
-        {"", 1, 0},      {NULL, 1, 0}, {"x", 0, 0},
-        {"x", 65537, 0}, {"x", 1, -1}, {"\xc0\xaf", 1, 0},
+        {"", 1, 0, 0},      {NULL, 1, 0, 0},
+        {"x", 0, 0, 0},     {"x", 65537, 0, 0},
+        {"x", 1, -1, 0},    {"\xc0\xaf", 1, 0, 0},
+        {"x", 1, 0, TROUPE_QUEUE_ATTEMPTS_MAX + 1},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         ck_assert_err(troupe_queues_create_wait(fx.qs, &bad[i]), TROUPE_EINVAL);
     ck_assert_err(troupe_queues_create_wait(fx.qs, NULL), TROUPE_EINVAL);
     ck_assert_err(troupe_queues_create_wait(NULL, &s), TROUPE_EINVAL);
-    troupe_queue_spec big = {"big", 65536, 0};
+    troupe_queue_spec big = {"big", 65536, 0, 0};
     ck_assert_ok(troupe_queues_create_wait(fx.qs, &big));
     size_t n = 0;
     troupe_queue_info *info = NULL;
@@ -2257,7 +2259,7 @@ START_TEST(test_readonly_refuses_every_write)
     ck_assert_readonly(troupe_queue_reschedule(fx.qs, "q", sk, skl, T0 + 5, 0,
                                                never_called, NULL),
                        "troupe_queue_reschedule");
-    troupe_queue_spec spec = {"r", 1, 0};
+    troupe_queue_spec spec = {"r", 1, 0, 0};
     ck_assert_readonly(troupe_queues_create_wait(fx.qs, &spec),
                        "troupe_queues_create_wait");
     ck_assert_readonly(troupe_queues_drop_wait(fx.qs, "q"),
