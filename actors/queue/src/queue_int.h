@@ -156,10 +156,6 @@ troupe__tq_entries(troupe_batch *b, troupe_cf *cf, const troupe_queue_item *it,
 /* Submits through the pipeline and waits. Blocks. */
 troupe_err
 troupe__tq_commit_wait(troupe_commit *c, troupe_batch **b, troupe_sync sync);
-/* The value of a queue's catalog entry (troupe__tq_entry_decode's value
- * half). ECORRUPT. Pure. */
-troupe_err
-troupe__tq_entry_value_decode(const void *v, size_t vlen, tq_entry *en);
 /* Appends to b the put of pending key skey's attempts record a, or its
  * delete when a is NULL. EINVAL (skey not a pending key), ENOMEM. */
 troupe_err

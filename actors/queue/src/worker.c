@@ -496,6 +496,20 @@ job_commit(tq_job *j, const void *val, size_t vlen)
     return false;
 }
 
+/* A copy of a handler's error text, cut at TROUPE_QUEUE_ERROR_MAX - 1
+ * bytes (NULL when out of memory: the error's name stands in). */
+static char *
+error_copy(const char *s)
+{
+    size_t n = strnlen(s, TROUPE_QUEUE_ERROR_MAX - 1);
+    char *c = troupe_malloc(n + 1);
+    if (c != NULL) {
+        memcpy(c, s, n);
+        c[n] = 0;
+    }
+    return c;
+}
+
 /* job_park for an outcome job_commit found invalid. */
 static bool
 job_park_invalid(tq_job *j)
@@ -532,9 +546,10 @@ troupe__tq_worker_task(const troupe_task *t, troupe_task_reply *r, void *arg)
     if (ran) {
         troupe_hist_add(&j->q->attempts, j->attempt);
         he = w->handler(&d, &out, w->arg);
-        /* the handler's own detail, if it set one (troupe_errmsg) */
+        /* the handler's text, or the detail it left (troupe_errmsg) */
         if (he != TROUPE_OK && j->q->max_attempts != 0)
-            j->herr = troupe_strdup(troupe_errmsg(he));
+            j->herr = error_copy(out.error != NULL ? out.error
+                                                   : troupe_errmsg(he));
     }
     j->kind = out.kind;
     j->time_ms = out.time_ms;

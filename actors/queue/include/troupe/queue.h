@@ -287,6 +287,11 @@ typedef enum troupe_queue_outcome_kind {
 typedef struct troupe_queue_outcome {
     troupe_queue_outcome_kind kind;
     int64_t time_ms; /* RESCHEDULE: the new runnable time, >= 0 */
+    /* With an error return: what went wrong, a NUL-terminated text the
+     * handler keeps valid until it returns (copied then, cut at
+     * TROUPE_QUEUE_ERROR_MAX bytes). It is the last error of an
+     * invocation this attempt parks. NULL: troupe_errmsg of the error. */
+    const char *error;
 } troupe_queue_outcome;
 
 typedef struct troupe_queue_delivery {

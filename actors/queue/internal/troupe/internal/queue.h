@@ -155,6 +155,9 @@ troupe__tq_entry_pack(const char *name, const tq_entry *en,
 troupe_err
 troupe__tq_entry_decode(const void *k, size_t klen, const void *v, size_t vlen,
                         char name[TROUPE_QUEUE_NAME_MAX + 1], tq_entry *en);
+/* The value half of troupe__tq_entry_decode. */
+troupe_err
+troupe__tq_entry_value_decode(const void *v, size_t vlen, tq_entry *en);
 
 /* ---- the attempts record (format.c) ---- */
 /* A pending invocation's attempts: ("a", partition, time, order, id),
