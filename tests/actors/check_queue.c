@@ -2689,6 +2689,12 @@ START_TEST(test_readonly_refuses_every_write)
     ck_assert_readonly(troupe_queue_ack_wait(fx.qs, "q", sk, skl, 0),
                        "troupe_queue_ack_wait");
     ck_assert_readonly(
+        troupe_queue_parked_retry_wait(fx.qs, "q", sk, skl, 0),
+        "troupe_queue_parked_retry_wait");
+    ck_assert_readonly(
+        troupe_queue_parked_delete_wait(fx.qs, "q", sk, skl, 0),
+        "troupe_queue_parked_delete_wait");
+    ck_assert_readonly(
         troupe_queue_reschedule_wait(fx.qs, "q", sk, skl, T0 + 5, 0),
         "troupe_queue_reschedule_wait");
     ck_assert_readonly(

@@ -40,7 +40,8 @@
  * _counters_get); every call that would write or deliver returns
  * EREADONLY, with troupe_errmsg naming the call, starting nothing:
  * publish (all three), ack and reschedule (all four), create, drop,
- * worker create, pause, resume, kick, delete by owner and purge.
+ * worker create, pause, resume, kick, parked retry and delete, delete by
+ * owner and purge.
  *
  * Times are Unix milliseconds (int64, >= 0). Byte strings (event id,
  * business key, owner kind and id) are opaque bytes with their lengths.
@@ -507,7 +508,7 @@ typedef enum troupe_queue_state {
 } troupe_queue_state;
 
 /*
- * One page of pending or completed invocations, after `cursor` (NULL:
+ * One page of pending, completed or parked invocations, after `cursor` (NULL:
  * from the start; else the previous page's cursor). Errors: EINVAL (NULL,
  * bad state, limit 0 or over TROUPE_QUEUE_PAGE_MAX, empty cursor),
  * ERANGE (a cursor of another queue, or not a cursor at all, or one
