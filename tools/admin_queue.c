@@ -133,17 +133,17 @@ item_json(const troupe_queue_item *it)
                       admin_json_bytes(it->owner_kind, it->owner_kind_len),
                       "id", admin_json_bytes(it->owner_id, it->owner_id_len));
     char *skey = admin_hex(it->skey, it->skey_len);
-    json_t *j = json_pack(
-        "{s:s,s:s?,s:I,s:o,s:I,s:I,s:o*,s:o*,s:o*,s:I}", "state",
-        it->completed ? "completed"
-        : it->parked  ? "parked"
-                      : "pending",
-        "skey", skey, "partition",
-        (json_int_t)it->partition, "time", admin_json_time(it->time_ms),
-        "time_ms", (json_int_t)it->time_ms, "order", (json_int_t)it->order,
-        "id", admin_json_bytes(it->id, it->id_len), "key",
-        admin_json_bytes(it->key, it->key_len), "owner", owner, "payload_bytes",
-        (json_int_t)it->payload_len);
+    json_t *j =
+        json_pack("{s:s,s:s?,s:I,s:o,s:I,s:I,s:o*,s:o*,s:o*,s:I}", "state",
+                  it->completed ? "completed"
+                  : it->parked  ? "parked"
+                                : "pending",
+                  "skey", skey, "partition", (json_int_t)it->partition, "time",
+                  admin_json_time(it->time_ms), "time_ms",
+                  (json_int_t)it->time_ms, "order", (json_int_t)it->order, "id",
+                  admin_json_bytes(it->id, it->id_len), "key",
+                  admin_json_bytes(it->key, it->key_len), "owner", owner,
+                  "payload_bytes", (json_int_t)it->payload_len);
     free(skey);
     if (j == NULL)
         return NULL;
@@ -380,12 +380,11 @@ parked_change_route(admin_call *call, const admin_ctx *c, bool retry)
     uint8_t *k = body_skey(call, &n);
     if (k == NULL)
         return;
-    troupe_err e = retry ? troupe_queue_parked_retry_wait(
-                               c->queues, call->param[0], k, n,
-                               TROUPE_SYNC_DEFAULT)
-                         : troupe_queue_parked_delete_wait(
-                               c->queues, call->param[0], k, n,
-                               TROUPE_SYNC_DEFAULT);
+    troupe_err e =
+        retry ? troupe_queue_parked_retry_wait(c->queues, call->param[0], k, n,
+                                               TROUPE_SYNC_DEFAULT)
+              : troupe_queue_parked_delete_wait(c->queues, call->param[0], k, n,
+                                                TROUPE_SYNC_DEFAULT);
     free(k);
     if (e != TROUPE_OK)
         admin_fail(call, retry ? "retry parked" : "delete parked", e);

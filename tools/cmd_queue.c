@@ -413,8 +413,7 @@ queue_stats(qenv *q, const char *queue)
     printf("queue %s partitions %u pending %llu completed %llu malformed "
            "%llu parked %llu\n",
            queue, st->partitions, (unsigned long long)st->pending,
-           (unsigned long long)st->completed,
-           (unsigned long long)st->malformed,
+           (unsigned long long)st->completed, (unsigned long long)st->malformed,
            (unsigned long long)st->parked);
     if (st->oldest_due_ms < 0) {
         printf("oldest_due_ms - lag_ms -\n");
@@ -490,18 +489,17 @@ typedef struct qargs {
 static int
 queue_admin(int kind, const cli_admin *a, const qargs *q)
 {
-    static const char *const sub[] = {
-        [Q_PENDING] = "pending",
-        [Q_COMPLETED] = "completed",
-        [Q_PARKED] = "parked",
-        [Q_SHOW] = "events",
-        [Q_PAUSE] = "pause",
-        [Q_RESUME] = "resume",
-        [Q_RETRY] = "retry",
-        [Q_ACK] = "ack",
-        [Q_DELETE_OWNER] = "delete-by-owner",
-        [Q_RETRY_PARKED] = "parked/retry",
-        [Q_DELETE_PARKED] = "parked/delete"};
+    static const char *const sub[] = {[Q_PENDING] = "pending",
+                                      [Q_COMPLETED] = "completed",
+                                      [Q_PARKED] = "parked",
+                                      [Q_SHOW] = "events",
+                                      [Q_PAUSE] = "pause",
+                                      [Q_RESUME] = "resume",
+                                      [Q_RETRY] = "retry",
+                                      [Q_ACK] = "ack",
+                                      [Q_DELETE_OWNER] = "delete-by-owner",
+                                      [Q_RETRY_PARKED] = "parked/retry",
+                                      [Q_DELETE_PARKED] = "parked/delete"};
     if (kind == Q_LIST)
         return cli_admin_run(a, "GET", "/v1/queues", NULL);
     char *name = cli_admin_escape(q->queue);
@@ -510,8 +508,8 @@ queue_admin(int kind, const cli_admin *a, const qargs *q)
               : q->id_hex ? cli_admin_escape(q->id_hex)
                           : NULL;
     char *body = NULL;
-    bool by_skey = kind == Q_RETRY || kind == Q_ACK ||
-                   kind == Q_RETRY_PARKED || kind == Q_DELETE_PARKED;
+    bool by_skey = kind == Q_RETRY || kind == Q_ACK || kind == Q_RETRY_PARKED ||
+                   kind == Q_DELETE_PARKED;
     if (by_skey) {
         json_t *b = json_pack("{s:s}", "skey", q->skey);
         body = b ? json_dumps(b, JSON_COMPACT) : NULL;
@@ -560,8 +558,8 @@ cmd_queue(int argc, char **argv)
         return cli_usage(top, "unknown subcommand '%s'", sub);
     int kind = (int)(c - sub_cmds);
     bool paged = kind == Q_PENDING || kind == Q_COMPLETED || kind == Q_PARKED;
-    bool by_skey = kind == Q_RETRY || kind == Q_ACK ||
-                   kind == Q_RETRY_PARKED || kind == Q_DELETE_PARKED;
+    bool by_skey = kind == Q_RETRY || kind == Q_ACK || kind == Q_RETRY_PARKED ||
+                   kind == Q_DELETE_PARKED;
     /* Each subcommand takes only its own flags: the table ends early. */
     struct option opts[16];
     size_t no = 0;

@@ -263,8 +263,7 @@ handler(const troupe_queue_delivery *d, troupe_queue_outcome *out, void *arg)
         break;
     case H_FAIL_MSG:
         if (d->ev.id_len == strlen(H.fail_id) &&
-            memcmp(d->ev.id, H.fail_id, d->ev.id_len) == 0)
-        {
+            memcmp(d->ev.id, H.fail_id, d->ev.id_len) == 0) {
             snprintf(H.msg, sizeof(H.msg), "smtp refused, attempt %u",
                      d->attempt);
             out->error = H.msg; /* read once the handler returned */
@@ -431,9 +430,12 @@ START_TEST(test_catalog_bad_input_rejected)
     ck_assert_ok(troupe_queues_create_wait(fx.qs, &s));
     ck_assert_err(troupe_queues_create_wait(fx.qs, &s), TROUPE_EEXIST);
     troupe_queue_spec bad[] = {
-        {"", 1, 0, 0},      {NULL, 1, 0, 0},
-        {"x", 0, 0, 0},     {"x", 65537, 0, 0},
-        {"x", 1, -1, 0},    {"\xc0\xaf", 1, 0, 0},
+        {"", 1, 0, 0},
+        {NULL, 1, 0, 0},
+        {"x", 0, 0, 0},
+        {"x", 65537, 0, 0},
+        {"x", 1, -1, 0},
+        {"\xc0\xaf", 1, 0, 0},
         {"x", 1, 0, TROUPE_QUEUE_ATTEMPTS_MAX + 1},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
@@ -1122,7 +1124,6 @@ START_TEST(test_txn_participant_error_aborts_commit)
 }
 END_TEST
 
-
 /* ---- attempts and parking (issue 12) ------------------------------------ */
 
 static void
@@ -1309,18 +1310,18 @@ START_TEST(test_max_attempts_parks_at_the_limit_with_its_last_error)
     wait_completed("q", 2);
     ck_assert_int_eq(calls_of("e", &maxa), 0);
     /* retry: due now, attempts reset to 1 */
-    ck_assert_ok(troupe_queue_parked_retry_wait(fx.qs, "q", skey, skl,
-                                                TROUPE_SYNC_OFF));
+    ck_assert_ok(
+        troupe_queue_parked_retry_wait(fx.qs, "q", skey, skl, TROUPE_SYNC_OFF));
     wait_completed("q", 3);
     ck_assert_int_eq(calls_of("e", &maxa), 1);
     ck_assert_uint_eq(maxa, 1);
     /* gone now: unknown */
-    ck_assert_err(troupe_queue_parked_retry_wait(fx.qs, "q", skey, skl,
-                                                 TROUPE_SYNC_OFF),
-                  TROUPE_ENOENT);
-    ck_assert_err(troupe_queue_parked_delete_wait(fx.qs, "q", skey, skl,
-                                                  TROUPE_SYNC_OFF),
-                  TROUPE_ENOENT);
+    ck_assert_err(
+        troupe_queue_parked_retry_wait(fx.qs, "q", skey, skl, TROUPE_SYNC_OFF),
+        TROUPE_ENOENT);
+    ck_assert_err(
+        troupe_queue_parked_delete_wait(fx.qs, "q", skey, skl, TROUPE_SYNC_OFF),
+        TROUPE_ENOENT);
     worker_end(w);
 }
 END_TEST
@@ -1341,25 +1342,25 @@ START_TEST(test_parked_delete_and_bad_inputs)
     pub("q", ev("p", "k9", T0));
     troupe_queue_page *pg = page_of("q", TROUPE_QUEUE_PENDING);
     ck_assert_uint_eq(pg->n, 2);
-    const troupe_queue_item *np = pg->items[0].parked ? &pg->items[1]
-                                                      : &pg->items[0];
-    const troupe_queue_item *pk = pg->items[0].parked ? &pg->items[0]
-                                                      : &pg->items[1];
+    const troupe_queue_item *np =
+        pg->items[0].parked ? &pg->items[1] : &pg->items[0];
+    const troupe_queue_item *pk =
+        pg->items[0].parked ? &pg->items[0] : &pg->items[1];
     ck_assert(!np->parked);
     ck_assert(pk->parked);
-    ck_assert_err(troupe_queue_parked_retry_wait(fx.qs, "q", np->skey,
-                                                 np->skey_len, 0),
-                  TROUPE_ESTATE);
-    ck_assert_err(troupe_queue_parked_delete_wait(fx.qs, "q", np->skey,
-                                                  np->skey_len, 0),
-                  TROUPE_ESTATE);
+    ck_assert_err(
+        troupe_queue_parked_retry_wait(fx.qs, "q", np->skey, np->skey_len, 0),
+        TROUPE_ESTATE);
+    ck_assert_err(
+        troupe_queue_parked_delete_wait(fx.qs, "q", np->skey, np->skey_len, 0),
+        TROUPE_ESTATE);
     ck_assert_err(troupe_queue_parked_retry_wait(fx.qs, "q", "zz", 2, 0),
                   TROUPE_EINVAL);
     ck_assert_err(troupe_queue_parked_retry_wait(fx.qs, "q", NULL, 0, 0),
                   TROUPE_EINVAL);
-    ck_assert_err(troupe_queue_parked_delete_wait(fx.qs, "q", pk->skey,
-                                                  pk->skey_len, 9),
-                  TROUPE_EINVAL);
+    ck_assert_err(
+        troupe_queue_parked_delete_wait(fx.qs, "q", pk->skey, pk->skey_len, 9),
+        TROUPE_EINVAL);
     ck_assert_err(troupe_queue_parked_delete_wait(fx.qs, "nope", pk->skey,
                                                   pk->skey_len, 0),
                   TROUPE_ENOQUEUE);
@@ -1377,8 +1378,8 @@ START_TEST(test_parked_delete_and_bad_inputs)
     troupe_queue_page *bad = NULL;
     ck_assert_err(troupe_queue_list_wait(fx.qs, "q", 4, NULL, 0, 10, &bad),
                   TROUPE_EINVAL);
-    ck_assert_ok(troupe_queue_parked_delete_wait(fx.qs, "q", pk->skey,
-                                                 pk->skey_len, 0));
+    ck_assert_ok(
+        troupe_queue_parked_delete_wait(fx.qs, "q", pk->skey, pk->skey_len, 0));
     troupe_queue_page_destroy(pg);
     troupe_queue_stats *st = stats("q");
     ck_assert_uint_eq(st->parked, 0);
@@ -1390,8 +1391,8 @@ START_TEST(test_parked_delete_and_bad_inputs)
     ck_assert_uint_eq(pg->n, 0);
     troupe_queue_page_destroy(pg);
     size_t deleted = 9;
-    ck_assert_ok(troupe_queue_delete_by_owner_wait(
-        fx.qs, "q", "user", 4, "u1", 2, NULL, NULL, 0, &deleted));
+    ck_assert_ok(troupe_queue_delete_by_owner_wait(fx.qs, "q", "user", 4, "u1",
+                                                   2, NULL, NULL, 0, &deleted));
     ck_assert_uint_eq(deleted, 0);
     pg = page_of("q", TROUPE_QUEUE_PARKED);
     ck_assert_uint_eq(pg->n, 0);
@@ -1412,7 +1413,8 @@ START_TEST(test_record_at_the_limit_is_parked_without_delivery)
     ck_assert_ok(troupe__tq_find(fx.qs, "q", &q));
     troupe_key_writer kw;
     troupe_key_writer_init(&kw);
-    ck_assert_ok(troupe__tq_akey(&kw, pg->items[0].skey, pg->items[0].skey_len));
+    ck_assert_ok(
+        troupe__tq_akey(&kw, pg->items[0].skey, pg->items[0].skey_len));
     const uint8_t *ak;
     size_t akl;
     ck_assert_ok(troupe_key_writer_finish(&kw, &ak, &akl));
@@ -2688,12 +2690,10 @@ START_TEST(test_readonly_refuses_every_write)
                        "troupe_queue_publish_wait");
     ck_assert_readonly(troupe_queue_ack_wait(fx.qs, "q", sk, skl, 0),
                        "troupe_queue_ack_wait");
-    ck_assert_readonly(
-        troupe_queue_parked_retry_wait(fx.qs, "q", sk, skl, 0),
-        "troupe_queue_parked_retry_wait");
-    ck_assert_readonly(
-        troupe_queue_parked_delete_wait(fx.qs, "q", sk, skl, 0),
-        "troupe_queue_parked_delete_wait");
+    ck_assert_readonly(troupe_queue_parked_retry_wait(fx.qs, "q", sk, skl, 0),
+                       "troupe_queue_parked_retry_wait");
+    ck_assert_readonly(troupe_queue_parked_delete_wait(fx.qs, "q", sk, skl, 0),
+                       "troupe_queue_parked_delete_wait");
     ck_assert_readonly(
         troupe_queue_reschedule_wait(fx.qs, "q", sk, skl, T0 + 5, 0),
         "troupe_queue_reschedule_wait");
@@ -2956,7 +2956,8 @@ queue_suite(void)
     tcase_add_test(tc, test_error_redelivers_with_attempt_numbers);
     tcase_add_test(tc, test_attempts_survive_a_restart);
     tcase_add_test(tc, test_pause_survives_a_restart);
-    tcase_add_test(tc, test_max_attempts_parks_at_the_limit_with_its_last_error);
+    tcase_add_test(tc,
+                   test_max_attempts_parks_at_the_limit_with_its_last_error);
     tcase_add_test(tc, test_parked_delete_and_bad_inputs);
     tcase_add_test(tc, test_record_at_the_limit_is_parked_without_delivery);
     tcase_add_test(tc, test_database_without_the_new_fields_opens);

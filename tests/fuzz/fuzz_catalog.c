@@ -156,8 +156,7 @@ queue_entry(fz_in *in)
     FZ_CHECK(strcmp(name, name2) == 0 && en.id == en2.id &&
                  en.partitions == en2.partitions &&
                  en.retention_ms == en2.retention_ms &&
-                 en.max_attempts == en2.max_attempts &&
-                 en.paused == en2.paused,
+                 en.max_attempts == en2.max_attempts && en.paused == en2.paused,
              "entry changed");
     troupe_pack_fini(&p);
     troupe_key_writer_fini(&w);

@@ -892,7 +892,6 @@ START_TEST(test_queue_routes_act_on_the_queue)
 }
 END_TEST
 
-
 static troupe_err
 failing(const troupe_queue_delivery *d, troupe_queue_outcome *out, void *arg)
 {
@@ -926,7 +925,8 @@ flaky_worker(void)
 
 START_TEST(test_parked_routes_list_retry_and_delete)
 {
-    troupe_queue_spec qs = {.name = "flaky", .partitions = 1, .max_attempts = 1};
+    troupe_queue_spec qs = {
+        .name = "flaky", .partitions = 1, .max_attempts = 1};
     ck_assert_ok(troupe_queues_create_wait(queues, &qs));
     troupe_queue_event e = {.id = "z",
                             .id_len = 1,

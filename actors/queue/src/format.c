@@ -568,8 +568,8 @@ troupe__tq_akey_pkey(troupe_key_writer *w, const void *akey, size_t alen)
               rd(&r, TROUPE_KEY_BYTES, &d) && d.v.s.len > 0 && rd_end(&r) &&
               a.v.i64 >= 0 && a.v.i64 < TROUPE_QUEUE_PARTITIONS_MAX &&
               b.v.i64 >= 0;
-    troupe_err e = ok ? troupe__tq_pkey(w, (uint32_t)a.v.i64, b.v.i64,
-                                        c.v.u64, d.v.s.ptr, d.v.s.len)
+    troupe_err e = ok ? troupe__tq_pkey(w, (uint32_t)a.v.i64, b.v.i64, c.v.u64,
+                                        d.v.s.ptr, d.v.s.len)
                       : TROUPE_ECORRUPT;
     troupe_key_reader_fini(&r);
     return e;
@@ -610,10 +610,8 @@ troupe__tq_att_decode(const void *v, size_t len, tq_att *a)
         troupe_read_bin(&r, TROUPE_QUEUE_ERROR_MAX, &err, &errl);
     if (troupe_read_end(&r) != TROUPE_OK || ver != 1 || n == 0)
         return TROUPE_ECORRUPT;
-    *a = (tq_att){.attempts = n,
-                  .parked = parked,
-                  .error = err,
-                  .error_len = errl};
+    *a = (tq_att){
+        .attempts = n, .parked = parked, .error = err, .error_len = errl};
     return TROUPE_OK;
 }
 

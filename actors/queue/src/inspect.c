@@ -61,8 +61,8 @@ box_keep(tq_pagebox *pb, void *buf)
 /* Copies a row into the box and decodes it as the next item; a pending
  * row gets its attempts record of snap. */
 static troupe_err
-box_add(tq_pagebox *pb, const tq_queue *q, troupe_snapshot *snap,
-        const void *k, size_t kl, const void *v, size_t vl)
+box_add(tq_pagebox *pb, const tq_queue *q, troupe_snapshot *snap, const void *k,
+        size_t kl, const void *v, size_t vl)
 {
     if (pb->n == pb->cap) {
         size_t nc = pb->cap ? 2 * pb->cap : 16;
@@ -148,7 +148,8 @@ list_parked(troupe_queues *qs, tq_queue *q, const void *cursor,
     troupe_snapshot *snap = NULL;
     troupe_iter *it = NULL;
     tq_pagebox *pb = troupe_calloc(1, sizeof(*pb));
-    troupe_err e = pb == NULL ? TROUPE_ENOMEM : space_range(&w, TQ_ATTEMPTS, &r);
+    troupe_err e =
+        pb == NULL ? TROUPE_ENOMEM : space_range(&w, TQ_ATTEMPTS, &r);
     const void *after = NULL;
     size_t afterlen = 0;
     if (e == TROUPE_OK && cursor != NULL) {
@@ -269,9 +270,8 @@ troupe_queue_list_wait(troupe_queues *qs, const char *queue,
         if (e != TROUPE_OK)
             break;
         for (size_t i = 0; e == TROUPE_OK && i < next->n; i++)
-            e = box_add(pb, q, snap, next->items[i].key,
-                        next->items[i].key_len, next->items[i].val,
-                        next->items[i].val_len);
+            e = box_add(pb, q, snap, next->items[i].key, next->items[i].key_len,
+                        next->items[i].val, next->items[i].val_len);
         more = next->more && next->n > 0;
         troupe_page_destroy(pg); /* the previous chunk: after points in */
         pg = next;

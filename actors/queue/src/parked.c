@@ -28,8 +28,8 @@ parked_change(tq_queue *q, const void *skey, size_t slen, troupe_sync sync,
     if (e == TROUPE_ENOENT)
         e = troupe__errf(TROUPE_ENOENT,
                          "no pending invocation under that storage key");
-    if (e == TROUPE_OK && troupe__tq_item(q, skey, slen, val, vl, &it) !=
-                              TROUPE_OK)
+    if (e == TROUPE_OK &&
+        troupe__tq_item(q, skey, slen, val, vl, &it) != TROUPE_OK)
         e = troupe__errf(TROUPE_ECORRUPT,
                          "the pending row does not decode: left untouched");
     if (e == TROUPE_OK)
@@ -67,8 +67,9 @@ parked_apply(troupe_queues *qs, const char *queue, const void *skey,
         return e;
     if (qs == NULL || skey == NULL || slen == 0 ||
         (unsigned)sync > TROUPE_SYNC_OFF)
-        return troupe__errf(TROUPE_EINVAL, "%s: NULL or empty argument, or "
-                                           "bad sync",
+        return troupe__errf(TROUPE_EINVAL,
+                            "%s: NULL or empty argument, or "
+                            "bad sync",
                             call);
     tq_queue *q = NULL;
     if ((e = troupe__tq_find_writable(qs, queue, call, &q)) != TROUPE_OK)
@@ -78,8 +79,7 @@ parked_apply(troupe_queues *qs, const char *queue, const void *skey,
                                  NULL, NULL);
     if (e == TROUPE_OK && !troupe__tq_claim(q, skey, slen))
         e = troupe__errf(TROUPE_EBUSY,
-                         "%s: the invocation is being changed right now",
-                         call);
+                         "%s: the invocation is being changed right now", call);
     int64_t t = 0;
     if (e == TROUPE_OK) {
         e = parked_change(q, skey, slen, sync, retry, &t);

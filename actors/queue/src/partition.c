@@ -279,8 +279,7 @@ attempt_written(troupe_err err, void *arg)
     tq_job *j = arg;
     troupe_queue_worker *w = j->w;
     if (err == TROUPE_OK) {
-        troupe__task_in in = {.kind = TROUPE_TASK_QUEUE,
-                              .attempt = j->attempt};
+        troupe__task_in in = {.kind = TROUPE_TASK_QUEUE, .attempt = j->attempt};
         uint8_t hdr[TROUPE_TASK_HEADER_MAX];
         troupe_queue_item it;
         if (w->handler != NULL) {
@@ -499,8 +498,9 @@ scan_start(troupe_actor *self, tq_part *s, const uint8_t *start, size_t slen,
     sc->slen = slen;
     sc->end = sc->start + slen;
     sc->elen = elen;
-    if (troupe_work_submit(self, kind == TQ_SCAN_DONE ? scan_pass_run : scan_run,
-                           sc, kind, scan_drop) != TROUPE_OK) {
+    if (troupe_work_submit(self,
+                           kind == TQ_SCAN_DONE ? scan_pass_run : scan_run, sc,
+                           kind, scan_drop) != TROUPE_OK) {
         scan_free(sc);
         return false;
     }

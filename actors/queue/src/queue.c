@@ -204,8 +204,8 @@ mark_get(tq_queue *q, uint64_t *v)
 }
 
 troupe_err
-troupe__tq_queue_create(troupe_queues *qs, const char *name,
-                        const tq_entry *en, tq_queue **out)
+troupe__tq_queue_create(troupe_queues *qs, const char *name, const tq_entry *en,
+                        tq_queue **out)
 {
     uint64_t id = en->id;
     uint32_t parts = en->partitions;

@@ -176,8 +176,8 @@ troupe__tq_att_get(const tq_queue *q, troupe_snapshot *snap, const void *skey,
  * EFULL (orders used up), storage errors, ENOMEM; nothing is left on
  * error. Blocks. */
 troupe_err
-troupe__tq_queue_create(troupe_queues *qs, const char *name,
-                        const tq_entry *en, tq_queue **out);
+troupe__tq_queue_create(troupe_queues *qs, const char *name, const tq_entry *en,
+                        tq_queue **out);
 /* Claims: false when already claimed (or out of memory). */
 bool
 troupe__tq_claim(tq_queue *q, const void *k, size_t len);

@@ -447,7 +447,9 @@ job_parkf(tq_job *j, bool task_end, const char *fmt, ...)
     va_start(ap, fmt);
     int n = vsnprintf(why, sizeof(why), fmt, ap);
     va_end(ap);
-    size_t len = n < 0 ? 0 : (size_t)n < sizeof(why) ? (size_t)n : sizeof(why) - 1;
+    size_t len = n < 0                     ? 0
+                 : (size_t)n < sizeof(why) ? (size_t)n
+                                           : sizeof(why) - 1;
     return job_park(j, task_end, why, len);
 }
 
@@ -548,8 +550,8 @@ troupe__tq_worker_task(const troupe_task *t, troupe_task_reply *r, void *arg)
         he = w->handler(&d, &out, w->arg);
         /* the handler's text, or the detail it left (troupe_errmsg) */
         if (he != TROUPE_OK && j->q->max_attempts != 0)
-            j->herr = error_copy(out.error != NULL ? out.error
-                                                   : troupe_errmsg(he));
+            j->herr =
+                error_copy(out.error != NULL ? out.error : troupe_errmsg(he));
     }
     j->kind = out.kind;
     j->time_ms = out.time_ms;
@@ -623,8 +625,8 @@ troupe__tq_job_done(void *arg, uint64_t id, troupe_outcome outcome,
                 job_unref(j);
             /* a handler that started and outlived its deadline is an
              * attempt that failed; one never started is not */
-            if (taken && job_parkf(j, false,
-                                   "no outcome within the handler's timeout"))
+            if (taken &&
+                job_parkf(j, false, "no outcome within the handler's timeout"))
                 return false;
             job_end(j, false);
             return false;
@@ -634,8 +636,9 @@ troupe__tq_job_done(void *arg, uint64_t id, troupe_outcome outcome,
             bool late = j->fo == TROUPE_OUTCOME_SUCCESS;
             if (j->ran)
                 count_outcome(j, late ? TQ_OUT_TIMEOUT : TQ_OUT_ERROR);
-            if (late ? job_parkf(j, true, "the handler returned after its "
-                                          "timeout")
+            if (late ? job_parkf(j, true,
+                                 "the handler returned after its "
+                                 "timeout")
                      : job_parkf(j, true, "%s: %s",
                                  j->ran ? "handler error"
                                         : "the row could not be read",
@@ -658,21 +661,22 @@ troupe__tq_job_done(void *arg, uint64_t id, troupe_outcome outcome,
     if (outcome != TROUPE_OUTCOME_SUCCESS ||
         !reply_decode(body, len, &j->kind, &j->time_ms)) {
         count_outcome(j, TQ_OUT_ERROR);
-        bool parked =
-            outcome == TROUPE_OUTCOME_FAILURE
-                ? job_parkf(j, true, "the host replied FAILURE%s%.*s",
-                            len > 0 ? ": " : "",
-                            (int)(len < TROUPE_QUEUE_ERROR_MAX
-                                      ? len
-                                      : TROUPE_QUEUE_ERROR_MAX),
-                            (const char *)body)
-            : outcome == TROUPE_OUTCOME_SUCCESS
-                ? job_parkf(j, true, "the host's reply body does not decode "
-                                     "as {\"reschedule\": time_ms}")
-            : outcome == TROUPE_OUTCOME_ONGOING
-                ? job_parkf(j, true, "the host replied ONGOING")
-                : job_parkf(j, true, "no reply (UNKNOWN: the deadline passed, "
-                                     "the host closed, or a bad reply code)");
+        bool parked = outcome == TROUPE_OUTCOME_FAILURE
+                          ? job_parkf(j, true, "the host replied FAILURE%s%.*s",
+                                      len > 0 ? ": " : "",
+                                      (int)(len < TROUPE_QUEUE_ERROR_MAX
+                                                ? len
+                                                : TROUPE_QUEUE_ERROR_MAX),
+                                      (const char *)body)
+                      : outcome == TROUPE_OUTCOME_SUCCESS
+                          ? job_parkf(j, true,
+                                      "the host's reply body does not decode "
+                                      "as {\"reschedule\": time_ms}")
+                      : outcome == TROUPE_OUTCOME_ONGOING
+                          ? job_parkf(j, true, "the host replied ONGOING")
+                          : job_parkf(j, true,
+                                      "no reply (UNKNOWN: the deadline passed, "
+                                      "the host closed, or a bad reply code)");
         if (parked)
             return true;
         job_end(j, false);

@@ -54,10 +54,10 @@ typedef struct tq_queue {
     uint32_t max_attempts; /* 0: unlimited */
     troupe_cf *cf;
     _Atomic uint64_t next_order;
-    uint64_t order_end; /* first order not reserved */
+    uint64_t order_end;  /* first order not reserved */
     _Atomic bool paused; /* as stored in the catalog entry (queue_ddl.c) */
-    troupe_addr *parts; /* [partitions]: the partition actors */
-    uint32_t spawned;   /* parts[0, spawned) run (0 on a read-only set) */
+    troupe_addr *parts;  /* [partitions]: the partition actors */
+    uint32_t spawned;    /* parts[0, spawned) run (0 on a read-only set) */
     /* troupe__tq_partitions_stop (once per queue): actors not stopped
      * yet + 1, and what runs when that reaches 0 */
     _Atomic uint32_t parts_left;
