@@ -335,24 +335,32 @@ body_skey(admin_call *call, size_t *len)
     return k;
 }
 
+/* What a route by skey does to one invocation. */
+enum { BY_RETRY, BY_ACK, BY_PARKED_RETRY, BY_PARKED_DELETE };
+
 static void
-outcome_route(admin_call *call, const admin_ctx *c, bool retry)
+skey_route(admin_call *call, const admin_ctx *c, int what)
 {
+    static const char *const name[] = {"retry", "ack", "retry parked",
+                                       "delete parked"};
     if (!have_queues(c, call))
         return;
     size_t n = 0;
     uint8_t *k = body_skey(call, &n);
     if (k == NULL)
         return;
+    const char *q = call->param[0];
+    troupe_sync s = TROUPE_SYNC_DEFAULT;
     troupe_err e =
-        retry
-            ? troupe_queue_reschedule_wait(c->queues, call->param[0], k, n,
-                                           troupe_now_ms(), TROUPE_SYNC_DEFAULT)
-            : troupe_queue_ack_wait(c->queues, call->param[0], k, n,
-                                    TROUPE_SYNC_DEFAULT);
+        what == BY_RETRY ? troupe_queue_reschedule_wait(c->queues, q, k, n,
+                                                        troupe_now_ms(), s)
+        : what == BY_ACK ? troupe_queue_ack_wait(c->queues, q, k, n, s)
+        : what == BY_PARKED_RETRY
+            ? troupe_queue_parked_retry_wait(c->queues, q, k, n, s)
+            : troupe_queue_parked_delete_wait(c->queues, q, k, n, s);
     free(k);
     if (e != TROUPE_OK)
-        admin_fail(call, retry ? "retry" : "ack", e);
+        admin_fail(call, name[what], e);
     else
         admin_ok(call, json_pack("{s:b}", "ok", true));
 }
@@ -360,48 +368,27 @@ outcome_route(admin_call *call, const admin_ctx *c, bool retry)
 static void
 retry_route(const admin_ctx *c, admin_call *call)
 {
-    outcome_route(call, c, true);
+    skey_route(call, c, BY_RETRY);
 }
 
 static void
 ack_route(const admin_ctx *c, admin_call *call)
 {
-    outcome_route(call, c, false);
+    skey_route(call, c, BY_ACK);
 }
 
-/* A parked invocation by its skey: retried (pending again, due now,
- * attempts reset) or deleted. */
-static void
-parked_change_route(admin_call *call, const admin_ctx *c, bool retry)
-{
-    if (!have_queues(c, call))
-        return;
-    size_t n = 0;
-    uint8_t *k = body_skey(call, &n);
-    if (k == NULL)
-        return;
-    troupe_err e =
-        retry ? troupe_queue_parked_retry_wait(c->queues, call->param[0], k, n,
-                                               TROUPE_SYNC_DEFAULT)
-              : troupe_queue_parked_delete_wait(c->queues, call->param[0], k, n,
-                                                TROUPE_SYNC_DEFAULT);
-    free(k);
-    if (e != TROUPE_OK)
-        admin_fail(call, retry ? "retry parked" : "delete parked", e);
-    else
-        admin_ok(call, json_pack("{s:b}", "ok", true));
-}
-
+/* A parked invocation: pending again (due now, attempts reset), or
+ * deleted. */
 static void
 parked_retry_route(const admin_ctx *c, admin_call *call)
 {
-    parked_change_route(call, c, true);
+    skey_route(call, c, BY_PARKED_RETRY);
 }
 
 static void
 parked_delete_route(const admin_ctx *c, admin_call *call)
 {
-    parked_change_route(call, c, false);
+    skey_route(call, c, BY_PARKED_DELETE);
 }
 
 static void

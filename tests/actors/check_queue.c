@@ -2911,6 +2911,45 @@ START_TEST(test_pull_worker_acks_reschedules_redelivers_and_survives_a_close)
 }
 END_TEST
 
+/* A pull host's FAILURE at the limit parks the event with the reply's
+ * body as its last error; the next delivery before it had attempt 2. */
+START_TEST(test_pull_worker_failure_at_the_limit_parks)
+{
+    mkqueue_max("q", 1, 2);
+    troupe_host *h = NULL;
+    ck_assert_ok(troupe_host_open(fx.rt, NULL, &h));
+    troupe_target_opts to = {
+        .name = "pullp", .host = h, .credit = 1, .timeout_ms = 10000};
+    troupe_target *t = NULL;
+    ck_assert_ok(troupe_target_create(fx.rt, &to, &t));
+    troupe_queue_worker_opts o = {
+        .queue = "q", .target = "pullp", .sync = TROUPE_SYNC_OFF};
+    troupe_queue_worker *w = NULL;
+    ck_assert_ok(troupe_queue_worker_create(fx.qs, &o, &w));
+    pub("q", ev("e1", "k1", T0));
+    pulled a = pull_one(h);
+    ck_assert_uint_eq(a.attempt, 1);
+    ck_assert_ok(troupe_host_reply(h, a.id, TROUPE_OUTCOME_FAILURE, "x", 1));
+    pulled b = pull_one(h);
+    ck_assert_uint_eq(b.attempt, 2);
+    ck_assert_ok(
+        troupe_host_reply(h, b.id, TROUPE_OUTCOME_FAILURE, "quota gone", 10));
+    wait_parked("q", 1);
+    troupe_queue_page *pg = page_of("q", TROUPE_QUEUE_PARKED);
+    ck_assert_uint_eq(pg->n, 1);
+    ck_assert_uint_eq(pg->items[0].attempts, 2);
+    const char *want = "the host replied FAILURE: quota gone";
+    ck_assert_uint_eq(pg->items[0].last_error_len, strlen(want));
+    ck_assert(memcmp(pg->items[0].last_error, want, strlen(want)) == 0);
+    troupe_queue_page_destroy(pg);
+    ck_assert_ok(troupe_host_close(h));
+    worker_end(w);
+    ck_assert_ok(troupe_target_stop_wait(t));
+    troupe_target_destroy(t);
+    troupe_host_destroy(h);
+}
+END_TEST
+
 START_TEST(test_pull_worker_bad_args)
 {
     mkqueue("q", 1, 0);
@@ -3017,6 +3056,7 @@ queue_suite(void)
     tcase_add_test(
         pl, test_pull_worker_acks_reschedules_redelivers_and_survives_a_close);
     tcase_add_test(pl, test_pull_worker_bad_args);
+    tcase_add_test(pl, test_pull_worker_failure_at_the_limit_parks);
     suite_add_tcase(s, pl);
     return s;
 }

@@ -195,6 +195,19 @@ rd_end(troupe_key_reader *r)
     return troupe_key_read(r, &it) == TROUPE_ENOENT;
 }
 
+/* (space, partition, time, order, id) with nothing after: the layout of
+ * pending keys and of attempts record keys. */
+static bool
+rd_due(troupe_key_reader *r, const char *space, troupe_key_item *a,
+       troupe_key_item *b, troupe_key_item *c, troupe_key_item *d)
+{
+    return rd_space(r, space) && rd(r, TROUPE_KEY_INT64, a) &&
+           rd(r, TROUPE_KEY_INT64, b) && rd(r, TROUPE_KEY_UINT64, c) &&
+           rd(r, TROUPE_KEY_BYTES, d) && d->v.s.len > 0 && rd_end(r) &&
+           a->v.i64 >= 0 && a->v.i64 < TROUPE_QUEUE_PARTITIONS_MAX &&
+           b->v.i64 >= 0;
+}
+
 troupe_err
 troupe__tq_pkey_decode(const void *k, size_t len, uint32_t *part, int64_t *time,
                        uint64_t *order)
@@ -202,11 +215,7 @@ troupe__tq_pkey_decode(const void *k, size_t len, uint32_t *part, int64_t *time,
     troupe_key_reader r;
     troupe_key_item a, b, c, d;
     troupe_key_reader_init(&r, k, len);
-    bool ok = rd_space(&r, TQ_PENDING) && rd(&r, TROUPE_KEY_INT64, &a) &&
-              rd(&r, TROUPE_KEY_INT64, &b) && rd(&r, TROUPE_KEY_UINT64, &c) &&
-              rd(&r, TROUPE_KEY_BYTES, &d) && d.v.s.len > 0 && rd_end(&r) &&
-              a.v.i64 >= 0 && a.v.i64 < TROUPE_QUEUE_PARTITIONS_MAX &&
-              b.v.i64 >= 0;
+    bool ok = rd_due(&r, TQ_PENDING, &a, &b, &c, &d);
     troupe_key_reader_fini(&r);
     if (!ok)
         return TROUPE_EINVAL;
@@ -563,11 +572,7 @@ troupe__tq_akey_pkey(troupe_key_writer *w, const void *akey, size_t alen)
     troupe_key_reader r;
     troupe_key_item a, b, c, d;
     troupe_key_reader_init(&r, akey, alen);
-    bool ok = rd_space(&r, TQ_ATTEMPTS) && rd(&r, TROUPE_KEY_INT64, &a) &&
-              rd(&r, TROUPE_KEY_INT64, &b) && rd(&r, TROUPE_KEY_UINT64, &c) &&
-              rd(&r, TROUPE_KEY_BYTES, &d) && d.v.s.len > 0 && rd_end(&r) &&
-              a.v.i64 >= 0 && a.v.i64 < TROUPE_QUEUE_PARTITIONS_MAX &&
-              b.v.i64 >= 0;
+    bool ok = rd_due(&r, TQ_ATTEMPTS, &a, &b, &c, &d);
     troupe_err e = ok ? troupe__tq_pkey(w, (uint32_t)a.v.i64, b.v.i64, c.v.u64,
                                         d.v.s.ptr, d.v.s.len)
                       : TROUPE_ECORRUPT;

@@ -141,9 +141,12 @@ static troupe_err
 list_parked(troupe_queues *qs, tq_queue *q, const void *cursor,
             size_t cursor_len, size_t limit, troupe_queue_page **out)
 {
-    troupe_key_writer w, aw;
+    /* w: the range (the iterator reads it); aw: the cursor's record key;
+     * pw: each parked row's key */
+    troupe_key_writer w, aw, pw;
     troupe_key_writer_init(&w);
     troupe_key_writer_init(&aw);
+    troupe_key_writer_init(&pw);
     troupe_range r;
     troupe_snapshot *snap = NULL;
     troupe_iter *it = NULL;
@@ -188,9 +191,9 @@ list_parked(troupe_queues *qs, tq_queue *q, const void *cursor,
         size_t skl = 0;
         void *val = NULL;
         size_t vl = 0;
-        e = troupe__tq_akey_pkey(&w, kv.key, kv.key_len);
+        e = troupe__tq_akey_pkey(&pw, kv.key, kv.key_len);
         if (e == TROUPE_OK)
-            e = troupe_key_writer_finish(&w, &sk, &skl);
+            e = troupe_key_writer_finish(&pw, &sk, &skl);
         if (e == TROUPE_OK)
             e = troupe_db_get(qs->db, q->cf, snap, sk, skl, &val, &vl);
         if (e == TROUPE_ENOENT)
@@ -210,6 +213,7 @@ list_parked(troupe_queues *qs, tq_queue *q, const void *cursor,
     }
     troupe_iter_destroy(it);
     troupe_snapshot_destroy(snap);
+    troupe_key_writer_fini(&pw);
     troupe_key_writer_fini(&aw);
     troupe_key_writer_fini(&w);
     return e;

@@ -674,9 +674,13 @@ troupe__tq_job_done(void *arg, uint64_t id, troupe_outcome outcome,
                                       "as {\"reschedule\": time_ms}")
                       : outcome == TROUPE_OUTCOME_ONGOING
                           ? job_parkf(j, true, "the host replied ONGOING")
-                          : job_parkf(j, true,
+                      /* a task the host never took (it closed first) is
+                       * no attempt */
+                      : troupe__task_taken(w->target, id)
+                          ? job_parkf(j, true,
                                       "no reply (UNKNOWN: the deadline passed, "
-                                      "the host closed, or a bad reply code)");
+                                      "the host closed, or a bad reply code)")
+                          : false;
         if (parked)
             return true;
         job_end(j, false);
