@@ -269,44 +269,72 @@ credit_any(tq_part *s)
 
 /* ---- deliveries ------------------------------------------------------ */
 
+static bool
+attempt_commit(tq_job *j, const tq_att *a, troupe_sync sync,
+               troupe_commit_cb cb);
+
+/* The record of a delivery its target refused is back to what it was:
+ * the job goes back to the partition, which tries again in a second (the
+ * target's slots may stay held by callbacks past their deadline). */
+static void
+attempt_unwritten(troupe_err err, void *arg)
+{
+    tq_job *j = arg;
+    /* what the partition remembers of it until a read in flight is back:
+     * the number before (when not undone, the record's is higher, and that
+     * number is skipped, never reused) */
+    if (err == TROUPE_OK)
+        j->attempt--;
+    j->att_failed = true;
+    troupe__tq_job_abort(j);
+}
+
 /* The delivery's attempts record committed (on the pipeline's writer):
- * the task goes to the worker's target now. A failed commit or a refused
- * submit gives the delivery up (the job settles; the row stays pending,
- * its attempt maybe counted). */
+ * the task goes to the worker's target now. A failed commit gives the
+ * delivery up (the job settles; the row stays pending). A refused submit
+ * (ESTATE: stopping; EBUSY: every slot held by callbacks past their
+ * deadline, or not yet let go by ones that just returned) puts the record
+ * back first, so that no attempt a handler never saw counts. */
 static void
 attempt_written(troupe_err err, void *arg)
 {
     tq_job *j = arg;
     troupe_queue_worker *w = j->w;
-    if (err == TROUPE_OK) {
-        troupe__task_in in = {.kind = TROUPE_TASK_QUEUE, .attempt = j->attempt};
-        uint8_t hdr[TROUPE_TASK_HEADER_MAX];
-        troupe_queue_item it;
-        if (w->handler != NULL) {
-            in.header = &j;
-            in.header_len = sizeof(j);
-        } else if (troupe__tq_item(j->q, j->skey, j->sklen, j->val, j->vlen,
-                                   &it) == TROUPE_OK) {
-            in.header = hdr;
-            in.header_len = troupe__tq_pull_header(j->q, &it, hdr);
-            in.body = it.payload;
-            in.body_len = it.payload_len;
-        } else {
-            err = TROUPE_ECORRUPT; /* decoded by the scan: not reached */
-        }
-        /* A callback's handler is host code that may block for long: the
-         * dispatch runs it on the HOST lane, so that it never holds up
-         * the storage work of reads and commits. */
-        if (err == TROUPE_OK &&
-            troupe__target_submit(w->target, &in, troupe__tq_job_done, j,
-                                  NULL) == TROUPE_OK)
-            return;
-        /* refused: the credit is back; done never fires, nor the handler */
-    } else {
+    if (err != TROUPE_OK) {
         troupe__target_credit_give(w->target);
+        j->att_failed = true;
+        troupe__tq_job_abort(j);
+        return;
     }
-    j->att_failed = err != TROUPE_OK;
-    troupe__tq_job_abort(j);
+    troupe__task_in in = {.kind = TROUPE_TASK_QUEUE, .attempt = j->attempt};
+    uint8_t hdr[TROUPE_TASK_HEADER_MAX];
+    troupe_queue_item it;
+    if (w->handler != NULL) {
+        in.header = &j;
+        in.header_len = sizeof(j);
+    } else if (troupe__tq_item(j->q, j->skey, j->sklen, j->val, j->vlen, &it) ==
+               TROUPE_OK) {
+        in.header = hdr;
+        in.header_len = troupe__tq_pull_header(j->q, &it, hdr);
+        in.body = it.payload;
+        in.body_len = it.payload_len;
+    } else { /* decoded by the scan: not reached */
+        troupe__target_credit_give(w->target);
+        j->att_failed = true;
+        troupe__tq_job_abort(j);
+        return;
+    }
+    /* A callback's handler is host code that may block for long: the
+     * dispatch runs it on the HOST lane, so that it never holds up the
+     * storage work of reads and commits. */
+    if (troupe__target_submit(w->target, &in, troupe__tq_job_done, j, NULL) ==
+        TROUPE_OK)
+        return;
+    /* refused: the credit is back; done never fires, nor the handler */
+    tq_att a = {.attempts = j->attempt - 1};
+    if (!attempt_commit(j, j->attempt > 1 ? &a : NULL, w->sync,
+                        attempt_unwritten))
+        attempt_unwritten(TROUPE_EFULL, j);
 }
 
 /* A job for the claimed row kv (copied) to worker w, or NULL (nothing
