@@ -2836,6 +2836,28 @@ pending_is(void *arg)
     return npending(w->q) == w->n;
 }
 
+/* A pull worker on queue "q": a host, a pull target `name` on it with
+ * that credit and timeout, and the worker naming it. */
+typedef struct pull_fx {
+    troupe_host *h;
+    troupe_target *t;
+    troupe_queue_worker *w;
+} pull_fx;
+
+static pull_fx
+pull_open(const char *name, uint32_t credit, uint32_t timeout_ms)
+{
+    pull_fx p = {0};
+    ck_assert_ok(troupe_host_open(fx.rt, NULL, &p.h));
+    troupe_target_opts to = {
+        .name = name, .host = p.h, .credit = credit, .timeout_ms = timeout_ms};
+    ck_assert_ok(troupe_target_create(fx.rt, &to, &p.t));
+    troupe_queue_worker_opts o = {
+        .queue = "q", .target = name, .sync = TROUPE_SYNC_OFF};
+    ck_assert_ok(troupe_queue_worker_create(fx.qs, &o, &p.w));
+    return p;
+}
+
 /* A pull worker end to end: each event comes to the host as a record with
  * its fields in the header and its payload as the body; SUCCESS acks, a
  * reschedule body reschedules, a reply after the deadline is refused and
@@ -2844,16 +2866,10 @@ pending_is(void *arg)
 START_TEST(test_pull_worker_acks_reschedules_redelivers_and_survives_a_close)
 {
     mkqueue("q", 1, 0);
-    troupe_host *h = NULL;
-    ck_assert_ok(troupe_host_open(fx.rt, NULL, &h));
-    troupe_target_opts to = {
-        .name = "pullq", .host = h, .credit = 4, .timeout_ms = 300};
-    troupe_target *t = NULL;
-    ck_assert_ok(troupe_target_create(fx.rt, &to, &t));
-    troupe_queue_worker_opts o = {
-        .queue = "q", .target = "pullq", .sync = TROUPE_SYNC_OFF};
-    troupe_queue_worker *w = NULL;
-    ck_assert_ok(troupe_queue_worker_create(fx.qs, &o, &w));
+    pull_fx p = pull_open("pullq", 4, 300);
+    troupe_host *h = p.h;
+    troupe_target *t = p.t;
+    troupe_queue_worker *w = p.w;
     pub("q", ev("e1", "k1", T0));
     pub("q", ev("e2", "k2", T0));
     pulled a = pull_one(h), b = pull_one(h);
@@ -2932,16 +2948,10 @@ END_TEST
 START_TEST(test_pull_worker_failure_at_the_limit_parks)
 {
     mkqueue_max("q", 1, 2);
-    troupe_host *h = NULL;
-    ck_assert_ok(troupe_host_open(fx.rt, NULL, &h));
-    troupe_target_opts to = {
-        .name = "pullp", .host = h, .credit = 1, .timeout_ms = 10000};
-    troupe_target *t = NULL;
-    ck_assert_ok(troupe_target_create(fx.rt, &to, &t));
-    troupe_queue_worker_opts o = {
-        .queue = "q", .target = "pullp", .sync = TROUPE_SYNC_OFF};
-    troupe_queue_worker *w = NULL;
-    ck_assert_ok(troupe_queue_worker_create(fx.qs, &o, &w));
+    pull_fx p = pull_open("pullp", 1, 10000);
+    troupe_host *h = p.h;
+    troupe_target *t = p.t;
+    troupe_queue_worker *w = p.w;
     pub("q", ev("e1", "k1", T0));
     pulled a = pull_one(h);
     ck_assert_uint_eq(a.attempt, 1);
