@@ -345,7 +345,7 @@ static void
 queue_new(char *name, size_t cap, const char *tag, uint32_t np)
 {
     snprintf(name, cap, "%s_%u", tag, ++qseq);
-    troupe_queue_spec s = {name, np, 24 * 3600 * 1000};
+    troupe_queue_spec s = {name, np, 24 * 3600 * 1000, 0};
     troupe_err e = troupe_queues_create_wait(QS, &s);
     if (e != TROUPE_OK)
         die("create queue", e);

@@ -6,8 +6,11 @@
  *   GET  /v1/queues/{q}                     counts, oldest due, lag
  *   GET  /v1/queues/{q}/pending?limit=&after=    a page, oldest due first
  *   GET  /v1/queues/{q}/completed?limit=&after=  a page
+ *   GET  /v1/queues/{q}/parked?limit=&after=     parked ones, last errors
  *   GET  /v1/queues/{q}/events?id=|id_hex=  every invocation of one id
- *   POST /v1/queues/{q}/pause, /resume      delivery off / on (in memory)
+ *   POST /v1/queues/{q}/pause, /resume      delivery off / on (stored)
+ *   POST /v1/queues/{q}/parked/retry  {"skey"}   a parked one pending again
+ *   POST /v1/queues/{q}/parked/delete {"skey"}   a parked one deleted
  *   POST /v1/queues/{q}/retry  {"skey"}     reschedule one invocation now
  *   POST /v1/queues/{q}/ack    {"skey"}     complete one invocation
  *   POST /v1/queues/{q}/delete-by-owner {"kind", "id"}
@@ -46,11 +49,12 @@ list_route(const admin_ctx *c, admin_call *call)
     json_t *arr = json_array();
     for (size_t i = 0; arr != NULL && i < n; i++)
         json_array_append_new(
-            arr, json_pack("{s:o*,s:I,s:I,s:I,s:b}", "name",
+            arr, json_pack("{s:o*,s:I,s:I,s:I,s:I,s:b}", "name",
                            admin_json_bytes(info[i].name, strlen(info[i].name)),
                            "id", (json_int_t)info[i].id, "partitions",
                            (json_int_t)info[i].partitions, "retention_ms",
-                           (json_int_t)info[i].retention_ms, "paused",
+                           (json_int_t)info[i].retention_ms, "max_attempts",
+                           (json_int_t)info[i].max_attempts, "paused",
                            info[i].paused));
     troupe_free(info);
     admin_ok(call, json_pack("{s:o*}", "queues", arr));
@@ -75,9 +79,10 @@ stats_route(const admin_ctx *c, admin_call *call)
     json_t *parts = json_array();
     for (uint32_t p = 0; parts != NULL && p < st->partitions; p++)
         json_array_append_new(
-            parts, json_pack("{s:I,s:I,s:I}", "partition", (json_int_t)p,
+            parts, json_pack("{s:I,s:I,s:I,s:I}", "partition", (json_int_t)p,
                              "pending", (json_int_t)st->pending_by_p[p],
-                             "completed", (json_int_t)st->completed_by_p[p]));
+                             "completed", (json_int_t)st->completed_by_p[p],
+                             "parked", (json_int_t)st->parked_by_p[p]));
     json_t *j = json_pack(
         "{s:o*,s:I,s:I,s:I,s:I,s:o,s:I,s:o,s:o*}", "name",
         admin_json_bytes(call->param[0], call->param_len[0]), "partitions",
@@ -87,6 +92,8 @@ stats_route(const admin_ctx *c, admin_call *call)
         admin_json_time(st->oldest_due_ms), "oldest_due_ms",
         (json_int_t)st->oldest_due_ms, "lag_ms",
         lag < 0 ? json_null() : json_integer(lag), "by_partition", parts);
+    if (j != NULL)
+        json_object_set_new(j, "parked", json_integer((json_int_t)st->parked));
     troupe_free(st);
     troupe_queue_counters qc;
     if (j != NULL && troupe_queue_counters_get(c->queues, call->param[0],
@@ -126,19 +133,31 @@ item_json(const troupe_queue_item *it)
                       admin_json_bytes(it->owner_kind, it->owner_kind_len),
                       "id", admin_json_bytes(it->owner_id, it->owner_id_len));
     char *skey = admin_hex(it->skey, it->skey_len);
-    json_t *j = json_pack(
-        "{s:s,s:s?,s:I,s:o,s:I,s:I,s:o*,s:o*,s:o*,s:I}", "state",
-        it->completed ? "completed" : "pending", "skey", skey, "partition",
-        (json_int_t)it->partition, "time", admin_json_time(it->time_ms),
-        "time_ms", (json_int_t)it->time_ms, "order", (json_int_t)it->order,
-        "id", admin_json_bytes(it->id, it->id_len), "key",
-        admin_json_bytes(it->key, it->key_len), "owner", owner, "payload_bytes",
-        (json_int_t)it->payload_len);
+    json_t *j =
+        json_pack("{s:s,s:s?,s:I,s:o,s:I,s:I,s:o*,s:o*,s:o*,s:I}", "state",
+                  it->completed ? "completed"
+                  : it->parked  ? "parked"
+                                : "pending",
+                  "skey", skey, "partition", (json_int_t)it->partition, "time",
+                  admin_json_time(it->time_ms), "time_ms",
+                  (json_int_t)it->time_ms, "order", (json_int_t)it->order, "id",
+                  admin_json_bytes(it->id, it->id_len), "key",
+                  admin_json_bytes(it->key, it->key_len), "owner", owner,
+                  "payload_bytes", (json_int_t)it->payload_len);
     free(skey);
     if (j == NULL)
         return NULL;
     if (it->completed)
         json_object_set_new(j, "processed", admin_json_time(it->processed_ms));
+    else
+        json_object_set_new(j, "attempts",
+                            json_integer((json_int_t)it->attempts));
+    if (it->parked)
+        json_object_set_new(
+            j, "last_error",
+            it->last_error != NULL
+                ? admin_json_bytes(it->last_error, it->last_error_len)
+                : json_null());
     const char *why = NULL;
     json_t *pl = admin_msgpack_to_json(it->payload, it->payload_len, &why);
     if (pl != NULL) {
@@ -201,7 +220,9 @@ page_route(const admin_ctx *c, admin_call *call, troupe_queue_state state)
     if (e == TROUPE_ERANGE) {
         admin_error(call, 400, "bad_cursor",
                     "after is not a %s cursor of this queue",
-                    state == TROUPE_QUEUE_PENDING ? "pending" : "completed");
+                    state == TROUPE_QUEUE_PENDING     ? "pending"
+                    : state == TROUPE_QUEUE_COMPLETED ? "completed"
+                                                      : "parked");
         return;
     }
     if (e != TROUPE_OK) {
@@ -222,6 +243,12 @@ static void
 completed_route(const admin_ctx *c, admin_call *call)
 {
     page_route(c, call, TROUPE_QUEUE_COMPLETED);
+}
+
+static void
+parked_route(const admin_ctx *c, admin_call *call)
+{
+    page_route(c, call, TROUPE_QUEUE_PARKED);
 }
 
 static void
@@ -308,24 +335,32 @@ body_skey(admin_call *call, size_t *len)
     return k;
 }
 
+/* What a route by skey does to one invocation. */
+enum { BY_RETRY, BY_ACK, BY_PARKED_RETRY, BY_PARKED_DELETE };
+
 static void
-outcome_route(admin_call *call, const admin_ctx *c, bool retry)
+skey_route(admin_call *call, const admin_ctx *c, int what)
 {
+    static const char *const name[] = {"retry", "ack", "retry parked",
+                                       "delete parked"};
     if (!have_queues(c, call))
         return;
     size_t n = 0;
     uint8_t *k = body_skey(call, &n);
     if (k == NULL)
         return;
+    const char *q = call->param[0];
+    troupe_sync s = TROUPE_SYNC_DEFAULT;
     troupe_err e =
-        retry
-            ? troupe_queue_reschedule_wait(c->queues, call->param[0], k, n,
-                                           troupe_now_ms(), TROUPE_SYNC_DEFAULT)
-            : troupe_queue_ack_wait(c->queues, call->param[0], k, n,
-                                    TROUPE_SYNC_DEFAULT);
+        what == BY_RETRY ? troupe_queue_reschedule_wait(c->queues, q, k, n,
+                                                        troupe_now_ms(), s)
+        : what == BY_ACK ? troupe_queue_ack_wait(c->queues, q, k, n, s)
+        : what == BY_PARKED_RETRY
+            ? troupe_queue_parked_retry_wait(c->queues, q, k, n, s)
+            : troupe_queue_parked_delete_wait(c->queues, q, k, n, s);
     free(k);
     if (e != TROUPE_OK)
-        admin_fail(call, retry ? "retry" : "ack", e);
+        admin_fail(call, name[what], e);
     else
         admin_ok(call, json_pack("{s:b}", "ok", true));
 }
@@ -333,13 +368,27 @@ outcome_route(admin_call *call, const admin_ctx *c, bool retry)
 static void
 retry_route(const admin_ctx *c, admin_call *call)
 {
-    outcome_route(call, c, true);
+    skey_route(call, c, BY_RETRY);
 }
 
 static void
 ack_route(const admin_ctx *c, admin_call *call)
 {
-    outcome_route(call, c, false);
+    skey_route(call, c, BY_ACK);
+}
+
+/* A parked invocation: pending again (due now, attempts reset), or
+ * deleted. */
+static void
+parked_retry_route(const admin_ctx *c, admin_call *call)
+{
+    skey_route(call, c, BY_PARKED_RETRY);
+}
+
+static void
+parked_delete_route(const admin_ctx *c, admin_call *call)
+{
+    skey_route(call, c, BY_PARKED_DELETE);
 }
 
 static void
@@ -376,11 +425,14 @@ const admin_route admin_queue_routes[] = {
     {"GET", "/v1/queues/{}", stats_route},
     {"GET", "/v1/queues/{}/pending", pending_route},
     {"GET", "/v1/queues/{}/completed", completed_route},
+    {"GET", "/v1/queues/{}/parked", parked_route},
     {"GET", "/v1/queues/{}/events", events_route},
     {"POST", "/v1/queues/{}/pause", pause_route},
     {"POST", "/v1/queues/{}/resume", resume_route},
     {"POST", "/v1/queues/{}/retry", retry_route},
     {"POST", "/v1/queues/{}/ack", ack_route},
+    {"POST", "/v1/queues/{}/parked/retry", parked_retry_route},
+    {"POST", "/v1/queues/{}/parked/delete", parked_delete_route},
     {"POST", "/v1/queues/{}/delete-by-owner", delete_owner_route},
     {NULL, NULL, NULL},
 };

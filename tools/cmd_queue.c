@@ -1,8 +1,8 @@
 /*
  * troupe queue: inspects the queues of a database through troupe/queue.h:
  * the queues, counts per state and partition with the oldest due time and
- * its lag, pages of pending or completed invocations with the cursor of
- * the next page, and every stored invocation of one event id.
+ * its lag, pages of pending, completed or parked invocations with the
+ * cursor of the next page, and every stored invocation of one event id.
  *
  * The database is opened read-only (storage.h: nothing is written, and a
  * running node may hold it; the view is that of the moment it opened),
@@ -11,11 +11,12 @@
  * here makes. A database without a catalog of the current format (none
  * at all, or catalog format 1, which only a writable open migrates,
  * docs/data-model.md) cannot be opened so.
- * Pause and resume (and retry, ack, delete-owner) act on a running node,
- * through its admin endpoint (--admin): a pause lives in the memory of the
- * process that paused (queue.h), so a command that opened the database
- * itself could not make one outlast itself. With --admin the inspection
- * subcommands ask the node too, and nothing is opened here.
+ * Pause and resume (and retry, ack, delete-owner, retry-parked,
+ * delete-parked) act on a running node, through its admin endpoint
+ * (--admin): they write, and the node that holds the database is the one
+ * that delivers (a pause is stored in the catalog by that node, so it
+ * outlasts a restart). With --admin the inspection subcommands ask the
+ * node too, and nothing is opened here.
  */
 #include <stdio.h>
 #include <string.h>
@@ -50,17 +51,21 @@ const cli_cmd cli_queue_cmd = {
         "              oldest due time and its lag\n"
         "  pending     a page of pending invocations, oldest due first\n"
         "  completed   a page of completed invocations\n"
+        "  parked      a page of parked invocations with their last errors\n"
         "  show        every stored invocation of one event id\n"
         "  pause       stop a running node delivering a queue (--admin)\n"
         "  resume      let it deliver again (--admin)\n"
         "  retry       reschedule one pending invocation to now (--admin)\n"
         "  ack         complete one pending invocation (--admin)\n"
         "  delete-owner  delete an owner's invocations (--admin)\n"
+        "  retry-parked  make a parked invocation pending again (--admin)\n"
+        "  delete-parked delete a parked invocation (--admin)\n"
         "\n"
         "troupe queue SUBCOMMAND --help tells each one's flags.\n" QUEUE_OPENS
         "With --admin URL every subcommand asks the running node instead.\n"
-        "Pause and resume need it: a pause lives in the memory of the\n"
-        "process that paused, so a command could not make it last.\n",
+        "The ones that write need it: the node holding the database is the\n"
+        "one that delivers, and it stores a pause so that a restart keeps "
+        "it.\n",
 };
 
 static const cli_cmd sub_cmds[] = {
@@ -96,6 +101,18 @@ static const cli_cmd sub_cmds[] = {
              "100)\n"
              "  --after CURSOR-HEX  continue after the cursor a page "
              "printed\n" CLI_ADMIN_HELP LEVEL_HELP "\n" QUEUE_OPENS},
+    {.name = "queue parked",
+     .synopsis = "queue parked --data DIR --queue NAME [--limit N]\n"
+                 "              [--after CURSOR-HEX] [--log-level LEVEL]",
+     .help = "Prints a page of parked invocations (past the queue's\n"
+             "max_attempts: never delivered again until retried), each with\n"
+             "its attempts, its last error and its storage key, and the\n"
+             "cursor of the next page.\n"
+             "\n" DATA_HELP QUEUE_HELP
+             "  --limit N           invocations per page, 1..10000 (default "
+             "100)\n"
+             "  --after CURSOR-HEX  continue after the cursor a page "
+             "printed\n" CLI_ADMIN_HELP LEVEL_HELP "\n" QUEUE_OPENS},
     {.name = "queue show",
      .synopsis = "queue show --data DIR --queue NAME (--id ID | --id-hex HEX)\n"
                  "              [--log-level LEVEL]",
@@ -107,7 +124,7 @@ static const cli_cmd sub_cmds[] = {
     {.name = "queue pause",
      .synopsis = "queue pause --admin URL --queue NAME [--admin-token FILE]",
      .help = "Stops the node delivering the queue's events (handlers already\n"
-             "running finish). Not persisted: a restarted node delivers.\n"
+             "running finish). Stored: a restarted node stays paused.\n"
              "\n" QUEUE_HELP CLI_ADMIN_HELP LEVEL_HELP "\n" ADMIN_ONLY},
     {.name = "queue resume",
      .synopsis = "queue resume --admin URL --queue NAME [--admin-token FILE]",
@@ -138,6 +155,23 @@ static const cli_cmd sub_cmds[] = {
              "\n" QUEUE_HELP "  --owner-kind K      the owner's kind (text)\n"
              "  --owner-id ID       the owner's id (text)\n" CLI_ADMIN_HELP
                  LEVEL_HELP "\n" ADMIN_ONLY},
+    {.name = "queue retry-parked",
+     .synopsis = "queue retry-parked --admin URL --queue NAME --skey HEX\n"
+                 "              [--admin-token FILE]",
+     .help = "Makes one parked invocation pending again, due at once, with\n"
+             "its attempts reset (numbered from 1 again) and its last error\n"
+             "dropped.\n"
+             "\n" QUEUE_HELP
+             "  --skey HEX          its storage key, as `queue parked` "
+             "prints it\n" CLI_ADMIN_HELP LEVEL_HELP "\n" ADMIN_ONLY},
+    {.name = "queue delete-parked",
+     .synopsis = "queue delete-parked --admin URL --queue NAME --skey HEX\n"
+                 "              [--admin-token FILE]",
+     .help = "Deletes one parked invocation (its row, its owner and id\n"
+             "entries; no completed row is written).\n"
+             "\n" QUEUE_HELP
+             "  --skey HEX          its storage key, as `queue parked` "
+             "prints it\n" CLI_ADMIN_HELP LEVEL_HELP "\n" ADMIN_ONLY},
 };
 
 enum {
@@ -145,12 +179,15 @@ enum {
     Q_STATS,
     Q_PENDING,
     Q_COMPLETED,
+    Q_PARKED,
     Q_SHOW,
     Q_PAUSE, /* from here on: --admin only */
     Q_RESUME,
     Q_RETRY,
     Q_ACK,
     Q_DELETE_OWNER,
+    Q_RETRY_PARKED,
+    Q_DELETE_PARKED,
     Q_N
 };
 
@@ -297,8 +334,11 @@ static void
 print_item(const troupe_queue_item *it, bool full)
 {
     printf("%s partition %u time_ms %lld order %llu",
-           it->completed ? "completed" : "pending", it->partition,
-           (long long)it->time_ms, (unsigned long long)it->order);
+           it->completed ? "completed"
+           : it->parked  ? "parked"
+                         : "pending",
+           it->partition, (long long)it->time_ms,
+           (unsigned long long)it->order);
     if (it->completed)
         printf(" processed_ms %lld", (long long)it->processed_ms);
     printf(" id ");
@@ -318,7 +358,16 @@ print_item(const troupe_queue_item *it, bool full)
     print_hex(it->payload, pl);
     if (pl < it->payload_len)
         printf("...");
-    if (full) {
+    if (!it->completed)
+        printf(" attempts %u", it->attempts);
+    if (it->parked) {
+        printf(" last_error ");
+        if (it->last_error_len > 0)
+            print_bytes(it->last_error, it->last_error_len);
+        else
+            printf("-");
+    }
+    if (full || it->parked) {
         printf(" skey ");
         print_hex(it->skey, it->skey_len);
     }
@@ -345,9 +394,11 @@ queue_list(qenv *q)
         return cli_failed("list queues", e);
     printf("queues %zu\n", n);
     for (size_t i = 0; i < n; i++)
-        printf("queue %s id %llu partitions %u retention_ms %lld\n",
+        printf("queue %s id %llu partitions %u retention_ms %lld "
+               "max_attempts %u paused %s\n",
                info[i].name, (unsigned long long)info[i].id, info[i].partitions,
-               (long long)info[i].retention_ms);
+               (long long)info[i].retention_ms, info[i].max_attempts,
+               info[i].paused ? "yes" : "no");
     troupe_free(info);
     return 0;
 }
@@ -360,10 +411,10 @@ queue_stats(qenv *q, const char *queue)
     if (e != TROUPE_OK)
         return queue_failed(queue, "stats", e);
     printf("queue %s partitions %u pending %llu completed %llu malformed "
-           "%llu\n",
+           "%llu parked %llu\n",
            queue, st->partitions, (unsigned long long)st->pending,
-           (unsigned long long)st->completed,
-           (unsigned long long)st->malformed);
+           (unsigned long long)st->completed, (unsigned long long)st->malformed,
+           (unsigned long long)st->parked);
     if (st->oldest_due_ms < 0) {
         printf("oldest_due_ms - lag_ms -\n");
     } else {
@@ -372,9 +423,10 @@ queue_stats(qenv *q, const char *queue)
                (long long)(lag > 0 ? lag : 0));
     }
     for (uint32_t p = 0; p < st->partitions; p++)
-        printf("partition %u pending %llu completed %llu\n", p,
+        printf("partition %u pending %llu completed %llu parked %llu\n", p,
                (unsigned long long)st->pending_by_p[p],
-               (unsigned long long)st->completed_by_p[p]);
+               (unsigned long long)st->completed_by_p[p],
+               (unsigned long long)st->parked_by_p[p]);
     troupe_free(st);
     return 0;
 }
@@ -390,7 +442,9 @@ queue_page(qenv *q, const char *queue, troupe_queue_state state,
         fprintf(stderr,
                 "troupe queue: --after is not a %s cursor of this "
                 "queue\n",
-                state == TROUPE_QUEUE_PENDING ? "pending" : "completed");
+                state == TROUPE_QUEUE_PENDING     ? "pending"
+                : state == TROUPE_QUEUE_COMPLETED ? "completed"
+                                                  : "parked");
         return 1;
     }
     if (e != TROUPE_OK)
@@ -435,11 +489,17 @@ typedef struct qargs {
 static int
 queue_admin(int kind, const cli_admin *a, const qargs *q)
 {
-    static const char *const sub[] = {
-        [Q_PENDING] = "pending", [Q_COMPLETED] = "completed",
-        [Q_SHOW] = "events",     [Q_PAUSE] = "pause",
-        [Q_RESUME] = "resume",   [Q_RETRY] = "retry",
-        [Q_ACK] = "ack",         [Q_DELETE_OWNER] = "delete-by-owner"};
+    static const char *const sub[] = {[Q_PENDING] = "pending",
+                                      [Q_COMPLETED] = "completed",
+                                      [Q_PARKED] = "parked",
+                                      [Q_SHOW] = "events",
+                                      [Q_PAUSE] = "pause",
+                                      [Q_RESUME] = "resume",
+                                      [Q_RETRY] = "retry",
+                                      [Q_ACK] = "ack",
+                                      [Q_DELETE_OWNER] = "delete-by-owner",
+                                      [Q_RETRY_PARKED] = "parked/retry",
+                                      [Q_DELETE_PARKED] = "parked/delete"};
     if (kind == Q_LIST)
         return cli_admin_run(a, "GET", "/v1/queues", NULL);
     char *name = cli_admin_escape(q->queue);
@@ -448,7 +508,9 @@ queue_admin(int kind, const cli_admin *a, const qargs *q)
               : q->id_hex ? cli_admin_escape(q->id_hex)
                           : NULL;
     char *body = NULL;
-    if (kind == Q_RETRY || kind == Q_ACK) {
+    bool by_skey = kind == Q_RETRY || kind == Q_ACK || kind == Q_RETRY_PARKED ||
+                   kind == Q_DELETE_PARKED;
+    if (by_skey) {
         json_t *b = json_pack("{s:s}", "skey", q->skey);
         body = b ? json_dumps(b, JSON_COMPACT) : NULL;
         json_decref(b);
@@ -464,7 +526,7 @@ queue_admin(int kind, const cli_admin *a, const qargs *q)
     else if (kind == Q_SHOW)
         snprintf(path, sizeof(path), "/v1/queues/%s/events?%s=%s",
                  name ? name : "", q->id ? "id" : "id_hex", v ? v : "");
-    else if (kind == Q_PENDING || kind == Q_COMPLETED)
+    else if (kind == Q_PENDING || kind == Q_COMPLETED || kind == Q_PARKED)
         snprintf(path, sizeof(path), "/v1/queues/%s/%s?limit=%ld%s%s",
                  name ? name : "", sub[kind], q->limit, v ? "&after=" : "",
                  v ? v : "");
@@ -495,7 +557,9 @@ cmd_queue(int argc, char **argv)
     if (c == NULL)
         return cli_usage(top, "unknown subcommand '%s'", sub);
     int kind = (int)(c - sub_cmds);
-    bool paged = kind == Q_PENDING || kind == Q_COMPLETED;
+    bool paged = kind == Q_PENDING || kind == Q_COMPLETED || kind == Q_PARKED;
+    bool by_skey = kind == Q_RETRY || kind == Q_ACK || kind == Q_RETRY_PARKED ||
+                   kind == Q_DELETE_PARKED;
     /* Each subcommand takes only its own flags: the table ends early. */
     struct option opts[16];
     size_t no = 0;
@@ -523,7 +587,7 @@ cmd_queue(int argc, char **argv)
         opts[no++] =
             (struct option){"id-hex", required_argument, NULL, OPT_ID_HEX};
     }
-    if (kind == Q_RETRY || kind == Q_ACK)
+    if (by_skey)
         opts[no++] = (struct option){"skey", required_argument, NULL, OPT_SKEY};
     if (kind == Q_DELETE_OWNER) {
         opts[no++] = (struct option){"owner-kind", required_argument, NULL,
@@ -586,9 +650,8 @@ cmd_queue(int argc, char **argv)
     if (kind >= Q_PAUSE && !adm.on) {
         if (kind == Q_PAUSE || kind == Q_RESUME)
             return cli_usage(c,
-                             "%s needs --admin URL: a pause lives in the "
-                             "memory of the process that paused, so only "
-                             "the running node can hold one",
+                             "%s needs --admin URL: the node holding the "
+                             "database delivers, and it stores the pause",
                              sub);
         return cli_usage(c, "%s needs --admin URL (a running node)", sub);
     }
@@ -598,7 +661,7 @@ cmd_queue(int argc, char **argv)
         return cli_usage(c, "--queue is required");
     if (kind == Q_SHOW && (qa.id == NULL) == (qa.id_hex == NULL))
         return cli_usage(c, "give --id or --id-hex (one of them)");
-    if ((kind == Q_RETRY || kind == Q_ACK) && qa.skey == NULL)
+    if (by_skey && qa.skey == NULL)
         return cli_usage(c, "--skey is required");
     if (kind == Q_DELETE_OWNER &&
         (qa.owner_kind == NULL || qa.owner_id == NULL))
@@ -645,9 +708,11 @@ cmd_queue(int argc, char **argv)
             break;
         case Q_PENDING:
         case Q_COMPLETED:
+        case Q_PARKED:
             rc = queue_page(&q, queue,
-                            kind == Q_PENDING ? TROUPE_QUEUE_PENDING
-                                              : TROUPE_QUEUE_COMPLETED,
+                            kind == Q_PENDING     ? TROUPE_QUEUE_PENDING
+                            : kind == Q_COMPLETED ? TROUPE_QUEUE_COMPLETED
+                                                  : TROUPE_QUEUE_PARKED,
                             cur, cur_len, limit);
             break;
         default:

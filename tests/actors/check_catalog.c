@@ -1201,7 +1201,7 @@ START_TEST(test_catalog_v1_database_opens_and_migrates)
     }
     /* new ids, of either kind, above all of them */
     ck_assert_ok(troupe_tables_create_wait(fx.tables, "fresh", NULL, 0));
-    troupe_queue_spec sp = {"fresh", 1, 0};
+    troupe_queue_spec sp = {"fresh", 1, 0, 0};
     ck_assert_ok(troupe_queues_create_wait(fx.qs, &sp));
     troupe_addr a;
     troupe_cf *cf = NULL;

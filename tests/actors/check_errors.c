@@ -60,7 +60,7 @@ setup(void)
     troupe_queues_opts qo = {.catalog = fx.cat, .commit = fx.commit};
     ck_assert_ok(troupe_queues_open(&qo, &fx.qs));
     ck_assert_ok(troupe_tables_create_wait(fx.tables, "u", NULL, 0));
-    troupe_queue_spec s = {"q", 1, 0};
+    troupe_queue_spec s = {"q", 1, 0, 0};
     ck_assert_ok(troupe_queues_create_wait(fx.qs, &s));
 }
 
@@ -240,7 +240,7 @@ START_TEST(test_limits_and_options_say_the_size_and_the_field)
     /* a storage key of partition 3, given to a queue of one partition */
     ev.owner_kind = NULL;
     ev.owner_kind_len = 0;
-    troupe_queue_spec s4 = {"q4", 4, 0};
+    troupe_queue_spec s4 = {"q4", 4, 0, 0};
     ck_assert_ok(troupe_queues_create_wait(fx.qs, &s4));
     char bk[16];
     int i = 0;

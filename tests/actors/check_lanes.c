@@ -683,7 +683,7 @@ START_TEST(test_ddl_wait_forms_complete_before_the_host_runs_its_loop)
     ck_assert_err(troupe_tables_create_wait(tables, "e", NULL, 0),
                   TROUPE_EEXIST);
     ck_assert_ok(troupe_tables_create_wait(tables, "e", &by_email, 1));
-    troupe_queue_spec qspec = {"eq", 4, 0};
+    troupe_queue_spec qspec = {"eq", 4, 0, 0};
     ck_assert_ok(troupe_queues_create_wait(qs, &qspec));
     ck_assert_err(troupe_queues_create_wait(qs, &qspec), TROUPE_EEXIST);
     /* now the host runs its loop while another thread stops the queues */

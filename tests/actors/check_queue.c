@@ -117,7 +117,7 @@ teardown(void)
 static void
 mkqueue(const char *name, uint32_t parts, int64_t retention)
 {
-    troupe_queue_spec s = {name, parts, retention};
+    troupe_queue_spec s = {name, parts, retention, 0};
     ck_assert_ok(troupe_queues_create_wait(fx.qs, &s));
 }
 
@@ -182,7 +182,16 @@ ncompleted(const char *q)
 
 /* ---- handler harness ----------------------------------------------------- */
 
-enum { H_ACK, H_FAIL, H_RESCHED, H_BLOCK, H_FAIL_ID, H_SPAWN, H_BADOUT };
+enum {
+    H_ACK,
+    H_FAIL,
+    H_RESCHED,
+    H_BLOCK,
+    H_FAIL_ID,
+    H_SPAWN,
+    H_BADOUT,
+    H_FAIL_MSG /* fail_id fails with a detail naming its attempt */
+};
 
 typedef struct hstate {
     _Atomic int mode;
@@ -197,6 +206,7 @@ typedef struct hstate {
     uint32_t parts[256];
     _Atomic bool logged[256]; /* entry i is written (after nlog took i) */
     _Atomic int nlog;
+    char msg[64]; /* H_FAIL_MSG's error text (credit 1: one at a time) */
 } hstate;
 
 static hstate H;
@@ -250,6 +260,15 @@ handler(const troupe_queue_delivery *d, troupe_queue_outcome *out, void *arg)
         if (d->ev.id_len == strlen(H.fail_id) &&
             memcmp(d->ev.id, H.fail_id, d->ev.id_len) == 0)
             e = TROUPE_EFAILED;
+        break;
+    case H_FAIL_MSG:
+        if (d->ev.id_len == strlen(H.fail_id) &&
+            memcmp(d->ev.id, H.fail_id, d->ev.id_len) == 0) {
+            snprintf(H.msg, sizeof(H.msg), "smtp refused, attempt %u",
+                     d->attempt);
+            out->error = H.msg; /* read once the handler returned */
+            e = TROUPE_EFAILED;
+        }
         break;
     case H_SPAWN:
         /* every "x" event publishes another same-time "x" event */
@@ -407,18 +426,23 @@ END_TEST
 
 START_TEST(test_catalog_bad_input_rejected)
 {
-    troupe_queue_spec s = {"q", 1, 0};
+    troupe_queue_spec s = {"q", 1, 0, 0};
     ck_assert_ok(troupe_queues_create_wait(fx.qs, &s));
     ck_assert_err(troupe_queues_create_wait(fx.qs, &s), TROUPE_EEXIST);
     troupe_queue_spec bad[] = {
-        {"", 1, 0},      {NULL, 1, 0}, {"x", 0, 0},
-        {"x", 65537, 0}, {"x", 1, -1}, {"\xc0\xaf", 1, 0},
+        {"", 1, 0, 0},
+        {NULL, 1, 0, 0},
+        {"x", 0, 0, 0},
+        {"x", 65537, 0, 0},
+        {"x", 1, -1, 0},
+        {"\xc0\xaf", 1, 0, 0},
+        {"x", 1, 0, TROUPE_QUEUE_ATTEMPTS_MAX + 1},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         ck_assert_err(troupe_queues_create_wait(fx.qs, &bad[i]), TROUPE_EINVAL);
     ck_assert_err(troupe_queues_create_wait(fx.qs, NULL), TROUPE_EINVAL);
     ck_assert_err(troupe_queues_create_wait(NULL, &s), TROUPE_EINVAL);
-    troupe_queue_spec big = {"big", 65536, 0};
+    troupe_queue_spec big = {"big", 65536, 0, 0};
     ck_assert_ok(troupe_queues_create_wait(fx.qs, &big));
     size_t n = 0;
     troupe_queue_info *info = NULL;
@@ -1097,6 +1121,440 @@ START_TEST(test_txn_participant_error_aborts_commit)
     ck_assert_err(troupe_txn_attach(tx, &nodone), TROUPE_EINVAL);
     ck_assert_err(troupe_txn_attach(NULL, &p), TROUPE_EINVAL);
     troupe_txn_destroy(tx);
+}
+END_TEST
+
+/* ---- attempts and parking (issue 12) ------------------------------------ */
+
+static void
+mkqueue_max(const char *name, uint32_t parts, uint32_t max_attempts)
+{
+    troupe_queue_spec s = {name, parts, 0, max_attempts};
+    ck_assert_ok(troupe_queues_create_wait(fx.qs, &s));
+}
+
+/* Handler calls logged for event id `id`, and the highest attempt. */
+static int
+calls_of(const char *id, uint32_t *max_attempt)
+{
+    int n = 0, total = atomic_load(&H.nlog);
+    *max_attempt = 0;
+    for (int i = 0; i < total && i < 256; i++)
+        if (atomic_load_explicit(&H.logged[i], memory_order_acquire) &&
+            strcmp(H.ids[i], id) == 0) {
+            n++;
+            if (H.attempts[i] > *max_attempt)
+                *max_attempt = H.attempts[i];
+        }
+    return n;
+}
+
+static troupe_queue_page *
+page_of(const char *q, troupe_queue_state st)
+{
+    troupe_queue_page *pg = NULL;
+    ck_assert_ok(troupe_queue_list_wait(fx.qs, q, st, NULL, 0, 100, &pg));
+    return pg;
+}
+
+static bool
+parked_reaches(void *arg)
+{
+    waitq *w = arg;
+    troupe_queue_stats *st = stats(w->q);
+    bool ok = st->parked >= w->n;
+    troupe_free(st);
+    return ok;
+}
+
+static void
+wait_parked(const char *q, uint64_t n)
+{
+    waitq w = {q, n};
+    ck_assert_msg(ts_wait_until(parked_reaches, &w, 10000), "parked < %llu",
+                  (unsigned long long)n);
+}
+
+typedef struct parked_try {
+    const uint8_t *skey;
+    size_t len;
+    troupe_err err;
+} parked_try;
+
+static bool
+retry_not_busy(void *arg)
+{
+    parked_try *p = arg;
+    p->err = troupe_queue_parked_retry_wait(fx.qs, "q", p->skey, p->len,
+                                            TROUPE_SYNC_OFF);
+    return p->err != TROUPE_EBUSY;
+}
+
+/* Reopens everything on fx.dir: a restart. */
+static void
+restart(void)
+{
+    close_fx();
+    open_fx(false);
+}
+
+START_TEST(test_attempts_survive_a_restart)
+{
+    mkqueue("q", 1, 0);
+    hreset(H_FAIL_ID);
+    H.fail_id = "e";
+    pub("q", ev("e", "k", T0));
+    troupe_queue_worker *w = worker("q", 0, 0, 1, 0);
+    int two = 2;
+    ck_assert(ts_wait_until(nlog_reach, &two, 10000));
+    worker_end(w); /* drained: no attempt in flight */
+    uint32_t seen = 0;
+    calls_of("e", &seen);
+    ck_assert_uint_ge(seen, 2);
+    /* the stored count is what the handler saw last */
+    troupe_queue_page *pg = page_of("q", TROUPE_QUEUE_PENDING);
+    ck_assert_uint_eq(pg->n, 1);
+    ck_assert_uint_eq(pg->items[0].attempts, seen);
+    ck_assert(!pg->items[0].parked);
+    troupe_queue_page_destroy(pg);
+    restart();
+    hreset(H_ACK);
+    w = worker("q", 0, 0, 1, 0);
+    wait_completed("q", 1);
+    ck_assert_int_eq(atomic_load(&H.calls), 1);
+    ck_assert_uint_eq(H.attempts[0], seen + 1);
+    worker_end(w);
+    /* the record went with the row: a re-published id starts at 1 */
+    pub("q", ev("e", "k", T0));
+    hreset(H_ACK);
+    w = worker("q", 0, 0, 1, 0);
+    wait_completed("q", 2);
+    ck_assert_uint_eq(H.attempts[0], 1);
+    worker_end(w);
+}
+END_TEST
+
+START_TEST(test_pause_survives_a_restart)
+{
+    mkqueue("q", 1, 0);
+    mkqueue("r", 1, 0);
+    ck_assert_ok(troupe_queue_pause(fx.qs, "q"));
+    pub("q", ev("e", "k", T0));
+    restart();
+    troupe_queue_info *info = NULL;
+    size_t n = 0;
+    ck_assert_ok(troupe_queues_list(fx.qs, &info, &n));
+    ck_assert_uint_eq(n, 2);
+    ck_assert_str_eq(info[0].name, "q");
+    ck_assert(info[0].paused);
+    ck_assert(!info[1].paused);
+    troupe_free(info);
+    hreset(H_ACK);
+    troupe_queue_worker *w = worker("q", 0, 0, 1, 0);
+    troupe_queue_worker *w2 = worker("r", 0, 0, 1, 0);
+    pub("r", ev("e", "k", T0));
+    wait_completed("r", 1); /* q's partition had every chance too */
+    ck_assert_uint_eq(ncompleted("q"), 0);
+    ck_assert_uint_eq(npending("q"), 1);
+    ck_assert_ok(troupe_queue_resume(fx.qs, "q"));
+    wait_completed("q", 1);
+    worker_end(w);
+    worker_end(w2);
+    restart();
+    ck_assert_ok(troupe_queues_list(fx.qs, &info, &n));
+    ck_assert(!info[0].paused);
+    troupe_free(info);
+    /* bad inputs */
+    ck_assert_err(troupe_queue_pause(fx.qs, "nope"), TROUPE_ENOQUEUE);
+    ck_assert_err(troupe_queue_resume(fx.qs, NULL), TROUPE_EINVAL);
+    ck_assert_err(troupe_queue_pause(NULL, "q"), TROUPE_EINVAL);
+}
+END_TEST
+
+START_TEST(test_max_attempts_parks_at_the_limit_with_its_last_error)
+{
+    mkqueue_max("q", 1, 3);
+    troupe_queue_info *info = NULL;
+    size_t n = 0;
+    ck_assert_ok(troupe_queues_list(fx.qs, &info, &n));
+    ck_assert_uint_eq(info[0].max_attempts, 3);
+    troupe_free(info);
+    hreset(H_FAIL_MSG);
+    H.fail_id = "e";
+    pub("q", ev("e", "k", T0));
+    troupe_queue_worker *w = worker("q", 0, 0, 1, 0);
+    wait_parked("q", 1);
+    /* later events still flow, and the parked one is not delivered */
+    pub("q", ev("f", "k2", T0));
+    wait_completed("q", 1);
+    uint32_t maxa = 0;
+    ck_assert_int_eq(calls_of("e", &maxa), 3);
+    ck_assert_uint_eq(maxa, 3);
+    troupe_queue_stats *st = stats("q");
+    ck_assert_uint_eq(st->parked, 1);
+    ck_assert_uint_eq(st->parked_by_p[0], 1);
+    ck_assert_uint_eq(st->pending, 0);
+    ck_assert_int_eq(st->oldest_due_ms, -1);
+    troupe_free(st);
+    troupe_queue_page *pg = page_of("q", TROUPE_QUEUE_PARKED);
+    ck_assert_uint_eq(pg->n, 1);
+    ck_assert_uint_eq(pg->items[0].id_len, 1);
+    ck_assert_int_eq(pg->items[0].id[0], 'e');
+    ck_assert(pg->items[0].parked);
+    ck_assert_uint_eq(pg->items[0].attempts, 3);
+    char err[TROUPE_QUEUE_ERROR_MAX + 1];
+    memcpy(err, pg->items[0].last_error, pg->items[0].last_error_len);
+    err[pg->items[0].last_error_len] = 0;
+    ck_assert_msg(strstr(err, "smtp refused, attempt 3") != NULL,
+                  "last error: %s", err);
+    uint8_t skey[256];
+    size_t skl = pg->items[0].skey_len;
+    memcpy(skey, pg->items[0].skey, skl);
+    troupe_queue_page_destroy(pg);
+    /* the pending listing marks it parked */
+    pg = page_of("q", TROUPE_QUEUE_PENDING);
+    ck_assert_uint_eq(pg->n, 1);
+    ck_assert(pg->items[0].parked);
+    troupe_queue_page_destroy(pg);
+    worker_end(w);
+    /* parked across a restart: a new worker never sees it */
+    restart();
+    hreset(H_ACK);
+    w = worker("q", 0, 0, 1, 0);
+    pub("q", ev("g", "k3", T0));
+    wait_completed("q", 2);
+    ck_assert_int_eq(calls_of("e", &maxa), 0);
+    /* retry: due now, attempts reset to 1 */
+    ck_assert_ok(
+        troupe_queue_parked_retry_wait(fx.qs, "q", skey, skl, TROUPE_SYNC_OFF));
+    wait_completed("q", 3);
+    ck_assert_int_eq(calls_of("e", &maxa), 1);
+    ck_assert_uint_eq(maxa, 1);
+    /* gone now: unknown (once the delivery that acked it let go of its
+     * claim: EBUSY until then) */
+    parked_try pt = {skey, skl, TROUPE_OK};
+    ck_assert(ts_wait_until(retry_not_busy, &pt, 10000));
+    ck_assert_err(pt.err, TROUPE_ENOENT);
+    ck_assert_err(
+        troupe_queue_parked_delete_wait(fx.qs, "q", skey, skl, TROUPE_SYNC_OFF),
+        TROUPE_ENOENT);
+    worker_end(w);
+}
+END_TEST
+
+START_TEST(test_parked_delete_and_bad_inputs)
+{
+    mkqueue_max("q", 2, 1);
+    hreset(H_FAIL_ID);
+    H.fail_id = "e";
+    pub("q", evo("e", "k", T0, "user", "u1"));
+    troupe_queue_worker *w = worker("q", 0, 1, 1, 0);
+    wait_parked("q", 1);
+    worker_end(w);
+    uint32_t maxa = 0;
+    ck_assert_int_eq(calls_of("e", &maxa), 1); /* parked at the first */
+    /* a pending invocation that is not parked */
+    ck_assert_ok(troupe_queue_pause(fx.qs, "q"));
+    pub("q", ev("p", "k9", T0));
+    troupe_queue_page *pg = page_of("q", TROUPE_QUEUE_PENDING);
+    ck_assert_uint_eq(pg->n, 2);
+    const troupe_queue_item *np =
+        pg->items[0].parked ? &pg->items[1] : &pg->items[0];
+    const troupe_queue_item *pk =
+        pg->items[0].parked ? &pg->items[0] : &pg->items[1];
+    ck_assert(!np->parked);
+    ck_assert(pk->parked);
+    ck_assert_err(
+        troupe_queue_parked_retry_wait(fx.qs, "q", np->skey, np->skey_len, 0),
+        TROUPE_ESTATE);
+    ck_assert_err(
+        troupe_queue_parked_delete_wait(fx.qs, "q", np->skey, np->skey_len, 0),
+        TROUPE_ESTATE);
+    ck_assert_err(troupe_queue_parked_retry_wait(fx.qs, "q", "zz", 2, 0),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_queue_parked_retry_wait(fx.qs, "q", NULL, 0, 0),
+                  TROUPE_EINVAL);
+    ck_assert_err(
+        troupe_queue_parked_delete_wait(fx.qs, "q", pk->skey, pk->skey_len, 9),
+        TROUPE_EINVAL);
+    ck_assert_err(troupe_queue_parked_delete_wait(fx.qs, "nope", pk->skey,
+                                                  pk->skey_len, 0),
+                  TROUPE_ENOQUEUE);
+    /* a key naming a partition the queue does not have */
+    troupe_key_writer kw;
+    troupe_key_writer_init(&kw);
+    ck_assert_ok(troupe__tq_pkey(&kw, 7, T0, 1, "e", 1));
+    const uint8_t *bk;
+    size_t bkl;
+    ck_assert_ok(troupe_key_writer_finish(&kw, &bk, &bkl));
+    ck_assert_err(troupe_queue_parked_delete_wait(fx.qs, "q", bk, bkl, 0),
+                  TROUPE_EINVAL);
+    troupe_key_writer_fini(&kw);
+    /* bad listing */
+    troupe_queue_page *bad = NULL;
+    ck_assert_err(troupe_queue_list_wait(fx.qs, "q", 4, NULL, 0, 10, &bad),
+                  TROUPE_EINVAL);
+    ck_assert_ok(
+        troupe_queue_parked_delete_wait(fx.qs, "q", pk->skey, pk->skey_len, 0));
+    troupe_queue_page_destroy(pg);
+    troupe_queue_stats *st = stats("q");
+    ck_assert_uint_eq(st->parked, 0);
+    ck_assert_uint_eq(st->pending, 1); /* "p" */
+    ck_assert_uint_eq(st->completed, 0);
+    troupe_free(st);
+    /* its id and owner entries went with it */
+    ck_assert_ok(troupe_queue_lookup_wait(fx.qs, "q", "e", 1, &pg));
+    ck_assert_uint_eq(pg->n, 0);
+    troupe_queue_page_destroy(pg);
+    size_t deleted = 9;
+    ck_assert_ok(troupe_queue_delete_by_owner_wait(fx.qs, "q", "user", 4, "u1",
+                                                   2, NULL, NULL, 0, &deleted));
+    ck_assert_uint_eq(deleted, 0);
+    pg = page_of("q", TROUPE_QUEUE_PARKED);
+    ck_assert_uint_eq(pg->n, 0);
+    troupe_queue_page_destroy(pg);
+}
+END_TEST
+
+/* A record at the limit that is not parked: the last attempt never ended
+ * (a crash while its handler ran). The scan parks it, no handler runs. */
+START_TEST(test_record_at_the_limit_is_parked_without_delivery)
+{
+    mkqueue_max("q", 1, 2);
+    pub("q", ev("e", "k", T0));
+    troupe_queue_page *pg = page_of("q", TROUPE_QUEUE_PENDING);
+    ck_assert_uint_eq(pg->n, 1);
+    ck_assert_uint_eq(pg->items[0].attempts, 0);
+    tq_queue *q = NULL;
+    ck_assert_ok(troupe__tq_find(fx.qs, "q", &q));
+    troupe_key_writer kw;
+    troupe_key_writer_init(&kw);
+    ck_assert_ok(
+        troupe__tq_akey(&kw, pg->items[0].skey, pg->items[0].skey_len));
+    const uint8_t *ak;
+    size_t akl;
+    ck_assert_ok(troupe_key_writer_finish(&kw, &ak, &akl));
+    troupe_packer p;
+    troupe_pack_init(&p);
+    tq_att a = {.attempts = 2};
+    ck_assert_ok(troupe__tq_att_pack(&a, &p));
+    size_t vl = 0;
+    const void *v = troupe_pack_data(&p, &vl);
+    troupe_batch *b = NULL;
+    ck_assert_ok(troupe_batch_create(&b));
+    ck_assert_ok(troupe_batch_put(b, q->cf, ak, akl, v, vl));
+    ck_assert_ok(troupe_db_write(fx.db, b, TROUPE_SYNC_OFF));
+    troupe_batch_destroy(b);
+    troupe_pack_fini(&p);
+    troupe_key_writer_fini(&kw);
+    troupe__tq_release(q);
+    troupe_queue_page_destroy(pg);
+    hreset(H_ACK);
+    troupe_queue_worker *w = worker("q", 0, 0, 1, 0);
+    wait_parked("q", 1);
+    ck_assert_int_eq(atomic_load(&H.calls), 0);
+    pg = page_of("q", TROUPE_QUEUE_PARKED);
+    ck_assert_uint_eq(pg->n, 1);
+    ck_assert_uint_eq(pg->items[0].attempts, 2);
+    ck_assert_uint_gt(pg->items[0].last_error_len, 0);
+    troupe_queue_page_destroy(pg);
+    worker_end(w);
+}
+END_TEST
+
+/* A database written before attempts and parking: version-1 catalog
+ * entries and pending rows without records. It opens; its events come
+ * with attempt 1; a version-2 entry and bad entries decode as they
+ * should. */
+START_TEST(test_database_without_the_new_fields_opens)
+{
+    mkqueue("q", 1, 0);
+    pub("q", ev("e", "k", T0));
+    /* what this build wrote is version 1, the old format, byte for byte */
+    troupe_cf *meta = NULL;
+    ck_assert_ok(troupe_db_cf(fx.db, "meta", &meta));
+    troupe_key_writer kw;
+    troupe_key_writer_init(&kw);
+    troupe_key_put_string(&kw, "queue", 5);
+    troupe_key_put_string(&kw, "q", 1);
+    const uint8_t *k;
+    size_t kl;
+    ck_assert_ok(troupe_key_writer_finish(&kw, &k, &kl));
+    void *v = NULL;
+    size_t vl = 0;
+    ck_assert_ok(troupe_db_get(fx.db, meta, NULL, k, kl, &v, &vl));
+    troupe_reader r;
+    uint64_t ver = 0, id = 0, parts = 0;
+    int64_t ret = -1;
+    troupe_reader_init(&r, v, vl);
+    troupe_read_array_n(&r, 4);
+    troupe_read_uint(&r, &ver);
+    troupe_read_uint(&r, &id);
+    troupe_read_uint(&r, &parts);
+    troupe_read_int(&r, &ret);
+    ck_assert_ok(troupe_read_end(&r));
+    ck_assert_uint_eq(ver, 1);
+    char name[TROUPE_QUEUE_NAME_MAX + 1];
+    tq_entry en;
+    ck_assert_ok(troupe__tq_entry_decode(k, kl, v, vl, name, &en));
+    ck_assert_uint_eq(en.max_attempts, 0);
+    ck_assert(!en.paused);
+    troupe_free(v);
+    /* version 2 round-trips; a version that does not match its fields,
+     * and a max_attempts over the bound, are corrupt */
+    en.max_attempts = 5;
+    en.paused = true;
+    troupe_packer p;
+    troupe_pack_init(&p);
+    ck_assert_ok(troupe__tq_entry_pack("q", &en, &kw, &p));
+    const void *pv = troupe_pack_data(&p, &vl);
+    tq_entry en2;
+    ck_assert_ok(troupe__tq_entry_value_decode(pv, vl, &en2));
+    ck_assert_uint_eq(en2.max_attempts, 5);
+    ck_assert(en2.paused);
+    troupe_pack_fini(&p);
+    troupe_pack_init(&p);
+    troupe_pack_array(&p, 4);
+    troupe_pack_uint(&p, 2);
+    troupe_pack_uint(&p, 1);
+    troupe_pack_uint(&p, 1);
+    troupe_pack_int(&p, 0);
+    pv = troupe_pack_data(&p, &vl);
+    ck_assert_err(troupe__tq_entry_value_decode(pv, vl, &en2), TROUPE_ECORRUPT);
+    troupe_pack_fini(&p);
+    troupe_pack_init(&p);
+    troupe_pack_array(&p, 6);
+    troupe_pack_uint(&p, 2);
+    troupe_pack_uint(&p, 1);
+    troupe_pack_uint(&p, 1);
+    troupe_pack_int(&p, 0);
+    troupe_pack_uint(&p, TROUPE_QUEUE_ATTEMPTS_MAX + 1);
+    troupe_pack_bool(&p, false);
+    pv = troupe_pack_data(&p, &vl);
+    ck_assert_err(troupe__tq_entry_value_decode(pv, vl, &en2), TROUPE_ECORRUPT);
+    troupe_pack_fini(&p);
+    /* attempts records: garbage and attempts 0 are corrupt */
+    tq_att a;
+    ck_assert_err(troupe__tq_att_decode("\x01", 1, &a), TROUPE_ECORRUPT);
+    const uint8_t zero[] = {0x94, 0x01, 0x00, 0xc2, 0xc0};
+    ck_assert_err(troupe__tq_att_decode(zero, sizeof(zero), &a),
+                  TROUPE_ECORRUPT);
+    const uint8_t one[] = {0x94, 0x01, 0x01, 0xc3, 0xc0};
+    ck_assert_ok(troupe__tq_att_decode(one, sizeof(one), &a));
+    ck_assert_uint_eq(a.attempts, 1);
+    ck_assert(a.parked);
+    troupe_key_writer_fini(&kw);
+    /* the old database opens and delivers with attempt 1 */
+    restart();
+    troupe_queue_page *pg = page_of("q", TROUPE_QUEUE_PENDING);
+    ck_assert_uint_eq(pg->n, 1);
+    ck_assert_uint_eq(pg->items[0].attempts, 0);
+    troupe_queue_page_destroy(pg);
+    hreset(H_ACK);
+    troupe_queue_worker *w = worker("q", 0, 0, 1, 0);
+    wait_completed("q", 1);
+    ck_assert_uint_eq(H.attempts[0], 1);
+    worker_end(w);
 }
 END_TEST
 
@@ -2248,6 +2706,10 @@ START_TEST(test_readonly_refuses_every_write)
                        "troupe_queue_publish_wait");
     ck_assert_readonly(troupe_queue_ack_wait(fx.qs, "q", sk, skl, 0),
                        "troupe_queue_ack_wait");
+    ck_assert_readonly(troupe_queue_parked_retry_wait(fx.qs, "q", sk, skl, 0),
+                       "troupe_queue_parked_retry_wait");
+    ck_assert_readonly(troupe_queue_parked_delete_wait(fx.qs, "q", sk, skl, 0),
+                       "troupe_queue_parked_delete_wait");
     ck_assert_readonly(
         troupe_queue_reschedule_wait(fx.qs, "q", sk, skl, T0 + 5, 0),
         "troupe_queue_reschedule_wait");
@@ -2257,7 +2719,7 @@ START_TEST(test_readonly_refuses_every_write)
     ck_assert_readonly(troupe_queue_reschedule(fx.qs, "q", sk, skl, T0 + 5, 0,
                                                never_called, NULL),
                        "troupe_queue_reschedule");
-    troupe_queue_spec spec = {"r", 1, 0};
+    troupe_queue_spec spec = {"r", 1, 0, 0};
     ck_assert_readonly(troupe_queues_create_wait(fx.qs, &spec),
                        "troupe_queues_create_wait");
     ck_assert_readonly(troupe_queues_drop_wait(fx.qs, "q"),
@@ -2374,6 +2836,28 @@ pending_is(void *arg)
     return npending(w->q) == w->n;
 }
 
+/* A pull worker on queue "q": a host, a pull target `name` on it with
+ * that credit and timeout, and the worker naming it. */
+typedef struct pull_fx {
+    troupe_host *h;
+    troupe_target *t;
+    troupe_queue_worker *w;
+} pull_fx;
+
+static pull_fx
+pull_open(const char *name, uint32_t credit, uint32_t timeout_ms)
+{
+    pull_fx p = {0};
+    ck_assert_ok(troupe_host_open(fx.rt, NULL, &p.h));
+    troupe_target_opts to = {
+        .name = name, .host = p.h, .credit = credit, .timeout_ms = timeout_ms};
+    ck_assert_ok(troupe_target_create(fx.rt, &to, &p.t));
+    troupe_queue_worker_opts o = {
+        .queue = "q", .target = name, .sync = TROUPE_SYNC_OFF};
+    ck_assert_ok(troupe_queue_worker_create(fx.qs, &o, &p.w));
+    return p;
+}
+
 /* A pull worker end to end: each event comes to the host as a record with
  * its fields in the header and its payload as the body; SUCCESS acks, a
  * reschedule body reschedules, a reply after the deadline is refused and
@@ -2382,16 +2866,10 @@ pending_is(void *arg)
 START_TEST(test_pull_worker_acks_reschedules_redelivers_and_survives_a_close)
 {
     mkqueue("q", 1, 0);
-    troupe_host *h = NULL;
-    ck_assert_ok(troupe_host_open(fx.rt, NULL, &h));
-    troupe_target_opts to = {
-        .name = "pullq", .host = h, .credit = 4, .timeout_ms = 300};
-    troupe_target *t = NULL;
-    ck_assert_ok(troupe_target_create(fx.rt, &to, &t));
-    troupe_queue_worker_opts o = {
-        .queue = "q", .target = "pullq", .sync = TROUPE_SYNC_OFF};
-    troupe_queue_worker *w = NULL;
-    ck_assert_ok(troupe_queue_worker_create(fx.qs, &o, &w));
+    pull_fx p = pull_open("pullq", 4, 300);
+    troupe_host *h = p.h;
+    troupe_target *t = p.t;
+    troupe_queue_worker *w = p.w;
     pub("q", ev("e1", "k1", T0));
     pub("q", ev("e2", "k2", T0));
     pulled a = pull_one(h), b = pull_one(h);
@@ -2465,6 +2943,39 @@ START_TEST(test_pull_worker_acks_reschedules_redelivers_and_survives_a_close)
 }
 END_TEST
 
+/* A pull host's FAILURE at the limit parks the event with the reply's
+ * body as its last error; the next delivery before it had attempt 2. */
+START_TEST(test_pull_worker_failure_at_the_limit_parks)
+{
+    mkqueue_max("q", 1, 2);
+    pull_fx p = pull_open("pullp", 1, 10000);
+    troupe_host *h = p.h;
+    troupe_target *t = p.t;
+    troupe_queue_worker *w = p.w;
+    pub("q", ev("e1", "k1", T0));
+    pulled a = pull_one(h);
+    ck_assert_uint_eq(a.attempt, 1);
+    ck_assert_ok(troupe_host_reply(h, a.id, TROUPE_OUTCOME_FAILURE, "x", 1));
+    pulled b = pull_one(h);
+    ck_assert_uint_eq(b.attempt, 2);
+    ck_assert_ok(
+        troupe_host_reply(h, b.id, TROUPE_OUTCOME_FAILURE, "quota gone", 10));
+    wait_parked("q", 1);
+    troupe_queue_page *pg = page_of("q", TROUPE_QUEUE_PARKED);
+    ck_assert_uint_eq(pg->n, 1);
+    ck_assert_uint_eq(pg->items[0].attempts, 2);
+    const char *want = "the host replied FAILURE: quota gone";
+    ck_assert_uint_eq(pg->items[0].last_error_len, strlen(want));
+    ck_assert(memcmp(pg->items[0].last_error, want, strlen(want)) == 0);
+    troupe_queue_page_destroy(pg);
+    ck_assert_ok(troupe_host_close(h));
+    worker_end(w);
+    ck_assert_ok(troupe_target_stop_wait(t));
+    troupe_target_destroy(t);
+    troupe_host_destroy(h);
+}
+END_TEST
+
 START_TEST(test_pull_worker_bad_args)
 {
     mkqueue("q", 1, 0);
@@ -2508,6 +3019,13 @@ queue_suite(void)
     tcase_add_test(tc, test_due_timer_fires_without_kick);
     tcase_add_test(tc, test_credit_bounds_events_held);
     tcase_add_test(tc, test_error_redelivers_with_attempt_numbers);
+    tcase_add_test(tc, test_attempts_survive_a_restart);
+    tcase_add_test(tc, test_pause_survives_a_restart);
+    tcase_add_test(tc,
+                   test_max_attempts_parks_at_the_limit_with_its_last_error);
+    tcase_add_test(tc, test_parked_delete_and_bad_inputs);
+    tcase_add_test(tc, test_record_at_the_limit_is_parked_without_delivery);
+    tcase_add_test(tc, test_database_without_the_new_fields_opens);
     tcase_add_test(tc, test_reschedule_completes_and_replaces);
     tcase_add_test(tc, test_invalid_outcome_leaves_pending);
     tcase_add_test(tc, test_worker_gets_only_its_partitions);
@@ -2564,6 +3082,7 @@ queue_suite(void)
     tcase_add_test(
         pl, test_pull_worker_acks_reschedules_redelivers_and_survives_a_close);
     tcase_add_test(pl, test_pull_worker_bad_args);
+    tcase_add_test(pl, test_pull_worker_failure_at_the_limit_parks);
     suite_add_tcase(s, pl);
     return s;
 }

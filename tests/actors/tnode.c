@@ -34,7 +34,7 @@ tnode_open(tnode *n, const char *tag, const troupe_runtime_opts *o)
     ck_assert_ok(troupe_tables_create_wait(n->tables, "u", &by_email, 1));
     troupe_queues_opts qo = {.catalog = n->cat, .commit = n->commit};
     ck_assert_ok(troupe_queues_open(&qo, &n->qs));
-    troupe_queue_spec qs = {"q", 2, 0};
+    troupe_queue_spec qs = {"q", 2, 0, 0};
     ck_assert_ok(troupe_queues_create_wait(n->qs, &qs));
     troupe_kv_opts ko = {.db = n->db, .commit = n->commit, .cf = "kv"};
     ck_assert_ok(troupe_kv_spawn(n->rt, &ko, NULL, &n->kv));

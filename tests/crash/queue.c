@@ -660,6 +660,46 @@ crash_queue_check(const char *dir, uint64_t cycle, crash_queue_stats *st,
                         FAIL("an id entry names another event's row");
                     q->ids++;
                     st->entries++;
+                } else if (sp == 'a') {
+                    /* an attempts record: ("a", part, time, order, id),
+                     * written and deleted with its pending row */
+                    if (!rd(&kr, TROUPE_KEY_INT64, &b) ||
+                        !rd(&kr, TROUPE_KEY_INT64, &c3) ||
+                        !rd(&kr, TROUPE_KEY_UINT64, &d) ||
+                        !rd(&kr, TROUPE_KEY_BYTES, &x) ||
+                        troupe_key_read(&kr, &a) != TROUPE_ENOENT)
+                        FAIL("a malformed attempts record key");
+                    troupe_key_writer pw;
+                    troupe_key_writer_init(&pw);
+                    troupe_key_put_string(&pw, "p", 1);
+                    troupe_key_put_int64(&pw, b.v.i64);
+                    troupe_key_put_int64(&pw, c3.v.i64);
+                    troupe_key_put_uint64(&pw, d.v.u64);
+                    troupe_key_put_bytes(&pw, x.v.s.ptr, x.v.s.len);
+                    const uint8_t *pk;
+                    size_t pkl;
+                    q = troupe_key_writer_finish(&pw, &pk, &pkl) == TROUPE_OK
+                            ? row_find(rows, nrows, pk, pkl)
+                            : NULL;
+                    troupe_key_writer_fini(&pw);
+                    if (q == NULL || q->completed)
+                        FAIL("an attempts record outlived its pending row");
+                    /* [1, attempts >= 1, parked, error | nil] */
+                    troupe_reader vr;
+                    uint64_t ver = 0, n = 0;
+                    bool parked = true;
+                    troupe_reader_init(&vr, kv.val, kv.val_len);
+                    troupe_read_array_n(&vr, 4);
+                    troupe_read_uint(&vr, &ver);
+                    troupe_read_uint(&vr, &n);
+                    troupe_read_bool(&vr, &parked);
+                    troupe_read_skip(&vr);
+                    if (troupe_read_end(&vr) != TROUPE_OK || ver != 1 ||
+                        n == 0 || parked)
+                        FAIL("event (%llu, %llu): a malformed attempts "
+                             "record (or parked, on a queue without a limit)",
+                             (unsigned long long)q->cycle,
+                             (unsigned long long)q->seq);
                 } else {
                     FAIL("a key in unknown space '%c'", sp);
                 }

@@ -126,35 +126,37 @@ queue_entry(fz_in *in)
     const uint8_t *k = fz_span16(in, &kl);
     const uint8_t *v = fz_take(in, in->n, &vl);
     char name[TROUPE_QUEUE_NAME_MAX + 1], name2[TROUPE_QUEUE_NAME_MAX + 1];
-    uint64_t id = 0, id2 = 0;
-    uint32_t parts = 0, parts2 = 0;
-    int64_t ret = 0, ret2 = 0;
-    troupe_err err =
-        troupe__tq_entry_decode(k, kl, v, vl, name, &id, &parts, &ret);
+    tq_entry en = {0}, en2 = {0};
+    troupe_err err = troupe__tq_entry_decode(k, kl, v, vl, name, &en);
     FZ_ERR_IN(err, TROUPE_OK, TROUPE_ECORRUPT);
     if (err != TROUPE_OK)
         return;
     FZ_CHECK(troupe_catalog_name_valid(name, NULL), "invalid name accepted");
-    FZ_CHECK(id > 0 && parts > 0 && parts <= TROUPE_QUEUE_PARTITIONS_MAX &&
-                 ret >= 0,
-             "out of range: id %llu, partitions %u, retention %lld",
-             (unsigned long long)id, parts, (long long)ret);
+    FZ_CHECK(en.id > 0 && en.partitions > 0 &&
+                 en.partitions <= TROUPE_QUEUE_PARTITIONS_MAX &&
+                 en.retention_ms >= 0 &&
+                 en.max_attempts <= TROUPE_QUEUE_ATTEMPTS_MAX,
+             "out of range: id %llu, partitions %u, retention %lld, "
+             "max_attempts %u",
+             (unsigned long long)en.id, en.partitions,
+             (long long)en.retention_ms, en.max_attempts);
     troupe_key_writer w;
     troupe_packer p;
     troupe_key_writer_init(&w);
     troupe_pack_init(&p);
-    FZ_ERR_IN(troupe__tq_entry_pack(name, id, parts, ret, &w, &p), TROUPE_OK);
+    FZ_ERR_IN(troupe__tq_entry_pack(name, &en, &w, &p), TROUPE_OK);
     const uint8_t *k2;
     size_t kl2, vl2;
     FZ_ERR_IN(troupe_key_writer_finish(&w, &k2, &kl2), TROUPE_OK);
     /* keys are canonical: the same name makes the same key */
     FZ_CHECK(fz_same(k, kl, k2, kl2), "key re-encoded differently");
     const void *v2 = troupe_pack_data(&p, &vl2);
-    FZ_ERR_IN(
-        troupe__tq_entry_decode(k2, kl2, v2, vl2, name2, &id2, &parts2, &ret2),
-        TROUPE_OK);
-    FZ_CHECK(strcmp(name, name2) == 0 && id == id2 && parts == parts2 &&
-                 ret == ret2,
+    FZ_ERR_IN(troupe__tq_entry_decode(k2, kl2, v2, vl2, name2, &en2),
+              TROUPE_OK);
+    FZ_CHECK(strcmp(name, name2) == 0 && en.id == en2.id &&
+                 en.partitions == en2.partitions &&
+                 en.retention_ms == en2.retention_ms &&
+                 en.max_attempts == en2.max_attempts && en.paused == en2.paused,
              "entry changed");
     troupe_pack_fini(&p);
     troupe_key_writer_fini(&w);

@@ -194,7 +194,7 @@ fz_node_open(void)
     }
     troupe_queues_opts qo = {.catalog = cat, .commit = n.commit};
     OK(troupe_queues_open(&qo, &n.qs));
-    troupe_queue_spec qs = {"q", 2, 0};
+    troupe_queue_spec qs = {"q", 2, 0, 0};
     OK(troupe_queues_create_wait(n.qs, &qs));
     for (int i = 0; i < 16; i++) {
         char id[16];

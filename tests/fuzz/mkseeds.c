@@ -235,8 +235,8 @@ catalog(void)
     troupe_key_writer w;
     troupe_key_writer_init(&w);
     troupe_pack_init(&p);
-    FZ_ERR_IN(troupe__tq_entry_pack("emails", 3, 4, 86400000, &w, &p),
-              TROUPE_OK);
+    tq_entry qe = {.id = 3, .partitions = 4, .retention_ms = 86400000};
+    FZ_ERR_IN(troupe__tq_entry_pack("emails", &qe, &w, &p), TROUPE_OK);
     const uint8_t *k;
     size_t kl, vl;
     FZ_ERR_IN(troupe_key_writer_finish(&w, &k, &kl), TROUPE_OK);

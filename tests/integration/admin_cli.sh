@@ -78,7 +78,7 @@ has out '^handler_calls\.attempts\.1 0$' "the attempts histogram by bucket"
 expect 0 "queue pause --admin" -- "$troupe" queue pause --admin "$url" --queue orders
 expect 0 "queue list --admin --json" -- "$troupe" queue list --admin "$url" --json
 [ "$(wc -l <"$tmp/out")" -eq 1 ] && ok "--json is one line" || bad "--json lines"
-grep -q '"name":"orders","id":1,"partitions":4,"retention_ms":3600000,"paused":true' "$tmp/out" &&
+grep -q '"name":"orders","id":1,"partitions":4,"retention_ms":3600000,"max_attempts":0,"paused":true' "$tmp/out" &&
     ok "--json shows the pause" || { bad "pause not shown"; cat "$tmp/out"; }
 expect 0 "queue resume --admin" -- "$troupe" queue resume --admin "$url" --queue orders
 expect 0 "queue list after resume" -- "$troupe" queue list --admin "$url"
@@ -147,7 +147,7 @@ expect 2 "--data and --admin together" -- "$troupe" queue list --data "$db" --ad
 expect 2 "a non-http scheme" -- "$troupe" stats --admin tcp://127.0.0.1:1
 has err "wants http://HOST:PORT" "the scheme is refused by name"
 expect 2 "pause without --admin" -- "$troupe" queue pause --data "$db" --queue orders
-has err "memory of the process that paused" "why pause needs the node"
+has err "the node holding the database delivers" "why pause needs the node"
 expect 2 "retry without --skey" -- "$troupe" queue retry --admin "$url" --queue orders
 expect 2 "--json without --admin" -- "$troupe" stats --data "$db" --json
 stop_node

@@ -892,6 +892,112 @@ START_TEST(test_queue_routes_act_on_the_queue)
 }
 END_TEST
 
+static troupe_err
+failing(const troupe_queue_delivery *d, troupe_queue_outcome *out, void *arg)
+{
+    (void)d;
+    (void)arg;
+    out->error = "upstream said no";
+    return TROUPE_EFAILED;
+}
+
+static bool
+flaky_parked(void *arg)
+{
+    resp r = get("/v1/queues/flaky");
+    bool ok = r.status == 200 && jint(r.json, "parked") == *(int *)arg;
+    resp_free(&r);
+    return ok;
+}
+
+static troupe_queue_worker *
+flaky_worker(void)
+{
+    troupe_queue_worker_opts o = {.queue = "flaky",
+                                  .first = 0,
+                                  .last = 0,
+                                  .credit = 1,
+                                  .handler = failing};
+    troupe_queue_worker *w = NULL;
+    ck_assert_ok(troupe_queue_worker_create(queues, &o, &w));
+    return w;
+}
+
+START_TEST(test_parked_routes_list_retry_and_delete)
+{
+    troupe_queue_spec qs = {
+        .name = "flaky", .partitions = 1, .max_attempts = 1};
+    ck_assert_ok(troupe_queues_create_wait(queues, &qs));
+    troupe_queue_event e = {.id = "z",
+                            .id_len = 1,
+                            .key = "k",
+                            .key_len = 1,
+                            .payload = "\x07",
+                            .payload_len = 1,
+                            .time_ms = 0};
+    ck_assert_ok(troupe_queue_publish_wait(queues, "flaky", &e, 0));
+    troupe_queue_worker *w = flaky_worker();
+    int one = 1, zero = 0;
+    ck_assert(ts_wait_until(flaky_parked, &one, 10000));
+    ck_assert_ok(troupe_queue_worker_stop_wait(w));
+    troupe_queue_worker_destroy(w);
+
+    resp r = get("/v1/queues");
+    json_t *q1 = json_array_get(json_object_get(r.json, "queues"), 0);
+    ck_assert_str_eq(json_string_value(json_object_get(q1, "name")), "flaky");
+    ck_assert_int_eq(jint(q1, "max_attempts"), 1);
+    resp_free(&r);
+    r = get("/v1/queues/flaky/parked?limit=10");
+    ck_assert_int_eq(r.status, 200);
+    json_t *items = json_object_get(r.json, "items");
+    ck_assert_uint_eq(json_array_size(items), 1);
+    json_t *it = json_array_get(items, 0);
+    ck_assert_str_eq(json_string_value(json_object_get(it, "state")), "parked");
+    ck_assert_int_eq(jint(it, "attempts"), 1);
+    ck_assert_str_eq(json_string_value(json_object_get(it, "last_error")),
+                     "handler error: upstream said no");
+    char body[1024];
+    snprintf(body, sizeof(body), "{\"skey\":\"%s\"}",
+             json_string_value(json_object_get(it, "skey")));
+    resp_free(&r);
+
+    r = post("/v1/queues/flaky/parked/retry", "{\"skey\":\"zz\"}");
+    ck_assert_int_eq(r.status, 400);
+    resp_free(&r);
+    r = post("/v1/queues/nope/parked/retry", body);
+    ck_assert_int_eq(r.status, 404);
+    resp_free(&r);
+    r = post("/v1/queues/flaky/parked/retry", body);
+    ck_assert_msg(r.status == 200, "%s", r.body);
+    resp_free(&r);
+    r = get("/v1/queues/flaky");
+    ck_assert_int_eq(jint(r.json, "parked"), 0);
+    ck_assert_int_eq(jint(r.json, "pending"), 1);
+    resp_free(&r);
+    /* pending, not parked: a conflict */
+    r = post("/v1/queues/flaky/parked/delete", body);
+    ck_assert_int_eq(r.status, 409);
+    resp_free(&r);
+
+    /* delivered again from attempt 1: parked again, then deleted */
+    w = flaky_worker();
+    ck_assert(ts_wait_until(flaky_parked, &one, 10000));
+    ck_assert_ok(troupe_queue_worker_stop_wait(w));
+    troupe_queue_worker_destroy(w);
+    r = post("/v1/queues/flaky/parked/delete", body);
+    ck_assert_msg(r.status == 200, "%s", r.body);
+    resp_free(&r);
+    ck_assert(flaky_parked(&zero));
+    r = get("/v1/queues/flaky");
+    ck_assert_int_eq(jint(r.json, "pending"), 0);
+    ck_assert_int_eq(jint(r.json, "completed"), 0);
+    resp_free(&r);
+    r = post("/v1/queues/flaky/parked/delete", body);
+    ck_assert_int_eq(r.status, 404);
+    resp_free(&r);
+}
+END_TEST
+
 START_TEST(test_table_and_kv_routes)
 {
     for (uint64_t i = 0; i < 5; i++) {
@@ -1071,6 +1177,7 @@ main(void)
     tcase_add_test(tc, test_token_missing_or_wrong_is_refused);
     tcase_add_test(tc, test_create_bad_arguments);
     tcase_add_test(tc, test_queue_routes_act_on_the_queue);
+    tcase_add_test(tc, test_parked_routes_list_retry_and_delete);
     tcase_add_test(tc, test_table_and_kv_routes);
     suite_add_tcase(s, tc);
     TCase *tj = tcase_create("msgpack_json");

@@ -33,14 +33,14 @@ listing "$db" >"$tmp/before"
 
 expect 0 "queue list" -- "$troupe" queue list --data "$db"
 has out '^queues 2$' "two queues"
-[ "$(sed -n 2p "$tmp/out")" = "queue audit id 2 partitions 1 retention_ms 0" ] &&
-    [ "$(sed -n 3p "$tmp/out")" = "queue orders id 1 partitions 4 retention_ms 3600000" ] &&
+[ "$(sed -n 2p "$tmp/out")" = "queue audit id 2 partitions 1 retention_ms 0 max_attempts 0 paused no" ] &&
+    [ "$(sed -n 3p "$tmp/out")" = "queue orders id 1 partitions 4 retention_ms 3600000 max_attempts 0 paused no" ] &&
     ok "queues by name, with id, partitions, retention" || { bad "list lines"; cat "$tmp/out"; }
 
 expect 0 "queue stats" -- "$troupe" queue stats --data "$db" --queue orders
-has out '^queue orders partitions 4 pending 5 completed 3 malformed 0$' "counts per state"
+has out '^queue orders partitions 4 pending 5 completed 3 malformed 0 parked 0$' "counts per state"
 has out '^oldest_due_ms 1000 lag_ms [0-9]+$' "oldest due time and lag"
-[ "$(grep -c '^partition [0-3] pending [0-9]+ completed [0-9]+$' -E "$tmp/out")" -eq 4 ] &&
+[ "$(grep -c '^partition [0-3] pending [0-9]+ completed [0-9]+ parked [0-9]+$' -E "$tmp/out")" -eq 4 ] &&
     ok "one line per partition" || bad "partition lines"
 sum=$(awk '/^partition/ {p += $4; c += $6} END {print p, c}' "$tmp/out")
 [ "$sum" = "5 3" ] && ok "partitions add up" || bad "partitions add up to $sum"
@@ -79,7 +79,12 @@ has out '^pending partition [0-3] time_ms 2000 .* id 0x000162696e ' "binary id s
 expect 2 "queue without subcommand" -- "$troupe" queue
 expect 2 "unknown subcommand" -- "$troupe" queue frobnicate --data "$db"
 expect 2 "pause is not a command" -- "$troupe" queue pause --data "$db" --queue orders
-has err "memory of the process that paused" "pause refusal explained"
+has err "the node holding the database delivers" "pause refusal explained"
+expect 0 "queue parked" -- "$troupe" queue parked --data "$db" --queue orders
+has out '^page 0 more no cursor -$' "no parked invocation in the seed"
+expect 2 "retry-parked without --admin" -- "$troupe" queue retry-parked --data "$db" --queue orders --skey 00
+expect 2 "delete-parked without --skey" -- "$troupe" queue delete-parked --admin http://127.0.0.1:1 --queue orders
+expect 2 "retry-parked with a bad --skey" -- "$troupe" queue retry-parked --admin http://127.0.0.1:1 --queue orders --skey xyz
 expect 2 "resume is not a command" -- "$troupe" queue resume --data "$db" --queue orders
 expect 2 "list with --queue" -- "$troupe" queue list --data "$db" --queue orders
 expect 2 "stats without --queue" -- "$troupe" queue stats --data "$db"
@@ -109,7 +114,7 @@ has err "not a pending cursor" "foreign cursor explained"
 
 # the commands changed nothing
 expect 0 "stats again" -- "$troupe" queue stats --data "$db" --queue orders
-has out '^queue orders partitions 4 pending 5 completed 3 malformed 0$' "inspection wrote no event"
+has out '^queue orders partitions 4 pending 5 completed 3 malformed 0 parked 0$' "inspection wrote no event"
 listing "$db" >"$tmp/after"
 cmp -s "$tmp/before" "$tmp/after" && ok "inspection wrote nothing in the database" ||
     { bad "inspection changed the database"; diff "$tmp/before" "$tmp/after"; }
@@ -119,7 +124,7 @@ cmp -s "$tmp/before" "$tmp/after" && ok "inspection wrote nothing in the databas
 node_pid=$!
 if wait_for "$tmp/node.out" "listening on tcp://"; then
     expect 0 "queue stats beside the running node" -- "$troupe" queue stats --data "$db" --queue orders
-    has out '^queue orders partitions 4 pending 5 completed 3 malformed 0$' "the node's database inspected"
+    has out '^queue orders partitions 4 pending 5 completed 3 malformed 0 parked 0$' "the node's database inspected"
     expect 0 "queue list beside the running node" -- "$troupe" queue list --data "$db"
     has out '^queues 2$' "the node's queues listed"
 else

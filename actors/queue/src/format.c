@@ -195,6 +195,19 @@ rd_end(troupe_key_reader *r)
     return troupe_key_read(r, &it) == TROUPE_ENOENT;
 }
 
+/* (space, partition, time, order, id) with nothing after: the layout of
+ * pending keys and of attempts record keys. */
+static bool
+rd_due(troupe_key_reader *r, const char *space, troupe_key_item *a,
+       troupe_key_item *b, troupe_key_item *c, troupe_key_item *d)
+{
+    return rd_space(r, space) && rd(r, TROUPE_KEY_INT64, a) &&
+           rd(r, TROUPE_KEY_INT64, b) && rd(r, TROUPE_KEY_UINT64, c) &&
+           rd(r, TROUPE_KEY_BYTES, d) && d->v.s.len > 0 && rd_end(r) &&
+           a->v.i64 >= 0 && a->v.i64 < TROUPE_QUEUE_PARTITIONS_MAX &&
+           b->v.i64 >= 0;
+}
+
 troupe_err
 troupe__tq_pkey_decode(const void *k, size_t len, uint32_t *part, int64_t *time,
                        uint64_t *order)
@@ -202,11 +215,7 @@ troupe__tq_pkey_decode(const void *k, size_t len, uint32_t *part, int64_t *time,
     troupe_key_reader r;
     troupe_key_item a, b, c, d;
     troupe_key_reader_init(&r, k, len);
-    bool ok = rd_space(&r, TQ_PENDING) && rd(&r, TROUPE_KEY_INT64, &a) &&
-              rd(&r, TROUPE_KEY_INT64, &b) && rd(&r, TROUPE_KEY_UINT64, &c) &&
-              rd(&r, TROUPE_KEY_BYTES, &d) && d.v.s.len > 0 && rd_end(&r) &&
-              a.v.i64 >= 0 && a.v.i64 < TROUPE_QUEUE_PARTITIONS_MAX &&
-              b.v.i64 >= 0;
+    bool ok = rd_due(&r, TQ_PENDING, &a, &b, &c, &d);
     troupe_key_reader_fini(&r);
     if (!ok)
         return TROUPE_EINVAL;
@@ -451,22 +460,28 @@ entry_key(troupe_key_writer *w, const char *name)
 }
 
 troupe_err
-troupe__tq_entry_pack(const char *name, uint64_t id, uint32_t parts,
-                      int64_t retention, troupe_key_writer *w, troupe_packer *p)
+troupe__tq_entry_pack(const char *name, const tq_entry *en,
+                      troupe_key_writer *w, troupe_packer *p)
 {
     entry_key(w, name);
-    troupe_pack_array(p, 4);
-    troupe_pack_uint(p, 1);
-    troupe_pack_uint(p, id);
-    troupe_pack_uint(p, parts);
-    troupe_pack_int(p, retention);
+    /* Version 1 while neither field of version 2 is set, so that a
+     * database that uses neither stays readable by older builds. */
+    bool v2 = en->max_attempts != 0 || en->paused;
+    troupe_pack_array(p, v2 ? 6 : 4);
+    troupe_pack_uint(p, v2 ? 2 : 1);
+    troupe_pack_uint(p, en->id);
+    troupe_pack_uint(p, en->partitions);
+    troupe_pack_int(p, en->retention_ms);
+    if (v2) {
+        troupe_pack_uint(p, en->max_attempts);
+        troupe_pack_bool(p, en->paused);
+    }
     return w->err != TROUPE_OK ? w->err : p->err;
 }
 
 troupe_err
 troupe__tq_entry_decode(const void *k, size_t klen, const void *v, size_t vlen,
-                        char name[TROUPE_QUEUE_NAME_MAX + 1], uint64_t *id,
-                        uint32_t *parts, int64_t *retention)
+                        char name[TROUPE_QUEUE_NAME_MAX + 1], tq_entry *en)
 {
     troupe_key_reader kr;
     troupe_key_item a, b;
@@ -485,31 +500,177 @@ troupe__tq_entry_decode(const void *k, size_t klen, const void *v, size_t vlen,
              troupe_key_read(&kr, &a) == TROUPE_ENOENT;
     }
     troupe_key_reader_fini(&kr);
-    troupe_err e = troupe__tq_entry_value_decode(v, vlen, id, parts, retention);
+    troupe_err e = troupe__tq_entry_value_decode(v, vlen, en);
     return ok ? e : TROUPE_ECORRUPT;
 }
 
 troupe_err
-troupe__tq_entry_value_decode(const void *v, size_t vlen, uint64_t *id,
-                              uint32_t *parts, int64_t *retention)
+troupe__tq_entry_value_decode(const void *v, size_t vlen, tq_entry *en)
 {
     troupe_reader r;
     uint64_t ver = 0, i = 0;
-    uint32_t n = 0;
+    uint32_t n = 0, cnt = 0, maxa = 0;
     int64_t ret = -1;
+    bool paused = false;
     troupe_reader_init(&r, v, vlen);
-    troupe_read_array_n(&r, 4);
+    troupe_read_array(&r, &cnt);
     troupe_read_uint(&r, &ver);
     troupe_read_uint(&r, &i);
     troupe_read_u32(&r, &n);
     troupe_read_int(&r, &ret);
-    if (troupe_read_end(&r) != TROUPE_OK || ver != 1 || i == 0 || n == 0 ||
-        n > TROUPE_QUEUE_PARTITIONS_MAX || ret < 0)
+    /* version 1: 4 fields; version 2 adds max_attempts and paused */
+    if (ver == 2 && cnt == 6) {
+        troupe_read_u32(&r, &maxa);
+        troupe_read_bool(&r, &paused);
+    }
+    if (troupe_read_end(&r) != TROUPE_OK ||
+        !((ver == 1 && cnt == 4) || (ver == 2 && cnt == 6)) || i == 0 ||
+        n == 0 || n > TROUPE_QUEUE_PARTITIONS_MAX || ret < 0 ||
+        maxa > TROUPE_QUEUE_ATTEMPTS_MAX)
         return TROUPE_ECORRUPT;
-    *id = i;
-    *parts = n;
-    *retention = ret;
+    *en = (tq_entry){.id = i,
+                     .partitions = n,
+                     .retention_ms = ret,
+                     .max_attempts = maxa,
+                     .paused = paused};
     return TROUPE_OK;
+}
+
+/* ---- the attempts record ---------------------------------------------- */
+
+troupe_err
+troupe__tq_akey(troupe_key_writer *w, const void *skey, size_t slen)
+{
+    uint32_t part;
+    int64_t time;
+    uint64_t order;
+    troupe_key_reader r;
+    const uint8_t *id = NULL;
+    size_t idl = 0;
+    bool rinit = false;
+    troupe_err e = troupe__tq_pkey_decode(skey, slen, &part, &time, &order);
+    if (e == TROUPE_OK) {
+        e = troupe__tq_key_id(skey, slen, &r, &id, &idl);
+        rinit = true;
+    }
+    if (e == TROUPE_OK) {
+        troupe_key_writer_reset(w);
+        troupe_key_put_string(w, TQ_ATTEMPTS, 1);
+        troupe_key_put_int64(w, part);
+        troupe_key_put_int64(w, time);
+        troupe_key_put_uint64(w, order);
+        e = troupe_key_put_bytes(w, id, idl);
+    }
+    if (rinit)
+        troupe_key_reader_fini(&r);
+    return e;
+}
+
+troupe_err
+troupe__tq_akey_pkey(troupe_key_writer *w, const void *akey, size_t alen)
+{
+    troupe_key_reader r;
+    troupe_key_item a, b, c, d;
+    troupe_key_reader_init(&r, akey, alen);
+    bool ok = rd_due(&r, TQ_ATTEMPTS, &a, &b, &c, &d);
+    troupe_err e = ok ? troupe__tq_pkey(w, (uint32_t)a.v.i64, b.v.i64, c.v.u64,
+                                        d.v.s.ptr, d.v.s.len)
+                      : TROUPE_ECORRUPT;
+    troupe_key_reader_fini(&r);
+    return e;
+}
+
+troupe_err
+troupe__tq_att_pack(const tq_att *a, troupe_packer *p)
+{
+    troupe_pack_array(p, 4);
+    troupe_pack_uint(p, 1);
+    troupe_pack_uint(p, a->attempts);
+    troupe_pack_bool(p, a->parked);
+    if (a->error != NULL)
+        troupe_pack_bin(p, a->error,
+                        a->error_len < TROUPE_QUEUE_ERROR_MAX
+                            ? a->error_len
+                            : TROUPE_QUEUE_ERROR_MAX);
+    else
+        troupe_pack_nil(p);
+    return p->err;
+}
+
+troupe_err
+troupe__tq_att_decode(const void *v, size_t len, tq_att *a)
+{
+    troupe_reader r;
+    uint64_t ver = 0;
+    uint32_t n = 0;
+    bool parked = false;
+    const void *err = NULL;
+    size_t errl = 0;
+    troupe_reader_init(&r, v, len);
+    troupe_read_array_n(&r, 4);
+    troupe_read_uint(&r, &ver);
+    troupe_read_u32(&r, &n);
+    troupe_read_bool(&r, &parked);
+    if (!troupe_read_try_nil(&r))
+        troupe_read_bin(&r, TROUPE_QUEUE_ERROR_MAX, &err, &errl);
+    if (troupe_read_end(&r) != TROUPE_OK || ver != 1 || n == 0)
+        return TROUPE_ECORRUPT;
+    *a = (tq_att){
+        .attempts = n, .parked = parked, .error = err, .error_len = errl};
+    return TROUPE_OK;
+}
+
+troupe_err
+troupe__tq_att_write(troupe_batch *b, troupe_cf *cf, const void *skey,
+                     size_t slen, const tq_att *a)
+{
+    troupe_key_writer w;
+    troupe_key_writer_init(&w);
+    troupe_packer p;
+    troupe_pack_init(&p);
+    const uint8_t *k;
+    size_t kl;
+    troupe_err e = troupe__tq_akey(&w, skey, slen);
+    if (e == TROUPE_OK)
+        e = troupe_key_writer_finish(&w, &k, &kl);
+    if (e == TROUPE_OK && a == NULL)
+        e = troupe_batch_delete(b, cf, k, kl);
+    else if (e == TROUPE_OK && (e = troupe__tq_att_pack(a, &p)) == TROUPE_OK) {
+        size_t n = 0;
+        const void *v = troupe_pack_data(&p, &n);
+        e = troupe_batch_put(b, cf, k, kl, v, n);
+    }
+    troupe_pack_fini(&p);
+    troupe_key_writer_fini(&w);
+    return e;
+}
+
+troupe_err
+troupe__tq_att_get(const tq_queue *q, troupe_snapshot *snap, const void *skey,
+                   size_t slen, tq_att *a, void **buf)
+{
+    *buf = NULL;
+    *a = (tq_att){0};
+    troupe_key_writer w;
+    troupe_key_writer_init(&w);
+    const uint8_t *k;
+    size_t kl;
+    size_t vl = 0;
+    troupe_err e = troupe__tq_akey(&w, skey, slen);
+    if (e == TROUPE_OK)
+        e = troupe_key_writer_finish(&w, &k, &kl);
+    if (e == TROUPE_OK)
+        e = troupe_db_get(q->db, q->cf, snap, k, kl, buf, &vl);
+    troupe_key_writer_fini(&w);
+    if (e == TROUPE_ENOENT)
+        return TROUPE_OK; /* never delivered since its publication */
+    if (e == TROUPE_OK && (e = troupe__tq_att_decode(*buf, vl, a)) != TROUPE_OK)
+        *a = (tq_att){0};
+    if (e != TROUPE_OK) {
+        troupe_free(*buf);
+        *buf = NULL;
+    }
+    return e;
 }
 
 /* ---- the blocking commit ---------------------------------------------- */

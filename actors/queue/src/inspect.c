@@ -1,8 +1,11 @@
 /*
- * Inspection: pages of pending or completed invocations (with the cursor
- * of the next page), every invocation of one event id, the counts per
- * state and partition, and the handler counters. Every read is of one
- * snapshot; nothing here writes, so a read-only set serves all of it.
+ * Inspection: pages of pending, completed or parked invocations (with the
+ * cursor of the next page), every invocation of one event id, the counts
+ * per state and partition, and the handler counters. A pending row is
+ * shown with its attempts record (the same snapshot); parked rows are
+ * found through the records ("a" space, in the pending rows' order).
+ * Every read is of one snapshot; nothing here writes, so a read-only set
+ * serves all of it.
  */
 #include <string.h>
 
@@ -38,10 +41,28 @@ troupe_queue_page_destroy(troupe_queue_page *p)
     troupe_free(pb);
 }
 
-/* Copies a row into the box and decodes it as the next item. */
 static troupe_err
-box_add(tq_pagebox *pb, const tq_queue *q, const void *k, size_t kl,
-        const void *v, size_t vl)
+box_keep(tq_pagebox *pb, void *buf)
+{
+    if (pb->nbufs == pb->capbufs) {
+        size_t nc = pb->capbufs ? 2 * pb->capbufs : 16;
+        void **a = troupe_realloc(pb->bufs, nc * sizeof(*a));
+        if (a == NULL) {
+            troupe_free(buf);
+            return TROUPE_ENOMEM;
+        }
+        pb->bufs = a;
+        pb->capbufs = nc;
+    }
+    pb->bufs[pb->nbufs++] = buf;
+    return TROUPE_OK;
+}
+
+/* Copies a row into the box and decodes it as the next item; a pending
+ * row gets its attempts record of snap. */
+static troupe_err
+box_add(tq_pagebox *pb, const tq_queue *q, troupe_snapshot *snap, const void *k,
+        size_t kl, const void *v, size_t vl)
 {
     if (pb->n == pb->cap) {
         size_t nc = pb->cap ? 2 * pb->cap : 16;
@@ -65,7 +86,21 @@ box_add(tq_pagebox *pb, const tq_queue *q, const void *k, size_t kl,
     memcpy(buf, k, kl);
     memcpy(buf + kl, v, vl);
     pb->bufs[pb->nbufs++] = buf;
-    troupe_err e = troupe__tq_item(q, buf, kl, buf + kl, vl, &pb->items[pb->n]);
+    troupe_queue_item *it = &pb->items[pb->n];
+    troupe_err e = troupe__tq_item(q, buf, kl, buf + kl, vl, it);
+    if (e == TROUPE_OK && !it->completed) {
+        tq_att a;
+        void *ab = NULL;
+        e = troupe__tq_att_get(q, snap, buf, kl, &a, &ab);
+        if (e == TROUPE_OK && ab != NULL)
+            e = box_keep(pb, ab);
+        if (e == TROUPE_OK) {
+            it->attempts = a.attempts;
+            it->parked = a.parked;
+            it->last_error = a.error;
+            it->last_error_len = a.error_len;
+        }
+    }
     if (e == TROUPE_OK)
         pb->n++;
     return e;
@@ -99,6 +134,91 @@ space_range(troupe_key_writer *w, const char *space, troupe_range *r)
     return troupe_key_writer_range(w, r);
 }
 
+/* A page of parked invocations: the attempts records from the cursor's
+ * on (its skey's record key), each parked one's row read in the same
+ * snapshot. `more`: another record follows (it may not be parked). */
+static troupe_err
+list_parked(troupe_queues *qs, tq_queue *q, const void *cursor,
+            size_t cursor_len, size_t limit, troupe_queue_page **out)
+{
+    /* w: the range (the iterator reads it); aw: the cursor's record key;
+     * pw: each parked row's key */
+    troupe_key_writer w, aw, pw;
+    troupe_key_writer_init(&w);
+    troupe_key_writer_init(&aw);
+    troupe_key_writer_init(&pw);
+    troupe_range r;
+    troupe_snapshot *snap = NULL;
+    troupe_iter *it = NULL;
+    tq_pagebox *pb = troupe_calloc(1, sizeof(*pb));
+    troupe_err e =
+        pb == NULL ? TROUPE_ENOMEM : space_range(&w, TQ_ATTEMPTS, &r);
+    const void *after = NULL;
+    size_t afterlen = 0;
+    if (e == TROUPE_OK && cursor != NULL) {
+        const void *sk = NULL;
+        size_t skl = 0;
+        e = troupe__cursor_key(cursor, cursor_len, TROUPE_CURSOR_QUEUE, q->id,
+                               &sk, &skl);
+        if (e == TROUPE_OK && troupe__tq_akey(&aw, sk, skl) != TROUPE_OK)
+            e = troupe__errf(TROUPE_ERANGE, "the cursor does not name a "
+                                            "pending invocation");
+        const uint8_t *ak;
+        if (e == TROUPE_OK &&
+            (e = troupe_key_writer_finish(&aw, &ak, &afterlen)) == TROUPE_OK)
+            after = ak;
+    }
+    if (e == TROUPE_OK)
+        e = troupe_snapshot_create(qs->db, &snap);
+    if (e == TROUPE_OK)
+        e = troupe_iter_create(qs->db, q->cf, snap, &r, after, afterlen, false,
+                               &it);
+    troupe_kv kv;
+    bool more = false;
+    while (e == TROUPE_OK && (e = troupe_iter_next(it, &kv)) == TROUPE_OK) {
+        if (pb->n == limit) {
+            more = true;
+            break;
+        }
+        tq_att a;
+        if (troupe__tq_att_decode(kv.val, kv.val_len, &a) != TROUPE_OK) {
+            e = TROUPE_ECORRUPT;
+            break;
+        }
+        if (!a.parked)
+            continue;
+        const uint8_t *sk;
+        size_t skl = 0;
+        void *val = NULL;
+        size_t vl = 0;
+        e = troupe__tq_akey_pkey(&pw, kv.key, kv.key_len);
+        if (e == TROUPE_OK)
+            e = troupe_key_writer_finish(&pw, &sk, &skl);
+        if (e == TROUPE_OK)
+            e = troupe_db_get(qs->db, q->cf, snap, sk, skl, &val, &vl);
+        if (e == TROUPE_ENOENT)
+            e = TROUPE_ECORRUPT; /* a record without its row */
+        if (e == TROUPE_OK)
+            e = box_add(pb, q, snap, sk, skl, val, vl);
+        troupe_free(val);
+    }
+    if (e == TROUPE_ENOENT)
+        e = TROUPE_OK;
+    if (e == TROUPE_OK)
+        e = box_finish(pb, q, more);
+    if (e == TROUPE_OK) {
+        *out = &pb->pub;
+    } else {
+        troupe_queue_page_destroy(pb ? &pb->pub : NULL);
+    }
+    troupe_iter_destroy(it);
+    troupe_snapshot_destroy(snap);
+    troupe_key_writer_fini(&pw);
+    troupe_key_writer_fini(&aw);
+    troupe_key_writer_fini(&w);
+    return e;
+}
+
 troupe_err
 troupe_queue_list_wait(troupe_queues *qs, const char *queue,
                        troupe_queue_state state, const void *cursor,
@@ -108,7 +228,8 @@ troupe_queue_list_wait(troupe_queues *qs, const char *queue,
     if (be != TROUPE_OK)
         return be;
     if (out == NULL || limit == 0 || limit > TROUPE_QUEUE_PAGE_MAX ||
-        (state != TROUPE_QUEUE_PENDING && state != TROUPE_QUEUE_COMPLETED) ||
+        (state != TROUPE_QUEUE_PENDING && state != TROUPE_QUEUE_COMPLETED &&
+         state != TROUPE_QUEUE_PARKED) ||
         (cursor != NULL && cursor_len == 0) ||
         (cursor == NULL && cursor_len != 0))
         return TROUPE_EINVAL;
@@ -116,6 +237,11 @@ troupe_queue_list_wait(troupe_queues *qs, const char *queue,
     troupe_err e = troupe__tq_find(qs, queue, &q);
     if (e != TROUPE_OK)
         return e;
+    if (state == TROUPE_QUEUE_PARKED) {
+        e = list_parked(qs, q, cursor, cursor_len, limit, out);
+        troupe__tq_release(q);
+        return e;
+    }
     troupe_key_writer w;
     troupe_key_writer_init(&w);
     troupe_range r;
@@ -148,7 +274,7 @@ troupe_queue_list_wait(troupe_queues *qs, const char *queue,
         if (e != TROUPE_OK)
             break;
         for (size_t i = 0; e == TROUPE_OK && i < next->n; i++)
-            e = box_add(pb, q, next->items[i].key, next->items[i].key_len,
+            e = box_add(pb, q, snap, next->items[i].key, next->items[i].key_len,
                         next->items[i].val, next->items[i].val_len);
         more = next->more && next->n > 0;
         troupe_page_destroy(pg); /* the previous chunk: after points in */
@@ -210,7 +336,7 @@ troupe_queue_lookup_wait(troupe_queues *qs, const char *queue, const void *id,
         if (e == TROUPE_ENOENT)
             e = TROUPE_ECORRUPT; /* an id entry without its row */
         if (e == TROUPE_OK)
-            e = box_add(pb, q, sk, skl, val, vl);
+            e = box_add(pb, q, snap, sk, skl, val, vl);
         /* the row it points at must be of that id */
         if (e == TROUPE_OK &&
             (pb->items[pb->n - 1].id_len != id_len ||
@@ -251,13 +377,14 @@ troupe_queue_stats_wait(troupe_queues *qs, const char *queue,
     if (e != TROUPE_OK)
         return e;
     troupe_queue_stats *st =
-        troupe_calloc(1, sizeof(*st) + 2 * q->partitions * sizeof(uint64_t));
+        troupe_calloc(1, sizeof(*st) + 3 * q->partitions * sizeof(uint64_t));
     troupe_snapshot *snap = NULL;
     e = st == NULL ? TROUPE_ENOMEM : troupe_snapshot_create(qs->db, &snap);
     if (e == TROUPE_OK) {
         st->partitions = q->partitions;
         st->pending_by_p = (uint64_t *)(st + 1);
         st->completed_by_p = st->pending_by_p + q->partitions;
+        st->parked_by_p = st->completed_by_p + q->partitions;
         st->oldest_due_ms = -1;
     }
     troupe_key_writer w;
@@ -272,18 +399,31 @@ troupe_queue_stats_wait(troupe_queues *qs, const char *queue,
         troupe_kv kv;
         while (e == TROUPE_OK && (e = troupe_iter_next(it, &kv)) == TROUPE_OK) {
             troupe_queue_item item;
+            tq_att a;
+            void *ab = NULL;
             if (troupe__tq_item(q, kv.key, kv.key_len, kv.val, kv.val_len,
                                 &item) != TROUPE_OK) {
                 st->malformed++;
             } else if (item.completed) {
                 st->completed++;
                 st->completed_by_p[item.partition]++;
+            } else if ((e = troupe__tq_att_get(q, snap, kv.key, kv.key_len, &a,
+                                               &ab)) != TROUPE_OK) {
+                if (e != TROUPE_ECORRUPT)
+                    break;
+                e = TROUPE_OK; /* its attempts record does not decode */
+                st->malformed++;
+            } else if (a.parked) {
+                st->parked++;
+                st->parked_by_p[item.partition]++;
             } else {
                 st->pending++;
                 st->pending_by_p[item.partition]++;
                 if (st->oldest_due_ms < 0 || item.time_ms < st->oldest_due_ms)
                     st->oldest_due_ms = item.time_ms;
             }
+            troupe_free(ab);
+            ab = NULL;
         }
         if (e == TROUPE_ENOENT)
             e = TROUPE_OK;

@@ -107,6 +107,8 @@ troupe__tq_outcome_batch(tq_queue *q, const void *skey, size_t slen,
         e = troupe_batch_delete(b, q->cf, skey, slen);
     if (e == TROUPE_OK)
         e = troupe__tq_entries(b, q->cf, &it, skey, slen, false, false);
+    if (e == TROUPE_OK) /* the attempts record goes with the pending row */
+        e = troupe__tq_att_write(b, q->cf, skey, slen, NULL);
     if (e == TROUPE_OK)
         e = troupe_batch_put(b, q->cf, ck, ckl, val, vlen);
     if (e == TROUPE_OK)

@@ -73,6 +73,8 @@ owner_entry(owner_del *od, const troupe_kv *kv)
         if (e == TROUPE_OK)
             e = troupe__tq_entries(od->b, q->cf, &item, skey, slen,
                                    item.completed, false);
+        if (e == TROUPE_OK && !item.completed) /* its attempts go with it */
+            e = troupe__tq_att_write(od->b, q->cf, skey, slen, NULL);
         od->nb++;
     }
     troupe_free(val);

@@ -1,7 +1,7 @@
 /*
  * queue_partition: one actor per partition of a queue. It owns the
  * partition's delivery: the fairness pass, the one due timer, the
- * workers subscribed to it and the attempt counts. It is a producer of
+ * workers subscribed to it and the attempts records. It is a producer of
  * dispatch tasks (troupe/internal/dispatch.h): each delivery is a task
  * for the worker's target, under that target's credit and deadline.
  * Storage is read on the worker pool's STORAGE lane, in chunks of at
@@ -30,6 +30,18 @@
  * low-water key (tq_part.low), not at the partition's front, so it does
  * not step over the tombstones of every row acknowledged so far.
  *
+ * Attempts (docs/queue.md, "Attempts and parking"). Each delivery writes
+ * its invocation's attempts record, ("a", ...) -> [1, n, parked, error],
+ * through the commit pipeline with the worker's durability, and submits
+ * the task from that commit's callback: a handler never sees an attempt
+ * number a crash could give it again. The scan reads each row's record
+ * on the pool thread with the rows; a row whose record says parked is
+ * skipped, and one whose stored attempts reached the queue's
+ * max_attempts without being parked (its last attempt did not end: a
+ * crash, a stop) is parked here, never delivered. A job that settles
+ * while a read is on the pool is remembered with its attempt until that
+ * read comes back (`gone`), as the read may predate its record.
+ *
  * A claim (queue_int.h) keeps an invocation from a second delivery while
  * it is in flight. A chunk read before an outcome committed may still
  * show the row after its claim is released, so the pool thread reads the
@@ -51,6 +63,7 @@
  * would need a second path for pull workers and would hold the task
  * from inside fn, which the dispatch does not offer.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "queue_int.h"
@@ -59,26 +72,28 @@
 #include "troupe/pack.h"
 #include "troupe/storage.h"
 
-/* Attempt counts kept per partition (oldest dropped beyond). */
-#define ATT_MAX 65536
-
+/* A job that settled while a read was on the pool: completed (done), or
+ * left pending after `attempts` (parked or not). */
 typedef struct tq_gone {
     uint8_t *key;
     size_t len;
+    bool done, parked;
+    uint32_t attempts;
 } tq_gone;
 
-typedef struct tq_att {
-    uint8_t *key;
-    size_t len;
-    uint32_t n;
-} tq_att;
+/* A row's attempts record as the scan read it. */
+typedef struct tq_seen {
+    uint32_t attempts;
+    bool parked;
+    bool bad; /* the record does not decode: the row is left in place */
+} tq_seen;
 
 typedef struct tq_scan {
-    troupe_db *db;
-    troupe_cf *cf;
+    tq_queue *q; /* a reference of the scan's */
     uint8_t *start, *end;
     size_t slen, elen;
     troupe_page *page;
+    tq_seen *seen; /* [page->n] (TQ_SCAN_DONE) */
     troupe_err err;
 } tq_scan;
 
@@ -118,8 +133,6 @@ typedef struct tq_part {
     bool timer_on;
     int64_t timer_at;
     uint64_t timer_id;
-    tq_att *att;
-    size_t natt, capatt;
 } tq_part;
 
 /* What a partition actor is spawned with. */
@@ -171,65 +184,27 @@ bucket_key(tq_part *s, int64_t time, bool with_time, uint8_t **out, size_t *len)
     return ok;
 }
 
-static uint32_t
-att_bump(tq_part *s, const uint8_t *k, size_t len)
-{
-    for (size_t i = 0; i < s->natt; i++)
-        if (s->att[i].len == len && memcmp(s->att[i].key, k, len) == 0)
-            return ++s->att[i].n;
-    if (s->natt == ATT_MAX) {
-        troupe_free(s->att[0].key);
-        memmove(s->att, s->att + 1, (--s->natt) * sizeof(*s->att));
-    }
-    if (s->natt == s->capatt) {
-        size_t nc = s->capatt ? 2 * s->capatt : 16;
-        tq_att *a = troupe_realloc(s->att, nc * sizeof(*a));
-        if (a == NULL)
-            return 1;
-        s->att = a;
-        s->capatt = nc;
-    }
-    uint8_t *c = troupe_malloc(len);
-    if (c == NULL)
-        return 1;
-    memcpy(c, k, len);
-    s->att[s->natt++] = (tq_att){c, len, 1};
-    return 1;
-}
-
 static void
-att_del(tq_part *s, const uint8_t *k, size_t len)
-{
-    for (size_t i = 0; i < s->natt; i++)
-        if (s->att[i].len == len && memcmp(s->att[i].key, k, len) == 0) {
-            troupe_free(s->att[i].key);
-            memmove(s->att + i, s->att + i + 1,
-                    (s->natt - i - 1) * sizeof(*s->att));
-            s->natt--;
-            return;
-        }
-}
-
-static void
-gone_add(tq_part *s, const uint8_t *k, size_t len)
+gone_add(tq_part *s, const tq_job *j)
 {
     tq_gone *a = troupe_realloc(s->gone, (s->ngone + 1) * sizeof(*a));
-    uint8_t *c = a != NULL ? troupe_malloc(len) : NULL;
+    uint8_t *c = a != NULL ? troupe_malloc(j->sklen) : NULL;
     if (a != NULL)
         s->gone = a;
     if (c == NULL)
         return; /* then the read may offer it: a duplicate, not a loss */
-    memcpy(c, k, len);
-    s->gone[s->ngone++] = (tq_gone){c, len};
+    memcpy(c, j->skey, j->sklen);
+    s->gone[s->ngone++] =
+        (tq_gone){c, j->sklen, j->completed, j->parked, j->attempt};
 }
 
-static bool
-gone_has(const tq_part *s, const uint8_t *k, size_t len)
+static const tq_gone *
+gone_find(const tq_part *s, const uint8_t *k, size_t len)
 {
     for (size_t i = 0; i < s->ngone; i++)
         if (s->gone[i].len == len && memcmp(s->gone[i].key, k, len) == 0)
-            return true;
-    return false;
+            return &s->gone[i];
+    return NULL;
 }
 
 static void
@@ -294,58 +269,180 @@ credit_any(tq_part *s)
 
 /* ---- deliveries ------------------------------------------------------ */
 
-/* Offers the claimed row kv to w, whose credit is taken: false when it
- * was not offered (the claim and the credit are given back). */
 static bool
-deliver(troupe_actor *self, tq_part *s, troupe_queue_worker *w,
-        const troupe_kv *kv, const troupe_queue_item *it)
+attempt_commit(tq_job *j, const tq_att *a, troupe_sync sync,
+               troupe_commit_cb cb);
+
+/* The record of a delivery its target refused is back to what it was:
+ * the job goes back to the partition, which tries again in a second (the
+ * target's slots may stay held by callbacks past their deadline). */
+static void
+attempt_unwritten(troupe_err err, void *arg)
 {
-    tq_job *j = troupe_calloc(1, sizeof(*j));
-    uint8_t *buf = troupe_malloc(kv->key_len + kv->val_len + 1);
-    if (j == NULL || buf == NULL || !troupe__tq_worker_hold(w)) {
-        troupe__tq_unclaim(s->q, kv->key, kv->key_len);
+    tq_job *j = arg;
+    /* what the partition remembers of it until a read in flight is back:
+     * the number before (when not undone, the record's is higher, and that
+     * number is skipped, never reused) */
+    if (err == TROUPE_OK)
+        j->attempt--;
+    j->att_failed = true;
+    troupe__tq_job_abort(j);
+}
+
+/* The delivery's attempts record committed (on the pipeline's writer):
+ * the task goes to the worker's target now. A failed commit gives the
+ * delivery up (the job settles; the row stays pending). A refused submit
+ * (ESTATE: stopping; EBUSY: every slot held by callbacks past their
+ * deadline, or not yet let go by ones that just returned) puts the record
+ * back first, so that no attempt a handler never saw counts. */
+static void
+attempt_written(troupe_err err, void *arg)
+{
+    tq_job *j = arg;
+    troupe_queue_worker *w = j->w;
+    if (err != TROUPE_OK) {
         troupe__target_credit_give(w->target);
-        troupe_free(j);
-        troupe_free(buf);
-        return false;
+        j->att_failed = true;
+        troupe__tq_job_abort(j);
+        return;
     }
-    memcpy(buf, kv->key, kv->key_len);
-    memcpy(buf + kv->key_len, kv->val, kv->val_len);
-    j->q = troupe__tq_retain(s->q);
-    atomic_fetch_add(&w->refs, 1);
-    j->w = w;
-    j->rt = troupe_actor_runtime(self);
-    j->part = troupe_self(self);
-    j->resched_part = UINT32_MAX;
-    /* done's side, and the handler's for a callback worker */
-    atomic_init(&j->refs, w->handler != NULL ? 2 : 1);
-    j->skey = buf;
-    j->sklen = kv->key_len;
-    j->val = buf + kv->key_len;
-    j->vlen = kv->val_len;
-    atomic_init(&j->state, J_RUN);
-    j->attempt = att_bump(s, j->skey, j->sklen);
     troupe__task_in in = {.kind = TROUPE_TASK_QUEUE, .attempt = j->attempt};
     uint8_t hdr[TROUPE_TASK_HEADER_MAX];
+    troupe_queue_item it;
     if (w->handler != NULL) {
         in.header = &j;
         in.header_len = sizeof(j);
-    } else {
+    } else if (troupe__tq_item(j->q, j->skey, j->sklen, j->val, j->vlen, &it) ==
+               TROUPE_OK) {
         in.header = hdr;
-        in.header_len = troupe__tq_pull_header(s->q, it, hdr);
-        in.body = it->payload;
-        in.body_len = it->payload_len;
+        in.header_len = troupe__tq_pull_header(j->q, &it, hdr);
+        in.body = it.payload;
+        in.body_len = it.payload_len;
+    } else { /* decoded by the scan: not reached */
+        troupe__target_credit_give(w->target);
+        j->att_failed = true;
+        troupe__tq_job_abort(j);
+        return;
     }
     /* A callback's handler is host code that may block for long: the
      * dispatch runs it on the HOST lane, so that it never holds up the
      * storage work of reads and commits. */
     if (troupe__target_submit(w->target, &in, troupe__tq_job_done, j, NULL) ==
         TROUPE_OK)
+        return;
+    /* refused: the credit is back; done never fires, nor the handler */
+    tq_att a = {.attempts = j->attempt - 1};
+    if (!attempt_commit(j, j->attempt > 1 ? &a : NULL, w->sync,
+                        attempt_unwritten))
+        attempt_unwritten(TROUPE_EFULL, j);
+}
+
+/* A job for the claimed row kv (copied) to worker w, or NULL (nothing
+ * taken: the caller gives the claim and the credit back). */
+static tq_job *
+job_new(troupe_actor *self, tq_part *s, troupe_queue_worker *w,
+        const troupe_kv *kv)
+{
+    tq_job *j = troupe_calloc(1, sizeof(*j));
+    uint8_t *buf = troupe_malloc(kv->key_len + kv->val_len + 1);
+    if (j == NULL || buf == NULL || (w != NULL && !troupe__tq_worker_hold(w))) {
+        troupe_free(j);
+        troupe_free(buf);
+        return NULL;
+    }
+    memcpy(buf, kv->key, kv->key_len);
+    memcpy(buf + kv->key_len, kv->val, kv->val_len);
+    j->q = troupe__tq_retain(s->q);
+    if (w != NULL)
+        atomic_fetch_add(&w->refs, 1);
+    j->w = w;
+    j->rt = troupe_actor_runtime(self);
+    j->part = troupe_self(self);
+    j->resched_part = UINT32_MAX;
+    /* done's side, and the handler's for a callback worker */
+    atomic_init(&j->refs, w != NULL && w->handler != NULL ? 2 : 1);
+    j->skey = buf;
+    j->sklen = kv->key_len;
+    j->val = buf + kv->key_len;
+    j->vlen = kv->val_len;
+    atomic_init(&j->state, J_RUN);
+    return j;
+}
+
+/* Submits the commit of j's attempts record a; cb(err, j) then runs on
+ * the pipeline's writer. false when it could not be submitted. */
+static bool
+attempt_commit(tq_job *j, const tq_att *a, troupe_sync sync,
+               troupe_commit_cb cb)
+{
+    troupe_batch *b = NULL;
+    troupe_err e = troupe_commit_batch(j->q->commit, &b);
+    if (e == TROUPE_OK)
+        e = troupe__tq_att_write(b, j->q->cf, j->skey, j->sklen, a);
+    if (e == TROUPE_OK)
+        e = troupe_commit_submit(j->q->commit, &b, sync, cb, j);
+    troupe_batch_destroy(b); /* NULL once submitted */
+    return e == TROUPE_OK;
+}
+
+/* Offers the claimed row kv to w, whose credit is taken, as attempt
+ * `attempt`: its record first, then the task (attempt_written). false
+ * when it was not offered (the claim and the credit are given back). */
+static bool
+deliver(troupe_actor *self, tq_part *s, troupe_queue_worker *w,
+        const troupe_kv *kv, uint32_t attempt)
+{
+    tq_job *j = job_new(self, s, w, kv);
+    if (j == NULL) {
+        troupe__tq_unclaim(s->q, kv->key, kv->key_len);
+        troupe__target_credit_give(w->target);
+        return false;
+    }
+    j->attempt = attempt;
+    tq_att a = {.attempts = attempt};
+    if (attempt_commit(j, &a, w->sync, attempt_written))
         return true;
-    /* refused (the credit is back): done never fires, nor the handler */
+    troupe__target_credit_give(w->target);
     troupe__tq_worker_done(w);
     troupe__tq_job_free(j); /* unclaims */
     return false;
+}
+
+/* The park of a row found at its limit committed (or not): the job goes
+ * back to the partition, which unclaims the row. */
+static void
+parked_at_scan(troupe_err err, void *arg)
+{
+    tq_job *j = arg;
+    j->parked = err == TROUPE_OK;
+    j->att_failed = err != TROUPE_OK;
+    troupe__tq_job_abort(j);
+}
+
+/* Parks the claimed row kv whose stored attempts reached the queue's
+ * max_attempts while its last attempt never ended (a crash, a stop, an
+ * outcome that did not commit): no worker, no delivery. */
+static void
+park(troupe_actor *self, tq_part *s, const troupe_kv *kv, uint32_t attempts)
+{
+    tq_job *j = job_new(self, s, NULL, kv);
+    char msg[160];
+    int n = snprintf(msg, sizeof(msg),
+                     "attempt %u of %u ended without an outcome (a crash, a "
+                     "stop, or an outcome that did not commit)",
+                     attempts, s->q->max_attempts);
+    tq_att a = {.attempts = attempts,
+                .parked = true,
+                .error = (const uint8_t *)msg,
+                .error_len = n > 0 ? (size_t)n : 0};
+    if (j != NULL) {
+        j->attempt = attempts;
+        if (attempt_commit(j, &a, TROUPE_SYNC_DEFAULT, parked_at_scan))
+            return;
+        troupe__tq_job_free(j); /* unclaims */
+        return;
+    }
+    troupe__tq_unclaim(s->q, kv->key, kv->key_len);
 }
 
 static void
@@ -358,6 +455,8 @@ scan_free(tq_scan *sc)
 {
     troupe_page_destroy(sc->page);
     troupe_free(sc->start);
+    troupe_free(sc->seen);
+    troupe__tq_release(sc->q);
     troupe_free(sc);
 }
 
@@ -373,8 +472,39 @@ scan_run(void *arg)
     tq_scan *sc = arg;
     troupe_range r;
     troupe_range_init_bounds(&r, sc->start, sc->slen, sc->end, sc->elen);
-    sc->err = troupe_db_scan(sc->db, sc->cf, NULL, &r, NULL, 0,
+    sc->err = troupe_db_scan(sc->q->db, sc->q->cf, NULL, &r, NULL, 0,
                              TROUPE_QUEUE_CHUNK, false, &sc->page);
+}
+
+/* A chunk of the pass: the rows, then each pending row's attempts record
+ * (point reads; a row that is not a pending key has none). */
+static void
+scan_pass_run(void *arg)
+{
+    tq_scan *sc = arg;
+    scan_run(sc);
+    if (sc->err != TROUPE_OK || sc->page->n == 0)
+        return;
+    sc->seen = troupe_calloc(sc->page->n, sizeof(*sc->seen));
+    if (sc->seen == NULL) {
+        sc->err = TROUPE_ENOMEM;
+        return;
+    }
+    for (size_t i = 0; i < sc->page->n; i++) {
+        const troupe_kv *kv = &sc->page->items[i];
+        tq_att a;
+        void *buf = NULL;
+        troupe_err e =
+            troupe__tq_att_get(sc->q, NULL, kv->key, kv->key_len, &a, &buf);
+        if (e == TROUPE_EINVAL)
+            continue; /* not a pending key: the pass skips it anyway */
+        if (e != TROUPE_OK && e != TROUPE_ECORRUPT) {
+            sc->err = e;
+            return;
+        }
+        sc->seen[i] = (tq_seen){a.attempts, a.parked, e == TROUPE_ECORRUPT};
+        troupe_free(buf);
+    }
 }
 
 /* Reads [start, end) (end NULL: to the partition's end) on the pool. */
@@ -385,11 +515,10 @@ scan_start(troupe_actor *self, tq_part *s, const uint8_t *start, size_t slen,
     tq_scan *sc = troupe_calloc(1, sizeof(*sc));
     if (sc == NULL)
         return false;
-    sc->db = s->q->db;
-    sc->cf = s->q->cf;
+    sc->q = troupe__tq_retain(s->q);
     sc->start = troupe_malloc(slen + elen);
     if (sc->start == NULL) {
-        troupe_free(sc);
+        scan_free(sc);
         return false;
     }
     memcpy(sc->start, start, slen);
@@ -397,7 +526,9 @@ scan_start(troupe_actor *self, tq_part *s, const uint8_t *start, size_t slen,
     sc->slen = slen;
     sc->end = sc->start + slen;
     sc->elen = elen;
-    if (troupe_work_submit(self, scan_run, sc, kind, scan_drop) != TROUPE_OK) {
+    if (troupe_work_submit(self,
+                           kind == TQ_SCAN_DONE ? scan_pass_run : scan_run, sc,
+                           kind, scan_drop) != TROUPE_OK) {
         scan_free(sc);
         return false;
     }
@@ -559,12 +690,26 @@ on_scan(troupe_actor *self, void *state, const troupe_msg *m)
             }
             continue;
         }
+        /* the stored attempts, or a later count of a job that settled
+         * while this read was out */
+        tq_seen seen = sc->seen[i];
+        const tq_gone *g = gone_find(s, kv->key, kv->key_len);
+        if (g != NULL && g->attempts > seen.attempts)
+            seen.attempts = g->attempts;
+        if (g != NULL && g->parked)
+            seen.parked = true;
         if (troupe__tq_claimed(s->q, kv->key, kv->key_len) ||
-            gone_has(s, kv->key, kv->key_len) ||
+            (g != NULL && g->done) || seen.parked || seen.bad ||
             troupe__tq_item(s->q, kv->key, kv->key_len, kv->val, kv->val_len,
                             &it) != TROUPE_OK) {
             set_bytes(&s->cur, &s->curlen, kv->key, kv->key_len, true);
-            continue; /* in flight, or a malformed value left in place */
+            continue; /* in flight, parked, or malformed: left in place */
+        }
+        if (s->q->max_attempts != 0 && seen.attempts >= s->q->max_attempts) {
+            if (troupe__tq_claim(s->q, kv->key, kv->key_len))
+                park(self, s, kv, seen.attempts);
+            set_bytes(&s->cur, &s->curlen, kv->key, kv->key_len, true);
+            continue;
         }
         troupe_queue_worker *w = pick(s);
         if (w == NULL) {
@@ -572,8 +717,10 @@ on_scan(troupe_actor *self, void *state, const troupe_msg *m)
             stalled = true;
             break;
         }
+        uint32_t attempt =
+            seen.attempts < UINT32_MAX ? seen.attempts + 1 : UINT32_MAX;
         if (troupe__tq_claim(s->q, kv->key, kv->key_len)) {
-            if (deliver(self, s, w, kv, &it))
+            if (deliver(self, s, w, kv, attempt))
                 s->delivered++;
         } else {
             troupe__target_credit_give(w->target);
@@ -627,11 +774,16 @@ on_settled(troupe_actor *self, void *state, const troupe_msg *m)
     if (j == NULL)
         return TROUPE_OK;
     bool done = j->completed;
-    if (done)
-        att_del(s, j->skey, j->sklen);
-    if (done && s->busy)
-        gone_add(s, j->skey, j->sklen);
+    bool failed = j->att_failed;
+    if (s->busy)
+        gone_add(s, j);
     troupe__tq_job_free(j);
+    /* The attempts record could not be written (the pipeline is full or
+     * failing): try again in a second rather than at once. */
+    if (failed) {
+        arm(self, s, troupe__tq_now(s->q) + 1000);
+        return TROUPE_OK;
+    }
     /* An outcome left the row pending (error, timeout): the next pass
      * delivers it again; continue or start one. A completed row needs no
      * pass (a reschedule's replacement comes with its notice). */
@@ -749,9 +901,6 @@ part_stop(troupe_actor *self, void *state, troupe_err reason)
     troupe_free(s->low);
     troupe_free(s->nlow);
     troupe_free(s->first);
-    for (size_t i = 0; i < s->natt; i++)
-        troupe_free(s->att[i].key);
-    troupe_free(s->att);
     gone_clear(s);
     memset(s, 0, sizeof(*s));
 }

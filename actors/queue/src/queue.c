@@ -204,9 +204,11 @@ mark_get(tq_queue *q, uint64_t *v)
 }
 
 troupe_err
-troupe__tq_queue_create(troupe_queues *qs, uint64_t id, const char *name,
-                        uint32_t parts, int64_t retention, tq_queue **out)
+troupe__tq_queue_create(troupe_queues *qs, const char *name, const tq_entry *en,
+                        tq_queue **out)
 {
+    uint64_t id = en->id;
+    uint32_t parts = en->partitions;
     char cfn[32];
     troupe__cf_name('q', id, cfn, sizeof(cfn));
     tq_queue *q = troupe_calloc(1, sizeof(*q));
@@ -223,7 +225,9 @@ troupe__tq_queue_create(troupe_queues *qs, uint64_t id, const char *name,
     q->clock_ctx = qs->clock_ctx;
     q->id = id;
     q->partitions = parts;
-    q->retention_ms = retention;
+    q->retention_ms = en->retention_ms;
+    q->max_attempts = en->max_attempts;
+    atomic_init(&q->paused, en->paused);
     q->name = troupe_strdup(name);
     q->parts = troupe_calloc(parts, sizeof(*q->parts));
     troupe_err e = q->name && q->parts ? TROUPE_OK : TROUPE_ENOMEM;

@@ -1,11 +1,14 @@
 /*
- * Creating and dropping queues: catalog jobs (troupe__ddl), in one order
- * with the tables' changes; each _wait form submits one and waits for its
- * end.
+ * Creating, dropping, pausing and resuming queues: catalog jobs
+ * (troupe__ddl), in one order with the tables' changes; each call submits
+ * one and waits for its end.
  *
  * Queues are entries of the catalog (actors/catalog) in its `meta`
  * family: key ("queue", name) -> msgpack [1, id, partitions,
- * retention_ms] (format.c's codec). Ids come from the catalog's one
+ * retention_ms], or [2, ..., max_attempts, paused] once either is set
+ * (format.c's codec). A pause or a resume rewrites the entry (synced)
+ * and only then changes what the partitions see, so a pause a caller was
+ * told of survives a crash. Ids come from the catalog's one
  * counter (never reused, so a dropped queue's family `q.<id>` never
  * collides with a new one's, nor with a table's families). A create
  * stores the counter (synced) before creating the family, then the entry
@@ -25,7 +28,8 @@ typedef struct qjob {
     troupe_queues *qs;
     troupe__waiter done;
     const troupe_queue_spec *spec; /* create */
-    const char *name;              /* drop */
+    const char *name;              /* drop, pause */
+    bool paused;                   /* pause (true) or resume */
     tq_queue *q; /* create: the queue being undone; drop: the queue,
                     unlisted */
 } qjob;
@@ -54,16 +58,15 @@ parts_stopped(void *arg)
     troupe__ddl_resume(arg);
 }
 
-/* The entry of a created queue (synced). */
+/* A queue's entry (synced). */
 static troupe_err
-put_entry(troupe_queues *qs, const troupe_queue_spec *spec, uint64_t id)
+put_entry(troupe_queues *qs, const char *name, const tq_entry *en)
 {
     troupe_key_writer w;
     troupe_key_writer_init(&w);
     troupe_packer p;
     troupe_pack_init(&p);
-    troupe_err ke = troupe__tq_entry_pack(spec->name, id, spec->partitions,
-                                          spec->retention_ms, &w, &p);
+    troupe_err ke = troupe__tq_entry_pack(name, en, &w, &p);
     size_t n;
     const void *v = troupe_pack_data(&p, &n);
     troupe__meta_batch m;
@@ -102,13 +105,16 @@ create_step(troupe__ddl *d)
     if (e == TROUPE_OK)
         e = troupe_db_cf_create(qs->db, cfn, NULL);
     tq_queue *q = NULL;
+    tq_entry en = {.id = id,
+                   .partitions = spec->partitions,
+                   .retention_ms = spec->retention_ms,
+                   .max_attempts = spec->max_attempts};
     if (e == TROUPE_OK)
-        e = troupe__tq_queue_create(qs, id, spec->name, spec->partitions,
-                                    spec->retention_ms, &q);
+        e = troupe__tq_queue_create(qs, spec->name, &en, &q);
     if (e == TROUPE_OK)
         e = troupe__tq_partitions_spawn(q);
     if (e == TROUPE_OK)
-        e = put_entry(qs, spec, id);
+        e = put_entry(qs, spec->name, &en);
     if (e == TROUPE_OK)
         e = troupe__tq_map_add(qs, q);
     d->err = e;
@@ -128,6 +134,11 @@ troupe_queues_create_wait(troupe_queues *qs, const troupe_queue_spec *spec)
         spec->partitions > TROUPE_QUEUE_PARTITIONS_MAX ||
         spec->retention_ms < 0)
         return TROUPE_EINVAL;
+    if (spec->max_attempts > TROUPE_QUEUE_ATTEMPTS_MAX)
+        return troupe__errf(TROUPE_EINVAL,
+                            "max_attempts %u over TROUPE_QUEUE_ATTEMPTS_MAX "
+                            "(%u)",
+                            spec->max_attempts, TROUPE_QUEUE_ATTEMPTS_MAX);
     troupe_err e = troupe__tq_writable(qs, "troupe_queues_create_wait");
     if (e == TROUPE_OK)
         e = troupe__block_check("troupe_queues_create_wait");
@@ -175,4 +186,57 @@ troupe_queues_drop_wait(troupe_queues *qs, const char *name)
         return e;
     qjob j = {.name = name};
     return qjob_run(&j, qs, drop_step);
+}
+
+/* (0) the entry rewritten with the new state (synced), then the state
+ * the partitions see; a resume kicks them -> DONE. */
+static troupe__ddl_step
+pause_step(troupe__ddl *d)
+{
+    qjob *j = (qjob *)d;
+    tq_queue *q = NULL;
+    d->err = troupe__tq_find(j->qs, j->name, &q);
+    if (d->err != TROUPE_OK)
+        return TROUPE__DDL_DONE;
+    tq_entry en = {.id = q->id,
+                   .partitions = q->partitions,
+                   .retention_ms = q->retention_ms,
+                   .max_attempts = q->max_attempts,
+                   .paused = j->paused};
+    d->err = put_entry(j->qs, q->name, &en);
+    if (d->err == TROUPE_OK) {
+        atomic_store(&q->paused, j->paused);
+        if (!j->paused)
+            troupe__tq_kick_range(q, 0, q->partitions - 1, TQ_KICK);
+    }
+    troupe__tq_release(q);
+    return TROUPE__DDL_DONE;
+}
+
+static troupe_err
+pause_run(troupe_queues *qs, const char *name, bool paused, const char *call)
+{
+    if (qs == NULL)
+        return TROUPE_EINVAL;
+    tq_queue *q = NULL; /* the name's errors, before anything is queued */
+    troupe_err e = troupe__tq_find_writable(qs, name, call, &q);
+    if (e != TROUPE_OK)
+        return e;
+    troupe__tq_release(q);
+    if ((e = troupe__block_check(call)) != TROUPE_OK)
+        return e;
+    qjob j = {.name = name, .paused = paused};
+    return qjob_run(&j, qs, pause_step);
+}
+
+troupe_err
+troupe_queue_pause(troupe_queues *qs, const char *queue)
+{
+    return pause_run(qs, queue, true, "troupe_queue_pause");
+}
+
+troupe_err
+troupe_queue_resume(troupe_queues *qs, const char *queue)
+{
+    return pause_run(qs, queue, false, "troupe_queue_resume");
 }

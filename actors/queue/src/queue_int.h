@@ -22,6 +22,7 @@
 #define TQ_OWNER "o"
 #define TQ_IDS "i"
 #define TQ_MARK "s"
+#define TQ_ATTEMPTS "a"
 
 /* Enqueue orders reserved per open of a queue (docs/queue.md). */
 #define TQ_ORDER_BLOCK (UINT64_C(1) << 32)
@@ -111,7 +112,7 @@ enum { J_RUN = 0, J_RETURNED, J_ABANDONED };
 
 typedef struct tq_job {
     tq_queue *q;
-    troupe_queue_worker *w;
+    troupe_queue_worker *w; /* NULL: a park at the scan, no delivery */
     troupe_runtime *rt;
     troupe_addr part; /* the partition actor */
     uint64_t id;      /* the task's (set by done) */
@@ -130,7 +131,12 @@ typedef struct tq_job {
     troupe_queue_outcome_kind kind;
     int64_t time_ms;
     uint32_t resched_part;
-    bool completed; /* the row is no longer pending */
+    bool completed;  /* the row is no longer pending */
+    bool parked;     /* its attempts record now says parked */
+    bool att_failed; /* its attempts record did not commit: not delivered */
+    bool park_end;   /* a park's commit ends the task (job_parked) */
+    bool invalid;    /* job_commit found the outcome invalid */
+    char *herr;      /* the handler's error text (troupe_errmsg), or NULL */
     uint8_t *skey;
     size_t sklen;
     uint8_t *val;
@@ -150,11 +156,18 @@ troupe__tq_entries(troupe_batch *b, troupe_cf *cf, const troupe_queue_item *it,
 /* Submits through the pipeline and waits. Blocks. */
 troupe_err
 troupe__tq_commit_wait(troupe_commit *c, troupe_batch **b, troupe_sync sync);
-/* The value [1, id, partitions, retention_ms] of a queue's catalog entry
- * (troupe__tq_entry_decode's value half). ECORRUPT. Pure. */
+/* Appends to b the put of pending key skey's attempts record a, or its
+ * delete when a is NULL. EINVAL (skey not a pending key), ENOMEM. */
 troupe_err
-troupe__tq_entry_value_decode(const void *v, size_t vlen, uint64_t *id,
-                              uint32_t *parts, int64_t *retention);
+troupe__tq_att_write(troupe_batch *b, troupe_cf *cf, const void *skey,
+                     size_t slen, const tq_att *a);
+/* Reads skey's attempts record from snap (NULL: the latest): *a zeroed
+ * when there is none; else a points into *buf (troupe_free it; NULL on
+ * error and when none). ECORRUPT (a record that does not decode),
+ * EINVAL, storage errors. Blocks (a point read). */
+troupe_err
+troupe__tq_att_get(const tq_queue *q, troupe_snapshot *snap, const void *skey,
+                   size_t slen, tq_att *a, void **buf);
 
 /* ---- queue.c: the queue object ---- */
 /* Builds the object of queue `id` of qs and, unless qs is read-only,
@@ -163,8 +176,8 @@ troupe__tq_entry_value_decode(const void *v, size_t vlen, uint64_t *id,
  * EFULL (orders used up), storage errors, ENOMEM; nothing is left on
  * error. Blocks. */
 troupe_err
-troupe__tq_queue_create(troupe_queues *qs, uint64_t id, const char *name,
-                        uint32_t parts, int64_t retention, tq_queue **out);
+troupe__tq_queue_create(troupe_queues *qs, const char *name, const tq_entry *en,
+                        tq_queue **out);
 /* Claims: false when already claimed (or out of memory). */
 bool
 troupe__tq_claim(tq_queue *q, const void *k, size_t len);
@@ -258,6 +271,11 @@ troupe__tq_worker_task(const troupe_task *t, troupe_task_reply *r, void *arg);
 bool
 troupe__tq_job_done(void *arg, uint64_t id, troupe_outcome outcome,
                     const uint8_t *body, size_t len);
+/* Gives up a job whose task was never submitted (its attempts record
+ * did not commit, or it was a park at the scan): the partition hears of
+ * it (TQ_SETTLED) and frees it, and its hold on the worker ends. */
+void
+troupe__tq_job_abort(tq_job *j);
 /* Frees a job (its references on the queue and the worker with it). */
 void
 troupe__tq_job_free(tq_job *j);
@@ -279,7 +297,8 @@ troupe__tq_outcome_check(const tq_queue *q, const void *skey, size_t slen,
                          uint32_t *part, int64_t *time, uint64_t *order);
 
 /* The batch of an outcome for the claimed pending row (skey, val): the
- * row and its entries become the completed row and its entries, and a
+ * row and its entries become the completed row and its entries (its
+ * attempts record is deleted), and a
  * reschedule inserts the replacement (*resched_part set to its partition,
  * else UINT32_MAX). EINVAL for a bad key or outcome, ECORRUPT for a value
  * that does not decode; nothing to commit then. Never blocks. */

@@ -2,7 +2,7 @@
  * The set of queues of a database (troupe_queues): the map of queues by
  * name, the list of workers not yet stopped, open (the catalog's "queue"
  * entries loaded, their partitions spawned), stop, destroy, the listing
- * and pause, resume and kick.
+ * and kick (pause and resume are catalog jobs: queue_ddl.c).
  *
  * Stop. The workers first, as their handlers' outcomes need the
  * partitions: every worker still running stops (troupe__tq_workers_stop)
@@ -224,15 +224,16 @@ static troupe_err
 load_queue(void *arg, const char *name, const void *v, size_t n, uint64_t *id)
 {
     troupe_queues *qs = arg;
-    uint32_t parts = 0;
-    int64_t ret = 0;
-    troupe_err e = troupe__tq_entry_value_decode(v, n, id, &parts, &ret);
+    tq_entry en;
+    troupe_err e = troupe__tq_entry_value_decode(v, n, &en);
+    if (e == TROUPE_OK)
+        *id = en.id;
     if (e == TROUPE_OK && *id > troupe__catalog_seq(qs->cat))
         return TROUPE_ECORRUPT; /* checked before the queue's open writes
                                    the order mark into q.<id> */
     tq_queue *q = NULL;
     if (e == TROUPE_OK)
-        e = troupe__tq_queue_create(qs, *id, name, parts, ret, &q);
+        e = troupe__tq_queue_create(qs, name, &en, &q);
     if (e == TROUPE_OK && !qs->read_only)
         e = troupe__tq_partitions_spawn(q);
     if (e == TROUPE_OK)
@@ -446,7 +447,7 @@ troupe_queues_destroy(troupe_queues *qs)
     troupe_free(qs);
 }
 
-/* ---- list, pause, resume, kick ------------------------------------------ */
+/* ---- list, kick ------------------------------------------ */
 
 static int
 info_cmp(const void *a, const void *b)
@@ -478,7 +479,11 @@ troupe_queues_list(troupe_queues *qs, troupe_queue_info **out, size_t *n)
         tq_queue *q = qs->qs[i];
         size_t l = strlen(q->name) + 1;
         memcpy(s, q->name, l);
-        a[i] = (troupe_queue_info){s, q->id, q->partitions, q->retention_ms,
+        a[i] = (troupe_queue_info){s,
+                                   q->id,
+                                   q->partitions,
+                                   q->retention_ms,
+                                   q->max_attempts,
                                    atomic_load(&q->paused)};
         s += l;
     }
@@ -490,35 +495,14 @@ troupe_queues_list(troupe_queues *qs, troupe_queue_info **out, size_t *n)
     return TROUPE_OK;
 }
 
-static troupe_err
-set_paused(troupe_queues *qs, const char *name, int paused, const char *call)
+troupe_err
+troupe_queue_kick(troupe_queues *qs, const char *queue)
 {
     tq_queue *q = NULL;
-    troupe_err e = troupe__tq_find_writable(qs, name, call, &q);
+    troupe_err e = troupe__tq_find_writable(qs, queue, "troupe_queue_kick", &q);
     if (e != TROUPE_OK)
         return e;
-    if (paused >= 0)
-        atomic_store(&q->paused, paused != 0);
-    if (paused <= 0)
-        troupe__tq_kick_range(q, 0, q->partitions - 1, TQ_KICK);
+    troupe__tq_kick_range(q, 0, q->partitions - 1, TQ_KICK);
     troupe__tq_release(q);
     return TROUPE_OK;
-}
-
-troupe_err
-troupe_queue_pause(troupe_queues *q, const char *queue)
-{
-    return set_paused(q, queue, 1, "troupe_queue_pause");
-}
-
-troupe_err
-troupe_queue_resume(troupe_queues *q, const char *queue)
-{
-    return set_paused(q, queue, 0, "troupe_queue_resume");
-}
-
-troupe_err
-troupe_queue_kick(troupe_queues *q, const char *queue)
-{
-    return set_paused(q, queue, -1, "troupe_queue_kick");
 }

@@ -53,6 +53,7 @@
  *
  * Where the outcome is built and committed, and why: partition.c.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -330,6 +331,7 @@ troupe__tq_job_free(tq_job *j)
     troupe__tq_worker_release(j->w);
     troupe__tq_release(j->q);
     troupe_free(j->cur);
+    troupe_free(j->herr);
     troupe_free(j->skey);
     troupe_free(j);
 }
@@ -378,12 +380,77 @@ job_end(tq_job *j, bool task_end)
 {
     troupe_queue_worker *w = j->w;
     uint64_t id = j->id;
+    if (w == NULL) { /* a park at the scan: no worker, no task */
+        job_unref(j);
+        return;
+    }
     atomic_fetch_add(&w->refs, 1);
     job_unref(j);
     if (task_end)
         troupe__target_task_end(w->target, id);
     troupe__tq_worker_done(w); /* the last touch of the runtime */
     troupe__tq_worker_release(w);
+}
+
+void
+troupe__tq_job_abort(tq_job *j)
+{
+    atomic_store(&j->refs, 1); /* no handler will ever hold it */
+    job_end(j, false);
+}
+
+/* A park's commit completed: the job ends (and its task, when done held
+ * it). */
+static void
+job_parked(troupe_err err, void *arg)
+{
+    tq_job *j = arg;
+    j->parked = err == TROUPE_OK;
+    job_end(j, j->park_end);
+}
+
+/* The attempt failed with `why` (a text of n bytes, cut at
+ * TROUPE_QUEUE_ERROR_MAX). At the queue's max_attempts the invocation is
+ * parked: its record rewritten parked with that error, with the worker's
+ * durability; true then (job_parked ends the job, and the task when
+ * task_end). Otherwise, or when the commit cannot be submitted (the next
+ * pass parks it), false: the caller ends the job. */
+static bool
+job_park(tq_job *j, bool task_end, const char *why, size_t n)
+{
+    if (j->q->max_attempts == 0 || j->attempt < j->q->max_attempts)
+        return false;
+    tq_att a = {.attempts = j->attempt,
+                .parked = true,
+                .error = (const uint8_t *)why,
+                .error_len = n};
+    troupe_batch *b = NULL;
+    troupe_err e = troupe_commit_batch(j->q->commit, &b);
+    if (e == TROUPE_OK)
+        e = troupe__tq_att_write(b, j->q->cf, j->skey, j->sklen, &a);
+    j->park_end = task_end;
+    if (e == TROUPE_OK)
+        e = troupe_commit_submit(j->q->commit, &b, j->w->sync, job_parked, j);
+    troupe_batch_destroy(b); /* NULL once submitted */
+    return e == TROUPE_OK;
+}
+
+/* job_park with a formatted text. */
+static bool
+job_parkf(tq_job *j, bool task_end, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static bool
+job_parkf(tq_job *j, bool task_end, const char *fmt, ...)
+{
+    char why[TROUPE_QUEUE_ERROR_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    size_t len = n < 0                     ? 0
+                 : (size_t)n < sizeof(why) ? (size_t)n
+                                           : sizeof(why) - 1;
+    return job_park(j, task_end, why, len);
 }
 
 /* The outcome commit completed (on the pipeline's writer thread): the
@@ -412,8 +479,13 @@ job_commit(tq_job *j, const void *val, size_t vlen)
     troupe_err e =
         troupe__tq_outcome_batch(j->q, j->skey, j->sklen, val, vlen, j->kind,
                                  j->time_ms, &b, &j->resched_part);
+    if (e == TROUPE_EINVAL) { /* an invalid outcome: a failed attempt */
+        count_outcome(j, TQ_OUT_ERROR);
+        j->invalid = true;
+        return false;
+    }
     if (e != TROUPE_OK) {
-        count_outcome(j, e == TROUPE_EINVAL ? TQ_OUT_ERROR : TQ_OUT_FAILED);
+        count_outcome(j, TQ_OUT_FAILED);
         return false;
     }
     /* Committed asynchronously: this thread is free at once, and many
@@ -424,6 +496,29 @@ job_commit(tq_job *j, const void *val, size_t vlen)
         return true;
     count_outcome(j, TQ_OUT_FAILED);
     return false;
+}
+
+/* A copy of a handler's error text, cut at TROUPE_QUEUE_ERROR_MAX - 1
+ * bytes (NULL when out of memory: the error's name stands in). */
+static char *
+error_copy(const char *s)
+{
+    size_t n = strnlen(s, TROUPE_QUEUE_ERROR_MAX - 1);
+    char *c = troupe_malloc(n + 1);
+    if (c != NULL) {
+        memcpy(c, s, n);
+        c[n] = 0;
+    }
+    return c;
+}
+
+/* job_park for an outcome job_commit found invalid. */
+static bool
+job_park_invalid(tq_job *j)
+{
+    return j->invalid &&
+           job_parkf(j, true, "invalid outcome (kind %d, time_ms %lld)",
+                     (int)j->kind, (long long)j->time_ms);
 }
 
 /* A callback worker's target function, on the HOST lane: the handler. The
@@ -453,6 +548,10 @@ troupe__tq_worker_task(const troupe_task *t, troupe_task_reply *r, void *arg)
     if (ran) {
         troupe_hist_add(&j->q->attempts, j->attempt);
         he = w->handler(&d, &out, w->arg);
+        /* the handler's text, or the detail it left (troupe_errmsg) */
+        if (he != TROUPE_OK && j->q->max_attempts != 0)
+            j->herr =
+                error_copy(out.error != NULL ? out.error : troupe_errmsg(he));
     }
     j->kind = out.kind;
     j->time_ms = out.time_ms;
@@ -521,17 +620,31 @@ troupe__tq_job_done(void *arg, uint64_t id, troupe_outcome outcome,
             /* settled before the handler returned (its deadline, a stop):
              * a handler that never started never will, and its side of
              * the job goes here */
-            if (!troupe__task_taken(w->target, id))
+            bool taken = troupe__task_taken(w->target, id);
+            if (!taken)
                 job_unref(j);
+            /* a handler that started and outlived its deadline is an
+             * attempt that failed; one never started is not */
+            if (taken &&
+                job_parkf(j, false, "no outcome within the handler's timeout"))
+                return false;
             job_end(j, false);
             return false;
         }
         if (outcome != TROUPE_OUTCOME_SUCCESS || j->fo != outcome) {
             /* an error, or a return the deadline overtook */
+            bool late = j->fo == TROUPE_OUTCOME_SUCCESS;
             if (j->ran)
-                count_outcome(j, j->fo == TROUPE_OUTCOME_SUCCESS
-                                     ? TQ_OUT_TIMEOUT
-                                     : TQ_OUT_ERROR);
+                count_outcome(j, late ? TQ_OUT_TIMEOUT : TQ_OUT_ERROR);
+            if (late ? job_parkf(j, true,
+                                 "the handler returned after its "
+                                 "timeout")
+                     : job_parkf(j, true, "%s: %s",
+                                 j->ran ? "handler error"
+                                        : "the row could not be read",
+                                 j->herr != NULL ? j->herr
+                                                 : troupe_strerror(j->he)))
+                return true;
             job_end(j, false);
             return false;
         }
@@ -540,7 +653,7 @@ troupe__tq_job_done(void *arg, uint64_t id, troupe_outcome outcome,
             job_end(j, false);
             return false;
         }
-        if (job_commit(j, j->cur, j->curlen))
+        if (job_commit(j, j->cur, j->curlen) || job_park_invalid(j))
             return true;
         job_end(j, false);
         return false;
@@ -548,6 +661,28 @@ troupe__tq_job_done(void *arg, uint64_t id, troupe_outcome outcome,
     if (outcome != TROUPE_OUTCOME_SUCCESS ||
         !reply_decode(body, len, &j->kind, &j->time_ms)) {
         count_outcome(j, TQ_OUT_ERROR);
+        bool parked = outcome == TROUPE_OUTCOME_FAILURE
+                          ? job_parkf(j, true, "the host replied FAILURE%s%.*s",
+                                      len > 0 ? ": " : "",
+                                      (int)(len < TROUPE_QUEUE_ERROR_MAX
+                                                ? len
+                                                : TROUPE_QUEUE_ERROR_MAX),
+                                      (const char *)body)
+                      : outcome == TROUPE_OUTCOME_SUCCESS
+                          ? job_parkf(j, true,
+                                      "the host's reply body does not decode "
+                                      "as {\"reschedule\": time_ms}")
+                      : outcome == TROUPE_OUTCOME_ONGOING
+                          ? job_parkf(j, true, "the host replied ONGOING")
+                      /* a task the host never took (it closed first) is
+                       * no attempt */
+                      : troupe__task_taken(w->target, id)
+                          ? job_parkf(j, true,
+                                      "no reply (UNKNOWN: the deadline passed, "
+                                      "the host closed, or a bad reply code)")
+                          : false;
+        if (parked)
+            return true;
         job_end(j, false);
         return false;
     }
@@ -558,7 +693,7 @@ troupe__tq_job_done(void *arg, uint64_t id, troupe_outcome outcome,
                                  &cur, &curlen);
     bool held = e == TROUPE_OK && job_commit(j, cur, curlen);
     troupe_free(cur);
-    if (held)
+    if (held || job_park_invalid(j))
         return true;
     if (e == TROUPE_ENOENT)
         j->completed = true;

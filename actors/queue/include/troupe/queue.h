@@ -40,7 +40,8 @@
  * _counters_get); every call that would write or deliver returns
  * EREADONLY, with troupe_errmsg naming the call, starting nothing:
  * publish (all three), ack and reschedule (all four), create, drop,
- * worker create, pause, resume, kick, delete by owner and purge.
+ * worker create, pause, resume, kick, parked retry and delete, delete by
+ * owner and purge.
  *
  * Times are Unix milliseconds (int64, >= 0). Byte strings (event id,
  * business key, owner kind and id) are opaque bytes with their lengths.
@@ -72,6 +73,10 @@
 #define TROUPE_QUEUE_CHUNK 16
 /* Most rows one inspection page may return. */
 #define TROUPE_QUEUE_PAGE_MAX 10000
+/* Most attempts a queue may allow (troupe_queue_spec.max_attempts). */
+#define TROUPE_QUEUE_ATTEMPTS_MAX 1000000u
+/* Longest last error kept with a parked invocation (longer ones are cut). */
+#define TROUPE_QUEUE_ERROR_MAX 1024u
 /* Default handler timeout. */
 #define TROUPE_QUEUE_TIMEOUT_MS (10u * 60u * 1000u)
 
@@ -134,6 +139,12 @@ typedef struct troupe_queue_spec {
     const char *name;
     uint32_t partitions;  /* 1..TROUPE_QUEUE_PARTITIONS_MAX */
     int64_t retention_ms; /* completed history kept this long; >= 0 */
+    /* Most deliveries of one invocation, 0..TROUPE_QUEUE_ATTEMPTS_MAX; 0:
+     * no limit (Tito's behaviour: delivered again until an outcome
+     * commits). An invocation whose attempt number max_attempts fails is
+     * parked: never delivered again until troupe_queue_parked_retry_wait,
+     * listed as TROUPE_QUEUE_PARKED with its last error. */
+    uint32_t max_attempts;
 } troupe_queue_spec;
 
 /*
@@ -162,7 +173,8 @@ typedef struct troupe_queue_info {
     uint64_t id;
     uint32_t partitions;
     int64_t retention_ms;
-    bool paused;
+    uint32_t max_attempts; /* 0: unlimited */
+    bool paused;           /* as stored: a reopen keeps it */
 } troupe_queue_info;
 
 /*
@@ -218,6 +230,14 @@ typedef struct troupe_queue_item {
     size_t owner_kind_len;
     const uint8_t *owner_id;
     size_t owner_id_len;
+    /* Pending rows in an inspection page (list and lookup; 0 / false /
+     * NULL elsewhere): the deliveries made so far (stored, so they
+     * survive a restart), whether the invocation is parked, and a parked
+     * one's last error (at most TROUPE_QUEUE_ERROR_MAX bytes, text). */
+    uint32_t attempts;
+    bool parked;
+    const uint8_t *last_error;
+    size_t last_error_len;
 } troupe_queue_item;
 
 typedef void (*troupe_queue_cb)(troupe_err err, void *arg);
@@ -268,13 +288,19 @@ typedef enum troupe_queue_outcome_kind {
 typedef struct troupe_queue_outcome {
     troupe_queue_outcome_kind kind;
     int64_t time_ms; /* RESCHEDULE: the new runnable time, >= 0 */
+    /* With an error return: what went wrong, a NUL-terminated text the
+     * handler keeps valid until it returns (copied then, cut at
+     * TROUPE_QUEUE_ERROR_MAX bytes). It is the last error of an
+     * invocation this attempt parks. NULL: troupe_errmsg of the error. */
+    const char *error;
 } troupe_queue_outcome;
 
 typedef struct troupe_queue_delivery {
     const char *queue;
     troupe_queue_item ev;
-    /* 1 for the first delivery of this invocation since its partition
-     * actor started; +1 for each redelivery (kept in memory only). */
+    /* 1 for the first delivery of this invocation, +1 for each
+     * redelivery. Stored before the handler runs, so a restart (or a
+     * crash) never delivers it again with a number already seen. */
     uint32_t attempt;
 } troupe_queue_delivery;
 
@@ -354,9 +380,13 @@ troupe_queue_worker_stop_wait(troupe_queue_worker *w);
 void
 troupe_queue_worker_destroy(troupe_queue_worker *w);
 
-/* Pause / resume delivery of a queue (not persisted: a reopened queue
- * delivers). Handlers already running finish. Errors: EINVAL, EREADONLY
- * (a read-only open delivers nothing), ENOQUEUE, ESTATE. Never block. */
+/* Pause / resume delivery of a queue. The state is stored in the queue's
+ * catalog entry (synced, a catalog job in the one order of changes) before
+ * it takes effect, so a reopened queue stays paused. Handlers already
+ * running finish; nothing new starts while paused. Pausing a paused queue
+ * (or resuming a running one) is OK and writes again. Errors: EINVAL,
+ * EREADONLY (a read-only open delivers nothing), ENOQUEUE, ESTATE,
+ * EDEADLK (a troupe thread: nothing done), storage errors. Blocks. */
 troupe_err
 troupe_queue_pause(troupe_queues *q, const char *queue);
 troupe_err
@@ -364,7 +394,8 @@ troupe_queue_resume(troupe_queues *q, const char *queue);
 
 /*
  * Wakes every partition of a queue to re-read the clock: for hosts with
- * an injected clock that jumped. Errors as troupe_queue_pause.
+ * an injected clock that jumped. Errors: EINVAL, EREADONLY, ENOQUEUE,
+ * ESTATE. Never blocks.
  */
 troupe_err
 troupe_queue_kick(troupe_queues *q, const char *queue);
@@ -412,10 +443,13 @@ typedef struct troupe_queue_stats {
     uint32_t partitions;
     uint64_t pending;         /* total */
     uint64_t completed;       /* total */
-    uint64_t malformed;       /* rows that do not decode (either state) */
-    int64_t oldest_due_ms;    /* -1 when nothing is pending */
+    uint64_t parked;          /* total: pending rows parked (not in pending) */
+    uint64_t malformed;       /* rows or attempts records that do not decode */
+    int64_t oldest_due_ms;    /* -1 when nothing is pending (parked rows
+                                 are not) */
     uint64_t *pending_by_p;   /* [partitions] */
     uint64_t *completed_by_p; /* [partitions] */
+    uint64_t *parked_by_p;    /* [partitions] */
 } troupe_queue_stats;
 
 /*
@@ -467,12 +501,14 @@ void
 troupe_queue_page_destroy(troupe_queue_page *p);
 
 typedef enum troupe_queue_state {
-    TROUPE_QUEUE_PENDING = 1,  /* in due order: partition, time, order */
-    TROUPE_QUEUE_COMPLETED = 2 /* by processed time */
+    TROUPE_QUEUE_PENDING = 1,   /* in due order: partition, time, order
+                                   (parked ones too, marked parked) */
+    TROUPE_QUEUE_COMPLETED = 2, /* by processed time */
+    TROUPE_QUEUE_PARKED = 3     /* parked pending rows, in due order */
 } troupe_queue_state;
 
 /*
- * One page of pending or completed invocations, after `cursor` (NULL:
+ * One page of pending, completed or parked invocations, after `cursor` (NULL:
  * from the start; else the previous page's cursor). Errors: EINVAL (NULL,
  * bad state, limit 0 or over TROUPE_QUEUE_PAGE_MAX, empty cursor),
  * ERANGE (a cursor of another queue, or not a cursor at all, or one
@@ -484,6 +520,28 @@ troupe_queue_list_wait(troupe_queues *q, const char *queue,
                        troupe_queue_state state, const void *cursor,
                        size_t cursor_len, size_t limit,
                        troupe_queue_page **out);
+
+/*
+ * A parked invocation, by its storage key (from a TROUPE_QUEUE_PARKED
+ * page or a lookup). retry: back to pending, due at once (its time is
+ * past: it was delivered), its attempts reset to 0 (it gets max_attempts
+ * more deliveries, numbered from 1 again) and its last error dropped.
+ * delete: the row, its owner and id entries and its attempts record go
+ * in one batch (no completed row is written). Errors: EINVAL (NULL, a
+ * key outside the pending space or naming a partition the queue does not
+ * have, bad sync), ENOENT (no such invocation), ESTATE (it is not parked,
+ * or the set is stopping), EBUSY (being changed right now), ECORRUPT (its
+ * row or record does not decode: left untouched), EREADONLY, ENOQUEUE,
+ * EDEADLK, EUNKNOWN, EFAILSTOP, ENOSPC, EIO, ENOMEM. Blocks.
+ */
+troupe_err
+troupe_queue_parked_retry_wait(troupe_queues *q, const char *queue,
+                               const void *skey, size_t skey_len,
+                               troupe_sync sync);
+troupe_err
+troupe_queue_parked_delete_wait(troupe_queues *q, const char *queue,
+                                const void *skey, size_t skey_len,
+                                troupe_sync sync);
 
 /*
  * Every stored invocation (pending and completed) of event id `id`,

@@ -51,12 +51,13 @@ typedef struct tq_queue {
     char *name;
     uint32_t partitions;
     int64_t retention_ms;
+    uint32_t max_attempts; /* 0: unlimited */
     troupe_cf *cf;
     _Atomic uint64_t next_order;
-    uint64_t order_end; /* first order not reserved */
-    _Atomic bool paused;
-    troupe_addr *parts; /* [partitions]: the partition actors */
-    uint32_t spawned;   /* parts[0, spawned) run (0 on a read-only set) */
+    uint64_t order_end;  /* first order not reserved */
+    _Atomic bool paused; /* as stored in the catalog entry (queue_ddl.c) */
+    troupe_addr *parts;  /* [partitions]: the partition actors */
+    uint32_t spawned;    /* parts[0, spawned) run (0 on a read-only set) */
     /* troupe__tq_partitions_stop (once per queue): actors not stopped
      * yet + 1, and what runs when that reaches 0 */
     _Atomic uint32_t parts_left;
@@ -128,22 +129,63 @@ troupe__tq_item(const tq_queue *q, const void *k, size_t klen, const void *v,
                 size_t vlen, troupe_queue_item *it);
 
 /* ---- the catalog entry and the order mark (format.c) ---- */
+/* What a queue's catalog entry holds. */
+typedef struct tq_entry {
+    uint64_t id;
+    uint32_t partitions;
+    int64_t retention_ms;
+    uint32_t max_attempts; /* 0: unlimited (Tito's behaviour) */
+    bool paused;
+} tq_entry;
 /* The stored forms (queue_ddl.c's and queue.c's design notes), read from
  * the disk: a queue's catalog entry ("queue", name) -> [1, id,
- * partitions, retention_ms] (in the catalog's meta); its order mark ("s"
- * in its family) is one uint, read with troupe__catalog_uint_parse. The
- * decoders return ECORRUPT for anything else (a name that is not a valid
- * catalog name, id 0, partitions outside 1..TROUPE_QUEUE_PARTITIONS_MAX, a
- * negative retention). entry_pack writes the key into w (reset first) and
+ * partitions, retention_ms] or, once max_attempts or paused is set, [2,
+ * id, partitions, retention_ms, max_attempts, paused] (in the catalog's
+ * meta; a version-1 entry reads as max_attempts 0, not paused); its
+ * order mark ("s" in its family) is one uint, read with
+ * troupe__catalog_uint_parse. The decoders return ECORRUPT for anything
+ * else (a name that is not a valid catalog name, id 0, partitions
+ * outside 1..TROUPE_QUEUE_PARTITIONS_MAX, a negative retention,
+ * max_attempts over TROUPE_QUEUE_ATTEMPTS_MAX, a version and field count
+ * that do not match). entry_pack writes the key into w (reset first) and
  * appends the value to p. Pure; any thread. */
 troupe_err
-troupe__tq_entry_pack(const char *name, uint64_t id, uint32_t parts,
-                      int64_t retention, troupe_key_writer *w,
-                      troupe_packer *p);
+troupe__tq_entry_pack(const char *name, const tq_entry *en,
+                      troupe_key_writer *w, troupe_packer *p);
 troupe_err
 troupe__tq_entry_decode(const void *k, size_t klen, const void *v, size_t vlen,
-                        char name[TROUPE_QUEUE_NAME_MAX + 1], uint64_t *id,
-                        uint32_t *parts, int64_t *retention);
+                        char name[TROUPE_QUEUE_NAME_MAX + 1], tq_entry *en);
+/* The value half of troupe__tq_entry_decode. */
+troupe_err
+troupe__tq_entry_value_decode(const void *v, size_t vlen, tq_entry *en);
+
+/* ---- the attempts record (format.c) ---- */
+/* A pending invocation's attempts: ("a", partition, time, order, id),
+ * the pending key's fields under the space "a", -> [1, attempts uint,
+ * parked bool, last_error bin | nil] (docs/queue.md). Written with each
+ * delivery before its task is submitted, rewritten parked when an
+ * attempt at the queue's max_attempts fails, deleted with the row. No
+ * record: never delivered (attempts 0). error points into the decoded
+ * value, at most TROUPE_QUEUE_ERROR_MAX bytes (att_pack cuts a longer
+ * one). */
+typedef struct tq_att {
+    uint32_t attempts;
+    bool parked;
+    const uint8_t *error;
+    size_t error_len;
+} tq_att;
+/* The record key of pending key skey (EINVAL when skey is not one), and
+ * the pending key of a record key (ECORRUPT when it is not one), written
+ * into w (reset first). */
+troupe_err
+troupe__tq_akey(troupe_key_writer *w, const void *skey, size_t slen);
+troupe_err
+troupe__tq_akey_pkey(troupe_key_writer *w, const void *akey, size_t alen);
+troupe_err
+troupe__tq_att_pack(const tq_att *a, troupe_packer *p);
+/* ECORRUPT unless v is exactly a record (attempts >= 1). */
+troupe_err
+troupe__tq_att_decode(const void *v, size_t len, tq_att *a);
 
 /* The queue object (queue.c): a reference more, a reference less (the
  * last one frees it). Any thread. */
