@@ -332,8 +332,10 @@ attempt_written(troupe_err err, void *arg)
         return;
     /* refused: the credit is back; done never fires, nor the handler */
     tq_att a = {.attempts = j->attempt - 1};
-    if (!attempt_commit(j, j->attempt > 1 ? &a : NULL, w->sync,
-                        attempt_unwritten))
+    if (j->q->max_attempts == 0)
+        attempt_unwritten(TROUPE_OK, j); /* nothing was written */
+    else if (!attempt_commit(j, j->attempt > 1 ? &a : NULL, w->sync,
+                             attempt_unwritten))
         attempt_unwritten(TROUPE_EFULL, j);
 }
 
@@ -399,6 +401,14 @@ deliver(troupe_actor *self, tq_part *s, troupe_queue_worker *w,
         return false;
     }
     j->attempt = attempt;
+    if (s->q->max_attempts == 0) {
+        /* Tito's queue, no limit: the attempt is counted when it fails
+         * (worker.c, job_park), not before it, so a delivery costs no
+         * commit of its own; one cut short by a crash comes again with
+         * the same number. */
+        attempt_written(TROUPE_OK, j);
+        return true;
+    }
     tq_att a = {.attempts = attempt};
     if (attempt_commit(j, &a, w->sync, attempt_written))
         return true;

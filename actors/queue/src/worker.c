@@ -405,7 +405,7 @@ static void
 job_parked(troupe_err err, void *arg)
 {
     tq_job *j = arg;
-    j->parked = err == TROUPE_OK;
+    j->parked = err == TROUPE_OK && j->q->max_attempts > 0;
     job_end(j, j->park_end);
 }
 
@@ -418,10 +418,14 @@ job_parked(troupe_err err, void *arg)
 static bool
 job_park(tq_job *j, bool task_end, const char *why, size_t n)
 {
-    if (j->q->max_attempts == 0 || j->attempt < j->q->max_attempts)
+    /* With max_attempts, the record was written before the delivery:
+     * only the limit rewrites it. Without, this is where the attempt is
+     * counted (partition.c, deliver). */
+    bool park = j->q->max_attempts > 0;
+    if (park && j->attempt < j->q->max_attempts)
         return false;
     tq_att a = {.attempts = j->attempt,
-                .parked = true,
+                .parked = park,
                 .error = (const uint8_t *)why,
                 .error_len = n};
     troupe_batch *b = NULL;
