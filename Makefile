@@ -36,6 +36,8 @@ test: build
 # The BullMQ peer's npm packages (pinned in bench/peers/bullmq/package-lock.json)
 # are installed with npm ci when node_modules is missing or older than the lock.
 BULLMQ_PEER := bench/peers/bullmq
+# koffi for the Node binding and the raw koffi peer (bindings/node's lock).
+NODE_BINDING := bindings/node
 
 bench: deps
 	@./scripts/install-deps.sh --bench
@@ -44,6 +46,12 @@ bench: deps
 	  echo "make bench: npm ci in $(BULLMQ_PEER)"; \
 	  (cd $(BULLMQ_PEER) && npm ci --no-audit --no-fund) || \
 	    echo "make bench: npm ci failed; the BullMQ peer will be missing" >&2; \
+	fi
+	@if [ ! -f $(NODE_BINDING)/node_modules/.package-lock.json ] || \
+	    [ $(NODE_BINDING)/package-lock.json -nt $(NODE_BINDING)/node_modules/.package-lock.json ]; then \
+	  echo "make bench: npm ci in $(NODE_BINDING)"; \
+	  (cd $(NODE_BINDING) && npm ci --no-audit --no-fund) || \
+	    echo "make bench: npm ci failed; the koffi peer and the Node benches will be missing" >&2; \
 	fi
 	@cmake -S . -B $(BUILD)-bench -DCMAKE_BUILD_TYPE=Release -DTROUPE_TESTS=OFF \
 	  -DTROUPE_BENCH=ON >/dev/null

@@ -97,8 +97,12 @@ struct troupe_target {
     uint32_t free_head;        /* mu */
     tslot *first, *last;       /* mu: in flight, oldest first */
     troupe__credit_wait *wait; /* mu */
-    bool listed;               /* disp.mu: in the name registry */
-    int state;                 /* mu: TGT_* */
+    /* mu: kick calls running on a list taken off `wait`; an unwait waits
+     * for 0 on `kicked` so that no kick touches a waiter after it */
+    uint32_t kicking;
+    pthread_cond_t kicked;
+    bool listed; /* disp.mu: in the name registry */
+    int state;   /* mu: TGT_* */
     troupe_target_stop_cb stop_cb;
     void *stop_arg;
     struct troupe_target *dnext; /* disp.mu: every live target */

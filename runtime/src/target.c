@@ -43,6 +43,7 @@ target_free(troupe_target *t)
         troupe_free(t->slots[i].data);
     troupe_free(t->slots);
     troupe_free(t->name);
+    pthread_cond_destroy(&t->kicked);
     pthread_mutex_destroy(&t->mu);
     troupe_free(t);
 }
@@ -111,6 +112,7 @@ troupe_target_create(troupe_runtime *rt, const troupe_target_opts *o,
     t->host = o->host;
     atomic_init(&t->refs, 1);
     pthread_mutex_init(&t->mu, NULL);
+    pthread_cond_init(&t->kicked, NULL);
     t->name = troupe_malloc(len + 1);
     t->nslots = t->credit;
     if (t->fn != NULL)
@@ -199,6 +201,10 @@ troupe__target_credit_peek(troupe_target *t, troupe__credit_wait *w)
     return credit_look(t, w, false);
 }
 
+/* The target whose kicks this thread is running, if any: an unwait from
+ * inside a kick must not wait for itself. */
+static _Thread_local const troupe_target *kicking_here;
+
 void
 troupe__target_credit_unwait(troupe_target *t, troupe__credit_wait *w)
 {
@@ -210,6 +216,46 @@ troupe__target_credit_unwait(troupe_target *t, troupe__credit_wait *w)
         }
     w->queued = false;
     atomic_store(&t->waiters, t->wait != NULL);
+    /* A kick taken off the list before this may still be about to call
+     * w->kick: the caller frees w after this returns. Kicks are short (a
+     * producer posts a message), so waiting for them is brief. */
+    while (t->kicking > 0 && kicking_here != t)
+        pthread_cond_wait(&t->kicked, &t->mu);
+    pthread_mutex_unlock(&t->mu);
+}
+
+/* Takes the wait list off t (t->mu held); kick_list calls it. */
+static troupe__credit_wait *
+wait_take(troupe_target *t)
+{
+    troupe__credit_wait *w = t->wait;
+    t->wait = NULL;
+    atomic_store(&t->waiters, false);
+    for (troupe__credit_wait *x = w; x != NULL; x = x->next)
+        x->queued = false;
+    if (w != NULL)
+        t->kicking++;
+    return w;
+}
+
+/* Calls the kicks of a list wait_take returned (t->mu not held). */
+static void
+kick_list(troupe_target *t, troupe__credit_wait *w)
+{
+    if (w == NULL)
+        return;
+    const troupe_target *outer = kicking_here;
+    kicking_here = t;
+    /* the producer may queue its node again from kick: next read first */
+    while (w != NULL) {
+        troupe__credit_wait *next = w->next;
+        w->kick(w->arg);
+        w = next;
+    }
+    kicking_here = outer;
+    pthread_mutex_lock(&t->mu);
+    if (--t->kicking == 0)
+        pthread_cond_broadcast(&t->kicked);
     pthread_mutex_unlock(&t->mu);
 }
 
@@ -220,18 +266,9 @@ kick_waiters(troupe_target *t)
     if (!atomic_load(&t->waiters))
         return;
     pthread_mutex_lock(&t->mu);
-    troupe__credit_wait *w = t->wait;
-    t->wait = NULL;
-    atomic_store(&t->waiters, false);
-    for (troupe__credit_wait *x = w; x != NULL; x = x->next)
-        x->queued = false;
+    troupe__credit_wait *w = wait_take(t);
     pthread_mutex_unlock(&t->mu);
-    /* the producer may queue its node again from kick: next read first */
-    while (w != NULL) {
-        troupe__credit_wait *next = w->next;
-        w->kick(w->arg);
-        w = next;
-    }
+    kick_list(t, w);
 }
 
 /* Gives back one credit: the last one of a stopping target ends its stop
@@ -662,19 +699,11 @@ troupe_target_stop(troupe_target *t, troupe_target_stop_cb cb, void *arg)
     t->state = TGT_STOPPING;
     t->stop_cb = cb;
     t->stop_arg = arg;
-    troupe__credit_wait *w = t->wait;
-    t->wait = NULL;
-    atomic_store(&t->waiters, false);
-    for (troupe__credit_wait *x = w; x != NULL; x = x->next)
-        x->queued = false;
+    troupe__credit_wait *w = wait_take(t);
     pthread_mutex_unlock(&t->mu);
     troupe__disp_unlist(t->d, t);
     /* producers waiting for credit hear that it will not come */
-    while (w != NULL) {
-        troupe__credit_wait *next = w->next;
-        w->kick(w->arg);
-        w = next;
-    }
+    kick_list(t, w);
     /* Tasks queued for a host settle now; those running settle as they
      * would. A credit held by a producer between take and submit is
      * refused at submit (ESTATE) and given back. The held count is the

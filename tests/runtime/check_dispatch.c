@@ -311,6 +311,67 @@ START_TEST(test_credit_bounds_tasks_and_a_freed_credit_kicks_the_waiter)
 }
 END_TEST
 
+/* An unwait returns only once no kick of its waiter runs: the producer
+ * frees the waiter after it (the queue's worker does). */
+static _Atomic int kick_in, kick_release, kick_out, unwait_back, unwait_saw;
+
+static bool
+flag_set(void *arg)
+{
+    return atomic_load((_Atomic int *)arg) != 0;
+}
+
+static void
+slow_kick(void *arg)
+{
+    (void)arg;
+    atomic_store(&kick_in, 1);
+    ck_assert(ts_wait_until(flag_set, &kick_release, 30000));
+    atomic_store(&kick_out, 1);
+}
+
+typedef struct {
+    troupe_target *t;
+    troupe__credit_wait *w;
+} unwait_arg;
+
+static void *
+unwait_thread(void *arg)
+{
+    unwait_arg *u = arg;
+    troupe__target_credit_unwait(u->t, u->w);
+    atomic_store(&unwait_saw, atomic_load(&kick_out));
+    atomic_store(&unwait_back, 1);
+    return NULL;
+}
+
+START_TEST(test_an_unwait_waits_for_a_kick_in_flight)
+{
+    atomic_store(&cb_mode, TROUPE_OUTCOME_SUCCESS);
+    atomic_store(&cb_block, 1);
+    atomic_store(&kick_in, 0);
+    atomic_store(&kick_release, 0);
+    atomic_store(&kick_out, 0);
+    atomic_store(&unwait_back, 0);
+    troupe_target *t = callback_target("unwait", 1, 0);
+    ck_assert_ok(submit(t, 0, "x", NULL));
+    troupe__credit_wait w = {.kick = slow_kick};
+    ck_assert(!troupe__target_credit_take(t, &w));
+    atomic_store(&cb_block, 0); /* its return frees the credit: a kick */
+    ck_assert(ts_wait_until(flag_set, &kick_in, 10000));
+    unwait_arg u = {t, &w};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, unwait_thread, &u), 0);
+    /* the kick is held: the unwait must not come back meanwhile */
+    ck_assert(!ts_wait_until(flag_set, &unwait_back, 200));
+    atomic_store(&kick_release, 1);
+    pthread_join(th, NULL);
+    ck_assert_int_eq(atomic_load(&unwait_saw), 1);
+    wait_done(1);
+    stop_destroy(t);
+}
+END_TEST
+
 START_TEST(test_a_refused_submit_gives_its_credit_back)
 {
     troupe_target *t = callback_target("refused", 1, 0);
@@ -945,6 +1006,7 @@ dispatch_suite(void)
         cb, test_callback_past_its_deadline_is_unknown_and_its_return_dropped);
     tcase_add_test(
         cb, test_credit_bounds_tasks_and_a_freed_credit_kicks_the_waiter);
+    tcase_add_test(cb, test_an_unwait_waits_for_a_kick_in_flight);
     tcase_add_test(cb, test_a_refused_submit_gives_its_credit_back);
     tcase_add_test(cb,
                    test_a_held_task_keeps_its_credit_and_the_stop_until_ended);

@@ -55,7 +55,9 @@ troupe__target_credit_peek(troupe_target *t, troupe__credit_wait *w);
 void
 troupe__target_credit_give(troupe_target *t);
 
-/* Takes w off the target's wait list (no kick after this returns). */
+/* Takes w off the target's wait list: no kick of w runs or starts after
+ * this returns, so the caller may free w (it waits for a kick another
+ * thread is calling; so never call it holding what a kick takes). */
 void
 troupe__target_credit_unwait(troupe_target *t, troupe__credit_wait *w);
 
