@@ -25,8 +25,9 @@ abi_enter(troupe_abi *n, bool started, const char *call)
     if (n->state == NODE_CLOSING)
         e = troupe__errf(TROUPE_ECLOSED, "%s: the node is closing", call);
     else if (started && n->state != NODE_STARTED)
-        e = troupe__errf(TROUPE_ESTATE, "%s: the node is not started "
-                                        "(troupe_abi_start)",
+        e = troupe__errf(TROUPE_ESTATE,
+                         "%s: the node is not started "
+                         "(troupe_abi_start)",
                          call);
     else
         n->calls++;
@@ -68,17 +69,16 @@ troupe_abi_open(const char *dir, uint32_t schedulers, uint32_t workers,
     if (out != NULL)
         *out = NULL;
     if (dir == NULL || out == NULL || dir[0] == '\0')
-        return abi_ret(troupe__errf(TROUPE_EINVAL,
-                                    "open: NULL or empty argument"));
+        return abi_ret(
+            troupe__errf(TROUPE_EINVAL, "open: NULL or empty argument"));
     if (schedulers > 256 || workers > 256)
         return abi_ret(troupe__errf(TROUPE_EINVAL,
                                     "open: %u schedulers and %u workers; "
                                     "at most 256 each",
                                     schedulers, workers));
     if (sync < 0 || sync > 2)
-        return abi_ret(troupe__errf(TROUPE_EINVAL,
-                                    "open: sync %d; 0 default, 1 on, 2 off",
-                                    sync));
+        return abi_ret(troupe__errf(
+            TROUPE_EINVAL, "open: sync %d; 0 default, 1 on, 2 off", sync));
     troupe_err e = troupe__block_check("troupe_abi_open");
     if (e != TROUPE_OK)
         return abi_ret(e);

@@ -89,6 +89,21 @@ abi_req_cancel(abi_req *r);
 /* Posts the completion (body copied) and frees r. */
 void
 abi_req_done(abi_req *r, troupe_err status, const void *body, size_t len);
+/* A request call: abi_req_begin checks n (EINVAL for NULL), enters it
+ * (started) and opens the request; abi_req_end leaves the node after the
+ * call e returned, cancelling the request when e is an error, and
+ * returns e through abi_ret. */
+troupe_err
+abi_req_begin(troupe_abi *n, uint64_t id, const char *call, abi_req **r);
+int
+abi_req_end(troupe_abi *n, abi_req *r, troupe_err e);
+/* A read's callback (arg the request): OK with one row completes with
+ * its document, OK with none with ENOENT. */
+void
+abi_req_got(troupe_err err, troupe_rows *rows, void *arg);
+/* Completes with sb's bytes (err OK) or err and no body; destroys sb. */
+void
+abi_req_done_packed(abi_req *r, troupe_err err, msgpack_sbuffer *sb);
 /* The node's request count, from the request's callback on: close waits
  * for it. */
 void
@@ -102,8 +117,7 @@ abi_pack_rows(const troupe_rows *rows, msgpack_sbuffer *sb);
 troupe_err
 abi_pack_hits(const troupe_index_result *res, msgpack_sbuffer *sb);
 troupe_err
-abi_pack_conflicts(const troupe_txn_conflict *c, size_t n,
-                   msgpack_sbuffer *sb);
+abi_pack_conflicts(const troupe_txn_conflict *c, size_t n, msgpack_sbuffer *sb);
 
 /* spec.c: index specs from a msgpack array (EPROTO, EINVAL, ENOMEM);
  * abi_specs_free frees what abi_specs_parse made. */

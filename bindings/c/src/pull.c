@@ -107,8 +107,8 @@ troupe_abi_reply(troupe_abi *n, uint64_t task_id, uint32_t outcome,
 }
 
 int
-troupe_abi_reply_batch(troupe_abi *n, const void *buf, size_t len,
-                       size_t *done, size_t *refused)
+troupe_abi_reply_batch(troupe_abi *n, const void *buf, size_t len, size_t *done,
+                       size_t *refused)
 {
     abi_clear();
     if (n == NULL) {

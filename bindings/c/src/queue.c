@@ -42,16 +42,10 @@ troupe_abi_queue_publish(troupe_abi *n, uint64_t req, const char *queue,
                          int64_t time_ms)
 {
     abi_clear();
-    if (n == NULL)
-        return abi_ret(troupe__errf(TROUPE_EINVAL, "queue publish: NULL node"));
-    troupe_err e = abi_enter(n, true, "queue publish");
+    abi_req *r;
+    troupe_err e = abi_req_begin(n, req, "queue publish", &r);
     if (e != TROUPE_OK)
         return abi_ret(e);
-    abi_req *r;
-    if ((e = abi_req_open(n, req, &r)) != TROUPE_OK) {
-        abi_leave(n);
-        return abi_ret(e);
-    }
     troupe_queue_event ev = {.id = id,
                              .id_len = id_len,
                              .key = key,
@@ -59,11 +53,9 @@ troupe_abi_queue_publish(troupe_abi *n, uint64_t req, const char *queue,
                              .payload = payload,
                              .payload_len = plen,
                              .time_ms = time_ms};
-    e = troupe_queue_publish(n->queues, queue, &ev, n->sync, published, r);
-    if (e != TROUPE_OK)
-        abi_req_cancel(r);
-    abi_leave(n);
-    return abi_ret(e);
+    return abi_req_end(
+        n, r,
+        troupe_queue_publish(n->queues, queue, &ev, n->sync, published, r));
 }
 
 /* The partitions of queue `name` (0 with ENOQUEUE when there is none). */
@@ -87,8 +79,7 @@ partitions_of(troupe_abi *n, const char *name, uint32_t *parts)
 }
 
 int
-troupe_abi_queue_subscribe(troupe_abi *n, const char *queue,
-                           const char *target)
+troupe_abi_queue_subscribe(troupe_abi *n, const char *queue, const char *target)
 {
     abi_clear();
     if (n == NULL || queue == NULL || target == NULL)

@@ -6,6 +6,7 @@
  */
 #include "node.h"
 #include "troupe/alloc.h"
+#include "troupe/internal/runtime.h"
 
 void
 abi_pending_add(troupe_abi *n)
@@ -58,4 +59,47 @@ abi_req_done(abi_req *r, troupe_err status, const void *body, size_t len)
     troupe__completion_post(r->c, status, body, len);
     troupe_free(r);
     abi_pending_sub(n);
+}
+
+troupe_err
+abi_req_begin(troupe_abi *n, uint64_t id, const char *call, abi_req **r)
+{
+    *r = NULL;
+    if (n == NULL)
+        return troupe__errf(TROUPE_EINVAL, "%s: NULL node", call);
+    troupe_err e = abi_enter(n, true, call);
+    if (e != TROUPE_OK)
+        return e;
+    if ((e = abi_req_open(n, id, r)) != TROUPE_OK)
+        abi_leave(n);
+    return e;
+}
+
+int
+abi_req_end(troupe_abi *n, abi_req *r, troupe_err e)
+{
+    if (e != TROUPE_OK)
+        abi_req_cancel(r);
+    abi_leave(n);
+    return abi_ret(e);
+}
+
+void
+abi_req_got(troupe_err err, troupe_rows *rows, void *arg)
+{
+    if (err == TROUPE_OK && rows != NULL && rows->n == 1)
+        abi_req_done(arg, err, rows->rows[0].doc, rows->rows[0].doc_len);
+    else
+        abi_req_done(arg, err == TROUPE_OK ? TROUPE_ENOENT : err, NULL, 0);
+    troupe_rows_destroy(rows);
+}
+
+void
+abi_req_done_packed(abi_req *r, troupe_err err, msgpack_sbuffer *sb)
+{
+    if (err == TROUPE_OK)
+        abi_req_done(r, err, sb->data, sb->size);
+    else
+        abi_req_done(r, err, NULL, 0);
+    msgpack_sbuffer_destroy(sb);
 }

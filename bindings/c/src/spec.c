@@ -45,8 +45,7 @@ copy_str(abi_specs *out, size_t *pos, const msgpack_object *o)
 static troupe_err
 bad(const char *what, size_t i)
 {
-    return troupe__errf(TROUPE_EINVAL, "table create: index %zu: %s", i,
-                        what);
+    return troupe__errf(TROUPE_EINVAL, "table create: index %zu: %s", i, what);
 }
 
 /* Checks spec i (a map) and counts its fields and string bytes. */

@@ -11,31 +11,6 @@
 #include "troupe/alloc.h"
 #include "troupe/internal/runtime.h"
 
-/* Starts a request: the node started, a completion reserved. */
-static troupe_err
-req_begin(troupe_abi *n, uint64_t id, const char *call, abi_req **r)
-{
-    *r = NULL;
-    if (n == NULL)
-        return troupe__errf(TROUPE_EINVAL, "%s: NULL node", call);
-    troupe_err e = abi_enter(n, true, call);
-    if (e != TROUPE_OK)
-        return e;
-    if ((e = abi_req_open(n, id, r)) != TROUPE_OK)
-        abi_leave(n);
-    return e;
-}
-
-/* Ends the call: on an error the request is cancelled. */
-static int
-req_end(troupe_abi *n, abi_req *r, troupe_err e)
-{
-    if (e != TROUPE_OK)
-        abi_req_cancel(r);
-    abi_leave(n);
-    return abi_ret(e);
-}
-
 static void
 created(troupe_tables *t, troupe_err err, void *arg)
 {
@@ -48,32 +23,20 @@ troupe_abi_table_create(troupe_abi *n, uint64_t req, const char *name,
 {
     abi_clear();
     if (indexes == NULL && len > 0)
-        return abi_ret(troupe__errf(TROUPE_EINVAL,
-                                    "table create: NULL indexes of %zu bytes",
-                                    len));
+        return abi_ret(troupe__errf(
+            TROUPE_EINVAL, "table create: NULL indexes of %zu bytes", len));
     abi_specs sp;
     troupe_err e = abi_specs_parse(indexes, len, &sp);
     if (e != TROUPE_OK)
         return abi_ret(e);
     abi_req *r;
-    if ((e = req_begin(n, req, "table create", &r)) != TROUPE_OK) {
+    if ((e = abi_req_begin(n, req, "table create", &r)) != TROUPE_OK) {
         abi_specs_free(&sp);
         return abi_ret(e);
     }
     e = troupe_tables_create(n->tables, name, sp.specs, sp.n, created, r);
     abi_specs_free(&sp); /* copied during the call */
-    return req_end(n, r, e);
-}
-
-/* A read's callback: OK with one row is its document. */
-static void
-got(troupe_err err, troupe_rows *rows, void *arg)
-{
-    if (err == TROUPE_OK && rows != NULL && rows->n == 1)
-        abi_req_done(arg, err, rows->rows[0].doc, rows->rows[0].doc_len);
-    else
-        abi_req_done(arg, err == TROUPE_OK ? TROUPE_ENOENT : err, NULL, 0);
-    troupe_rows_destroy(rows);
+    return abi_req_end(n, r, e);
 }
 
 int
@@ -82,10 +45,11 @@ troupe_abi_table_get(troupe_abi *n, uint64_t req, const char *table,
 {
     abi_clear();
     abi_req *r;
-    troupe_err e = req_begin(n, req, "table get", &r);
+    troupe_err e = abi_req_begin(n, req, "table get", &r);
     if (e != TROUPE_OK)
         return abi_ret(e);
-    return req_end(n, r, troupe_table_get(n->tables, table, key, klen, got, r));
+    return abi_req_end(
+        n, r, troupe_table_get(n->tables, table, key, klen, abi_req_got, r));
 }
 
 static void
@@ -97,18 +61,17 @@ written(troupe_err err, troupe_rows *rows, void *arg)
 
 int
 troupe_abi_table_put(troupe_abi *n, uint64_t req, const char *table,
-                     const void *key, size_t klen, const void *doc,
-                     size_t dlen)
+                     const void *key, size_t klen, const void *doc, size_t dlen)
 {
     abi_clear();
     abi_req *r;
-    troupe_err e = req_begin(n, req, "table put", &r);
+    troupe_err e = abi_req_begin(n, req, "table put", &r);
     if (e != TROUPE_OK)
         return abi_ret(e);
     troupe_write_opts wo = {.sync = n->sync};
-    return req_end(n, r,
-                   troupe_table_upsert(n->tables, table, key, klen, doc, dlen,
-                                       &wo, written, r));
+    return abi_req_end(n, r,
+                       troupe_table_upsert(n->tables, table, key, klen, doc,
+                                           dlen, &wo, written, r));
 }
 
 int
@@ -117,12 +80,13 @@ troupe_abi_table_delete(troupe_abi *n, uint64_t req, const char *table,
 {
     abi_clear();
     abi_req *r;
-    troupe_err e = req_begin(n, req, "table delete", &r);
+    troupe_err e = abi_req_begin(n, req, "table delete", &r);
     if (e != TROUPE_OK)
         return abi_ret(e);
     troupe_write_opts wo = {.sync = n->sync};
-    return req_end(
-        n, r, troupe_table_delete(n->tables, table, key, klen, &wo, written, r));
+    return abi_req_end(
+        n, r,
+        troupe_table_delete(n->tables, table, key, klen, &wo, written, r));
 }
 
 static void
@@ -133,11 +97,7 @@ scanned(troupe_err err, troupe_rows *rows, void *arg)
     if (err == TROUPE_OK)
         err = abi_pack_rows(rows, &sb);
     troupe_rows_destroy(rows);
-    if (err == TROUPE_OK)
-        abi_req_done(arg, err, sb.data, sb.size);
-    else
-        abi_req_done(arg, err, NULL, 0);
-    msgpack_sbuffer_destroy(&sb);
+    abi_req_done_packed(arg, err, &sb);
 }
 
 int
@@ -151,7 +111,7 @@ troupe_abi_table_scan(troupe_abi *n, uint64_t req, const char *table,
         return abi_ret(troupe__errf(TROUPE_EINVAL,
                                     "table scan: reverse %d; 0 or 1", reverse));
     abi_req *r;
-    troupe_err e = req_begin(n, req, "table scan", &r);
+    troupe_err e = abi_req_begin(n, req, "table scan", &r);
     if (e != TROUPE_OK)
         return abi_ret(e);
     troupe_scan_opts so = {.start = start,
@@ -162,8 +122,8 @@ troupe_abi_table_scan(troupe_abi *n, uint64_t req, const char *table,
                            .after_len = alen,
                            .limit = limit,
                            .reverse = reverse == 1};
-    return req_end(n, r,
-                   troupe_table_scan(n->tables, table, &so, scanned, r));
+    return abi_req_end(n, r,
+                       troupe_table_scan(n->tables, table, &so, scanned, r));
 }
 
 static void
@@ -174,11 +134,7 @@ queried(troupe_err err, troupe_index_result *res, void *arg)
     if (err == TROUPE_OK)
         err = abi_pack_hits(res, &sb);
     troupe_index_result_destroy(res);
-    if (err == TROUPE_OK)
-        abi_req_done(arg, err, sb.data, sb.size);
-    else
-        abi_req_done(arg, err, NULL, 0);
-    msgpack_sbuffer_destroy(&sb);
+    abi_req_done_packed(arg, err, &sb);
 }
 
 int
@@ -200,7 +156,7 @@ troupe_abi_index_query(troupe_abi *n, uint64_t req, const char *table,
                                     "index query: a NULL pointer with a "
                                     "length"));
     abi_req *r;
-    troupe_err e = req_begin(n, req, "index query", &r);
+    troupe_err e = abi_req_begin(n, req, "index query", &r);
     if (e != TROUPE_OK)
         return abi_ret(e);
     troupe_index_query q = {.values = vlen ? values : NULL,
@@ -214,7 +170,6 @@ troupe_abi_index_query(troupe_abi *n, uint64_t req, const char *table,
                             .after = alen ? after : NULL,
                             .after_len = alen,
                             .rows = rows == 1};
-    return req_end(n, r,
-                   troupe_tables_query(n->tables, table, index, &q, queried,
-                                       r));
+    return abi_req_end(
+        n, r, troupe_tables_query(n->tables, table, index, &q, queried, r));
 }

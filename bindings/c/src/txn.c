@@ -62,8 +62,8 @@ troupe_abi_txn_begin(troupe_abi *n, uint64_t *txn)
         }
     }
     troupe_txn *tx = NULL;
-    if (e == TROUPE_OK && (e = troupe_txn_begin(n->tables, NULL, &tx)) ==
-                              TROUPE_OK) {
+    if (e == TROUPE_OK &&
+        (e = troupe_txn_begin(n->tables, NULL, &tx)) == TROUPE_OK) {
         abi_txn *x = &n->txns[n->ntxns++];
         x->id = ++n->txn_seq;
         x->tx = tx;
@@ -93,40 +93,21 @@ lookup(troupe_abi *n, uint64_t txn, const char *call, abi_txn **x)
     return e;
 }
 
-static void
-got(troupe_err err, troupe_rows *rows, void *arg)
-{
-    if (err == TROUPE_OK && rows != NULL && rows->n == 1)
-        abi_req_done(arg, err, rows->rows[0].doc, rows->rows[0].doc_len);
-    else
-        abi_req_done(arg, err == TROUPE_OK ? TROUPE_ENOENT : err, NULL, 0);
-    troupe_rows_destroy(rows);
-}
-
 int
-troupe_abi_txn_get(troupe_abi *n, uint64_t req, uint64_t txn,
-                   const char *table, const void *key, size_t klen)
+troupe_abi_txn_get(troupe_abi *n, uint64_t req, uint64_t txn, const char *table,
+                   const void *key, size_t klen)
 {
     abi_clear();
-    if (n == NULL)
-        return abi_ret(troupe__errf(TROUPE_EINVAL, "txn get: NULL node"));
-    troupe_err e = abi_enter(n, true, "txn get");
+    abi_req *r;
+    troupe_err e = abi_req_begin(n, req, "txn get", &r);
     if (e != TROUPE_OK)
         return abi_ret(e);
-    abi_req *r;
-    if ((e = abi_req_open(n, req, &r)) != TROUPE_OK) {
-        abi_leave(n);
-        return abi_ret(e);
-    }
     abi_txn *x;
     if ((e = lookup(n, txn, "txn get", &x)) == TROUPE_OK) {
-        e = troupe_txn_get(x->tx, table, key, klen, got, r);
+        e = troupe_txn_get(x->tx, table, key, klen, abi_req_got, r);
         pthread_mutex_unlock(&n->mu);
     }
-    if (e != TROUPE_OK)
-        abi_req_cancel(r);
-    abi_leave(n);
-    return abi_ret(e);
+    return abi_req_end(n, r, e);
 }
 
 /* A buffering call (put, delete): under the lock, no completion. */
@@ -217,16 +198,10 @@ int
 troupe_abi_txn_commit(troupe_abi *n, uint64_t req, uint64_t txn)
 {
     abi_clear();
-    if (n == NULL)
-        return abi_ret(troupe__errf(TROUPE_EINVAL, "txn commit: NULL node"));
-    troupe_err e = abi_enter(n, true, "txn commit");
+    abi_req *r;
+    troupe_err e = abi_req_begin(n, req, "txn commit", &r);
     if (e != TROUPE_OK)
         return abi_ret(e);
-    abi_req *r;
-    if ((e = abi_req_open(n, req, &r)) != TROUPE_OK) {
-        abi_leave(n);
-        return abi_ret(e);
-    }
     r->txn = txn;
     abi_txn *x;
     if ((e = lookup(n, txn, "txn commit", &x)) == TROUPE_OK) {
@@ -235,10 +210,7 @@ troupe_abi_txn_commit(troupe_abi *n, uint64_t req, uint64_t txn)
             x->committing = true;
         pthread_mutex_unlock(&n->mu);
     }
-    if (e != TROUPE_OK)
-        abi_req_cancel(r);
-    abi_leave(n);
-    return abi_ret(e);
+    return abi_req_end(n, r, e);
 }
 
 int

@@ -53,7 +53,7 @@ typedef enum troupe_task_kind {
     /* the result of a host's request (bindings/c: troupe/abi.h): header
      * i32 status, u32 0; the record's id is the request's; no reply */
     TROUPE_TASK_COMPLETION = 2,
-    TROUPE_TASK_TEST = 15  /* for tests and benches: any header */
+    TROUPE_TASK_TEST = 15 /* for tests and benches: any header */
 } troupe_task_kind;
 
 /* Limits: a target's name, a task's header and body, credit, timeout. */

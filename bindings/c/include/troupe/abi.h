@@ -129,7 +129,8 @@ troupe_abi_close(troupe_abi **np);
 int
 troupe_abi_set_limits(troupe_abi *n, uint32_t requests, uint64_t bytes);
 
-/* ---- pull ----------------------------------------------------------------- */
+/* ---- pull -----------------------------------------------------------------
+ */
 
 /*
  * *fd gets the wake fd (an eventfd; owned by the node: never close it):
@@ -206,10 +207,11 @@ troupe_abi_reply(troupe_abi *n, uint64_t task_id, uint32_t outcome,
  * *done answered, *refused refused. Errors: EINVAL, EPROTO (a record cut
  * short: those before it were answered). Never blocks. */
 int
-troupe_abi_reply_batch(troupe_abi *n, const void *buf, size_t len,
-                       size_t *done, size_t *refused);
+troupe_abi_reply_batch(troupe_abi *n, const void *buf, size_t len, size_t *done,
+                       size_t *refused);
 
-/* ---- tables --------------------------------------------------------------- */
+/* ---- tables ---------------------------------------------------------------
+ */
 
 /*
  * Request: creates table `name` with the indexes in `indexes` (a msgpack
@@ -275,7 +277,8 @@ troupe_abi_index_query(troupe_abi *n, uint64_t req, const char *table,
                        size_t tlen, const void *after, size_t alen,
                        uint32_t limit, int32_t reverse, int32_t rows);
 
-/* ---- transactions --------------------------------------------------------- */
+/* ---- transactions ---------------------------------------------------------
+ */
 
 /*
  * Begins a transaction (troupe/txn.h: a snapshot, buffered writes,
@@ -292,8 +295,8 @@ troupe_abi_txn_begin(troupe_abi *n, uint64_t *txn);
  * troupe_txn_get, ENOENT (no open transaction txn), ESTATE (committing),
  * EBUSY, ECLOSED. */
 int
-troupe_abi_txn_get(troupe_abi *n, uint64_t req, uint64_t txn,
-                   const char *table, const void *key, size_t klen);
+troupe_abi_txn_get(troupe_abi *n, uint64_t req, uint64_t txn, const char *table,
+                   const void *key, size_t klen);
 
 /* Buffers an upsert of doc at key in txn (no completion: it is part of
  * the commit). Errors: those of troupe_txn_upsert, ENOENT (no open
@@ -325,7 +328,8 @@ troupe_abi_txn_commit(troupe_abi *n, uint64_t req, uint64_t txn);
 int
 troupe_abi_txn_rollback(troupe_abi *n, uint64_t txn);
 
-/* ---- queues --------------------------------------------------------------- */
+/* ---- queues ---------------------------------------------------------------
+ */
 
 /* Creates queue `name` with `partitions` partitions (1..65536; completed
  * events kept retention_ms, >= 0). Errors: those of

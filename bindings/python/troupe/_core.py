@@ -1,0 +1,322 @@
+"""What the blocking and the asyncio forms share: the node's handle,
+request ids, the pull buffer, and turning completions into Python
+values. Not thread-safe: one thread (or one event loop) per node."""
+
+import atexit
+import ctypes
+import weakref
+
+from . import _msgpack
+from ._abi import (CODE, ERR, KIND_COMPLETION, KIND_QUEUE, OUTCOME_SUCCESS,
+                   TroupeError, check, lib, parse_queue_header,
+                   parse_records)
+
+_live = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all():
+    # An interpreter exiting with nodes open: join their threads first.
+    for c in list(_live):
+        c.close(quiet=True)
+
+
+def _b(x, what):
+    if x is None:
+        return None
+    if isinstance(x, str):
+        return x.encode("utf-8")
+    if isinstance(x, (bytes, bytearray, memoryview)):
+        return bytes(x)
+    raise TypeError("%s: bytes or str, not %s" % (what, type(x).__name__))
+
+
+def _len(x):
+    return 0 if x is None else len(x)
+
+
+def _name(x, what):
+    if not isinstance(x, str):
+        raise TypeError("%s: a str, not %s" % (what, type(x).__name__))
+    return x.encode("utf-8")
+
+
+class Page:
+    """A page of a scan (rows: [(key, doc)]) or index query (hits:
+    [(index_key, primary_key, value)]), with the cursor to continue
+    after and whether more follow."""
+
+    def __init__(self, items, cursor, more):
+        self.items = items
+        self.cursor = cursor
+        self.more = more
+
+    @property
+    def rows(self):
+        return self.items
+
+    @property
+    def hits(self):
+        return self.items
+
+    def __repr__(self):
+        return "Page(%d items, more=%s)" % (len(self.items), self.more)
+
+
+class Event:
+    """A queue event delivered to a handler."""
+
+    __slots__ = ("queue", "id", "key", "payload", "attempt", "time_ms",
+                 "partition", "task_id", "owner_kind", "owner_id")
+
+    def __init__(self, rec):
+        (self.time_ms, _order, self.partition, self.queue, self.id,
+         self.key, self.owner_kind, self.owner_id) = \
+            parse_queue_header(rec.header)
+        self.payload = _msgpack.unpackb(rec.body)
+        self.attempt = rec.attempt
+        self.task_id = rec.id
+
+    def __repr__(self):
+        return "Event(%s, id=%r, attempt=%d)" % (self.queue, self.id,
+                                                 self.attempt)
+
+
+def _decode(kind, status, body):
+    """A completion's value, or the TroupeError it stands for."""
+    if kind == "get":
+        if status == 0:
+            return _msgpack.unpackb(body)
+        if status == CODE["ENOENT"]:
+            return None
+    elif kind == "delete":
+        if status == 0:
+            return True
+        if status == CODE["ENOENT"]:
+            return False
+    elif kind == "scan" and status == 0:
+        m = _msgpack.unpackb(body)
+        return Page([tuple(r) for r in m["rows"]], m["cursor"], m["more"])
+    elif kind == "query" and status == 0:
+        m = _msgpack.unpackb(body)
+        return Page([tuple(h) for h in m["hits"]], m["cursor"], m["more"])
+    elif kind == "commit" and status == CODE["ECONFLICT"]:
+        conf = [tuple(c) for c in _msgpack.unpackb(body)]
+        return TroupeError(status, "transaction conflict on %d key(s)"
+                           % len(conf), conf)
+    elif status == 0:
+        return None
+    # found after the call returned, on a troupe thread: no detail but
+    # the code
+    return TroupeError(status, "%s: %s (the request's completion)"
+                       % (kind, ERR.get(status, status)))
+
+
+class Core:
+    def __init__(self, path, schedulers=0, workers=0, sync=0):
+        h = ctypes.c_void_p()
+        check(lib.troupe_abi_open(_name(path, "path"), schedulers, workers,
+                                  sync, ctypes.byref(h)))
+        self._h = h
+        self._seq = 0
+        self._cap = 1 << 16
+        self._buf = ctypes.create_string_buffer(self._cap)
+        self._kinds = {}  # request id -> what its completion decodes to
+        self._pulls = {}  # target index -> name
+        _live.add(self)
+
+    # ---- lifecycle ----
+    @property
+    def handle(self):
+        if not self._h:
+            raise TroupeError(CODE["ECLOSED"], "the node is closed")
+        return self._h
+
+    def start(self):
+        check(lib.troupe_abi_start(self.handle))
+
+    def close(self, quiet=False):
+        if not self._h:
+            if quiet:
+                return
+            raise TroupeError(CODE["ESTATE"], "close: closed already")
+        rc = lib.troupe_abi_close(ctypes.byref(self._h))
+        self._h = ctypes.c_void_p()
+        _live.discard(self)
+        if not quiet:
+            check(rc)
+
+    @property
+    def closed(self):
+        return not self._h
+
+    def wake_fd(self):
+        fd = ctypes.c_int()
+        check(lib.troupe_abi_wake_fd(self.handle, ctypes.byref(fd)))
+        return fd.value
+
+    def set_limits(self, requests=0, bytes=0):
+        check(lib.troupe_abi_set_limits(self.handle, requests, bytes))
+
+    # ---- pull ----
+    def register_pull(self, name, credit=0, timeout_ms=0):
+        idx = ctypes.c_uint32()
+        check(lib.troupe_abi_register_pull(self.handle, _name(name, "name"),
+                                           credit, timeout_ms,
+                                           ctypes.byref(idx)))
+        self._pulls[idx.value] = name
+        return idx.value
+
+    def pull(self, timeout_ms=0, max=256):
+        """The records ready (waiting up to timeout_ms for the first)."""
+        n = ctypes.c_size_t()
+        ln = ctypes.c_size_t()
+        while True:
+            rc = lib.troupe_abi_next_batch(
+                self.handle, timeout_ms, ctypes.addressof(self._buf),
+                self._cap, max, ctypes.byref(n), ctypes.byref(ln))
+            if rc == CODE["ETOOBIG"] and n.value == 0:
+                # A completion waits first in line; a task too big came
+                # back UNKNOWN and will come again: grow either way.
+                need = ln.value
+                self._cap = need if need > self._cap else 2 * self._cap
+                self._buf = ctypes.create_string_buffer(self._cap)
+                continue
+            check(rc)
+            return parse_records(self._buf, ln.value)
+
+    def reply(self, task_id, outcome=OUTCOME_SUCCESS, body=b""):
+        body = _b(body, "body")
+        check(lib.troupe_abi_reply(self.handle, task_id, outcome, body,
+                                   len(body)))
+
+    def completion(self, rec):
+        """(request id, value or TroupeError) of a completion record."""
+        kind = self._kinds.pop(rec.id, None)
+        return rec.id, _decode(kind, rec.status, rec.body)
+
+    def is_completion(self, rec):
+        return rec.kind == KIND_COMPLETION
+
+    def is_event(self, rec):
+        return rec.kind == KIND_QUEUE
+
+    # ---- requests: each returns its request id ----
+    def _req(self, kind, fn, *args):
+        self._seq += 1
+        rid = self._seq
+        check(fn(self.handle, rid, *args))
+        self._kinds[rid] = kind
+        return rid
+
+    def table_create(self, name, indexes=()):
+        # checked by the ABI, as any host's bytes are
+        specs = list(indexes)
+        b = _msgpack.packb(specs) if specs else None
+        return self._req("create", lib.troupe_abi_table_create,
+                         _name(name, "table"), b, _len(b))
+
+    def get(self, table, key):
+        k = _b(key, "key")
+        return self._req("get", lib.troupe_abi_table_get,
+                         _name(table, "table"), k, _len(k))
+
+    def put(self, table, key, doc):
+        k = _b(key, "key")
+        d = _msgpack.packb(doc)
+        return self._req("put", lib.troupe_abi_table_put,
+                         _name(table, "table"), k, _len(k), d, len(d))
+
+    def delete(self, table, key):
+        k = _b(key, "key")
+        return self._req("delete", lib.troupe_abi_table_delete,
+                         _name(table, "table"), k, _len(k))
+
+    def scan(self, table, start=None, end=None, after=None, limit=100,
+             reverse=False):
+        s, e, a = _b(start, "start"), _b(end, "end"), _b(after, "after")
+        return self._req("scan", lib.troupe_abi_table_scan,
+                         _name(table, "table"), s, _len(s), e, _len(e), a,
+                         _len(a), limit, 1 if reverse else 0)
+
+    def query(self, table, index, values=None, start=None, end=None,
+              after=None, limit=100, reverse=False, rows=True):
+        v = _msgpack.packb(list(values)) if values is not None else None
+        f = _msgpack.packb(list(start)) if start is not None else None
+        t = _msgpack.packb(list(end)) if end is not None else None
+        a = _b(after, "after")
+        return self._req("query", lib.troupe_abi_index_query,
+                         _name(table, "table"), _name(index, "index"), v,
+                         _len(v), f, _len(f), t, _len(t), a, _len(a), limit,
+                         1 if reverse else 0, 1 if rows else 0)
+
+    def txn_begin(self):
+        t = ctypes.c_uint64()
+        check(lib.troupe_abi_txn_begin(self.handle, ctypes.byref(t)))
+        return t.value
+
+    def txn_get(self, txn, table, key):
+        k = _b(key, "key")
+        return self._req("get", lib.troupe_abi_txn_get, txn,
+                         _name(table, "table"), k, _len(k))
+
+    def txn_put(self, txn, table, key, doc):
+        k = _b(key, "key")
+        d = _msgpack.packb(doc)
+        check(lib.troupe_abi_txn_put(self.handle, txn, _name(table, "table"),
+                                     k, _len(k), d, len(d)))
+
+    def txn_delete(self, txn, table, key):
+        k = _b(key, "key")
+        check(lib.troupe_abi_txn_delete(self.handle, txn,
+                                        _name(table, "table"), k, _len(k)))
+
+    def txn_commit(self, txn):
+        return self._req("commit", lib.troupe_abi_txn_commit, txn)
+
+    def txn_rollback(self, txn):
+        check(lib.troupe_abi_txn_rollback(self.handle, txn))
+
+    def queue_create(self, name, partitions=1, retention_ms=0):
+        check(lib.troupe_abi_queue_create(self.handle, _name(name, "queue"),
+                                          partitions, retention_ms))
+
+    def publish(self, queue, id, key, payload, time_ms=0):
+        i, k = _b(id, "id"), _b(key, "key")
+        p = _msgpack.packb(payload)
+        return self._req("publish", lib.troupe_abi_queue_publish,
+                         _name(queue, "queue"), i, _len(i), k, _len(k), p,
+                         len(p), time_ms)
+
+    def subscribe(self, queue, target):
+        check(lib.troupe_abi_queue_subscribe(self.handle,
+                                             _name(queue, "queue"),
+                                             _name(target, "target")))
+
+
+class TxnBase:
+    """What both forms' transactions share: the id, its end, the
+    buffering calls (which never wait)."""
+
+    def __init__(self, core):
+        self._core = core
+        self._id = core.txn_begin()
+
+    def _live(self):
+        if self._id is None:
+            raise TroupeError(CODE["ESTATE"], "the transaction has ended")
+        return self._id
+
+    def _end(self):
+        t = self._live()
+        self._id = None
+        return t
+
+    def put(self, table, key, doc):
+        self._core.txn_put(self._live(), table, key, doc)
+
+    def delete(self, table, key):
+        self._core.txn_delete(self._live(), table, key)
+
+    def rollback(self):
+        self._core.txn_rollback(self._end())

@@ -1,0 +1,192 @@
+"""troupe with asyncio: the node's wake fd is watched by the running loop
+(loop.add_reader), which drains completions and events with batched,
+non-blocking pulls until none is left. Every request is a coroutine that
+awaits its completion; queue handlers are coroutines, at most `credit`
+of them in flight per subscription. Nothing calls into Python from a
+troupe thread, and nothing blocks the loop but open and close, which run
+in a worker thread."""
+
+import asyncio
+
+from . import _msgpack
+from ._abi import (CODE, OUTCOME_FAILURE, OUTCOME_SUCCESS, TroupeError)
+from ._core import Core, Event, TxnBase
+
+__all__ = ["Node", "open"]
+
+
+async def open(path, schedulers=0, workers=0, sync=0):
+    """Opens and starts a node for the running loop."""
+    loop = asyncio.get_running_loop()
+    core = await asyncio.to_thread(Core, path, schedulers, workers, sync)
+    try:
+        await asyncio.to_thread(core.start)
+    except BaseException:
+        await asyncio.to_thread(core.close, True)
+        raise
+    return Node(core, loop)
+
+
+class Node:
+    def __init__(self, core, loop):
+        self._c = core
+        self._loop = loop
+        self._futs = {}
+        self._handlers = {}  # target index -> handler
+        self._running = set()
+        self._closing = False
+        loop.add_reader(core.wake_fd(), self._drain)
+        # Records may be ready already (the fd is edge-triggered).
+        loop.call_soon(self._drain)
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        if not self._closing:
+            await self.close()
+
+    # ---- the drain ----
+    def _drain(self):
+        if self._closing:
+            return
+        while True:
+            try:
+                recs = self._c.pull(0, 256)
+            except TroupeError as e:
+                if e.code == CODE["ECLOSED"]:
+                    return
+                raise
+            if not recs:
+                return
+            for r in recs:
+                if self._c.is_completion(r):
+                    rid, v = self._c.completion(r)
+                    f = self._futs.pop(rid, None)
+                    if f is None or f.done():
+                        continue
+                    if isinstance(v, TroupeError):
+                        f.set_exception(v)
+                    else:
+                        f.set_result(v)
+                else:
+                    self._start_handler(r)
+
+    def _start_handler(self, rec):
+        h = self._handlers.get(rec.target)
+        if h is None:  # not ours: it settles UNKNOWN, comes again
+            self._c.reply(rec.id, 4)
+            return
+        t = self._loop.create_task(self._run(h, rec))
+        self._running.add(t)
+        t.add_done_callback(self._running.discard)
+
+    async def _run(self, handler, rec):
+        outcome, body = OUTCOME_SUCCESS, b""
+        try:
+            ev = Event(rec)
+            res = await handler(ev)
+            if isinstance(res, dict) and "reschedule" in res:
+                body = _msgpack.packb({"reschedule": int(res["reschedule"])})
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            outcome = OUTCOME_FAILURE
+        if self._closing:
+            return
+        try:
+            self._c.reply(rec.id, outcome, body)
+        except TroupeError:
+            pass  # past its deadline: it settled UNKNOWN and comes again
+
+    def _request(self, start, *args):
+        """A Future for the request start(*args) makes."""
+        try:
+            rid = start(*args)
+        except TroupeError as e:
+            if e.code != CODE["EBUSY"]:
+                raise
+            self._drain()  # completions waiting: take them, then retry
+            rid = start(*args)
+        f = self._loop.create_future()
+        self._futs[rid] = f
+        return f
+
+    # ---- lifecycle ----
+    async def close(self):
+        """Closes the node: requests still waiting fail with ECLOSED,
+        handlers still running are cancelled (their events stay
+        pending)."""
+        if self._closing:
+            raise TroupeError(CODE["ESTATE"], "close: closed already")
+        self._closing = True
+        self._loop.remove_reader(self._c.wake_fd())
+        for t in list(self._running):
+            t.cancel()
+        await asyncio.to_thread(self._c.close)
+        for f in self._futs.values():
+            if not f.done():
+                f.set_exception(TroupeError(CODE["ECLOSED"],
+                                            "the node closed"))
+        self._futs.clear()
+
+    def set_limits(self, requests=0, bytes=0):
+        self._c.set_limits(requests, bytes)
+
+    # ---- tables ----
+    async def create_table(self, name, indexes=()):
+        return await self._request(self._c.table_create, name, indexes)
+
+    async def get(self, table, key):
+        return await self._request(self._c.get, table, key)
+
+    async def put(self, table, key, doc):
+        return await self._request(self._c.put, table, key, doc)
+
+    async def delete(self, table, key):
+        return await self._request(self._c.delete, table, key)
+
+    async def scan(self, table, **kw):
+        return await self._request(lambda: self._c.scan(table, **kw))
+
+    async def query(self, table, index, **kw):
+        return await self._request(lambda: self._c.query(table, index,
+                                                         **kw))
+
+    def begin(self):
+        return Txn(self)
+
+    # ---- queues ----
+    async def create_queue(self, name, partitions=1, retention_ms=0):
+        await asyncio.to_thread(self._c.queue_create, name, partitions,
+                                retention_ms)
+
+    async def publish(self, queue, id, key, payload, time_ms=0):
+        return await self._request(self._c.publish, queue, id, key, payload,
+                                   time_ms)
+
+    def subscribe(self, queue, handler, credit=16, timeout_ms=0, name=None):
+        """Runs `await handler(event)` for each event of queue, at most
+        credit at once: returning acknowledges the event (returning
+        {"reschedule": time_ms} reschedules it), raising leaves it
+        pending (delivered again, attempt + 1)."""
+        name = name or "py.%s" % queue
+        idx = self._c.register_pull(name, credit, timeout_ms)
+        self._handlers[idx] = handler
+        self._c.subscribe(queue, name)
+
+
+class Txn(TxnBase):
+    """A transaction: await get() and commit(); put(), delete() and
+    rollback() never wait."""
+
+    def __init__(self, node):
+        super().__init__(node._c)
+        self._n = node
+
+    async def get(self, table, key):
+        return await self._n._request(self._core.txn_get, self._live(),
+                                      table, key)
+
+    async def commit(self):
+        return await self._n._request(self._core.txn_commit, self._end())

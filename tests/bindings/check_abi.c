@@ -1,0 +1,725 @@
+/*
+ * The flat C ABI (bindings/c, troupe/abi.h) as a binding uses it: only
+ * the header, records parsed from bytes, documents in msgpack.
+ */
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <check.h>
+#include <msgpack.h>
+
+#include "troupe/abi.h"
+#include "tsupport.h"
+
+#define BUF 65536
+
+typedef struct rec {
+    uint64_t id;
+    uint32_t target;
+    uint16_t kind, hlen;
+    uint32_t attempt, blen;
+    const uint8_t *header, *body;
+    size_t size;
+} rec;
+
+static uint64_t
+le(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+static rec
+parse(const uint8_t *p)
+{
+    rec r = {.id = le(p, 8),
+             .target = (uint32_t)le(p + 8, 4),
+             .kind = (uint16_t)le(p + 12, 2),
+             .hlen = (uint16_t)le(p + 14, 2),
+             .attempt = (uint32_t)le(p + 16, 4),
+             .blen = (uint32_t)le(p + 20, 4)};
+    r.header = p + TROUPE_HOST_RECORD_FIXED;
+    r.body = r.header + r.hlen;
+    r.size = TROUPE_HOST_RECORD_SIZE(r.hlen, r.blen);
+    return r;
+}
+
+static int32_t
+status_of(const rec *r)
+{
+    ck_assert_uint_eq(r->kind, TROUPE_TASK_COMPLETION);
+    ck_assert_uint_eq(r->hlen, TROUPE_ABI_COMPLETION_HEADER);
+    ck_assert_uint_eq(r->target, 0);
+    return (int32_t)le(r->header, 4);
+}
+
+/* Pulls (blocking, 10 s at most) until the record with id comes; earlier
+ * records must be of other ids. Copies it into out (BUF bytes). */
+static rec
+wait_rec(troupe_abi *n, uint64_t id, uint8_t *out)
+{
+    uint64_t until = ts_now_ms() + 10000;
+    while (ts_now_ms() < until) {
+        size_t len = 0;
+        ck_assert_int_eq(troupe_abi_next_task(n, 100, out, BUF, &len), 0);
+        if (len == 0)
+            continue;
+        rec r = parse(out);
+        if (r.id == id)
+            return r;
+    }
+    ck_abort_msg("no record %llu within 10 s", (unsigned long long)id);
+    return (rec){0};
+}
+
+/* Pulls until a pull finds nothing (which re-arms the wake fd: after
+ * it, the fd is readable only once a new record is queued). */
+static void
+drain_empty(troupe_abi *n)
+{
+    uint8_t *b = malloc(BUF);
+    size_t len;
+    do
+        ck_assert_int_eq(troupe_abi_next_task(n, 0, b, BUF, &len), 0);
+    while (len > 0);
+    free(b);
+}
+
+/* Waits up to 10 s for the wake fd to be readable. */
+static void
+wait_fd(troupe_abi *n)
+{
+    int fd;
+    ck_assert_int_eq(troupe_abi_wake_fd(n, &fd), 0);
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    ck_assert_int_eq(poll(&p, 1, 10000), 1);
+}
+
+/* Pulls (10 s at most) until a queue task comes, into out (BUF bytes),
+ * skipping completions. */
+static rec
+wait_task(troupe_abi *n, uint8_t *out)
+{
+    uint64_t until = ts_now_ms() + 10000;
+    while (ts_now_ms() < until) {
+        size_t len = 0;
+        ck_assert_int_eq(troupe_abi_next_task(n, 100, out, BUF, &len), 0);
+        if (len > 0 && parse(out).kind == TROUPE_TASK_QUEUE)
+            return parse(out);
+    }
+    ck_abort_msg("no queue task within 10 s");
+    return (rec){0};
+}
+
+/* The status of request id's completion. */
+static int32_t
+wait_status(troupe_abi *n, uint64_t id)
+{
+    uint8_t *b = malloc(BUF);
+    rec r = wait_rec(n, id, b);
+    int32_t s = status_of(&r);
+    free(b);
+    return s;
+}
+
+/* A msgpack map {k: v} (v a string) in sb. */
+static void
+doc1(msgpack_sbuffer *sb, const char *k, const char *v)
+{
+    msgpack_sbuffer_init(sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 1);
+    msgpack_pack_str_with_body(&pk, k, strlen(k));
+    msgpack_pack_str_with_body(&pk, v, strlen(v));
+}
+
+static char *dir;
+
+static troupe_abi *
+node(void)
+{
+    troupe_abi *n = NULL;
+    ck_assert_int_eq(troupe_abi_open(dir, 2, 2, 2, &n), 0);
+    ck_assert_int_eq(troupe_abi_start(n), 0);
+    return n;
+}
+
+static void
+setup(void)
+{
+    dir = ts_tempdir("abi");
+}
+
+static void
+teardown(void)
+{
+    ts_rmtree(dir);
+    free(dir);
+}
+
+/* A table "t" with index "by_name" on name. */
+static void
+make_table(troupe_abi *n)
+{
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_array(&pk, 1);
+    msgpack_pack_map(&pk, 2);
+    msgpack_pack_str_with_body(&pk, "name", 4);
+    msgpack_pack_str_with_body(&pk, "by_name", 7);
+    msgpack_pack_str_with_body(&pk, "fields", 6);
+    msgpack_pack_array(&pk, 1);
+    msgpack_pack_array(&pk, 2);
+    msgpack_pack_str_with_body(&pk, "name", 4);
+    msgpack_pack_str_with_body(&pk, "string", 6);
+    ck_assert_int_eq(troupe_abi_table_create(n, 1, "t", sb.data, sb.size), 0);
+    ck_assert_int_eq(wait_status(n, 1), 0);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+/* ---- bad input ---------------------------------------------------------- */
+
+START_TEST(bad_input)
+{
+    troupe_abi *n = NULL;
+    ck_assert_int_eq(troupe_abi_version(), TROUPE_ABI_VERSION);
+    ck_assert_int_eq(troupe_abi_open(NULL, 0, 0, 0, &n), TROUPE_EINVAL);
+    ck_assert_ptr_null(n);
+    ck_assert_str_ne(troupe_abi_errmsg(), "");
+    ck_assert_int_eq(troupe_abi_open(dir, 0, 0, 3, &n), TROUPE_EINVAL);
+    ck_assert_ptr_nonnull(strstr(troupe_abi_errmsg(), "sync 3"));
+    ck_assert_int_eq(troupe_abi_open(dir, 300, 0, 0, &n), TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_open(dir, 1, 1, 2, NULL), TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_open(dir, 1, 1, 2, &n), 0);
+    ck_assert_str_eq(troupe_abi_errmsg(), "");
+    /* requests before start */
+    ck_assert_int_eq(troupe_abi_table_get(n, 1, "t", "k", 1), TROUPE_ESTATE);
+    ck_assert_ptr_nonnull(strstr(troupe_abi_errmsg(), "not started"));
+    uint64_t tx = 9;
+    ck_assert_int_eq(troupe_abi_txn_begin(n, &tx), TROUPE_ESTATE);
+    ck_assert_uint_eq(tx, 0);
+    ck_assert_int_eq(troupe_abi_queue_create(n, "q", 1, 0), TROUPE_ESTATE);
+    ck_assert_int_eq(troupe_abi_start(NULL), TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_start(n), 0);
+    ck_assert_int_eq(troupe_abi_start(n), TROUPE_ESTATE);
+    /* NULL node everywhere */
+    uint32_t idx;
+    size_t len, cnt, d, r;
+    int fd;
+    uint8_t buf[64];
+    ck_assert_int_eq(troupe_abi_wake_fd(NULL, &fd), TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_wake_fd(n, NULL), TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_set_wake(NULL, NULL, NULL), TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_set_limits(NULL, 1, 1), TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_register_pull(NULL, "p", 0, 0, &idx),
+                     TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_register_pull(n, NULL, 0, 0, &idx),
+                     TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_register_pull(n, "", 0, 0, &idx),
+                     TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_register_pull(n, "p", 70000, 0, &idx),
+                     TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_next_task(NULL, 0, buf, 64, &len),
+                     TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_next_task(n, -1, buf, 64, &len), TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_next_batch(n, 0, NULL, 64, 1, &cnt, &len),
+                     TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_reply(NULL, 1, 1, NULL, 0), TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_reply(n, 12345, 1, NULL, 0), TROUPE_ENOENT);
+    ck_assert_int_eq(troupe_abi_reply_batch(NULL, buf, 16, &d, &r),
+                     TROUPE_EINVAL);
+    memset(buf, 0, sizeof(buf));
+    ck_assert_int_eq(troupe_abi_reply_batch(n, buf, 12, &d, &r), TROUPE_EPROTO);
+    ck_assert_int_eq(troupe_abi_table_create(NULL, 1, "t", NULL, 0),
+                     TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_table_create(n, 1, "t", NULL, 3),
+                     TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_table_create(n, 1, "t", "\xc1", 1),
+                     TROUPE_EPROTO);
+    ck_assert_int_eq(troupe_abi_table_create(n, 1, "t", "\x91\x01", 2),
+                     TROUPE_EINVAL);
+    ck_assert_ptr_nonnull(strstr(troupe_abi_errmsg(), "index 0"));
+    ck_assert_int_eq(troupe_abi_table_create(n, 1, NULL, NULL, 0),
+                     TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_table_get(NULL, 1, "t", "k", 1), TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_table_get(n, 1, "nope", "k", 1),
+                     TROUPE_ENOTABLE);
+    ck_assert_ptr_nonnull(strstr(troupe_abi_errmsg(), "nope"));
+    make_table(n);
+    ck_assert_int_eq(troupe_abi_table_get(n, 2, "t", NULL, 0), TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_table_put(n, 2, "t", "k", 1, "\xc1", 1),
+                     TROUPE_EPROTO);
+    ck_assert_int_eq(troupe_abi_table_put(NULL, 2, "t", "k", 1, "\x80", 1),
+                     TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_table_delete(n, 2, "t", "", 0), TROUPE_EINVAL);
+    ck_assert_int_eq(
+        troupe_abi_table_scan(n, 2, "t", NULL, 0, NULL, 0, NULL, 0, 0, 0),
+        TROUPE_EINVAL);
+    ck_assert_int_eq(
+        troupe_abi_table_scan(n, 2, "t", NULL, 0, NULL, 0, NULL, 0, 5, 2),
+        TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_index_query(n, 2, "t", "by_name", NULL, 3, NULL,
+                                            0, NULL, 0, NULL, 0, 5, 0, 0),
+                     TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_index_query(n, 2, "t", "by_name", NULL, 0, NULL,
+                                            0, NULL, 0, NULL, 0, 5, 0, 7),
+                     TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_txn_begin(NULL, &tx), TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_txn_begin(n, NULL), TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_txn_get(n, 2, 77, "t", "k", 1), TROUPE_ENOENT);
+    ck_assert_ptr_nonnull(strstr(troupe_abi_errmsg(), "77"));
+    ck_assert_int_eq(troupe_abi_txn_put(n, 77, "t", "k", 1, "\x80", 1),
+                     TROUPE_ENOENT);
+    ck_assert_int_eq(troupe_abi_txn_delete(n, 77, "t", "k", 1), TROUPE_ENOENT);
+    ck_assert_int_eq(troupe_abi_txn_commit(n, 2, 77), TROUPE_ENOENT);
+    ck_assert_int_eq(troupe_abi_txn_rollback(n, 77), TROUPE_ENOENT);
+    ck_assert_int_eq(troupe_abi_txn_begin(n, &tx), 0);
+    ck_assert_int_eq(troupe_abi_txn_put(n, tx, "t", "k", 1, "\x01", 1),
+                     TROUPE_EPROTO);
+    ck_assert_int_eq(troupe_abi_txn_rollback(n, tx), 0);
+    ck_assert_int_eq(troupe_abi_txn_rollback(n, tx), TROUPE_ENOENT);
+    ck_assert_int_eq(troupe_abi_queue_create(n, "", 1, 0), TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_queue_create(n, "q", 0, 0), TROUPE_EINVAL);
+    ck_assert_int_eq(
+        troupe_abi_queue_publish(n, 2, "nope", "i", 1, "k", 1, "\x01", 1, 0),
+        TROUPE_ENOQUEUE);
+    ck_assert_int_eq(troupe_abi_queue_create(n, "q", 1, 0), 0);
+    ck_assert_int_eq(
+        troupe_abi_queue_publish(n, 2, "q", "i", 1, "k", 1, "\xc1", 1, 0),
+        TROUPE_EINVAL);
+    ck_assert_int_eq(
+        troupe_abi_queue_publish(n, 2, "q", "i", 1, "k", 1, "\x01", 1, -5),
+        TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_queue_subscribe(n, "nope", "p"),
+                     TROUPE_ENOQUEUE);
+    ck_assert_int_eq(troupe_abi_queue_subscribe(n, "q", "nope"), TROUPE_ENOENT);
+    ck_assert_int_eq(troupe_abi_queue_subscribe(n, NULL, "p"), TROUPE_EINVAL);
+    /* nothing was accepted, so nothing completes: the queue is empty */
+    ck_assert_int_eq(troupe_abi_next_task(n, 0, buf, 64, &len), 0);
+    ck_assert_uint_eq(len, 0);
+    ck_assert_int_eq(troupe_abi_close(NULL), TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_close(&n), 0);
+    ck_assert_ptr_null(n);
+    ck_assert_int_eq(troupe_abi_close(&n), TROUPE_ESTATE);
+    ck_assert_ptr_nonnull(strstr(troupe_abi_errmsg(), "closed already"));
+}
+END_TEST
+
+/* ---- completions -----------------------------------------------------------
+ */
+
+/* The value of key k (a str) in the map at o, or NULL. */
+static const msgpack_object *
+get_key(const msgpack_object *o, const char *k)
+{
+    ck_assert_int_eq(o->type, MSGPACK_OBJECT_MAP);
+    for (uint32_t i = 0; i < o->via.map.size; i++) {
+        const msgpack_object *key = &o->via.map.ptr[i].key;
+        if (key->type == MSGPACK_OBJECT_STR && key->via.str.size == strlen(k) &&
+            memcmp(key->via.str.ptr, k, key->via.str.size) == 0)
+            return &o->via.map.ptr[i].val;
+    }
+    return NULL;
+}
+
+START_TEST(completions)
+{
+    troupe_abi *n = node();
+    uint8_t *b = malloc(BUF);
+    make_table(n);
+    msgpack_sbuffer d1, d2;
+    doc1(&d1, "name", "ann");
+    doc1(&d2, "name", "bob");
+    ck_assert_int_eq(
+        troupe_abi_table_put(n, 10, "t", "k1", 2, d1.data, d1.size), 0);
+    ck_assert_int_eq(
+        troupe_abi_table_put(n, 11, "t", "k2", 2, d2.data, d2.size), 0);
+    ck_assert_int_eq(wait_status(n, 10), 0);
+    ck_assert_int_eq(wait_status(n, 11), 0);
+    /* get: the document itself */
+    ck_assert_int_eq(troupe_abi_table_get(n, 12, "t", "k1", 2), 0);
+    rec r = wait_rec(n, 12, b);
+    ck_assert_int_eq(status_of(&r), 0);
+    ck_assert_uint_eq(r.blen, d1.size);
+    ck_assert_mem_eq(r.body, d1.data, d1.size);
+    ck_assert_int_eq(troupe_abi_table_get(n, 13, "t", "zz", 2), 0);
+    r = wait_rec(n, 13, b);
+    ck_assert_int_eq(status_of(&r), TROUPE_ENOENT);
+    ck_assert_uint_eq(r.blen, 0);
+    /* scan: two rows, in key order */
+    ck_assert_int_eq(
+        troupe_abi_table_scan(n, 14, "t", NULL, 0, NULL, 0, NULL, 0, 10, 0), 0);
+    r = wait_rec(n, 14, b);
+    ck_assert_int_eq(status_of(&r), 0);
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    size_t off = 0;
+    ck_assert_int_eq(
+        msgpack_unpack_next(&u, (const char *)r.body, r.blen, &off),
+        MSGPACK_UNPACK_SUCCESS);
+    const msgpack_object *rows = get_key(&u.data, "rows");
+    ck_assert_ptr_nonnull(rows);
+    ck_assert_uint_eq(rows->via.array.size, 2);
+    const msgpack_object *k0 = &rows->via.array.ptr[0].via.array.ptr[0];
+    ck_assert_int_eq(k0->type, MSGPACK_OBJECT_BIN);
+    ck_assert_mem_eq(k0->via.bin.ptr, "k1", 2);
+    ck_assert_int_eq(get_key(&u.data, "more")->via.boolean, false);
+    msgpack_unpacked_destroy(&u);
+    /* index query by name = "bob": k2, with its row */
+    msgpack_sbuffer v;
+    msgpack_sbuffer_init(&v);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &v, msgpack_sbuffer_write);
+    msgpack_pack_array(&pk, 1);
+    msgpack_pack_str_with_body(&pk, "bob", 3);
+    ck_assert_int_eq(troupe_abi_index_query(n, 15, "t", "by_name", v.data,
+                                            v.size, NULL, 0, NULL, 0, NULL, 0,
+                                            10, 0, 1),
+                     0);
+    r = wait_rec(n, 15, b);
+    ck_assert_int_eq(status_of(&r), 0);
+    msgpack_unpacked_init(&u);
+    off = 0;
+    ck_assert_int_eq(
+        msgpack_unpack_next(&u, (const char *)r.body, r.blen, &off),
+        MSGPACK_UNPACK_SUCCESS);
+    const msgpack_object *hits = get_key(&u.data, "hits");
+    ck_assert_uint_eq(hits->via.array.size, 1);
+    const msgpack_object *h0 = hits->via.array.ptr[0].via.array.ptr;
+    ck_assert_mem_eq(h0[1].via.bin.ptr, "k2", 2);
+    ck_assert_int_eq(h0[2].type, MSGPACK_OBJECT_MAP);
+    msgpack_unpacked_destroy(&u);
+    msgpack_sbuffer_destroy(&v);
+    /* delete, then get is ENOENT */
+    ck_assert_int_eq(troupe_abi_table_delete(n, 16, "t", "k2", 2), 0);
+    ck_assert_int_eq(wait_status(n, 16), 0);
+    ck_assert_int_eq(troupe_abi_table_delete(n, 17, "t", "k2", 2), 0);
+    ck_assert_int_eq(wait_status(n, 17), TROUPE_ENOENT);
+    /* a transaction: read, write, commit; a second one conflicts */
+    uint64_t t1, t2;
+    ck_assert_int_eq(troupe_abi_txn_begin(n, &t1), 0);
+    ck_assert_int_eq(troupe_abi_txn_begin(n, &t2), 0);
+    ck_assert_uint_ne(t1, t2);
+    ck_assert_int_eq(troupe_abi_txn_get(n, 20, t1, "t", "k1", 2), 0);
+    r = wait_rec(n, 20, b);
+    ck_assert_int_eq(status_of(&r), 0);
+    ck_assert_mem_eq(r.body, d1.data, d1.size);
+    ck_assert_int_eq(troupe_abi_txn_get(n, 21, t2, "t", "k1", 2), 0);
+    ck_assert_int_eq(wait_status(n, 21), 0);
+    ck_assert_int_eq(troupe_abi_txn_put(n, t1, "t", "k1", 2, d2.data, d2.size),
+                     0);
+    ck_assert_int_eq(troupe_abi_txn_put(n, t2, "t", "k1", 2, d1.data, d1.size),
+                     0);
+    ck_assert_int_eq(troupe_abi_txn_commit(n, 22, t1), 0);
+    ck_assert_int_eq(wait_status(n, 22), 0);
+    ck_assert_int_eq(troupe_abi_txn_commit(n, 23, t2), 0);
+    r = wait_rec(n, 23, b);
+    ck_assert_int_eq(status_of(&r), TROUPE_ECONFLICT);
+    msgpack_unpacked_init(&u);
+    off = 0;
+    ck_assert_int_eq(
+        msgpack_unpack_next(&u, (const char *)r.body, r.blen, &off),
+        MSGPACK_UNPACK_SUCCESS);
+    ck_assert_int_eq(u.data.type, MSGPACK_OBJECT_ARRAY);
+    ck_assert_uint_eq(u.data.via.array.size, 1);
+    const msgpack_object *c0 = u.data.via.array.ptr[0].via.array.ptr;
+    ck_assert_mem_eq(c0[0].via.str.ptr, "t", 1);
+    ck_assert_mem_eq(c0[1].via.bin.ptr, "k1", 2);
+    msgpack_unpacked_destroy(&u);
+    /* t1's write is the row now; the committed ids are gone */
+    ck_assert_int_eq(troupe_abi_table_get(n, 24, "t", "k1", 2), 0);
+    r = wait_rec(n, 24, b);
+    ck_assert_mem_eq(r.body, d2.data, d2.size);
+    uint64_t until = ts_now_ms() + 10000; /* the end job runs after */
+    int rc;
+    while ((rc = troupe_abi_txn_rollback(n, t1)) == TROUPE_ESTATE &&
+           ts_now_ms() < until)
+        ;
+    ck_assert_int_eq(rc, TROUPE_ENOENT);
+    /* publish */
+    ck_assert_int_eq(troupe_abi_queue_create(n, "q", 2, 0), 0);
+    ck_assert_int_eq(
+        troupe_abi_queue_publish(n, 25, "q", "e1", 2, "k", 1, "\x07", 1, 0), 0);
+    ck_assert_int_eq(wait_status(n, 25), 0);
+    msgpack_sbuffer_destroy(&d1);
+    msgpack_sbuffer_destroy(&d2);
+    free(b);
+    ck_assert_int_eq(troupe_abi_close(&n), 0);
+}
+END_TEST
+
+/* ---- the bound, a small buffer, close with work in flight ---------------- */
+
+START_TEST(busy_bound)
+{
+    troupe_abi *n = node();
+    make_table(n);
+    ck_assert_int_eq(troupe_abi_set_limits(n, 2, 0), 0);
+    ck_assert_int_eq(troupe_abi_table_get(n, 1, "t", "a", 1), 0);
+    ck_assert_int_eq(troupe_abi_table_get(n, 2, "t", "a", 1), 0);
+    ck_assert_int_eq(troupe_abi_table_get(n, 3, "t", "a", 1), TROUPE_EBUSY);
+    ck_assert_ptr_nonnull(strstr(troupe_abi_errmsg(), "limit"));
+    ck_assert_int_eq(wait_status(n, 1), TROUPE_ENOENT);
+    ck_assert_int_eq(troupe_abi_table_get(n, 3, "t", "a", 1), 0);
+    ck_assert_int_eq(wait_status(n, 2), TROUPE_ENOENT);
+    ck_assert_int_eq(wait_status(n, 3), TROUPE_ENOENT);
+    /* bytes: one completion not pulled (40 bytes) reaches a 1-byte bound */
+    ck_assert_int_eq(troupe_abi_set_limits(n, 100, 1), 0);
+    drain_empty(n);
+    ck_assert_int_eq(troupe_abi_table_get(n, 4, "t", "a", 1), 0);
+    wait_fd(n); /* it is queued */
+    ck_assert_int_eq(troupe_abi_table_get(n, 5, "t", "a", 1), TROUPE_EBUSY);
+    ck_assert_ptr_nonnull(strstr(troupe_abi_errmsg(), "bytes"));
+    ck_assert_int_eq(wait_status(n, 4), TROUPE_ENOENT);
+    ck_assert_int_eq(troupe_abi_table_get(n, 5, "t", "a", 1), 0);
+    ck_assert_int_eq(wait_status(n, 5), TROUPE_ENOENT);
+    ck_assert_int_eq(troupe_abi_close(&n), 0);
+}
+END_TEST
+
+START_TEST(small_buffer)
+{
+    troupe_abi *n = node();
+    make_table(n);
+    msgpack_sbuffer d;
+    doc1(&d, "name", "a rather long name for a small buffer");
+    ck_assert_int_eq(troupe_abi_table_put(n, 1, "t", "k", 1, d.data, d.size),
+                     0);
+    ck_assert_int_eq(wait_status(n, 1), 0);
+    drain_empty(n);
+    ck_assert_int_eq(troupe_abi_table_get(n, 2, "t", "k", 1), 0);
+    wait_fd(n);
+    uint8_t small[48];
+    size_t len = 0;
+    ck_assert_int_eq(troupe_abi_next_task(n, 0, small, sizeof(small), &len),
+                     TROUPE_ETOOBIG);
+    size_t need = TROUPE_HOST_RECORD_SIZE(8, d.size);
+    ck_assert_uint_eq(len, need);
+    ck_assert_ptr_nonnull(strstr(troupe_abi_errmsg(), "bytes"));
+    /* it stays first: the next pull with room gets it */
+    uint8_t *b = malloc(BUF);
+    size_t cnt;
+    ck_assert_int_eq(troupe_abi_next_batch(n, 0, b, BUF, 8, &cnt, &len), 0);
+    ck_assert_uint_eq(cnt, 1);
+    ck_assert_uint_eq(len, need);
+    rec r = parse(b);
+    ck_assert_uint_eq(r.id, 2);
+    ck_assert_mem_eq(r.body, d.data, d.size);
+    /* a task too big comes again (attempt 2) */
+    uint32_t idx;
+    ck_assert_int_eq(troupe_abi_register_pull(n, "w", 4, 0, &idx), 0);
+    ck_assert_int_eq(troupe_abi_queue_create(n, "q", 1, 0), 0);
+    ck_assert_int_eq(troupe_abi_queue_subscribe(n, "q", "w"), 0);
+    ck_assert_int_eq(
+        troupe_abi_queue_publish(n, 3, "q", "e1", 2, "k", 1, d.data, d.size, 0),
+        0);
+    ck_assert_int_eq(wait_status(n, 3), 0);
+    uint64_t until = ts_now_ms() + 10000;
+    int rc;
+    while ((rc = troupe_abi_next_task(n, 100, small, sizeof(small), &len)) ==
+               0 &&
+           ts_now_ms() < until)
+        ;
+    ck_assert_int_eq(rc, TROUPE_ETOOBIG);
+    ck_assert_uint_gt(len, sizeof(small));
+    r = wait_task(n, b);
+    ck_assert_uint_eq(r.target, idx);
+    ck_assert_uint_eq(r.attempt, 2);
+    ck_assert_int_eq(troupe_abi_reply(n, r.id, TROUPE_OUTCOME_SUCCESS, NULL, 0),
+                     0);
+    free(b);
+    msgpack_sbuffer_destroy(&d);
+    ck_assert_int_eq(troupe_abi_close(&n), 0);
+}
+END_TEST
+
+START_TEST(close_in_flight)
+{
+    troupe_abi *n = node();
+    make_table(n);
+    uint32_t idx;
+    ck_assert_int_eq(troupe_abi_register_pull(n, "w", 8, 60000, &idx), 0);
+    ck_assert_int_eq(troupe_abi_queue_create(n, "q", 2, 0), 0);
+    ck_assert_int_eq(troupe_abi_queue_subscribe(n, "q", "w"), 0);
+    ck_assert_int_eq(
+        troupe_abi_queue_publish(n, 1, "q", "e1", 2, "k", 1, "\x07", 1, 0), 0);
+    /* a task held (60 s timeout) must not hold close up */
+    uint8_t *b = malloc(BUF);
+    wait_task(n, b);
+    uint64_t tx;
+    ck_assert_int_eq(troupe_abi_txn_begin(n, &tx), 0);
+    ck_assert_int_eq(troupe_abi_txn_put(n, tx, "t", "x", 1, "\x80", 1), 0);
+    ck_assert_int_eq(troupe_abi_txn_commit(n, 2, tx), 0);
+    uint64_t open_tx;
+    ck_assert_int_eq(troupe_abi_txn_begin(n, &open_tx), 0);
+    for (uint64_t i = 0; i < 200; i++) {
+        char k[16];
+        snprintf(k, sizeof(k), "k%llu", (unsigned long long)i);
+        ck_assert_int_eq(
+            troupe_abi_table_put(n, 100 + i, "t", k, strlen(k), "\x80", 1), 0);
+    }
+    uint64_t t0 = ts_now_ms();
+    ck_assert_int_eq(troupe_abi_close(&n), 0);
+    ck_assert_uint_lt(ts_now_ms() - t0, 20000); /* not the task's 60 s */
+    ck_assert_ptr_null(n);
+    /* what committed is there, the held event is pending again */
+    n = node();
+    ck_assert_int_eq(troupe_abi_table_get(n, 1, "t", "x", 1), 0);
+    ck_assert_int_eq(wait_status(n, 1), 0);
+    ck_assert_int_eq(troupe_abi_register_pull(n, "w", 8, 0, &idx), 0);
+    ck_assert_int_eq(troupe_abi_queue_subscribe(n, "q", "w"), 0);
+    rec r = wait_task(n, b);
+    ck_assert_int_eq(troupe_abi_reply(n, r.id, TROUPE_OUTCOME_SUCCESS, NULL, 0),
+                     0);
+    free(b);
+    ck_assert_int_eq(troupe_abi_close(&n), 0);
+}
+END_TEST
+
+/* ---- queue events through the ABI ---------------------------------------- */
+
+static _Atomic int wakes;
+
+static void
+on_wake(void *arg)
+{
+    atomic_fetch_add(&wakes, 1);
+}
+
+static bool
+woke(void *arg)
+{
+    return atomic_load(&wakes) > 0;
+}
+
+START_TEST(queue_events)
+{
+    troupe_abi *n = node();
+    uint32_t idx;
+    ck_assert_int_eq(troupe_abi_register_pull(n, "w", 4, 0, &idx), 0);
+    ck_assert_uint_gt(idx, 0);
+    uint32_t again = 7;
+    ck_assert_int_eq(troupe_abi_register_pull(n, "w", 4, 0, &again),
+                     TROUPE_EEXIST);
+    ck_assert_uint_eq(again, 0);
+    ck_assert_int_eq(troupe_abi_queue_create(n, "q", 2, 0), 0);
+    ck_assert_int_eq(troupe_abi_queue_subscribe(n, "q", "w"), 0);
+    atomic_store(&wakes, 0);
+    ck_assert_int_eq(troupe_abi_set_wake(n, on_wake, NULL), 0);
+    ck_assert_int_eq(
+        troupe_abi_queue_publish(n, 1, "q", "e1", 2, "k1", 2, "\x07", 1, 0), 0);
+    ck_assert(ts_wait_until(woke, NULL, 10000));
+    ck_assert_int_eq(troupe_abi_set_wake(n, NULL, NULL), 0);
+    ck_assert_int_eq(wait_status(n, 1), 0);
+    /* the event: FAILURE leaves it pending, it comes again */
+    uint8_t *b = malloc(BUF);
+    rec r = {0};
+    for (int round = 1; round <= 2; round++) {
+        r = wait_task(n, b);
+        ck_assert_uint_eq(r.target, idx);
+        ck_assert_uint_eq(r.attempt, (uint32_t)round);
+        ck_assert_uint_eq(r.blen, 1);
+        ck_assert_uint_eq(r.body[0], 0x07);
+        /* header: queue name "q", id "e1", key "k1" */
+        ck_assert_uint_eq(le(r.header + 20, 2), 1);
+        ck_assert_uint_eq(le(r.header + 22, 2), 2);
+        ck_assert_mem_eq(r.header + 32, "qe1k1", 5);
+        if (round == 1) {
+            ck_assert_int_eq(
+                troupe_abi_reply(n, r.id, TROUPE_OUTCOME_FAILURE, NULL, 0), 0);
+            ck_assert_int_eq(
+                troupe_abi_reply(n, r.id, TROUPE_OUTCOME_SUCCESS, NULL, 0),
+                TROUPE_ENOENT);
+        }
+    }
+    /* SUCCESS acks, through reply_batch */
+    uint8_t rb[16] = {0};
+    for (int i = 0; i < 8; i++)
+        rb[i] = (uint8_t)(r.id >> (8 * i));
+    rb[8] = TROUPE_OUTCOME_SUCCESS;
+    size_t done, refused;
+    ck_assert_int_eq(troupe_abi_reply_batch(n, rb, 16, &done, &refused), 0);
+    ck_assert_uint_eq(done, 1);
+    ck_assert_uint_eq(refused, 0);
+    /* acknowledged: after a reopen only the second event comes */
+    ck_assert_int_eq(troupe_abi_close(&n), 0);
+    n = node();
+    ck_assert_int_eq(troupe_abi_register_pull(n, "w", 4, 0, &idx), 0);
+    ck_assert_int_eq(troupe_abi_queue_subscribe(n, "q", "w"), 0);
+    ck_assert_int_eq(
+        troupe_abi_queue_publish(n, 2, "q", "e2", 2, "k1", 2, "\x08", 1, 0), 0);
+    r = wait_task(n, b);
+    ck_assert_mem_eq(r.header + 32, "qe2", 3); /* e1 is gone (one key) */
+    ck_assert_int_eq(troupe_abi_reply(n, r.id, TROUPE_OUTCOME_SUCCESS, NULL, 0),
+                     0);
+    free(b);
+    ck_assert_int_eq(troupe_abi_close(&n), 0);
+}
+END_TEST
+
+/* ---- the thread's message --------------------------------------------------
+ */
+
+static void *
+other_thread(void *arg)
+{
+    troupe_abi *n = arg;
+    int fd;
+    int rc = troupe_abi_wake_fd(n, &fd);
+    char *seen = strdup(troupe_abi_errmsg());
+    return rc == 0 ? seen : NULL;
+}
+
+START_TEST(thread_errmsg)
+{
+    troupe_abi *n = node();
+    ck_assert_int_eq(troupe_abi_table_get(n, 1, "missing", "k", 1),
+                     TROUPE_ENOTABLE);
+    char *mine = strdup(troupe_abi_errmsg());
+    ck_assert_ptr_nonnull(strstr(mine, "missing"));
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, other_thread, n), 0);
+    void *seen;
+    pthread_join(th, &seen);
+    ck_assert_ptr_nonnull(seen);
+    ck_assert_str_eq(seen, "");                  /* a success there */
+    ck_assert_str_eq(troupe_abi_errmsg(), mine); /* still this thread's */
+    free(seen);
+    free(mine);
+    ck_assert_int_eq(troupe_abi_close(&n), 0);
+    ck_assert_str_eq(troupe_abi_errmsg(), "");
+}
+END_TEST
+
+static Suite *
+abi_suite(void)
+{
+    Suite *s = suite_create("abi");
+    TCase *tc = tcase_create("abi");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, bad_input);
+    tcase_add_test(tc, completions);
+    tcase_add_test(tc, busy_bound);
+    tcase_add_test(tc, small_buffer);
+    tcase_add_test(tc, close_in_flight);
+    tcase_add_test(tc, queue_events);
+    tcase_add_test(tc, thread_errmsg);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(void)
+{
+    Suite *s[] = {abi_suite()};
+    return ts_run_suites(s, 1);
+}
