@@ -412,6 +412,9 @@ class Node {
             if (count === 0)
                 break;
             this._records(count);
+            // hand the answers back per batch: their credit lets the
+            // producers refill while this drain goes on
+            this._flush();
         }
         this._flush();
         this._retry();
@@ -800,6 +803,30 @@ class Transaction {
 
 // ---- pull targets and subscriptions ------------------------------------------
 
+// An i64 that fits a double (a Unix ms time) without a BigInt.
+function i64(buf, off) {
+    return buf.readInt32LE(off + 4) * 4294967296 + buf.readUInt32LE(off);
+}
+
+// A task of a served target: header and body are views of one copy.
+class Task {
+    constructor(kind, attempt, deadline, bytes, hlen) {
+        this.kind = kind;
+        this.attempt = attempt;
+        this.deadline = deadline;
+        this._bytes = bytes;
+        this._hlen = hlen;
+    }
+
+    get header() {
+        return this._bytes.subarray(0, this._hlen);
+    }
+
+    get body() {
+        return this._bytes.subarray(this._hlen);
+    }
+}
+
 class Target {
     constructor(node, targetName, index, credit) {
         this._node = node;
@@ -857,13 +884,10 @@ class Target {
     _raw(handler) {
         this._onTask = (buf, off, kind, hlen, blen, lo, hi) => {
             const base = off + RECORD_FIXED;
-            const task = {
-                kind,
-                attempt: buf.readUInt32LE(off + 16),
-                deadline: Number(buf.readBigInt64LE(off + 24)),
-                header: Buffer.from(buf.subarray(base, base + hlen)),
-                body: Buffer.from(buf.subarray(base + hlen, base + hlen + blen)),
-            };
+            // one copy of header and body (the pull buffer is reused)
+            const bytes = Buffer.allocUnsafe(hlen + blen);
+            buf.copy(bytes, 0, base, base + hlen + blen);
+            const task = new Task(kind, buf.readUInt32LE(off + 16), i64(buf, off + 24), bytes, hlen);
             this._run(lo, hi, handler, task);
         };
     }
@@ -897,10 +921,10 @@ class Target {
             const event = {
                 queue, id, key, payload,
                 attempt: buf.readUInt32LE(off + 16),
-                time: Number(buf.readBigInt64LE(h)),
+                time: i64(buf, h),
                 partition: buf.readUInt32LE(h + 16),
                 owner: ownerKind === null ? null : { kind: ownerKind, id: ownerId },
-                deadline: Number(buf.readBigInt64LE(off + 24)),
+                deadline: i64(buf, off + 24),
             };
             this._run(lo, hi, handler, event);
         };
