@@ -87,17 +87,31 @@ done(void *arg, uint64_t id, troupe_outcome outcome, const uint8_t *body,
     return false;
 }
 
-/* Waits for a kick, at most FEED_STALL_S; false when none came. */
 static bool
-wait_kick(feed *f)
+kicked(const feed *f)
+{
+    return f->kicked;
+}
+
+static bool
+all_settled(const feed *f)
+{
+    return f->settled == f->total;
+}
+
+/* Waits until ready(f) holds (under f->mu), at most FEED_STALL_S; false
+ * when it did not by then. */
+static bool
+wait_until(feed *f, bool (*ready)(const feed *))
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     ts.tv_sec += FEED_STALL_S;
-    bool ok = true;
+    bool late = false;
     pthread_mutex_lock(&f->mu);
-    while (!f->kicked && ok)
-        ok = pthread_cond_timedwait(&f->cond, &f->mu, &ts) != ETIMEDOUT;
+    while (!ready(f) && !late)
+        late = pthread_cond_timedwait(&f->cond, &f->mu, &ts) == ETIMEDOUT;
+    bool ok = ready(f);
     pthread_mutex_unlock(&f->mu);
     return ok;
 }
@@ -116,7 +130,7 @@ produce(void *arg)
         f->kicked = false;
         pthread_mutex_unlock(&f->mu);
         if (!troupe__target_credit_take(f->t, &f->w)) {
-            if (!wait_kick(f)) {
+            if (!wait_until(f, kicked)) {
                 f->err = TROUPE_ETIMEDOUT;
                 break;
             }
@@ -208,17 +222,11 @@ troupe_bench_feed_wait(troupe_abi *n, uint64_t *succeeded)
     if (f == NULL)
         return TROUPE_ENOENT;
     pthread_join(f->thread, NULL);
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += FEED_STALL_S;
     troupe_err e = f->err;
-    bool late = false;
-    pthread_mutex_lock(&f->mu);
-    while (f->settled < f->total && !late)
-        late = pthread_cond_timedwait(&f->cond, &f->mu, &ts) == ETIMEDOUT;
-    if (late && e == TROUPE_OK)
+    bool all = wait_until(f, all_settled);
+    if (!all && e == TROUPE_OK)
         e = TROUPE_ETIMEDOUT;
-    bool all = f->settled == f->total;
+    pthread_mutex_lock(&f->mu);
     if (succeeded != NULL)
         *succeeded = f->succeeded;
     pthread_mutex_unlock(&f->mu);

@@ -332,8 +332,9 @@ class Node {
         });
     }
 
-    // true when started or settled, false when refused with EBUSY.
-    _start(r) {
+    // Calls r under a fresh id: true when it started or settled (its
+    // Promise is then the pending Map's, or done), false on EBUSY.
+    _attempt(r) {
         const id = ++this._seq;
         let rc;
         try {
@@ -342,53 +343,32 @@ class Node {
             r.reject(err);
             return true;
         }
-        if (rc === E.OK) {
+        if (rc === E.OK)
             this._pending.set(id, r);
-            this._updateRef();
-            return true;
-        }
-        if (rc === E.EBUSY) {
-            if (this._waiting.length >= MAX_WAITING) {
-                r.reject(callError(rc));
-                return true;
-            }
+        else if (rc !== E.EBUSY)
+            r.reject(callError(rc));
+        return rc !== E.EBUSY;
+    }
+
+    _start(r) {
+        if (!this._attempt(r)) {
             this._waiting.push(r);
-            this._updateRef();
             // a drain retries it; make sure one comes even when the
             // completions that fill the bound are ready already
             this._schedule();
-            return false;
         }
-        r.reject(callError(rc));
-        return true;
+        this._updateRef();
     }
 
+    // Starts the waiting requests in order, up to the first EBUSY.
     _retry() {
         const w = this._waiting;
         if (w.length === 0)
             return;
-        this._waiting = [];
         let i = 0;
-        for (; i < w.length; i++) {
-            const r = w[i];
-            const id = ++this._seq;
-            let rc;
-            try {
-                rc = r.call(id);
-            } catch (err) {
-                r.reject(err);
-                continue;
-            }
-            if (rc === E.OK) {
-                this._pending.set(id, r);
-            } else if (rc === E.EBUSY) {
-                break;
-            } else {
-                r.reject(callError(rc));
-            }
-        }
-        if (i < w.length)
-            this._waiting = w.slice(i).concat(this._waiting);
+        while (i < w.length && this._attempt(w[i]))
+            i++;
+        this._waiting = i === 0 ? w : w.slice(i);
         this._updateRef();
     }
 

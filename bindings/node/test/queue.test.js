@@ -78,3 +78,28 @@ test('queue: an event not acked before close is delivered again after reopen', a
         await n.close();
     }
 });
+
+test('an idle node with a subscription and a served target burns no CPU (nothing polls)', async () => {
+    const n = await troupe.open(tmpdir(), { schedulers: 2 });
+    try {
+        await n.createQueue('idle');
+        let got = null;
+        n.subscribe('idle', async (ev) => { got = ev.id; });
+        n.serve('idle-pull', () => {});
+        await new Promise((r) => setTimeout(r, 100));
+        const c0 = process.cpuUsage();
+        const t0 = Date.now();
+        await new Promise((r) => setTimeout(r, 1000));
+        const c = process.cpuUsage(c0);
+        const cpu = (c.user + c.system) / 1e6;
+        const wall = (Date.now() - t0) / 1000;
+        // a polling loop would burn about one core (~wall seconds); an
+        // idle node wakes for nothing
+        assert.ok(cpu < 0.2 * wall, `${cpu.toFixed(3)} CPU-s over ${wall.toFixed(2)} s idle`);
+        // and it still answers at once when work comes
+        await n.publish('idle', { id: 'wake', payload: 1 });
+        await until(() => got === 'wake', 10000, 'the event after the idle time');
+    } finally {
+        await n.close();
+    }
+});
