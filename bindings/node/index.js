@@ -48,6 +48,15 @@ const BUF_MAX = (1 << 30) + 4096 + 64; // the largest completion record
 const E = { OK: 0, EINVAL: 1, ENOENT: 3, ECLOSED: 5, ETOOBIG: 10, ECONFLICT: 16, EBUSY: 17 };
 
 let LIB = null;
+// The nodes open in this process: closed at exit if their program did
+// not (one listener for all of them).
+const OPEN = new Set();
+let exitHooked = false;
+
+function closeAllAtExit() {
+    for (const n of OPEN)
+        n._closeSync();
+}
 
 function libraryPath() {
     if (process.env.TROUPE_LIB)
@@ -199,7 +208,6 @@ async function open(dir, opts = {}) {
         throw usage(`open: sync must be 'default', 'on' or 'off' (got ${sync})`);
     const requests = uint(opts.maxRequests, 'maxRequests', 0, 0xffffffff);
     const limitBytes = uint(opts.maxBytes, 'maxBytes', 0, Number.MAX_SAFE_INTEGER);
-    fs.mkdirSync(dir, { recursive: true });
     const out = [null];
     const r = await callAsync(L.open, dir, schedulers, workers, SYNC[sync], out);
     if (r.rc !== E.OK)
@@ -257,8 +265,11 @@ class Node {
         this._subs = 0;
         this._sock = null;
         this._refd = true;
-        this._onExit = () => this._closeSync();
-        process.on('exit', this._onExit);
+        OPEN.add(this);
+        if (!exitHooked) {
+            exitHooked = true;
+            process.on('exit', closeAllAtExit);
+        }
         this._drainFn = () => this._drain();
         this._flushFn = () => { this._flushScheduled = false; this._flush(); };
     }
@@ -631,7 +642,7 @@ class Node {
             this._sock.destroy();
             this._sock = null;
         }
-        process.removeListener('exit', this._onExit);
+        OPEN.delete(this);
     }
 
     close() {

@@ -24,6 +24,9 @@ test('exits cleanly without close: falls off the end with work done', () => {
         for (let i = 0; i < 100; i++) await n.put('t', 'k' + i, { i });
         await n.createQueue('q');
         await n.publish('q', { id: 'e', payload: 1 });
+        const m = await troupe.open(process.env.DIR + '/second', { schedulers: 1 });
+        await m.createTable('t');
+        await m.put('t', 'k', { i: 1 });
         console.log('done');`);
     assert.strictEqual(r.error, undefined, String(r.error));
     assert.strictEqual(r.signal, null, `killed by ${r.signal}: ${r.stderr}`);
