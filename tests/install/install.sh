@@ -37,7 +37,8 @@ check_headers() {
     [ -f "$inc/troupe.h" ] || fail "no include/troupe/troupe.h"
     local names=()
     for h in "$src"/runtime/include/troupe/*.h "$src"/storage/include/troupe/*.h \
-        "$src"/protocols/include/troupe/*.h "$src"/actors/*/include/troupe/*.h; do
+        "$src"/protocols/include/troupe/*.h "$src"/actors/*/include/troupe/*.h \
+        "$src"/bindings/*/include/troupe/*.h; do
         names+=("$(basename "$h")")
     done
     names+=(version.h)
