@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS  ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build install run test bench asan tsan fuzz format clean
+.PHONY: all deps build install run test node-deps bench asan tsan fuzz format clean
 
 all: build
 
@@ -29,7 +29,9 @@ install: build
 run: build
 	./$(BUILD)/examples/flagship --data ./data
 
-test: build
+# The Node binding's tests need its npm packages (bindings/node's lock):
+# npm ci when node_modules is missing or older than the lock.
+test: build node-deps
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS); rc=$$?; \
 	  ./../scripts/test-summary.sh . ; exit $$rc
 
@@ -39,19 +41,22 @@ BULLMQ_PEER := bench/peers/bullmq
 # koffi for the Node binding and the raw koffi peer (bindings/node's lock).
 NODE_BINDING := bindings/node
 
-bench: deps
+node-deps:
+	@if command -v npm >/dev/null && \
+	   { [ ! -f $(NODE_BINDING)/node_modules/.package-lock.json ] || \
+	     [ $(NODE_BINDING)/package-lock.json -nt $(NODE_BINDING)/node_modules/.package-lock.json ]; }; then \
+	  echo "make: npm ci in $(NODE_BINDING)"; \
+	  (cd $(NODE_BINDING) && npm ci --no-audit --no-fund) || \
+	    echo "make: npm ci failed; the Node binding's tests and benches will fail" >&2; \
+	fi
+
+bench: deps node-deps
 	@./scripts/install-deps.sh --bench
 	@if [ ! -f $(BULLMQ_PEER)/node_modules/.package-lock.json ] || \
 	    [ $(BULLMQ_PEER)/package-lock.json -nt $(BULLMQ_PEER)/node_modules/.package-lock.json ]; then \
 	  echo "make bench: npm ci in $(BULLMQ_PEER)"; \
 	  (cd $(BULLMQ_PEER) && npm ci --no-audit --no-fund) || \
 	    echo "make bench: npm ci failed; the BullMQ peer will be missing" >&2; \
-	fi
-	@if [ ! -f $(NODE_BINDING)/node_modules/.package-lock.json ] || \
-	    [ $(NODE_BINDING)/package-lock.json -nt $(NODE_BINDING)/node_modules/.package-lock.json ]; then \
-	  echo "make bench: npm ci in $(NODE_BINDING)"; \
-	  (cd $(NODE_BINDING) && npm ci --no-audit --no-fund) || \
-	    echo "make bench: npm ci failed; the koffi peer and the Node benches will be missing" >&2; \
 	fi
 	@cmake -S . -B $(BUILD)-bench -DCMAKE_BUILD_TYPE=Release -DTROUPE_TESTS=OFF \
 	  -DTROUPE_BENCH=ON >/dev/null

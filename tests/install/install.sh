@@ -38,7 +38,7 @@ check_headers() {
     local names=()
     for h in "$src"/runtime/include/troupe/*.h "$src"/storage/include/troupe/*.h \
         "$src"/protocols/include/troupe/*.h "$src"/actors/*/include/troupe/*.h \
-        "$src"/bindings/c/include/troupe/*.h; do
+        "$src"/bindings/*/include/troupe/*.h; do
         names+=("$(basename "$h")")
     done
     names+=(version.h)

@@ -1,0 +1,182 @@
+// Types of troupe's Node binding (index.js; README.md says how to use it).
+
+/** Raw key bytes: a string is taken as UTF-8. */
+export type Key = string | Buffer | Uint8Array;
+/** A document: one msgpack map. */
+export type Doc = Record<string, unknown>;
+
+export interface OpenOptions {
+    /** Scheduler threads (0: one per core, at most 256). */
+    schedulers?: number;
+    /** Storage threads (0: 4, at most 256). */
+    workers?: number;
+    /** Durability of every write: 'default' (the database's), 'on' (synced
+     * before the Promise resolves) or 'off'; true/false for 'on'/'off'. */
+    sync?: 'default' | 'on' | 'off' | boolean;
+    /** Requests in flight the node takes before the binding queues them in
+     * JS (default 4096). */
+    maxRequests?: number;
+    /** Bytes of results not yet taken before requests queue (default 64 MiB). */
+    maxBytes?: number;
+}
+
+/** Every failure: `code` is troupe's name of it ('ECONFLICT', 'ENOTABLE',
+ * 'ECLOSED', ...), `errno` its number (troupe/err.h). */
+export class TroupeError extends Error {
+    readonly code: string;
+    readonly errno: number;
+    /** ECONFLICT of a commit: the (table, key) pairs that conflicted. */
+    conflicts?: Conflict[];
+}
+
+export interface Conflict {
+    table: string;
+    key: Buffer;
+    /** TROUPE_CONFLICT_* bits: 1 stale read, 2 reserved unique value. */
+    kinds: number;
+}
+
+export interface IndexSpec {
+    name: string;
+    /** [path, type]: type one of string, int, float, bool, timestamp,
+     * bytes, string_casefold. */
+    fields: [string, string][];
+    unique?: boolean;
+}
+
+export interface ScanOptions {
+    start?: Key;
+    end?: Key;
+    /** The cursor of the previous page. */
+    after?: Buffer | null;
+    /** Rows per page (default 100). */
+    limit?: number;
+    reverse?: boolean;
+}
+
+export interface Page<T> {
+    cursor: Buffer | null;
+    more: boolean;
+    rows: T[];
+}
+
+export interface Row {
+    key: Buffer;
+    value: Doc;
+}
+
+export interface QueryOptions {
+    /** Leading values, equal. */
+    values?: unknown[];
+    /** Leading values, a range. */
+    from?: unknown[];
+    to?: unknown[];
+    after?: Buffer | null;
+    limit?: number;
+    reverse?: boolean;
+    /** Hits carry the rows' documents (else the entries' values). */
+    rows?: boolean;
+}
+
+export interface Hit {
+    key: Buffer;
+    pk: Buffer;
+    value: unknown;
+}
+
+export interface QueryPage {
+    hits: Hit[];
+    cursor: Buffer | null;
+    more: boolean;
+}
+
+export interface QueueEvent {
+    queue: string;
+    id: string;
+    key: string;
+    payload: unknown;
+    /** 1 for the first delivery, + 1 for each redelivery. */
+    attempt: number;
+    /** The runnable time, Unix ms. */
+    time: number;
+    partition: number;
+    owner: { kind: string; id: string } | null;
+    /** Unix ms: a resolution after it no longer counts. */
+    deadline: number;
+}
+
+export interface PublishEvent {
+    id: Key;
+    /** Business key (default: the id). */
+    key?: Key;
+    payload?: unknown;
+    /** Due time: Unix ms or a Date (default: now). */
+    time?: number | Date;
+}
+
+/** What a queue handler resolves to: nothing acks the event; a
+ * reschedule moves it to that time (Unix ms or a Date). A throw or a
+ * rejection leaves it pending: delivered again with attempt + 1. */
+export type QueueResult = void | undefined | { reschedule: number | Date };
+
+export interface SubscribeOptions {
+    /** Events handed to the handler at once (default 64, at most 65536). */
+    concurrency?: number;
+    /** Ms for a handler to settle before the event counts as UNKNOWN
+     * (pending again); default 30000. */
+    timeoutMs?: number;
+}
+
+export interface Task {
+    kind: number;
+    attempt: number;
+    deadline: number;
+    header: Buffer;
+    body: Buffer;
+}
+
+export type Outcome = 'SUCCESS' | 'FAILURE' | 'ONGOING' | 'UNKNOWN' | 1 | 2 | 3 | 4;
+export type TaskResult = void | undefined | { outcome: Outcome; body?: Key };
+
+export interface Subscription {
+    readonly name: string;
+    readonly concurrency: number;
+    /** Handlers running now. */
+    readonly inFlight: number;
+}
+
+export interface Transaction {
+    get(table: string, key: Key): Promise<Doc | undefined>;
+    put(table: string, key: Key, doc: Doc): void;
+    delete(table: string, key: Key): void;
+    /** Rejects with a TroupeError: ECONFLICT carries `conflicts`. */
+    commit(): Promise<void>;
+    rollback(): void;
+}
+
+export interface Node {
+    readonly closed: boolean;
+    createTable(name: string, indexes?: IndexSpec[]): Promise<void>;
+    get(table: string, key: Key): Promise<Doc | undefined>;
+    put(table: string, key: Key, doc: Doc): Promise<void>;
+    /** true when a row was deleted, false when there was none. */
+    delete(table: string, key: Key): Promise<boolean>;
+    scan(table: string, opts?: ScanOptions): Promise<Page<Row>>;
+    query(table: string, index: string, opts?: QueryOptions): Promise<QueryPage>;
+    begin(): Transaction;
+    createQueue(name: string, opts?: { partitions?: number; retentionMs?: number }): Promise<void>;
+    publish(queue: string, event: PublishEvent): Promise<void>;
+    subscribe(queue: string, handler: (ev: QueueEvent) => QueueResult | Promise<QueueResult>,
+              opts?: SubscribeOptions): Subscription;
+    /** A raw pull target: tasks its producers submit, answered by handler. */
+    serve(target: string, handler: (t: Task) => TaskResult | Promise<TaskResult>,
+          opts?: SubscribeOptions): Subscription;
+    /** Fails every request still pending with ECLOSED, then closes the node. */
+    close(): Promise<void>;
+}
+
+export const OUTCOME: { SUCCESS: 1; FAILURE: 2; ONGOING: 3; UNKNOWN: 4 };
+export function open(dir: string, opts?: OpenOptions): Promise<Node>;
+/** The libtroupe.so this process loads: $TROUPE_LIB, else the build tree's,
+ * else the system's libtroupe.so.0. */
+export function libraryPath(): string;

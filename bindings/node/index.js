@@ -1,0 +1,925 @@
+// troupe for Node: a Promise API over the flat C ABI (troupe/abi.h,
+// bindings/c) through koffi. README.md says how to use it; this header
+// says how it works.
+//
+// - Nothing calls JS from a troupe thread. The results of requests
+//   (completions) and the tasks of pull targets (queue events) are records
+//   that this module pulls with troupe_abi_next_batch(0, ...) (never
+//   blocking) into one reused Buffer, on the JS main thread.
+// - When to pull: the node's wake fd, an eventfd, watched by Node's own
+//   loop. net.Socket({fd}) refuses an eventfd (ERR_INVALID_FD_TYPE: libuv
+//   guesses its type as UNKNOWN), so the fd is dup()ed and opened as a
+//   libuv pipe handle (process.binding('pipe_wrap'), which opens any
+//   pollable fd) under a net.Socket; each 'data' event (8 bytes: the
+//   eventfd's counter) schedules one drain in setImmediate, which pulls
+//   until nothing is left (that last empty pull re-arms the fd).
+// - Requests get ids from a counter; a pending Map resolves each Promise
+//   from its completion. A request refused with EBUSY (the node's bound of
+//   requests in flight) waits in a JS queue (at most MAX_WAITING) and is
+//   tried again after the next drain.
+// - Handlers: each pull target (a subscription) has a credit, the most
+//   tasks the node hands over at once: that is the in-flight limit. Replies
+//   are packed into one Buffer and sent with troupe_abi_reply_batch once
+//   per turn of the loop.
+// - Blocking calls (open, start, close, queue create) run through koffi's
+//   .async on libuv's threadpool; close from process.on('exit') is the one
+//   synchronous call, at exit.
+// - The wake socket is ref'd only while something waits for the node (a
+//   request in flight or a subscription); close unrefs and destroys it.
+'use strict';
+
+const fs = require('fs');
+const net = require('net');
+const path = require('path');
+const koffi = require('koffi');
+const { encode, decode } = require('@msgpack/msgpack');
+
+const ABI_VERSION = 1;
+const RECORD_FIXED = 32;
+const KIND_QUEUE = 1;
+const KIND_COMPLETION = 2;
+const OUTCOME = { SUCCESS: 1, FAILURE: 2, ONGOING: 3, UNKNOWN: 4 };
+const BATCH_MAX = 256;
+const MAX_WAITING = 1 << 20; // requests waiting in JS after an EBUSY
+const BUF_INITIAL = 1 << 20;
+const BUF_MAX = (1 << 30) + 4096 + 64; // the largest completion record
+
+// troupe_err numbers (troupe/err.h) the binding acts on.
+const E = { OK: 0, EINVAL: 1, ENOENT: 3, ECLOSED: 5, ETOOBIG: 10, ECONFLICT: 16, EBUSY: 17 };
+
+let LIB = null;
+// The nodes open in this process: closed at exit if their program did
+// not (one listener for all of them).
+const OPEN = new Set();
+let exitHooked = false;
+
+function closeAllAtExit() {
+    for (const n of OPEN)
+        n._closeSync();
+}
+
+function libraryPath() {
+    if (process.env.TROUPE_LIB)
+        return process.env.TROUPE_LIB;
+    const built = path.join(__dirname, '..', '..', 'build', 'lib', 'libtroupe.so');
+    if (fs.existsSync(built))
+        return built;
+    return 'libtroupe.so.0';
+}
+
+// Declares the ABI once per process (koffi keeps the library loaded; it
+// is linked -z nodelete as well).
+function lib() {
+    if (LIB)
+        return LIB;
+    const file = libraryPath();
+    const so = koffi.load(file);
+    const version = so.func('int troupe_abi_version(void)')();
+    if (version !== ABI_VERSION)
+        throw new Error(`troupe: ${file} has ABI version ${version}, this binding needs ${ABI_VERSION}`);
+    const libc = koffi.load('libc.so.6');
+    koffi.opaque('troupe_abi');
+    const f = (s) => so.func(s);
+    LIB = {
+        file,
+        dup: libc.func('int dup(int fd)'),
+        errmsg: f('const char *troupe_abi_errmsg(void)'),
+        errName: f('const char *troupe_err_name(int e)'),
+        strerror: f('const char *troupe_strerror(int e)'),
+        open: f('int troupe_abi_open(const char *dir, uint32_t schedulers, uint32_t workers, int32_t sync, _Out_ troupe_abi **out)'),
+        start: f('int troupe_abi_start(troupe_abi *n)'),
+        close: f('int troupe_abi_close(_Inout_ troupe_abi **np)'),
+        setLimits: f('int troupe_abi_set_limits(troupe_abi *n, uint32_t requests, uint64_t bytes)'),
+        wakeFd: f('int troupe_abi_wake_fd(troupe_abi *n, void *fd)'),
+        registerPull: f('int troupe_abi_register_pull(troupe_abi *n, const char *name, uint32_t credit, uint32_t timeout_ms, void *index)'),
+        nextBatch: f('int troupe_abi_next_batch(troupe_abi *n, int timeout_ms, void *buf, size_t cap, size_t max, void *count, void *len)'),
+        replyBatch: f('int troupe_abi_reply_batch(troupe_abi *n, const void *buf, size_t len, void *done, void *refused)'),
+        tableCreate: f('int troupe_abi_table_create(troupe_abi *n, uint64_t req, const char *name, const void *indexes, size_t len)'),
+        tableGet: f('int troupe_abi_table_get(troupe_abi *n, uint64_t req, const char *table, const void *key, size_t klen)'),
+        tablePut: f('int troupe_abi_table_put(troupe_abi *n, uint64_t req, const char *table, const void *key, size_t klen, const void *doc, size_t dlen)'),
+        tableDelete: f('int troupe_abi_table_delete(troupe_abi *n, uint64_t req, const char *table, const void *key, size_t klen)'),
+        tableScan: f('int troupe_abi_table_scan(troupe_abi *n, uint64_t req, const char *table, const void *start, size_t slen, const void *end, size_t elen, const void *after, size_t alen, uint32_t limit, int32_t reverse)'),
+        indexQuery: f('int troupe_abi_index_query(troupe_abi *n, uint64_t req, const char *table, const char *index, const void *values, size_t vlen, const void *from, size_t flen, const void *to, size_t tlen, const void *after, size_t alen, uint32_t limit, int32_t reverse, int32_t rows)'),
+        txnBegin: f('int troupe_abi_txn_begin(troupe_abi *n, void *txn)'),
+        txnGet: f('int troupe_abi_txn_get(troupe_abi *n, uint64_t req, uint64_t txn, const char *table, const void *key, size_t klen)'),
+        txnPut: f('int troupe_abi_txn_put(troupe_abi *n, uint64_t txn, const char *table, const void *key, size_t klen, const void *doc, size_t dlen)'),
+        txnDelete: f('int troupe_abi_txn_delete(troupe_abi *n, uint64_t txn, const char *table, const void *key, size_t klen)'),
+        txnCommit: f('int troupe_abi_txn_commit(troupe_abi *n, uint64_t req, uint64_t txn)'),
+        txnRollback: f('int troupe_abi_txn_rollback(troupe_abi *n, uint64_t txn)'),
+        queueCreate: f('int troupe_abi_queue_create(troupe_abi *n, const char *name, uint32_t partitions, int64_t retention_ms)'),
+        queuePublish: f('int troupe_abi_queue_publish(troupe_abi *n, uint64_t req, const char *queue, const void *id, size_t id_len, const void *key, size_t key_len, const void *payload, size_t plen, int64_t time_ms)'),
+        queueSubscribe: f('int troupe_abi_queue_subscribe(troupe_abi *n, const char *queue, const char *target)'),
+    };
+    return LIB;
+}
+
+// ---- errors -----------------------------------------------------------
+
+class TroupeError extends Error {
+    constructor(errno, message) {
+        const L = lib();
+        const code = L.errName(errno);
+        super(message ? `${code}: ${message}` : `${code}: ${L.strerror(errno)}`);
+        this.name = 'TroupeError';
+        this.code = code;
+        this.errno = errno;
+    }
+}
+
+// The error of a call that returned rc, with the thread's message (read
+// at once: the next call replaces it).
+function callError(rc) {
+    return new TroupeError(rc, lib().errmsg());
+}
+
+function usage(message) {
+    const e = new TroupeError(E.EINVAL, message);
+    return e;
+}
+
+// ---- argument encoding ------------------------------------------------
+
+function bytes(v, what) {
+    if (Buffer.isBuffer(v))
+        return v;
+    if (typeof v === 'string')
+        return Buffer.from(v, 'utf8');
+    if (v instanceof Uint8Array)
+        return Buffer.from(v.buffer, v.byteOffset, v.byteLength);
+    throw usage(`${what} must be a string, Buffer or Uint8Array (got ${v === null ? 'null' : typeof v})`);
+}
+
+function optBytes(v, what) {
+    return v === undefined || v === null ? null : bytes(v, what);
+}
+
+function name(v, what) {
+    if (typeof v !== 'string' || v.length === 0)
+        throw usage(`${what} must be a non-empty string`);
+    if (v.includes('\0'))
+        throw usage(`${what} must not contain NUL`);
+    return v;
+}
+
+function pack(v, what) {
+    try {
+        return Buffer.from(encode(v));
+    } catch (err) {
+        throw usage(`${what} cannot be encoded as msgpack: ${err.message}`);
+    }
+}
+
+function doc(v, what) {
+    if (v === null || typeof v !== 'object' || Array.isArray(v) || Buffer.isBuffer(v))
+        throw usage(`${what} must be a plain object (a msgpack map)`);
+    return pack(v, what);
+}
+
+function uint(v, what, dflt, max) {
+    if (v === undefined)
+        return dflt;
+    if (!Number.isInteger(v) || v < 0 || v > max)
+        throw usage(`${what} must be an integer in 0..${max} (got ${v})`);
+    return v;
+}
+
+function len(b) {
+    return b === null ? 0 : b.length;
+}
+
+function toBuffer(u8) {
+    return u8 === null || u8 === undefined ? u8 : Buffer.from(u8.buffer, u8.byteOffset, u8.byteLength);
+}
+
+const SYNC = { default: 0, on: 1, off: 2 };
+
+// ---- the node -----------------------------------------------------------
+
+async function open(dir, opts = {}) {
+    if (typeof dir !== 'string' || dir.length === 0)
+        throw usage('open: dir must be a non-empty string');
+    const L = lib();
+    const schedulers = uint(opts.schedulers, 'schedulers', 0, 256);
+    const workers = uint(opts.workers, 'workers', 0, 256);
+    let sync = opts.sync === undefined ? 'default' : opts.sync;
+    if (sync === true) sync = 'on';
+    if (sync === false) sync = 'off';
+    if (!(sync in SYNC))
+        throw usage(`open: sync must be 'default', 'on' or 'off' (got ${sync})`);
+    const requests = uint(opts.maxRequests, 'maxRequests', 0, 0xffffffff);
+    const limitBytes = uint(opts.maxBytes, 'maxBytes', 0, Number.MAX_SAFE_INTEGER);
+    const out = [null];
+    const r = await callAsync(L.open, dir, schedulers, workers, SYNC[sync], out);
+    if (r.rc !== E.OK)
+        throw new TroupeError(r.rc, r.msg);
+    const h = out[0];
+    const node = new Node(h, L);
+    try {
+        if (requests || limitBytes) {
+            const rc = L.setLimits(h, requests, limitBytes);
+            if (rc !== E.OK)
+                throw callError(rc);
+        }
+        const s = await callAsync(L.start, h);
+        if (s.rc !== E.OK)
+            throw new TroupeError(s.rc, s.msg);
+        node._watch();
+    } catch (err) {
+        await node.close().catch(() => {});
+        throw err;
+    }
+    return node;
+}
+
+// A blocking ABI call on libuv's threadpool (koffi .async): its status.
+// The thread's message stays on that pool thread, so the detail of a
+// failed blocking call is its code's text.
+function callAsync(fn, ...args) {
+    return new Promise((resolve, reject) => {
+        fn.async(...args, (err, rc) => {
+            if (err)
+                return reject(err);
+            resolve({ rc, msg: rc === E.OK ? '' : lib().strerror(rc) });
+        });
+    });
+}
+
+class Node {
+    constructor(h, L) {
+        this._L = L;
+        this._h = h;
+        this._closing = null;
+        this._seq = 0;
+        this._pending = new Map(); // request id -> {resolve, reject, decode}
+        this._waiting = []; // requests refused with EBUSY, to retry
+        this._buf = Buffer.alloc(BUF_INITIAL);
+        this._outs = Buffer.alloc(16);
+        this._out0 = this._outs.subarray(0, 8);
+        this._out1 = this._outs.subarray(8, 16);
+        this._rbuf = Buffer.alloc(BATCH_MAX * 64);
+        this._roff = 0;
+        this._rcount = 0;
+        this._flushScheduled = false;
+        this._drainScheduled = false;
+        this._targets = new Map(); // target index -> Target
+        this._subs = 0;
+        this._sock = null;
+        this._refd = true;
+        OPEN.add(this);
+        if (!exitHooked) {
+            exitHooked = true;
+            process.on('exit', closeAllAtExit);
+        }
+        this._drainFn = () => this._drain();
+        this._flushFn = () => { this._flushScheduled = false; this._flush(); };
+    }
+
+    get closed() {
+        return this._h === null;
+    }
+
+    _watch() {
+        const L = this._L;
+        let rc = L.wakeFd(this._h, this._out0);
+        if (rc !== E.OK)
+            throw callError(rc);
+        const efd = this._out0.readInt32LE(0);
+        // dup: the socket closes its own fd; the eventfd is the node's.
+        const fd = L.dup(efd);
+        if (fd < 0)
+            throw new TroupeError(20, `dup of the wake fd ${efd} failed`);
+        const { Pipe, constants } = process.binding('pipe_wrap');
+        const handle = new Pipe(constants.SOCKET);
+        rc = handle.open(fd);
+        if (rc !== 0) {
+            fs.closeSync(fd);
+            throw new TroupeError(20, `cannot watch the wake fd (uv error ${rc})`);
+        }
+        this._sock = new net.Socket({ handle, readable: true, writable: false });
+        this._sock.on('data', () => this._schedule());
+        this._sock.on('error', () => {});
+        this._updateRef();
+    }
+
+    // The socket holds the process while something waits for the node.
+    _updateRef() {
+        if (!this._sock)
+            return;
+        const want = this._h !== null && (this._pending.size > 0 || this._waiting.length > 0 || this._subs > 0);
+        if (want !== this._refd) {
+            this._refd = want;
+            if (want) this._sock.ref(); else this._sock.unref();
+        }
+    }
+
+    _schedule() {
+        if (!this._drainScheduled) {
+            this._drainScheduled = true;
+            setImmediate(this._drainFn);
+        }
+    }
+
+    _check() {
+        if (this._h === null)
+            throw new TroupeError(E.ECLOSED, 'the node is closed');
+    }
+
+    // ---- requests ----
+
+    // Starts request `call(id)` (returns a status); resolves with
+    // decode(status, body).
+    _request(call, decodeFn, ctx) {
+        this._check();
+        return new Promise((resolve, reject) => {
+            const r = { call, resolve, reject, decode: decodeFn, ctx };
+            if (this._waiting.length > 0) {
+                if (this._waiting.length >= MAX_WAITING)
+                    return reject(new TroupeError(E.EBUSY, `more than ${MAX_WAITING} requests wait for the node`));
+                this._waiting.push(r);
+                this._updateRef();
+                return;
+            }
+            this._start(r);
+        });
+    }
+
+    // Calls r under a fresh id: true when it started or settled (its
+    // Promise is then the pending Map's, or done), false on EBUSY.
+    _attempt(r) {
+        const id = ++this._seq;
+        let rc;
+        try {
+            rc = r.call(id);
+        } catch (err) {
+            r.reject(err);
+            return true;
+        }
+        if (rc === E.OK)
+            this._pending.set(id, r);
+        else if (rc !== E.EBUSY)
+            r.reject(callError(rc));
+        return rc !== E.EBUSY;
+    }
+
+    _start(r) {
+        if (!this._attempt(r)) {
+            this._waiting.push(r);
+            // a drain retries it; make sure one comes even when the
+            // completions that fill the bound are ready already
+            this._schedule();
+        }
+        this._updateRef();
+    }
+
+    // Starts the waiting requests in order, up to the first EBUSY.
+    _retry() {
+        const w = this._waiting;
+        if (w.length === 0)
+            return;
+        let i = 0;
+        while (i < w.length && this._attempt(w[i]))
+            i++;
+        this._waiting = i === 0 ? w : w.slice(i);
+        this._updateRef();
+    }
+
+    // ---- the drain ----
+
+    _drain() {
+        this._drainScheduled = false;
+        const L = this._L;
+        while (this._h !== null) {
+            const rc = L.nextBatch(this._h, 0, this._buf, this._buf.length, BATCH_MAX, this._out0, this._out1);
+            if (rc === E.ETOOBIG) {
+                const need = Number(this._out1.readBigUInt64LE(0));
+                if (need > BUF_MAX)
+                    break;
+                this._buf = Buffer.alloc(Math.max(need, this._buf.length * 2));
+                continue;
+            }
+            if (rc !== E.OK)
+                break;
+            const count = Number(this._out0.readBigUInt64LE(0));
+            if (count === 0)
+                break;
+            this._records(count);
+            // hand the answers back per batch: their credit lets the
+            // producers refill while this drain goes on
+            this._flush();
+        }
+        this._flush();
+        this._retry();
+        this._updateRef();
+    }
+
+    _records(count) {
+        const buf = this._buf;
+        let off = 0;
+        for (let i = 0; i < count; i++) {
+            const target = buf.readUInt32LE(off + 8);
+            const kind = buf.readUInt16LE(off + 12);
+            const hlen = buf.readUInt16LE(off + 14);
+            const blen = buf.readUInt32LE(off + 20);
+            if (kind === KIND_COMPLETION) {
+                const id = Number(buf.readBigUInt64LE(off));
+                const status = buf.readInt32LE(off + RECORD_FIXED);
+                const body = buf.subarray(off + RECORD_FIXED + hlen, off + RECORD_FIXED + hlen + blen);
+                this._complete(id, status, body);
+            } else {
+                const t = this._targets.get(target);
+                if (t)
+                    t._task(buf, off, kind, hlen, blen);
+            }
+            off += (RECORD_FIXED + hlen + blen + 7) & ~7;
+        }
+    }
+
+    _complete(id, status, body) {
+        const r = this._pending.get(id);
+        if (!r)
+            return;
+        this._pending.delete(id);
+        try {
+            r.resolve(r.decode(status, body));
+        } catch (err) {
+            // a completion carries a status, not the thread's message:
+            // name what the request was about
+            if (err instanceof TroupeError && r.ctx && !err.conflicts)
+                err.message = `${err.code}: ${r.ctx}: ${this._L.strerror(err.errno)}`;
+            r.reject(err);
+        }
+    }
+
+    // ---- replies ----
+
+    _reply(lo, hi, outcome, body) {
+        const need = 16 + ((len(body) + 7) & ~7);
+        if (this._roff + need > this._rbuf.length) {
+            this._flush();
+            if (need > this._rbuf.length)
+                this._rbuf = Buffer.alloc(need * 2);
+        }
+        const b = this._rbuf;
+        let o = this._roff;
+        b.writeUInt32LE(lo, o);
+        b.writeUInt32LE(hi, o + 4);
+        b.writeUInt32LE(outcome, o + 8);
+        b.writeUInt32LE(len(body), o + 12);
+        if (body !== null) {
+            body.copy(b, o + 16);
+            b.fill(0, o + 16 + body.length, o + need);
+        }
+        this._roff = o + need;
+        if (!this._flushScheduled && !this._drainScheduled) {
+            this._flushScheduled = true;
+            setImmediate(this._flushFn);
+        }
+    }
+
+    _flush() {
+        if (this._roff === 0 || this._h === null) {
+            this._roff = 0;
+            return;
+        }
+        // a refused reply (its deadline passed: the task settled UNKNOWN)
+        // changes nothing; nothing to tell the handler
+        this._L.replyBatch(this._h, this._rbuf, this._roff, this._out0, this._out1);
+        this._roff = 0;
+    }
+
+    // ---- tables ----
+
+    async createTable(table, indexes) {
+        name(table, 'table');
+        let spec = null;
+        if (indexes !== undefined && indexes !== null) {
+            if (!Array.isArray(indexes))
+                throw usage('createTable: indexes must be an array of {name, fields, unique}');
+            spec = pack(indexes, 'indexes');
+        }
+        return this._request((id) => this._L.tableCreate(this._h, id, table, spec, len(spec)), statusOnly, `create table "${table}"`);
+    }
+
+    async get(table, key) {
+        name(table, 'table');
+        const k = bytes(key, 'key');
+        return this._request((id) => this._L.tableGet(this._h, id, table, k, k.length), docOrUndefined, `get from table "${table}"`);
+    }
+
+    async put(table, key, value) {
+        name(table, 'table');
+        const k = bytes(key, 'key');
+        const d = doc(value, 'document');
+        return this._request((id) => this._L.tablePut(this._h, id, table, k, k.length, d, d.length), statusOnly, `put to table "${table}"`);
+    }
+
+    async delete(table, key) {
+        name(table, 'table');
+        const k = bytes(key, 'key');
+        return this._request((id) => this._L.tableDelete(this._h, id, table, k, k.length), deleted, `delete from table "${table}"`);
+    }
+
+    async scan(table, opts = {}) {
+        name(table, 'table');
+        const s = optBytes(opts.start, 'start');
+        const e = optBytes(opts.end, 'end');
+        const a = optBytes(opts.after, 'after');
+        const limit = uint(opts.limit, 'limit', 100, 0xffffffff);
+        const rev = opts.reverse ? 1 : 0;
+        return this._request((id) => this._L.tableScan(this._h, id, table, s, len(s), e, len(e), a, len(a), limit, rev), rowsPage, `scan of table "${table}"`);
+    }
+
+    async query(table, index, opts = {}) {
+        name(table, 'table');
+        name(index, 'index');
+        const arr = (v, what) => {
+            if (v === undefined || v === null)
+                return null;
+            if (!Array.isArray(v))
+                throw usage(`query: ${what} must be an array of leading values`);
+            return pack(v, what);
+        };
+        const values = arr(opts.values, 'values');
+        const from = arr(opts.from, 'from');
+        const to = arr(opts.to, 'to');
+        const a = optBytes(opts.after, 'after');
+        const limit = uint(opts.limit, 'limit', 100, 0xffffffff);
+        const rev = opts.reverse ? 1 : 0;
+        const rows = opts.rows ? 1 : 0;
+        return this._request((id) => this._L.indexQuery(this._h, id, table, index, values, len(values), from, len(from), to, len(to), a, len(a), limit, rev, rows), hitsPage, `query of index "${index}" on table "${table}"`);
+    }
+
+    // ---- transactions ----
+
+    begin() {
+        this._check();
+        const out = Buffer.alloc(8);
+        const rc = this._L.txnBegin(this._h, out);
+        if (rc !== E.OK)
+            throw callError(rc);
+        return new Transaction(this, out.readBigUInt64LE(0));
+    }
+
+    // ---- queues ----
+
+    async createQueue(queue, opts = {}) {
+        name(queue, 'queue');
+        this._check();
+        const partitions = uint(opts.partitions, 'partitions', 1, 65536);
+        const retention = opts.retentionMs === undefined ? 0 : opts.retentionMs;
+        if (!Number.isInteger(retention) || retention < 0)
+            throw usage('createQueue: retentionMs must be an integer >= 0');
+        const r = await callAsync(this._L.queueCreate, this._h, queue, partitions, retention);
+        if (r.rc !== E.OK)
+            throw new TroupeError(r.rc, `queue "${queue}": ${r.msg}`);
+    }
+
+    async publish(queue, event) {
+        name(queue, 'queue');
+        if (event === null || typeof event !== 'object')
+            throw usage('publish: event must be an object {id, key, payload, time}');
+        const i = bytes(event.id, 'event id');
+        const k = bytes(event.key === undefined ? event.id : event.key, 'event key');
+        const p = pack(event.payload === undefined ? null : event.payload, 'payload');
+        const time = event.time === undefined ? Date.now() : event.time instanceof Date ? event.time.getTime() : event.time;
+        if (!Number.isInteger(time) || time < 0)
+            throw usage('publish: time must be Unix ms >= 0 or a Date');
+        return this._request((id) => this._L.queuePublish(this._h, id, queue, i, i.length, k, k.length, p, p.length, time), statusOnly, `publish to queue "${queue}"`);
+    }
+
+    subscribe(queue, handler, opts = {}) {
+        name(queue, 'queue');
+        if (typeof handler !== 'function')
+            throw usage('subscribe: handler must be a function');
+        const t = this._target(`${queue}/${++this._seq}`, opts);
+        t._queue(handler);
+        const rc = this._L.queueSubscribe(this._h, queue, t.name);
+        if (rc !== E.OK)
+            throw callError(rc);
+        this._subs++;
+        this._updateRef();
+        return t;
+    }
+
+    // A pull target served by handler(task): a raw form of subscribe (a
+    // host-implemented actor, a bench feed).
+    serve(target, handler, opts = {}) {
+        name(target, 'target');
+        if (typeof handler !== 'function')
+            throw usage('serve: handler must be a function');
+        const t = this._target(target, opts);
+        t._raw(handler);
+        this._subs++;
+        this._updateRef();
+        return t;
+    }
+
+    _target(targetName, opts) {
+        this._check();
+        const credit = uint(opts.concurrency, 'concurrency', 64, 65536);
+        const timeout = uint(opts.timeoutMs, 'timeoutMs', 0, 0xffffffff);
+        const rc = this._L.registerPull(this._h, targetName, credit, timeout, this._out0);
+        if (rc !== E.OK)
+            throw callError(rc);
+        const index = this._out0.readUInt32LE(0);
+        const t = new Target(this, targetName, index, credit);
+        this._targets.set(index, t);
+        return t;
+    }
+
+    // ---- close ----
+
+    _failAll() {
+        const closed = () => new TroupeError(E.ECLOSED, 'the node closed before this request completed');
+        for (const r of this._pending.values())
+            r.reject(closed());
+        for (const r of this._waiting)
+            r.reject(closed());
+        this._pending.clear();
+        this._waiting = [];
+        if (this._sock) {
+            this._sock.unref();
+            this._sock.destroy();
+            this._sock = null;
+        }
+        OPEN.delete(this);
+    }
+
+    close() {
+        if (this._closing)
+            return this._closing;
+        const h = this._h;
+        this._h = null;
+        this._failAll();
+        this._closing = callAsync(this._L.close, [h]).then((r) => {
+            if (r.rc !== E.OK)
+                throw new TroupeError(r.rc, r.msg);
+        });
+        return this._closing;
+    }
+
+    _closeSync() {
+        if (this._h === null)
+            return;
+        const h = this._h;
+        this._h = null;
+        this._failAll();
+        this._L.close([h]);
+    }
+}
+
+// ---- completion decoders -------------------------------------------------
+
+function fail(status, body) {
+    return new TroupeError(status, null);
+}
+
+function statusOnly(status) {
+    if (status !== E.OK)
+        throw fail(status);
+    return undefined;
+}
+
+function docOrUndefined(status, body) {
+    if (status === E.ENOENT)
+        return undefined;
+    if (status !== E.OK)
+        throw fail(status);
+    return decode(body);
+}
+
+function deleted(status) {
+    if (status === E.ENOENT)
+        return false;
+    if (status !== E.OK)
+        throw fail(status);
+    return true;
+}
+
+function rowsPage(status, body) {
+    if (status !== E.OK)
+        throw fail(status);
+    const m = decode(body);
+    return {
+        rows: m.rows.map(([key, value]) => ({ key: toBuffer(key), value })),
+        cursor: m.cursor === null ? null : toBuffer(m.cursor),
+        more: m.more,
+    };
+}
+
+function hitsPage(status, body) {
+    if (status !== E.OK)
+        throw fail(status);
+    const m = decode(body);
+    return {
+        hits: m.hits.map(([key, pk, value]) => ({ key: toBuffer(key), pk: toBuffer(pk), value })),
+        cursor: m.cursor === null ? null : toBuffer(m.cursor),
+        more: m.more,
+    };
+}
+
+function committed(status, body) {
+    if (status === E.OK)
+        return undefined;
+    const err = fail(status);
+    if (status === E.ECONFLICT && body.length > 0) {
+        err.conflicts = decode(body).map(([table, key, kinds]) => ({ table, key: toBuffer(key), kinds }));
+        err.message = `ECONFLICT: transaction conflict on ${err.conflicts.map((c) => `${c.table}/${c.key.toString()}`).join(', ')}`;
+    }
+    throw err;
+}
+
+// ---- transactions ---------------------------------------------------------
+
+class Transaction {
+    constructor(node, id) {
+        this._node = node;
+        this._id = id;
+        this._ended = false;
+    }
+
+    _live(what) {
+        if (this._ended)
+            throw new TroupeError(E.ENOENT, `${what}: the transaction ended`);
+        this._node._check();
+    }
+
+    async get(table, key) {
+        this._live('get');
+        name(table, 'table');
+        const k = bytes(key, 'key');
+        const n = this._node;
+        return n._request((id) => n._L.txnGet(n._h, id, this._id, table, k, k.length), docOrUndefined, `transaction get from table "${table}"`);
+    }
+
+    put(table, key, value) {
+        this._live('put');
+        name(table, 'table');
+        const k = bytes(key, 'key');
+        const d = doc(value, 'document');
+        const rc = this._node._L.txnPut(this._node._h, this._id, table, k, k.length, d, d.length);
+        if (rc !== E.OK)
+            throw callError(rc);
+    }
+
+    delete(table, key) {
+        this._live('delete');
+        name(table, 'table');
+        const k = bytes(key, 'key');
+        const rc = this._node._L.txnDelete(this._node._h, this._id, table, k, k.length);
+        if (rc !== E.OK)
+            throw callError(rc);
+    }
+
+    async commit() {
+        this._live('commit');
+        const n = this._node;
+        const p = n._request((id) => {
+            const rc = n._L.txnCommit(n._h, id, this._id);
+            if (rc === E.OK)
+                this._ended = true;
+            return rc;
+        }, committed, 'commit');
+        return p;
+    }
+
+    rollback() {
+        this._live('rollback');
+        const rc = this._node._L.txnRollback(this._node._h, this._id);
+        if (rc !== E.OK)
+            throw callError(rc);
+        this._ended = true;
+    }
+}
+
+// ---- pull targets and subscriptions ------------------------------------------
+
+// An i64 that fits a double (a Unix ms time) without a BigInt.
+function i64(buf, off) {
+    return buf.readInt32LE(off + 4) * 4294967296 + buf.readUInt32LE(off);
+}
+
+// A task of a served target: header and body are views of one copy.
+class Task {
+    constructor(kind, attempt, deadline, bytes, hlen) {
+        this.kind = kind;
+        this.attempt = attempt;
+        this.deadline = deadline;
+        this._bytes = bytes;
+        this._hlen = hlen;
+    }
+
+    get header() {
+        return this._bytes.subarray(0, this._hlen);
+    }
+
+    get body() {
+        return this._bytes.subarray(this._hlen);
+    }
+}
+
+class Target {
+    constructor(node, targetName, index, credit) {
+        this._node = node;
+        this.name = targetName;
+        this.index = index;
+        this.concurrency = credit;
+        this.inFlight = 0;
+        this._onTask = null;
+    }
+
+    _task(buf, off, kind, hlen, blen) {
+        const lo = buf.readUInt32LE(off);
+        const hi = buf.readUInt32LE(off + 4);
+        this._onTask(buf, off, kind, hlen, blen, lo, hi);
+    }
+
+    // Replies by what the handler gave: undefined SUCCESS, {reschedule}
+    // SUCCESS with that body, {outcome, body} as given; a throw FAILURE.
+    _settle(lo, hi, v) {
+        this.inFlight--;
+        const n = this._node;
+        if (v === undefined || v === null || v === true)
+            return n._reply(lo, hi, OUTCOME.SUCCESS, null);
+        if (typeof v === 'object' && v.reschedule !== undefined) {
+            const t = v.reschedule instanceof Date ? v.reschedule.getTime() : v.reschedule;
+            return n._reply(lo, hi, OUTCOME.SUCCESS, Buffer.from(encode({ reschedule: t })));
+        }
+        if (typeof v === 'object' && v.outcome !== undefined) {
+            const o = OUTCOME[v.outcome] || v.outcome;
+            return n._reply(lo, hi, o, v.body === undefined ? null : bytes(v.body, 'reply body'));
+        }
+        return n._reply(lo, hi, OUTCOME.SUCCESS, null);
+    }
+
+    _run(lo, hi, handler, arg) {
+        this.inFlight++;
+        let r;
+        try {
+            r = handler(arg);
+        } catch (err) {
+            this.inFlight--;
+            this._node._reply(lo, hi, OUTCOME.FAILURE, null);
+            return;
+        }
+        if (r !== null && typeof r === 'object' && typeof r.then === 'function') {
+            r.then((v) => this._settle(lo, hi, v), () => {
+                this.inFlight--;
+                this._node._reply(lo, hi, OUTCOME.FAILURE, null);
+            });
+        } else {
+            this._settle(lo, hi, r);
+        }
+    }
+
+    _raw(handler) {
+        this._onTask = (buf, off, kind, hlen, blen, lo, hi) => {
+            const base = off + RECORD_FIXED;
+            // one copy of header and body (the pull buffer is reused)
+            const bytes = Buffer.allocUnsafe(hlen + blen);
+            buf.copy(bytes, 0, base, base + hlen + blen);
+            const task = new Task(kind, buf.readUInt32LE(off + 16), i64(buf, off + 24), bytes, hlen);
+            this._run(lo, hi, handler, task);
+        };
+    }
+
+    _queue(handler) {
+        this._onTask = (buf, off, kind, hlen, blen, lo, hi) => {
+            if (kind !== KIND_QUEUE) {
+                this._node._reply(lo, hi, OUTCOME.UNKNOWN, null);
+                return;
+            }
+            const h = off + RECORD_FIXED;
+            const ql = buf.readUInt16LE(h + 20);
+            const il = buf.readUInt16LE(h + 22);
+            const kl = buf.readUInt16LE(h + 24);
+            const okl = buf.readUInt16LE(h + 26);
+            const oil = buf.readUInt16LE(h + 28);
+            let s = h + 32;
+            const str = (l) => { const v = buf.toString('utf8', s, s + l); s += l; return v; };
+            const queue = str(ql);
+            const id = str(il);
+            const key = str(kl);
+            const ownerKind = okl ? str(okl) : null;
+            const ownerId = oil ? str(oil) : null;
+            let payload;
+            try {
+                payload = decode(buf.subarray(h + hlen, h + hlen + blen));
+            } catch (err) {
+                this._node._reply(lo, hi, OUTCOME.FAILURE, null);
+                return;
+            }
+            const event = {
+                queue, id, key, payload,
+                attempt: buf.readUInt32LE(off + 16),
+                time: i64(buf, h),
+                partition: buf.readUInt32LE(h + 16),
+                owner: ownerKind === null ? null : { kind: ownerKind, id: ownerId },
+                deadline: i64(buf, off + 24),
+            };
+            this._run(lo, hi, handler, event);
+        };
+    }
+}
+
+module.exports = { open, TroupeError, OUTCOME, libraryPath };
