@@ -194,8 +194,12 @@ gone_add(tq_part *s, const tq_job *j)
     if (c == NULL)
         return; /* then the read may offer it: a duplicate, not a loss */
     memcpy(c, j->skey, j->sklen);
-    s->gone[s->ngone++] =
-        (tq_gone){c, j->sklen, j->completed, j->parked, j->attempt};
+    /* the attempt the next delivery follows: without max_attempts only a
+     * failure whose record was written counts (deliver, below) */
+    uint32_t att = j->attempt;
+    if (j->q->max_attempts == 0 && !j->counted && att > 0)
+        att--;
+    s->gone[s->ngone++] = (tq_gone){c, j->sklen, j->completed, j->parked, att};
 }
 
 static const tq_gone *
@@ -332,10 +336,11 @@ attempt_written(troupe_err err, void *arg)
         return;
     /* refused: the credit is back; done never fires, nor the handler */
     tq_att a = {.attempts = j->attempt - 1};
-    if (j->q->max_attempts == 0)
-        attempt_unwritten(TROUPE_OK, j); /* nothing was written */
-    else if (!attempt_commit(j, j->attempt > 1 ? &a : NULL, w->sync,
-                             attempt_unwritten))
+    if (j->q->max_attempts == 0) { /* nothing was written */
+        j->att_failed = true;
+        troupe__tq_job_abort(j);
+    } else if (!attempt_commit(j, j->attempt > 1 ? &a : NULL, w->sync,
+                               attempt_unwritten))
         attempt_unwritten(TROUPE_EFULL, j);
 }
 

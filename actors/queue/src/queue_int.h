@@ -133,6 +133,9 @@ typedef struct tq_job {
     uint32_t resched_part;
     bool completed;  /* the row is no longer pending */
     bool parked;     /* its attempts record now says parked */
+    bool counted;    /* without max_attempts: its failure's record is
+                        written (worker.c, job_park), so the attempt
+                        counts; one that ended otherwise does not */
     bool att_failed; /* its attempts record did not commit: not delivered */
     bool park_end;   /* a park's commit ends the task (job_parked) */
     bool invalid;    /* job_commit found the outcome invalid */

@@ -406,6 +406,7 @@ job_parked(troupe_err err, void *arg)
 {
     tq_job *j = arg;
     j->parked = err == TROUPE_OK && j->q->max_attempts > 0;
+    j->counted = err == TROUPE_OK;
     job_end(j, j->park_end);
 }
 
