@@ -145,6 +145,18 @@ export interface Subscription {
     readonly inFlight: number;
 }
 
+export interface ActorMessage {
+    kind: number;
+    /** true when the sender waits for a reply */
+    ask: boolean;
+    tag: number;
+    /** Unix ms: an answer after it is refused */
+    deadline: number;
+    body: Buffer;
+}
+
+export type ActorReply = Buffer | Uint8Array | string | undefined | null;
+
 export interface Transaction {
     get(table: string, key: Key): Promise<Doc | undefined>;
     put(table: string, key: Key, doc: Doc): void;
@@ -168,6 +180,14 @@ export interface Node {
     publish(queue: string, event: PublishEvent): Promise<void>;
     subscribe(queue: string, handler: (ev: QueueEvent) => QueueResult | Promise<QueueResult>,
               opts?: SubscribeOptions): Subscription;
+    /** Serves actor `name` (addressable from this node and others):
+     * handler's return (bytes, a string or nothing) answers an ask; a
+     * throw answers EFAILED with the error's message as the detail. */
+    serveActor(name: string, handler: (msg: ActorMessage) => ActorReply | Promise<ActorReply>,
+               opts?: SubscribeOptions & { tag?: number; target?: string }): Subscription;
+    /** Asks actor `name`: the reply's body, or a TroupeError (EFAILED with
+     * `detail`, EUNKNOWN when no outcome came, ETIMEDOUT). */
+    ask(name: string, kind: number, body?: Key, opts?: { timeoutMs?: number }): Promise<Buffer>;
     /** A raw pull target: tasks its producers submit, answered by handler. */
     serve(target: string, handler: (t: Task) => TaskResult | Promise<TaskResult>,
           opts?: SubscribeOptions): Subscription;

@@ -37,6 +37,7 @@ const { encode, decode } = require('@msgpack/msgpack');
 const ABI_VERSION = 1;
 const RECORD_FIXED = 32;
 const KIND_QUEUE = 1;
+const KIND_ACTOR = 2; // TROUPE_TASK_ACTOR (troupe/dispatch.h)
 const KIND_COMPLETION = 3; // TROUPE_TASK_COMPLETION (troupe/dispatch.h)
 const OUTCOME = { SUCCESS: 1, FAILURE: 2, ONGOING: 3, UNKNOWN: 4 };
 const BATCH_MAX = 256;
@@ -92,6 +93,8 @@ function lib() {
         setLimits: f('int troupe_abi_set_limits(troupe_abi *n, uint32_t requests, uint64_t bytes)'),
         wakeFd: f('int troupe_abi_wake_fd(troupe_abi *n, void *fd)'),
         registerPull: f('int troupe_abi_register_pull(troupe_abi *n, const char *name, uint32_t credit, uint32_t timeout_ms, void *index)'),
+        actorServe: f('int troupe_abi_actor_serve(troupe_abi *n, const char *name, const char *target, uint32_t tag)'),
+        actorAsk: f('int troupe_abi_actor_ask(troupe_abi *n, uint64_t req, const char *name, uint32_t kind, const void *body, size_t len, uint32_t timeout_ms)'),
         nextBatch: f('int troupe_abi_next_batch(troupe_abi *n, int timeout_ms, void *buf, size_t cap, size_t max, void *count, void *len)'),
         replyBatch: f('int troupe_abi_reply_batch(troupe_abi *n, const void *buf, size_t len, void *done, void *refused)'),
         tableCreate: f('int troupe_abi_table_create(troupe_abi *n, uint64_t req, const char *name, const void *indexes, size_t len)'),
@@ -614,6 +617,40 @@ class Node {
         return t;
     }
 
+    /**
+     * Serves actor `name` on this node: every message sent or asked to it
+     * (from this node or another) calls handler(msg), msg = {kind, ask,
+     * tag, deadline, body (Buffer)}, at most `concurrency` at once. What
+     * the handler returns (a Buffer, a string or nothing) answers an ask;
+     * a throw answers it EFAILED with the error's message as its detail.
+     */
+    serveActor(actorName, handler, opts = {}) {
+        name(actorName, 'actor');
+        if (typeof handler !== 'function')
+            throw usage('serveActor: handler must be a function');
+        const tag = uint(opts.tag, 'tag', 0, 0xffffffff);
+        const t = this._target(opts.target || `node.actor.${actorName}`, opts);
+        t._actor(handler);
+        const rc = this._L.actorServe(this._h, actorName, t.name, tag);
+        if (rc !== E.OK)
+            throw callError(rc);
+        this._subs++;
+        this._updateRef();
+        return t;
+    }
+
+    /** Asks actor `name` on this node (kind, a body of bytes); resolves
+     * with the reply's body (a Buffer); rejects with a TroupeError
+     * (EFAILED carries the server's detail in err.detail, EUNKNOWN when
+     * no outcome came, ETIMEDOUT past timeoutMs). */
+    async ask(actorName, kind, body, opts = {}) {
+        name(actorName, 'actor');
+        const k = uint(kind, 'kind', 0, 0xffffffff);
+        const b = body === undefined || body === null ? Buffer.alloc(0) : bytes(body, 'body');
+        const timeout = uint(opts.timeoutMs, 'timeoutMs', 0, 0xffffffff);
+        return this._request((id) => this._L.actorAsk(this._h, id, actorName, k, b, b.length, timeout), askReply, `ask actor "${actorName}"`);
+    }
+
     _target(targetName, opts) {
         this._check();
         const credit = uint(opts.concurrency, 'concurrency', 64, 65536);
@@ -678,6 +715,16 @@ function statusOnly(status) {
     if (status !== E.OK)
         throw fail(status);
     return undefined;
+}
+
+function askReply(status, body) {
+    if (status !== E.OK) {
+        const err = fail(status);
+        if (body && body.length > 0)
+            err.detail = Buffer.from(body);
+        throw err;
+    }
+    return Buffer.from(body);
 }
 
 function docOrUndefined(status, body) {
@@ -880,6 +927,55 @@ class Target {
             buf.copy(bytes, 0, base, base + hlen + blen);
             const task = new Task(kind, buf.readUInt32LE(off + 16), i64(buf, off + 24), bytes, hlen);
             this._run(lo, hi, handler, task);
+        };
+    }
+
+    // A host actor's messages (troupe/hostactor.h's 32-byte header:
+    // u32 kind, u32 flags (bit 0: an ask), u32 node, u32 slot, u32 gen,
+    // u32 tag, i64 deadline_ms).
+    _actor(handler) {
+        this._onTask = (buf, off, kind, hlen, blen, lo, hi) => {
+            if (kind !== KIND_ACTOR || hlen < 32) {
+                this._node._reply(lo, hi, OUTCOME.UNKNOWN, null);
+                return;
+            }
+            const h = off + RECORD_FIXED;
+            const msg = {
+                kind: buf.readUInt32LE(h),
+                ask: (buf.readUInt32LE(h + 4) & 1) !== 0,
+                tag: buf.readUInt32LE(h + 20),
+                deadline: i64(buf, h + 24),
+                body: Buffer.from(buf.subarray(h + hlen, h + hlen + blen)),
+            };
+            this.inFlight++;
+            const answer = (v) => {
+                this.inFlight--;
+                if (v === undefined || v === null)
+                    return this._node._reply(lo, hi, OUTCOME.SUCCESS, null);
+                let b;
+                try {
+                    b = bytes(v, 'actor reply');
+                } catch (err) {
+                    return this._node._reply(lo, hi, OUTCOME.FAILURE, Buffer.from(String(err.message)));
+                }
+                return this._node._reply(lo, hi, OUTCOME.SUCCESS, b);
+            };
+            const failed = (err) => {
+                this.inFlight--;
+                const text = err && err.message !== undefined ? err.message : String(err);
+                this._node._reply(lo, hi, OUTCOME.FAILURE, Buffer.from(text));
+            };
+            let r;
+            try {
+                r = handler(msg);
+            } catch (err) {
+                failed(err);
+                return;
+            }
+            if (r !== null && typeof r === 'object' && typeof r.then === 'function')
+                r.then(answer, failed);
+            else
+                answer(r);
         };
     }
 
