@@ -14,7 +14,10 @@
  * Wake, edge-triggered: the fd is written when a push finds the ring
  * empty and a pull has found it empty since the last write (need_wake).
  * So a host that drains until a pull finds nothing, then waits on the fd,
- * never misses a task and is never woken twice for one edge. Why an
+ * never misses a task. It may find the fd readable with nothing to pull:
+ * a push's write can land after a pull already took what it announced
+ * (the write happens outside the lock), so a wake is a hint to drain,
+ * never proof that a record is queued. Why an
  * eventfd and not a pipe: one fd, a counter that a read resets, no buffer
  * to fill. The optional wake callback runs on a thread of its own that
  * holds no lock and that nothing waits for (HOSTS.md: a Node callback

@@ -188,8 +188,10 @@ troupe_host_open(troupe_runtime *rt, const troupe_host_opts *o,
  * from empty to non-empty, edge-triggered: it is written once, and not
  * again until a pull found the queue empty (which also reads it back to
  * not readable). A host drains with non-blocking pulls until one finds
- * nothing, then waits for the fd. Owned by the host endpoint: never close
- * it. -1 for NULL.
+ * nothing, then waits for the fd. A wake may find nothing to pull (the
+ * records it announced were taken by a drain already running): it is a
+ * hint to drain, never proof that a record waits. Owned by the host
+ * endpoint: never close it. -1 for NULL.
  */
 int
 troupe_host_wake_fd(const troupe_host *h);
