@@ -119,7 +119,7 @@ struct troupe__disp {
     bool thread_started;
     bool quit;
     /* mu: when the thread wakes next; 0: idle; 1: awake, in a round */
-    uint64_t sleep_until_ns;
+    _Atomic uint64_t sleep_until_ns; /* written under mu; read without */
     bool woken;           /* mu: a deadline came in since the round began */
     troupe_target **scan; /* the thread's: the targets of a round */
     size_t scan_cap;

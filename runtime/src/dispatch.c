@@ -205,6 +205,12 @@ troupe__disp_remove(struct troupe__disp *d, troupe_target *t)
 void
 troupe__disp_due(struct troupe__disp *d, uint64_t due_ns)
 {
+    /* Asleep until no later than due_ns: it wakes in time and its round
+     * sees the task (linked before this call). Any other state takes the
+     * lock: running (1), asleep for good (0), or asleep past due_ns. */
+    uint64_t until = atomic_load(&d->sleep_until_ns);
+    if (until > 1 && due_ns >= until)
+        return;
     pthread_mutex_lock(&d->mu);
     if (d->sleep_until_ns == 1) {
         d->woken = true; /* the round running may have missed it */

@@ -619,7 +619,6 @@ troupe__target_submit(troupe_target *t, const troupe__task_in *in,
     uint32_t gen = WORD_GEN(atomic_load(&s->word));
     uint64_t tid = ID_MAKE(t->hidx, s->idx, gen);
     pthread_mutex_lock(&t->mu);
-    bool was_empty = t->first == NULL;
     s->prev = t->last;
     s->next = NULL;
     if (t->last != NULL)
@@ -632,8 +631,11 @@ troupe__target_submit(troupe_target *t, const troupe__task_in *in,
     atomic_fetch_add_explicit(&t->st_submitted, 1, memory_order_relaxed);
     if (id != NULL)
         *id = tid;
-    if (was_empty)
-        troupe__disp_due(t->d, s->due_ns);
+    /* Every submit tells the deadline thread (lock-free when it sleeps
+     * to an earlier due already): only when the list was empty is not
+     * enough, as a round that found the list's overdue slots all held,
+     * settling or being copied sleeps for good while they stay linked. */
+    troupe__disp_due(t->d, s->due_ns);
     troupe_err e;
     if (t->host != NULL) {
         e = troupe__host_push(t->host, tid);

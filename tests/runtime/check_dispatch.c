@@ -671,6 +671,26 @@ timed_out_one(void *arg)
     return st.timed_out >= 1;
 }
 
+/* A task submitted behind an overdue one its producer holds (settled,
+ * still linked) times out all the same: the deadline thread, whose last
+ * round found nothing left to expire, hears of every submit, not only of
+ * one to an empty list (the host actors' stress test hung on this). */
+START_TEST(test_a_task_behind_a_held_overdue_one_still_times_out)
+{
+    atomic_store(&P.hold, 1);
+    troupe_target *t = pull_target("heldover", 2, 50);
+    uint64_t id0;
+    ck_assert_ok(submit(t, 0, "x", &id0));
+    wait_done(1); /* UNKNOWN at its deadline, and held */
+    atomic_store(&P.hold, 0);
+    ck_assert_ok(submit(t, 1, "y", NULL));
+    wait_done(2);
+    ck_assert_int_eq(atomic_load(&P.outcomes[TROUPE_OUTCOME_UNKNOWN]), 2);
+    troupe__target_task_end(t, id0);
+    stop_destroy(t);
+}
+END_TEST
+
 START_TEST(test_a_reply_after_the_deadline_is_refused_and_changes_nothing)
 {
     troupe_target *t = pull_target("late", 0, 30);
@@ -1018,6 +1038,7 @@ dispatch_suite(void)
                    test_wake_fd_is_edge_triggered_and_rearmed_by_an_empty_pull);
     tcase_add_test(
         pull, test_a_reply_after_the_deadline_is_refused_and_changes_nothing);
+    tcase_add_test(pull, test_a_task_behind_a_held_overdue_one_still_times_out);
     tcase_add_test(pull,
                    test_a_task_too_big_for_the_buffer_is_etoobig_and_unknown);
     tcase_add_test(pull, test_host_close_settles_ready_and_taken_tasks_unknown);
