@@ -26,6 +26,18 @@ function rng(seed) { // a small deterministic generator, so runs compare
     return () => (x = (x * 1103515245 + 12345) % 2147483648) / 2147483648;
 }
 
+// Calls fn with every document of table, a page at a time (cursors).
+async function eachRow(node, table, fn) {
+    for (let after = null; ;) {
+        const page = await node.scan(table, { limit: 100, after });
+        for (const r of page.rows)
+            fn(r.value);
+        if (!page.more)
+            return;
+        after = page.cursor;
+    }
+}
+
 async function main(dir) {
     const node = await troupe.open(dir, { sync: 'on' });
     let sold = 0, left = 0, paid = 0, rejected = 0, retried = 0;
@@ -77,28 +89,15 @@ async function main(dir) {
         await Promise.all(placed);
         await finished;
 
-        for (let after = null; ;) {
-            const page = await node.scan('products', { limit: 100, after });
-            for (const r of page.rows)
-                left += r.value.stock;
-            if (!page.more)
-                break;
-            after = page.cursor;
-        }
-        for (let after = null; ;) {
-            const page = await node.scan('orders', { limit: 100, after });
-            for (const r of page.rows) {
-                if (r.value.status === 'paid') {
-                    paid++;
-                    sold += r.value.qty;
-                } else if (r.value.status === 'rejected') {
-                    rejected++;
-                }
+        await eachRow(node, 'products', (doc) => { left += doc.stock; });
+        await eachRow(node, 'orders', (doc) => {
+            if (doc.status === 'paid') {
+                paid++;
+                sold += doc.qty;
+            } else if (doc.status === 'rejected') {
+                rejected++;
             }
-            if (!page.more)
-                break;
-            after = page.cursor;
-        }
+        });
     } finally {
         await node.close();
     }

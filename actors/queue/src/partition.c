@@ -335,12 +335,14 @@ attempt_written(troupe_err err, void *arg)
         TROUPE_OK)
         return;
     /* refused: the credit is back; done never fires, nor the handler */
-    tq_att a = {.attempts = j->attempt - 1};
     if (j->q->max_attempts == 0) { /* nothing was written */
         j->att_failed = true;
         troupe__tq_job_abort(j);
-    } else if (!attempt_commit(j, j->attempt > 1 ? &a : NULL, w->sync,
-                               attempt_unwritten))
+        return;
+    }
+    tq_att a = {.attempts = j->attempt - 1};
+    if (!attempt_commit(j, j->attempt > 1 ? &a : NULL, w->sync,
+                        attempt_unwritten))
         attempt_unwritten(TROUPE_EFULL, j);
 }
 
