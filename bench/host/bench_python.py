@@ -3,16 +3,21 @@ beside the raw ctypes peer, in one run (bench/host/CMakeLists.txt writes
 the wrapper that runs it with TROUPE_LIB = libtroupe_bench.so).
 
     bench python_pull_batch <v> tasks/s peer ctypes_pull_each <p> ratio <r>
+    bench python_pull_batch_vs_batched <v> tasks/s peer ctypes_pull_batch <p> ratio <r>
+    bench python_pull_reply_batch <v> tasks/s peer ctypes_pull_batch <p> ratio <r>
 
 python_pull_batch: TASKS (BENCH_PULL_TASKS, 200000) tasks with a 16-byte
 body from the feed thread of libtroupe_bench.so (bench/host/feed.c) to a
 pull target of credit 1024, pulled through the binding's own loop (its
 core's pull: batches of <= 256 records parsed into Record objects) and
-answered one reply call per task, as the binding answers (it has no
-batched reply); tasks/s from the feed's start to its last outcome. Peer:
-the same loop shape, raw ctypes against librawpull.so (same credit, batch
-and body; `peer_ctypes_pull TASKS each`), run after each rep with
-BENCH_REPS=1; the batched-reply form of the peer is printed beside it.
+answered one reply call per task (the blocking form's ack()); tasks/s
+from the feed's start to its last outcome. Peer: the same loop shape,
+raw ctypes against librawpull.so (same credit, batch and body;
+`peer_ctypes_pull TASKS each`), run after each rep with BENCH_REPS=1; the
+batched-reply form of the peer is printed beside it.
+python_pull_reply_batch: the same loop answering each batch with one
+core.reply_batch call (as troupe.aio answers: one call per loop turn),
+against the batched-reply peer.
 
 Reps: BENCH_REPS (5) after one warm-up; figures are medians. Any failed
 check exits 1.
@@ -72,15 +77,19 @@ def main():
     core = n._c
     core.register_pull("feed", credit=1024)
 
-    def rep(count):
+    def rep(count, batched=False):
         t0 = time.perf_counter()
         if lib.troupe_bench_feed(core.handle, b"feed", count, 16) != 0:
             fail("troupe_bench_feed failed")
         handled = 0
         while handled < count:
-            for rec in core.pull(50, 256):
-                core.reply(rec.id, 1)
-                handled += 1
+            recs = core.pull(50, 256)
+            if batched:
+                core.reply_batch([(rec.id, 1, b"") for rec in recs])
+            else:
+                for rec in recs:
+                    core.reply(rec.id, 1)
+            handled += len(recs)
         ok = ctypes.c_uint64()
         rc = lib.troupe_bench_feed_wait(core.handle, ctypes.byref(ok))
         s = time.perf_counter() - t0
@@ -90,9 +99,10 @@ def main():
         return count / s
 
     rep(max(1, TASKS // 10))
-    v, pe, pb = [], [], []
+    v, vb, pe, pb = [], [], [], []
     for r in range(1, REPS + 1):
         v.append(rep(TASKS))
+        vb.append(rep(TASKS, batched=True))
         pe.append(peer_once("each"))
         pb.append(peer_once("batch"))
         print(f"python_pull_batch rep {r}: troupe {round(v[-1])} tasks/s, "
@@ -108,6 +118,10 @@ def main():
         print(f"bench python_pull_batch_vs_batched {t:.1f} tasks/s peer "
               f"ctypes_pull_batch {median(pb):.1f} ratio "
               f"{t / median(pb):.3f}")
+        tb = median(vb)
+        print(f"bench python_pull_reply_batch {tb:.1f} tasks/s peer "
+              f"ctypes_pull_batch {median(pb):.1f} ratio "
+              f"{tb / median(pb):.3f}")
 
 
 if __name__ == "__main__":

@@ -186,6 +186,10 @@ function uint(v, what, dflt, max) {
     return v;
 }
 
+function dataView(b) {
+    return new DataView(b.buffer, b.byteOffset, b.byteLength);
+}
+
 function len(b) {
     return b === null ? 0 : b.length;
 }
@@ -256,10 +260,14 @@ class Node {
         this._pending = new Map(); // request id -> {resolve, reject, decode}
         this._waiting = []; // requests refused with EBUSY, to retry
         this._buf = Buffer.alloc(BUF_INITIAL);
+        this._dv = dataView(this._buf);
+        this._used = 0; // bytes of the batch in _buf
+        this._copy = null; // its copy, made at most once per batch (_batchCopy)
         this._outs = Buffer.alloc(16);
         this._out0 = this._outs.subarray(0, 8);
         this._out1 = this._outs.subarray(8, 16);
         this._rbuf = Buffer.alloc(BATCH_MAX * 64);
+        this._rdv = dataView(this._rbuf);
         this._roff = 0;
         this._rcount = 0;
         this._flushScheduled = false;
@@ -398,6 +406,7 @@ class Node {
                 if (need > BUF_MAX)
                     break;
                 this._buf = Buffer.alloc(Math.max(need, this._buf.length * 2));
+                this._dv = dataView(this._buf);
                 continue;
             }
             if (rc !== E.OK)
@@ -405,6 +414,8 @@ class Node {
             const count = Number(this._out0.readBigUInt64LE(0));
             if (count === 0)
                 break;
+            this._used = Number(this._out1.readBigUInt64LE(0));
+            this._copy = null;
             this._records(count);
             // hand the answers back per batch: their credit lets the
             // producers refill while this drain goes on
@@ -415,23 +426,36 @@ class Node {
         this._updateRef();
     }
 
+    // The batch's bytes, copied once for the tasks that keep theirs past
+    // the drain (the pull buffer is reused): each is a view of the copy.
+    _batchCopy() {
+        if (this._copy === null)
+            this._copy = Buffer.from(this._buf.subarray(0, this._used));
+        return this._copy;
+    }
+
     _records(count) {
         const buf = this._buf;
+        const dv = this._dv;
         let off = 0;
+        let last = null, lastIndex = -1;
         for (let i = 0; i < count; i++) {
-            const target = buf.readUInt32LE(off + 8);
-            const kind = buf.readUInt16LE(off + 12);
-            const hlen = buf.readUInt16LE(off + 14);
-            const blen = buf.readUInt32LE(off + 20);
+            const target = dv.getUint32(off + 8, true);
+            const kind = dv.getUint16(off + 12, true);
+            const hlen = dv.getUint16(off + 14, true);
+            const blen = dv.getUint32(off + 20, true);
             if (kind === KIND_COMPLETION) {
                 const id = Number(buf.readBigUInt64LE(off));
                 const status = buf.readInt32LE(off + RECORD_FIXED);
                 const body = buf.subarray(off + RECORD_FIXED + hlen, off + RECORD_FIXED + hlen + blen);
                 this._complete(id, status, body);
             } else {
-                const t = this._targets.get(target);
-                if (t)
-                    t._task(buf, off, kind, hlen, blen);
+                if (target !== lastIndex) {
+                    last = this._targets.get(target);
+                    lastIndex = target;
+                }
+                if (last)
+                    last._onTask(buf, off, kind, hlen, blen, dv.getUint32(off, true), dv.getUint32(off + 4, true));
             }
             off += (RECORD_FIXED + hlen + blen + 7) & ~7;
         }
@@ -461,13 +485,15 @@ class Node {
             this._flush();
             if (need > this._rbuf.length)
                 this._rbuf = Buffer.alloc(need * 2);
+                this._rdv = dataView(this._rbuf);
         }
         const b = this._rbuf;
+        const dv = this._rdv;
         let o = this._roff;
-        b.writeUInt32LE(lo, o);
-        b.writeUInt32LE(hi, o + 4);
-        b.writeUInt32LE(outcome, o + 8);
-        b.writeUInt32LE(len(body), o + 12);
+        dv.setUint32(o, lo, true);
+        dv.setUint32(o + 4, hi, true);
+        dv.setUint32(o + 8, outcome, true);
+        dv.setUint32(o + 12, len(body), true);
         if (body !== null) {
             body.copy(b, o + 16);
             b.fill(0, o + 16 + body.length, o + need);
@@ -846,22 +872,26 @@ function i64(buf, off) {
     return buf.readInt32LE(off + 4) * 4294967296 + buf.readUInt32LE(off);
 }
 
-// A task of a served target: header and body are views of one copy.
+// A task of a served target: header and body are views of its batch's
+// copy (Node._batchCopy), made on first use.
 class Task {
-    constructor(kind, attempt, deadline, bytes, hlen) {
+    constructor(kind, attempt, deadline, bytes, base, hlen, blen) {
         this.kind = kind;
         this.attempt = attempt;
         this.deadline = deadline;
         this._bytes = bytes;
+        this._base = base;
         this._hlen = hlen;
+        this._blen = blen;
     }
 
     get header() {
-        return this._bytes.subarray(0, this._hlen);
+        return this._bytes.subarray(this._base, this._base + this._hlen);
     }
 
     get body() {
-        return this._bytes.subarray(this._hlen);
+        const b = this._base + this._hlen;
+        return this._bytes.subarray(b, b + this._blen);
     }
 }
 
@@ -873,12 +903,6 @@ class Target {
         this.concurrency = credit;
         this.inFlight = 0;
         this._onTask = null;
-    }
-
-    _task(buf, off, kind, hlen, blen) {
-        const lo = buf.readUInt32LE(off);
-        const hi = buf.readUInt32LE(off + 4);
-        this._onTask(buf, off, kind, hlen, blen, lo, hi);
     }
 
     // Replies by what the handler gave: undefined SUCCESS, {reschedule}
@@ -921,11 +945,8 @@ class Target {
 
     _raw(handler) {
         this._onTask = (buf, off, kind, hlen, blen, lo, hi) => {
-            const base = off + RECORD_FIXED;
-            // one copy of header and body (the pull buffer is reused)
-            const bytes = Buffer.allocUnsafe(hlen + blen);
-            buf.copy(bytes, 0, base, base + hlen + blen);
-            const task = new Task(kind, buf.readUInt32LE(off + 16), i64(buf, off + 24), bytes, hlen);
+            const n = this._node;
+            const task = new Task(kind, n._dv.getUint32(off + 16, true), i64(buf, off + 24), n._batchCopy(), off + RECORD_FIXED, hlen, blen);
             this._run(lo, hi, handler, task);
         };
     }

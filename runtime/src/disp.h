@@ -154,6 +154,24 @@ bool
 troupe__task_settle(troupe_target *t, uint64_t id, int from,
                     troupe_outcome outcome, const uint8_t *body, size_t len,
                     bool timed_out);
+/* Slots a batch of settles ended, freed together by
+ * troupe__task_settled_flush: one lock, one credit give-back and one kick
+ * of the waiters for the whole batch instead of one each. */
+#define TROUPE__SETTLED_BATCH 64
+typedef struct troupe__settled {
+    size_t n;
+    tslot *s[TROUPE__SETTLED_BATCH];
+} troupe__settled;
+/* As troupe__task_settle, for a caller that holds a reference on t for
+ * the batch: a slot the settle ends goes into acc (flushed when full)
+ * instead of being freed at once. */
+bool
+troupe__task_settle_into(troupe_target *t, uint64_t id, int from,
+                         troupe_outcome outcome, const uint8_t *body,
+                         size_t len, troupe__settled *acc);
+/* Frees the slots in acc (none when empty) and gives their credit back. */
+void
+troupe__task_settled_flush(troupe_target *t, troupe__settled *acc);
 /* Settles UNKNOWN every task of t past its deadline at now_ns; returns
  * the next deadline of t (0: none in flight). */
 uint64_t

@@ -475,21 +475,26 @@ troupe_host_next(troupe_host *h, int timeout_ms, void *buf, size_t cap,
 
 /* ---- replies ----------------------------------------------------------- */
 
-troupe_err
-troupe_host_reply(troupe_host *h, uint64_t id, uint32_t outcome,
-                  const void *body, size_t len)
+/* t, retained, for a task id of h: NULL when none. */
+static troupe_target *
+target_of(troupe_host *h, uint64_t id)
 {
-    if (h == NULL || (body == NULL && len > 0))
-        return troupe__errf(TROUPE_EINVAL, "host reply: NULL argument");
     uint32_t hi = ID_HIDX(id);
     pthread_mutex_lock(&h->mu);
     troupe_target *t = hi < h->ntab ? h->targets[hi] : NULL;
     if (t != NULL)
         troupe__target_retain(t);
     pthread_mutex_unlock(&h->mu);
-    if (t == NULL)
-        return troupe__errf(TROUPE_ENOENT, "host reply: no task %llu",
-                            (unsigned long long)id);
+    return t;
+}
+
+/* Settles one reply for t (retained by the caller), its freed slot into
+ * acc: OK, or why it was refused (nothing changed, or the task settled
+ * UNKNOWN for a bad outcome or body). */
+static troupe_err
+reply_one(troupe_target *t, uint64_t id, uint32_t outcome, const void *body,
+          size_t len, troupe__settled *acc)
+{
     troupe_err e = TROUPE_OK;
     troupe_outcome o = (troupe_outcome)outcome;
     if (outcome < TROUPE_OUTCOME_SUCCESS || outcome > TROUPE_OUTCOME_UNKNOWN) {
@@ -509,18 +514,15 @@ troupe_host_reply(troupe_host *h, uint64_t id, uint32_t outcome,
         body = NULL;
         len = 0;
     }
-    if (troupe__task_settle(t, id, SLOT_TAKEN, o, body, len, false)) {
+    if (troupe__task_settle_into(t, id, SLOT_TAKEN, o, body, len, acc)) {
         if (e == TROUPE_EINVAL)
             atomic_fetch_add_explicit(&t->st_bad, 1, memory_order_relaxed);
-        troupe__target_release(t);
         return e;
     }
     atomic_fetch_add_explicit(&t->st_late, 1, memory_order_relaxed);
     uint32_t si = ID_SLOT(id);
-    bool timed =
-        si < t->credit && atomic_load(&t->slots[si].timeout_gen) == ID_GEN(id);
-    troupe__target_release(t);
-    if (timed)
+    if (si < t->credit &&
+        atomic_load(&t->slots[si].timeout_gen) == ID_GEN(id))
         return troupe__errf(TROUPE_ETIMEDOUT,
                             "host reply: task %llu passed its deadline and "
                             "settled UNKNOWN; reply refused",
@@ -530,6 +532,32 @@ troupe_host_reply(troupe_host *h, uint64_t id, uint32_t outcome,
                         (unsigned long long)id);
 }
 
+static troupe_err
+no_task(uint64_t id)
+{
+    return troupe__errf(TROUPE_ENOENT, "host reply: no task %llu",
+                        (unsigned long long)id);
+}
+
+troupe_err
+troupe_host_reply(troupe_host *h, uint64_t id, uint32_t outcome,
+                  const void *body, size_t len)
+{
+    if (h == NULL || (body == NULL && len > 0))
+        return troupe__errf(TROUPE_EINVAL, "host reply: NULL argument");
+    troupe_target *t = target_of(h, id);
+    if (t == NULL)
+        return no_task(id);
+    troupe__settled acc = {.n = 0};
+    troupe_err e = reply_one(t, id, outcome, body, len, &acc);
+    troupe__task_settled_flush(t, &acc);
+    troupe__target_release(t);
+    return e;
+}
+
+/* The records of one target settle together (troupe__settled): a batch
+ * costs one lock of h per run of one target's records, one of the target
+ * per TROUPE__SETTLED_BATCH slots freed, and one kick of its producers. */
 troupe_err
 troupe_host_reply_batch(troupe_host *h, const void *buf, size_t len,
                         size_t *done, size_t *refused)
@@ -543,27 +571,47 @@ troupe_host_reply_batch(troupe_host *h, const void *buf, size_t len,
         return troupe__errf(TROUPE_EINVAL, "host reply batch: NULL argument");
     const uint8_t *p = buf;
     size_t off = 0;
+    troupe_target *t = NULL;
+    uint32_t t_hi = 0;
+    troupe__settled acc = {.n = 0};
+    troupe_err e = TROUPE_OK;
     while (off < len) {
-        if (len - off < 16)
-            return troupe__errf(TROUPE_EPROTO,
-                                "host reply batch: a record cut at byte %zu",
-                                off);
+        if (len - off < 16) {
+            e = troupe__errf(TROUPE_EPROTO,
+                             "host reply batch: a record cut at byte %zu", off);
+            break;
+        }
         uint64_t id = get_le(p + off, 8);
         uint32_t o = (uint32_t)get_le(p + off + 8, 4);
         uint32_t bl = (uint32_t)get_le(p + off + 12, 4);
         size_t size = ((size_t)16 + bl + 7u) & ~(size_t)7u;
-        if ((size_t)16 + bl > len - off) /* the last one may skip padding */
-            return troupe__errf(TROUPE_EPROTO,
-                                "host reply batch: a body past the end at "
-                                "byte %zu",
-                                off);
-        if (troupe_host_reply(h, id, o, p + off + 16, bl) == TROUPE_OK)
+        if ((size_t)16 + bl > len - off) { /* the last may skip padding */
+            e = troupe__errf(TROUPE_EPROTO,
+                             "host reply batch: a body past the end at "
+                             "byte %zu",
+                             off);
+            break;
+        }
+        if (t == NULL || ID_HIDX(id) != t_hi) {
+            if (t != NULL) {
+                troupe__task_settled_flush(t, &acc);
+                troupe__target_release(t);
+            }
+            t = target_of(h, id);
+            t_hi = ID_HIDX(id);
+        }
+        if (t != NULL && reply_one(t, id, o, p + off + 16, bl, &acc) ==
+                             TROUPE_OK)
             (*done)++;
         else
             (*refused)++;
         off += size < len - off ? size : len - off;
     }
-    return TROUPE_OK;
+    if (t != NULL) {
+        troupe__task_settled_flush(t, &acc);
+        troupe__target_release(t);
+    }
+    return e;
 }
 
 /* ---- wake callback ----------------------------------------------------- */

@@ -254,13 +254,13 @@ kick_waiters(troupe_target *t)
     pthread_mutex_unlock(&t->mu);
 }
 
-/* Gives back one credit: the last one of a stopping target ends its stop
+/* Gives back n credits: the last one of a stopping target ends its stop
  * (t may be gone after), otherwise waiters for credit are kicked. */
 static void
-credit_put(troupe_target *t)
+credit_put_n(troupe_target *t, uint32_t n)
 {
     pthread_mutex_lock(&t->mu);
-    bool last = atomic_fetch_sub(&t->held, 1) == 1;
+    bool last = atomic_fetch_sub(&t->held, n) == n;
     troupe_target_stop_cb cb = NULL;
     void *cb_arg = NULL;
     if (last && t->state == TGT_STOPPING) {
@@ -273,6 +273,12 @@ credit_put(troupe_target *t)
         cb(t, cb_arg);
     else
         kick_waiters(t);
+}
+
+static void
+credit_put(troupe_target *t)
+{
+    credit_put_n(t, 1);
 }
 
 void
@@ -309,12 +315,11 @@ slot_unlink(troupe_target *t, tslot *s)
  * the free list. `live`: it was still in flight, so also unlinked and its
  * credit given back (a stop waiting for the last one completes); not
  * live: slot_settled did both when the task settled. */
+/* Bumps the generation of a settled slot and puts it back on the free
+ * list (t->mu held). */
 static void
-slot_free_as(troupe_target *t, tslot *s, bool live)
+slot_recycle(troupe_target *t, tslot *s)
 {
-    pthread_mutex_lock(&t->mu);
-    if (live)
-        slot_unlink(t, s);
     if (s->cap > 65536) { /* keep small buffers, give large ones back */
         troupe_free(s->data);
         s->data = NULL;
@@ -324,6 +329,15 @@ slot_free_as(troupe_target *t, tslot *s, bool live)
     atomic_store(&s->word, WORD(gen ? gen : 1, SLOT_FREE));
     s->free_next = t->free_head;
     t->free_head = s->idx + 1;
+}
+
+static void
+slot_free_as(troupe_target *t, tslot *s, bool live)
+{
+    pthread_mutex_lock(&t->mu);
+    if (live)
+        slot_unlink(t, s);
+    slot_recycle(t, s);
     pthread_mutex_unlock(&t->mu);
     if (live)
         credit_put(t);
@@ -335,28 +349,40 @@ slot_free(troupe_target *t, tslot *s)
     slot_free_as(t, s, true);
 }
 
-/* The settler is done with the slot: freed now, or, when its callback
+/* The settler is done with these slots: freed now, or, when a callback
  * job is still queued or running, left to that job, but out of flight
- * and its credit back at once (the producer heard the outcome). */
+ * and their credit back at once (the producer heard the outcome). One
+ * lock and one give-back for them all. Unlinked before the job may free
+ * its slot (its free takes the lock held here): a new task may be linked
+ * through a freed slot. */
+static void
+slots_settled(troupe_target *t, tslot *const *s, size_t n)
+{
+    pthread_mutex_lock(&t->mu);
+    for (size_t i = 0; i < n; i++) {
+        slot_unlink(t, s[i]);
+        if (atomic_exchange(&s[i]->running, 2) == 0)
+            slot_recycle(t, s[i]);
+        /* else its job frees it (it holds a reference on t: submit) */
+    }
+    pthread_mutex_unlock(&t->mu);
+    credit_put_n(t, (uint32_t)n);
+}
+
 static void
 slot_settled(troupe_target *t, tslot *s)
 {
-    /* unlinked first: once the job may free the slot, a new task may be
-     * linked through it */
-    pthread_mutex_lock(&t->mu);
-    slot_unlink(t, s);
-    pthread_mutex_unlock(&t->mu);
-    if (atomic_exchange(&s->running, 2) == 0)
-        slot_free_as(t, s, false);
-    /* else the job frees it (it holds a reference on t: submit) */
-    credit_put(t);
+    slots_settled(t, &s, 1);
 }
 
-bool
-troupe__task_settle(troupe_target *t, uint64_t id, int from,
-                    troupe_outcome outcome, const uint8_t *body, size_t len,
-                    bool timed_out)
+/* Settles id (see troupe__task_settle): true if this call settled it;
+ * *ended is its slot when the settle ended it (to be freed: slot_settled),
+ * NULL when the producer holds it. The caller holds a reference on t. */
+static bool
+settle_one(troupe_target *t, uint64_t id, int from, troupe_outcome outcome,
+           const uint8_t *body, size_t len, bool timed_out, tslot **ended)
 {
+    *ended = NULL;
     tslot *s = slot_of(t, id);
     if (s == NULL)
         return false;
@@ -379,17 +405,54 @@ troupe__task_settle(troupe_target *t, uint64_t id, int from,
     atomic_fetch_add_explicit(&t->st_settled[outcome], 1, memory_order_relaxed);
     if (timed_out)
         atomic_fetch_add_explicit(&t->st_timed_out, 1, memory_order_relaxed);
-    /* t stays alive through done: a stop's callback may come after */
-    troupe__target_retain(t);
     bool hold = s->done(s->arg, id, outcome, body, len);
     uint64_t settling = WORD(ID_GEN(id), SLOT_SETTLING);
     /* held, unless the producer ended it already from inside done's
      * span (ENDED: troupe__target_task_end) */
     if (!hold || !atomic_compare_exchange_strong(&s->word, &settling,
                                                  WORD(ID_GEN(id), SLOT_HELD)))
-        slot_settled(t, s);
-    troupe__target_release(t);
+        *ended = s;
     return true;
+}
+
+bool
+troupe__task_settle(troupe_target *t, uint64_t id, int from,
+                    troupe_outcome outcome, const uint8_t *body, size_t len,
+                    bool timed_out)
+{
+    /* t stays alive through done: a stop's callback may come after */
+    troupe__target_retain(t);
+    tslot *ended;
+    bool settled =
+        settle_one(t, id, from, outcome, body, len, timed_out, &ended);
+    if (ended != NULL)
+        slot_settled(t, ended);
+    troupe__target_release(t);
+    return settled;
+}
+
+bool
+troupe__task_settle_into(troupe_target *t, uint64_t id, int from,
+                         troupe_outcome outcome, const uint8_t *body,
+                         size_t len, troupe__settled *acc)
+{
+    tslot *ended;
+    bool settled = settle_one(t, id, from, outcome, body, len, false, &ended);
+    if (ended != NULL) {
+        acc->s[acc->n++] = ended;
+        if (acc->n == TROUPE__SETTLED_BATCH)
+            troupe__task_settled_flush(t, acc);
+    }
+    return settled;
+}
+
+void
+troupe__task_settled_flush(troupe_target *t, troupe__settled *acc)
+{
+    size_t n = acc->n;
+    acc->n = 0;
+    if (n > 0)
+        slots_settled(t, acc->s, n);
 }
 
 void

@@ -140,37 +140,49 @@ FIXED = _FIXED.size  # 32
 
 
 class Record:
-    """One packed record (troupe/dispatch.h, TROUPE_HOST_RECORD_*)."""
+    """One packed record (troupe/dispatch.h, TROUPE_HOST_RECORD_*): its
+    header and body are sliced on first use from its batch's one copy."""
 
     __slots__ = ("id", "target", "kind", "attempt", "deadline_ms",
-                 "header", "body")
+                 "_data", "_h0", "_hl", "_bl")
 
-    def __init__(self, id, target, kind, attempt, deadline_ms, header, body):
+    def __init__(self, id, target, kind, attempt, deadline_ms, data, h0, hl,
+                 bl):
         self.id = id
         self.target = target
         self.kind = kind
         self.attempt = attempt
         self.deadline_ms = deadline_ms
-        self.header = header
-        self.body = body
+        self._data = data
+        self._h0 = h0
+        self._hl = hl
+        self._bl = bl
+
+    @property
+    def header(self):
+        return self._data[self._h0:self._h0 + self._hl]
+
+    @property
+    def body(self):
+        b = self._h0 + self._hl
+        return self._data[b:b + self._bl]
 
     @property
     def status(self):
         """A completion's troupe_err."""
-        return struct.unpack_from("<i", self.header, 0)[0]
+        return struct.unpack_from("<i", self._data, self._h0)[0]
 
 
 def parse_records(buf, length):
-    """The records in buf[0:length] (bytes copied out of buf)."""
+    """The records in buf[0:length] (one copy of those bytes, shared)."""
     out = []
-    mv = memoryview(buf)
+    data = bytes(memoryview(buf)[:length])
+    unpack = _FIXED.unpack_from
     off = 0
     while off < length:
-        rid, target, kind, hl, attempt, bl, dl = _FIXED.unpack_from(mv, off)
-        h0 = off + FIXED
-        header = bytes(mv[h0:h0 + hl])
-        body = bytes(mv[h0 + hl:h0 + hl + bl])
-        out.append(Record(rid, target, kind, attempt, dl, header, body))
+        rid, target, kind, hl, attempt, bl, dl = unpack(data, off)
+        out.append(Record(rid, target, kind, attempt, dl, data, off + FIXED,
+                          hl, bl))
         off += (FIXED + hl + bl + 7) & ~7
     return out
 

@@ -213,6 +213,25 @@ class Core:
         check(lib.troupe_abi_reply(self.handle, task_id, outcome, body,
                                    len(body)))
 
+    def reply_batch(self, replies):
+        """Answers many tasks in one call: replies is a list of (task id,
+        outcome, body bytes); returns (settled, refused). A refused one
+        (past its deadline, or not this host's) changed nothing."""
+        parts = []
+        for task_id, outcome, body in replies:
+            body = _b(body, "body")
+            parts.append(struct.pack("<QII", task_id, outcome, len(body)))
+            if body:
+                parts.append(body)
+                parts.append(b"\0" * (-len(body) % 8))
+        buf = b"".join(parts)
+        done = ctypes.c_size_t()
+        refused = ctypes.c_size_t()
+        check(lib.troupe_abi_reply_batch(self.handle, buf, len(buf),
+                                         ctypes.byref(done),
+                                         ctypes.byref(refused)))
+        return done.value, refused.value
+
     def completion(self, rec):
         """(request id, value or TroupeError) of a completion record."""
         kind = self._kinds.pop(rec.id, None)

@@ -35,6 +35,8 @@ class Node:
         self._handlers = {}  # target index -> handler
         self._running = set()
         self._closing = False
+        self._replies = []  # answers of this loop turn: _flush
+        self._flush_soon = False
         loop.add_reader(core.wake_fd(), self._drain)
         # Records may be ready already (the fd is edge-triggered).
         loop.call_soon(self._drain)
@@ -75,7 +77,7 @@ class Node:
     def _start_handler(self, rec):
         h = self._handlers.get(rec.target)
         if h is None:  # not ours: it settles UNKNOWN, comes again
-            self._c.reply(rec.id, 4)
+            self._reply(rec.id, 4, b"")
             return
         t = self._loop.create_task(self._run(h, rec))
         self._running.add(t)
@@ -100,10 +102,23 @@ class Node:
             body = str(e).encode("utf-8") if actor else b""
         if self._closing:
             return
-        try:
-            self._c.reply(rec.id, outcome, body)
-        except TroupeError:
-            pass  # past its deadline: it settled UNKNOWN and comes again
+        self._reply(rec.id, outcome, body)
+
+    def _reply(self, task_id, outcome, body):
+        """Queues an answer; the answers of one loop turn go back in one
+        reply_batch call (after the drain, or at the turn's end)."""
+        self._replies.append((task_id, outcome, body))
+        if not self._flush_soon:
+            self._flush_soon = True
+            self._loop.call_soon(self._flush)
+
+    def _flush(self):
+        self._flush_soon = False
+        r, self._replies = self._replies, []
+        if r and not self._closing:
+            # a refused answer (past its deadline: it settled UNKNOWN and
+            # comes again) changes nothing
+            self._c.reply_batch(r)
 
     def _request(self, start, *args):
         """A Future for the request start(*args) makes."""
@@ -125,6 +140,7 @@ class Node:
         pending)."""
         if self._closing:
             raise TroupeError(CODE["ESTATE"], "close: closed already")
+        self._flush()  # answers given before close count
         self._closing = True
         self._loop.remove_reader(self._c.wake_fd())
         for t in list(self._running):
