@@ -521,8 +521,7 @@ reply_one(troupe_target *t, uint64_t id, uint32_t outcome, const void *body,
     }
     atomic_fetch_add_explicit(&t->st_late, 1, memory_order_relaxed);
     uint32_t si = ID_SLOT(id);
-    if (si < t->credit &&
-        atomic_load(&t->slots[si].timeout_gen) == ID_GEN(id))
+    if (si < t->credit && atomic_load(&t->slots[si].timeout_gen) == ID_GEN(id))
         return troupe__errf(TROUPE_ETIMEDOUT,
                             "host reply: task %llu passed its deadline and "
                             "settled UNKNOWN; reply refused",
@@ -600,8 +599,8 @@ troupe_host_reply_batch(troupe_host *h, const void *buf, size_t len,
             t = target_of(h, id);
             t_hi = ID_HIDX(id);
         }
-        if (t != NULL && reply_one(t, id, o, p + off + 16, bl, &acc) ==
-                             TROUPE_OK)
+        if (t != NULL &&
+            reply_one(t, id, o, p + off + 16, bl, &acc) == TROUPE_OK)
             (*done)++;
         else
             (*refused)++;
