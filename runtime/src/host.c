@@ -319,6 +319,39 @@ record_write(uint8_t *p, uint64_t id, uint32_t hidx, const tslot *s)
     return size;
 }
 
+/* Tasks taken (COPYING) and placed in the caller's buffer under h->mu,
+ * copied with it unlocked: a push waits for the lock only while ids come
+ * off the ring, not while bytes are copied. A COPYING task stays in its
+ * slot (neither the deadline nor a reply settles it), and its target
+ * cannot go (its stop waits for the task's credit). */
+#define COPY_RUN 64
+typedef struct copy_out {
+    uint64_t id;
+    uint32_t hidx;
+    tslot *s;
+    size_t off;
+} copy_out;
+
+/* Copies the run out (h->mu held on entry and on return, dropped
+ * between), each task TAKEN once its record is written. cp keeps the
+ * run's ids (for a close that came meanwhile), its unused tail zeroed. */
+static void
+copy_unlocked(troupe_host *h, uint8_t *p, copy_out *cp, size_t k,
+              uint64_t *min_due)
+{
+    pthread_mutex_unlock(&h->mu);
+    for (size_t i = 0; i < k; i++) {
+        tslot *s = cp[i].s;
+        record_write(p + cp[i].off, cp[i].id, cp[i].hidx, s);
+        if (*min_due == 0 || s->due_ns < *min_due)
+            *min_due = s->due_ns;
+        atomic_store(&s->word, WORD(ID_GEN(cp[i].id), SLOT_TAKEN));
+    }
+    for (size_t i = k; i < COPY_RUN; i++)
+        cp[i].s = NULL;
+    pthread_mutex_lock(&h->mu);
+}
+
 /* Reads the fd back to not readable (h->mu held: the ring is empty). */
 static void
 rearm(troupe_host *h)
@@ -361,6 +394,9 @@ troupe_host_next_batch(troupe_host *h, int timeout_ms, void *buf, size_t cap,
     size_t big_need = 0, c_need = 0;
     troupe__completion *pulled = NULL, **ptail = &pulled;
     uint64_t min_due = 0;
+    copy_out cp[COPY_RUN];
+    size_t ncp = 0;
+    bool closed_mid = false;
     struct timespec until;
     if (timeout_ms > 0)
         deadline_after(&until, timeout_ms);
@@ -413,14 +449,27 @@ troupe_host_next_batch(troupe_host *h, int timeout_ms, void *buf, size_t cap,
                 troupe__target_retain(t);
                 break;
             }
-            off += record_write(p + off, id, hi, s);
-            n++;
-            if (min_due == 0 || s->due_ns < min_due)
-                min_due = s->due_ns;
-            atomic_store(&s->word, WORD(ID_GEN(id), SLOT_TAKEN));
             h->head = (h->head + 1) % h->cap;
             h->n--;
+            cp[ncp++] = (copy_out){id, hi, s, off};
+            off += size;
+            n++;
+            if (ncp == COPY_RUN) {
+                copy_unlocked(h, p, cp, ncp, &min_due);
+                ncp = 0;
+                if (h->closed) {
+                    closed_mid = true;
+                    break;
+                }
+            }
         }
+        if (ncp > 0) {
+            copy_unlocked(h, p, cp, ncp, &min_due);
+            ncp = 0;
+            closed_mid = h->closed;
+        }
+        if (closed_mid)
+            break;
         if (n > 0 || big != NULL || c_need > 0)
             break;
         if (h->n == 0 && h->cq_head == NULL)
@@ -434,6 +483,15 @@ troupe_host_next_batch(troupe_host *h, int timeout_ms, void *buf, size_t cap,
             break;
     }
     pthread_mutex_unlock(&h->mu);
+    if (closed_mid) {
+        /* the close may have passed the last run while it was being
+         * copied (a COPYING task is not abandoned): settled here */
+        for (size_t i = 0; i < COPY_RUN && cp[i].s != NULL; i++)
+            troupe__task_settle(cp[i].s->t, cp[i].id, SLOT_TAKEN,
+                                TROUPE_OUTCOME_UNKNOWN, NULL, 0, false);
+        n = 0;
+        off = 0;
+    }
     while (pulled != NULL) {
         troupe__completion *c = pulled;
         pulled = c->next;
@@ -441,6 +499,8 @@ troupe_host_next_batch(troupe_host *h, int timeout_ms, void *buf, size_t cap,
     }
     *n_out = n;
     *len_out = off;
+    if (closed_mid)
+        return TROUPE_ECLOSED;
     if (c_need > 0) {
         *len_out = c_need;
         return troupe__errf(TROUPE_ETOOBIG,
