@@ -421,6 +421,23 @@ START_TEST(test_transport_queue_bytes_are_bounded)
 }
 END_TEST
 
+struct sides {
+    struct side *a, *b;
+};
+
+/* a's sends are all counted: b has received no envelope a has not yet
+ * counted as sent (a counts a frame when nng completes it, which can be
+ * after b has answered it). */
+static bool
+sends_counted(void *arg)
+{
+    struct sides *p = arg;
+    troupe_node_stats a, b;
+    troupe_node_stats_get(p->a->node, &a);
+    troupe_node_stats_get(p->b->node, &b);
+    return a.msgs_sent >= b.msgs_recv;
+}
+
 START_TEST(test_transport_frames_batch_under_load)
 {
     struct side a, b;
@@ -429,6 +446,8 @@ START_TEST(test_transport_frames_batch_under_load)
     side_open(&b, 2, NULL, ub);
     connect_pair(&a, &b);
     troupe_addr sink = lookup(&a, 2, "test");
+    struct sides ab = {&a, &b};
+    ck_assert(ts_wait_until(sends_counted, &ab, 5000));
     troupe_node_stats before;
     troupe_node_stats_get(a.node, &before);
     const uint64_t n = 20000;
