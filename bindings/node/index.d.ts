@@ -176,7 +176,10 @@ export interface Node {
     scan(table: string, opts?: ScanOptions): Promise<Page<Row>>;
     query(table: string, index: string, opts?: QueryOptions): Promise<QueryPage>;
     begin(): Transaction;
-    createQueue(name: string, opts?: { partitions?: number; retentionMs?: number }): Promise<void>;
+    /** maxAttempts: an event delivered that many times without an
+     * outcome is parked instead of delivered again (default: no limit). */
+    createQueue(name: string, opts?: { partitions?: number; retentionMs?: number;
+                                       maxAttempts?: number }): Promise<void>;
     publish(queue: string, event: PublishEvent): Promise<void>;
     subscribe(queue: string, handler: (ev: QueueEvent) => QueueResult | Promise<QueueResult>,
               opts?: SubscribeOptions): Subscription;

@@ -109,7 +109,7 @@ function lib() {
         txnDelete: f('int troupe_abi_txn_delete(troupe_abi *n, uint64_t txn, const char *table, const void *key, size_t klen)'),
         txnCommit: f('int troupe_abi_txn_commit(troupe_abi *n, uint64_t req, uint64_t txn)'),
         txnRollback: f('int troupe_abi_txn_rollback(troupe_abi *n, uint64_t txn)'),
-        queueCreate: f('int troupe_abi_queue_create(troupe_abi *n, const char *name, uint32_t partitions, int64_t retention_ms)'),
+        queueCreate: f('int troupe_abi_queue_create(troupe_abi *n, const char *name, uint32_t partitions, int64_t retention_ms, uint32_t max_attempts)'),
         queuePublish: f('int troupe_abi_queue_publish(troupe_abi *n, uint64_t req, const char *queue, const void *id, size_t id_len, const void *key, size_t key_len, const void *payload, size_t plen, int64_t time_ms)'),
         queueSubscribe: f('int troupe_abi_queue_subscribe(troupe_abi *n, const char *queue, const char *target)'),
     };
@@ -598,7 +598,9 @@ class Node {
         const retention = opts.retentionMs === undefined ? 0 : opts.retentionMs;
         if (!Number.isInteger(retention) || retention < 0)
             throw usage('createQueue: retentionMs must be an integer >= 0');
-        const r = await callAsync(this._L.queueCreate, this._h, queue, partitions, retention);
+        const attempts = uint(opts.maxAttempts, 'createQueue: maxAttempts', 0, 1000000);
+        const r = await callAsync(this._L.queueCreate, this._h, queue, partitions, retention,
+                                  attempts);
         if (r.rc !== E.OK)
             throw new TroupeError(r.rc, `queue "${queue}": ${r.msg}`);
     }

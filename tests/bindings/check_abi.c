@@ -237,7 +237,7 @@ START_TEST(bad_input)
     uint64_t tx = 9;
     ck_assert_int_eq(troupe_abi_txn_begin(n, &tx), TROUPE_ESTATE);
     ck_assert_uint_eq(tx, 0);
-    ck_assert_int_eq(troupe_abi_queue_create(n, "q", 1, 0), TROUPE_ESTATE);
+    ck_assert_int_eq(troupe_abi_queue_create(n, "q", 1, 0, 0), TROUPE_ESTATE);
     ck_assert_int_eq(troupe_abi_start(NULL), TROUPE_EINVAL);
     ck_assert_int_eq(troupe_abi_start(n), 0);
     ck_assert_int_eq(troupe_abi_start(n), TROUPE_ESTATE);
@@ -317,12 +317,12 @@ START_TEST(bad_input)
                      TROUPE_EPROTO);
     ck_assert_int_eq(troupe_abi_txn_rollback(n, tx), 0);
     ck_assert_int_eq(troupe_abi_txn_rollback(n, tx), TROUPE_ENOENT);
-    ck_assert_int_eq(troupe_abi_queue_create(n, "", 1, 0), TROUPE_EINVAL);
-    ck_assert_int_eq(troupe_abi_queue_create(n, "q", 0, 0), TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_queue_create(n, "", 1, 0, 0), TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_queue_create(n, "q", 0, 0, 0), TROUPE_EINVAL);
     ck_assert_int_eq(
         troupe_abi_queue_publish(n, 2, "nope", "i", 1, "k", 1, "\x01", 1, 0),
         TROUPE_ENOQUEUE);
-    ck_assert_int_eq(troupe_abi_queue_create(n, "q", 1, 0), 0);
+    ck_assert_int_eq(troupe_abi_queue_create(n, "q", 1, 0, 0), 0);
     ck_assert_int_eq(
         troupe_abi_queue_publish(n, 2, "q", "i", 1, "k", 1, "\xc1", 1, 0),
         TROUPE_EINVAL);
@@ -476,7 +476,7 @@ START_TEST(completions)
         ;
     ck_assert_int_eq(rc, TROUPE_ENOENT);
     /* publish */
-    ck_assert_int_eq(troupe_abi_queue_create(n, "q", 2, 0), 0);
+    ck_assert_int_eq(troupe_abi_queue_create(n, "q", 2, 0, 0), 0);
     ck_assert_int_eq(
         troupe_abi_queue_publish(n, 25, "q", "e1", 2, "k", 1, "\x07", 1, 0), 0);
     ck_assert_int_eq(wait_status(n, 25), 0);
@@ -546,7 +546,7 @@ START_TEST(small_buffer)
      * attempt (docs/queue.md, "Attempts and parking") */
     uint32_t idx;
     ck_assert_int_eq(troupe_abi_register_pull(n, "w", 4, 0, &idx), 0);
-    ck_assert_int_eq(troupe_abi_queue_create(n, "q", 1, 0), 0);
+    ck_assert_int_eq(troupe_abi_queue_create(n, "q", 1, 0, 0), 0);
     ck_assert_int_eq(troupe_abi_queue_subscribe(n, "q", "w"), 0);
     ck_assert_int_eq(
         troupe_abi_queue_publish(n, 3, "q", "e1", 2, "k", 1, d.data, d.size, 0),
@@ -571,13 +571,48 @@ START_TEST(small_buffer)
 }
 END_TEST
 
+/* A queue's max_attempts reaches the queue: with 1, an event its host
+ * failed once is parked, so the next event after it comes next (without
+ * the limit the failed one, first in due order, would come again). */
+START_TEST(queue_max_attempts)
+{
+    troupe_abi *n = node();
+    ck_assert_int_eq(
+        troupe_abi_queue_create(n, "q", 1, 0, 1000001), /* over the max */
+        TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_queue_create(n, "q", 1, 0, 1), 0);
+    uint32_t idx;
+    ck_assert_int_eq(troupe_abi_register_pull(n, "w", 4, 0, &idx), 0);
+    ck_assert_int_eq(troupe_abi_queue_subscribe(n, "q", "w"), 0);
+    ck_assert_int_eq(
+        troupe_abi_queue_publish(n, 1, "q", "e1", 2, "k", 1, "\x01", 1, 0), 0);
+    ck_assert_int_eq(wait_status(n, 1), 0);
+    uint8_t *b = malloc(BUF);
+    rec r = wait_task(n, b);
+    ck_assert_uint_eq(r.attempt, 1);
+    ck_assert_mem_eq(r.body, "\x01", 1);
+    ck_assert_int_eq(troupe_abi_reply(n, r.id, TROUPE_OUTCOME_FAILURE, NULL, 0),
+                     0);
+    ck_assert_int_eq(
+        troupe_abi_queue_publish(n, 2, "q", "e2", 2, "k", 1, "\x02", 1, 0), 0);
+    ck_assert_int_eq(wait_status(n, 2), 0);
+    r = wait_task(n, b);
+    ck_assert_mem_eq(r.body, "\x02", 1);
+    ck_assert_uint_eq(r.attempt, 1);
+    ck_assert_int_eq(troupe_abi_reply(n, r.id, TROUPE_OUTCOME_SUCCESS, NULL, 0),
+                     0);
+    free(b);
+    ck_assert_int_eq(troupe_abi_close(&n), 0);
+}
+END_TEST
+
 START_TEST(close_in_flight)
 {
     troupe_abi *n = node();
     make_table(n);
     uint32_t idx;
     ck_assert_int_eq(troupe_abi_register_pull(n, "w", 8, 60000, &idx), 0);
-    ck_assert_int_eq(troupe_abi_queue_create(n, "q", 2, 0), 0);
+    ck_assert_int_eq(troupe_abi_queue_create(n, "q", 2, 0, 0), 0);
     ck_assert_int_eq(troupe_abi_queue_subscribe(n, "q", "w"), 0);
     ck_assert_int_eq(
         troupe_abi_queue_publish(n, 1, "q", "e1", 2, "k", 1, "\x07", 1, 0), 0);
@@ -640,7 +675,7 @@ START_TEST(queue_events)
     ck_assert_int_eq(troupe_abi_register_pull(n, "w", 4, 0, &again),
                      TROUPE_EEXIST);
     ck_assert_uint_eq(again, 0);
-    ck_assert_int_eq(troupe_abi_queue_create(n, "q", 2, 0), 0);
+    ck_assert_int_eq(troupe_abi_queue_create(n, "q", 2, 0, 0), 0);
     ck_assert_int_eq(troupe_abi_queue_subscribe(n, "q", "w"), 0);
     atomic_store(&wakes, 0);
     ck_assert_int_eq(troupe_abi_set_wake(n, on_wake, NULL), 0);
@@ -796,6 +831,7 @@ abi_suite(void)
     tcase_add_test(tc, small_buffer);
     tcase_add_test(tc, close_in_flight);
     tcase_add_test(tc, queue_events);
+    tcase_add_test(tc, queue_max_attempts);
     tcase_add_test(tc, thread_errmsg);
     tcase_add_test(tc, host_actors);
     suite_add_tcase(s, tc);

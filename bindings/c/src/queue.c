@@ -13,7 +13,7 @@
 
 int
 troupe_abi_queue_create(troupe_abi *n, const char *name, uint32_t partitions,
-                        int64_t retention_ms)
+                        int64_t retention_ms, uint32_t max_attempts)
 {
     abi_clear();
     if (n == NULL)
@@ -23,8 +23,10 @@ troupe_abi_queue_create(troupe_abi *n, const char *name, uint32_t partitions,
         return abi_ret(e);
     if ((e = abi_enter(n, true, "queue create")) != TROUPE_OK)
         return abi_ret(e);
-    troupe_queue_spec qs = {
-        .name = name, .partitions = partitions, .retention_ms = retention_ms};
+    troupe_queue_spec qs = {.name = name,
+                            .partitions = partitions,
+                            .retention_ms = retention_ms,
+                            .max_attempts = max_attempts};
     e = troupe_queues_create_wait(n->queues, &qs);
     abi_leave(n);
     return abi_ret(e);

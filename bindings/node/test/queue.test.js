@@ -103,3 +103,27 @@ test('an idle node with a subscription and a served target burns no CPU (nothing
         await n.close();
     }
 });
+
+test('queue: maxAttempts parks an event its handler failed that often; bad values are refused', async () => {
+    const n = await troupe.open(tmpdir(), { schedulers: 2 });
+    try {
+        await assert.rejects(n.createQueue('bad', { maxAttempts: -1 }), /maxAttempts/);
+        await assert.rejects(n.createQueue('bad', { maxAttempts: 1000001 }), /maxAttempts/);
+        await n.createQueue('q', { partitions: 1, maxAttempts: 1 });
+        const got = [];
+        n.subscribe('q', async (ev) => {
+            got.push(`${ev.id}:${ev.attempt}`);
+            if (ev.id === 'e1')
+                throw new Error('fails');
+        }, { concurrency: 1 });
+        await n.publish('q', { id: 'e1', key: 'k', payload: 1 });
+        await until(() => got.length === 1, 20000, 'e1 delivered');
+        await n.publish('q', { id: 'e2', key: 'k', payload: 2 });
+        await until(() => got.includes('e2:1'), 20000, 'e2 delivered');
+        // parked after one attempt: e1 never came again (without the
+        // limit it is first in due order, before e2)
+        assert.deepStrictEqual(got, ['e1:1', 'e2:1']);
+    } finally {
+        await n.close();
+    }
+});

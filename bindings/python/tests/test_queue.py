@@ -6,6 +6,16 @@ from tests.util import NodeCase
 
 
 class Queue(NodeCase):
+    def test_max_attempts_is_checked_and_reaches_the_queue(self):
+        with troupe.Node(self.dir, sync=2) as n:
+            with self.assertRaises(ValueError):
+                n.create_queue("bad", max_attempts=-1)
+            with self.assertRaises(troupe.TroupeError):
+                n.create_queue("bad", max_attempts=1000001)
+            n.create_queue("q", max_attempts=1)
+            with self.assertRaises(troupe.TroupeError):
+                n.create_queue("q", max_attempts=1)  # exists
+
     def test_async_handlers_ack(self):
         async def main():
             n = await troupe.aio.open(self.dir, sync=2)

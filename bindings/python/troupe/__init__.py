@@ -103,8 +103,11 @@ class Node:
         return Txn(self)
 
     # queues
-    def create_queue(self, name, partitions=1, retention_ms=0):
-        self._c.queue_create(name, partitions, retention_ms)
+    def create_queue(self, name, partitions=1, retention_ms=0,
+                     max_attempts=0):
+        """max_attempts: an event delivered that many times without an
+        outcome is parked instead of delivered again (0: no limit)."""
+        self._c.queue_create(name, partitions, retention_ms, max_attempts)
 
     def publish(self, queue, id, key, payload, time_ms=0):
         self._wait(self._c.publish(queue, id, key, payload, time_ms))

@@ -107,7 +107,7 @@ _DECL = {
     "troupe_abi_txn_delete": [_vp, _u64, _cp, _cp, _sz],
     "troupe_abi_txn_commit": [_vp, _u64, _u64],
     "troupe_abi_txn_rollback": [_vp, _u64],
-    "troupe_abi_queue_create": [_vp, _cp, _u32, _i64],
+    "troupe_abi_queue_create": [_vp, _cp, _u32, _i64, _u32],
     "troupe_abi_queue_publish": [_vp, _u64, _cp, _cp, _sz, _cp, _sz, _cp,
                                  _sz, _i64],
     "troupe_abi_queue_subscribe": [_vp, _cp, _cp],

@@ -322,9 +322,12 @@ class Core:
     def txn_rollback(self, txn):
         check(lib.troupe_abi_txn_rollback(self.handle, txn))
 
-    def queue_create(self, name, partitions=1, retention_ms=0):
+    def queue_create(self, name, partitions=1, retention_ms=0, max_attempts=0):
+        if not isinstance(max_attempts, int) or not 0 <= max_attempts < 2**32:
+            raise ValueError("max_attempts must be an integer >= 0")
         check(lib.troupe_abi_queue_create(self.handle, _name(name, "queue"),
-                                          partitions, retention_ms))
+                                          partitions, retention_ms,
+                                          max_attempts))
 
     def publish(self, queue, id, key, payload, time_ms=0):
         i, k = _b(id, "id"), _b(key, "key")

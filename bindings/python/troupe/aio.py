@@ -179,9 +179,10 @@ class Node:
         return Txn(self)
 
     # ---- queues ----
-    async def create_queue(self, name, partitions=1, retention_ms=0):
+    async def create_queue(self, name, partitions=1, retention_ms=0,
+                           max_attempts=0):
         await asyncio.to_thread(self._c.queue_create, name, partitions,
-                                retention_ms)
+                                retention_ms, max_attempts)
 
     async def publish(self, queue, id, key, payload, time_ms=0):
         return await self._request(self._c.publish, queue, id, key, payload,

@@ -334,12 +334,15 @@ troupe_abi_txn_rollback(troupe_abi *n, uint64_t txn);
  */
 
 /* Creates queue `name` with `partitions` partitions (1..65536; completed
- * events kept retention_ms, >= 0). Errors: those of
- * troupe_queues_create_wait (EEXIST ...), ESTATE (not started), ECLOSED.
- * Blocks (one synced catalog write); EDEADLK on a troupe thread. */
+ * events kept retention_ms, >= 0; an event delivered max_attempts times
+ * without an outcome is parked, 0: no limit, at most
+ * TROUPE_QUEUE_ATTEMPTS_MAX; troupe_queue_spec). Errors: those of
+ * troupe_queues_create_wait (EEXIST, EINVAL ...), ESTATE (not started),
+ * ECLOSED. Blocks (one synced catalog write); EDEADLK on a troupe
+ * thread. */
 int
 troupe_abi_queue_create(troupe_abi *n, const char *name, uint32_t partitions,
-                        int64_t retention_ms);
+                        int64_t retention_ms, uint32_t max_attempts);
 
 /*
  * Request: publishes an event (id and business key 1..TROUPE_QUEUE_ID_MAX
