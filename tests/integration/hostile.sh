@@ -134,7 +134,8 @@ for mode in open secret; do
         rc=$?
         node_pid=""
         ok "$mode: SIGTERM under a flood stopped the node in $took ms"
-        [ "$rc" -eq 0 ] && ok "$mode: node exit 0" || bad "$mode: node exit $rc"
+        [ "$rc" -eq 0 ] && ok "$mode: node exit 0" ||
+            { bad "$mode: node exit $rc"; grep -v "level=warn" "$out" | tail -40; }
         grep -q "stopped cleanly" "$out" && ok "$mode: stopped cleanly" ||
             { bad "$mode: no clean stop"; tail -5 "$out"; }
     else
