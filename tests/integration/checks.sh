@@ -18,6 +18,13 @@ expect() {
         bad "$what: exit $rc, want $want"; cat "$tmp/out" "$tmp/err"; fi
 }
 
+# says FILE PATTERN WHAT: a check that FILE holds PATTERN (grep), which
+# prints FILE when it does not.
+says() {
+    if grep -q "$2" "$1"; then ok "$3"; else
+        bad "$3"; echo "--- $1:"; cat "$1"; fi
+}
+
 # wait_for FILE PATTERN: polls up to 10 s for PATTERN in FILE.
 wait_for() {
     for _ in $(seq 1 200); do

@@ -24,7 +24,12 @@ stop_node() {
     wait "$node_pid"
     local rc=$?
     node_pid=""
-    [ "$rc" -eq 0 ] && ok "$1: node exits 0" || bad "$1: node exit $rc"
+    if [ "$rc" -eq 0 ]; then
+        ok "$1: node exits 0"
+    else
+        bad "$1: node exit $rc"
+        echo "--- the node's last lines:"; grep -v ' warn ' "$out" | tail -n 60
+    fi
 }
 
 # certificates: a CA, and nodes 1, 2, 8, 9 each naming troupe-node-<id>
@@ -122,10 +127,9 @@ if wait_for "$out" "listening on tls+tcp://"; then
     expect 1 "tls: unlisted node 8 is refused" -- "$troupe" ping "$url" \
         --count 5 --timeout 10000 --id 8 --listen "ipc://$tmp/p8.ipc" \
         --peer "1=$url" $(tls 8)
-    grep -q "refused us" "$tmp/err" && ok "tls: unlisted node is told" ||
-        bad "tls: unlisted node message"
-    grep -q "refused node 8: not in the allow-list" "$out" &&
-        ok "tls: node logs the unlisted node" || bad "tls: unlisted node not logged"
+    says "$tmp/err" "refused us" "tls: unlisted node is told"
+    says "$out" "refused node 8: not in the allow-list" \
+        "tls: node logs the unlisted node"
     expect 1 "tls: node 9 with node 2's certificate" -- "$troupe" ping "$url" \
         --count 5 --timeout 10000 --id 9 --listen "$p9" --peer "1=$url" $(tls 2)
     expect 1 "tls: ping without certificates" -- "$troupe" ping "$url" \
