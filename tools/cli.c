@@ -8,10 +8,12 @@
  * in one screen. Both `--flag=value` and `--flag value` work (getopt).
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 
@@ -91,6 +93,65 @@ cli_failed(const char *what, troupe_err e)
     fprintf(stderr, "troupe: %s: %s (%s)\n", what, troupe_errmsg(e),
             troupe_err_name(e));
     return CLI_FAIL;
+}
+
+/* The stop's rendezvous; on the heap, since a stop that never ends keeps
+ * a pointer to it (the process then ends without freeing it). */
+struct node_stop {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+};
+
+static void
+node_stopped(troupe_node *n, void *arg)
+{
+    (void)n;
+    struct node_stop *s = arg;
+    pthread_mutex_lock(&s->mu);
+    s->done = true;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+bool
+cli_node_stop(troupe_node *node)
+{
+    struct node_stop *s = malloc(sizeof(*s));
+    if (s == NULL) /* no room to wait with: wait without a deadline */
+        return troupe_node_stop_wait(node) == TROUPE_OK;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    s->done = false;
+    if (troupe_node_stop(node, node_stopped, s) != TROUPE_OK) {
+        free(s);
+        return true; /* stopped already */
+    }
+    struct timespec end;
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    end.tv_sec += CLI_NODE_STOP_MS / 1000;
+    pthread_mutex_lock(&s->mu);
+    int rv = 0;
+    while (!s->done && rv != ETIMEDOUT)
+        rv = pthread_cond_timedwait(&s->cv, &s->mu, &end);
+    bool done = s->done;
+    pthread_mutex_unlock(&s->mu);
+    if (!done) {
+        fprintf(stderr,
+                "troupe: the transport did not finish closing its "
+                "connections in %d s (nng 1.5.2 can wedge its teardown); "
+                "ending without it\n",
+                CLI_NODE_STOP_MS / 1000);
+        return false;
+    }
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s);
+    return true;
 }
 
 bool

@@ -82,6 +82,21 @@ cli_operands(const cli_cmd *c, int argc, char **argv, int want,
 int
 cli_failed(const char *what, troupe_err e);
 
+/* How long a command waits for its transport node to stop. */
+#define CLI_NODE_STOP_MS 10000
+
+/*
+ * Stops node and waits for it, at most CLI_NODE_STOP_MS. nng 1.5.2 can
+ * wedge its own teardown for good (its reaper waits on a receive that
+ * never completes; docs/wire.md, "Shutdown"); a command whose work is done
+ * must still end then. True once the node has stopped (destroy it); false,
+ * with a line on stderr, when it did not in time: the node and the
+ * runtime it delivers to must then be left as they are (neither destroyed)
+ * and the process ended with _exit once the rest is closed.
+ */
+bool
+cli_node_stop(troupe_node *node);
+
 /* A decimal in [lo, hi] (false, message printed naming the flag and the
  * value given, otherwise). */
 bool

@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "admin.h"
 #include "cli.h"
@@ -161,6 +162,7 @@ cmd_node(int argc, char **argv)
     troupe_log_level level = TROUPE_LOG_DEFAULT;
     cli_getopt_reset();
     int ch, rc;
+    bool wedged = false; /* the transport's stop did not end in time */
     while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         int taken = cli_sec_flag(&sec, c, ch, optarg);
         if (taken < 0)
@@ -288,16 +290,22 @@ out_admin:
 out_rt:
     if (rt != NULL)
         troupe_runtime_shutdown_wait(rt);
-    if (node != NULL)
-        troupe_node_stop_wait(node);
-    troupe_node_destroy(node);
-    troupe_runtime_destroy(rt);
+    wedged = node != NULL && !cli_node_stop(node);
+    if (!wedged) {
+        troupe_node_destroy(node);
+        troupe_runtime_destroy(rt);
+    }
 out:
     troupe_commit_destroy(commit);
     e = troupe_db_close(db);
     if (e != TROUPE_OK && rc == 0)
         rc = cli_failed("close database", e);
     if (rc == 0)
-        printf("troupe node %ld: stopped cleanly\n", id);
+        printf("troupe node %ld: stopped cleanly%s\n", id,
+               wedged ? " (but for the transport's teardown)" : "");
+    if (wedged) { /* nng's threads still hold the node: leave at once */
+        fflush(NULL);
+        _exit(rc);
+    }
     return rc;
 }

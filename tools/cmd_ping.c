@@ -221,8 +221,10 @@ cmd_ping(int argc, char **argv)
     free(rtt);
 out:
     troupe_runtime_shutdown_wait(rt);
-    if (node != NULL)
-        troupe_node_stop_wait(node);
+    if (node != NULL && !cli_node_stop(node)) {
+        fflush(NULL);
+        _exit(rc);
+    }
     troupe_node_destroy(node);
     troupe_runtime_destroy(rt);
     return rc;
