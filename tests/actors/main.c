@@ -24,6 +24,8 @@ Suite *
 errors_suite(void);
 Suite *
 hostactor_suite(void);
+Suite *
+barrier_suite(void);
 
 int
 main(void)
@@ -31,6 +33,7 @@ main(void)
     Suite *s[] = {common_suite(),  kv_suite(),      table_suite(),
                   index_suite(),   txn_suite(),     ttl_suite(),
                   queue_suite(),   hostile_suite(), lanes_suite(),
-                  catalog_suite(), errors_suite(),  hostactor_suite()};
+                  catalog_suite(), errors_suite(),  hostactor_suite(),
+                  barrier_suite()};
     return ts_run_suites(s, (int)(sizeof(s) / sizeof(s[0])));
 }

@@ -1,0 +1,115 @@
+/*
+ * The coordinator's names: gid and branch-id rules, modes and their ops
+ * (troupe/coord.h).
+ */
+#include <string.h>
+
+#include "troupe/coord.h"
+
+bool
+troupe_gid_valid(const char *gid, size_t len)
+{
+    if (gid == NULL || len == 0 || len > TROUPE_GID_MAX)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        char c = gid[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                  (c >= '0' && c <= '9') || c == '_' || c == '.' || c == ':' ||
+                  c == '-';
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+bool
+troupe_branch_id_valid(const char *s)
+{
+    if (s == NULL)
+        return false;
+    size_t n = strlen(s);
+    if (n < 2 || n > 4)
+        return false;
+    unsigned v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        v = v * 10 + (unsigned)(s[i] - '0');
+    }
+    /* canonical: two digits below 100 ("01"), no leading zero above */
+    if (v == 0 || v > TROUPE_BRANCH_ID_MAX)
+        return false;
+    return n == 2 ? true : s[0] != '0';
+}
+
+static const char *const mode_names[] = {NULL,  "saga", "tcc",
+                                         "msg", "xa",   "workflow"};
+#define N_MODES (sizeof(mode_names) / sizeof(mode_names[0]))
+
+troupe_gtx_mode
+troupe_gtx_mode_of(const char *s)
+{
+    for (size_t i = 1; s != NULL && i < N_MODES; i++)
+        if (strcmp(s, mode_names[i]) == 0)
+            return (troupe_gtx_mode)i;
+    return 0;
+}
+
+const char *
+troupe_gtx_mode_name(troupe_gtx_mode m)
+{
+    return (unsigned)m > 0 && (unsigned)m < N_MODES ? mode_names[m] : NULL;
+}
+
+/* Each mode's ops, and what each undoes (NULL: a forward op). */
+struct op {
+    const char *name, *undoes;
+};
+static const struct op saga_ops[] = {
+    {"action", NULL}, {"compensate", "action"}, {NULL, NULL}};
+static const struct op tcc_ops[] = {
+    {"try", NULL}, {"confirm", NULL}, {"cancel", "try"}, {NULL, NULL}};
+static const struct op msg_ops[] = {
+    {"action", NULL}, {"msg", NULL}, {NULL, NULL}};
+static const struct op xa_ops[] = {
+    {"action", NULL}, {"rollback", "action"}, {NULL, NULL}};
+
+static const struct op *
+find_op(troupe_gtx_mode m, const char *op)
+{
+    const struct op *t = NULL;
+    switch (m) {
+    case TROUPE_MODE_SAGA:
+    case TROUPE_MODE_WORKFLOW:
+        t = saga_ops;
+        break;
+    case TROUPE_MODE_TCC:
+        t = tcc_ops;
+        break;
+    case TROUPE_MODE_MSG:
+        t = msg_ops;
+        break;
+    case TROUPE_MODE_XA:
+        t = xa_ops;
+        break;
+    default:
+        return NULL;
+    }
+    for (; op != NULL && t->name != NULL; t++)
+        if (strcmp(op, t->name) == 0)
+            return t;
+    return NULL;
+}
+
+bool
+troupe_gtx_op_valid(troupe_gtx_mode m, const char *op)
+{
+    return find_op(m, op) != NULL;
+}
+
+const char *
+troupe_gtx_op_undoes(troupe_gtx_mode m, const char *op)
+{
+    const struct op *o = find_op(m, op);
+    return o != NULL ? o->undoes : NULL;
+}
