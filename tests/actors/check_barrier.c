@@ -419,6 +419,14 @@ START_TEST(test_gid_and_branch_id_rules)
     ck_assert_ptr_null(troupe_gtx_mode_name(0));
     ck_assert_ptr_null(troupe_gtx_mode_name(6));
     ck_assert_str_eq(troupe_gtx_op_undoes(TROUPE_MODE_TCC, "cancel"), "try");
+    /* the shard hash is the format's: FNV-1a 64 of "a" is
+     * 0xaf63dc4c8601ec8c, of "" the offset basis */
+    ck_assert_uint_eq(troupe_gtx_shard_of("a", 1, 1000),
+                      (uint32_t)(UINT64_C(0xaf63dc4c8601ec8c) % 1000));
+    ck_assert_uint_eq(troupe_gtx_shard_of("", 0, 7),
+                      (uint32_t)(UINT64_C(0xcbf29ce484222325) % 7));
+    ck_assert_uint_eq(troupe_gtx_shard_of("a", 1, 0), 0);
+    ck_assert_uint_eq(troupe_gtx_shard_of("a", 1, 1), 0);
     ck_assert_ptr_null(troupe_gtx_op_undoes(TROUPE_MODE_TCC, "confirm"));
 }
 END_TEST

@@ -1,10 +1,17 @@
 /*
- * The coordinator's names: gid and branch-id rules, modes and their ops
- * (troupe/coord.h).
+ * The coordinator's names: gid and branch-id rules, a gid's shard, modes
+ * and their ops (troupe/coord.h).
  */
 #include <string.h>
 
 #include "troupe/coord.h"
+#include "troupe/internal/hash.h"
+
+uint32_t
+troupe_gtx_shard_of(const char *gid, size_t len, uint32_t shards)
+{
+    return shards <= 1 ? 0 : (uint32_t)(troupe__fnv1a64(gid, len) % shards);
+}
 
 bool
 troupe_gid_valid(const char *gid, size_t len)

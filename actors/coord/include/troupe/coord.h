@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* A gid: 1..TROUPE_GID_MAX bytes of [A-Za-z0-9_.:-]. */
 #define TROUPE_GID_MAX 128
@@ -28,6 +29,20 @@ typedef enum troupe_gtx_mode {
     TROUPE_MODE_XA = 4,
     TROUPE_MODE_WORKFLOW = 5
 } troupe_gtx_mode;
+
+/* The coordinator shards of a database: fixed when the database is
+ * created (part of the format: a gid's shard owns its transaction). */
+#define TROUPE_COORD_SHARDS_DEFAULT 8
+#define TROUPE_COORD_SHARDS_MAX 1024
+
+/*
+ * The shard that owns gid: FNV-1a 64 (offset basis 0xcbf29ce484222325,
+ * prime 0x100000001b3) of the gid's bytes, modulo shards (the hash of a
+ * queue's partitions, docs/queue.md). Part of the format
+ * (docs/coordinator.md). shards 0 is taken as 1.
+ */
+uint32_t
+troupe_gtx_shard_of(const char *gid, size_t len, uint32_t shards);
 
 /* gid[0..len) follows the gid rule. */
 bool
