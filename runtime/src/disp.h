@@ -83,6 +83,9 @@ struct troupe_target {
     troupe_host *host;
     uint32_t hidx; /* index in the host's table (pull), 0 for callback */
     uint32_t credit;
+    /* producers waiting for credit are kicked once this many are free
+     * (credit/8, at least 1: credit_put_n) */
+    uint32_t kick_free;
     /* slots: credit for pull targets; for callback targets up to twice
      * that, as a callback past its deadline keeps its slot (its bytes)
      * but not its credit until it returns (target.c) */

@@ -105,6 +105,7 @@ troupe_target_create(troupe_runtime *rt, const troupe_target_opts *o,
     t->rt = rt;
     t->d = d;
     t->credit = o->credit ? o->credit : TROUPE_TARGET_CREDIT_DEFAULT;
+    t->kick_free = t->credit >= 8 ? t->credit / 8 : 1;
     t->timeout_ms =
         o->timeout_ms ? o->timeout_ms : TROUPE_TARGET_TIMEOUT_DEFAULT_MS;
     t->timeout_ns = (uint64_t)t->timeout_ms * 1000000u;
@@ -255,12 +256,21 @@ kick_waiters(troupe_target *t)
 }
 
 /* Gives back n credits: the last one of a stopping target ends its stop
- * (t may be gone after), otherwise waiters for credit are kicked. */
+ * (t may be gone after), otherwise waiters for credit are kicked once
+ * kick_free credits are free. A producer woken for each credit a reply
+ * frees takes one, submits one and waits again: a context switch per task
+ * (two threads trading one credit). Woken at an eighth of the credit, it
+ * submits that many in one go. It cannot wait for ever: it queued while
+ * none were free, so every credit is held by a task in flight (or by a
+ * producer about to submit one), and each of those ends (a reply, its
+ * deadline, a stop) and gives its credit back through here. */
 static void
 credit_put_n(troupe_target *t, uint32_t n)
 {
     pthread_mutex_lock(&t->mu);
-    bool last = atomic_fetch_sub(&t->held, n) == n;
+    uint32_t before = atomic_fetch_sub(&t->held, n);
+    bool last = before == n;
+    bool enough = t->credit - (before - n) >= t->kick_free;
     troupe_target_stop_cb cb = NULL;
     void *cb_arg = NULL;
     if (last && t->state == TGT_STOPPING) {
@@ -271,7 +281,7 @@ credit_put_n(troupe_target *t, uint32_t n)
     pthread_mutex_unlock(&t->mu);
     if (cb != NULL)
         cb(t, cb_arg);
-    else
+    else if (enough)
         kick_waiters(t);
 }
 

@@ -798,6 +798,44 @@ submit_later(void *arg)
     return NULL;
 }
 
+/* A producer waiting for credit is kicked once an eighth of the credit is
+ * free, not for each credit a reply frees (a context switch per task):
+ * with 16, the first reply kicks nobody and the second does. */
+START_TEST(test_a_waiting_producer_is_kicked_once_an_eighth_is_free)
+{
+    atomic_store(&kicks, 0);
+    troupe_target *t = pull_target("eighth", 16, 0);
+    uint64_t ids[16];
+    for (int i = 0; i < 16; i++)
+        ck_assert_ok(submit(t, (size_t)i, "x", &ids[i]));
+    troupe__credit_wait w = {.kick = on_kick};
+    ck_assert(!troupe__target_credit_take(t, &w));
+    uint8_t buf[4096];
+    size_t n = 0, len = 0;
+    ck_assert_ok(
+        troupe_host_next_batch(host, 0, buf, sizeof(buf), 16, &n, &len));
+    ck_assert_uint_eq(n, 16);
+    ck_assert_ok(
+        troupe_host_reply(host, ids[0], TROUPE_OUTCOME_SUCCESS, NULL, 0));
+    ck_assert_int_eq(atomic_load(&kicks), 0);
+    ck_assert(w.queued);
+    ck_assert_ok(
+        troupe_host_reply(host, ids[1], TROUPE_OUTCOME_SUCCESS, NULL, 0));
+    ck_assert_int_eq(atomic_load(&kicks), 1);
+    ck_assert(!w.queued);
+    ck_assert(troupe__target_credit_take(t, NULL));
+    ck_assert(troupe__target_credit_take(t, NULL));
+    ck_assert(!troupe__target_credit_take(t, NULL));
+    troupe__target_credit_give(t);
+    troupe__target_credit_give(t);
+    for (int i = 2; i < 16; i++)
+        ck_assert_ok(
+            troupe_host_reply(host, ids[i], TROUPE_OUTCOME_SUCCESS, NULL, 0));
+    wait_done(16);
+    close_then_stop(t);
+}
+END_TEST
+
 START_TEST(test_a_blocking_pull_wakes_for_a_task)
 {
     troupe_target *t = pull_target("block", 0, 0);
@@ -1045,6 +1083,8 @@ dispatch_suite(void)
     tcase_add_test(pull,
                    test_stop_settles_ready_tasks_and_waits_for_taken_ones);
     tcase_add_test(pull, test_a_blocking_pull_wakes_for_a_task);
+    tcase_add_test(pull,
+                   test_a_waiting_producer_is_kicked_once_an_eighth_is_free);
     tcase_add_test(
         pull, test_wake_callback_runs_on_its_own_thread_and_clearing_quiesces);
     tcase_add_test(pull, test_replies_racing_deadlines_settle_each_task_once);
