@@ -14,6 +14,7 @@ from ._abi import (CODE, ERR, KIND_ACTOR, KIND_COMPLETION, KIND_QUEUE,
                    parse_records)
 
 _live = weakref.WeakSet()
+_reply = lib.troupe_abi_reply
 
 
 @atexit.register
@@ -209,9 +210,14 @@ class Core:
             return parse_records(self._buf, ln.value)
 
     def reply(self, task_id, outcome=OUTCOME_SUCCESS, body=b""):
-        body = _b(body, "body")
-        check(lib.troupe_abi_reply(self.handle, task_id, outcome, body,
-                                   len(body)))
+        # once per task: bytes go as they are, and the handle is checked
+        # only when the call fails (a closed node's is NULL)
+        if body.__class__ is not bytes:
+            body = _b(body, "body") or b""
+        rc = _reply(self._h, task_id, outcome, body, len(body))
+        if rc:
+            self.handle
+            check(rc)
 
     def reply_batch(self, replies):
         """Answers many tasks in one call: replies is a list of (task id,
