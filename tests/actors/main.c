@@ -26,6 +26,8 @@ Suite *
 hostactor_suite(void);
 Suite *
 barrier_suite(void);
+Suite *
+gtx_suite(void);
 
 int
 main(void)
@@ -34,6 +36,6 @@ main(void)
                   index_suite(),   txn_suite(),     ttl_suite(),
                   queue_suite(),   hostile_suite(), lanes_suite(),
                   catalog_suite(), errors_suite(),  hostactor_suite(),
-                  barrier_suite()};
+                  barrier_suite(), gtx_suite()};
     return ts_run_suites(s, (int)(sizeof(s) / sizeof(s[0])));
 }

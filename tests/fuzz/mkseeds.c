@@ -15,6 +15,7 @@
 #include "fuzz_support.h"
 #include "troupe/alloc.h"
 #include "troupe/internal/cursor.h"
+#include "troupe/internal/gtx.h"
 #include "troupe/internal/index.h"
 #include "troupe/internal/queue.h"
 #include "troupe/internal/tables.h"
@@ -719,6 +720,60 @@ handshake(void)
     troupe__auth_destroy(a);
 }
 
+/* ---- global transactions (troupe.gtx) ---- */
+
+/* A document as the coordinator writes it: mode m, n steps whose every
+ * op is set, final or not. No selector byte: the target reads it whole. */
+static void
+gtx_doc(const char *name, troupe_gtx_mode m, uint32_t n, bool final)
+{
+    tc_step steps[4];
+    memset(steps, 0, sizeof(steps));
+    static char target[] = "bank.t";
+    static uint8_t payload[] = {0x81, 0xa1, 'n', 0x01};
+    for (uint32_t i = 0; i < n; i++)
+        for (unsigned o = 0; troupe_gtx_op_at(m, o) != NULL; o++)
+            steps[i].call[o] = (tc_call){.target = target,
+                                         .payload = payload,
+                                         .payload_len = sizeof(payload),
+                                         .state = o == 0 ? TC_DONE : TC_TODO,
+                                         .attempts = o == 0 ? 1 : 0,
+                                         .last = o == 0 ? 1 : 0};
+    static char query[] = "shop.query";
+    static char reason[] = "branch 02 action: FAILURE";
+    tc_gtx g = {.mode = m,
+                .status = final ? TC_FAILED : TC_SUBMITTED,
+                .n_steps = n,
+                .steps = steps,
+                .reason = final ? reason : NULL,
+                .query = {.target = m == TROUPE_MODE_MSG ? query : NULL,
+                          .state = TC_TODO},
+                .attempts = 2,
+                .due_ms = 1700000000500,
+                .created_ms = 1700000000000,
+                .updated_ms = 1700000000400,
+                .finished_ms = final ? 1700000000450 : 0,
+                .opts = {0, 0, 10000, 300000, 30000}};
+    troupe_packer p;
+    troupe_pack_init(&p);
+    FZ_CHECK(troupe__gtx_encode(&g, &p) == TROUPE_OK, "gtx %s", name);
+    size_t len = 0;
+    const void *d = troupe_pack_data(&p, &len);
+    put("gtx", name, NULL, 0, d, len);
+    troupe_pack_fini(&p);
+}
+
+static void
+gtxs(void)
+{
+    gtx_doc("saga_2", TROUPE_MODE_SAGA, 2, false);
+    gtx_doc("saga_failed", TROUPE_MODE_SAGA, 3, true);
+    gtx_doc("tcc_2", TROUPE_MODE_TCC, 2, false);
+    gtx_doc("msg_1", TROUPE_MODE_MSG, 1, false);
+    gtx_doc("xa_2", TROUPE_MODE_XA, 2, true);
+    gtx_doc("workflow_4", TROUPE_MODE_WORKFLOW, 4, false);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -736,6 +791,7 @@ main(int argc, char **argv)
     cursors();
     actors();
     handshake();
+    gtxs();
     for (int i = 0; i < 6; i++)
         troupe_index_def_destroy(defs[i]);
     return 0;

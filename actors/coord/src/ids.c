@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "troupe/coord.h"
+#include "troupe/internal/gtx.h"
 #include "troupe/internal/hash.h"
 
 uint32_t
@@ -68,41 +69,58 @@ troupe_gtx_mode_name(troupe_gtx_mode m)
     return (unsigned)m > 0 && (unsigned)m < N_MODES ? mode_names[m] : NULL;
 }
 
-/* Each mode's ops, and what each undoes (NULL: a forward op). */
+/* Each mode's ops in their stored order (troupe/internal/gtx.h), what
+ * each undoes (NULL: a forward op), and whether a step carries it (a
+ * message's "msg" is its local transaction's, never a step's). */
 struct op {
     const char *name, *undoes;
+    bool step;
 };
-static const struct op saga_ops[] = {
-    {"action", NULL}, {"compensate", "action"}, {NULL, NULL}};
-static const struct op tcc_ops[] = {
-    {"try", NULL}, {"confirm", NULL}, {"cancel", "try"}, {NULL, NULL}};
+static const struct op saga_ops[] = {{"action", NULL, true},
+                                     {"compensate", "action", true},
+                                     {NULL, NULL, false}};
+static const struct op tcc_ops[] = {{"try", NULL, true},
+                                    {"confirm", NULL, true},
+                                    {"cancel", "try", true},
+                                    {NULL, NULL, false}};
 static const struct op msg_ops[] = {
-    {"action", NULL}, {"msg", NULL}, {NULL, NULL}};
+    {"action", NULL, true}, {"msg", NULL, false}, {NULL, NULL, false}};
 static const struct op xa_ops[] = {
-    {"action", NULL}, {"rollback", "action"}, {NULL, NULL}};
+    {"action", NULL, true}, {"rollback", "action", true}, {NULL, NULL, false}};
+
+static const struct op *
+ops_of(troupe_gtx_mode m)
+{
+    switch (m) {
+    case TROUPE_MODE_SAGA:
+    case TROUPE_MODE_WORKFLOW:
+        return saga_ops;
+    case TROUPE_MODE_TCC:
+        return tcc_ops;
+    case TROUPE_MODE_MSG:
+        return msg_ops;
+    case TROUPE_MODE_XA:
+        return xa_ops;
+    default:
+        return NULL;
+    }
+}
+
+const char *
+troupe_gtx_op_at(troupe_gtx_mode m, unsigned i)
+{
+    const struct op *t = ops_of(m);
+    for (unsigned k = 0; t != NULL && t[k].name != NULL && t[k].step; k++)
+        if (k == i)
+            return t[k].name;
+    return NULL;
+}
 
 static const struct op *
 find_op(troupe_gtx_mode m, const char *op)
 {
-    const struct op *t = NULL;
-    switch (m) {
-    case TROUPE_MODE_SAGA:
-    case TROUPE_MODE_WORKFLOW:
-        t = saga_ops;
-        break;
-    case TROUPE_MODE_TCC:
-        t = tcc_ops;
-        break;
-    case TROUPE_MODE_MSG:
-        t = msg_ops;
-        break;
-    case TROUPE_MODE_XA:
-        t = xa_ops;
-        break;
-    default:
-        return NULL;
-    }
-    for (; op != NULL && t->name != NULL; t++)
+    for (const struct op *t = ops_of(m); op != NULL && t != NULL && t->name;
+         t++)
         if (strcmp(op, t->name) == 0)
             return t;
     return NULL;
