@@ -411,6 +411,341 @@ START_TEST(test_a_malformed_document_is_ecorrupt)
 }
 END_TEST
 
+/* ---- the modes' rules (machine.c), on an injected clock ---- */
+
+/* g with retries of 10 s doubling to 300 s and no limits. */
+static tc_gtx *
+fresh(troupe_gtx_mode m, uint32_t n, tc_status st)
+{
+    tc_gtx *g = make(m, n);
+    for (uint32_t i = 0; i < n; i++)
+        for (unsigned o = 0; o < TROUPE_GTX_OPS_MAX; o++)
+            if (g->steps[i].call[o].target != NULL) {
+                g->steps[i].call[o].state = TC_TODO;
+                g->steps[i].call[o].attempts = 0;
+                g->steps[i].call[o].last = 0;
+            }
+    g->status = st;
+    g->attempts = 0;
+    g->due_ms = 0;
+    g->created_ms = 0;
+    g->opts = (tc_opts){.retry_min_ms = TROUPE_GTX_RETRY_MIN_MS,
+                        .retry_max_ms = TROUPE_GTX_RETRY_MAX_MS,
+                        .branch_timeout_ms = 30000};
+    return g;
+}
+
+/* plan at now: the call it runs (asserted to be one). */
+static tc_ref
+runs(tc_gtx *g, int64_t now)
+{
+    tc_plan p;
+    troupe__gtx_plan(g, now, &p);
+    ck_assert_msg(p.has_run, "nothing runs at %lld (status %d)", (long long)now,
+                  g->status);
+    return p.run;
+}
+
+static void
+idle(tc_gtx *g, int64_t now)
+{
+    tc_plan p;
+    troupe__gtx_plan(g, now, &p);
+    ck_assert_msg(!p.has_run, "step %u op %u runs at %lld", p.run.step,
+                  p.run.op, (long long)now);
+}
+
+START_TEST(test_backoff_doubles_to_its_cap)
+{
+    tc_opts o = {.retry_min_ms = 10000, .retry_max_ms = 300000};
+    static const int64_t want[] = {10000,  10000,  20000,  40000, 80000,
+                                   160000, 300000, 300000, 300000};
+    for (uint32_t n = 0; n < 9; n++)
+        ck_assert_int_eq(troupe__gtx_backoff(&o, n), want[n]);
+    ck_assert_int_eq(troupe__gtx_backoff(&o, UINT32_MAX), 300000);
+}
+END_TEST
+
+START_TEST(test_a_saga_runs_its_actions_in_order_and_succeeds)
+{
+    tc_gtx *g = fresh(TROUPE_MODE_SAGA, 3, TC_SUBMITTED);
+    for (uint32_t i = 0; i < 3; i++) {
+        tc_ref r = runs(g, 5);
+        ck_assert_uint_eq(r.step, i);
+        ck_assert_uint_eq(r.op, 0);
+        idle(g, 5); /* one at a time */
+        ck_assert_ok(troupe__gtx_apply(g, r, TROUPE_OUTCOME_SUCCESS, 6));
+        /* an outcome heard twice changes nothing */
+        ck_assert_err(troupe__gtx_apply(g, r, TROUPE_OUTCOME_FAILURE, 6),
+                      TROUPE_ESTATE);
+    }
+    tc_plan p;
+    troupe__gtx_plan(g, 7, &p);
+    ck_assert(!p.has_run && p.changed);
+    ck_assert_int_eq(g->status, TC_SUCCEED);
+    ck_assert_int_eq(g->finished_ms, 7);
+    for (uint32_t i = 0; i < 3; i++)
+        ck_assert_int_eq(g->steps[i].call[1].state, TC_TODO); /* none undone */
+    idle(g, 8);
+    troupe__gtx_free(g);
+}
+END_TEST
+
+/* FAILURE of an action aborts with a reason naming the branch, and every
+ * step is compensated in reverse, the failed one and those never run
+ * too; a failing compensation is retried, never given up. */
+START_TEST(test_a_saga_failure_compensates_every_step_in_reverse)
+{
+    tc_gtx *g = fresh(TROUPE_MODE_SAGA, 3, TC_SUBMITTED);
+    ck_assert_ok(troupe__gtx_apply(g, runs(g, 1), TROUPE_OUTCOME_SUCCESS, 1));
+    tc_ref r = runs(g, 2);
+    ck_assert_uint_eq(r.step, 1);
+    ck_assert_ok(troupe__gtx_apply(g, r, TROUPE_OUTCOME_FAILURE, 2));
+    ck_assert_int_eq(g->status, TC_ABORTING);
+    ck_assert_str_eq(g->reason, "branch 02 action: FAILURE");
+    int64_t now = 3;
+    for (int i = 2; i >= 0; i--) {
+        r = runs(g, now);
+        ck_assert_uint_eq(r.step, (uint32_t)i);
+        ck_assert_uint_eq(r.op, 1);
+        /* the middle compensation fails twice first */
+        for (int k = 0; i == 1 && k < 2; k++) {
+            ck_assert_ok(troupe__gtx_apply(g, r, TROUPE_OUTCOME_FAILURE, now));
+            ck_assert_int_eq(g->status, TC_ABORTING);
+            ck_assert_int_eq(g->due_ms, now + 10000 * (k + 1));
+            idle(g, g->due_ms - 1);
+            now = g->due_ms;
+            r = runs(g, now);
+            ck_assert_uint_eq(r.step, 1);
+        }
+        ck_assert_ok(troupe__gtx_apply(g, r, TROUPE_OUTCOME_SUCCESS, now));
+    }
+    ck_assert_int_eq(g->steps[2].call[0].state, TC_TODO); /* never ran */
+    tc_plan p;
+    troupe__gtx_plan(g, now, &p);
+    ck_assert_int_eq(g->status, TC_FAILED);
+    ck_assert_str_eq(g->reason, "branch 02 action: FAILURE");
+    troupe__gtx_free(g);
+}
+END_TEST
+
+/* UNKNOWN and ONGOING retry the same action with backoff and never
+ * compensate; a retry limit aborts with a reason. */
+START_TEST(test_unknown_retries_with_backoff_and_never_compensates)
+{
+    tc_gtx *g = fresh(TROUPE_MODE_SAGA, 2, TC_SUBMITTED);
+    int64_t now = 100;
+    static const int64_t waits[] = {10000,  20000,  40000, 80000,
+                                    160000, 300000, 300000};
+    for (size_t k = 0; k < sizeof(waits) / sizeof(waits[0]); k++) {
+        tc_ref r = runs(g, now);
+        ck_assert_uint_eq(r.step, 0);
+        ck_assert_uint_eq(r.op, 0);
+        ck_assert_ok(troupe__gtx_apply(
+            g, r, k % 2 ? TROUPE_OUTCOME_ONGOING : TROUPE_OUTCOME_UNKNOWN,
+            now));
+        ck_assert_int_eq(g->status, TC_SUBMITTED);
+        ck_assert_int_eq(g->due_ms, now + waits[k]);
+        idle(g, g->due_ms - 1);
+        now = g->due_ms;
+    }
+    ck_assert_uint_eq(g->steps[0].call[0].attempts, 7);
+    ck_assert_uint_eq(g->attempts, 7);
+    ck_assert_int_eq(g->steps[0].call[1].state, TC_TODO);
+    troupe__gtx_free(g);
+
+    g = fresh(TROUPE_MODE_SAGA, 2, TC_SUBMITTED);
+    g->opts.retry_limit = 3;
+    now = 0;
+    for (int k = 0; k < 3; k++) {
+        tc_ref r = runs(g, now);
+        ck_assert_ok(troupe__gtx_apply(g, r, TROUPE_OUTCOME_UNKNOWN, now));
+        now = g->due_ms;
+    }
+    ck_assert_int_eq(g->status, TC_ABORTING);
+    ck_assert_str_eq(g->reason, "branch 01 action: no answer after 3 attempts");
+    ck_assert_uint_eq(runs(g, now).step, 1); /* compensations, reverse */
+    troupe__gtx_free(g);
+}
+END_TEST
+
+START_TEST(test_a_saga_past_its_timeout_to_fail_aborts)
+{
+    tc_gtx *g = fresh(TROUPE_MODE_SAGA, 2, TC_SUBMITTED);
+    g->created_ms = 1000;
+    g->opts.timeout_to_fail_ms = 5000;
+    tc_ref r = runs(g, 1000);
+    ck_assert_ok(troupe__gtx_apply(g, r, TROUPE_OUTCOME_UNKNOWN, 1000));
+    idle(g, 5999);
+    ck_assert_int_eq(g->status, TC_SUBMITTED);
+    tc_plan p;
+    troupe__gtx_plan(g, 6000, &p);
+    ck_assert(p.changed && p.has_run);
+    ck_assert_int_eq(g->status, TC_ABORTING);
+    ck_assert_str_eq(g->reason,
+                     "submitted for longer than its timeout-to-fail");
+    ck_assert_uint_eq(p.run.step, 1);
+    ck_assert_uint_eq(p.run.op, 1);
+    troupe__gtx_free(g);
+}
+END_TEST
+
+/* An action in flight when its saga starts aborting answers late: it is
+ * recorded and moves nothing; bad references are EINVAL. */
+START_TEST(test_late_and_bad_outcomes_change_nothing)
+{
+    tc_gtx *g = fresh(TROUPE_MODE_SAGA, 2, TC_SUBMITTED);
+    g->opts.timeout_to_fail_ms = 10;
+    tc_ref a = runs(g, 0);
+    tc_ref c = runs(g, 10); /* aborting: step 2's compensation first */
+    ck_assert_uint_eq(c.step, 1);
+    ck_assert_ok(troupe__gtx_apply(g, a, TROUPE_OUTCOME_FAILURE, 11));
+    ck_assert_int_eq(g->status, TC_ABORTING);
+    ck_assert_int_eq(g->due_ms, 0);
+    ck_assert_int_eq(g->steps[1].call[1].state, TC_DOING);
+    ck_assert_err(
+        troupe__gtx_apply(g, (tc_ref){2, 0}, TROUPE_OUTCOME_SUCCESS, 1),
+        TROUPE_EINVAL);
+    ck_assert_err(
+        troupe__gtx_apply(g, (tc_ref){0, 2}, TROUPE_OUTCOME_SUCCESS, 1),
+        TROUPE_EINVAL);
+    ck_assert_err(
+        troupe__gtx_apply(g, (tc_ref){TC_QUERY, 0}, TROUPE_OUTCOME_SUCCESS, 1),
+        TROUPE_EINVAL);
+    ck_assert_err(troupe__gtx_apply(g, c, 0, 1), TROUPE_EINVAL);
+    ck_assert_err(troupe__gtx_apply(g, c, 5, 1), TROUPE_EINVAL);
+    troupe__gtx_free(g);
+}
+END_TEST
+
+/* TCC: a submitted transaction confirms in order; a confirm that fails
+ * (any outcome but SUCCESS) is retried and never cancels. Every pair of
+ * the two branches' try states, with every pair of first outcomes of
+ * their confirms. */
+START_TEST(test_a_tcc_confirm_never_cancels_over_every_state_pair)
+{
+    static const tc_state tries[] = {TC_TODO, TC_DOING, TC_DONE, TC_REFUSED};
+    static const troupe_outcome outs[] = {
+        TROUPE_OUTCOME_SUCCESS, TROUPE_OUTCOME_FAILURE, TROUPE_OUTCOME_ONGOING,
+        TROUPE_OUTCOME_UNKNOWN};
+    int cases = 0;
+    for (size_t t0 = 0; t0 < 4; t0++)
+        for (size_t t1 = 0; t1 < 4; t1++)
+            for (size_t o0 = 0; o0 < 4; o0++)
+                for (size_t o1 = 0; o1 < 4; o1++) {
+                    tc_gtx *g = fresh(TROUPE_MODE_TCC, 2, TC_SUBMITTED);
+                    g->steps[0].call[0].state = tries[t0];
+                    g->steps[1].call[0].state = tries[t1];
+                    troupe_outcome first[2] = {outs[o0], outs[o1]};
+                    bool tried[2] = {false, false};
+                    int64_t now = 0;
+                    for (int guard = 0; g->status != TC_SUCCEED; guard++) {
+                        ck_assert_int_lt(guard, 10);
+                        ck_assert_int_eq(g->status, TC_SUBMITTED);
+                        tc_plan p;
+                        troupe__gtx_plan(g, now, &p);
+                        if (!p.has_run) {
+                            now = g->due_ms;
+                            continue;
+                        }
+                        ck_assert_uint_eq(p.run.op, 1); /* a confirm */
+                        uint32_t b = p.run.step;
+                        troupe_outcome o =
+                            tried[b] ? TROUPE_OUTCOME_SUCCESS : first[b];
+                        tried[b] = true;
+                        ck_assert_ok(troupe__gtx_apply(g, p.run, o, now));
+                        ck_assert_int_ne(g->status, TC_ABORTING);
+                    }
+                    for (int b = 0; b < 2; b++)
+                        ck_assert_int_eq(g->steps[b].call[2].state, TC_TODO);
+                    ck_assert_int_eq(g->steps[0].call[0].state, tries[t0]);
+                    troupe__gtx_free(g);
+                    cases++;
+                }
+    ck_assert_int_eq(cases, 256);
+}
+END_TEST
+
+/* TCC abort cancels every registered branch in reverse, those whose try
+ * never ran too, retrying a failing cancel; zero branches end at once. */
+START_TEST(test_a_tcc_abort_cancels_every_branch_in_reverse)
+{
+    tc_gtx *g = fresh(TROUPE_MODE_TCC, 3, TC_PREPARED);
+    idle(g, 0); /* prepared: the application runs the tries */
+    g->steps[0].call[0].state = TC_DONE;
+    g->steps[1].call[0].state = TC_REFUSED;
+    g->status = TC_ABORTING;
+    int64_t now = 0;
+    for (int i = 2; i >= 0; i--) {
+        tc_ref r = runs(g, now);
+        ck_assert_uint_eq(r.step, (uint32_t)i);
+        ck_assert_uint_eq(r.op, 2);
+        if (i == 0) {
+            ck_assert_ok(troupe__gtx_apply(g, r, TROUPE_OUTCOME_FAILURE, now));
+            ck_assert_int_eq(g->status, TC_ABORTING);
+            now = g->due_ms;
+            r = runs(g, now);
+        }
+        ck_assert_ok(troupe__gtx_apply(g, r, TROUPE_OUTCOME_SUCCESS, now));
+    }
+    idle(g, now);
+    ck_assert_int_eq(g->status, TC_FAILED);
+    troupe__gtx_free(g);
+    for (int abort = 0; abort < 2; abort++) {
+        g = fresh(TROUPE_MODE_TCC, 0, abort ? TC_ABORTING : TC_SUBMITTED);
+        tc_plan p;
+        troupe__gtx_plan(g, 9, &p);
+        ck_assert(!p.has_run && p.changed);
+        ck_assert_int_eq(g->status, abort ? TC_FAILED : TC_SUCCEED);
+        ck_assert_int_eq(g->finished_ms, 9);
+        troupe__gtx_free(g);
+    }
+}
+END_TEST
+
+/* A two-phase message: left prepared it is queried back once due;
+ * SUCCESS drives its steps (retried, never compensated), FAILURE fails it
+ * with no step called, ONGOING / UNKNOWN query again later. */
+START_TEST(test_a_message_is_queried_back_then_driven_forward)
+{
+    tc_gtx *g = fresh(TROUPE_MODE_MSG, 2, TC_PREPARED);
+    g->due_ms = 5000; /* its grace period */
+    idle(g, 4999);
+    tc_ref q = runs(g, 5000);
+    ck_assert_uint_eq(q.step, TC_QUERY);
+    ck_assert_ok(troupe__gtx_apply(g, q, TROUPE_OUTCOME_ONGOING, 5000));
+    ck_assert_int_eq(g->status, TC_PREPARED);
+    ck_assert_int_eq(g->due_ms, 15000);
+    idle(g, 14999);
+    q = runs(g, 15000);
+    ck_assert_ok(troupe__gtx_apply(g, q, TROUPE_OUTCOME_SUCCESS, 15000));
+    ck_assert_int_eq(g->status, TC_SUBMITTED);
+    int64_t now = 15000;
+    for (uint32_t i = 0; i < 2; i++) {
+        tc_ref r = runs(g, now);
+        ck_assert_uint_eq(r.step, i);
+        ck_assert_ok(troupe__gtx_apply(g, r, TROUPE_OUTCOME_FAILURE, now));
+        ck_assert_int_eq(g->status, TC_SUBMITTED); /* never compensated */
+        now = g->due_ms;
+        ck_assert_ok(
+            troupe__gtx_apply(g, runs(g, now), TROUPE_OUTCOME_SUCCESS, now));
+    }
+    idle(g, now);
+    ck_assert_int_eq(g->status, TC_SUCCEED);
+    troupe__gtx_free(g);
+
+    g = fresh(TROUPE_MODE_MSG, 2, TC_PREPARED);
+    q = runs(g, 0);
+    ck_assert_ok(troupe__gtx_apply(g, q, TROUPE_OUTCOME_FAILURE, 3));
+    ck_assert_int_eq(g->status, TC_FAILED);
+    ck_assert_int_eq(g->finished_ms, 3);
+    idle(g, 4);
+    for (uint32_t i = 0; i < 2; i++)
+        ck_assert_uint_eq(g->steps[i].call[0].attempts, 0);
+    troupe__gtx_free(g);
+}
+END_TEST
+
 Suite *
 gtx_suite(void)
 {
@@ -420,5 +755,16 @@ gtx_suite(void)
     tcase_add_test(c, test_a_document_breaking_a_rule_is_ecorrupt);
     tcase_add_test(c, test_a_malformed_document_is_ecorrupt);
     suite_add_tcase(s, c);
+    TCase *m = tcase_create("rules");
+    tcase_add_test(m, test_backoff_doubles_to_its_cap);
+    tcase_add_test(m, test_a_saga_runs_its_actions_in_order_and_succeeds);
+    tcase_add_test(m, test_a_saga_failure_compensates_every_step_in_reverse);
+    tcase_add_test(m, test_unknown_retries_with_backoff_and_never_compensates);
+    tcase_add_test(m, test_a_saga_past_its_timeout_to_fail_aborts);
+    tcase_add_test(m, test_late_and_bad_outcomes_change_nothing);
+    tcase_add_test(m, test_a_tcc_confirm_never_cancels_over_every_state_pair);
+    tcase_add_test(m, test_a_tcc_abort_cancels_every_branch_in_reverse);
+    tcase_add_test(m, test_a_message_is_queried_back_then_driven_forward);
+    suite_add_tcase(s, m);
     return s;
 }

@@ -8,6 +8,7 @@
 #ifndef TROUPE_INTERNAL_GTX_H
 #define TROUPE_INTERNAL_GTX_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "troupe/coord.h"
@@ -104,5 +105,60 @@ troupe__gtx_decode(const void *doc, size_t len, tc_gtx **out);
 
 void
 troupe__gtx_free(tc_gtx *g);
+
+/* ---- the modes' rules (machine.c): what runs next, what an outcome
+ * does. Pure functions of the document and the time: the shard persists
+ * the document after each and dispatches what plan returned. ---- */
+
+/* Backoff defaults (DTM's): 10 s doubling to 300 s. */
+#define TROUPE_GTX_RETRY_MIN_MS 10000u
+#define TROUPE_GTX_RETRY_MAX_MS 300000u
+
+/* One call to dispatch: step index and op position (troupe_gtx_op_at),
+ * or step UINT32_MAX for a message's query-back. */
+typedef struct tc_ref {
+    uint32_t step;
+    unsigned op;
+} tc_ref;
+
+#define TC_QUERY UINT32_MAX
+
+typedef struct tc_plan {
+    tc_ref run; /* valid when has_run */
+    bool has_run;
+    bool changed; /* g's status (or reason) moved: persist it */
+} tc_plan;
+
+/* The backoff before retry n (1 for the first): retry_min_ms doubled
+ * n - 1 times, at most retry_max_ms. */
+int64_t
+troupe__gtx_backoff(const tc_opts *o, uint32_t n);
+
+/*
+ * What g runs next at `now`. Moves g where its rules say without running
+ * anything (a saga whose actions all succeeded succeeds, one past its
+ * timeout-to-fail starts aborting, an aborting one whose compensations
+ * are all done fails; finished_ms is set on a final status), then picks
+ * the one call due now, marks it dispatched (DOING, attempts + 1) and
+ * returns it in p->run. A call still dispatched blocks the ones after it
+ * (steps run one at a time, in order: actions forward, compensations and
+ * cancels in reverse). g->due_ms is when to plan again when nothing is
+ * due now (0: nothing to wait for).
+ */
+void
+troupe__gtx_plan(tc_gtx *g, int64_t now, tc_plan *p);
+
+/*
+ * The outcome o of the call r, heard at `now`. SUCCESS marks it done;
+ * FAILURE of a saga's action starts aborting with a reason naming the
+ * branch, of a message's query fails the message (no step runs); every
+ * other outcome (and FAILURE where the mode allows no compensation: a tcc
+ * confirm or cancel, a saga's compensation, a message's step) puts the
+ * call back to be retried after its backoff, and a saga's action past
+ * the retry limit aborts. ESTATE when r is not a call in flight (a late
+ * or repeated outcome): nothing changes. EINVAL for an r g does not have.
+ */
+troupe_err
+troupe__gtx_apply(tc_gtx *g, tc_ref r, troupe_outcome o, int64_t now);
 
 #endif

@@ -1,0 +1,195 @@
+/*
+ * The modes' rules as pure functions of a global transaction's document
+ * and the time (troupe/internal/gtx.h: troupe__gtx_plan, _apply): which
+ * call runs next, what an outcome does, the backoff. The shard that owns
+ * the transaction persists the document after each and dispatches what
+ * plan picked; everything here is tested without a runtime.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "troupe/alloc.h"
+#include "troupe/internal/gtx.h"
+
+int64_t
+troupe__gtx_backoff(const tc_opts *o, uint32_t n)
+{
+    int64_t lo = o->retry_min_ms, hi = o->retry_max_ms;
+    int64_t b = lo;
+    for (uint32_t i = 1; i < n && b < hi; i++)
+        b *= 2;
+    return b < hi ? b : hi;
+}
+
+/* The op a status drives forward (SUBMITTED) or back (ABORTING), -1 for
+ * none: saga actions then compensations, tcc confirms then cancels (a
+ * try is the application's, never the coordinator's), message steps
+ * (never compensated). XA and workflows are issue 14's. */
+static int
+phase_op(troupe_gtx_mode m, tc_status s)
+{
+    bool fwd = s == TC_SUBMITTED, back = s == TC_ABORTING;
+    switch (m) {
+    case TROUPE_MODE_SAGA:
+        return fwd ? 0 : back ? 1 : -1;
+    case TROUPE_MODE_TCC:
+        return fwd ? 1 : back ? 2 : -1;
+    case TROUPE_MODE_MSG:
+        return fwd ? 0 : -1;
+    default:
+        return -1;
+    }
+}
+
+static void
+finish(tc_gtx *g, tc_status s, int64_t now)
+{
+    g->status = s;
+    g->finished_ms = now > 0 ? now : 1;
+    g->due_ms = 0;
+}
+
+/* Aborting, with a reason (kept when one is set already; none when out
+ * of memory: the abort itself must not fail). */
+static void
+start_abort(tc_gtx *g, const char *why)
+{
+    g->status = TC_ABORTING;
+    g->due_ms = 0;
+    if (g->reason != NULL)
+        return;
+    size_t len = strlen(why) + 1;
+    if ((g->reason = troupe_malloc(len)) != NULL)
+        memcpy(g->reason, why, len);
+}
+
+/* The step whose op `op` is next in the phase: the first not done going
+ * forward, the last going back; NULL when every one is done. */
+static tc_call *
+next_call(tc_gtx *g, unsigned op, bool back, uint32_t *step)
+{
+    for (uint32_t k = 0; k < g->n_steps; k++) {
+        uint32_t i = back ? g->n_steps - 1 - k : k;
+        tc_call *c = &g->steps[i].call[op];
+        if (c->target != NULL && c->state != TC_DONE) {
+            *step = i;
+            return c;
+        }
+    }
+    return NULL;
+}
+
+/* Runs c now if it is due; otherwise leaves g->due_ms as the time to
+ * look again (0 while c is in flight). */
+static void
+run_if_due(tc_gtx *g, tc_call *c, tc_ref r, int64_t now, tc_plan *p)
+{
+    if (c->state == TC_DOING) {
+        g->due_ms = 0;
+        return;
+    }
+    if (now < g->due_ms)
+        return;
+    c->state = TC_DOING;
+    c->attempts++;
+    g->due_ms = 0;
+    p->run = r;
+    p->has_run = true;
+}
+
+void
+troupe__gtx_plan(tc_gtx *g, int64_t now, tc_plan *p)
+{
+    memset(p, 0, sizeof(*p));
+    if (g->status == TC_SUCCEED || g->status == TC_FAILED)
+        return;
+    if (g->mode == TROUPE_MODE_SAGA && g->status == TC_SUBMITTED &&
+        g->opts.timeout_to_fail_ms > 0 &&
+        now >= g->created_ms + g->opts.timeout_to_fail_ms) {
+        start_abort(g, "submitted for longer than its timeout-to-fail");
+        p->changed = true;
+    }
+    if (g->status == TC_PREPARED) {
+        if (g->mode == TROUPE_MODE_MSG)
+            run_if_due(g, &g->query, (tc_ref){TC_QUERY, 0}, now, p);
+        return; /* a tcc waits for its submit or abort */
+    }
+    int op = phase_op(g->mode, g->status);
+    if (op < 0)
+        return;
+    bool back = g->status == TC_ABORTING;
+    uint32_t step = 0;
+    tc_call *c = next_call(g, (unsigned)op, back, &step);
+    if (c == NULL) {
+        finish(g, back ? TC_FAILED : TC_SUCCEED, now);
+        p->changed = true;
+        return;
+    }
+    run_if_due(g, c, (tc_ref){step, (unsigned)op}, now, p);
+}
+
+static tc_call *
+call_of(tc_gtx *g, tc_ref r)
+{
+    if (r.step == TC_QUERY)
+        return g->query.target != NULL ? &g->query : NULL;
+    if (r.step >= g->n_steps || r.op >= TROUPE_GTX_OPS_MAX)
+        return NULL;
+    tc_call *c = &g->steps[r.step].call[r.op];
+    return c->target != NULL ? c : NULL;
+}
+
+troupe_err
+troupe__gtx_apply(tc_gtx *g, tc_ref r, troupe_outcome o, int64_t now)
+{
+    tc_call *c = call_of(g, r);
+    if (c == NULL || o < TROUPE_OUTCOME_SUCCESS || o > TROUPE_OUTCOME_UNKNOWN)
+        return TROUPE_EINVAL;
+    if (c->state != TC_DOING || g->status == TC_SUCCEED ||
+        g->status == TC_FAILED)
+        return TROUPE_ESTATE;
+    c->last = (uint32_t)o;
+    bool query = r.step == TC_QUERY;
+    int op = phase_op(g->mode, g->status);
+    if (!query && (int)r.op != op) {
+        /* a call of an earlier phase answering late (an action in flight
+         * when the saga began aborting): recorded, nothing else moves */
+        c->state = o == TROUPE_OUTCOME_SUCCESS ? TC_DONE : TC_TODO;
+        return TROUPE_OK;
+    }
+    if (o == TROUPE_OUTCOME_SUCCESS) {
+        c->state = TC_DONE;
+        g->due_ms = 0;
+        if (query)
+            g->status = TC_SUBMITTED; /* the local transaction committed */
+        return TROUPE_OK;
+    }
+    if (o == TROUPE_OUTCOME_FAILURE && query) {
+        c->state = TC_REFUSED;
+        finish(g, TC_FAILED, now);
+        return TROUPE_OK;
+    }
+    if (o == TROUPE_OUTCOME_FAILURE && g->mode == TROUPE_MODE_SAGA &&
+        g->status == TC_SUBMITTED) {
+        c->state = TC_REFUSED;
+        char why[64];
+        snprintf(why, sizeof(why), "branch %02u action: FAILURE",
+                 (unsigned)r.step + 1);
+        start_abort(g, why);
+        return TROUPE_OK;
+    }
+    /* UNKNOWN, ONGOING, or a FAILURE that cannot compensate: again later */
+    c->state = TC_TODO;
+    g->attempts++;
+    if (g->mode == TROUPE_MODE_SAGA && g->status == TC_SUBMITTED &&
+        g->opts.retry_limit > 0 && c->attempts >= g->opts.retry_limit) {
+        char why[96];
+        snprintf(why, sizeof(why),
+                 "branch %02u action: no answer after %u attempts",
+                 (unsigned)r.step + 1, c->attempts);
+        start_abort(g, why);
+        return TROUPE_OK;
+    }
+    g->due_ms = now + troupe__gtx_backoff(&g->opts, c->attempts);
+    return TROUPE_OK;
+}
