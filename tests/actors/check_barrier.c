@@ -7,57 +7,32 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tnode.h"
 #include "troupe/barrier.h"
-#include "troupe/catalog.h"
-#include "troupe/commit.h"
 #include "troupe/coord.h"
 #include "troupe/keycodec.h"
 #include "troupe/table.h"
 #include "troupe/txn.h"
 #include "tsupport.h"
 
-typedef struct bar_fx {
-    troupe_runtime *rt;
-    troupe_db *db;
-    troupe_commit *commit;
-    troupe_catalog *cat;
-    troupe_tables *tables;
-    char *dir;
-} bar_fx;
-
-static bar_fx fx;
+/* A node of every built-in actor (tnode.h) plus the barrier's table and
+ * an account table. */
+static tnode node;
 
 static void
 setup(void)
 {
-    memset(&fx, 0, sizeof(fx));
-    fx.dir = ts_tempdir("barrier");
-    troupe_runtime_opts o = {.schedulers = 2, .workers = 4};
-    ck_assert_ok(troupe_runtime_create(&fx.rt, &o));
-    ck_assert_ok(troupe_db_open(fx.dir, NULL, &fx.db));
-    ck_assert_ok(troupe_commit_create(fx.db, NULL, &fx.commit));
-    troupe_catalog_opts co = {.rt = fx.rt, .db = fx.db};
-    ck_assert_ok(troupe_catalog_open(&co, &fx.cat));
-    troupe_tables_opts to = {.catalog = fx.cat, .commit = fx.commit};
-    ck_assert_ok(troupe_tables_open(&to, &fx.tables));
-    ck_assert_ok(troupe_barrier_create_wait(fx.tables));
-    ck_assert_ok(troupe_barrier_create_wait(fx.tables)); /* idempotent */
-    ck_assert_ok(troupe_tables_create_wait(fx.tables, "acct", NULL, 0));
+    troupe_runtime_opts o = {.workers = 4};
+    tnode_open(&node, "barrier", &o);
+    ck_assert_ok(troupe_barrier_create_wait(node.tables));
+    ck_assert_ok(troupe_barrier_create_wait(node.tables)); /* idempotent */
+    ck_assert_ok(troupe_tables_create_wait(node.tables, "acct", NULL, 0));
 }
 
 static void
 teardown(void)
 {
-    ck_assert_ok(troupe_tables_stop_wait(fx.tables));
-    troupe_tables_destroy(fx.tables);
-    ck_assert_ok(troupe_runtime_shutdown_wait(fx.rt));
-    ck_assert_ok(troupe_catalog_stop_wait(fx.cat));
-    troupe_catalog_destroy(fx.cat);
-    troupe_runtime_destroy(fx.rt);
-    troupe_commit_destroy(fx.commit);
-    ck_assert_ok(troupe_db_close(fx.db));
-    ts_rmtree(fx.dir);
-    free(fx.dir);
+    tnode_close(&node);
 }
 
 static troupe_barrier_branch
@@ -88,7 +63,7 @@ static int64_t
 balance(void)
 {
     troupe_rows *r = NULL;
-    troupe_err e = troupe_table_get_wait(fx.tables, "acct", "a", 1, &r);
+    troupe_err e = troupe_table_get_wait(node.tables, "acct", "a", 1, &r);
     if (e == TROUPE_ENOENT)
         return 0;
     ck_assert_ok(e);
@@ -108,7 +83,7 @@ static troupe_err
 deliver(troupe_barrier_branch b, int64_t delta, troupe_barrier_verdict *v)
 {
     troupe_txn *tx = NULL;
-    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx));
+    ck_assert_ok(troupe_txn_begin(node.tables, NULL, &tx));
     ck_assert_ok(troupe_barrier_check_wait(tx, &b, v));
     if (*v == TROUPE_BARRIER_EXECUTE) {
         int64_t cur = 0;
@@ -145,8 +120,8 @@ row_exists(const char *mode, const char *gid, const char *branch,
     troupe_key_put_string(&w, branch, strlen(branch));
     ck_assert_ok(troupe_key_put_string(&w, op, strlen(op)));
     troupe_rows *r = NULL;
-    troupe_err e = troupe_table_get_wait(fx.tables, TROUPE_BARRIER_TABLE, w.buf,
-                                         w.len, &r);
+    troupe_err e = troupe_table_get_wait(node.tables, TROUPE_BARRIER_TABLE,
+                                         w.buf, w.len, &r);
     troupe_key_writer_fini(&w);
     troupe_rows_destroy(r);
     ck_assert(e == TROUPE_OK || e == TROUPE_ENOENT);
@@ -181,8 +156,8 @@ START_TEST(test_racing_duplicates_commit_once)
     troupe_barrier_branch b = br("saga", "race", "01", "action");
     troupe_txn *t1 = NULL, *t2 = NULL;
     troupe_barrier_verdict v1 = 0, v2 = 0;
-    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &t1));
-    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &t2));
+    ck_assert_ok(troupe_txn_begin(node.tables, NULL, &t1));
+    ck_assert_ok(troupe_txn_begin(node.tables, NULL, &t2));
     ck_assert_ok(troupe_barrier_check_wait(t1, &b, &v1));
     ck_assert_ok(troupe_barrier_check_wait(t2, &b, &v2));
     ck_assert_int_eq(v1, TROUPE_BARRIER_EXECUTE);
@@ -255,14 +230,14 @@ START_TEST(test_a_rolled_back_business_transaction_leaves_no_barrier_row)
     troupe_barrier_branch b = br("saga", "rb", "01", "action");
     troupe_txn *tx = NULL;
     troupe_barrier_verdict v = 0;
-    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx));
+    ck_assert_ok(troupe_txn_begin(node.tables, NULL, &tx));
     ck_assert_ok(troupe_barrier_check_wait(tx, &b, &v));
     ck_assert_int_eq(v, TROUPE_BARRIER_EXECUTE);
     ck_assert_ok(troupe_txn_rollback(tx));
     troupe_txn_destroy(tx);
     ck_assert(!row_exists("saga", "rb", "01", "action"));
     /* a null compensation rolled back leaves neither row */
-    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx));
+    ck_assert_ok(troupe_txn_begin(node.tables, NULL, &tx));
     troupe_barrier_branch c = br("saga", "rb", "02", "compensate");
     ck_assert_ok(troupe_barrier_check_wait(tx, &c, &v));
     ck_assert_int_eq(v, TROUPE_BARRIER_NULL_COMPENSATION);
@@ -284,15 +259,15 @@ START_TEST(test_a_message_query_back_sees_its_local_transaction)
     troupe_outcome o = 0;
     ck_assert_ok(deliver(br("msg", "m1", "00", "msg"), 8, &v));
     ck_assert_int_eq(v, TROUPE_BARRIER_EXECUTE);
-    ck_assert_ok(troupe_barrier_msg_query_wait(fx.tables, "m1", 2, &o));
+    ck_assert_ok(troupe_barrier_msg_query_wait(node.tables, "m1", 2, &o));
     ck_assert_int_eq(o, TROUPE_OUTCOME_SUCCESS);
-    ck_assert_ok(troupe_barrier_msg_query_wait(fx.tables, "m1", 2, &o));
+    ck_assert_ok(troupe_barrier_msg_query_wait(node.tables, "m1", 2, &o));
     ck_assert_int_eq(o, TROUPE_OUTCOME_SUCCESS);
-    ck_assert_ok(troupe_barrier_msg_query_wait(fx.tables, "m2", 2, &o));
+    ck_assert_ok(troupe_barrier_msg_query_wait(node.tables, "m2", 2, &o));
     ck_assert_int_eq(o, TROUPE_OUTCOME_FAILURE);
     ck_assert_ok(deliver(br("msg", "m2", "00", "msg"), 8, &v));
     ck_assert_int_eq(v, TROUPE_BARRIER_DUPLICATED);
-    ck_assert_ok(troupe_barrier_msg_query_wait(fx.tables, "m2", 2, &o));
+    ck_assert_ok(troupe_barrier_msg_query_wait(node.tables, "m2", 2, &o));
     ck_assert_int_eq(o, TROUPE_OUTCOME_FAILURE);
     ck_assert_int_eq(balance(), 8);
     /* a message's steps use ordinary branch ids */
@@ -309,17 +284,17 @@ START_TEST(test_a_message_query_racing_its_local_transaction)
     troupe_barrier_branch b = br("msg", "m3", "00", "msg");
     troupe_txn *tx = NULL;
     troupe_barrier_verdict v = 0;
-    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx));
+    ck_assert_ok(troupe_txn_begin(node.tables, NULL, &tx));
     ck_assert_ok(troupe_barrier_check_wait(tx, &b, &v));
     ck_assert_int_eq(v, TROUPE_BARRIER_EXECUTE);
     troupe_outcome o = 0;
-    ck_assert_ok(troupe_barrier_msg_query_wait(fx.tables, "m3", 2, &o));
+    ck_assert_ok(troupe_barrier_msg_query_wait(node.tables, "m3", 2, &o));
     ck_assert_int_eq(o, TROUPE_OUTCOME_FAILURE);
     troupe_err e = troupe_txn_commit_wait(tx, TROUPE_SYNC_DEFAULT);
     ck_assert_msg(e == TROUPE_ECONFLICT || e == TROUPE_EEXIST,
                   "the late local commit: %s", troupe_err_name(e));
     troupe_txn_destroy(tx);
-    ck_assert_ok(troupe_barrier_msg_query_wait(fx.tables, "m3", 2, &o));
+    ck_assert_ok(troupe_barrier_msg_query_wait(node.tables, "m3", 2, &o));
     ck_assert_int_eq(o, TROUPE_OUTCOME_FAILURE);
 }
 END_TEST
@@ -355,7 +330,7 @@ START_TEST(test_bad_fields_are_refused_and_nothing_is_buffered)
         br("xa", "g", "01", "cancel"),
     };
     troupe_txn *tx = NULL;
-    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx));
+    ck_assert_ok(troupe_txn_begin(node.tables, NULL, &tx));
     troupe_barrier_verdict v = 0;
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         ck_assert_msg(troupe_barrier_check_wait(tx, &bad[i], &v) ==
@@ -371,17 +346,17 @@ START_TEST(test_bad_fields_are_refused_and_nothing_is_buffered)
     troupe_rows *r = NULL;
     troupe_scan_opts so = {.limit = 10};
     ck_assert_ok(
-        troupe_table_scan_wait(fx.tables, TROUPE_BARRIER_TABLE, &so, &r));
+        troupe_table_scan_wait(node.tables, TROUPE_BARRIER_TABLE, &so, &r));
     ck_assert_uint_eq(r->n, 0);
     troupe_rows_destroy(r);
     /* the longest gid and branch id are accepted */
     ck_assert_ok(deliver(good, 1, &v));
     ck_assert_int_eq(v, TROUPE_BARRIER_EXECUTE);
     troupe_outcome o = 0;
-    ck_assert_err(troupe_barrier_msg_query_wait(fx.tables, long_gid,
+    ck_assert_err(troupe_barrier_msg_query_wait(node.tables, long_gid,
                                                 strlen(long_gid), &o),
                   TROUPE_EINVAL);
-    ck_assert_err(troupe_barrier_msg_query_wait(fx.tables, "m", 1, NULL),
+    ck_assert_err(troupe_barrier_msg_query_wait(node.tables, "m", 1, NULL),
                   TROUPE_EINVAL);
 }
 END_TEST
@@ -389,9 +364,9 @@ END_TEST
 /* Without troupe_barrier_create the check says which table is missing. */
 START_TEST(test_the_check_without_the_table_is_enotable)
 {
-    ck_assert_ok(troupe_tables_drop_wait(fx.tables, TROUPE_BARRIER_TABLE));
+    ck_assert_ok(troupe_tables_drop_wait(node.tables, TROUPE_BARRIER_TABLE));
     troupe_txn *tx = NULL;
-    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx));
+    ck_assert_ok(troupe_txn_begin(node.tables, NULL, &tx));
     troupe_barrier_branch b = br("saga", "g", "01", "action");
     troupe_barrier_verdict v = 0;
     ck_assert_err(troupe_barrier_check_wait(tx, &b, &v), TROUPE_ENOTABLE);

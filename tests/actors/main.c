@@ -28,6 +28,8 @@ Suite *
 barrier_suite(void);
 Suite *
 gtx_suite(void);
+Suite *
+coord_suite(void);
 
 int
 main(void)
@@ -36,6 +38,6 @@ main(void)
                   index_suite(),   txn_suite(),     ttl_suite(),
                   queue_suite(),   hostile_suite(), lanes_suite(),
                   catalog_suite(), errors_suite(),  hostactor_suite(),
-                  barrier_suite(), gtx_suite()};
+                  barrier_suite(), gtx_suite(),     coord_suite()};
     return ts_run_suites(s, (int)(sizeof(s) / sizeof(s[0])));
 }

@@ -55,6 +55,10 @@ typedef enum troupe_task_kind {
     /* the result of a host's request (bindings/c: troupe/abi.h): header
      * i32 status, u32 0; the record's id is the request's; no reply */
     TROUPE_TASK_COMPLETION = 3,
+    /* a global transaction's branch (troupe/coordinator.h): header four
+     * NUL-terminated strings, mode, gid, branch id, op ("saga", "g-1",
+     * "01", "action"), the barrier's fields; body the branch's payload */
+    TROUPE_TASK_BRANCH = 4,
     TROUPE_TASK_TEST = 15 /* for tests and benches: any header */
 } troupe_task_kind;
 

@@ -1,0 +1,383 @@
+/*
+ * The coordinator object (troupe/coordinator.h): open (the table, the
+ * shards, the reload of what is unfinished), stop, destroy, and the calls
+ * that hand a transaction to its shard or read its stored state.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "coord_int.h"
+#include "troupe/actor.h"
+#include "troupe/alloc.h"
+#include "troupe/internal/dispatch.h"
+#include "troupe/internal/runtime.h"
+
+#define RELOAD_PAGE 256
+
+int64_t
+troupe__coord_now(const troupe_coord *c)
+{
+    return c->clock != NULL ? c->clock(c->clock_arg) : troupe_now_ms();
+}
+
+static void
+drop_load(void *ptr)
+{
+    tc_load *ld = ptr;
+    troupe__gtx_free(ld->g);
+    troupe_free(ld);
+}
+
+/* Hands a stored transaction to its shard (g is consumed). */
+static troupe_err
+load_one(troupe_coord *c, const troupe_row *r, tc_gtx *g)
+{
+    tc_load *ld = troupe_calloc(1, sizeof(*ld));
+    troupe_msg *m = NULL;
+    troupe_err e =
+        ld == NULL ? TROUPE_ENOMEM : troupe_msg_create(&m, TC_K_LOAD, NULL, 0);
+    if (e != TROUPE_OK) {
+        troupe_free(ld);
+        troupe__gtx_free(g);
+        return e;
+    }
+    ld->g = g;
+    ld->gid_len = r->key_len;
+    memcpy(ld->gid, r->key, r->key_len);
+    m->ptr = ld;
+    m->ptr_drop = drop_load;
+    uint32_t s =
+        troupe_gtx_shard_of((const char *)r->key, r->key_len, c->n_shards);
+    return troupe_runtime_send(c->rt, c->shards[s], &m);
+}
+
+/* Every stored transaction, a page at a time; the unfinished ones go to
+ * their shards. A row that is not one is ECORRUPT naming its key. */
+static troupe_err
+reload(troupe_coord *c)
+{
+    uint8_t *after = NULL;
+    size_t after_len = 0;
+    troupe_err e = TROUPE_OK;
+    for (bool more = true; more && e == TROUPE_OK;) {
+        troupe_scan_opts so = {
+            .after = after, .after_len = after_len, .limit = RELOAD_PAGE};
+        troupe_rows *rows = NULL;
+        e = troupe_table_scan_wait(c->tables, TROUPE_GTX_TABLE, &so, &rows);
+        if (e != TROUPE_OK)
+            break;
+        for (size_t i = 0; i < rows->n && e == TROUPE_OK; i++) {
+            const troupe_row *r = &rows->rows[i];
+            tc_gtx *g = NULL;
+            e = troupe__gtx_decode(r->doc, r->doc_len, &g);
+            if (e == TROUPE_OK &&
+                !troupe_gid_valid((const char *)r->key, r->key_len)) {
+                troupe__gtx_free(g);
+                e = TROUPE_ECORRUPT;
+            }
+            if (e != TROUPE_OK) {
+                e = troupe__errf(e, "coord: the stored transaction %.*s: %s",
+                                 (int)(r->key_len > 128 ? 128 : r->key_len),
+                                 (const char *)r->key, troupe_err_name(e));
+                break;
+            }
+            if (g->status == TC_SUCCEED || g->status == TC_FAILED)
+                troupe__gtx_free(g);
+            else
+                e = load_one(c, r, g);
+        }
+        more = e == TROUPE_OK && rows->more;
+        troupe_free(after);
+        after = NULL;
+        if (more) {
+            after_len = rows->cursor_len;
+            if ((after = troupe_malloc(after_len)) == NULL)
+                e = TROUPE_ENOMEM;
+            else
+                memcpy(after, rows->cursor, after_len);
+        }
+        troupe_rows_destroy(rows);
+    }
+    troupe_free(after);
+    return e;
+}
+
+static void
+stopped(troupe_runtime *rt, troupe_addr a, void *arg)
+{
+    (void)rt;
+    (void)a;
+    troupe__waiter_release(arg, TROUPE_OK, NULL);
+}
+
+/* Stops the first n shards and waits for them. */
+static void
+stop_shards(troupe_coord *c, uint32_t n)
+{
+    troupe__waiter w;
+    troupe__waiter_init(&w, 1);
+    for (uint32_t i = 0; i < n; i++) {
+        troupe__waiter_hold(&w);
+        if (troupe_actor_stop(c->rt, c->shards[i], stopped, &w) != TROUPE_OK)
+            troupe__waiter_release(&w, TROUPE_OK, NULL);
+    }
+    troupe__waiter_release(&w, TROUPE_OK, NULL);
+    (void)troupe__waiter_wait(&w, NULL);
+    troupe__waiter_fini(&w);
+}
+
+troupe_err
+troupe_coord_open_wait(const troupe_coord_opts *o, troupe_coord **out)
+{
+    troupe_err be = troupe__block_check("troupe_coord_open_wait");
+    if (be != TROUPE_OK)
+        return be;
+    if (o == NULL || out == NULL || o->rt == NULL || o->tables == NULL)
+        return troupe__errf(TROUPE_EINVAL, "coord: NULL option");
+    uint32_t lo = o->retry_min_ms ? o->retry_min_ms : TROUPE_GTX_RETRY_MIN_MS;
+    uint32_t hi = o->retry_max_ms ? o->retry_max_ms : TROUPE_GTX_RETRY_MAX_MS;
+    if (o->shards > TROUPE_COORD_SHARDS_MAX || lo > hi)
+        return troupe__errf(TROUPE_EINVAL,
+                            "coord: shards at most %d, retry_min_ms at most "
+                            "retry_max_ms",
+                            TROUPE_COORD_SHARDS_MAX);
+    troupe_err e =
+        troupe_tables_create_wait(o->tables, TROUPE_GTX_TABLE, NULL, 0);
+    if (e != TROUPE_OK)
+        return e;
+    troupe_coord *c = troupe_calloc(1, sizeof(*c));
+    if (c == NULL)
+        return TROUPE_ENOMEM;
+    c->rt = o->rt;
+    c->tables = o->tables;
+    c->n_shards = o->shards ? o->shards : TROUPE_COORD_SHARDS_DEFAULT;
+    c->retry_min_ms = lo;
+    c->retry_max_ms = hi;
+    c->clock = o->clock;
+    c->clock_arg = o->clock_arg;
+    if ((c->shards = troupe_calloc(c->n_shards, sizeof(*c->shards))) == NULL) {
+        troupe_free(c);
+        return TROUPE_ENOMEM;
+    }
+    uint32_t n = 0;
+    for (; n < c->n_shards && e == TROUPE_OK; n++)
+        if ((e = troupe__coord_shard_spawn(c, n, &c->shards[n])) != TROUPE_OK)
+            break;
+    if (e == TROUPE_OK)
+        e = reload(c);
+    if (e != TROUPE_OK) {
+        stop_shards(c, n);
+        troupe_free(c->shards);
+        troupe_free(c);
+        return e;
+    }
+    *out = c;
+    return TROUPE_OK;
+}
+
+troupe_err
+troupe_coord_stop_wait(troupe_coord *c)
+{
+    troupe_err be = troupe__block_check("troupe_coord_stop_wait");
+    if (be != TROUPE_OK)
+        return be;
+    if (c == NULL)
+        return troupe__errf(TROUPE_EINVAL, "coord: NULL");
+    int running = 0;
+    if (!atomic_compare_exchange_strong(&c->state, &running, 1))
+        return troupe__errf(TROUPE_ESTATE, "coord: stopped already");
+    stop_shards(c, c->n_shards);
+    return TROUPE_OK;
+}
+
+void
+troupe_coord_destroy(troupe_coord *c)
+{
+    if (c == NULL)
+        return;
+    if (atomic_load(&c->state) != 1)
+        abort(); /* still running: troupe_coord_stop_wait first */
+    troupe_free(c->shards);
+    troupe_free(c);
+}
+
+/* ---- submit ---- */
+
+static bool
+call_valid(troupe_runtime *rt, const troupe_gtx_call *k, bool optional,
+           troupe_err *e)
+{
+    if (k->target == NULL) {
+        if (!optional)
+            *e = troupe__errf(TROUPE_EINVAL, "saga: a step without an action");
+        return optional;
+    }
+    size_t n = strlen(k->target);
+    if (n == 0 || n > TROUPE_TARGET_NAME_MAX ||
+        (k->payload == NULL && k->payload_len > 0) ||
+        k->payload_len > TROUPE_GTX_PAYLOAD_MAX) {
+        *e = troupe__errf(TROUPE_EINVAL,
+                          "saga: a target name is 1..%d bytes, a payload at "
+                          "most %u bytes",
+                          TROUPE_TARGET_NAME_MAX, TROUPE_GTX_PAYLOAD_MAX);
+        return false;
+    }
+    troupe_target *t = troupe__target_find(rt, k->target, n);
+    if (t == NULL) {
+        *e = troupe__errf(TROUPE_ENOENT, "saga: no dispatch target named %s",
+                          k->target);
+        return false;
+    }
+    troupe__target_release(t);
+    return true;
+}
+
+static troupe_err
+copy_call(tc_call *d, const troupe_gtx_call *k)
+{
+    if (k->target == NULL)
+        return TROUPE_OK;
+    size_t n = strlen(k->target) + 1;
+    if ((d->target = troupe_malloc(n)) == NULL)
+        return TROUPE_ENOMEM;
+    memcpy(d->target, k->target, n);
+    d->state = TC_TODO;
+    if (k->payload_len > 0) {
+        if ((d->payload = troupe_malloc(k->payload_len)) == NULL)
+            return TROUPE_ENOMEM;
+        memcpy(d->payload, k->payload, k->payload_len);
+    }
+    d->payload_len = k->payload_len;
+    return TROUPE_OK;
+}
+
+static troupe_err
+saga_build(troupe_coord *c, const troupe_saga_step *steps, size_t n,
+           const troupe_saga_opts *o, tc_gtx **out)
+{
+    tc_gtx *g = troupe_calloc(1, sizeof(*g));
+    if (g == NULL ||
+        (n > 0 && (g->steps = troupe_calloc(n, sizeof(*g->steps))) == NULL)) {
+        troupe_free(g);
+        return TROUPE_ENOMEM;
+    }
+    g->mode = TROUPE_MODE_SAGA;
+    g->status = TC_SUBMITTED;
+    g->n_steps = (uint32_t)n;
+    troupe_err e = TROUPE_OK;
+    for (size_t i = 0; i < n && e == TROUPE_OK; i++) {
+        e = copy_call(&g->steps[i].call[0], &steps[i].action);
+        if (e == TROUPE_OK)
+            e = copy_call(&g->steps[i].call[1], &steps[i].compensate);
+    }
+    int64_t now = troupe__coord_now(c);
+    g->created_ms = g->updated_ms = now > 0 ? now : 0;
+    g->opts = (tc_opts){.timeout_to_fail_ms = o ? o->timeout_to_fail_ms : 0,
+                        .retry_limit = o ? o->retry_limit : 0,
+                        .retry_min_ms = c->retry_min_ms,
+                        .retry_max_ms = c->retry_max_ms,
+                        .branch_timeout_ms = TROUPE_TARGET_TIMEOUT_DEFAULT_MS};
+    if (e != TROUPE_OK) {
+        troupe__gtx_free(g);
+        return e;
+    }
+    *out = g;
+    return TROUPE_OK;
+}
+
+static void
+drop_submit(void *ptr)
+{
+    tc_submit *sub = ptr;
+    troupe__gtx_free(sub->g);
+    sub->g = NULL;
+    troupe__waiter_release(&sub->w, TROUPE_ECLOSED, NULL);
+}
+
+troupe_err
+troupe_saga_submit_wait(troupe_coord *c, const char *gid, size_t gid_len,
+                        const troupe_saga_step *steps, size_t n,
+                        const troupe_saga_opts *o)
+{
+    troupe_err be = troupe__block_check("troupe_saga_submit_wait");
+    if (be != TROUPE_OK)
+        return be;
+    if (c == NULL || (steps == NULL && n > 0))
+        return troupe__errf(TROUPE_EINVAL, "saga: NULL argument");
+    if (atomic_load(&c->state) != 0)
+        return troupe__errf(TROUPE_ECLOSED, "saga: the coordinator stopped");
+    if (!troupe_gid_valid(gid, gid_len))
+        return troupe__errf(TROUPE_EINVAL,
+                            "saga: the gid must be 1..%d bytes of "
+                            "[A-Za-z0-9_.:-]",
+                            TROUPE_GID_MAX);
+    if (n > TROUPE_GTX_STEPS_MAX)
+        return troupe__errf(TROUPE_EINVAL, "saga: %zu steps, at most %d", n,
+                            TROUPE_GTX_STEPS_MAX);
+    if (o != NULL && o->timeout_to_fail_ms < 0)
+        return troupe__errf(TROUPE_EINVAL, "saga: a negative timeout");
+    troupe_err e = TROUPE_OK;
+    for (size_t i = 0; i < n; i++)
+        if (!call_valid(c->rt, &steps[i].action, false, &e) ||
+            !call_valid(c->rt, &steps[i].compensate, true, &e))
+            return e;
+    tc_submit sub = {.gid_len = gid_len};
+    memcpy(sub.gid, gid, gid_len);
+    if ((e = saga_build(c, steps, n, o, &sub.g)) != TROUPE_OK)
+        return e;
+    troupe_msg *m = NULL;
+    if ((e = troupe_msg_create(&m, TC_K_SUBMIT, NULL, 0)) != TROUPE_OK) {
+        troupe__gtx_free(sub.g);
+        return e;
+    }
+    troupe__waiter_init(&sub.w, 1);
+    m->ptr = &sub;
+    m->ptr_drop = drop_submit;
+    uint32_t s = troupe_gtx_shard_of(gid, gid_len, c->n_shards);
+    e = troupe_runtime_send(c->rt, c->shards[s], &m); /* drops on failure */
+    if (e != TROUPE_OK) {
+        (void)troupe__waiter_wait(&sub.w, NULL);
+        troupe__waiter_fini(&sub.w);
+        return e;
+    }
+    return troupe__waiter_finish(&sub.w, TROUPE_OK, NULL);
+}
+
+/* ---- query ---- */
+
+troupe_err
+troupe_gtx_query_wait(troupe_coord *c, const char *gid, size_t gid_len,
+                      troupe_gtx_info *out)
+{
+    troupe_err be = troupe__block_check("troupe_gtx_query_wait");
+    if (be != TROUPE_OK)
+        return be;
+    if (c == NULL || out == NULL)
+        return troupe__errf(TROUPE_EINVAL, "gtx query: NULL argument");
+    if (!troupe_gid_valid(gid, gid_len))
+        return troupe__errf(TROUPE_EINVAL, "gtx query: a bad gid");
+    troupe_rows *rows = NULL;
+    troupe_err e =
+        troupe_table_get_wait(c->tables, TROUPE_GTX_TABLE, gid, gid_len, &rows);
+    if (e != TROUPE_OK)
+        return e;
+    tc_gtx *g = NULL;
+    e = troupe__gtx_decode(rows->rows[0].doc, rows->rows[0].doc_len, &g);
+    troupe_rows_destroy(rows);
+    if (e != TROUPE_OK)
+        return e;
+    memset(out, 0, sizeof(*out));
+    out->mode = g->mode;
+    out->status = (troupe_gtx_status)g->status;
+    if (g->reason != NULL) {
+        size_t rl = strlen(g->reason);
+        memcpy(out->reason, g->reason, rl < 1024 ? rl : 1024);
+    }
+    out->steps = g->n_steps;
+    out->attempts = g->attempts;
+    out->created_ms = g->created_ms;
+    out->updated_ms = g->updated_ms;
+    out->finished_ms = g->finished_ms;
+    troupe__gtx_free(g);
+    return TROUPE_OK;
+}

@@ -1,0 +1,58 @@
+/*
+ * Private to actors/coord: the coordinator object and what its shard
+ * actors (shard.c) share with it (coord.c).
+ */
+#ifndef TROUPE_COORD_INT_H
+#define TROUPE_COORD_INT_H
+
+#include <stdatomic.h>
+
+#include "troupe/coordinator.h"
+#include "troupe/internal/gtx.h"
+#include "troupe/internal/waiter.h"
+
+struct troupe_coord {
+    troupe_runtime *rt;
+    troupe_tables *tables;
+    uint32_t n_shards;
+    troupe_addr *shards;
+    uint32_t retry_min_ms, retry_max_ms;
+    troupe_clock_fn clock;
+    void *clock_arg;
+    _Atomic int state; /* 0 running, 1 stopped */
+};
+
+/* The shard actor's message kinds (local only). */
+enum {
+    TC_K_SUBMIT = 0, /* ptr: tc_submit */
+    TC_K_LOAD,       /* ptr: tc_load, a stored unfinished transaction */
+    TC_K_WRITTEN,    /* body: i32 err, u8 insert, gid */
+    TC_K_OUTCOME,    /* body: u32 step, u32 op, u32 outcome, gid */
+    TC_K_KICK,       /* body: gid: credit is free on its call's target */
+    TC_K_TIMER,
+    TC_K_N
+};
+
+/* A submit on its way to its shard: the transaction (moved in) and the
+ * submitter's waiter, released once with the outcome. */
+typedef struct tc_submit {
+    troupe__waiter w;
+    tc_gtx *g;
+    char gid[TROUPE_GID_MAX];
+    size_t gid_len;
+} tc_submit;
+
+typedef struct tc_load {
+    tc_gtx *g;
+    char gid[TROUPE_GID_MAX];
+    size_t gid_len;
+} tc_load;
+
+int64_t
+troupe__coord_now(const troupe_coord *c);
+
+/* shard.c: spawns shard i of c. */
+troupe_err
+troupe__coord_shard_spawn(troupe_coord *c, uint32_t i, troupe_addr *out);
+
+#endif

@@ -1,0 +1,582 @@
+/*
+ * A coordinator shard: the actor that owns the global transactions whose
+ * gid hashes to it. For each live one it runs the modes' rules
+ * (machine.c), commits the document (synced) and only then dispatches
+ * the call the rules picked; the call's outcome, the commit's callback
+ * and a freed credit come back as messages naming the gid. Nothing
+ * polls: one timer at the earliest due time of the shard.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "coord_int.h"
+#include "troupe/actor.h"
+#include "troupe/alloc.h"
+#include "troupe/internal/dispatch.h"
+#include "troupe/internal/runtime.h"
+#include "troupe/log.h"
+
+/* What a message from another thread needs to reach the shard: the
+ * runtime, the shard's address and the gid (the live transaction is
+ * looked up again: it may be gone by then). */
+typedef struct tc_post {
+    troupe_runtime *rt;
+    troupe_addr to;
+    troupe_target *t; /* a task's target, released when it settles */
+    uint32_t step, op;
+    bool insert;
+    size_t gid_len;
+    char gid[TROUPE_GID_MAX];
+} tc_post;
+
+typedef struct tc_waiter {
+    struct tc_waiter *next;
+    tc_submit *sub;
+} tc_waiter;
+
+typedef struct tc_live {
+    struct tc_live *next;
+    char gid[TROUPE_GID_MAX];
+    size_t gid_len;
+    tc_gtx *g;
+    bool writing;      /* a commit of g in flight */
+    bool write_failed; /* the last one failed: again when due */
+    bool has_run;      /* run is dispatched once the commit is done */
+    tc_ref run;
+    bool in_flight; /* a task submitted, its outcome not heard */
+    bool waiting;   /* cw queued on t for credit */
+    troupe_target *t;
+    troupe__credit_wait cw;
+    tc_post *kick;   /* cw's arg */
+    tc_waiter *subs; /* submitters waiting for the first commit */
+} tc_live;
+
+typedef struct shard {
+    troupe_coord *c;
+    troupe_actor *self;
+    tc_live *lives;
+    bool armed;
+    uint64_t timer_id;
+    int64_t timer_due;
+} shard;
+
+static tc_post *
+post_new(shard *sh, const tc_live *l)
+{
+    tc_post *p = troupe_calloc(1, sizeof(*p));
+    if (p != NULL) {
+        p->rt = sh->c->rt;
+        p->to = troupe_self(sh->self);
+        p->gid_len = l->gid_len;
+        memcpy(p->gid, l->gid, l->gid_len);
+    }
+    return p;
+}
+
+/* Sends kind with body head[0..hl) + the gid; a shard gone drops it. */
+static void
+post_send(const tc_post *p, uint32_t kind, const void *head, size_t hl)
+{
+    uint8_t buf[16 + TROUPE_GID_MAX];
+    memcpy(buf, head, hl);
+    memcpy(buf + hl, p->gid, p->gid_len);
+    troupe_msg *m = NULL;
+    if (troupe_msg_create(&m, kind, buf, hl + p->gid_len) == TROUPE_OK)
+        (void)troupe_runtime_send(p->rt, p->to, &m);
+}
+
+static tc_live *
+find(shard *sh, const void *gid, size_t len)
+{
+    for (tc_live *l = sh->lives; l != NULL; l = l->next)
+        if (l->gid_len == len && memcmp(l->gid, gid, len) == 0)
+            return l;
+    return NULL;
+}
+
+static void
+reply_subs(tc_live *l, troupe_err e)
+{
+    while (l->subs != NULL) {
+        tc_waiter *w = l->subs;
+        l->subs = w->next;
+        troupe__waiter_release(&w->sub->w, e, NULL);
+        troupe_free(w);
+    }
+}
+
+static void
+live_free(shard *sh, tc_live *l, troupe_err for_subs)
+{
+    for (tc_live **pp = &sh->lives; *pp != NULL; pp = &(*pp)->next)
+        if (*pp == l) {
+            *pp = l->next;
+            break;
+        }
+    if (l->waiting)
+        troupe__target_credit_unwait(l->t, &l->cw);
+    if (l->t != NULL)
+        troupe__target_release(l->t);
+    reply_subs(l, for_subs);
+    troupe_free(l->kick);
+    troupe__gtx_free(l->g);
+    troupe_free(l);
+}
+
+/* The one timer at the earliest due time. */
+static void
+arm(shard *sh, int64_t due)
+{
+    if (due <= 0 || (sh->armed && sh->timer_due <= due))
+        return;
+    if (sh->armed)
+        (void)troupe_timer_cancel(sh->self, sh->timer_id);
+    int64_t now = troupe__coord_now(sh->c);
+    uint64_t after = due > now ? (uint64_t)(due - now) : 0;
+    sh->armed = troupe_timer_start(sh->self, TC_K_TIMER, after, 0,
+                                   &sh->timer_id) == TROUPE_OK;
+    sh->timer_due = due;
+}
+
+/* ---- committing ---- */
+
+static void
+on_write(troupe_err err, troupe_rows *rows, void *arg)
+{
+    tc_post *p = arg;
+    troupe_rows_destroy(rows);
+    uint8_t head[5];
+    int32_t e = (int32_t)err;
+    memcpy(head, &e, 4);
+    head[4] = p->insert;
+    post_send(p, TC_K_WRITTEN, head, sizeof(head));
+    troupe_free(p);
+}
+
+static void
+written(shard *sh, tc_live *l, troupe_err err, bool insert);
+
+/* Commits l's document: an insert the first time (a gid stored already
+ * is EEXIST: the submit drives nothing), an upsert after. */
+static void
+write(shard *sh, tc_live *l, bool insert)
+{
+    tc_post *p = post_new(sh, l);
+    troupe_packer pk;
+    troupe_pack_init(&pk);
+    l->g->updated_ms = troupe__coord_now(sh->c);
+    troupe_err e = p == NULL ? TROUPE_ENOMEM : troupe__gtx_encode(l->g, &pk);
+    if (e == TROUPE_OK) {
+        size_t n = 0;
+        const void *d = troupe_pack_data(&pk, &n);
+        troupe_write_opts wo = {.sync = TROUPE_SYNC_ON, .no_timestamps = true};
+        p->insert = insert;
+        e = (insert ? troupe_table_insert : troupe_table_upsert)(
+            sh->c->tables, TROUPE_GTX_TABLE, l->gid, l->gid_len, d, n, &wo,
+            on_write, p);
+    }
+    troupe_pack_fini(&pk);
+    if (e == TROUPE_OK) {
+        l->writing = true;
+        return;
+    }
+    troupe_free(p);
+    written(sh, l, e, insert);
+}
+
+/* ---- dispatching ---- */
+
+static bool
+on_task_done(void *arg, uint64_t id, troupe_outcome outcome,
+             const uint8_t *body, size_t len)
+{
+    (void)id;
+    (void)body;
+    (void)len;
+    tc_post *p = arg;
+    uint32_t head[3] = {p->step, p->op, (uint32_t)outcome};
+    post_send(p, TC_K_OUTCOME, head, sizeof(head));
+    troupe__target_release(p->t);
+    troupe_free(p);
+    return false;
+}
+
+static void
+on_kick(void *arg)
+{
+    post_send(arg, TC_K_KICK, NULL, 0);
+}
+
+static void
+advance(shard *sh, tc_live *l, bool force);
+
+/* The call could not be dispatched: it counts as UNKNOWN (retried). */
+static void
+undispatched(shard *sh, tc_live *l, tc_ref r)
+{
+    int64_t now = troupe__coord_now(sh->c);
+    if (troupe__gtx_apply(l->g, r, TROUPE_OUTCOME_UNKNOWN, now) == TROUPE_OK)
+        advance(sh, l, true);
+}
+
+static const tc_call *
+call_at(const tc_gtx *g, tc_ref r)
+{
+    return r.step == TC_QUERY ? &g->query : &g->steps[r.step].call[r.op];
+}
+
+/* Submits the task of l->run under a credit taken on t (ours now). */
+static void
+submit_task(shard *sh, tc_live *l, troupe_target *t)
+{
+    tc_ref r = l->run;
+    const tc_call *c = call_at(l->g, r);
+    const char *mode = troupe_gtx_mode_name(l->g->mode);
+    const char *op =
+        r.step == TC_QUERY ? "msg" : troupe_gtx_op_at(l->g->mode, r.op);
+    char bid[8];
+    snprintf(bid, sizeof(bid), "%02u",
+             r.step == TC_QUERY ? 0u : (unsigned)r.step + 1);
+    uint8_t hdr[16 + TROUPE_GID_MAX + 16];
+    size_t ml = strlen(mode) + 1, bl = strlen(bid) + 1, ol = strlen(op) + 1;
+    size_t n = 0;
+    memcpy(hdr + n, mode, ml);
+    n += ml;
+    memcpy(hdr + n, l->gid, l->gid_len);
+    n += l->gid_len;
+    hdr[n++] = '\0';
+    memcpy(hdr + n, bid, bl);
+    n += bl;
+    memcpy(hdr + n, op, ol);
+    n += ol;
+    tc_post *p = post_new(sh, l);
+    if (p == NULL) {
+        troupe__target_credit_give(t);
+        troupe__target_release(t);
+        undispatched(sh, l, r);
+        return;
+    }
+    p->t = t;
+    p->step = r.step;
+    p->op = r.op;
+    troupe__task_in in = {.kind = TROUPE_TASK_BRANCH,
+                          .attempt = c->attempts,
+                          .header = hdr,
+                          .header_len = n,
+                          .body = c->payload,
+                          .body_len = c->payload_len};
+    if (troupe__target_submit(t, &in, on_task_done, p, NULL) != TROUPE_OK) {
+        troupe__target_release(t); /* the submit gave the credit back */
+        troupe_free(p);
+        undispatched(sh, l, r);
+        return;
+    }
+    l->in_flight = true;
+}
+
+static void
+dispatch(shard *sh, tc_live *l)
+{
+    const tc_call *c = call_at(l->g, l->run);
+    troupe_target *t =
+        troupe__target_find(sh->c->rt, c->target, strlen(c->target));
+    if (t == NULL) {
+        troupe_log(troupe_runtime_logger(sh->c->rt), TROUPE_LOG_WARN, "coord",
+                   "gtx %.*s: no target %s: retried later", (int)l->gid_len,
+                   l->gid, c->target);
+        undispatched(sh, l, l->run);
+        return;
+    }
+    if (l->kick == NULL && (l->kick = post_new(sh, l)) == NULL) {
+        troupe__target_release(t);
+        undispatched(sh, l, l->run);
+        return;
+    }
+    l->cw.kick = on_kick;
+    l->cw.arg = l->kick;
+    if (!troupe__target_credit_take(t, &l->cw)) {
+        l->t = t; /* kept until the kick */
+        l->waiting = true;
+        return;
+    }
+    submit_task(sh, l, t);
+}
+
+/* ---- the rules' shell ---- */
+
+/* Plans l and commits what moved; force: l changed already (an outcome
+ * applied, a load). */
+static void
+advance(shard *sh, tc_live *l, bool force)
+{
+    tc_plan p;
+    troupe__gtx_plan(l->g, troupe__coord_now(sh->c), &p);
+    l->has_run = p.has_run;
+    l->run = p.run;
+    if (force || p.changed || p.has_run) {
+        write(sh, l, false);
+        return;
+    }
+    arm(sh, l->g->due_ms);
+}
+
+static void
+written(shard *sh, tc_live *l, troupe_err err, bool insert)
+{
+    l->writing = false;
+    if (insert && err == TROUPE_EEXIST) {
+        live_free(sh, l, TROUPE_OK); /* stored already: nothing twice */
+        return;
+    }
+    if (insert && err != TROUPE_OK) {
+        live_free(sh, l, err);
+        return;
+    }
+    reply_subs(l, TROUPE_OK);
+    if (err != TROUPE_OK) {
+        troupe_log(troupe_runtime_logger(sh->c->rt), TROUPE_LOG_WARN, "coord",
+                   "gtx %.*s: commit failed (%s): tried again later",
+                   (int)l->gid_len, l->gid, troupe_err_name(err));
+        l->write_failed = true;
+        l->g->due_ms = troupe__coord_now(sh->c) + sh->c->retry_min_ms;
+        arm(sh, l->g->due_ms);
+        return;
+    }
+    if (l->has_run) {
+        l->has_run = false;
+        dispatch(sh, l);
+        return;
+    }
+    if (l->g->status == TC_SUCCEED || l->g->status == TC_FAILED) {
+        live_free(sh, l, TROUPE_OK);
+        return;
+    }
+    arm(sh, l->g->due_ms);
+}
+
+static tc_live *
+live_new(shard *sh, tc_gtx *g, const char *gid, size_t len)
+{
+    tc_live *l = troupe_calloc(1, sizeof(*l));
+    if (l == NULL)
+        return NULL;
+    l->g = g;
+    l->gid_len = len;
+    memcpy(l->gid, gid, len);
+    l->next = sh->lives;
+    sh->lives = l;
+    return l;
+}
+
+/* ---- handlers ---- */
+
+static troupe_err
+h_submit(troupe_actor *self, void *state, const troupe_msg *m)
+{
+    (void)self;
+    shard *sh = state;
+    tc_submit *sub = m->ptr;
+    tc_live *l = find(sh, sub->gid, sub->gid_len);
+    if (l != NULL && l->subs == NULL) { /* live: nothing twice */
+        troupe__gtx_free(sub->g);
+        sub->g = NULL;
+        troupe__waiter_release(&sub->w, TROUPE_OK, NULL);
+        return TROUPE_OK;
+    }
+    tc_waiter *w = troupe_calloc(1, sizeof(*w));
+    if (w == NULL) {
+        troupe__gtx_free(sub->g);
+        sub->g = NULL;
+        troupe__waiter_release(&sub->w, TROUPE_ENOMEM, NULL);
+        return TROUPE_OK;
+    }
+    w->sub = sub;
+    if (l != NULL) { /* its first commit is in flight: hear its outcome */
+        troupe__gtx_free(sub->g);
+        sub->g = NULL;
+        w->next = l->subs;
+        l->subs = w;
+        return TROUPE_OK;
+    }
+    l = live_new(sh, sub->g, sub->gid, sub->gid_len);
+    if (l == NULL) {
+        troupe_free(w);
+        troupe__gtx_free(sub->g);
+        sub->g = NULL;
+        troupe__waiter_release(&sub->w, TROUPE_ENOMEM, NULL);
+        return TROUPE_OK;
+    }
+    sub->g = NULL;
+    l->subs = w;
+    tc_plan p;
+    troupe__gtx_plan(l->g, troupe__coord_now(sh->c), &p);
+    l->has_run = p.has_run;
+    l->run = p.run;
+    write(sh, l, true);
+    return TROUPE_OK;
+}
+
+/* A call in flight when the process stopped has no committed outcome:
+ * it runs again (the barrier makes it once). */
+static void
+interrupted(tc_call *c)
+{
+    if (c->target != NULL && c->state == TC_DOING)
+        c->state = TC_TODO;
+}
+
+static troupe_err
+h_load(troupe_actor *self, void *state, const troupe_msg *m)
+{
+    (void)self;
+    shard *sh = state;
+    tc_load *ld = m->ptr; /* ours now */
+    tc_gtx *g = ld->g;
+    char gid[TROUPE_GID_MAX];
+    size_t gid_len = ld->gid_len;
+    memcpy(gid, ld->gid, gid_len);
+    troupe_free(ld);
+    for (uint32_t i = 0; i < g->n_steps; i++)
+        for (unsigned o = 0; o < TROUPE_GTX_OPS_MAX; o++)
+            interrupted(&g->steps[i].call[o]);
+    interrupted(&g->query);
+    tc_live *l =
+        find(sh, gid, gid_len) == NULL ? live_new(sh, g, gid, gid_len) : NULL;
+    if (l == NULL) {
+        troupe__gtx_free(g);
+        return TROUPE_OK;
+    }
+    advance(sh, l, true);
+    return TROUPE_OK;
+}
+
+/* The gid after a fixed head of hl bytes; NULL for a short body. */
+static tc_live *
+live_of(shard *sh, const troupe_msg *m, size_t hl)
+{
+    size_t n = troupe_msg_len(m);
+    if (n <= hl)
+        return NULL;
+    return find(sh, (const uint8_t *)troupe_msg_data(m) + hl, n - hl);
+}
+
+static troupe_err
+h_written(troupe_actor *self, void *state, const troupe_msg *m)
+{
+    (void)self;
+    shard *sh = state;
+    tc_live *l = live_of(sh, m, 5);
+    if (l == NULL || !l->writing)
+        return TROUPE_OK;
+    const uint8_t *d = troupe_msg_data(m);
+    int32_t e;
+    memcpy(&e, d, 4);
+    written(sh, l, (troupe_err)e, d[4] != 0);
+    return TROUPE_OK;
+}
+
+static troupe_err
+h_outcome(troupe_actor *self, void *state, const troupe_msg *m)
+{
+    (void)self;
+    shard *sh = state;
+    tc_live *l = live_of(sh, m, 12);
+    if (l == NULL || !l->in_flight)
+        return TROUPE_OK;
+    uint32_t head[3];
+    memcpy(head, troupe_msg_data(m), sizeof(head));
+    l->in_flight = false;
+    tc_ref r = {head[0], head[1]};
+    if (troupe__gtx_apply(l->g, r, (troupe_outcome)head[2],
+                          troupe__coord_now(sh->c)) == TROUPE_OK)
+        advance(sh, l, true);
+    return TROUPE_OK;
+}
+
+static troupe_err
+h_kick(troupe_actor *self, void *state, const troupe_msg *m)
+{
+    (void)self;
+    shard *sh = state;
+    tc_live *l = live_of(sh, m, 0);
+    if (l == NULL || !l->waiting)
+        return TROUPE_OK;
+    troupe_target *t = l->t;
+    if (!troupe__target_credit_take(t, &l->cw))
+        return TROUPE_OK; /* queued again: the next kick */
+    l->waiting = false;
+    l->t = NULL;
+    submit_task(sh, l, t);
+    return TROUPE_OK;
+}
+
+static troupe_err
+h_timer(troupe_actor *self, void *state, const troupe_msg *m)
+{
+    (void)self;
+    (void)m;
+    shard *sh = state;
+    sh->armed = false;
+    int64_t now = troupe__coord_now(sh->c), next = 0;
+    tc_live *l = sh->lives;
+    while (l != NULL) {
+        tc_live *after = l->next; /* l may be freed below */
+        bool busy = l->writing || l->in_flight || l->waiting;
+        if (!busy && l->g->due_ms > 0 && now >= l->g->due_ms) {
+            if (l->write_failed) {
+                l->write_failed = false;
+                write(sh, l, false);
+            } else {
+                advance(sh, l, false);
+            }
+        } else if (!busy && l->g->due_ms > 0 &&
+                   (next == 0 || l->g->due_ms < next)) {
+            next = l->g->due_ms;
+        }
+        l = after;
+    }
+    arm(sh, next);
+    return TROUPE_OK;
+}
+
+static troupe_err
+init(troupe_actor *self, void *state, void *arg)
+{
+    shard *sh = state;
+    sh->c = arg;
+    sh->self = self;
+    return TROUPE_OK;
+}
+
+/* Stopping: what waits for credit unwaits, submitters still waiting hear
+ * EUNKNOWN (their first commit may land yet), the live state goes. */
+static void
+stop(troupe_actor *self, void *state, troupe_err reason)
+{
+    (void)self;
+    (void)reason;
+    shard *sh = state;
+    while (sh->lives != NULL)
+        live_free(sh, sh->lives, TROUPE_EUNKNOWN);
+}
+
+static const troupe_handler_fn handlers[TC_K_N] = {
+    [TC_K_SUBMIT] = h_submit,   [TC_K_LOAD] = h_load,
+    [TC_K_WRITTEN] = h_written, [TC_K_OUTCOME] = h_outcome,
+    [TC_K_KICK] = h_kick,       [TC_K_TIMER] = h_timer};
+
+static const troupe_actor_def shard_def = {.name = "coord_shard",
+                                           .state_size = sizeof(shard),
+                                           .init = init,
+                                           .stop = stop,
+                                           .handlers = handlers,
+                                           .n_handlers = TC_K_N};
+
+troupe_err
+troupe__coord_shard_spawn(troupe_coord *c, uint32_t i, troupe_addr *out)
+{
+    troupe_spawn_opts so = TROUPE_SPAWN_OPTS_INIT;
+    so.arg = c;
+    (void)i;
+    return troupe_actor_spawn(c->rt, &shard_def, &so, out);
+}
