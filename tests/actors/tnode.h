@@ -3,7 +3,8 @@
  * (check_harden.c, check_lanes.c, check_barrier.c, check_coord.c): a
  * runtime of two schedulers, a database, its commit pipeline and catalog,
  * tables "t" (index by_name) and "u" (unique by_email: every write
- * prepares on a worker), queue "q" of two partitions and a kv actor. One per test process (fork mode).
+ * prepares on a worker), queue "q" of two partitions and a kv actor.
+ * One per test process (fork mode).
  */
 #ifndef TROUPE_TESTS_TNODE_H
 #define TROUPE_TESTS_TNODE_H
