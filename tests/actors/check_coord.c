@@ -51,7 +51,8 @@ bank_fn(const troupe_task *t, troupe_task_reply *r, void *arg)
     const char *gid = mode + strlen(mode) + 1;
     const char *bid = gid + strlen(gid) + 1;
     const char *op = bid + strlen(bid) + 1;
-    ck_assert_str_eq(mode, "saga");
+    ck_assert(strcmp(mode, "saga") == 0 || strcmp(mode, "tcc") == 0 ||
+              strcmp(mode, "msg") == 0);
     ck_assert_uint_eq((size_t)(op + strlen(op) + 1 - mode), t->header_len);
     char key[64];
     snprintf(key, sizeof(key), "%s %s %s", gid, bid, op);
@@ -69,8 +70,8 @@ bank_fn(const troupe_task *t, troupe_task_reply *r, void *arg)
             nanosleep(&ts, NULL);
         }
     }
-    /* the payload is the step's */
-    ck_assert_uint_eq(t->body_len, 2);
+    /* the payload is the step's (a query-back has none) */
+    ck_assert_uint_eq(t->body_len, strcmp(op, "msg") == 0 ? 0 : 2);
     return o;
 }
 
@@ -297,6 +298,141 @@ START_TEST(test_a_call_in_flight_at_stop_runs_again_after_open)
 }
 END_TEST
 
+static const troupe_gtx_call confirm = {"bank", "\x81\x05", 2};
+static const troupe_gtx_call cancel = {"bank", "\x81\x06", 2};
+
+/* TCC: branches registered (committed) before their try, confirmed in
+ * order on submit; zero branches end at once; prepare twice is OK. */
+START_TEST(test_a_tcc_confirms_its_branches_in_order)
+{
+    ck_assert_ok(troupe_tcc_prepare_wait(fx.coord, "t-ok", 4));
+    ck_assert_ok(troupe_tcc_prepare_wait(fx.coord, "t-ok", 4));
+    char b1[8], b2[8];
+    ck_assert_ok(
+        troupe_tcc_register_wait(fx.coord, "t-ok", 4, &confirm, &cancel, b1));
+    ck_assert_ok(
+        troupe_tcc_register_wait(fx.coord, "t-ok", 4, &confirm, &cancel, b2));
+    ck_assert_str_eq(b1, "01");
+    ck_assert_str_eq(b2, "02");
+    troupe_gtx_info in;
+    ck_assert_ok(troupe_gtx_query_wait(fx.coord, "t-ok", 4, &in));
+    ck_assert_int_eq(in.status, TROUPE_GTX_PREPARED);
+    ck_assert_uint_eq(in.steps, 2);
+    ck_assert_ok(troupe_gtx_submit_wait(fx.coord, "t-ok", 4));
+    in = wait_final("t-ok");
+    ck_assert_int_eq(in.status, TROUPE_GTX_SUCCEED);
+    char calls[512];
+    calls_of("t-ok", calls, sizeof(calls));
+    ck_assert_str_eq(calls, "01 confirm, 02 confirm");
+    /* once ended: register and abort are conflicts, submit is OK */
+    ck_assert_err(
+        troupe_tcc_register_wait(fx.coord, "t-ok", 4, &confirm, &cancel, b1),
+        TROUPE_ECONFLICT);
+    ck_assert_err(troupe_gtx_abort_wait(fx.coord, "t-ok", 4), TROUPE_ECONFLICT);
+    ck_assert_ok(troupe_tcc_prepare_wait(fx.coord, "t-zero", 6));
+    ck_assert_ok(troupe_gtx_submit_wait(fx.coord, "t-zero", 6));
+    ck_assert_int_eq(wait_final("t-zero").status, TROUPE_GTX_SUCCEED);
+}
+END_TEST
+
+/* TCC abort cancels every registered branch in reverse (their tries may
+ * never have run); registering after a submit or an abort conflicts. */
+START_TEST(test_a_tcc_abort_cancels_every_branch_in_reverse)
+{
+    ck_assert_ok(troupe_tcc_prepare_wait(fx.coord, "t-no", 4));
+    char b[8];
+    for (int i = 0; i < 3; i++)
+        ck_assert_ok(troupe_tcc_register_wait(fx.coord, "t-no", 4, &confirm,
+                                              &cancel, b));
+    ck_assert_ok(troupe_gtx_abort_wait(fx.coord, "t-no", 4));
+    ck_assert_err(
+        troupe_tcc_register_wait(fx.coord, "t-no", 4, &confirm, &cancel, b),
+        TROUPE_ECONFLICT);
+    troupe_gtx_info in = wait_final("t-no");
+    ck_assert_int_eq(in.status, TROUPE_GTX_FAILED);
+    ck_assert_str_eq(in.reason, "aborted");
+    char calls[512];
+    calls_of("t-no", calls, sizeof(calls));
+    ck_assert_str_eq(calls, "03 cancel, 02 cancel, 01 cancel");
+    /* register on a saga or an unknown gid */
+    ck_assert_ok(submit("s-reg"));
+    wait_final("s-reg");
+    ck_assert_err(
+        troupe_tcc_register_wait(fx.coord, "nobody", 6, &confirm, &cancel, b),
+        TROUPE_ENOENT);
+    ck_assert_err(troupe_gtx_submit_wait(fx.coord, "nobody", 6), TROUPE_ENOENT);
+}
+END_TEST
+
+/* A saga waiting for the backoff of an UNKNOWN: retry runs it now; abort
+ * compensates in reverse, naming why. */
+START_TEST(test_retry_and_abort_act_on_a_waiting_saga)
+{
+    strcpy(fx.unknown, "s-op 02 action");
+    ck_assert_ok(submit("s-op"));
+    ck_assert(ts_wait_until(attempted, (void *)"s-op", 10000));
+    fx.unknown[0] = '\0';
+    ck_assert_ok(troupe_gtx_retry_wait(fx.coord, "s-op", 4));
+    ck_assert_int_eq(wait_final("s-op").status, TROUPE_GTX_SUCCEED);
+    ck_assert_err(troupe_gtx_retry_wait(fx.coord, "s-op", 4), TROUPE_ECONFLICT);
+
+    strcpy(fx.unknown, "s-ab 02 action");
+    ck_assert_ok(submit("s-ab"));
+    ck_assert(ts_wait_until(attempted, (void *)"s-ab", 10000));
+    ck_assert_ok(troupe_gtx_abort_wait(fx.coord, "s-ab", 4));
+    ck_assert_ok(troupe_gtx_abort_wait(fx.coord, "s-ab", 4)); /* aborting */
+    troupe_gtx_info in = wait_final("s-ab");
+    ck_assert_int_eq(in.status, TROUPE_GTX_FAILED);
+    ck_assert_str_eq(in.reason, "aborted");
+    char calls[512];
+    calls_of("s-ab", calls, sizeof(calls));
+    ck_assert_str_eq(calls,
+                     "01 action, 02 action, 02 compensate, 01 compensate");
+    ck_assert_err(troupe_gtx_abort_wait(fx.coord, "s-ab", 4), TROUPE_ECONFLICT);
+    ck_assert_err(troupe_gtx_abort_wait(fx.coord, "nobody", 6), TROUPE_ENOENT);
+}
+END_TEST
+
+static const troupe_gtx_call msg_steps[2] = {{"bank", "\x81\x07", 2},
+                                             {"bank", "\x81\x08", 2}};
+static const troupe_gtx_call query = {"bank", NULL, 0};
+
+/* A message submitted drives its steps; one left prepared past its grace
+ * is queried back: SUCCESS drives it, FAILURE fails it with no step. */
+START_TEST(test_a_message_is_driven_or_queried_back)
+{
+    ck_assert_ok(
+        troupe_msg_prepare_wait(fx.coord, "m-ok", 4, msg_steps, 2, &query, 0));
+    ck_assert_ok(troupe_gtx_submit_wait(fx.coord, "m-ok", 4));
+    ck_assert_int_eq(wait_final("m-ok").status, TROUPE_GTX_SUCCEED);
+    char calls[512];
+    calls_of("m-ok", calls, sizeof(calls));
+    ck_assert_str_eq(calls, "01 action, 02 action");
+
+    ck_assert_ok(troupe_msg_prepare_wait(fx.coord, "m-late", 6, msg_steps, 2,
+                                         &query, 50));
+    ck_assert_ok(
+        troupe_msg_prepare_wait(fx.coord, "m-no", 4, msg_steps, 2, &query, 50));
+    strcpy(fx.fail, "m-no 00 msg");
+    atomic_fetch_add(&fx.clock, 100); /* past their grace */
+    ck_assert_int_eq(wait_final("m-late").status, TROUPE_GTX_SUCCEED);
+    calls_of("m-late", calls, sizeof(calls));
+    ck_assert_str_eq(calls, "00 msg, 01 action, 02 action");
+    troupe_gtx_info in = wait_final("m-no");
+    ck_assert_int_eq(in.status, TROUPE_GTX_FAILED);
+    calls_of("m-no", calls, sizeof(calls));
+    ck_assert_str_eq(calls, "00 msg");
+    /* a prepared message aborted fails at once; a submitted one cannot */
+    ck_assert_ok(troupe_msg_prepare_wait(fx.coord, "m-ab", 4, msg_steps, 2,
+                                         &query, 60000));
+    ck_assert_ok(troupe_gtx_abort_wait(fx.coord, "m-ab", 4));
+    ck_assert_int_eq(wait_final("m-ab").status, TROUPE_GTX_FAILED);
+    ck_assert_err(
+        troupe_msg_prepare_wait(fx.coord, "m-x", 3, msg_steps, 2, NULL, 0),
+        TROUPE_EINVAL);
+}
+END_TEST
+
 START_TEST(test_open_and_stop_refuse_bad_use)
 {
     troupe_coord *c = NULL;
@@ -336,6 +472,10 @@ coord_suite(void)
     tcase_add_test(c, test_an_unfinished_saga_is_driven_again_after_reopen);
     tcase_add_test(c, test_a_call_in_flight_at_stop_runs_again_after_open);
     tcase_add_test(c, test_open_and_stop_refuse_bad_use);
+    tcase_add_test(c, test_a_tcc_confirms_its_branches_in_order);
+    tcase_add_test(c, test_a_tcc_abort_cancels_every_branch_in_reverse);
+    tcase_add_test(c, test_retry_and_abort_act_on_a_waiting_saga);
+    tcase_add_test(c, test_a_message_is_driven_or_queried_back);
     suite_add_tcase(s, c);
     return s;
 }

@@ -746,6 +746,63 @@ START_TEST(test_a_message_is_queried_back_then_driven_forward)
 }
 END_TEST
 
+/* The calls from outside: submit, abort, retry, register, in every
+ * status they meet. */
+START_TEST(test_submit_abort_retry_register_rules)
+{
+    bool ch = false;
+    tc_gtx *g = fresh(TROUPE_MODE_TCC, 0, TC_PREPARED);
+    tc_step s;
+    memset(&s, 0, sizeof(s));
+    set_call(&s.call[1], "c", NULL, TC_TODO, 0, 0);
+    set_call(&s.call[2], "x", NULL, TC_TODO, 0, 0);
+    uint32_t at = 9;
+    ck_assert_ok(troupe__gtx_register(g, &s, &at));
+    ck_assert_uint_eq(at, 0);
+    ck_assert_ptr_null(s.call[1].target); /* moved */
+    ck_assert_ok(troupe__gtx_submit(g, &ch));
+    ck_assert(ch && g->status == TC_SUBMITTED);
+    ck_assert_ok(troupe__gtx_submit(g, &ch));
+    ck_assert(!ch);
+    ck_assert_err(troupe__gtx_register(g, &s, &at), TROUPE_ECONFLICT);
+    ck_assert_ok(troupe__gtx_abort(g, 5, &ch));
+    ck_assert(ch && g->status == TC_ABORTING);
+    ck_assert_str_eq(g->reason, "aborted");
+    ck_assert_ok(troupe__gtx_abort(g, 5, &ch));
+    ck_assert(!ch);
+    ck_assert_err(troupe__gtx_submit(g, &ch), TROUPE_ECONFLICT);
+    g->due_ms = 77;
+    ck_assert_ok(troupe__gtx_retry(g, &ch));
+    ck_assert(ch && g->due_ms == 0);
+    g->status = TC_FAILED;
+    g->finished_ms = 6;
+    ck_assert_err(troupe__gtx_abort(g, 7, &ch), TROUPE_ECONFLICT);
+    ck_assert_err(troupe__gtx_retry(g, &ch), TROUPE_ECONFLICT);
+    troupe__gtx_free(g);
+    /* a full tcc, another mode */
+    g = fresh(TROUPE_MODE_TCC, TROUPE_GTX_STEPS_MAX, TC_PREPARED);
+    ck_assert_err(troupe__gtx_register(g, &s, &at), TROUPE_EINVAL);
+    troupe__gtx_free(g);
+    g = fresh(TROUPE_MODE_SAGA, 1, TC_SUBMITTED);
+    ck_assert_err(troupe__gtx_register(g, &s, &at), TROUPE_ENOENT);
+    ck_assert_ok(troupe__gtx_submit(g, &ch)); /* a saga is submitted */
+    ck_assert(!ch);
+    troupe__gtx_free(g);
+    /* a message: prepared aborts to failed, submitted cannot abort */
+    g = fresh(TROUPE_MODE_MSG, 1, TC_PREPARED);
+    ck_assert_ok(troupe__gtx_abort(g, 8, &ch));
+    ck_assert_int_eq(g->status, TC_FAILED);
+    ck_assert_int_eq(g->finished_ms, 8);
+    troupe__gtx_free(g);
+    g = fresh(TROUPE_MODE_MSG, 1, TC_SUBMITTED);
+    ck_assert_err(troupe__gtx_abort(g, 8, &ch), TROUPE_ECONFLICT);
+    ck_assert_int_eq(g->status, TC_SUBMITTED);
+    troupe__gtx_free(g);
+    for (unsigned o = 0; o < TROUPE_GTX_OPS_MAX; o++)
+        troupe_free(s.call[o].target);
+}
+END_TEST
+
 Suite *
 gtx_suite(void)
 {
@@ -765,6 +822,7 @@ gtx_suite(void)
     tcase_add_test(m, test_a_tcc_confirm_never_cancels_over_every_state_pair);
     tcase_add_test(m, test_a_tcc_abort_cancels_every_branch_in_reverse);
     tcase_add_test(m, test_a_message_is_queried_back_then_driven_forward);
+    tcase_add_test(m, test_submit_abort_retry_register_rules);
     suite_add_tcase(s, m);
     return s;
 }

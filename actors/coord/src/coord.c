@@ -3,6 +3,7 @@
  * shards, the reload of what is unfinished), stop, destroy, and the calls
  * that hand a transaction to its shard or read its stored state.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -209,7 +210,7 @@ call_valid(troupe_runtime *rt, const troupe_gtx_call *k, bool optional,
 {
     if (k->target == NULL) {
         if (!optional)
-            *e = troupe__errf(TROUPE_EINVAL, "saga: a step without an action");
+            *e = troupe__errf(TROUPE_EINVAL, "gtx: a step without its call");
         return optional;
     }
     size_t n = strlen(k->target);
@@ -217,14 +218,14 @@ call_valid(troupe_runtime *rt, const troupe_gtx_call *k, bool optional,
         (k->payload == NULL && k->payload_len > 0) ||
         k->payload_len > TROUPE_GTX_PAYLOAD_MAX) {
         *e = troupe__errf(TROUPE_EINVAL,
-                          "saga: a target name is 1..%d bytes, a payload at "
+                          "gtx: a target name is 1..%d bytes, a payload at "
                           "most %u bytes",
                           TROUPE_TARGET_NAME_MAX, TROUPE_GTX_PAYLOAD_MAX);
         return false;
     }
     troupe_target *t = troupe__target_find(rt, k->target, n);
     if (t == NULL) {
-        *e = troupe__errf(TROUPE_ENOENT, "saga: no dispatch target named %s",
+        *e = troupe__errf(TROUPE_ENOENT, "gtx: no dispatch target named %s",
                           k->target);
         return false;
     }
@@ -286,6 +287,30 @@ saga_build(troupe_coord *c, const troupe_saga_step *steps, size_t n,
 }
 
 static void
+drop_submit(void *ptr);
+
+/* Hands a new transaction (g, consumed) to gid's shard and waits for its
+ * first commit (OK too when gid exists already). */
+static troupe_err
+hand_over(troupe_coord *c, const char *gid, size_t gid_len, tc_gtx *g)
+{
+    tc_submit sub = {.gid_len = gid_len, .g = g};
+    memcpy(sub.gid, gid, gid_len);
+    troupe_msg *m = NULL;
+    troupe_err e = troupe_msg_create(&m, TC_K_SUBMIT, NULL, 0);
+    if (e != TROUPE_OK) {
+        troupe__gtx_free(g);
+        return e;
+    }
+    troupe__waiter_init(&sub.w, 1);
+    m->ptr = &sub;
+    m->ptr_drop = drop_submit;
+    uint32_t s = troupe_gtx_shard_of(gid, gid_len, c->n_shards);
+    (void)troupe_runtime_send(c->rt, c->shards[s], &m); /* drops: ECLOSED */
+    return troupe__waiter_finish(&sub.w, TROUPE_OK, NULL);
+}
+
+static void
 drop_submit(void *ptr)
 {
     tc_submit *sub = ptr;
@@ -321,26 +346,204 @@ troupe_saga_submit_wait(troupe_coord *c, const char *gid, size_t gid_len,
         if (!call_valid(c->rt, &steps[i].action, false, &e) ||
             !call_valid(c->rt, &steps[i].compensate, true, &e))
             return e;
-    tc_submit sub = {.gid_len = gid_len};
-    memcpy(sub.gid, gid, gid_len);
-    if ((e = saga_build(c, steps, n, o, &sub.g)) != TROUPE_OK)
+    tc_gtx *g = NULL;
+    if ((e = saga_build(c, steps, n, o, &g)) != TROUPE_OK)
         return e;
-    troupe_msg *m = NULL;
-    if ((e = troupe_msg_create(&m, TC_K_SUBMIT, NULL, 0)) != TROUPE_OK) {
-        troupe__gtx_free(sub.g);
-        return e;
+    return hand_over(c, gid, gid_len, g);
+}
+
+/* ---- tcc and messages ---- */
+
+/* A transaction of mode m, prepared, with room for n steps. */
+static troupe_err
+prepared_new(troupe_coord *c, troupe_gtx_mode m, size_t n, tc_gtx **out)
+{
+    tc_gtx *g = troupe_calloc(1, sizeof(*g));
+    if (g == NULL ||
+        (n > 0 && (g->steps = troupe_calloc(n, sizeof(*g->steps))) == NULL)) {
+        troupe_free(g);
+        return TROUPE_ENOMEM;
     }
-    troupe__waiter_init(&sub.w, 1);
-    m->ptr = &sub;
-    m->ptr_drop = drop_submit;
-    uint32_t s = troupe_gtx_shard_of(gid, gid_len, c->n_shards);
-    e = troupe_runtime_send(c->rt, c->shards[s], &m); /* drops on failure */
+    g->mode = m;
+    g->status = TC_PREPARED;
+    g->n_steps = (uint32_t)n;
+    int64_t now = troupe__coord_now(c);
+    g->created_ms = g->updated_ms = now > 0 ? now : 0;
+    g->opts = (tc_opts){.retry_min_ms = c->retry_min_ms,
+                        .retry_max_ms = c->retry_max_ms,
+                        .branch_timeout_ms = TROUPE_TARGET_TIMEOUT_DEFAULT_MS};
+    *out = g;
+    return TROUPE_OK;
+}
+
+static troupe_err
+checked(troupe_coord *c, const char *gid, size_t gid_len, const char *what)
+{
+    troupe_err be = troupe__block_check(what);
+    if (be != TROUPE_OK)
+        return be;
+    if (c == NULL)
+        return troupe__errf(TROUPE_EINVAL, "%s: NULL coordinator", what);
+    if (atomic_load(&c->state) != 0)
+        return troupe__errf(TROUPE_ECLOSED, "%s: the coordinator stopped",
+                            what);
+    if (!troupe_gid_valid(gid, gid_len))
+        return troupe__errf(TROUPE_EINVAL,
+                            "%s: the gid must be 1..%d bytes of "
+                            "[A-Za-z0-9_.:-]",
+                            what, TROUPE_GID_MAX);
+    return TROUPE_OK;
+}
+
+troupe_err
+troupe_tcc_prepare_wait(troupe_coord *c, const char *gid, size_t gid_len)
+{
+    troupe_err e = checked(c, gid, gid_len, "troupe_tcc_prepare_wait");
+    tc_gtx *g = NULL;
+    if (e == TROUPE_OK)
+        e = prepared_new(c, TROUPE_MODE_TCC, 0, &g);
+    return e == TROUPE_OK ? hand_over(c, gid, gid_len, g) : e;
+}
+
+troupe_err
+troupe_msg_prepare_wait(troupe_coord *c, const char *gid, size_t gid_len,
+                        const troupe_gtx_call *steps, size_t n,
+                        const troupe_gtx_call *query, int64_t grace_ms)
+{
+    troupe_err e = checked(c, gid, gid_len, "troupe_msg_prepare_wait");
+    if (e != TROUPE_OK)
+        return e;
+    if ((steps == NULL && n > 0) || query == NULL || grace_ms < 0)
+        return troupe__errf(TROUPE_EINVAL, "msg: NULL steps or query, or a "
+                                           "negative grace period");
+    if (n > TROUPE_GTX_STEPS_MAX)
+        return troupe__errf(TROUPE_EINVAL, "msg: %zu steps, at most %d", n,
+                            TROUPE_GTX_STEPS_MAX);
+    if (query->target == NULL)
+        return troupe__errf(TROUPE_EINVAL, "msg: a query-back target is "
+                                           "required");
+    for (size_t i = 0; i < n; i++)
+        if (!call_valid(c->rt, &steps[i], false, &e))
+            return e;
+    troupe_gtx_call q = {.target = query->target};
+    if (!call_valid(c->rt, &q, false, &e))
+        return e;
+    tc_gtx *g = NULL;
+    if ((e = prepared_new(c, TROUPE_MODE_MSG, n, &g)) != TROUPE_OK)
+        return e;
+    for (size_t i = 0; i < n && e == TROUPE_OK; i++)
+        e = copy_call(&g->steps[i].call[0], &steps[i]);
+    if (e == TROUPE_OK)
+        e = copy_call(&g->query, &q);
     if (e != TROUPE_OK) {
-        (void)troupe__waiter_wait(&sub.w, NULL);
-        troupe__waiter_fini(&sub.w);
+        troupe__gtx_free(g);
         return e;
     }
-    return troupe__waiter_finish(&sub.w, TROUPE_OK, NULL);
+    g->due_ms = g->created_ms + (grace_ms ? grace_ms : TROUPE_MSG_GRACE_MS);
+    return hand_over(c, gid, gid_len, g);
+}
+
+/* ---- ops on a live transaction ---- */
+
+static void
+drop_op(void *ptr)
+{
+    tc_op *op = ptr;
+    troupe__waiter_release(&op->w, TROUPE_ECLOSED, NULL);
+}
+
+/* Sends op to gid's shard and waits. ENOENT from the shard (not live)
+ * becomes ECONFLICT when gid is stored and final. */
+static troupe_err
+op_wait(troupe_coord *c, tc_op *op, const char *gid, size_t gid_len)
+{
+    op->gid_len = gid_len;
+    memcpy(op->gid, gid, gid_len);
+    troupe_msg *m = NULL;
+    troupe_err e = troupe_msg_create(&m, TC_K_OP, NULL, 0);
+    if (e != TROUPE_OK)
+        return e;
+    troupe__waiter_init(&op->w, 1);
+    m->ptr = op;
+    m->ptr_drop = drop_op;
+    uint32_t s = troupe_gtx_shard_of(gid, gid_len, c->n_shards);
+    (void)troupe_runtime_send(c->rt, c->shards[s], &m); /* drops: ECLOSED */
+    e = troupe__waiter_finish(&op->w, TROUPE_OK, NULL);
+    if (e == TROUPE_ENOENT) {
+        troupe_gtx_info in;
+        troupe_err q = troupe_gtx_query_wait(c, gid, gid_len, &in);
+        if (q == TROUPE_OK &&
+            (in.status == TROUPE_GTX_SUCCEED || in.status == TROUPE_GTX_FAILED))
+            return troupe__errf(
+                TROUPE_ECONFLICT, "gtx %.*s has ended (%s)", (int)gid_len, gid,
+                in.status == TROUPE_GTX_SUCCEED ? "succeed" : "failed");
+        return troupe__errf(TROUPE_ENOENT, "no transaction %.*s%s",
+                            (int)gid_len, gid,
+                            q == TROUPE_OK ? " of that mode" : "");
+    }
+    if (e == TROUPE_ECONFLICT)
+        return troupe__errf(e, "gtx %.*s: not in a state for that",
+                            (int)gid_len, gid);
+    return e;
+}
+
+static troupe_err
+simple_op(troupe_coord *c, tc_opkind k, const char *gid, size_t gid_len,
+          const char *what)
+{
+    troupe_err e = checked(c, gid, gid_len, what);
+    if (e != TROUPE_OK)
+        return e;
+    tc_op op = {.kind = k};
+    return op_wait(c, &op, gid, gid_len);
+}
+
+troupe_err
+troupe_gtx_submit_wait(troupe_coord *c, const char *gid, size_t gid_len)
+{
+    return simple_op(c, TC_OP_SUBMIT, gid, gid_len, "troupe_gtx_submit_wait");
+}
+
+troupe_err
+troupe_gtx_abort_wait(troupe_coord *c, const char *gid, size_t gid_len)
+{
+    return simple_op(c, TC_OP_ABORT, gid, gid_len, "troupe_gtx_abort_wait");
+}
+
+troupe_err
+troupe_gtx_retry_wait(troupe_coord *c, const char *gid, size_t gid_len)
+{
+    return simple_op(c, TC_OP_RETRY, gid, gid_len, "troupe_gtx_retry_wait");
+}
+
+troupe_err
+troupe_tcc_register_wait(troupe_coord *c, const char *gid, size_t gid_len,
+                         const troupe_gtx_call *confirm,
+                         const troupe_gtx_call *cancel, char branch_id[8])
+{
+    troupe_err e = checked(c, gid, gid_len, "troupe_tcc_register_wait");
+    if (e != TROUPE_OK)
+        return e;
+    if (confirm == NULL || cancel == NULL || branch_id == NULL)
+        return troupe__errf(TROUPE_EINVAL, "tcc: NULL confirm, cancel or "
+                                           "branch_id");
+    if (!call_valid(c->rt, confirm, false, &e) ||
+        !call_valid(c->rt, cancel, false, &e))
+        return e;
+    tc_op op = {.kind = TC_OP_REGISTER};
+    op.branch.call[1].state = TC_TODO; /* confirm, then cancel */
+    e = copy_call(&op.branch.call[1], confirm);
+    if (e == TROUPE_OK)
+        e = copy_call(&op.branch.call[2], cancel);
+    if (e == TROUPE_OK)
+        e = op_wait(c, &op, gid, gid_len);
+    for (unsigned o = 0; o < TROUPE_GTX_OPS_MAX; o++) { /* if not moved */
+        troupe_free(op.branch.call[o].target);
+        troupe_free(op.branch.call[o].payload);
+    }
+    if (e == TROUPE_OK)
+        snprintf(branch_id, 8, "%02u", (unsigned)op.branch_no + 1);
+    return e;
 }
 
 /* ---- query ---- */

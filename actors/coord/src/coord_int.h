@@ -30,6 +30,7 @@ enum {
     TC_K_OUTCOME,    /* body: u32 step, u32 op, u32 outcome, gid */
     TC_K_KICK,       /* body: gid: credit is free on its call's target */
     TC_K_TIMER,
+    TC_K_OP, /* ptr: tc_op */
     TC_K_N
 };
 
@@ -41,6 +42,26 @@ typedef struct tc_submit {
     char gid[TROUPE_GID_MAX];
     size_t gid_len;
 } tc_submit;
+
+/* A change to a live transaction, on its way to its shard: what, its
+ * argument and out-value, and the caller's waiter, released once the
+ * change is committed (or with why it was refused). */
+typedef enum tc_opkind {
+    TC_OP_SUBMIT,
+    TC_OP_ABORT,
+    TC_OP_RETRY,
+    TC_OP_REGISTER
+} tc_opkind;
+
+typedef struct tc_op {
+    troupe__waiter w;
+    tc_opkind kind;
+    char gid[TROUPE_GID_MAX];
+    size_t gid_len;
+    tc_step branch;     /* REGISTER: the calls, moved in */
+    uint32_t branch_no; /* REGISTER: out, the branch's index */
+    struct tc_op *next; /* the shard's queue */
+} tc_op;
 
 typedef struct tc_load {
     tc_gtx *g;

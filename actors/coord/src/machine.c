@@ -193,3 +193,77 @@ troupe__gtx_apply(tc_gtx *g, tc_ref r, troupe_outcome o, int64_t now)
     g->due_ms = now + troupe__gtx_backoff(&g->opts, c->attempts);
     return TROUPE_OK;
 }
+
+/* ---- calls from outside ---- */
+
+static bool
+is_final(const tc_gtx *g)
+{
+    return g->status == TC_SUCCEED || g->status == TC_FAILED;
+}
+
+troupe_err
+troupe__gtx_submit(tc_gtx *g, bool *changed)
+{
+    *changed = false;
+    if (g->status == TC_ABORTING || g->status == TC_FAILED)
+        return TROUPE_ECONFLICT;
+    if (g->status == TC_PREPARED) {
+        g->status = TC_SUBMITTED;
+        g->due_ms = 0;
+        *changed = true;
+    }
+    return TROUPE_OK;
+}
+
+troupe_err
+troupe__gtx_abort(tc_gtx *g, int64_t now, bool *changed)
+{
+    *changed = false;
+    if (is_final(g))
+        return TROUPE_ECONFLICT;
+    if (g->status == TC_ABORTING)
+        return TROUPE_OK;
+    if (g->mode == TROUPE_MODE_MSG) {
+        /* submitted, its steps only go forward; prepared, nothing ran */
+        if (g->status != TC_PREPARED)
+            return TROUPE_ECONFLICT;
+        start_abort(g, "aborted");
+        finish(g, TC_FAILED, now);
+        *changed = true;
+        return TROUPE_OK;
+    }
+    start_abort(g, "aborted");
+    *changed = true;
+    return TROUPE_OK;
+}
+
+troupe_err
+troupe__gtx_retry(tc_gtx *g, bool *changed)
+{
+    *changed = false;
+    if (is_final(g))
+        return TROUPE_ECONFLICT;
+    *changed = g->due_ms != 0;
+    g->due_ms = 0;
+    return TROUPE_OK;
+}
+
+troupe_err
+troupe__gtx_register(tc_gtx *g, tc_step *s, uint32_t *index)
+{
+    if (g->mode != TROUPE_MODE_TCC)
+        return TROUPE_ENOENT;
+    if (g->status != TC_PREPARED)
+        return TROUPE_ECONFLICT;
+    if (g->n_steps >= TROUPE_GTX_STEPS_MAX)
+        return TROUPE_EINVAL;
+    tc_step *ns = troupe_realloc(g->steps, (g->n_steps + 1) * sizeof(*ns));
+    if (ns == NULL)
+        return TROUPE_ENOMEM;
+    g->steps = ns;
+    ns[g->n_steps] = *s;
+    memset(s, 0, sizeof(*s));
+    *index = g->n_steps++;
+    return TROUPE_OK;
+}

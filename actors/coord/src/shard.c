@@ -29,9 +29,11 @@ typedef struct tc_post {
     char gid[TROUPE_GID_MAX];
 } tc_post;
 
+/* A caller waiting for the next commit of a live transaction: a submit
+ * (its first) or an op. */
 typedef struct tc_waiter {
     struct tc_waiter *next;
-    tc_submit *sub;
+    troupe__waiter *w;
 } tc_waiter;
 
 typedef struct tc_live {
@@ -47,8 +49,9 @@ typedef struct tc_live {
     bool waiting;   /* cw queued on t for credit */
     troupe_target *t;
     troupe__credit_wait cw;
-    tc_post *kick;   /* cw's arg */
-    tc_waiter *subs; /* submitters waiting for the first commit */
+    tc_post *kick;         /* cw's arg */
+    tc_waiter *subs;       /* callers waiting for the commit in flight */
+    tc_op *ops, *ops_tail; /* ops that came while a commit was in flight */
 } tc_live;
 
 typedef struct shard {
@@ -100,7 +103,7 @@ reply_subs(tc_live *l, troupe_err e)
     while (l->subs != NULL) {
         tc_waiter *w = l->subs;
         l->subs = w->next;
-        troupe__waiter_release(&w->sub->w, e, NULL);
+        troupe__waiter_release(w->w, e, NULL);
         troupe_free(w);
     }
 }
@@ -118,6 +121,13 @@ live_free(shard *sh, tc_live *l, troupe_err for_subs)
     if (l->t != NULL)
         troupe__target_release(l->t);
     reply_subs(l, for_subs);
+    bool final = l->g->status == TC_SUCCEED || l->g->status == TC_FAILED;
+    while (l->ops != NULL) {
+        tc_op *op = l->ops;
+        l->ops = op->next;
+        troupe__waiter_release(&op->w, final ? TROUPE_ECONFLICT : for_subs,
+                               NULL);
+    }
     troupe_free(l->kick);
     troupe__gtx_free(l->g);
     troupe_free(l);
@@ -309,6 +319,10 @@ dispatch(shard *sh, tc_live *l)
 static void
 advance(shard *sh, tc_live *l, bool force)
 {
+    if (l->in_flight || l->waiting) { /* its outcome plans what is next */
+        write(sh, l, false);
+        return;
+    }
     tc_plan p;
     troupe__gtx_plan(l->g, troupe__coord_now(sh->c), &p);
     l->has_run = p.has_run;
@@ -318,6 +332,53 @@ advance(shard *sh, tc_live *l, bool force)
         return;
     }
     arm(sh, l->g->due_ms);
+}
+
+/* Applies op to l: the rule (machine.c), then a commit whose end
+ * releases the caller, or the caller released now when nothing moved. */
+static void
+op_apply(shard *sh, tc_live *l, tc_op *op)
+{
+    bool changed = false;
+    troupe_err e;
+    switch (op->kind) {
+    case TC_OP_SUBMIT:
+        e = troupe__gtx_submit(l->g, &changed);
+        break;
+    case TC_OP_ABORT:
+        e = troupe__gtx_abort(l->g, troupe__coord_now(sh->c), &changed);
+        break;
+    case TC_OP_RETRY:
+        e = troupe__gtx_retry(l->g, &changed);
+        break;
+    default:
+        e = troupe__gtx_register(l->g, &op->branch, &op->branch_no);
+        changed = e == TROUPE_OK;
+        break;
+    }
+    tc_waiter *w = NULL;
+    if (e == TROUPE_OK && changed && (w = troupe_calloc(1, sizeof(*w))) == NULL)
+        e = TROUPE_ENOMEM; /* the change stays in memory: the next commit */
+    if (e != TROUPE_OK || !changed) {
+        troupe__waiter_release(&op->w, e, NULL);
+        return;
+    }
+    w->w = &op->w;
+    w->next = l->subs;
+    l->subs = w;
+    advance(sh, l, true);
+}
+
+/* The ops queued while a commit was in flight, until one commits. */
+static void
+ops_drain(shard *sh, tc_live *l)
+{
+    while (l->ops != NULL && !l->writing) {
+        tc_op *op = l->ops;
+        if ((l->ops = op->next) == NULL)
+            l->ops_tail = NULL;
+        op_apply(sh, l, op);
+    }
 }
 
 static void
@@ -332,7 +393,9 @@ written(shard *sh, tc_live *l, troupe_err err, bool insert)
         live_free(sh, l, err);
         return;
     }
-    reply_subs(l, TROUPE_OK);
+    /* a change whose commit failed stays in memory and is committed again
+     * later: its callers cannot be told it did not happen */
+    reply_subs(l, err == TROUPE_OK ? TROUPE_OK : TROUPE_EUNKNOWN);
     if (err != TROUPE_OK) {
         troupe_log(troupe_runtime_logger(sh->c->rt), TROUPE_LOG_WARN, "coord",
                    "gtx %.*s: commit failed (%s): tried again later",
@@ -344,14 +407,17 @@ written(shard *sh, tc_live *l, troupe_err err, bool insert)
     }
     if (l->has_run) {
         l->has_run = false;
-        dispatch(sh, l);
-        return;
+        dispatch(sh, l); /* may commit again (a call that cannot go) */
     }
+    if (l->writing)
+        return;
     if (l->g->status == TC_SUCCEED || l->g->status == TC_FAILED) {
         live_free(sh, l, TROUPE_OK);
         return;
     }
-    arm(sh, l->g->due_ms);
+    ops_drain(sh, l);
+    if (!l->writing)
+        arm(sh, l->g->due_ms);
 }
 
 static tc_live *
@@ -390,7 +456,7 @@ h_submit(troupe_actor *self, void *state, const troupe_msg *m)
         troupe__waiter_release(&sub->w, TROUPE_ENOMEM, NULL);
         return TROUPE_OK;
     }
-    w->sub = sub;
+    w->w = &sub->w;
     if (l != NULL) { /* its first commit is in flight: hear its outcome */
         troupe__gtx_free(sub->g);
         sub->g = NULL;
@@ -540,6 +606,30 @@ h_timer(troupe_actor *self, void *state, const troupe_msg *m)
 }
 
 static troupe_err
+h_op(troupe_actor *self, void *state, const troupe_msg *m)
+{
+    (void)self;
+    shard *sh = state;
+    tc_op *op = m->ptr; /* the caller's, until released */
+    tc_live *l = find(sh, op->gid, op->gid_len);
+    if (l == NULL) { /* final or unknown: the caller reads which */
+        troupe__waiter_release(&op->w, TROUPE_ENOENT, NULL);
+        return TROUPE_OK;
+    }
+    if (l->writing || l->ops != NULL) {
+        op->next = NULL;
+        if (l->ops_tail != NULL)
+            l->ops_tail->next = op;
+        else
+            l->ops = op;
+        l->ops_tail = op;
+        return TROUPE_OK;
+    }
+    op_apply(sh, l, op);
+    return TROUPE_OK;
+}
+
+static troupe_err
 init(troupe_actor *self, void *state, void *arg)
 {
     shard *sh = state;
@@ -560,10 +650,13 @@ stop(troupe_actor *self, void *state, troupe_err reason)
         live_free(sh, sh->lives, TROUPE_EUNKNOWN);
 }
 
-static const troupe_handler_fn handlers[TC_K_N] = {
-    [TC_K_SUBMIT] = h_submit,   [TC_K_LOAD] = h_load,
-    [TC_K_WRITTEN] = h_written, [TC_K_OUTCOME] = h_outcome,
-    [TC_K_KICK] = h_kick,       [TC_K_TIMER] = h_timer};
+static const troupe_handler_fn handlers[TC_K_N] = {[TC_K_SUBMIT] = h_submit,
+                                                   [TC_K_LOAD] = h_load,
+                                                   [TC_K_WRITTEN] = h_written,
+                                                   [TC_K_OUTCOME] = h_outcome,
+                                                   [TC_K_KICK] = h_kick,
+                                                   [TC_K_TIMER] = h_timer,
+                                                   [TC_K_OP] = h_op};
 
 static const troupe_actor_def shard_def = {.name = "coord_shard",
                                            .state_size = sizeof(shard),

@@ -9,8 +9,9 @@
  * committed state (a call whose outcome was not committed runs again: the
  * barrier, troupe/barrier.h, makes it once).
  *
- * Built so far: SAGA (sequential steps). TCC, two-phase messages, the
- * operator calls and actor targets follow (docs/plans/coordinator.md).
+ * Built so far: SAGA (sequential steps), TCC, two-phase messages, abort
+ * and retry. Concurrent saga steps, force-stop, list, actor targets
+ * follow (docs/plans/coordinator.md).
  *
  * Objects: troupe_coord_open_wait allocates the coordinator; it borrows
  * the runtime and the tables, which must outlive it (stop and destroy it
@@ -95,6 +96,56 @@ troupe_err
 troupe_saga_submit_wait(troupe_coord *c, const char *gid, size_t gid_len,
                         const troupe_saga_step *steps, size_t n,
                         const troupe_saga_opts *o);
+
+/*
+ * TCC. Prepare stores gid with no branch (OK too when gid exists);
+ * register adds a branch (its confirm and cancel calls) and returns once
+ * that is committed, with its branch id ("01"...) in branch_id: only then
+ * may the application run the branch's try (the barrier's op "try"), so
+ * a cancel can always find it. troupe_gtx_submit_wait then confirms every
+ * branch in order (a failed confirm is retried, never cancelled);
+ * troupe_gtx_abort_wait cancels every registered branch in reverse.
+ * Errors: those of a submit; register: ECONFLICT (submitted or aborted
+ * already), ENOENT (no such gid, or not a tcc), EINVAL (64 branches).
+ */
+troupe_err
+troupe_tcc_prepare_wait(troupe_coord *c, const char *gid, size_t gid_len);
+troupe_err
+troupe_tcc_register_wait(troupe_coord *c, const char *gid, size_t gid_len,
+                         const troupe_gtx_call *confirm,
+                         const troupe_gtx_call *cancel, char branch_id[8]);
+
+/*
+ * A two-phase message: prepare stores its steps and its query-back call
+ * (required) before the application's local transaction; submit (after
+ * that transaction committed) drives the steps, each retried until
+ * SUCCESS, never compensated. A message left prepared for grace_ms (0:
+ * 10 s) is queried back: SUCCESS drives it, FAILURE fails it with no step
+ * called, ONGOING or UNKNOWN asks again after the backoff. A prepare of
+ * a gid that exists is OK and changes nothing. Errors as a submit's.
+ */
+troupe_err
+troupe_msg_prepare_wait(troupe_coord *c, const char *gid, size_t gid_len,
+                        const troupe_gtx_call *steps, size_t n,
+                        const troupe_gtx_call *query, int64_t grace_ms);
+
+/*
+ * Operator calls and the second phase of tcc and messages, on the
+ * transaction's shard. submit: a prepared tcc or message goes on (OK too
+ * when it has already; ECONFLICT once it aborts or failed). abort: a
+ * transaction not final starts aborting (a prepared message fails at
+ * once; a submitted one only goes forward: ECONFLICT), with the reason
+ * "aborted"; ECONFLICT on a final one. retry: the
+ * call waiting for its backoff runs now; ECONFLICT on a final one. Each
+ * returns once its change is committed. ENOENT for an unknown gid.
+ * Blocks.
+ */
+troupe_err
+troupe_gtx_submit_wait(troupe_coord *c, const char *gid, size_t gid_len);
+troupe_err
+troupe_gtx_abort_wait(troupe_coord *c, const char *gid, size_t gid_len);
+troupe_err
+troupe_gtx_retry_wait(troupe_coord *c, const char *gid, size_t gid_len);
 
 typedef enum troupe_gtx_status {
     TROUPE_GTX_PREPARED = 1,

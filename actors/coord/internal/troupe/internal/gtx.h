@@ -113,6 +113,8 @@ troupe__gtx_free(tc_gtx *g);
 /* Backoff defaults (DTM's): 10 s doubling to 300 s. */
 #define TROUPE_GTX_RETRY_MIN_MS 10000u
 #define TROUPE_GTX_RETRY_MAX_MS 300000u
+/* A prepared message's grace before it is queried back. */
+#define TROUPE_MSG_GRACE_MS 10000
 
 /* One call to dispatch: step index and op position (troupe_gtx_op_at),
  * or step UINT32_MAX for a message's query-back. */
@@ -160,5 +162,27 @@ troupe__gtx_plan(tc_gtx *g, int64_t now, tc_plan *p);
  */
 troupe_err
 troupe__gtx_apply(tc_gtx *g, tc_ref r, troupe_outcome o, int64_t now);
+
+/*
+ * The calls that move a transaction from outside, each a rule too.
+ * submit: a prepared tcc or message is submitted (OK, *changed); one
+ * submitted or succeeded already (a saga is, from its birth) is OK
+ * unchanged; ECONFLICT once it aborts or failed. abort: a transaction not final
+ * starts aborting with the reason "aborted" (a prepared message fails at once:
+ * it has nothing to compensate; a submitted one only goes forward: ECONFLICT);
+ * aborting already is OK unchanged; ECONFLICT on a final one. retry: the call
+ * waiting for its backoff is due now; ECONFLICT on a final one. register: a
+ * prepared tcc gains branch *s (moved in; *index its position); ECONFLICT when
+ * not prepared, EINVAL at TROUPE_GTX_STEPS_MAX branches, ENOENT for another
+ * mode, ENOMEM.
+ */
+troupe_err
+troupe__gtx_submit(tc_gtx *g, bool *changed);
+troupe_err
+troupe__gtx_abort(tc_gtx *g, int64_t now, bool *changed);
+troupe_err
+troupe__gtx_retry(tc_gtx *g, bool *changed);
+troupe_err
+troupe__gtx_register(tc_gtx *g, tc_step *s, uint32_t *index);
 
 #endif
