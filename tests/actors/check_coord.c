@@ -379,9 +379,14 @@ START_TEST(test_retry_and_abort_act_on_a_waiting_saga)
     strcpy(fx.unknown, "s-ab 02 action");
     ck_assert_ok(submit("s-ab"));
     ck_assert(ts_wait_until(attempted, (void *)"s-ab", 10000));
+    atomic_store(&fx.hold, 1); /* the compensations wait: still aborting */
     ck_assert_ok(troupe_gtx_abort_wait(fx.coord, "s-ab", 4));
-    ck_assert_ok(troupe_gtx_abort_wait(fx.coord, "s-ab", 4)); /* aborting */
-    troupe_gtx_info in = wait_final("s-ab");
+    ck_assert_ok(troupe_gtx_abort_wait(fx.coord, "s-ab", 4));
+    troupe_gtx_info in;
+    ck_assert_ok(troupe_gtx_query_wait(fx.coord, "s-ab", 4, &in));
+    ck_assert_int_eq(in.status, TROUPE_GTX_ABORTING);
+    atomic_store(&fx.hold, 0);
+    in = wait_final("s-ab");
     ck_assert_int_eq(in.status, TROUPE_GTX_FAILED);
     ck_assert_str_eq(in.reason, "aborted");
     char calls[512];
@@ -409,11 +414,13 @@ START_TEST(test_a_message_is_driven_or_queried_back)
     calls_of("m-ok", calls, sizeof(calls));
     ck_assert_str_eq(calls, "01 action, 02 action");
 
+    pthread_mutex_lock(&fx.mu);
+    strcpy(fx.fail, "m-no 00 msg");
+    pthread_mutex_unlock(&fx.mu);
     ck_assert_ok(troupe_msg_prepare_wait(fx.coord, "m-late", 6, msg_steps, 2,
                                          &query, 50));
     ck_assert_ok(
         troupe_msg_prepare_wait(fx.coord, "m-no", 4, msg_steps, 2, &query, 50));
-    strcpy(fx.fail, "m-no 00 msg");
     atomic_fetch_add(&fx.clock, 100); /* past their grace */
     ck_assert_int_eq(wait_final("m-late").status, TROUPE_GTX_SUCCEED);
     calls_of("m-late", calls, sizeof(calls));
