@@ -49,8 +49,10 @@ check_headers() {
     done
     for h in "$inc"/*; do
         name=$(basename "$h")
+        # a here-string, not a pipe: under pipefail, grep -q leaving at
+        # its first match can kill printf with SIGPIPE and fail the test
         if [ "$name" != troupe.h ] &&
-            ! printf '%s\n' "${names[@]}" | grep -qx "$name"; then
+            ! grep -qx -- "$name" <<<"$(printf '%s\n' "${names[@]}")"; then
             fail "include/troupe/$name is installed but is no public header"
         fi
         printf '#include <troupe/%s>\n#include <troupe/%s>\nint troupe_probe;\n' \
@@ -76,7 +78,7 @@ run_prog() {
 # needs BINARY yes|no: whether BINARY needs libtroupe.so.0.
 needs() {
     local got=no
-    if readelf -d "$1" | grep -q 'NEEDED.*\[libtroupe\.so\.0\]'; then
+    if grep -q 'NEEDED.*\[libtroupe\.so\.0\]' <<<"$(readelf -d "$1")"; then
         got=yes
     fi
     [ "$got" = "$2" ] || fail "$(basename "$1"): needs libtroupe.so.0: $got, want $2"
@@ -92,10 +94,10 @@ check_link() {
         fail "libtroupe.so is not a link to libtroupe.so.0"
     [ "$(readlink "$lib/libtroupe.so.0")" = "libtroupe.so.$version" ] ||
         fail "libtroupe.so.0 is not a link to libtroupe.so.$version"
-    readelf -d "$lib/libtroupe.so.$version" | grep -q 'SONAME.*\[libtroupe\.so\.0\]' ||
+    grep -q 'SONAME.*\[libtroupe\.so\.0\]' <<<"$(readelf -d "$lib/libtroupe.so.$version")" ||
         fail "the soname is not libtroupe.so.0"
     [ -x "$prefix/bin/troupe" ] || fail "no bin/troupe"
-    "$prefix/bin/troupe" --version | grep -qF "$version" ||
+    grep -qF "$version" <<<"$("$prefix/bin/troupe" --version)" ||
         fail "bin/troupe --version does not say $version"
     [ -f "$prefix/share/man/man1/troupe.1" ] || fail "no man1/troupe.1"
     [ -f "$lib/cmake/troupe/troupe-config.cmake" ] || fail "no CMake package"
