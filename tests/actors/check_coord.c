@@ -440,6 +440,87 @@ START_TEST(test_a_message_is_driven_or_queried_back)
 }
 END_TEST
 
+/* Force-stop: a saga waiting out a backoff fails at once, with no
+ * compensation called; on an ended one it conflicts. */
+START_TEST(test_force_stop_ends_a_saga_with_nothing_compensated)
+{
+    strcpy(fx.unknown, "s-fs 02 action");
+    ck_assert_ok(submit("s-fs"));
+    ck_assert(ts_wait_until(attempted, (void *)"s-fs", 10000));
+    ck_assert_ok(troupe_gtx_force_stop_wait(fx.coord, "s-fs", 4));
+    troupe_gtx_info in;
+    ck_assert_ok(troupe_gtx_query_wait(fx.coord, "s-fs", 4, &in));
+    ck_assert_int_eq(in.status, TROUPE_GTX_FAILED);
+    ck_assert_str_eq(in.reason, "force-stopped");
+    ck_assert_err(troupe_gtx_force_stop_wait(fx.coord, "s-fs", 4),
+                  TROUPE_ECONFLICT);
+    ck_assert_err(troupe_gtx_force_stop_wait(fx.coord, "nobody", 6),
+                  TROUPE_ENOENT);
+    atomic_fetch_add(&fx.clock, 120000); /* its retry would be due */
+    ck_assert_ok(submit("s-fs2"));       /* the shard goes on */
+    wait_final("s-fs2");
+    char calls[512];
+    calls_of("s-fs", calls, sizeof(calls));
+    ck_assert_str_eq(calls, "01 action, 02 action");
+}
+END_TEST
+
+/* List: every stored transaction in gid order, a page at a time with its
+ * cursor, filtered by status and mode. */
+START_TEST(test_list_pages_through_every_transaction_with_filters)
+{
+    static const char *const gids[] = {"l-a", "l-b", "l-c", "l-d", "l-e"};
+    strcpy(fx.fail, "l-c 01 action");
+    for (int i = 0; i < 5; i++) {
+        ck_assert_ok(submit(gids[i]));
+        wait_final(gids[i]);
+    }
+    ck_assert_ok(troupe_tcc_prepare_wait(fx.coord, "l-t", 3));
+    troupe_gtx_page *pg = NULL;
+    const char *after = NULL;
+    char cur[TROUPE_GID_MAX + 1] = "";
+    char seen[256] = "";
+    int pages = 0;
+    do {
+        ck_assert_ok(troupe_gtx_list_wait(fx.coord, NULL, after, 2, &pg));
+        ck_assert_uint_le(pg->n, 2);
+        for (size_t i = 0; i < pg->n; i++) {
+            strcat(seen, pg->items[i].gid);
+            strcat(seen, " ");
+        }
+        strcpy(cur, pg->cursor);
+        after = cur;
+        bool more = pg->more;
+        troupe_gtx_page_destroy(pg);
+        pages++;
+        if (!more)
+            break;
+    } while (pages < 10);
+    ck_assert_str_eq(seen, "l-a l-b l-c l-d l-e l-t ");
+    ck_assert_int_eq(pages, 3);
+    troupe_gtx_filter failed = {.status = TROUPE_GTX_FAILED};
+    ck_assert_ok(troupe_gtx_list_wait(fx.coord, &failed, NULL, 10, &pg));
+    ck_assert_uint_eq(pg->n, 1);
+    ck_assert_str_eq(pg->items[0].gid, "l-c");
+    ck_assert_str_eq(pg->items[0].info.reason, "branch 01 action: FAILURE");
+    ck_assert(!pg->more);
+    troupe_gtx_page_destroy(pg);
+    troupe_gtx_filter tcc = {.mode = TROUPE_MODE_TCC};
+    ck_assert_ok(troupe_gtx_list_wait(fx.coord, &tcc, "l-b", 10, &pg));
+    ck_assert_uint_eq(pg->n, 1);
+    ck_assert_str_eq(pg->items[0].gid, "l-t");
+    ck_assert_int_eq(pg->items[0].info.status, TROUPE_GTX_PREPARED);
+    troupe_gtx_page_destroy(pg);
+    ck_assert_err(troupe_gtx_list_wait(fx.coord, NULL, NULL, 0, &pg),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_gtx_list_wait(fx.coord, NULL, NULL,
+                                       TROUPE_GTX_LIST_MAX + 1, &pg),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_gtx_list_wait(fx.coord, NULL, "bad gid", 5, &pg),
+                  TROUPE_EINVAL);
+}
+END_TEST
+
 START_TEST(test_open_and_stop_refuse_bad_use)
 {
     troupe_coord *c = NULL;
@@ -483,6 +564,8 @@ coord_suite(void)
     tcase_add_test(c, test_a_tcc_abort_cancels_every_branch_in_reverse);
     tcase_add_test(c, test_retry_and_abort_act_on_a_waiting_saga);
     tcase_add_test(c, test_a_message_is_driven_or_queried_back);
+    tcase_add_test(c, test_force_stop_ends_a_saga_with_nothing_compensated);
+    tcase_add_test(c, test_list_pages_through_every_transaction_with_filters);
     suite_add_tcase(s, c);
     return s;
 }

@@ -800,6 +800,16 @@ START_TEST(test_submit_abort_retry_register_rules)
     troupe__gtx_free(g);
     for (unsigned o = 0; o < TROUPE_GTX_OPS_MAX; o++)
         troupe_free(s.call[o].target);
+    /* force-stop: fails now whatever it was doing, not once ended */
+    g = fresh(TROUPE_MODE_SAGA, 2, TC_ABORTING);
+    g->reason = sdup("branch 01 action: FAILURE");
+    ck_assert_ok(troupe__gtx_force_stop(g, 11));
+    ck_assert_int_eq(g->status, TC_FAILED);
+    ck_assert_int_eq(g->finished_ms, 11);
+    ck_assert_str_eq(g->reason, "force-stopped");
+    ck_assert_err(troupe__gtx_force_stop(g, 12), TROUPE_ECONFLICT);
+    idle(g, 13);
+    troupe__gtx_free(g);
 }
 END_TEST
 

@@ -517,6 +517,13 @@ troupe_gtx_retry_wait(troupe_coord *c, const char *gid, size_t gid_len)
 }
 
 troupe_err
+troupe_gtx_force_stop_wait(troupe_coord *c, const char *gid, size_t gid_len)
+{
+    return simple_op(c, TC_OP_FORCE_STOP, gid, gid_len,
+                     "troupe_gtx_force_stop_wait");
+}
+
+troupe_err
 troupe_tcc_register_wait(troupe_coord *c, const char *gid, size_t gid_len,
                          const troupe_gtx_call *confirm,
                          const troupe_gtx_call *cancel, char branch_id[8])
@@ -546,7 +553,24 @@ troupe_tcc_register_wait(troupe_coord *c, const char *gid, size_t gid_len,
     return e;
 }
 
-/* ---- query ---- */
+/* ---- query and list ---- */
+
+static void
+info_of(const tc_gtx *g, troupe_gtx_info *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->mode = g->mode;
+    out->status = (troupe_gtx_status)g->status;
+    if (g->reason != NULL) {
+        size_t rl = strlen(g->reason);
+        memcpy(out->reason, g->reason, rl < 1024 ? rl : 1024);
+    }
+    out->steps = g->n_steps;
+    out->attempts = g->attempts;
+    out->created_ms = g->created_ms;
+    out->updated_ms = g->updated_ms;
+    out->finished_ms = g->finished_ms;
+}
 
 troupe_err
 troupe_gtx_query_wait(troupe_coord *c, const char *gid, size_t gid_len,
@@ -569,18 +593,106 @@ troupe_gtx_query_wait(troupe_coord *c, const char *gid, size_t gid_len,
     troupe_rows_destroy(rows);
     if (e != TROUPE_OK)
         return e;
-    memset(out, 0, sizeof(*out));
-    out->mode = g->mode;
-    out->status = (troupe_gtx_status)g->status;
-    if (g->reason != NULL) {
-        size_t rl = strlen(g->reason);
-        memcpy(out->reason, g->reason, rl < 1024 ? rl : 1024);
-    }
-    out->steps = g->n_steps;
-    out->attempts = g->attempts;
-    out->created_ms = g->created_ms;
-    out->updated_ms = g->updated_ms;
-    out->finished_ms = g->finished_ms;
+    info_of(g, out);
     troupe__gtx_free(g);
+    return TROUPE_OK;
+}
+
+void
+troupe_gtx_page_destroy(troupe_gtx_page *p)
+{
+    if (p == NULL)
+        return;
+    troupe_free(p->items);
+    troupe_free(p);
+}
+
+/* The rows of one read, filtered into p (room for limit), until p is
+ * full; *used gets how many rows were read. */
+static troupe_err
+list_rows(const troupe_rows *rows, const troupe_gtx_filter *f, size_t limit,
+          troupe_gtx_page *p, size_t *used)
+{
+    size_t i = 0;
+    for (; i < rows->n && p->n < limit; i++) {
+        const troupe_row *r = &rows->rows[i];
+        tc_gtx *g = NULL;
+        troupe_err e = troupe__gtx_decode(r->doc, r->doc_len, &g);
+        if (e == TROUPE_OK &&
+            !troupe_gid_valid((const char *)r->key, r->key_len)) {
+            troupe__gtx_free(g);
+            e = TROUPE_ECORRUPT;
+        }
+        if (e != TROUPE_OK)
+            return troupe__errf(e, "gtx list: a stored transaction breaks "
+                                   "its format");
+        memcpy(p->cursor, r->key, r->key_len);
+        p->cursor[r->key_len] = '\0';
+        if ((f->status == 0 || (int)f->status == (int)g->status) &&
+            (f->mode == 0 || f->mode == g->mode)) {
+            troupe_gtx_entry *en = &p->items[p->n++];
+            memcpy(en->gid, p->cursor, r->key_len + 1);
+            info_of(g, &en->info);
+        }
+        troupe__gtx_free(g);
+    }
+    *used = i;
+    return TROUPE_OK;
+}
+
+troupe_err
+troupe_gtx_list_wait(troupe_coord *c, const troupe_gtx_filter *f,
+                     const char *after, size_t limit, troupe_gtx_page **out)
+{
+    troupe_err be = troupe__block_check("troupe_gtx_list_wait");
+    if (be != TROUPE_OK)
+        return be;
+    if (c == NULL || out == NULL || limit == 0 || limit > TROUPE_GTX_LIST_MAX)
+        return troupe__errf(TROUPE_EINVAL,
+                            "gtx list: NULL, or a limit not in 1..%d",
+                            TROUPE_GTX_LIST_MAX);
+    size_t al = after != NULL ? strlen(after) : 0;
+    if (after != NULL && !troupe_gid_valid(after, al))
+        return troupe__errf(TROUPE_EINVAL, "gtx list: after is not a gid");
+    troupe_gtx_filter any = {0};
+    f = f != NULL ? f : &any;
+    troupe_gtx_page *p = troupe_calloc(1, sizeof(*p));
+    if (p == NULL ||
+        (p->items = troupe_calloc(limit, sizeof(*p->items))) == NULL) {
+        troupe_free(p);
+        return TROUPE_ENOMEM;
+    }
+    if (after != NULL)
+        memcpy(p->cursor, after, al + 1);
+    size_t read = 0, budget = 10 * limit;
+    troupe_err e = TROUPE_OK;
+    bool more = true;
+    while (e == TROUPE_OK && more && p->n < limit && read < budget) {
+        /* the next key after the cursor: cursor + 0x00 */
+        char start[TROUPE_GID_MAX + 1];
+        size_t sl = strlen(p->cursor);
+        memcpy(start, p->cursor, sl);
+        start[sl] = '\0';
+        size_t want = budget - read < RELOAD_PAGE ? budget - read : RELOAD_PAGE;
+        troupe_scan_opts so = {.start = sl > 0 ? start : NULL,
+                               .start_len = sl > 0 ? sl + 1 : 0,
+                               .limit = want};
+        troupe_rows *rows = NULL;
+        e = troupe_table_scan_wait(c->tables, TROUPE_GTX_TABLE, &so, &rows);
+        if (e != TROUPE_OK)
+            break;
+        size_t used = 0;
+        e = list_rows(rows, f, limit, p, &used);
+        read += used;
+        /* rows left past the cursor: in this read, or past it */
+        more = used < rows->n || rows->more;
+        troupe_rows_destroy(rows);
+    }
+    if (e != TROUPE_OK) {
+        troupe_gtx_page_destroy(p);
+        return e;
+    }
+    p->more = more;
+    *out = p;
     return TROUPE_OK;
 }

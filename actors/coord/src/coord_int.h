@@ -50,7 +50,8 @@ typedef enum tc_opkind {
     TC_OP_SUBMIT,
     TC_OP_ABORT,
     TC_OP_RETRY,
-    TC_OP_REGISTER
+    TC_OP_REGISTER,
+    TC_OP_FORCE_STOP
 } tc_opkind;
 
 typedef struct tc_op {

@@ -267,3 +267,19 @@ troupe__gtx_register(tc_gtx *g, tc_step *s, uint32_t *index)
     *index = g->n_steps++;
     return TROUPE_OK;
 }
+
+troupe_err
+troupe__gtx_force_stop(tc_gtx *g, int64_t now)
+{
+    if (is_final(g))
+        return TROUPE_ECONFLICT;
+    static const char why[] = "force-stopped";
+    char *r = troupe_malloc(sizeof(why));
+    if (r != NULL) {
+        memcpy(r, why, sizeof(why));
+        troupe_free(g->reason);
+        g->reason = r;
+    }
+    finish(g, TC_FAILED, now);
+    return TROUPE_OK;
+}

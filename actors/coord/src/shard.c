@@ -351,6 +351,10 @@ op_apply(shard *sh, tc_live *l, tc_op *op)
     case TC_OP_RETRY:
         e = troupe__gtx_retry(l->g, &changed);
         break;
+    case TC_OP_FORCE_STOP:
+        e = troupe__gtx_force_stop(l->g, troupe__coord_now(sh->c));
+        changed = e == TROUPE_OK;
+        break;
     default:
         e = troupe__gtx_register(l->g, &op->branch, &op->branch_no);
         changed = e == TROUPE_OK;

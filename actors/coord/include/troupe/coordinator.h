@@ -9,9 +9,9 @@
  * committed state (a call whose outcome was not committed runs again: the
  * barrier, troupe/barrier.h, makes it once).
  *
- * Built so far: SAGA (sequential steps), TCC, two-phase messages, abort
- * and retry. Concurrent saga steps, force-stop, list, actor targets
- * follow (docs/plans/coordinator.md).
+ * Built so far: SAGA (sequential steps), TCC, two-phase messages, abort,
+ * retry, force-stop, query and list. Concurrent saga steps and actor
+ * targets follow (docs/plans/coordinator.md).
  *
  * Objects: troupe_coord_open_wait allocates the coordinator; it borrows
  * the runtime and the tables, which must outlive it (stop and destroy it
@@ -21,6 +21,7 @@
 #ifndef TROUPE_COORDINATOR_H
 #define TROUPE_COORDINATOR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -147,6 +148,14 @@ troupe_gtx_abort_wait(troupe_coord *c, const char *gid, size_t gid_len);
 troupe_err
 troupe_gtx_retry_wait(troupe_coord *c, const char *gid, size_t gid_len);
 
+/* Force-stop (DTM's): a transaction not final fails at once, reason
+ * "force-stopped", with no compensation, cancel or step run from then on
+ * (an outcome still on its way is ignored). For an operator who has
+ * settled it by hand. ECONFLICT on a final one, ENOENT for an unknown
+ * gid. Blocks. */
+troupe_err
+troupe_gtx_force_stop_wait(troupe_coord *c, const char *gid, size_t gid_len);
+
 typedef enum troupe_gtx_status {
     TROUPE_GTX_PREPARED = 1,
     TROUPE_GTX_SUBMITTED = 2,
@@ -163,6 +172,43 @@ typedef struct troupe_gtx_info {
     uint32_t attempts; /* retries so far */
     int64_t created_ms, updated_ms, finished_ms;
 } troupe_gtx_info;
+
+/* One transaction of a list: its gid and its info. */
+typedef struct troupe_gtx_entry {
+    char gid[TROUPE_GID_MAX + 1];
+    troupe_gtx_info info;
+} troupe_gtx_entry;
+
+typedef struct troupe_gtx_page {
+    size_t n;
+    troupe_gtx_entry *items;
+    /* the gid to pass as `after` for the next page, and whether the
+     * table holds more past it (a page may hold fewer than limit, none
+     * even, when the filter skipped what the call read) */
+    char cursor[TROUPE_GID_MAX + 1];
+    bool more;
+} troupe_gtx_page;
+
+/* status and mode 0: any. */
+typedef struct troupe_gtx_filter {
+    troupe_gtx_status status;
+    troupe_gtx_mode mode;
+} troupe_gtx_filter;
+
+#define TROUPE_GTX_LIST_MAX 1000
+
+/*
+ * Up to limit (1..TROUPE_GTX_LIST_MAX) stored transactions matching f (may
+ * be NULL), in gid order after `after` (NULL: from the first), reading at
+ * most 10 x limit of them. *out is the caller's (troupe_gtx_page_destroy).
+ * Errors: EINVAL (limit, a bad after), ECORRUPT (a stored one breaks its
+ * format; nothing returned), EIO, ENOMEM, EDEADLK. Blocks.
+ */
+troupe_err
+troupe_gtx_list_wait(troupe_coord *c, const troupe_gtx_filter *f,
+                     const char *after, size_t limit, troupe_gtx_page **out);
+void
+troupe_gtx_page_destroy(troupe_gtx_page *p);
 
 /* The last committed state of gid. Errors: EINVAL, ENOENT (no such gid),
  * ECORRUPT, EIO, EDEADLK. Blocks. */

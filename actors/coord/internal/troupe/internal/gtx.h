@@ -184,5 +184,9 @@ troupe_err
 troupe__gtx_retry(tc_gtx *g, bool *changed);
 troupe_err
 troupe__gtx_register(tc_gtx *g, tc_step *s, uint32_t *index);
+/* force-stop: a transaction not final fails now, reason "force-stopped"
+ * (replacing any); ECONFLICT on a final one. */
+troupe_err
+troupe__gtx_force_stop(tc_gtx *g, int64_t now);
 
 #endif
