@@ -17,7 +17,6 @@
  *
  * Figures are medians over BENCH_REPS (5); a fresh database per rep.
  */
-#include <ftw.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdatomic.h>
@@ -64,15 +63,6 @@ typedef struct node {
     troupe_target *t;
     troupe_coord *coord;
 } node;
-
-static int
-rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
 
 static void
 node_open(node *n, bool coord)
@@ -122,7 +112,7 @@ node_close(node *n)
     troupe_runtime_destroy(n->rt);
     troupe_commit_destroy(n->commit);
     troupe_db_close(n->db);
-    nftw(n->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    bench_rmtree(n->dir);
     memset(n, 0, sizeof(*n));
 }
 

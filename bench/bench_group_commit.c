@@ -24,7 +24,6 @@
  * for BENCH_SECONDS (default 1.5) each; figures are medians over BENCH_REPS
  * (default 5). The last line is the machine-readable one (bench_util.h).
  */
-#include <ftw.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdatomic.h>
@@ -278,15 +277,6 @@ actor_phase(run *r, troupe_runtime *rt, int n, double seconds,
     return (double)total / dt;
 }
 
-static int
-rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
-
 int
 main(void)
 {
@@ -342,7 +332,7 @@ main(void)
     troupe_commit_destroy(r.c);
     if ((e = troupe_db_close(r.db)) != TROUPE_OK)
         die("close", e);
-    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    bench_rmtree(dir);
     bench_line_peer("group_commit_64", am64, "commits/s", "group_commit_1",
                     am1);
     bench_line_peer("group_commit_64_threads", m64, "commits/s",

@@ -92,7 +92,6 @@
  * $TROUPE_PEERS_DIR (bench/run.sh sets it) the peer is skipped (figure
  * -1). docs/performance.md, "Queue", has figures and where the time goes.
  */
-#include <ftw.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -139,22 +138,13 @@ want(const char *name)
     return only == NULL || strstr(name, only) != NULL;
 }
 
-static int
-rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
-
 /* Errors: best-effort removal of the temporary directory, exit 1. */
 static void
 fail(const char *msg)
 {
     fprintf(stderr, "bench_queue: %s\n", msg);
     if (dir[0] != '\0')
-        nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        bench_rmtree(dir);
     exit(1);
 }
 
@@ -793,7 +783,7 @@ main(int argc, char **argv)
     troupe_commit_destroy(cm);
     if ((e = troupe_db_close(db)) != TROUPE_OK)
         die("close", e);
-    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    bench_rmtree(dir);
     if (peer_failed)
         fprintf(stderr, "bench_queue: the BullMQ peer failed (see above)\n");
     return peer_failed ? 1 : 0;

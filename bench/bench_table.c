@@ -58,7 +58,6 @@
  * concurrency of each side. docs/performance.md, "Data layer", has the
  * figures and where the time goes.
  */
-#include <ftw.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -617,15 +616,6 @@ load_table(troupe_tables *t, const char *table, int doc,
         die("load", atomic_load(&d.err));
 }
 
-static int
-rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
-
 /* Seconds of CPU the whole process has used. */
 static double
 cpu_now(void)
@@ -965,7 +955,7 @@ main(int argc, char **argv)
     if ((e = troupe_db_close(db)) != TROUPE_OK)
         die("close", e);
     raw_close(&r);
-    nftw(base, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    bench_rmtree(base);
 
     printf("summary (medians):\n");
     for (int v = 0; v < 2; v++)

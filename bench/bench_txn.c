@@ -48,7 +48,6 @@
  * BENCH_CLIENTS versioned_N's. argv[1] runs only the
  * figures whose name contains it. docs/performance.md, "Transactions".
  */
-#include <ftw.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -619,15 +618,6 @@ v_run(int n, int mode)
 /* ---- main ---- */
 
 static int
-rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
-
-static int
 env_int(const char *name, int dflt, int lo, int hi)
 {
     const char *s = getenv(name);
@@ -795,6 +785,6 @@ main(int argc, char **argv)
     troupe_commit_destroy(cm);
     if ((e = troupe_db_close(db)) != TROUPE_OK)
         die("close", e);
-    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    bench_rmtree(dir);
     return status;
 }

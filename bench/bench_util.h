@@ -8,6 +8,7 @@
 #ifndef TROUPE_BENCH_UTIL_H
 #define TROUPE_BENCH_UTIL_H
 
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,22 @@ bench_line(const char *name, double value, const char *unit)
 {
     printf("bench %s %.6g %s\n", name, value, unit);
     fflush(stdout);
+}
+
+static int
+bench_rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(p);
+}
+
+/* Removes the tree at dir (a bench's temporary database). */
+static inline void
+bench_rmtree(const char *dir)
+{
+    nftw(dir, bench_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 #endif
