@@ -57,6 +57,11 @@
 #include "troupe/wire.h"
 
 #define PIPE_END_MS 500 /* how long teardown waits for an ended pipe */
+/* How long a relisten waits for the pipes it ended before it closes their
+ * listener: a pipe still there is closed by nng itself, which can wedge
+ * nng 1.5.2's reaper, and the sweep thread with it, for good (end_pipe
+ * says why); under load ending a pipe takes more than PIPE_END_MS. */
+#define RELISTEN_END_MS 5000
 
 struct qent {
     troupe_msg *m;

@@ -80,7 +80,7 @@ relisten(troupe_node *n, uint32_t i)
         for (uint32_t c = 0; c < k; c++)
             troupe__end_pipe(n->sweep_close[c]);
         struct pipes_of w = {n, n->sweep_close, k};
-        troupe__wait_for(pipes_gone, &w, PIPE_END_MS);
+        troupe__wait_for(pipes_gone, &w, RELISTEN_END_MS);
         nng_listener_close(x.l);
         /* An ipc listener removes its socket file when nng finishes
          * closing it, which may be after close returns: binding the path
