@@ -21,6 +21,20 @@ troupe__coord_now(const troupe_coord *c)
     return c->clock != NULL ? c->clock(c->clock_arg) : troupe_now_ms();
 }
 
+/* A stored row as a transaction: its key must be a gid and its document
+ * one of format 1 (ECORRUPT, ENOTSUP otherwise). */
+static troupe_err
+row_decode(const troupe_row *r, tc_gtx **out)
+{
+    troupe_err e = troupe__gtx_decode(r->doc, r->doc_len, out);
+    if (e == TROUPE_OK && !troupe_gid_valid((const char *)r->key, r->key_len)) {
+        troupe__gtx_free(*out);
+        *out = NULL;
+        e = TROUPE_ECORRUPT;
+    }
+    return e;
+}
+
 static void
 drop_load(void *ptr)
 {
@@ -82,7 +96,7 @@ reload(troupe_coord *c)
                                  (const char *)r->key, troupe_err_name(e));
                 break;
             }
-            if (g->status == TC_SUCCEED || g->status == TC_FAILED)
+            if (troupe__gtx_final(g))
                 troupe__gtx_free(g);
             else
                 e = load_one(c, r, g);
@@ -617,12 +631,7 @@ list_rows(const troupe_rows *rows, const troupe_gtx_filter *f, size_t limit,
     for (; i < rows->n && p->n < limit; i++) {
         const troupe_row *r = &rows->rows[i];
         tc_gtx *g = NULL;
-        troupe_err e = troupe__gtx_decode(r->doc, r->doc_len, &g);
-        if (e == TROUPE_OK &&
-            !troupe_gid_valid((const char *)r->key, r->key_len)) {
-            troupe__gtx_free(g);
-            e = TROUPE_ECORRUPT;
-        }
+        troupe_err e = row_decode(r, &g);
         if (e != TROUPE_OK)
             return troupe__errf(e, "gtx list: a stored transaction breaks "
                                    "its format");

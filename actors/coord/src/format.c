@@ -299,8 +299,7 @@ read_field(troupe_reader *r, int f, const bool *seen, tc_gtx *g)
 static bool
 consistent(const tc_gtx *g)
 {
-    bool final = g->status == TC_SUCCEED || g->status == TC_FAILED;
-    if (final != (g->finished_ms != 0))
+    if (troupe__gtx_final(g) != (g->finished_ms != 0))
         return false;
     /* only the modes with a phase before submit are ever prepared */
     if (g->status == TC_PREPARED &&

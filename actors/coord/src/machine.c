@@ -101,7 +101,7 @@ void
 troupe__gtx_plan(tc_gtx *g, int64_t now, tc_plan *p)
 {
     memset(p, 0, sizeof(*p));
-    if (g->status == TC_SUCCEED || g->status == TC_FAILED)
+    if (troupe__gtx_final(g))
         return;
     if (g->mode == TROUPE_MODE_SAGA && g->status == TC_SUBMITTED &&
         g->opts.timeout_to_fail_ms > 0 &&
@@ -145,8 +145,7 @@ troupe__gtx_apply(tc_gtx *g, tc_ref r, troupe_outcome o, int64_t now)
     tc_call *c = call_of(g, r);
     if (c == NULL || o < TROUPE_OUTCOME_SUCCESS || o > TROUPE_OUTCOME_UNKNOWN)
         return TROUPE_EINVAL;
-    if (c->state != TC_DOING || g->status == TC_SUCCEED ||
-        g->status == TC_FAILED)
+    if (c->state != TC_DOING || troupe__gtx_final(g))
         return TROUPE_ESTATE;
     c->last = (uint32_t)o;
     bool query = r.step == TC_QUERY;
@@ -196,12 +195,6 @@ troupe__gtx_apply(tc_gtx *g, tc_ref r, troupe_outcome o, int64_t now)
 
 /* ---- calls from outside ---- */
 
-static bool
-is_final(const tc_gtx *g)
-{
-    return g->status == TC_SUCCEED || g->status == TC_FAILED;
-}
-
 troupe_err
 troupe__gtx_submit(tc_gtx *g, bool *changed)
 {
@@ -220,7 +213,7 @@ troupe_err
 troupe__gtx_abort(tc_gtx *g, int64_t now, bool *changed)
 {
     *changed = false;
-    if (is_final(g))
+    if (troupe__gtx_final(g))
         return TROUPE_ECONFLICT;
     if (g->status == TC_ABORTING)
         return TROUPE_OK;
@@ -242,7 +235,7 @@ troupe_err
 troupe__gtx_retry(tc_gtx *g, bool *changed)
 {
     *changed = false;
-    if (is_final(g))
+    if (troupe__gtx_final(g))
         return TROUPE_ECONFLICT;
     *changed = g->due_ms != 0;
     g->due_ms = 0;
@@ -271,7 +264,7 @@ troupe__gtx_register(tc_gtx *g, tc_step *s, uint32_t *index)
 troupe_err
 troupe__gtx_force_stop(tc_gtx *g, int64_t now)
 {
-    if (is_final(g))
+    if (troupe__gtx_final(g))
         return TROUPE_ECONFLICT;
     static const char why[] = "force-stopped";
     char *r = troupe_malloc(sizeof(why));

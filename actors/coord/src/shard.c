@@ -121,7 +121,7 @@ live_free(shard *sh, tc_live *l, troupe_err for_subs)
     if (l->t != NULL)
         troupe__target_release(l->t);
     reply_subs(l, for_subs);
-    bool final = l->g->status == TC_SUCCEED || l->g->status == TC_FAILED;
+    bool final = troupe__gtx_final(l->g);
     while (l->ops != NULL) {
         tc_op *op = l->ops;
         l->ops = op->next;
@@ -415,7 +415,7 @@ written(shard *sh, tc_live *l, troupe_err err, bool insert)
     }
     if (l->writing)
         return;
-    if (l->g->status == TC_SUCCEED || l->g->status == TC_FAILED) {
+    if (troupe__gtx_final(l->g)) {
         live_free(sh, l, TROUPE_OK);
         return;
     }
@@ -440,6 +440,15 @@ live_new(shard *sh, tc_gtx *g, const char *gid, size_t len)
 
 /* ---- handlers ---- */
 
+/* Answers a submit that hands nothing to a live transaction. */
+static void
+submit_answer(tc_submit *sub, troupe_err e)
+{
+    troupe__gtx_free(sub->g);
+    sub->g = NULL;
+    troupe__waiter_release(&sub->w, e, NULL);
+}
+
 static troupe_err
 h_submit(troupe_actor *self, void *state, const troupe_msg *m)
 {
@@ -448,16 +457,12 @@ h_submit(troupe_actor *self, void *state, const troupe_msg *m)
     tc_submit *sub = m->ptr;
     tc_live *l = find(sh, sub->gid, sub->gid_len);
     if (l != NULL && l->subs == NULL) { /* live: nothing twice */
-        troupe__gtx_free(sub->g);
-        sub->g = NULL;
-        troupe__waiter_release(&sub->w, TROUPE_OK, NULL);
+        submit_answer(sub, TROUPE_OK);
         return TROUPE_OK;
     }
     tc_waiter *w = troupe_calloc(1, sizeof(*w));
     if (w == NULL) {
-        troupe__gtx_free(sub->g);
-        sub->g = NULL;
-        troupe__waiter_release(&sub->w, TROUPE_ENOMEM, NULL);
+        submit_answer(sub, TROUPE_ENOMEM);
         return TROUPE_OK;
     }
     w->w = &sub->w;
@@ -471,9 +476,7 @@ h_submit(troupe_actor *self, void *state, const troupe_msg *m)
     l = live_new(sh, sub->g, sub->gid, sub->gid_len);
     if (l == NULL) {
         troupe_free(w);
-        troupe__gtx_free(sub->g);
-        sub->g = NULL;
-        troupe__waiter_release(&sub->w, TROUPE_ENOMEM, NULL);
+        submit_answer(sub, TROUPE_ENOMEM);
         return TROUPE_OK;
     }
     sub->g = NULL;

@@ -87,6 +87,13 @@ troupe_gtx_op_at(troupe_gtx_mode m, unsigned i);
 const char *
 troupe__gtx_status_name(tc_status s);
 
+/* g has ended: succeed or failed. */
+static inline bool
+troupe__gtx_final(const tc_gtx *g)
+{
+    return g->status == TC_SUCCEED || g->status == TC_FAILED;
+}
+
 /* Appends g's document to p (sticky errors as troupe/pack.h). */
 troupe_err
 troupe__gtx_encode(const tc_gtx *g, troupe_packer *p);
