@@ -121,6 +121,8 @@ side_try_open(struct side *s, uint32_t id, const troupe_node_opts *o,
 {
     memset(s, 0, sizeof(*s));
     troupe_runtime_opts ro = {.schedulers = 2, .workers = 1, .node_id = id};
+    if (getenv("TROUPE_TEST_LOG_DEBUG") != NULL) /* to read a failure */
+        ro.logger.level = TROUPE_LOG_DEBUG;
     ck_assert_ok(troupe_runtime_create(&s->rt, &ro));
     troupe_err e = troupe_node_create(&s->node, s->rt, o);
     if (e != TROUPE_OK)

@@ -336,23 +336,27 @@ troupe__link_rx_done(void *arg)
 
 /* Sends a control frame on one inbox pipe, without blocking: if it cannot
  * be queued, the peer's HELLO retry (or its own timeout) covers it. */
-static void
+static bool
 inbox_send(troupe_node *n, uint32_t pipe, const troupe_wire_ctl *c)
 {
     nng_msg *nm = troupe__ctl_msg(c);
     if (nm == NULL)
-        return;
+        return false;
     nng_pipe p = NNG_PIPE_INITIALIZER;
     p.id = pipe;
     nng_msg_set_pipe(nm, p);
-    if (nng_sendmsg(n->inbox, nm, NNG_FLAG_NONBLOCK) != 0)
+    if (nng_sendmsg(n->inbox, nm, NNG_FLAG_NONBLOCK) != 0) {
         nng_msg_free(nm);
+        return false;
+    }
+    return true;
 }
 
 /*
  * Refuses an inbox pipe: tells the peer why (REFUSE) and lets the sweep
- * close it after a short linger, so the REFUSE gets out first. Frames from
- * it are dropped from now on. No lock held.
+ * close it once nng has written everything sent on it (the sweep's
+ * close_written), so the REFUSE gets out first. Frames from it are
+ * dropped from now on. No lock held.
  */
 void
 troupe__refuse(troupe_node *n, uint32_t pipe, troupe_err err,
@@ -363,11 +367,13 @@ troupe__refuse(troupe_node *n, uint32_t pipe, troupe_err err,
                          .incarnation = n->inc,
                          .err = err,
                          .reason = reason};
-    inbox_send(n, pipe, &c);
+    bool sent = inbox_send(n, pipe, &c);
     pthread_mutex_lock(&n->mu);
     struct conn *cn = conn_find(n, pipe);
-    if (cn != NULL)
+    if (cn != NULL) {
+        cn->sent += sent;
         conn_close(n, cn, false);
+    }
     pthread_mutex_unlock(&n->mu);
 }
 
@@ -441,7 +447,12 @@ troupe__on_hello(troupe_node *n, uint32_t pipe, const troupe_frame_hdr *h)
                          .incarnation = n->inc,
                          .nonce = snap.nonce_l,
                          .proof = pr.p};
-    inbox_send(n, pipe, &c);
+    if (!inbox_send(n, pipe, &c))
+        return;
+    pthread_mutex_lock(&n->mu);
+    if ((cn = conn_find(n, pipe)) != NULL)
+        cn->sent++;
+    pthread_mutex_unlock(&n->mu);
 }
 
 /* The URL to dial the node of conn cn back at, just authenticated, into

@@ -105,6 +105,10 @@ on_part(struct rx_ctx *c)
             n->part_bytes += h->part_total;
             cn->part_total = h->part_total;
             cn->part_len = 0;
+            /* now, not at the copy's end: the sweep may look before the
+             * copy is done, and a stale part_at (0, or the previous
+             * frame's) reads as a stall */
+            cn->part_at = mono_ms();
         }
     } else if (h->part_total != cn->part_total ||
                h->part_offset != cn->part_len) {
@@ -252,6 +256,10 @@ inbox_pipe_ev(nng_pipe p, nng_pipe_ev ev, void *arg)
         }
     } else if (ev == NNG_PIPE_EV_REM_POST) {
         struct conn *c = conn_find(n, id);
+        int lid = nng_listener_id(nng_pipe_listener(p));
+        for (uint32_t i = 0; c != NULL && i < n->n_listeners; i++)
+            if (nng_listener_id(n->listeners[i].l) == lid)
+                n->listeners[i].pipes_ended++;
         if (c != NULL) {
             if (c->st == CONN_NEW || c->st == CONN_CHALLENGED)
                 n->n_pending--;
@@ -267,6 +275,9 @@ inbox_pipe_ev(nng_pipe p, nng_pipe_ev ev, void *arg)
         }
     }
     pthread_mutex_unlock(&n->mu);
+    troupe__node_log(n, TROUPE_LOG_DEBUG, "inbox pipe %u %s%s", id,
+                     ev == NNG_PIPE_EV_ADD_PRE ? "added" : "removed",
+                     reject ? " (rejected)" : "");
     if (gone != 0)
         troupe__node_log(n, TROUPE_LOG_INFO, "node %u disconnected", gone);
     troupe_free(part);

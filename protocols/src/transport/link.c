@@ -79,6 +79,9 @@ link_pipe_ev(nng_pipe p, nng_pipe_ev ev, void *arg)
     }
     uint32_t peer = l->peer;
     pthread_mutex_unlock(&l->mu);
+    troupe__node_log(l->node, TROUPE_LOG_DEBUG, "link to %s: pipe %d %s",
+                     l->url, nng_pipe_id(p),
+                     ev == NNG_PIPE_EV_ADD_POST ? "up" : "down");
     if (lost && !atomic_load(&l->node->closing))
         troupe__node_log(l->node, TROUPE_LOG_INFO,
                          "lost the connection to node %u at %s", peer, l->url);

@@ -6,10 +6,10 @@
  * a link has been down for unreachable_ms, everything it holds; asks
  * among them get an error reply through troupe_runtime_deliver (asks.c).
  * It closes inbox conns whose handshake is late, whose frame in parts
- * stalls, or that were refused (after a short linger so the REFUSE
- * reaches the peer). It frees retired links and the links it dialed back
- * on its own that stayed down for reap_ms. It is a thread and not an nng
- * aio because freeing a link closes its socket and waits for its
+ * stalls, or that were refused (once nng has written the REFUSE, so that
+ * it reaches the peer: close_written). It frees retired links and the links it
+ * dialed back on its own that stayed down for reap_ms. It is a thread and not
+ * an nng aio because freeing a link closes its socket and waits for its
  * callbacks, which must not happen on one of nng's callback threads. The
  * same thread watches the endpoints nng 1.5.2 may stop (watch.c).
  *
@@ -27,7 +27,8 @@
 
 #define SWEEP_MS 20
 #define HELLO_RETRY_MS 250
-#define REFUSE_LINGER_MS 50
+/* The longest a refused conn waits for nng to write its REFUSE. */
+#define REFUSE_LINGER_MS 2000
 
 /* What one sweep found under node->mu, acted on after it is released. */
 struct sweep_out {
@@ -39,6 +40,10 @@ struct sweep_out {
     uint32_t unanswered[16]; /* pipes whose HELLO went unanswered */
     unsigned n_unanswered;
     unsigned n_close, late, stalled; /* n->sweep_close[0..n_close) */
+    struct {
+        uint32_t pipe, sent;
+    } linger[16]; /* refused conns whose REFUSE may not be written yet */
+    unsigned n_linger;
 };
 
 /* The links: reaps, gives up, and retries or ends handshakes. Under
@@ -128,6 +133,10 @@ sweep_conns(troupe_node *n, int64_t now, struct sweep_out *s)
         bool close = false;
         if (c->st == CONN_CLOSING) {
             close = c->close_now || now - c->since >= REFUSE_LINGER_MS;
+            if (!close && s->n_linger < 16) {
+                s->linger[s->n_linger].pipe = c->pipe;
+                s->linger[s->n_linger++].sent = c->sent;
+            }
         } else if (c->st != CONN_AUTHED &&
                    now - c->since >= (int64_t)n->o.hello_timeout_ms) {
             conn_close(n, c, true);
@@ -144,6 +153,46 @@ sweep_conns(troupe_node *n, int64_t now, struct sweep_out *s)
             n->sweep_close[s->n_close++] = c->pipe;
         }
     }
+}
+
+/* The messages nng has written on pipe `id` (its tx_msgs statistic), or
+ * UINT64_MAX when the pipe is not among the statistics (gone). */
+static uint64_t
+pipe_tx_msgs(nng_stat *st, uint32_t id)
+{
+    for (nng_stat *p = nng_stat_child(st); p != NULL; p = nng_stat_next(p)) {
+        nng_stat *pid = nng_stat_find(p, "id");
+        if (strcmp(nng_stat_name(p), "pipe") != 0 || pid == NULL ||
+            nng_stat_value(pid) != id)
+            continue;
+        nng_stat *tx = nng_stat_find(p, "tx_msgs");
+        return tx ? nng_stat_value(tx) : UINT64_MAX;
+    }
+    return UINT64_MAX;
+}
+
+/* Closes the refused conns nng has written every message to, the REFUSE
+ * last. Without statistics they wait out REFUSE_LINGER_MS. No lock
+ * held. */
+static void
+close_written(troupe_node *n, const struct sweep_out *s)
+{
+    nng_stat *st = NULL;
+    if (nng_stats_get(&st) != 0)
+        return;
+    for (unsigned i = 0; i < s->n_linger; i++) {
+        if (pipe_tx_msgs(st, s->linger[i].pipe) < s->linger[i].sent)
+            continue;
+        pthread_mutex_lock(&n->mu);
+        struct conn *c = conn_find(n, s->linger[i].pipe);
+        bool end = c != NULL && c->st == CONN_CLOSING && !c->close_issued;
+        if (end)
+            c->close_issued = true;
+        pthread_mutex_unlock(&n->mu);
+        if (end)
+            troupe__end_pipe(s->linger[i].pipe);
+    }
+    nng_stats_free(st);
 }
 
 static void
@@ -169,6 +218,8 @@ sweep(troupe_node *n)
                          s.stalled, n->o.frame_timeout_ms);
     for (unsigned i = 0; i < s.n_close; i++)
         troupe__end_pipe(n->sweep_close[i]);
+    if (s.n_linger > 0)
+        close_written(n, &s);
     for (unsigned i = 0; i < s.n_unanswered; i++)
         troupe__end_pipe(s.unanswered[i]);
     while (s.reap != NULL) {

@@ -171,6 +171,7 @@ struct conn {
     enum conn_state st;
     bool close_now;    /* CLOSING: close without waiting for the linger */
     bool close_issued; /* nng_pipe_close called; removed at REM_POST */
+    uint32_t sent;     /* messages handed to nng for this pipe */
     int64_t since;     /* mono ms: created, or CLOSING since */
     uint32_t peer;
     uint64_t inc;
@@ -189,6 +190,10 @@ struct lst {
     nng_listener l;
     char *bound; /* the URL to listen on again (a tcp port 0 resolved) */
     bool watch;  /* tls or ipc: see watch_listeners */
+    /* l's started pipes that have ended: each may have counted one error
+     * against l (troupe__watch_listeners). Under n->mu. */
+    uint64_t pipes_ended;
+    bool suspect; /* an error no ended pipe explains, at the last check */
 };
 
 struct troupe_node {

@@ -4,6 +4,7 @@
  * handshake (troupe__watch_listeners says how that is seen); the sweep
  * thread replaces such an endpoint with a new one (relisten, redial).
  */
+#include <stdio.h>
 #include <unistd.h>
 
 #include "transport_int.h"
@@ -24,6 +25,28 @@ stop_errors(nng_stat *ep)
         sum += o ? nng_stat_value(o) : 0;
     }
     return sum;
+}
+
+/* An endpoint's nonzero statistics as "name=value ...", for a debug log
+ * line; a static buffer (the sweep thread only). */
+static const char *
+ep_counts(nng_stat *ep)
+{
+    static char buf[256];
+    size_t len = 0;
+    buf[0] = '\0';
+    for (nng_stat *c = ep ? nng_stat_child(ep) : NULL; c != NULL;
+         c = nng_stat_next(c)) {
+        if (nng_stat_type(c) != NNG_STAT_COUNTER || nng_stat_value(c) == 0)
+            continue;
+        int k =
+            snprintf(buf + len, sizeof(buf) - len, "%s=%llu ", nng_stat_name(c),
+                     (unsigned long long)nng_stat_value(c));
+        if (k < 0 || (size_t)k >= sizeof(buf) - len)
+            break;
+        len += (size_t)k;
+    }
+    return buf;
 }
 
 static bool
@@ -98,6 +121,8 @@ relisten(troupe_node *n, uint32_t i)
      * watch_listeners. */
     pthread_mutex_lock(&n->mu);
     n->listeners[i].l = l;
+    n->listeners[i].pipes_ended = 0;
+    n->listeners[i].suspect = false;
     pthread_mutex_unlock(&n->mu);
 }
 
@@ -191,11 +216,17 @@ watch_dialers(troupe_node *n, nng_stat *st, int64_t now)
  * dialing, for good: one connection opened and closed at once would cut a
  * node off, and a peer whose listener is being replaced would never be
  * dialed again. nng counts those errors among an endpoint's "other" and
- * "canceled" ones, and each endpoint's counts start at 0, so any such
- * error is taken as the endpoint having stopped, and it is replaced
- * (relisten, redial). An error after which nng goes on by itself is
- * counted there too; replacing that endpoint costs a reconnect, nothing
- * more. The sweep thread only, every LISTENER_CHECK_MS.
+ * "canceled" ones, and each endpoint's counts start at 0. But nng also
+ * counts there the error that ends each of the endpoint's started pipes
+ * (a peer that disconnects), and replacing a listener ends every
+ * connection it accepted: so a listener is taken as stopped only when it
+ * has more such errors than it has had started pipes end (inbox.c counts
+ * them), at two checks in a row (a pipe's error is counted a moment
+ * before its end is reported). A dialer has at most one pipe, and is
+ * replaced only when it has none (watch_dialers). An error after which
+ * nng goes on by itself is counted too; replacing that endpoint costs a
+ * reconnect, nothing more. The sweep thread only, every
+ * LISTENER_CHECK_MS.
  */
 void
 troupe__watch_listeners(troupe_node *n, int64_t now)
@@ -217,13 +248,18 @@ troupe__watch_listeners(troupe_node *n, int64_t now)
     watch_dialers(n, st, now);
     for (uint32_t i = 0; i < count && !atomic_load(&n->closing); i++) {
         pthread_mutex_lock(&n->mu);
-        struct lst x = n->listeners[i];
+        struct lst *x = &n->listeners[i];
+        bool watch = x->watch, gone = nng_listener_id(x->l) <= 0;
+        nng_stat *ls = gone ? NULL : nng_stat_find_listener(st, x->l);
+        bool unexplained = stop_errors(ls) > x->pipes_ended;
+        bool stopped = gone || (unexplained && x->suspect);
+        x->suspect = unexplained && !stopped;
         pthread_mutex_unlock(&n->mu);
-        if (!x.watch)
+        if (!watch || !stopped)
             continue;
-        if (nng_listener_id(x.l) <= 0 ||
-            stop_errors(nng_stat_find_listener(st, x.l)) > 0)
-            relisten(n, i);
+        troupe__node_log(n, TROUPE_LOG_DEBUG, "listener %u: %s", i,
+                         ep_counts(ls));
+        relisten(n, i);
     }
     nng_stats_free(st);
 }
