@@ -196,6 +196,36 @@ START_TEST(test_a_saga_failure_compensates_in_reverse)
 }
 END_TEST
 
+/* sync decides the durability of every transition: ON (the default)
+ * fdatasyncs them, OFF leaves them in the page cache. */
+static uint64_t
+syncs_for_saga(const char *gid)
+{
+    troupe_commit_stats a, b;
+    troupe_commit_get_stats(fx.node.commit, &a);
+    ck_assert_ok(submit(gid));
+    ck_assert_int_eq(wait_final(gid).status, TROUPE_GTX_SUCCEED);
+    troupe_commit_get_stats(fx.node.commit, &b);
+    return b.syncs - a.syncs;
+}
+
+START_TEST(test_sync_decides_whether_transitions_are_synced)
+{
+    ck_assert_uint_ge(syncs_for_saga("s-on"), 1);
+    coord_close();
+    troupe_coord_opts co = {.rt = fx.node.rt,
+                            .tables = fx.node.tables,
+                            .shards = 4,
+                            .clock = fake_clock,
+                            .sync = TROUPE_SYNC_OFF};
+    ck_assert_ok(troupe_coord_open_wait(&co, &fx.coord));
+    ck_assert_uint_eq(syncs_for_saga("s-off"), 0);
+    char calls[512];
+    calls_of("s-off", calls, sizeof(calls));
+    ck_assert_str_eq(calls, "01 action, 02 action");
+}
+END_TEST
+
 /* A submit of a gid that exists succeeds and drives nothing again, live
  * or finished; many at once drive it once. */
 START_TEST(test_a_submit_twice_drives_nothing_twice)
@@ -533,6 +563,10 @@ START_TEST(test_open_and_stop_refuse_bad_use)
                               .tables = fx.node.tables,
                               .shards = TROUPE_COORD_SHARDS_MAX + 1};
     ck_assert_err(troupe_coord_open_wait(&bad, &c), TROUPE_EINVAL);
+    bad = (troupe_coord_opts){.rt = fx.node.rt,
+                              .tables = fx.node.tables,
+                              .sync = (troupe_sync)(TROUPE_SYNC_OFF + 1)};
+    ck_assert_err(troupe_coord_open_wait(&bad, &c), TROUPE_EINVAL);
     ck_assert_err(troupe_coord_open_wait(NULL, &c), TROUPE_EINVAL);
     ck_assert_err(troupe_coord_stop_wait(NULL), TROUPE_EINVAL);
     coord_close();
@@ -555,6 +589,7 @@ coord_suite(void)
     tcase_set_timeout(c, 60);
     tcase_add_test(c, test_a_saga_runs_its_actions_and_succeeds);
     tcase_add_test(c, test_a_saga_failure_compensates_in_reverse);
+    tcase_add_test(c, test_sync_decides_whether_transitions_are_synced);
     tcase_add_test(c, test_a_submit_twice_drives_nothing_twice);
     tcase_add_test(c, test_bad_submits_are_refused);
     tcase_add_test(c, test_an_unfinished_saga_is_driven_again_after_reopen);

@@ -151,10 +151,11 @@ troupe_coord_open_wait(const troupe_coord_opts *o, troupe_coord **out)
         return troupe__errf(TROUPE_EINVAL, "coord: NULL option");
     uint32_t lo = o->retry_min_ms ? o->retry_min_ms : TROUPE_GTX_RETRY_MIN_MS;
     uint32_t hi = o->retry_max_ms ? o->retry_max_ms : TROUPE_GTX_RETRY_MAX_MS;
-    if (o->shards > TROUPE_COORD_SHARDS_MAX || lo > hi)
+    if (o->shards > TROUPE_COORD_SHARDS_MAX || lo > hi ||
+        o->sync > TROUPE_SYNC_OFF)
         return troupe__errf(TROUPE_EINVAL,
                             "coord: shards at most %d, retry_min_ms at most "
-                            "retry_max_ms",
+                            "retry_max_ms, sync one of troupe_sync",
                             TROUPE_COORD_SHARDS_MAX);
     troupe_err e =
         troupe_tables_create_wait(o->tables, TROUPE_GTX_TABLE, NULL, 0);
@@ -170,6 +171,7 @@ troupe_coord_open_wait(const troupe_coord_opts *o, troupe_coord **out)
     c->retry_max_ms = hi;
     c->clock = o->clock;
     c->clock_arg = o->clock_arg;
+    c->sync = o->sync == TROUPE_SYNC_OFF ? TROUPE_SYNC_OFF : TROUPE_SYNC_ON;
     if ((c->shards = troupe_calloc(c->n_shards, sizeof(*c->shards))) == NULL) {
         troupe_free(c);
         return TROUPE_ENOMEM;

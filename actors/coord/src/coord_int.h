@@ -19,6 +19,7 @@ struct troupe_coord {
     uint32_t retry_min_ms, retry_max_ms;
     troupe_clock_fn clock;
     void *clock_arg;
+    troupe_sync sync; /* of every transition: ON or OFF */
     _Atomic int state; /* 0 running, 1 stopped */
 };
 

@@ -179,7 +179,7 @@ write(shard *sh, tc_live *l, bool insert)
     if (e == TROUPE_OK) {
         size_t n = 0;
         const void *d = troupe_pack_data(&pk, &n);
-        troupe_write_opts wo = {.sync = TROUPE_SYNC_ON, .no_timestamps = true};
+        troupe_write_opts wo = {.sync = sh->c->sync, .no_timestamps = true};
         p->insert = insert;
         e = (insert ? troupe_table_insert : troupe_table_upsert)(
             sh->c->tables, TROUPE_GTX_TABLE, l->gid, l->gid_len, d, n, &wo,

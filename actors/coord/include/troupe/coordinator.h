@@ -42,6 +42,13 @@ typedef struct troupe_coord_opts {
     uint32_t retry_max_ms; /* backoff cap; 0: 300 s */
     troupe_clock_fn clock; /* NULL: troupe_now_ms */
     void *clock_arg;
+    /* Durability of every transition (troupe/storage.h): 0 or
+     * TROUPE_SYNC_ON: fdatasync'ed before its effect is dispatched (a
+     * power loss loses nothing); TROUPE_SYNC_OFF: in the page cache (kill
+     * -9 loses nothing; a power loss may lose transitions, and a branch
+     * whose call was already made is then called again: the barrier
+     * makes that harmless). */
+    troupe_sync sync;
 } troupe_coord_opts;
 
 /*
