@@ -17,6 +17,7 @@
 #include <stddef.h>
 
 #include "troupe/commit.h"
+#include "troupe/coordinator.h"
 #include "troupe/queue.h"
 #include "troupe/runtime.h"
 #include "troupe/storage.h"
@@ -44,7 +45,8 @@ typedef struct admin_ctx {
     troupe_node *node;
     troupe_tables *tables;
     troupe_queues *queues;
-    troupe_addr kv; /* the node's kv actor */
+    troupe_coord *coord; /* the node's coordinator (the /v1/gtx routes) */
+    troupe_addr kv;      /* the node's kv actor */
 } admin_ctx;
 
 typedef struct admin admin;
@@ -77,6 +79,15 @@ admin_port(const admin *a);
  */
 void
 admin_destroy(admin *a);
+
+/* The status named s by the stored format's names ("prepared",
+ * "submitted", "aborting", "succeed", "failed"; docs/coordinator.md), 0
+ * for none; and the reverse ("unknown" for a value that is no status).
+ * For the /v1/gtx routes and `troupe gtx`; any thread. */
+troupe_gtx_status
+admin_gtx_status_of(const char *s);
+const char *
+admin_gtx_status_name(troupe_gtx_status s);
 
 /* Whether HOST (as in admin_create's addr, brackets removed) names the
  * loopback interface: 127.0.0.0/8, ::1 or "localhost". */

@@ -107,7 +107,7 @@ match(const char *pattern, const seg *s, size_t n, seg *cap, size_t *ncap)
 }
 
 static const admin_route *const tables[] = {
-    admin_stats_routes, admin_queue_routes, admin_data_routes,
+    admin_stats_routes, admin_queue_routes, admin_gtx_routes, admin_data_routes,
     admin_metrics_routes};
 
 void
@@ -255,6 +255,7 @@ admin_fail(admin_call *call, const char *what, troupe_err e)
     case TROUPE_EBUSY:
     case TROUPE_ESTATE:
     case TROUPE_ECONSTRAINT:
+    case TROUPE_ECONFLICT:
         st = 409, code = "conflict";
         break;
     case TROUPE_ETIMEDOUT:

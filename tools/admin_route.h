@@ -56,6 +56,7 @@ typedef struct admin_route {
 /* The tables admin_dispatch looks in; each ends with a NULL method. */
 extern const admin_route admin_stats_routes[];   /* admin_stats.c */
 extern const admin_route admin_queue_routes[];   /* admin_queue.c */
+extern const admin_route admin_gtx_routes[];     /* admin_gtx.c */
 extern const admin_route admin_data_routes[];    /* admin_data.c */
 extern const admin_route admin_metrics_routes[]; /* admin_metrics.c */
 
@@ -83,8 +84,8 @@ admin_error(admin_call *call, int status, const char *code, const char *fmt,
 
 /* A library call's failure: the status its error means (ENOENT,
  * ENOTABLE, ENOINDEX, ENOQUEUE 404, EINVAL/ERANGE/ETOOBIG/EPROTO 400,
- * EEXIST/EBUSY/ESTATE/ECONSTRAINT 409, ETIMEDOUT 504, EFULL/ECLOSED 503,
- * others 500), `what` in the message with the call's detail
+ * EEXIST/EBUSY/ESTATE/ECONSTRAINT/ECONFLICT 409, ETIMEDOUT 504,
+ * EFULL/ECLOSED 503, others 500), `what` in the message with the call's detail
  * (troupe_errmsg, so call it on the thread that made the call, right
  * after it), and troupe_error set. */
 void

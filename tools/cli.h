@@ -238,6 +238,8 @@ cmd_stats(int argc, char **argv);
 int
 cmd_queue(int argc, char **argv);
 int
+cmd_gtx(int argc, char **argv);
+int
 cmd_table(int argc, char **argv);
 int
 cmd_index(int argc, char **argv);
@@ -246,7 +248,7 @@ cmd_kv(int argc, char **argv);
 
 /* The commands' texts, for `troupe help`. */
 extern const cli_cmd cli_node_cmd, cli_ping_cmd, cli_stats_cmd, cli_queue_cmd,
-    cli_table_cmd, cli_index_cmd, cli_kv_cmd;
+    cli_gtx_cmd, cli_table_cmd, cli_index_cmd, cli_kv_cmd;
 /* `troupe help table|index|kv SUB`: the subcommand's texts, NULL when
  * unknown. */
 const cli_cmd *
@@ -254,5 +256,8 @@ cli_data_sub(const char *cmd, const char *name);
 /* `troupe help queue SUB`: the subcommand's texts, NULL when unknown. */
 const cli_cmd *
 cli_queue_sub(const char *name);
+/* `troupe help gtx SUB`: the same. */
+const cli_cmd *
+cli_gtx_sub(const char *name);
 
 #endif

@@ -1,11 +1,18 @@
 /*
  * troupe node: runs a node until SIGINT or SIGTERM, then shuts down
  * cleanly. It opens the database, serves a kv actor registered as "kv",
- * listens and dials its peers (docs/security.md for the security flags).
- * With --admin it also opens the database's tables and queues and serves
- * the admin endpoint (admin.h) over them; teardown runs in the reverse
- * order: endpoint, queues, tables, catalog, runtime, node, pipeline,
- * database.
+ * opens the database's tables and its coordinator of global transactions
+ * (troupe/coordinator.h: the ones left unfinished in the database are
+ * driven again from here), listens and dials its peers (docs/security.md
+ * for the security flags). With --admin it also opens the queues and
+ * serves the admin endpoint (admin.h) over them; teardown runs in the
+ * reverse order: endpoint, queues, coordinator, tables, catalog, runtime,
+ * node, pipeline, database.
+ *
+ * The node registers no dispatch target of its own, so a branch of a
+ * reloaded transaction finds none and counts as UNKNOWN, retried after
+ * its backoff (docs/coordinator.md, "Operating it"): it waits for an
+ * operator (troupe gtx) or for a process that serves its targets.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -18,6 +25,7 @@
 #include "troupe/actor.h"
 #include "troupe/catalog.h"
 #include "troupe/commit.h"
+#include "troupe/coordinator.h"
 #include "troupe/kv.h"
 #include "troupe/queue.h"
 #include "troupe/storage.h"
@@ -32,7 +40,9 @@ const cli_cmd cli_node_cmd = {
     .help =
         "Runs a node until SIGINT or SIGTERM, then shuts down cleanly: opens\n"
         "the database under DIR (creating it), serves a kv actor registered\n"
-        "as \"kv\", listens on URL and dials its peers.\n"
+        "as \"kv\", opens the tables and the coordinator of global\n"
+        "transactions (the unfinished ones are driven again), listens on\n"
+        "URL and dials its peers.\n"
         "\n"
         "  --data DIR           the database directory (required)\n"
         "  --listen URL         where to listen: tcp://HOST:PORT (port 0:\n"
@@ -46,11 +56,12 @@ const cli_cmd cli_node_cmd = {
         "  --schedulers N       scheduler threads, 1..256 (default: one per\n"
         "                       core)\n"
         "  --admin HOST:PORT    serve the admin endpoint (HTTP: JSON and\n"
-        "                       /metrics) there, over this node and the\n"
-        "                       database's tables and queues, which it then\n"
-        "                       opens; HOST must be loopback (127.0.0.1,\n"
-        "                       ::1, localhost) unless --admin-token is\n"
-        "                       given; PORT 0: any free one\n"
+        "                       /metrics) there, over this node, its\n"
+        "                       coordinator and the database's tables and\n"
+        "                       queues (which it then opens); HOST must be\n"
+        "                       loopback (127.0.0.1, ::1, localhost)\n"
+        "                       unless --admin-token is given; PORT 0: any\n"
+        "                       free one\n"
         "  --admin-token FILE   the endpoint's bearer token (16..4096 bytes;\n"
         "                       one trailing newline is not part of it):\n"
         "                       every request must send Authorization:\n"
@@ -78,21 +89,30 @@ enum {
     OPT_ADMIN_TOKEN
 };
 
-/* The objects --admin adds; each NULL until opened. */
-typedef struct admin_objs {
+/* The objects opened on the database beside the kv actor: the catalog,
+ * the tables and the coordinator always, the queues and the endpoint with
+ * --admin. Each NULL until opened. */
+typedef struct node_objs {
     troupe_catalog *cat;
     troupe_tables *tables;
+    troupe_coord *coord;
     troupe_queues *queues;
     admin *ep;
-} admin_objs;
+} node_objs;
 
+/* The reverse of objs_open: the endpoint first (its routes call into the
+ * rest), the coordinator before the tables it borrows. */
 static void
-admin_close(admin_objs *a)
+objs_close(node_objs *a)
 {
     admin_destroy(a->ep);
     if (a->queues != NULL)
         troupe_queues_stop_wait(a->queues);
     troupe_queues_destroy(a->queues);
+    if (a->coord != NULL) {
+        troupe_coord_stop_wait(a->coord);
+        troupe_coord_destroy(a->coord);
+    }
     if (a->tables != NULL) {
         troupe_tables_stop_wait(a->tables);
         troupe_tables_destroy(a->tables);
@@ -103,11 +123,12 @@ admin_close(admin_objs *a)
     }
 }
 
-/* Opens the tables and queues and starts the endpoint: 0, or CLI_FAIL with
- * the message printed (what was opened stays in *a for admin_close). */
+/* Opens the tables and the coordinator, and with addr the queues and the
+ * endpoint: 0, or CLI_FAIL with the message printed (what was opened
+ * stays in *a for objs_close). */
 static int
-admin_open(admin_objs *a, const admin_ctx *base, const char *addr,
-           const char *token, size_t token_len)
+objs_open(node_objs *a, const admin_ctx *base, const char *addr,
+          const char *token, size_t token_len)
 {
     troupe_catalog_opts co = {.rt = base->rt, .db = base->db};
     troupe_err e = troupe_catalog_open(&co, &a->cat);
@@ -116,12 +137,18 @@ admin_open(admin_objs *a, const admin_ctx *base, const char *addr,
     troupe_tables_opts to = {.catalog = a->cat, .commit = base->commit};
     if ((e = troupe_tables_open(&to, &a->tables)) != TROUPE_OK)
         return cli_failed("open tables", e);
+    troupe_coord_opts go = {.rt = base->rt, .tables = a->tables};
+    if ((e = troupe_coord_open_wait(&go, &a->coord)) != TROUPE_OK)
+        return cli_failed("open coordinator", e);
+    if (addr == NULL)
+        return 0;
     troupe_queues_opts qo = {.catalog = a->cat, .commit = base->commit};
     if ((e = troupe_queues_open(&qo, &a->queues)) != TROUPE_OK)
         return cli_failed("open queues", e);
     admin_ctx ctx = *base;
     ctx.tables = a->tables;
     ctx.queues = a->queues;
+    ctx.coord = a->coord;
     e = admin_create(&ctx, addr, token, token_len, &a->ep);
     if (e == TROUPE_EAUTH) {
         fprintf(stderr,
@@ -256,37 +283,35 @@ cmd_node(int argc, char **argv)
         rc = cli_failed("kv actor", e);
         goto out_rt;
     }
-    admin_objs adm = {0};
-    if (admin_addr != NULL) {
-        admin_ctx ctx = {
-            .rt = rt, .db = db, .commit = commit, .node = node, .kv = kv};
-        if ((rc = admin_open(&adm, &ctx, admin_addr, token_len ? token : NULL,
-                             token_len)) != 0)
-            goto out_admin;
-    }
+    node_objs objs = {0};
+    admin_ctx ctx = {
+        .rt = rt, .db = db, .commit = commit, .node = node, .kv = kv};
+    if ((rc = objs_open(&objs, &ctx, admin_addr, token_len ? token : NULL,
+                        token_len)) != 0)
+        goto out_objs;
     for (uint32_t i = 0; i < sec.n_dial; i++) {
         if ((e = troupe_node_connect(node, sec.dial[i])) != TROUPE_OK) {
             fprintf(stderr, "troupe node: cannot dial peer %s\n", sec.dial[i]);
             rc = cli_failed("connect", e);
-            goto out_admin;
+            goto out_objs;
         }
     }
     printf("troupe node %ld: data %s, listening on %s, %u peer(s)%s; "
            "SIGINT or SIGTERM stops it\n",
            id, data, troupe_node_url(node), sec.n_dial,
            sec.n_peers ? " (allow-list)" : "");
-    if (adm.ep != NULL)
+    if (objs.ep != NULL)
         printf("troupe node %ld: admin endpoint on http://%.*s:%d/\n", id,
                (int)(strrchr(admin_addr, ':') - admin_addr), admin_addr,
-               admin_port(adm.ep));
+               admin_port(objs.ep));
     fflush(stdout);
     int sig = 0;
     sigwait(&sigs, &sig);
     printf("troupe node %ld: %s received, shutting down\n", id,
            sig == SIGINT ? "SIGINT" : "SIGTERM");
     fflush(stdout);
-out_admin:
-    admin_close(&adm);
+out_objs:
+    objs_close(&objs);
 out_rt:
     if (rt != NULL)
         troupe_runtime_shutdown_wait(rt);

@@ -8,6 +8,7 @@
  *   troupe ping    round trips to a node
  *   troupe stats   a database's figures (read-only)
  *   troupe queue   inspect a database's queues (or a node's, and act)
+ *   troupe gtx     a running node's global transactions: list, act
  *   troupe table, troupe index, troupe kv   a running node's data
  *   troupe version, troupe --version
  *   troupe help [COMMAND [SUBCOMMAND]], troupe [COMMAND] --help
@@ -38,6 +39,8 @@ static const command commands[] = {
      "a database's or a running node's queues: list, stats, pending, ..., "
      "pause",
      cmd_queue, &cli_queue_cmd},
+    {"gtx", "a running node's global transactions (--admin): list, show, abort",
+     cmd_gtx, &cli_gtx_cmd},
     {"table", "a running node's rows (--admin): get, scan", cmd_table,
      &cli_table_cmd},
     {"index", "a running node's indexes (--admin): state, rebuild", cmd_index,
@@ -99,8 +102,9 @@ help(int argc, char **argv)
         printf("troupe %s: %s\n", c->name, c->summary);
         return 0;
     }
-    if (strcmp(c->name, "queue") == 0 && argc > 1) {
-        const cli_cmd *sub = cli_queue_sub(argv[1]);
+    if ((c->run == cmd_queue || c->run == cmd_gtx) && argc > 1) {
+        const cli_cmd *sub =
+            c->run == cmd_queue ? cli_queue_sub(argv[1]) : cli_gtx_sub(argv[1]);
         if (sub == NULL)
             return cli_usage(c->texts, "unknown subcommand '%s'", argv[1]);
         return cli_help(sub);
@@ -155,10 +159,11 @@ main(int argc, char **argv)
         }
         return unknown(cmd);
     }
-    /* queue's entry takes its subcommand as argv[0]; the others get their
-     * own name there, as getopt_long wants a program name first. */
-    if (c->run == cmd_queue || c->run == cmd_table || c->run == cmd_index ||
-        c->run == cmd_kv)
+    /* queue's entry (and gtx's, table's, index's, kv's) takes its
+     * subcommand as argv[0]; the others get their own name there, as
+     * getopt_long wants a program name first. */
+    if (c->run == cmd_queue || c->run == cmd_gtx || c->run == cmd_table ||
+        c->run == cmd_index || c->run == cmd_kv)
         return c->run(argc - 2, argv + 2);
     return c->run(argc - 1, argv + 1);
 }

@@ -58,7 +58,8 @@ expect 0 "stats --data beside the node" -- "$troupe" stats --data "$db"
 families >"$tmp/fam-before"
 expect 0 "stats --data --tables while the node holds the database" -- \
     "$troupe" stats --data "$db" --tables
-has out '^tables 1$' "the node's one table, read-only"
+has out '^tables 2$' "the node's table and its coordinator's, read-only"
+has out '^table troupe\.gtx ' "the coordinator's table troupe.gtx"
 has out '^table users version_records 0 ' "its counters, this process's own"
 expect 0 "stats --data after --tables" -- "$troupe" stats --data "$db"
 families >"$tmp/fam-after"

@@ -567,6 +567,11 @@ START_TEST(test_unknown_names_are_404)
     expect_error("POST", "/v1/tables/users/indexes/nope/rebuild", NULL, 404,
                  "not_found");
     expect_error("GET", "/v1/kv?key=absent", NULL, 404, "not_found");
+    /* this endpoint has no coordinator: its routes say so
+     * (tests/integration/gtx_cli.sh runs them on a node's) */
+    expect_error("GET", "/v1/gtx", NULL, 404, "not_found");
+    expect_error("GET", "/v1/gtx/g-1", NULL, 404, "not_found");
+    expect_error("POST", "/v1/gtx/g-1/retry", NULL, 404, "not_found");
     expect_missing("/v1/tables/nope/row?key=a", "ENOTABLE",
                    "no table \"nope\"");
     expect_missing("/v1/tables/users/row?key=absent", "ENOENT", "no live row");

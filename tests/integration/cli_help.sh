@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The manual cannot drift from the command: every command, subcommand and
-# flag that `troupe --help` and each command's --help list must appear in
-# troupe.1 as man renders it, and the page must render without a warning.
+# flag that `troupe --help` and each command's --help list (queue's and
+# gtx's subcommands' too) must appear in troupe.1 as man renders it, and
+# the page must render without a warning.
 set -u
 troupe=${1:?usage: cli_help.sh PATH/TO/troupe PATH/TO/troupe.1}
 page=${2:?usage: cli_help.sh PATH/TO/troupe PATH/TO/troupe.1}
@@ -43,6 +44,15 @@ for s in $subs; do
     grep -qE "queue $s([^a-z-]|$)" "$tmp/page" && ok "page has queue $s" || bad "queue $s is not in the page"
     "$troupe" queue "$s" --help >"$tmp/help-queue-$s" || bad "troupe queue $s --help failed"
     helps+=("$tmp/help-queue-$s")
+done
+
+"$troupe" gtx --help >"$tmp/gtx" || bad "troupe gtx --help failed"
+gsubs=$(sed -n '/^Subcommands:/,/^$/s/^  \([a-z][a-z-]*\) .*/\1/p' "$tmp/gtx")
+[ "$(echo "$gsubs" | wc -w)" -eq 5 ] && ok "gtx --help lists $(echo $gsubs)" || bad "gtx subcommands: $gsubs"
+for s in $gsubs; do
+    grep -qE "gtx $s([^a-z-]|$)" "$tmp/page" && ok "page has gtx $s" || bad "gtx $s is not in the page"
+    "$troupe" gtx "$s" --help >"$tmp/help-gtx-$s" || bad "troupe gtx $s --help failed"
+    helps+=("$tmp/help-gtx-$s")
 done
 
 flags=$(grep -ohE -- '(^|[^a-z-])--[a-z][a-z0-9-]*' "${helps[@]}" | sed 's/^[^-]*//' | sort -u)

@@ -1,0 +1,249 @@
+/*
+ * troupe gtx: a running node's global transactions (troupe/coordinator.h,
+ * docs/coordinator.md), through its admin endpoint (--admin: nothing is
+ * opened here, so it works while the node holds the database).
+ *
+ *   troupe gtx list         GET  /v1/gtx?status=&mode=&limit=&after=
+ *   troupe gtx show GID     GET  /v1/gtx/{gid}
+ *   troupe gtx abort GID    POST /v1/gtx/{gid}/abort
+ *   troupe gtx retry GID    POST /v1/gtx/{gid}/retry
+ *   troupe gtx force-stop GID   POST /v1/gtx/{gid}/force-stop
+ *
+ * There is no --data form: the coordinator is the only reader of the
+ * table troupe.gtx the library offers, and opening one drives (writes)
+ * the unfinished transactions, which is the node's to do. Flags and
+ * operands are checked here against the coordinator's rules (a gid, a
+ * status, a mode) so that a typo is a usage error, not a request.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "admin.h"
+#include "cli.h"
+#include "troupe/coord.h"
+#include "troupe/coordinator.h"
+
+#define ADMIN_REQUIRED                                                         \
+    "  --admin URL         the node's admin endpoint (required)\n"
+#define TAIL_HELP                                                              \
+    "  --admin-token FILE  the endpoint's bearer token\n"                      \
+    "  --json              print the endpoint's JSON answer (one line)\n"      \
+    "  --log-level LEVEL   error, warn, info or debug (default warn)\n"        \
+    "  -h, --help          this help\n"
+#define GID_HELP                                                               \
+    "GID is 1..128 bytes of A-Z a-z 0-9 _ . : - (the coordinator's rule).\n"
+
+const cli_cmd cli_gtx_cmd = {
+    .name = "gtx",
+    .synopsis = "gtx list|show|abort|retry|force-stop [GID] --admin URL "
+                "[FLAGS]...",
+    .help =
+        "A running node's global transactions (sagas, TCC, two-phase\n"
+        "messages), through its admin endpoint.\n"
+        "\n"
+        "Subcommands:\n"
+        "  list        a page of transactions in gid order, and the cursor\n"
+        "  show        one transaction: status, mode, reason, steps,\n"
+        "              attempts, times\n"
+        "  abort       start aborting it (compensations, cancels)\n"
+        "  retry       run the call waiting out its backoff now\n"
+        "  force-stop  fail it now, running nothing more\n"
+        "\n"
+        "troupe gtx SUBCOMMAND --help tells each one's flags.\n",
+};
+
+enum { G_LIST, G_SHOW, G_ABORT, G_RETRY, G_FORCE_STOP, G_N };
+
+static const cli_cmd subs[G_N] = {
+    {.name = "gtx list",
+     .synopsis = "gtx list --admin URL [--status S] [--mode M] [--limit N]\n"
+                 "              [--cursor GID] [--admin-token FILE] [--json]",
+     .help = "Prints a page of stored transactions in gid order: gid, mode,\n"
+             "status, reason, steps, attempts, times; then the cursor of the\n"
+             "next page and whether there is more (a page may hold fewer\n"
+             "than --limit, none even, and still say more: the node reads at\n"
+             "most ten times the limit per page).\n"
+             "\n" ADMIN_REQUIRED
+             "  --status S          only those in status S: prepared,\n"
+             "                      submitted, aborting, succeed or failed\n"
+             "  --mode M            only those of mode M: saga, tcc, msg, xa\n"
+             "                      or workflow\n"
+             "  --limit N           transactions per page, 1..1000 (default\n"
+             "                      100)\n"
+             "  --cursor GID        continue after the cursor a page "
+             "printed\n" TAIL_HELP},
+    {.name = "gtx show",
+     .synopsis = "gtx show GID --admin URL [--admin-token FILE] [--json]",
+     .help = "Prints one transaction's last committed state: mode, status,\n"
+             "reason, steps, attempts (its retries so far), created, updated\n"
+             "and finished times.\n"
+             "\n" ADMIN_REQUIRED TAIL_HELP "\n" GID_HELP},
+    {.name = "gtx abort",
+     .synopsis = "gtx abort GID --admin URL [--admin-token FILE] [--json]",
+     .help = "Starts aborting a transaction that has not ended, with the\n"
+             "reason \"aborted\": a saga compensates its steps, a tcc cancels\n"
+             "its branches, a prepared message fails. A submitted message\n"
+             "only goes forward, and a transaction that has ended cannot be\n"
+             "aborted: both are a conflict (exit 1). Prints the state it\n"
+             "committed.\n"
+             "\n" ADMIN_REQUIRED TAIL_HELP "\n" GID_HELP},
+    {.name = "gtx retry",
+     .synopsis = "gtx retry GID --admin URL [--admin-token FILE] [--json]",
+     .help = "Runs now the call of a transaction that waits out its backoff\n"
+             "(a conflict, exit 1, once it has ended). Prints its state.\n"
+             "\n" ADMIN_REQUIRED TAIL_HELP "\n" GID_HELP},
+    {.name = "gtx force-stop",
+     .synopsis = "gtx force-stop GID --admin URL [--admin-token FILE] "
+                 "[--json]",
+     .help = "Fails a transaction that has not ended at once, with the\n"
+             "reason \"force-stopped\": no compensation, cancel or step runs\n"
+             "from then on. For an operator who has settled it by hand. A\n"
+             "conflict (exit 1) once it has ended. Prints its state.\n"
+             "\n" ADMIN_REQUIRED TAIL_HELP "\n" GID_HELP},
+};
+
+const cli_cmd *
+cli_gtx_sub(const char *name)
+{
+    for (size_t i = 0; i < G_N; i++) {
+        if (strcmp(subs[i].name + strlen("gtx "), name) == 0)
+            return &subs[i];
+    }
+    return NULL;
+}
+
+enum { OPT_STATUS = OPT_FIRST_OWN, OPT_MODE, OPT_LIMIT, OPT_CURSOR };
+
+typedef struct gargs {
+    const char *status, *mode, *cursor, *gid;
+    long limit;
+} gargs;
+
+static int
+run(int kind, const cli_admin *a, const gargs *g)
+{
+    static const char *const op[] = {[G_ABORT] = "abort",
+                                     [G_RETRY] = "retry",
+                                     [G_FORCE_STOP] = "force-stop"};
+    char path[1024];
+    if (kind == G_LIST) {
+        /* the values passed their rules: nothing in them needs escaping
+         * but for the cursor's ':' */
+        char *cur = g->cursor ? cli_admin_escape(g->cursor) : NULL;
+        if (g->cursor != NULL && cur == NULL)
+            return cli_failed("request", TROUPE_ENOMEM);
+        snprintf(path, sizeof(path), "/v1/gtx?limit=%ld%s%s%s%s%s%s", g->limit,
+                 g->status ? "&status=" : "", g->status ? g->status : "",
+                 g->mode ? "&mode=" : "", g->mode ? g->mode : "",
+                 cur ? "&after=" : "", cur ? cur : "");
+        free(cur);
+        return cli_admin_run(a, "GET", path, NULL);
+    }
+    char *gid = cli_admin_escape(g->gid);
+    if (gid == NULL)
+        return cli_failed("request", TROUPE_ENOMEM);
+    snprintf(path, sizeof(path), "/v1/gtx/%s%s%s", gid,
+             kind == G_SHOW ? "" : "/", kind == G_SHOW ? "" : op[kind]);
+    free(gid);
+    return cli_admin_run(a, kind == G_SHOW ? "GET" : "POST", path, NULL);
+}
+
+/* troupe gtx SUB ...: argv[0] is the subcommand. */
+int
+cmd_gtx(int argc, char **argv)
+{
+    const cli_cmd *top = &cli_gtx_cmd;
+    if (argc < 1)
+        return cli_usage(top, "which subcommand? list, show, abort, retry or "
+                              "force-stop");
+    const char *sub = argv[0];
+    if (strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0)
+        return cli_help(top);
+    const cli_cmd *c = cli_gtx_sub(sub);
+    if (c == NULL)
+        return cli_usage(top, "unknown subcommand '%s'", sub);
+    int kind = (int)(c - subs);
+    /* Each subcommand takes only its own flags: the table ends early. */
+    struct option opts[12];
+    size_t no = 0;
+    opts[no++] =
+        (struct option){"log-level", required_argument, NULL, OPT_LOG_LEVEL};
+    opts[no++] = (struct option){"help", no_argument, NULL, 'h'};
+    opts[no++] =
+        (struct option){"admin", required_argument, NULL, OPT_ADMIN_URL};
+    opts[no++] = (struct option){"admin-token", required_argument, NULL,
+                                 OPT_ADMIN_TOKEN_FILE};
+    opts[no++] = (struct option){"json", no_argument, NULL, OPT_JSON};
+    if (kind == G_LIST) {
+        opts[no++] =
+            (struct option){"status", required_argument, NULL, OPT_STATUS};
+        opts[no++] = (struct option){"mode", required_argument, NULL, OPT_MODE};
+        opts[no++] =
+            (struct option){"limit", required_argument, NULL, OPT_LIMIT};
+        opts[no++] =
+            (struct option){"cursor", required_argument, NULL, OPT_CURSOR};
+    }
+    opts[no] = (struct option){NULL, 0, NULL, 0};
+    gargs g = {.limit = 100};
+    static cli_admin adm;
+    memset(&adm, 0, sizeof(adm));
+    troupe_log_level level = TROUPE_LOG_DEFAULT;
+    cli_getopt_reset();
+    int ch, rc;
+    while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        switch (ch) {
+        case OPT_STATUS:
+            if (admin_gtx_status_of(optarg) == 0)
+                return cli_usage(c,
+                                 "--status wants prepared, submitted, "
+                                 "aborting, succeed or failed, got '%s'",
+                                 optarg);
+            g.status = optarg;
+            break;
+        case OPT_MODE:
+            if (troupe_gtx_mode_of(optarg) == 0)
+                return cli_usage(c,
+                                 "--mode wants saga, tcc, msg, xa or "
+                                 "workflow, got '%s'",
+                                 optarg);
+            g.mode = optarg;
+            break;
+        case OPT_LIMIT:
+            if (!cli_num(c, "--limit", optarg, 1, TROUPE_GTX_LIST_MAX,
+                         &g.limit))
+                return CLI_USAGE;
+            break;
+        case OPT_CURSOR:
+            if (!troupe_gid_valid(optarg, strlen(optarg)))
+                return cli_usage(c,
+                                 "--cursor wants the cursor a page printed "
+                                 "(a gid), got '%s'",
+                                 optarg);
+            g.cursor = optarg;
+            break;
+        default:
+            if ((rc = cli_admin_common_flag(&adm, c, ch, argv, &level)) !=
+                CLI_CONTINUE)
+                return rc;
+        }
+    }
+    /* argv[0] is the subcommand, which getopt_long skips as it would a
+     * program name; the gid is the one operand of the others. */
+    if ((rc = cli_operands(c, argc, argv, kind == G_LIST ? 0 : 1,
+                           "which transaction? give its GID")) != CLI_CONTINUE)
+        return rc;
+    if (kind != G_LIST) {
+        g.gid = argv[optind];
+        if (!troupe_gid_valid(g.gid, strlen(g.gid)))
+            return cli_usage(c,
+                             "'%s' is not a gid: 1..%d bytes of A-Z a-z 0-9 "
+                             "_ . : -",
+                             g.gid, TROUPE_GID_MAX);
+    }
+    if ((rc = cli_admin_ready(&adm, c)) != CLI_CONTINUE)
+        return rc;
+    if (!adm.on)
+        return cli_usage(c, "--admin URL is required (a running node)");
+    return run(kind, &adm, &g);
+}
