@@ -4,17 +4,20 @@
  * (troupe/coordinator.h, docs/coordinator.md).
  *
  *   GET  /v1/gtx?status=&mode=&limit=&after=  a page in gid order, cursor
- *   GET  /v1/gtx/{gid}                 one transaction's committed state
- *   POST /v1/gtx/{gid}/abort           it starts aborting
+ *   GET  /v1/gtx/{gid}                 one transaction's committed state,
+ *                                      its next due time and its branches
+ *   POST /v1/gtx/{gid}/abort           it starts aborting; body: none, or
+ *                                      {"reason": "..."}
  *   POST /v1/gtx/{gid}/retry           its call waiting out a backoff runs
  *   POST /v1/gtx/{gid}/force-stop      it fails now, nothing more runs
  *
  * A gid (in the path, or as the cursor) that breaks the rule of
  * troupe/coord.h is 400 before the coordinator is asked, so a 404 always
- * means a well-formed gid the table does not hold. The POST routes take
- * no body (one sent is ignored, as the queue's pause ignores one): the
- * coordinator's operator calls take nothing but the gid, and an abort's
- * reason is the coordinator's own ("aborted").
+ * means a well-formed gid the table does not hold; so is an abort reason
+ * that breaks its rule, or a body with any other field (a misspelt
+ * "reason" would otherwise abort with none). retry and force-stop take
+ * no body (one sent is ignored, as the queue's pause ignores one). Each
+ * POST answers what show answers, read after its change committed.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +86,88 @@ info_json(const char *gid, const troupe_gtx_info *in)
         "updated_ms", (json_int_t)in->updated_ms, "finished",
         final ? admin_json_time(in->finished_ms) : json_null(), "finished_ms",
         final ? json_integer((json_int_t)in->finished_ms) : json_null());
+}
+
+/* The names of the stored call states and of the outcomes, by value. */
+static const char *const call_state_names[] = {
+    [TROUPE_GTX_CALL_TODO] = "todo",
+    [TROUPE_GTX_CALL_DISPATCHED] = "dispatched",
+    [TROUPE_GTX_CALL_SUCCEEDED] = "succeeded",
+    [TROUPE_GTX_CALL_FAILED] = "failed"};
+static const char *const outcome_names[] = {
+    [TROUPE_OUTCOME_SUCCESS] = "SUCCESS",
+    [TROUPE_OUTCOME_FAILURE] = "FAILURE",
+    [TROUPE_OUTCOME_ONGOING] = "ONGOING",
+    [TROUPE_OUTCOME_UNKNOWN] = "UNKNOWN"};
+
+static json_t *
+op_json(const troupe_gtx_op *o)
+{
+    bool st =
+        o->state >= TROUPE_GTX_CALL_TODO && o->state <= TROUPE_GTX_CALL_FAILED;
+    bool heard =
+        o->last >= TROUPE_OUTCOME_SUCCESS && o->last <= TROUPE_OUTCOME_UNKNOWN;
+    return json_pack("{s:s,s:o,s:I,s:s,s:I,s:s?}", "op", o->op, "target",
+                     admin_json_bytes(o->target, strlen(o->target)),
+                     "payload_len", (json_int_t)o->payload_len, "state",
+                     st ? call_state_names[o->state] : "unknown", "attempts",
+                     (json_int_t)o->attempts, "last",
+                     heard ? outcome_names[o->last] : NULL);
+}
+
+/* show's answer: the info, the next due time and the branches, each with
+ * its ops in the mode's order. */
+static json_t *
+detail_json(const char *gid, const troupe_gtx_detail *d)
+{
+    json_t *j = info_json(gid, &d->info);
+    json_t *bs = json_array();
+    for (size_t i = 0; j != NULL && bs != NULL && i < d->n_branches; i++) {
+        const troupe_gtx_branch *b = &d->branches[i];
+        json_t *ops = json_array();
+        for (size_t k = 0; ops != NULL && k < b->n_ops; k++)
+            if (json_array_append_new(ops, op_json(&b->ops[k])) != 0) {
+                json_decref(ops);
+                ops = NULL;
+            }
+        json_t *bj =
+            ops ? json_pack("{s:s,s:o}", "id", b->id, "ops", ops) : NULL;
+        if (bj == NULL || json_array_append_new(bs, bj) != 0) {
+            json_decref(bs);
+            bs = NULL;
+        }
+    }
+    bool due = d->next_due_ms > 0;
+    if (j == NULL || bs == NULL ||
+        json_object_set_new(j, "next_due",
+                            due ? admin_json_time(d->next_due_ms)
+                                : json_null()) != 0 ||
+        json_object_set_new(j, "next_due_ms",
+                            due ? json_integer((json_int_t)d->next_due_ms)
+                                : json_null()) != 0) {
+        json_decref(bs);
+        json_decref(j);
+        return NULL;
+    }
+    if (json_object_set_new(j, "branches", bs) != 0) { /* bs taken */
+        json_decref(j);
+        return NULL;
+    }
+    return j;
+}
+
+/* Answers show's object for gid (after an action: the state it
+ * committed). */
+static void
+answer_detail(const admin_ctx *c, admin_call *call, const char *gid, size_t len)
+{
+    troupe_gtx_detail *d = NULL;
+    troupe_err e = troupe_gtx_detail_wait(c->coord, gid, len, &d);
+    if (e != TROUPE_OK)
+        admin_fail(call, "query", e);
+    else
+        admin_ok(call, detail_json(gid, d));
+    troupe_gtx_detail_destroy(d);
 }
 
 static void
@@ -157,13 +242,51 @@ show_route(const admin_ctx *c, admin_call *call)
 {
     if (!have_coord(c, call) || !path_gid(call))
         return;
-    troupe_gtx_info in;
-    troupe_err e = troupe_gtx_query_wait(c->coord, call->param[0],
-                                         call->param_len[0], &in);
-    if (e != TROUPE_OK)
-        admin_fail(call, "query", e);
-    else
-        admin_ok(call, info_json(call->param[0], &in));
+    answer_detail(c, call, call->param[0], call->param_len[0]);
+}
+
+/* An abort's body: none (no reason), or {"reason": "..."}. Returns false
+ * with 400 answered; *reason is malloc'd (free it) or NULL for none. */
+static bool
+abort_reason(admin_call *call, char **reason)
+{
+    *reason = NULL;
+    if (call->body_len == 0)
+        return true;
+    json_t *o = admin_body_object(call);
+    if (o == NULL)
+        return false;
+    const char *k;
+    json_t *v;
+    json_object_foreach(o, k, v)
+    {
+        if (strcmp(k, "reason") != 0) {
+            admin_error(call, 400, "bad_field",
+                        "an abort's body takes only \"reason\", not "
+                        "\"%.64s\"",
+                        k);
+            json_decref(o);
+            return false;
+        }
+    }
+    v = json_object_get(o, "reason");
+    bool ok = true;
+    if (v != NULL && !json_is_null(v)) {
+        const char *s = json_string_value(v);
+        size_t n = json_string_length(v); /* all of it, past a NUL */
+        if (s == NULL || (n > 0 && !troupe_gtx_abort_reason_valid(s, n))) {
+            admin_error(call, 400, "bad_reason",
+                        "field \"reason\" wants a string of at most %d "
+                        "bytes of UTF-8 without control characters",
+                        TROUPE_GTX_ABORT_REASON_MAX);
+            ok = false;
+        } else if (n > 0 && (*reason = strdup(s)) == NULL) {
+            admin_error(call, 500, "no_memory", "out of memory");
+            ok = false;
+        }
+    }
+    json_decref(o);
+    return ok;
 }
 
 /* What an operator's route does to one transaction. */
@@ -177,20 +300,18 @@ op_route(const admin_ctx *c, admin_call *call, int what)
         return;
     const char *g = call->param[0];
     size_t n = call->param_len[0];
-    troupe_err e = what == OP_ABORT ? troupe_gtx_abort_wait(c->coord, g, n)
-                   : what == OP_RETRY
-                       ? troupe_gtx_retry_wait(c->coord, g, n)
-                       : troupe_gtx_force_stop_wait(c->coord, g, n);
-    if (e != TROUPE_OK) {
-        admin_fail(call, name[what], e);
+    char *reason = NULL;
+    if (what == OP_ABORT && !abort_reason(call, &reason))
         return;
-    }
-    /* the state the change committed, as show answers it */
-    troupe_gtx_info in;
-    if ((e = troupe_gtx_query_wait(c->coord, g, n, &in)) != TROUPE_OK)
-        admin_fail(call, "query", e);
+    troupe_err e =
+        what == OP_ABORT   ? troupe_gtx_abort_wait(c->coord, g, n, reason)
+        : what == OP_RETRY ? troupe_gtx_retry_wait(c->coord, g, n)
+                           : troupe_gtx_force_stop_wait(c->coord, g, n);
+    free(reason);
+    if (e != TROUPE_OK)
+        admin_fail(call, name[what], e);
     else
-        admin_ok(call, info_json(g, &in));
+        answer_detail(c, call, g, n); /* the state the change committed */
 }
 
 static void

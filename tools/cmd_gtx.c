@@ -5,7 +5,7 @@
  *
  *   troupe gtx list         GET  /v1/gtx?status=&mode=&limit=&after=
  *   troupe gtx show GID     GET  /v1/gtx/{gid}
- *   troupe gtx abort GID    POST /v1/gtx/{gid}/abort
+ *   troupe gtx abort GID [--reason TEXT]   POST /v1/gtx/{gid}/abort
  *   troupe gtx retry GID    POST /v1/gtx/{gid}/retry
  *   troupe gtx force-stop GID   POST /v1/gtx/{gid}/force-stop
  *
@@ -13,7 +13,14 @@
  * table troupe.gtx the library offers, and opening one drives (writes)
  * the unfinished transactions, which is the node's to do. Flags and
  * operands are checked here against the coordinator's rules (a gid, a
- * status, a mode) so that a typo is a usage error, not a request.
+ * status, a mode, an abort reason) so that a typo is a usage error, not a
+ * request. show and the actions print a transaction's fields as `name
+ * value` lines, then one line per op of each branch:
+ *
+ *   branch.02.action state=failed attempts=1 last=FAILURE payload_len=2
+ *       target=svc
+ *
+ * (one line; the target last, as a name may hold spaces).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,8 +52,10 @@ const cli_cmd cli_gtx_cmd = {
         "Subcommands:\n"
         "  list        a page of transactions in gid order, and the cursor\n"
         "  show        one transaction: status, mode, reason, steps,\n"
-        "              attempts, times\n"
-        "  abort       start aborting it (compensations, cancels)\n"
+        "              attempts, times, next due time, and every branch's\n"
+        "              ops\n"
+        "  abort       start aborting it (compensations, cancels), with a\n"
+        "              reason\n"
         "  retry       run the call waiting out its backoff now\n"
         "  force-stop  fail it now, running nothing more\n"
         "\n"
@@ -77,21 +86,39 @@ static const cli_cmd subs[G_N] = {
      .synopsis = "gtx show GID --admin URL [--admin-token FILE] [--json]",
      .help = "Prints one transaction's last committed state: mode, status,\n"
              "reason, steps, attempts (its retries so far), created, updated\n"
-             "and finished times.\n"
+             "and finished times, when it is driven next (null: a call in\n"
+             "flight, waiting for its submit, or ended), then one line per\n"
+             "op of each branch (\"00\" is a message's query-back):\n"
+             "\n"
+             "  branch.ID.OP state=S attempts=N last=O payload_len=N "
+             "target=T\n"
+             "\n"
+             "S is todo (not called, or to be called again), dispatched,\n"
+             "succeeded or failed; O the last outcome heard (SUCCESS,\n"
+             "FAILURE, ONGOING, UNKNOWN) or none. A tcc's try is the\n"
+             "application's and is not listed.\n"
              "\n" ADMIN_REQUIRED TAIL_HELP "\n" GID_HELP},
     {.name = "gtx abort",
-     .synopsis = "gtx abort GID --admin URL [--admin-token FILE] [--json]",
+     .synopsis = "gtx abort GID --admin URL [--reason TEXT] "
+                 "[--admin-token FILE]\n"
+                 "              [--json]",
      .help = "Starts aborting a transaction that has not ended, with the\n"
-             "reason \"aborted\": a saga compensates its steps, a tcc cancels\n"
-             "its branches, a prepared message fails. A submitted message\n"
-             "only goes forward, and a transaction that has ended cannot be\n"
-             "aborted: both are a conflict (exit 1). Prints the state it\n"
-             "committed.\n"
-             "\n" ADMIN_REQUIRED TAIL_HELP "\n" GID_HELP},
+             "reason \"aborted: TEXT\" (\"aborted\" without --reason): a saga\n"
+             "compensates its steps, a tcc cancels its branches, a prepared\n"
+             "message fails. One aborting already keeps its first reason. A\n"
+             "submitted message only goes forward, and a transaction that\n"
+             "has ended cannot be aborted: both are a conflict (exit 1).\n"
+             "Prints the state it committed, as show does.\n"
+             "\n" ADMIN_REQUIRED
+             "  --reason TEXT       why, stored with it: 1..256 bytes of "
+             "UTF-8\n"
+             "                      without control characters\n" TAIL_HELP
+             "\n" GID_HELP},
     {.name = "gtx retry",
      .synopsis = "gtx retry GID --admin URL [--admin-token FILE] [--json]",
      .help = "Runs now the call of a transaction that waits out its backoff\n"
-             "(a conflict, exit 1, once it has ended). Prints its state.\n"
+             "(a conflict, exit 1, once it has ended). Prints its state, as\n"
+             "show does.\n"
              "\n" ADMIN_REQUIRED TAIL_HELP "\n" GID_HELP},
     {.name = "gtx force-stop",
      .synopsis = "gtx force-stop GID --admin URL [--admin-token FILE] "
@@ -99,7 +126,8 @@ static const cli_cmd subs[G_N] = {
      .help = "Fails a transaction that has not ended at once, with the\n"
              "reason \"force-stopped\": no compensation, cancel or step runs\n"
              "from then on. For an operator who has settled it by hand. A\n"
-             "conflict (exit 1) once it has ended. Prints its state.\n"
+             "conflict (exit 1) once it has ended. Prints its state, as show\n"
+             "does.\n"
              "\n" ADMIN_REQUIRED TAIL_HELP "\n" GID_HELP},
 };
 
@@ -113,12 +141,57 @@ cli_gtx_sub(const char *name)
     return NULL;
 }
 
-enum { OPT_STATUS = OPT_FIRST_OWN, OPT_MODE, OPT_LIMIT, OPT_CURSOR };
+enum {
+    OPT_STATUS = OPT_FIRST_OWN,
+    OPT_MODE,
+    OPT_LIMIT,
+    OPT_CURSOR,
+    OPT_REASON
+};
 
 typedef struct gargs {
-    const char *status, *mode, *cursor, *gid;
+    const char *status, *mode, *cursor, *gid, *reason;
     long limit;
 } gargs;
+
+/* One transaction's answer (show's, an action's): its fields as `name
+ * value` lines, then a line per op of each branch; --json: as sent. */
+static void
+print_state(const cli_admin *a, json_t *j)
+{
+    if (a->json) {
+        cli_admin_print(a, j);
+        return;
+    }
+    json_t *bs = json_incref(json_object_get(j, "branches"));
+    json_object_del(j, "branches");
+    cli_admin_print(a, j);
+    size_t i, k;
+    json_t *b, *o;
+    json_array_foreach(bs, i, b)
+    {
+        const char *id = json_string_value(json_object_get(b, "id"));
+        json_array_foreach(json_object_get(b, "ops"), k, o)
+        {
+            const char *op = json_string_value(json_object_get(o, "op"));
+            const char *st = json_string_value(json_object_get(o, "state"));
+            const char *last = json_string_value(json_object_get(o, "last"));
+            json_t *t = json_object_get(o, "target");
+            const char *hex = json_string_value(json_object_get(t, "hex"));
+            const char *tv = hex ? hex : json_string_value(t);
+            printf(
+                "branch.%s.%s state=%s attempts=%lld last=%s "
+                "payload_len=%lld target%s=%s\n",
+                id ? id : "?", op ? op : "?", st ? st : "?",
+                (long long)json_integer_value(json_object_get(o, "attempts")),
+                last ? last : "none",
+                (long long)json_integer_value(
+                    json_object_get(o, "payload_len")),
+                hex ? "_hex" : "", tv ? tv : "?");
+        }
+    }
+    json_decref(bs);
+}
 
 static int
 run(int kind, const cli_admin *a, const gargs *g)
@@ -146,7 +219,22 @@ run(int kind, const cli_admin *a, const gargs *g)
     snprintf(path, sizeof(path), "/v1/gtx/%s%s%s", gid,
              kind == G_SHOW ? "" : "/", kind == G_SHOW ? "" : op[kind]);
     free(gid);
-    return cli_admin_run(a, kind == G_SHOW ? "GET" : "POST", path, NULL);
+    char *body = NULL;
+    if (g->reason != NULL) {
+        json_t *b = json_pack("{s:s}", "reason", g->reason);
+        body = b ? json_dumps(b, JSON_COMPACT) : NULL;
+        json_decref(b);
+        if (body == NULL)
+            return cli_failed("request", TROUPE_ENOMEM);
+    }
+    json_t *j = NULL;
+    int rc =
+        cli_admin_request(a, kind == G_SHOW ? "GET" : "POST", path, body, &j);
+    free(body);
+    if (rc == 0)
+        print_state(a, j);
+    json_decref(j);
+    return rc;
 }
 
 /* troupe gtx SUB ...: argv[0] is the subcommand. */
@@ -184,6 +272,9 @@ cmd_gtx(int argc, char **argv)
         opts[no++] =
             (struct option){"cursor", required_argument, NULL, OPT_CURSOR};
     }
+    if (kind == G_ABORT)
+        opts[no++] =
+            (struct option){"reason", required_argument, NULL, OPT_REASON};
     opts[no] = (struct option){NULL, 0, NULL, 0};
     gargs g = {.limit = 100};
     static cli_admin adm;
@@ -221,6 +312,14 @@ cmd_gtx(int argc, char **argv)
                                  "(a gid), got '%s'",
                                  optarg);
             g.cursor = optarg;
+            break;
+        case OPT_REASON:
+            if (!troupe_gtx_abort_reason_valid(optarg, strlen(optarg)))
+                return cli_usage(c,
+                                 "--reason wants 1..%d bytes of UTF-8 "
+                                 "without control characters",
+                                 TROUPE_GTX_ABORT_REASON_MAX);
+            g.reason = optarg;
             break;
         default:
             if ((rc = cli_admin_common_flag(&adm, c, ch, argv, &level)) !=

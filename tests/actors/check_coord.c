@@ -358,7 +358,8 @@ START_TEST(test_a_tcc_confirms_its_branches_in_order)
     ck_assert_err(
         troupe_tcc_register_wait(fx.coord, "t-ok", 4, &confirm, &cancel, b1),
         TROUPE_ECONFLICT);
-    ck_assert_err(troupe_gtx_abort_wait(fx.coord, "t-ok", 4), TROUPE_ECONFLICT);
+    ck_assert_err(troupe_gtx_abort_wait(fx.coord, "t-ok", 4, NULL),
+                  TROUPE_ECONFLICT);
     ck_assert_ok(troupe_tcc_prepare_wait(fx.coord, "t-zero", 6));
     ck_assert_ok(troupe_gtx_submit_wait(fx.coord, "t-zero", 6));
     ck_assert_int_eq(wait_final("t-zero").status, TROUPE_GTX_SUCCEED);
@@ -374,7 +375,7 @@ START_TEST(test_a_tcc_abort_cancels_every_branch_in_reverse)
     for (int i = 0; i < 3; i++)
         ck_assert_ok(troupe_tcc_register_wait(fx.coord, "t-no", 4, &confirm,
                                               &cancel, b));
-    ck_assert_ok(troupe_gtx_abort_wait(fx.coord, "t-no", 4));
+    ck_assert_ok(troupe_gtx_abort_wait(fx.coord, "t-no", 4, ""));
     ck_assert_err(
         troupe_tcc_register_wait(fx.coord, "t-no", 4, &confirm, &cancel, b),
         TROUPE_ECONFLICT);
@@ -410,8 +411,8 @@ START_TEST(test_retry_and_abort_act_on_a_waiting_saga)
     ck_assert_ok(submit("s-ab"));
     ck_assert(ts_wait_until(attempted, (void *)"s-ab", 10000));
     atomic_store(&fx.hold, 1); /* the compensations wait: still aborting */
-    ck_assert_ok(troupe_gtx_abort_wait(fx.coord, "s-ab", 4));
-    ck_assert_ok(troupe_gtx_abort_wait(fx.coord, "s-ab", 4));
+    ck_assert_ok(troupe_gtx_abort_wait(fx.coord, "s-ab", 4, NULL));
+    ck_assert_ok(troupe_gtx_abort_wait(fx.coord, "s-ab", 4, NULL));
     troupe_gtx_info in;
     ck_assert_ok(troupe_gtx_query_wait(fx.coord, "s-ab", 4, &in));
     ck_assert_int_eq(in.status, TROUPE_GTX_ABORTING);
@@ -423,8 +424,10 @@ START_TEST(test_retry_and_abort_act_on_a_waiting_saga)
     calls_of("s-ab", calls, sizeof(calls));
     ck_assert_str_eq(calls,
                      "01 action, 02 action, 02 compensate, 01 compensate");
-    ck_assert_err(troupe_gtx_abort_wait(fx.coord, "s-ab", 4), TROUPE_ECONFLICT);
-    ck_assert_err(troupe_gtx_abort_wait(fx.coord, "nobody", 6), TROUPE_ENOENT);
+    ck_assert_err(troupe_gtx_abort_wait(fx.coord, "s-ab", 4, NULL),
+                  TROUPE_ECONFLICT);
+    ck_assert_err(troupe_gtx_abort_wait(fx.coord, "nobody", 6, NULL),
+                  TROUPE_ENOENT);
 }
 END_TEST
 
@@ -462,7 +465,7 @@ START_TEST(test_a_message_is_driven_or_queried_back)
     /* a prepared message aborted fails at once; a submitted one cannot */
     ck_assert_ok(troupe_msg_prepare_wait(fx.coord, "m-ab", 4, msg_steps, 2,
                                          &query, 60000));
-    ck_assert_ok(troupe_gtx_abort_wait(fx.coord, "m-ab", 4));
+    ck_assert_ok(troupe_gtx_abort_wait(fx.coord, "m-ab", 4, NULL));
     ck_assert_int_eq(wait_final("m-ab").status, TROUPE_GTX_FAILED);
     ck_assert_err(
         troupe_msg_prepare_wait(fx.coord, "m-x", 3, msg_steps, 2, NULL, 0),
@@ -580,6 +583,245 @@ START_TEST(test_open_and_stop_refuse_bad_use)
 }
 END_TEST
 
+/* ---- detail: every branch's ops as stored ---- */
+
+static troupe_gtx_detail *
+detail(const char *gid)
+{
+    troupe_gtx_detail *d = NULL;
+    ck_assert_ok(troupe_gtx_detail_wait(fx.coord, gid, strlen(gid), &d));
+    ck_assert_ptr_nonnull(d);
+    return d;
+}
+
+/* op k of branch b is `op` on the bank with that state, attempts and last
+ * outcome (0: none), and carries plen payload bytes. */
+static void
+op_is(const troupe_gtx_detail *d, size_t b, size_t k, const char *id,
+      const char *op, troupe_gtx_call_state st, uint32_t attempts,
+      troupe_outcome last, size_t plen)
+{
+    ck_assert_uint_lt(b, d->n_branches);
+    ck_assert_str_eq(d->branches[b].id, id);
+    ck_assert_uint_lt(k, d->branches[b].n_ops);
+    const troupe_gtx_op *o = &d->branches[b].ops[k];
+    ck_assert_msg(strcmp(o->op, op) == 0 && o->state == st &&
+                      o->attempts == attempts && o->last == last &&
+                      o->payload_len == plen,
+                  "branch %s op %zu: %s state %d attempts %u last %d "
+                  "payload %zu; want %s %d %u %d %zu",
+                  id, k, o->op, (int)o->state, o->attempts, (int)o->last,
+                  o->payload_len, op, (int)st, attempts, (int)last, plen);
+    ck_assert_str_eq(o->target, "bank");
+}
+
+/* A saga whose second action failed: every op as it ended (the failed
+ * action, both compensations run), nothing due; a step without a
+ * compensation lists its action only. */
+START_TEST(test_detail_gives_a_failed_sagas_branches_op_by_op)
+{
+    strcpy(fx.fail, "s-d 02 action");
+    ck_assert_ok(submit("s-d"));
+    ck_assert_int_eq(wait_final("s-d").status, TROUPE_GTX_FAILED);
+    troupe_gtx_detail *d = detail("s-d");
+    ck_assert_int_eq(d->info.status, TROUPE_GTX_FAILED);
+    ck_assert_int_eq(d->info.mode, TROUPE_MODE_SAGA);
+    ck_assert_str_eq(d->info.reason, "branch 02 action: FAILURE");
+    ck_assert_int_eq(d->next_due_ms, 0);
+    ck_assert_uint_eq(d->n_branches, 2);
+    ck_assert_uint_eq(d->branches[0].n_ops, 2);
+    ck_assert_uint_eq(d->branches[1].n_ops, 2);
+    const troupe_gtx_call_state ok = TROUPE_GTX_CALL_SUCCEEDED;
+    op_is(d, 0, 0, "01", "action", ok, 1, TROUPE_OUTCOME_SUCCESS, 2);
+    op_is(d, 0, 1, "01", "compensate", ok, 1, TROUPE_OUTCOME_SUCCESS, 2);
+    op_is(d, 1, 0, "02", "action", TROUPE_GTX_CALL_FAILED, 1,
+          TROUPE_OUTCOME_FAILURE, 2);
+    op_is(d, 1, 1, "02", "compensate", ok, 1, TROUPE_OUTCOME_SUCCESS, 2);
+    troupe_gtx_detail_destroy(d);
+
+    troupe_saga_step one[1] = {{{"bank", "\x81\x09", 2}, {NULL, NULL, 0}}};
+    ck_assert_ok(troupe_saga_submit_wait(fx.coord, "s-d1", 4, one, 1, NULL));
+    ck_assert_int_eq(wait_final("s-d1").status, TROUPE_GTX_SUCCEED);
+    d = detail("s-d1");
+    ck_assert_uint_eq(d->n_branches, 1);
+    ck_assert_uint_eq(d->branches[0].n_ops, 1);
+    op_is(d, 0, 0, "01", "action", ok, 1, TROUPE_OUTCOME_SUCCESS, 2);
+    troupe_gtx_detail_destroy(d);
+    troupe_gtx_detail_destroy(NULL);
+}
+END_TEST
+
+/* A tcc whose second confirm answered UNKNOWN: branch 01 confirmed, 02's
+ * confirm called once and waiting out its backoff (the next due time),
+ * no cancel called; retried, both are confirmed and nothing is due. A
+ * tcc aborted before its submit: its cancel ran, its confirm never. */
+START_TEST(test_detail_tells_a_tccs_confirmed_branches_from_the_rest)
+{
+    ck_assert_ok(troupe_tcc_prepare_wait(fx.coord, "t-d", 3));
+    char b[8];
+    for (int i = 0; i < 2; i++)
+        ck_assert_ok(
+            troupe_tcc_register_wait(fx.coord, "t-d", 3, &confirm, &cancel, b));
+    troupe_gtx_detail *d = detail("t-d");
+    ck_assert_int_eq(d->info.status, TROUPE_GTX_PREPARED);
+    ck_assert_int_eq(d->next_due_ms, 0); /* it waits for its submit */
+    ck_assert_uint_eq(d->n_branches, 2);
+    op_is(d, 1, 0, "02", "confirm", TROUPE_GTX_CALL_TODO, 0, 0, 2);
+    troupe_gtx_detail_destroy(d);
+
+    strcpy(fx.unknown, "t-d 02 confirm");
+    ck_assert_ok(troupe_gtx_submit_wait(fx.coord, "t-d", 3));
+    ck_assert(ts_wait_until(attempted, (void *)"t-d", 10000));
+    d = detail("t-d");
+    ck_assert_int_eq(d->info.status, TROUPE_GTX_SUBMITTED);
+    ck_assert_int_eq(d->next_due_ms, atomic_load(&fx.clock) + 60000);
+    const troupe_gtx_call_state todo = TROUPE_GTX_CALL_TODO;
+    ck_assert_uint_eq(d->branches[0].n_ops, 2); /* the try is not stored */
+    op_is(d, 0, 0, "01", "confirm", TROUPE_GTX_CALL_SUCCEEDED, 1,
+          TROUPE_OUTCOME_SUCCESS, 2);
+    op_is(d, 0, 1, "01", "cancel", todo, 0, 0, 2);
+    op_is(d, 1, 0, "02", "confirm", todo, 1, TROUPE_OUTCOME_UNKNOWN, 2);
+    op_is(d, 1, 1, "02", "cancel", todo, 0, 0, 2);
+    troupe_gtx_detail_destroy(d);
+
+    fx.unknown[0] = '\0';
+    ck_assert_ok(troupe_gtx_retry_wait(fx.coord, "t-d", 3));
+    ck_assert_int_eq(wait_final("t-d").status, TROUPE_GTX_SUCCEED);
+    d = detail("t-d");
+    ck_assert_int_eq(d->next_due_ms, 0);
+    op_is(d, 1, 0, "02", "confirm", TROUPE_GTX_CALL_SUCCEEDED, 2,
+          TROUPE_OUTCOME_SUCCESS, 2);
+    op_is(d, 1, 1, "02", "cancel", todo, 0, 0, 2);
+    troupe_gtx_detail_destroy(d);
+
+    ck_assert_ok(troupe_tcc_prepare_wait(fx.coord, "t-dx", 4));
+    ck_assert_ok(
+        troupe_tcc_register_wait(fx.coord, "t-dx", 4, &confirm, &cancel, b));
+    ck_assert_ok(troupe_gtx_abort_wait(fx.coord, "t-dx", 4, NULL));
+    ck_assert_int_eq(wait_final("t-dx").status, TROUPE_GTX_FAILED);
+    d = detail("t-dx");
+    op_is(d, 0, 0, "01", "confirm", todo, 0, 0, 2);
+    op_is(d, 0, 1, "01", "cancel", TROUPE_GTX_CALL_SUCCEEDED, 1,
+          TROUPE_OUTCOME_SUCCESS, 2);
+    troupe_gtx_detail_destroy(d);
+}
+END_TEST
+
+/* A message lists its query-back as branch "00" before its steps: not
+ * called while its grace runs (due at its end), then called, and the
+ * steps after it. */
+START_TEST(test_detail_gives_a_messages_query_back_as_branch_00)
+{
+    int64_t t0 = atomic_load(&fx.clock);
+    ck_assert_ok(
+        troupe_msg_prepare_wait(fx.coord, "m-d", 3, msg_steps, 2, &query, 50));
+    troupe_gtx_detail *d = detail("m-d");
+    ck_assert_int_eq(d->info.status, TROUPE_GTX_PREPARED);
+    ck_assert_int_eq(d->next_due_ms, t0 + 50);
+    ck_assert_uint_eq(d->n_branches, 3);
+    ck_assert_uint_eq(d->branches[0].n_ops, 1);
+    op_is(d, 0, 0, "00", "msg", TROUPE_GTX_CALL_TODO, 0, 0, 0);
+    op_is(d, 1, 0, "01", "action", TROUPE_GTX_CALL_TODO, 0, 0, 2);
+    troupe_gtx_detail_destroy(d);
+    atomic_fetch_add(&fx.clock, 100); /* past its grace */
+    ck_assert_int_eq(wait_final("m-d").status, TROUPE_GTX_SUCCEED);
+    d = detail("m-d");
+    const troupe_gtx_call_state ok = TROUPE_GTX_CALL_SUCCEEDED;
+    op_is(d, 0, 0, "00", "msg", ok, 1, TROUPE_OUTCOME_SUCCESS, 0);
+    op_is(d, 1, 0, "01", "action", ok, 1, TROUPE_OUTCOME_SUCCESS, 2);
+    op_is(d, 2, 0, "02", "action", ok, 1, TROUPE_OUTCOME_SUCCESS, 2);
+    troupe_gtx_detail_destroy(d);
+}
+END_TEST
+
+START_TEST(test_detail_refuses_bad_use)
+{
+    troupe_gtx_detail *d = (troupe_gtx_detail *)&fx; /* must be NULLed */
+    ck_assert_err(troupe_gtx_detail_wait(fx.coord, "nobody", 6, &d),
+                  TROUPE_ENOENT);
+    ck_assert_ptr_null(d);
+    ck_assert_err(troupe_gtx_detail_wait(fx.coord, "bad gid", 7, &d),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_gtx_detail_wait(fx.coord, "x", 0, &d), TROUPE_EINVAL);
+    ck_assert_err(troupe_gtx_detail_wait(NULL, "x", 1, &d), TROUPE_EINVAL);
+    ck_assert_err(troupe_gtx_detail_wait(fx.coord, "x", 1, NULL),
+                  TROUPE_EINVAL);
+}
+END_TEST
+
+/* ---- abort with a reason ---- */
+
+/* A saga waiting out a backoff, aborted with the operator's reason: it is
+ * stored as "aborted: <reason>" and shown; a second abort keeps the
+ * first; a reason of the full length is whole. */
+START_TEST(test_abort_stores_the_operators_reason)
+{
+    strcpy(fx.unknown, "s-why 02 action");
+    ck_assert_ok(submit("s-why"));
+    ck_assert(ts_wait_until(attempted, (void *)"s-why", 10000));
+    atomic_store(&fx.hold, 1); /* the compensations wait: still aborting */
+    ck_assert_ok(troupe_gtx_abort_wait(fx.coord, "s-why", 5,
+                                       "bank down, ticket \xc3\xa9-42"));
+    ck_assert_ok(troupe_gtx_abort_wait(fx.coord, "s-why", 5, "second"));
+    troupe_gtx_info in;
+    ck_assert_ok(troupe_gtx_query_wait(fx.coord, "s-why", 5, &in));
+    ck_assert_int_eq(in.status, TROUPE_GTX_ABORTING);
+    ck_assert_str_eq(in.reason, "aborted: bank down, ticket \xc3\xa9-42");
+    atomic_store(&fx.hold, 0);
+    in = wait_final("s-why");
+    ck_assert_int_eq(in.status, TROUPE_GTX_FAILED);
+    ck_assert_str_eq(in.reason, "aborted: bank down, ticket \xc3\xa9-42");
+
+    char full[TROUPE_GTX_ABORT_REASON_MAX + 1];
+    memset(full, 'r', TROUPE_GTX_ABORT_REASON_MAX);
+    full[TROUPE_GTX_ABORT_REASON_MAX] = '\0';
+    ck_assert_ok(troupe_tcc_prepare_wait(fx.coord, "t-why", 5));
+    ck_assert_ok(troupe_gtx_abort_wait(fx.coord, "t-why", 5, full));
+    in = wait_final("t-why");
+    ck_assert_uint_eq(strlen(in.reason),
+                      strlen("aborted: ") + sizeof(full) - 1);
+    ck_assert_int_eq(strncmp(in.reason, "aborted: rrr", 12), 0);
+}
+END_TEST
+
+/* A reason that breaks the rule is EINVAL and the transaction is as it
+ * was: still submitted, no reason, nothing compensated. */
+START_TEST(test_a_bad_abort_reason_is_refused_and_changes_nothing)
+{
+    strcpy(fx.unknown, "s-bad 02 action");
+    ck_assert_ok(submit("s-bad"));
+    ck_assert(ts_wait_until(attempted, (void *)"s-bad", 10000));
+    char longer[TROUPE_GTX_ABORT_REASON_MAX + 2];
+    memset(longer, 'r', sizeof(longer) - 1);
+    longer[sizeof(longer) - 1] = '\0';
+    static const char *const bad[] = {
+        "two\nlines", "tab\there",    "del\x7f",      "c1 \xc2\x85",     "\xff",
+        "\xc0\xaf",   "\xed\xa0\x80", "cut \xe2\x82", "\xf4\x90\x80\x80"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        ck_assert_msg(!troupe_gtx_abort_reason_valid(bad[i], strlen(bad[i])),
+                      "reason %zu taken", i);
+        ck_assert_err(troupe_gtx_abort_wait(fx.coord, "s-bad", 5, bad[i]),
+                      TROUPE_EINVAL);
+    }
+    ck_assert_err(troupe_gtx_abort_wait(fx.coord, "s-bad", 5, longer),
+                  TROUPE_EINVAL);
+    ck_assert(!troupe_gtx_abort_reason_valid(NULL, 0));
+    ck_assert(!troupe_gtx_abort_reason_valid("", 0));
+    ck_assert(!troupe_gtx_abort_reason_valid("a\0b", 3));
+    ck_assert(troupe_gtx_abort_reason_valid("\xf0\x9f\x99\x82 ok", 7));
+    troupe_gtx_info in;
+    ck_assert_ok(troupe_gtx_query_wait(fx.coord, "s-bad", 5, &in));
+    ck_assert_int_eq(in.status, TROUPE_GTX_SUBMITTED);
+    ck_assert_str_eq(in.reason, "");
+    char calls[512];
+    calls_of("s-bad", calls, sizeof(calls));
+    ck_assert_str_eq(calls, "01 action, 02 action");
+    /* a good abort still goes through afterwards */
+    ck_assert_ok(troupe_gtx_abort_wait(fx.coord, "s-bad", 5, NULL));
+    ck_assert_str_eq(wait_final("s-bad").reason, "aborted");
+}
+END_TEST
+
 Suite *
 coord_suite(void)
 {
@@ -601,6 +843,13 @@ coord_suite(void)
     tcase_add_test(c, test_a_message_is_driven_or_queried_back);
     tcase_add_test(c, test_force_stop_ends_a_saga_with_nothing_compensated);
     tcase_add_test(c, test_list_pages_through_every_transaction_with_filters);
+    tcase_add_test(c, test_detail_gives_a_failed_sagas_branches_op_by_op);
+    tcase_add_test(c,
+                   test_detail_tells_a_tccs_confirmed_branches_from_the_rest);
+    tcase_add_test(c, test_detail_gives_a_messages_query_back_as_branch_00);
+    tcase_add_test(c, test_detail_refuses_bad_use);
+    tcase_add_test(c, test_abort_stores_the_operators_reason);
+    tcase_add_test(c, test_a_bad_abort_reason_is_refused_and_changes_nothing);
     suite_add_tcase(s, c);
     return s;
 }

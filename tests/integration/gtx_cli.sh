@@ -3,9 +3,13 @@
 # started on a database gtx_seed left global transactions in (see
 # gtx_seed.c: some unfinished, which the node's coordinator takes up again
 # at open; saga-ok and saga-fail final). list shows them all, its filters
-# and cursor work; show gives one's state; retry runs a waiting call now
-# (it finds no target in the node: its attempts grow); abort moves a
-# submitted saga to aborting, force-stop fails one; the final ones refuse
+# and cursor work; show gives one's state, its next due time and a line
+# per op of each branch (saga-fail's failed action and the compensations
+# after it, a tcc's confirm not called, a message's query-back "00");
+# retry runs a waiting call now (it finds no target in the node: its
+# attempts grow); abort moves a submitted saga to aborting with the
+# operator's reason (a bad one is refused: exit 2 here, 400 from the
+# endpoint, nothing changed), force-stop fails one; the final ones refuse
 # abort, retry and force-stop (409, exit 1), an unknown gid is 404 (exit
 # 1), a bad one is refused (exit 2 here, 400 from the endpoint). A restart
 # shows what the actions committed, and the node stops cleanly.
@@ -99,10 +103,44 @@ has out '^status failed$' "its status"
 has out '^reason branch 02 action: FAILURE$' "its reason names the branch"
 has out '^steps 2$' "its steps"
 has out '^finished 20[0-9-]+T[0-9:.]+Z$' "its finish time"
+has out '^next_due null$' "nothing due once it ended"
+has out '^branch\.01\.action state=succeeded attempts=1 last=SUCCESS payload_len=2 target=svc$' \
+    "branch 01's action succeeded"
+has out '^branch\.02\.action state=failed attempts=1 last=FAILURE payload_len=2 target=svc$' \
+    "branch 02's action failed"
+has out '^branch\.02\.compensate state=succeeded attempts=1 last=SUCCESS ' "branch 02 compensated"
+has out '^branch\.01\.compensate state=succeeded attempts=1 last=SUCCESS ' "branch 01 compensated"
+[ "$(grep -c '^branch\.' "$tmp/out")" -eq 4 ] && ok "one line per op, four ops" ||
+    { bad "op lines"; cat "$tmp/out"; }
+[ "$(sed -n 's/^\(branch\.[0-9]*\.[a-z]*\) .*/\1/p' "$tmp/out" | tr '\n' ' ')" = \
+    "branch.01.action branch.01.compensate branch.02.action branch.02.compensate " ] &&
+    ok "branches in order, each op in its mode's order" || { bad "op order"; cat "$tmp/out"; }
+expect 0 "show saga-fail --json" -- "$troupe" gtx show saga-fail --admin "$url" --json
+[ "$(wc -l <"$tmp/out")" -eq 1 ] &&
+    grep -q '"next_due_ms":null' "$tmp/out" &&
+    grep -q '"branches":\[{"id":"01","ops":\[{"op":"action","target":"svc","payload_len":2,"state":"succeeded","attempts":1,"last":"SUCCESS"}' "$tmp/out" &&
+    grep -q '{"id":"02","ops":\[{"op":"action","target":"svc","payload_len":2,"state":"failed","attempts":1,"last":"FAILURE"}' "$tmp/out" &&
+    ok "--json: the branches and their ops" || { bad "show --json"; cat "$tmp/out"; }
 expect 0 "show tcc-1" -- "$troupe" gtx show tcc-1 --admin "$url"
 has out '^status prepared$' "a prepared tcc"
 has out '^steps 1$' "with its one registered branch"
 has out '^finished null$' "not finished"
+has out '^next_due null$' "a prepared tcc waits for its submit, not a time"
+has out '^branch\.01\.confirm state=todo attempts=0 last=none payload_len=2 target=svc$' \
+    "its confirm not called"
+has out '^branch\.01\.cancel state=todo attempts=0 last=none ' "nor its cancel"
+grep -q '^branch\.01\.try' "$tmp/out" && bad "a try is listed" || ok "no try (the application's)"
+expect 0 "show tcc-2" -- "$troupe" gtx show tcc-2 --admin "$url"
+has out '^branch\.01\.confirm state=todo attempts=1 last=ONGOING ' "a submitted tcc's confirm answered ONGOING"
+has out '^next_due 20[0-9-]+T[0-9:.]+Z$' "due again after its backoff"
+expect 0 "show msg-1" -- "$troupe" gtx show msg-1 --admin "$url"
+has out '^branch\.00\.msg state=todo attempts=0 last=none payload_len=0 target=svc$' \
+    "a prepared message's query-back, branch 00, not called"
+has out '^branch\.01\.action state=todo attempts=0 last=none payload_len=2 ' "nor its step"
+has out '^next_due 20[0-9-]+T[0-9:.]+Z$' "due at the end of its grace"
+expect 0 "show msg-2" -- "$troupe" gtx show msg-2 --admin "$url"
+has out '^branch\.00\.msg state=todo attempts=0 ' "a message submitted in time is never queried back"
+has out '^branch\.01\.action state=todo attempts=1 last=ONGOING ' "its step answered ONGOING"
 
 # retry: saga-a's call waits out its 10 min backoff; retried, it runs now,
 # finds no target "svc" in this node and counts one more attempt
@@ -119,19 +157,35 @@ done
     bad "attempts stayed $before after retry"
 has node.out 'gtx saga-a: no target svc' "the node logs the missing target"
 
-# abort and force-stop
-expect 0 "abort saga-b" -- "$troupe" gtx abort saga-b --admin "$url"
+# abort and force-stop; a bad reason first, which changes nothing
+expect 2 "abort with a reason of two lines" -- \
+    "$troupe" gtx abort saga-b --admin "$url" --reason "$(printf 'two\nlines')"
+has err 'reason wants 1\.\.256 bytes' "the reason's rule explained"
+expect 2 "abort with a reason too long" -- \
+    "$troupe" gtx abort saga-b --admin "$url" --reason "$(printf 'r%.0s' $(seq 1 257))"
+expect 2 "abort with an empty reason" -- "$troupe" gtx abort saga-b --admin "$url" --reason ''
+expect 2 "--reason on retry" -- "$troupe" gtx retry saga-b --admin "$url" --reason x
+[ "$(field saga-b status)" = submitted ] && ok "saga-b untouched by the refused aborts" ||
+    bad "saga-b is $(field saga-b status)"
+why=$'bank down: INC-7, caf\xc3\xa9'
+expect 0 "abort saga-b with a reason" -- "$troupe" gtx abort saga-b --admin "$url" --reason "$why"
 has out '^status aborting$' "abort answers aborting"
+has out "^reason aborted: $why\$" "abort answers its reason"
+has out '^branch\.01\.action state=todo attempts=1 last=ONGOING ' "abort answers the branches"
 [ "$(field saga-b status)" = aborting ] && ok "show: saga-b aborting" || bad "saga-b is $(field saga-b status)"
-[ "$(field saga-b reason)" = aborted ] && ok "show: the reason" || bad "saga-b reason $(field saga-b reason)"
-expect 0 "abort it again" -- "$troupe" gtx abort saga-b --admin "$url"
+[ "$(field saga-b reason)" = "aborted: $why" ] && ok "show: the operator's reason" ||
+    bad "saga-b reason $(field saga-b reason)"
+expect 0 "abort it again, another reason" -- "$troupe" gtx abort saga-b --admin "$url" --reason later
 has out '^status aborting$' "aborting already is no conflict"
+has out '^reason aborted: bank down: INC-7' "and keeps its first reason"
 expect 0 "force-stop saga-c" -- "$troupe" gtx force-stop saga-c --admin "$url"
 has out '^status failed$' "force-stop answers failed"
 [ "$(field saga-c reason)" = force-stopped ] && ok "show: force-stopped" || bad "saga-c reason $(field saga-c reason)"
 [ "$(field saga-c finished)" != null ] && ok "show: finished" || bad "saga-c not finished"
 expect 0 "abort a prepared message" -- "$troupe" gtx abort msg-1 --admin "$url"
 has out '^status failed$' "a prepared message fails at once"
+has out '^reason aborted$' "no --reason: the reason is aborted"
+has out '^branch\.00\.msg state=todo attempts=0 ' "its query-back never called"
 
 # conflicts: the final ones, a submitted message
 expect 1 "abort saga-ok (succeed)" -- "$troupe" gtx abort saga-ok --admin "$url"
@@ -189,6 +243,24 @@ if command -v curl >/dev/null 2>&1; then
     [ "$(code "$url/v1/gtx/nope")" = 404 ] && grep -q '"ENOENT"' "$tmp/body" &&
         ok "endpoint: 404 with troupe_error ENOENT" || { bad "endpoint 404"; cat "$tmp/body"; }
     [ "$(code "$url/v1/gtx/saga-a/abort")" = 405 ] && ok "endpoint: GET on an action is 405" || bad "endpoint 405"
+    # an abort's body is checked before the coordinator is asked: saga-ok
+    # has ended (409 if it got that far), saga-a would abort
+    post() { code -X POST -H 'Content-Type: application/json' --data-binary "$2" "$url/v1/gtx/$1/abort"; }
+    [ "$(post saga-ok '{"reason":"a\u0001b"}')" = 400 ] && grep -q '"bad_reason"' "$tmp/body" &&
+        ok "endpoint: a reason with a control character is 400" || { bad "endpoint control"; cat "$tmp/body"; }
+    [ "$(post saga-ok '{"reason":"a\u0000b"}')" = 400 ] &&
+        ok "endpoint: a reason with NUL is 400 (jansson refuses it)" || { bad "endpoint NUL"; cat "$tmp/body"; }
+    [ "$(post saga-ok "{\"reason\":\"$(printf 'r%.0s' $(seq 1 257))\"}")" = 400 ] &&
+        ok "endpoint: a reason past 256 bytes is 400" || { bad "endpoint long"; cat "$tmp/body"; }
+    [ "$(post saga-ok '{"reason":7}')" = 400 ] && grep -q '"bad_reason"' "$tmp/body" &&
+        ok "endpoint: a reason that is no string is 400" || { bad "endpoint number"; cat "$tmp/body"; }
+    [ "$(post saga-a '{"reson":"x"}')" = 400 ] && grep -q '"bad_field"' "$tmp/body" &&
+        ok "endpoint: another field is 400" || { bad "endpoint field"; cat "$tmp/body"; }
+    [ "$(post saga-a 'nope')" = 400 ] && grep -q '"bad_json"' "$tmp/body" &&
+        ok "endpoint: a body that is no JSON is 400" || { bad "endpoint json"; cat "$tmp/body"; }
+    [ "$(field saga-a status)" = submitted ] && ok "endpoint: saga-a untouched" || bad "saga-a is $(field saga-a status)"
+    [ "$(post saga-ok '{"reason":"ok"}')" = 409 ] && ok "endpoint: a good reason reaches the coordinator (409)" ||
+        { bad "endpoint good reason"; cat "$tmp/body"; }
 else
     echo "note: no curl, the endpoint's own 400s are not checked here (check_admin does not run a coordinator)"
 fi

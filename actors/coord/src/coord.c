@@ -84,12 +84,7 @@ reload(troupe_coord *c)
         for (size_t i = 0; i < rows->n && e == TROUPE_OK; i++) {
             const troupe_row *r = &rows->rows[i];
             tc_gtx *g = NULL;
-            e = troupe__gtx_decode(r->doc, r->doc_len, &g);
-            if (e == TROUPE_OK &&
-                !troupe_gid_valid((const char *)r->key, r->key_len)) {
-                troupe__gtx_free(g);
-                e = TROUPE_ECORRUPT;
-            }
+            e = row_decode(r, &g);
             if (e != TROUPE_OK) {
                 e = troupe__errf(e, "coord: the stored transaction %.*s: %s",
                                  (int)(r->key_len > 128 ? 128 : r->key_len),
@@ -521,9 +516,22 @@ troupe_gtx_submit_wait(troupe_coord *c, const char *gid, size_t gid_len)
 }
 
 troupe_err
-troupe_gtx_abort_wait(troupe_coord *c, const char *gid, size_t gid_len)
+troupe_gtx_abort_wait(troupe_coord *c, const char *gid, size_t gid_len,
+                      const char *reason)
 {
-    return simple_op(c, TC_OP_ABORT, gid, gid_len, "troupe_gtx_abort_wait");
+    troupe_err e = checked(c, gid, gid_len, "troupe_gtx_abort_wait");
+    if (e != TROUPE_OK)
+        return e;
+    size_t rl = reason != NULL ? strlen(reason) : 0;
+    if (rl > 0 && !troupe_gtx_abort_reason_valid(reason, rl))
+        return troupe__errf(TROUPE_EINVAL,
+                            "gtx abort: a reason is 1..%d bytes of UTF-8 "
+                            "without control characters",
+                            TROUPE_GTX_ABORT_REASON_MAX);
+    tc_op op = {.kind = TC_OP_ABORT};
+    snprintf(op.reason, sizeof(op.reason), "aborted%s%s", rl > 0 ? ": " : "",
+             rl > 0 ? reason : "");
+    return op_wait(c, &op, gid, gid_len);
 }
 
 troupe_err
@@ -588,30 +596,113 @@ info_of(const tc_gtx *g, troupe_gtx_info *out)
     out->finished_ms = g->finished_ms;
 }
 
-troupe_err
-troupe_gtx_query_wait(troupe_coord *c, const char *gid, size_t gid_len,
-                      troupe_gtx_info *out)
+/* gid's stored document, decoded (the caller's: troupe__gtx_free), after
+ * the checks every reader makes: the thread, NULLs (out is the reader's
+ * out-pointer), the gid. what names the reader in the errors. */
+static troupe_err
+stored_read(troupe_coord *c, const char *gid, size_t gid_len, const void *out,
+            const char *what, tc_gtx **g)
 {
-    troupe_err be = troupe__block_check("troupe_gtx_query_wait");
+    troupe_err be = troupe__block_check(what);
     if (be != TROUPE_OK)
         return be;
     if (c == NULL || out == NULL)
-        return troupe__errf(TROUPE_EINVAL, "gtx query: NULL argument");
+        return troupe__errf(TROUPE_EINVAL, "%s: NULL argument", what);
     if (!troupe_gid_valid(gid, gid_len))
-        return troupe__errf(TROUPE_EINVAL, "gtx query: a bad gid");
+        return troupe__errf(TROUPE_EINVAL, "%s: a bad gid", what);
     troupe_rows *rows = NULL;
     troupe_err e =
         troupe_table_get_wait(c->tables, TROUPE_GTX_TABLE, gid, gid_len, &rows);
     if (e != TROUPE_OK)
         return e;
-    tc_gtx *g = NULL;
-    e = troupe__gtx_decode(rows->rows[0].doc, rows->rows[0].doc_len, &g);
+    e = row_decode(&rows->rows[0], g);
     troupe_rows_destroy(rows);
+    return e;
+}
+
+troupe_err
+troupe_gtx_query_wait(troupe_coord *c, const char *gid, size_t gid_len,
+                      troupe_gtx_info *out)
+{
+    tc_gtx *g = NULL;
+    troupe_err e =
+        stored_read(c, gid, gid_len, out, "troupe_gtx_query_wait", &g);
     if (e != TROUPE_OK)
         return e;
     info_of(g, out);
     troupe__gtx_free(g);
     return TROUPE_OK;
+}
+
+_Static_assert(TROUPE_GTX_BRANCH_OPS_MAX == TROUPE_GTX_OPS_MAX,
+               "a public branch holds every op a stored step can");
+_Static_assert((int)TROUPE_GTX_CALL_TODO == TC_TODO &&
+                   (int)TROUPE_GTX_CALL_DISPATCHED == TC_DOING &&
+                   (int)TROUPE_GTX_CALL_SUCCEEDED == TC_DONE &&
+                   (int)TROUPE_GTX_CALL_FAILED == TC_REFUSED,
+               "the public call states are the stored ones");
+
+/* Appends the stored call k (the op named op) to b. */
+static void
+op_of(troupe_gtx_branch *b, const char *op, const tc_call *k)
+{
+    troupe_gtx_op *o = &b->ops[b->n_ops++];
+    o->op = op;
+    memcpy(o->target, k->target, strlen(k->target) + 1);
+    o->payload_len = k->payload_len;
+    o->state = (troupe_gtx_call_state)k->state;
+    o->attempts = k->attempts;
+    o->last = (troupe_outcome)k->last;
+}
+
+troupe_err
+troupe_gtx_detail_wait(troupe_coord *c, const char *gid, size_t gid_len,
+                       troupe_gtx_detail **out)
+{
+    if (out != NULL)
+        *out = NULL;
+    tc_gtx *g = NULL;
+    troupe_err e =
+        stored_read(c, gid, gid_len, out, "troupe_gtx_detail_wait", &g);
+    if (e != TROUPE_OK)
+        return e;
+    bool query = g->query.target != NULL;
+    size_t n = g->n_steps + (query ? 1 : 0);
+    troupe_gtx_detail *d = troupe_calloc(1, sizeof(*d));
+    if (d == NULL || (n > 0 && (d->branches = troupe_calloc(
+                                    n, sizeof(*d->branches))) == NULL)) {
+        troupe_free(d);
+        troupe__gtx_free(g);
+        return TROUPE_ENOMEM;
+    }
+    info_of(g, &d->info);
+    d->next_due_ms = g->due_ms;
+    if (query) {
+        troupe_gtx_branch *b = &d->branches[d->n_branches++];
+        memcpy(b->id, TROUPE_MSG_BRANCH_ID, sizeof(TROUPE_MSG_BRANCH_ID));
+        op_of(b, "msg", &g->query);
+    }
+    for (uint32_t i = 0; i < g->n_steps; i++) {
+        troupe_gtx_branch *b = &d->branches[d->n_branches++];
+        /* i + 1 is at most TROUPE_GTX_STEPS_MAX: the cast tells the
+         * compiler it fits the id */
+        snprintf(b->id, sizeof(b->id), "%02u", (unsigned short)(i + 1));
+        for (unsigned k = 0; k < TROUPE_GTX_OPS_MAX; k++)
+            if (g->steps[i].call[k].target != NULL)
+                op_of(b, troupe_gtx_op_at(g->mode, k), &g->steps[i].call[k]);
+    }
+    troupe__gtx_free(g);
+    *out = d;
+    return TROUPE_OK;
+}
+
+void
+troupe_gtx_detail_destroy(troupe_gtx_detail *d)
+{
+    if (d == NULL)
+        return;
+    troupe_free(d->branches);
+    troupe_free(d);
 }
 
 void

@@ -19,7 +19,7 @@ struct troupe_coord {
     uint32_t retry_min_ms, retry_max_ms;
     troupe_clock_fn clock;
     void *clock_arg;
-    troupe_sync sync; /* of every transition: ON or OFF */
+    troupe_sync sync;  /* of every transition: ON or OFF */
     _Atomic int state; /* 0 running, 1 stopped */
 };
 
@@ -60,6 +60,9 @@ typedef struct tc_op {
     tc_opkind kind;
     char gid[TROUPE_GID_MAX];
     size_t gid_len;
+    /* ABORT: the reason to store, "aborted" or "aborted: " and the
+     * operator's */
+    char reason[sizeof("aborted: ") + TROUPE_GTX_ABORT_REASON_MAX];
     tc_step branch;     /* REGISTER: the calls, moved in */
     uint32_t branch_no; /* REGISTER: out, the branch's index */
     struct tc_op *next; /* the shard's queue */

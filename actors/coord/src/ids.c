@@ -138,3 +138,47 @@ troupe_gtx_op_undoes(troupe_gtx_mode m, const char *op)
     const struct op *o = find_op(m, op);
     return o != NULL ? o->undoes : NULL;
 }
+
+/* The length of the UTF-8 sequence at s[0..n) in its shortest form, its
+ * code point in *cp, or 0 when there is none (a stray continuation byte,
+ * a truncated, overlong or surrogate sequence, past U+10FFFF). */
+static size_t
+utf8_next(const unsigned char *s, size_t n, uint32_t *cp)
+{
+    unsigned char b = s[0];
+    size_t k = b < 0x80                 ? 1
+               : b >= 0xC2 && b <= 0xDF ? 2
+               : b >= 0xE0 && b <= 0xEF ? 3
+               : b >= 0xF0 && b <= 0xF4 ? 4
+                                        : 0;
+    if (k == 0 || k > n)
+        return 0;
+    uint32_t v = k == 1 ? b : b & (0x7F >> k);
+    for (size_t i = 1; i < k; i++) {
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+        v = (v << 6) | (s[i] & 0x3F);
+    }
+    static const uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (v < least[k] || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
+        return 0;
+    *cp = v;
+    return k;
+}
+
+bool
+troupe_gtx_abort_reason_valid(const char *s, size_t len)
+{
+    if (s == NULL || len == 0 || len > TROUPE_GTX_ABORT_REASON_MAX)
+        return false;
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < len;) {
+        uint32_t cp = 0;
+        size_t k = utf8_next(p + i, len - i, &cp);
+        /* controls would break the show output's one line per field */
+        if (k == 0 || cp < 0x20 || (cp >= 0x7F && cp <= 0x9F))
+            return false;
+        i += k;
+    }
+    return true;
+}

@@ -212,6 +212,12 @@ troupe__gtx_submit(tc_gtx *g, bool *changed)
 troupe_err
 troupe__gtx_abort(tc_gtx *g, int64_t now, bool *changed)
 {
+    return troupe__gtx_abort_why(g, now, "aborted", changed);
+}
+
+troupe_err
+troupe__gtx_abort_why(tc_gtx *g, int64_t now, const char *why, bool *changed)
+{
     *changed = false;
     if (troupe__gtx_final(g))
         return TROUPE_ECONFLICT;
@@ -221,12 +227,12 @@ troupe__gtx_abort(tc_gtx *g, int64_t now, bool *changed)
         /* submitted, its steps only go forward; prepared, nothing ran */
         if (g->status != TC_PREPARED)
             return TROUPE_ECONFLICT;
-        start_abort(g, "aborted");
+        start_abort(g, why);
         finish(g, TC_FAILED, now);
         *changed = true;
         return TROUPE_OK;
     }
-    start_abort(g, "aborted");
+    start_abort(g, why);
     *changed = true;
     return TROUPE_OK;
 }

@@ -346,7 +346,8 @@ op_apply(shard *sh, tc_live *l, tc_op *op)
         e = troupe__gtx_submit(l->g, &changed);
         break;
     case TC_OP_ABORT:
-        e = troupe__gtx_abort(l->g, troupe__coord_now(sh->c), &changed);
+        e = troupe__gtx_abort_why(l->g, troupe__coord_now(sh->c), op->reason,
+                                  &changed);
         break;
     case TC_OP_RETRY:
         e = troupe__gtx_retry(l->g, &changed);

@@ -1,9 +1,9 @@
 /*
  * The coordinator's names and limits (docs/coordinator.md): what a global
- * transaction id, a branch id, a mode and an op may be. Every call of the
- * coordinator and of the barrier (troupe/barrier.h) checks its fields
- * with these rules and refuses (EINVAL) what breaks them, never
- * truncating. Pure functions: any thread.
+ * transaction id, a branch id, a mode, an op and an abort reason may be.
+ * Every call of the coordinator and of the barrier (troupe/barrier.h)
+ * checks its fields with these rules and refuses (EINVAL) what breaks
+ * them, never truncating. Pure functions: any thread.
  */
 #ifndef TROUPE_COORD_H
 #define TROUPE_COORD_H
@@ -47,6 +47,15 @@ troupe_gtx_shard_of(const char *gid, size_t len, uint32_t shards);
 /* gid[0..len) follows the gid rule. */
 bool
 troupe_gid_valid(const char *gid, size_t len);
+
+/* An operator's abort reason (troupe_gtx_abort_wait): 1..this many bytes
+ * of UTF-8 (shortest form, no surrogates) without control characters
+ * (U+0000..U+001F, U+007F..U+009F). */
+#define TROUPE_GTX_ABORT_REASON_MAX 256
+
+/* s[0..len) follows the abort reason rule. */
+bool
+troupe_gtx_abort_reason_valid(const char *s, size_t len);
 
 /* s (NUL-terminated) is a canonical branch id of 1..9999. */
 bool

@@ -10,8 +10,8 @@
  * barrier, troupe/barrier.h, makes it once).
  *
  * Built so far: SAGA (sequential steps), TCC, two-phase messages, abort,
- * retry, force-stop, query and list. Concurrent saga steps and actor
- * targets follow (docs/plans/coordinator.md).
+ * retry, force-stop, query (with every branch: detail) and list. Concurrent
+ * saga steps and actor targets follow (docs/plans/coordinator.md).
  *
  * Objects: troupe_coord_open_wait allocates the coordinator; it borrows
  * the runtime and the tables, which must outlive it (stop and destroy it
@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "troupe/coord.h"
+#include "troupe/dispatch.h"
 #include "troupe/runtime.h"
 #include "troupe/table.h"
 
@@ -143,15 +144,18 @@ troupe_msg_prepare_wait(troupe_coord *c, const char *gid, size_t gid_len,
  * when it has already; ECONFLICT once it aborts or failed). abort: a
  * transaction not final starts aborting (a prepared message fails at
  * once; a submitted one only goes forward: ECONFLICT), with the reason
- * "aborted"; ECONFLICT on a final one. retry: the
- * call waiting for its backoff runs now; ECONFLICT on a final one. Each
- * returns once its change is committed. ENOENT for an unknown gid.
- * Blocks.
+ * "aborted", or "aborted: " and the operator's reason (borrowed for the
+ * call; NULL or "" for none; EINVAL unless troupe_gtx_abort_reason_valid,
+ * troupe/coord.h); one aborting already is OK and keeps its first reason;
+ * ECONFLICT on a final one. retry: the call waiting for its backoff runs
+ * now; ECONFLICT on a final one. Each returns once its change is
+ * committed. ENOENT for an unknown gid. Blocks.
  */
 troupe_err
 troupe_gtx_submit_wait(troupe_coord *c, const char *gid, size_t gid_len);
 troupe_err
-troupe_gtx_abort_wait(troupe_coord *c, const char *gid, size_t gid_len);
+troupe_gtx_abort_wait(troupe_coord *c, const char *gid, size_t gid_len,
+                      const char *reason);
 troupe_err
 troupe_gtx_retry_wait(troupe_coord *c, const char *gid, size_t gid_len);
 
@@ -222,5 +226,67 @@ troupe_gtx_page_destroy(troupe_gtx_page *p);
 troupe_err
 troupe_gtx_query_wait(troupe_coord *c, const char *gid, size_t gid_len,
                       troupe_gtx_info *out);
+
+/* A call's progress as the document stores it (docs/coordinator.md,
+ * "Stored format"). TODO is both "never called" (attempts 0) and "to be
+ * called again" after an ONGOING or UNKNOWN (or a FAILURE that cannot be
+ * compensated): attempts and last tell them apart. */
+typedef enum troupe_gtx_call_state {
+    TROUPE_GTX_CALL_TODO = 1,
+    TROUPE_GTX_CALL_DISPATCHED = 2, /* called, no outcome committed yet */
+    TROUPE_GTX_CALL_SUCCEEDED = 3,  /* SUCCESS committed */
+    TROUPE_GTX_CALL_FAILED = 4      /* FAILURE committed (and acted on) */
+} troupe_gtx_call_state;
+
+/* The most ops a branch has (tcc: try, confirm, cancel). */
+#define TROUPE_GTX_BRANCH_OPS_MAX 3
+
+/* One op of a branch. */
+typedef struct troupe_gtx_op {
+    const char *op; /* static: "action", "compensate", "confirm", "cancel",
+                       "msg" (a message's query-back) */
+    char target[TROUPE_TARGET_NAME_MAX + 1]; /* its dispatch target */
+    size_t payload_len;                      /* the payload's bytes */
+    troupe_gtx_call_state state;
+    uint32_t attempts;   /* how often it was dispatched */
+    troupe_outcome last; /* the last outcome heard; 0: none yet */
+} troupe_gtx_op;
+
+/* A branch: its id and the ops it has, in the mode's order (saga:
+ * action, compensate; tcc: confirm, cancel, the try being the
+ * application's, never stored; a message's step: action; its query-back,
+ * branch TROUPE_MSG_BRANCH_ID: msg). */
+typedef struct troupe_gtx_branch {
+    char id[8]; /* "00", "01" ... */
+    size_t n_ops;
+    troupe_gtx_op ops[TROUPE_GTX_BRANCH_OPS_MAX];
+} troupe_gtx_branch;
+
+typedef struct troupe_gtx_detail {
+    troupe_gtx_info info;
+    /* when the coordinator drives it next (Unix ms; one past means due
+     * now); 0 when no time is waited for: a call in flight, a tcc
+     * waiting for its submit or abort, an ended transaction */
+    int64_t next_due_ms;
+    size_t n_branches;
+    /* a message's query-back first ("00"), then the steps in order */
+    troupe_gtx_branch *branches;
+} troupe_gtx_detail;
+
+/*
+ * The last committed state of gid with every branch: what query gives,
+ * the next due time, and each branch's ops with their targets, states,
+ * attempts and last outcomes (payload lengths, not their bytes). *out is
+ * the caller's (troupe_gtx_detail_destroy), NULL on error. Errors: EINVAL
+ * (NULL, a bad gid), ENOENT (no such gid), ECORRUPT (its document breaks
+ * the format), ENOTSUP (one of a later format), EIO, ENOMEM, EDEADLK.
+ * Blocks.
+ */
+troupe_err
+troupe_gtx_detail_wait(troupe_coord *c, const char *gid, size_t gid_len,
+                       troupe_gtx_detail **out);
+/* NULL: no-op. */
+void
+troupe_gtx_detail_destroy(troupe_gtx_detail *d);
 
 #endif

@@ -177,7 +177,9 @@ troupe__gtx_apply(tc_gtx *g, tc_ref r, troupe_outcome o, int64_t now);
  * unchanged; ECONFLICT once it aborts or failed. abort: a transaction not final
  * starts aborting with the reason "aborted" (a prepared message fails at once:
  * it has nothing to compensate; a submitted one only goes forward: ECONFLICT);
- * aborting already is OK unchanged; ECONFLICT on a final one. retry: the call
+ * aborting already is OK unchanged (its reason kept); ECONFLICT on a final
+ * one. abort_why: the same with the reason why (copied; when out of memory
+ * the abort still happens, with no reason). retry: the call
  * waiting for its backoff is due now; ECONFLICT on a final one. register: a
  * prepared tcc gains branch *s (moved in; *index its position); ECONFLICT when
  * not prepared, EINVAL at TROUPE_GTX_STEPS_MAX branches, ENOENT for another
@@ -187,6 +189,8 @@ troupe_err
 troupe__gtx_submit(tc_gtx *g, bool *changed);
 troupe_err
 troupe__gtx_abort(tc_gtx *g, int64_t now, bool *changed);
+troupe_err
+troupe__gtx_abort_why(tc_gtx *g, int64_t now, const char *why, bool *changed);
 troupe_err
 troupe__gtx_retry(tc_gtx *g, bool *changed);
 troupe_err
