@@ -298,16 +298,8 @@ cmd_data(const cli_cmd *top, int first, int last, int argc, char **argv)
     if (kind < 0)
         return cli_usage(top, "unknown subcommand '%s'", sub);
     const cli_cmd *c = &subs[kind];
-    struct option opts[16];
-    size_t no = 0;
-    opts[no++] =
-        (struct option){"log-level", required_argument, NULL, OPT_LOG_LEVEL};
-    opts[no++] = (struct option){"help", no_argument, NULL, 'h'};
-    opts[no++] =
-        (struct option){"admin", required_argument, NULL, OPT_ADMIN_URL};
-    opts[no++] = (struct option){"admin-token", required_argument, NULL,
-                                 OPT_ADMIN_TOKEN_FILE};
-    opts[no++] = (struct option){"json", no_argument, NULL, OPT_JSON};
+    struct option opts[16] = {CLI_COMMON_OPTIONS, CLI_ADMIN_OPTIONS};
+    size_t no = 5; /* the entries of the two macros */
     bool tbl = kind <= D_INDEX_REBUILD,
          keyed = kind == D_TABLE_GET || kind >= D_KV_GET;
     if (tbl)

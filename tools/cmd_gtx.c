@@ -253,16 +253,8 @@ cmd_gtx(int argc, char **argv)
         return cli_usage(top, "unknown subcommand '%s'", sub);
     int kind = (int)(c - subs);
     /* Each subcommand takes only its own flags: the table ends early. */
-    struct option opts[12];
-    size_t no = 0;
-    opts[no++] =
-        (struct option){"log-level", required_argument, NULL, OPT_LOG_LEVEL};
-    opts[no++] = (struct option){"help", no_argument, NULL, 'h'};
-    opts[no++] =
-        (struct option){"admin", required_argument, NULL, OPT_ADMIN_URL};
-    opts[no++] = (struct option){"admin-token", required_argument, NULL,
-                                 OPT_ADMIN_TOKEN_FILE};
-    opts[no++] = (struct option){"json", no_argument, NULL, OPT_JSON};
+    struct option opts[12] = {CLI_COMMON_OPTIONS, CLI_ADMIN_OPTIONS};
+    size_t no = 5; /* the entries of the two macros */
     if (kind == G_LIST) {
         opts[no++] =
             (struct option){"status", required_argument, NULL, OPT_STATUS};

@@ -561,18 +561,10 @@ cmd_queue(int argc, char **argv)
     bool by_skey = kind == Q_RETRY || kind == Q_ACK || kind == Q_RETRY_PARKED ||
                    kind == Q_DELETE_PARKED;
     /* Each subcommand takes only its own flags: the table ends early. */
-    struct option opts[16];
-    size_t no = 0;
+    struct option opts[16] = {CLI_COMMON_OPTIONS, CLI_ADMIN_OPTIONS};
+    size_t no = 5; /* the entries of the two macros */
     /* --data for the acting ones too, to say why it cannot do */
     opts[no++] = (struct option){"data", required_argument, NULL, OPT_DATA};
-    opts[no++] =
-        (struct option){"log-level", required_argument, NULL, OPT_LOG_LEVEL};
-    opts[no++] = (struct option){"help", no_argument, NULL, 'h'};
-    opts[no++] =
-        (struct option){"admin", required_argument, NULL, OPT_ADMIN_URL};
-    opts[no++] = (struct option){"admin-token", required_argument, NULL,
-                                 OPT_ADMIN_TOKEN_FILE};
-    opts[no++] = (struct option){"json", no_argument, NULL, OPT_JSON};
     if (kind != Q_LIST)
         opts[no++] =
             (struct option){"queue", required_argument, NULL, OPT_QUEUE};
