@@ -196,6 +196,100 @@ START_TEST(test_a_saga_failure_compensates_in_reverse)
 }
 END_TEST
 
+static bool
+held_two(void *arg)
+{
+    (void)arg;
+    return atomic_load(&fx.held) >= 2;
+}
+
+/* The position of call in the log of gid, -1 when absent. */
+static int
+call_at(const char *gid, const char *call)
+{
+    char key[64];
+    snprintf(key, sizeof(key), "%s %s", gid, call);
+    pthread_mutex_lock(&fx.mu);
+    int at = -1;
+    for (int i = 0; i < fx.n_log && at < 0; i++)
+        if (strcmp(fx.log[i], key) == 0)
+            at = i;
+    pthread_mutex_unlock(&fx.mu);
+    return at;
+}
+
+static const troupe_saga_step three[3] = {
+    {{"bank", "\x81\x01", 2}, {"bank", "\x81\x02", 2}},
+    {{"bank", "\x81\x03", 2}, {"bank", "\x81\x04", 2}},
+    {{"bank", "\x81\x05", 2}, {"bank", "\x81\x06", 2}}};
+
+/* Concurrent steps: 01 and 02 are called at once (both held in the
+ * target together), 03, which waits for both, only after. */
+START_TEST(test_concurrent_steps_run_together_after_their_dependencies)
+{
+    uint64_t after[3] = {0, 0, 0x3};
+    troupe_saga_opts o = {.concurrent = true, .after = after};
+    atomic_store(&fx.hold, 1);
+    ck_assert_ok(troupe_saga_submit_wait(fx.coord, "s-cc", 4, three, 3, &o));
+    ck_assert_msg(ts_wait_until(held_two, NULL, 10000),
+                  "01 and 02 were not called at once");
+    ck_assert_int_eq(call_at("s-cc", "03 action"), -1);
+    atomic_store(&fx.hold, 0);
+    ck_assert_int_eq(wait_final("s-cc").status, TROUPE_GTX_SUCCEED);
+    int a1 = call_at("s-cc", "01 action"), a2 = call_at("s-cc", "02 action");
+    int a3 = call_at("s-cc", "03 action");
+    ck_assert(a1 >= 0 && a2 >= 0 && a3 > a1 && a3 > a2);
+    /* stored as such: a reopened coordinator reads it back */
+    coord_close();
+    coord_open();
+    troupe_gtx_info in;
+    ck_assert_ok(troupe_gtx_query_wait(fx.coord, "s-cc", 4, &in));
+    ck_assert_int_eq(in.status, TROUPE_GTX_SUCCEED);
+}
+END_TEST
+
+/* A FAILURE in a concurrent saga compensates the step that waited for
+ * the failed one (never run) before those it waited for. */
+START_TEST(test_a_concurrent_failure_compensates_dependents_first)
+{
+    uint64_t after[3] = {0, 0, 0x3};
+    troupe_saga_opts o = {.concurrent = true, .after = after};
+    strcpy(fx.fail, "s-cf 02 action");
+    ck_assert_ok(troupe_saga_submit_wait(fx.coord, "s-cf", 4, three, 3, &o));
+    troupe_gtx_info in = wait_final("s-cf");
+    ck_assert_int_eq(in.status, TROUPE_GTX_FAILED);
+    ck_assert_str_eq(in.reason, "branch 02 action: FAILURE");
+    ck_assert_int_eq(call_at("s-cf", "03 action"), -1);
+    int c3 = call_at("s-cf", "03 compensate");
+    ck_assert_int_ge(c3, 0);
+    ck_assert_int_gt(call_at("s-cf", "01 compensate"), c3);
+    ck_assert_int_gt(call_at("s-cf", "02 compensate"), c3);
+}
+END_TEST
+
+/* A step order is checked at submit: nothing is stored when it is bad. */
+START_TEST(test_a_bad_step_order_is_refused)
+{
+    static const struct {
+        uint64_t a[3];
+        bool concurrent;
+    } bad[] = {{{0x1, 0, 0}, true},   /* 01 after itself */
+               {{0x2, 0x1, 0}, true}, /* a cycle */
+               {{0, 0, 0x8}, true},   /* a step past the last */
+               {{0, 0, 0x1}, false}}; /* an order, steps not concurrent */
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        troupe_saga_opts o = {.concurrent = bad[i].concurrent,
+                              .after = bad[i].a};
+        ck_assert_err(
+            troupe_saga_submit_wait(fx.coord, "s-bo", 4, three, 3, &o),
+            TROUPE_EINVAL);
+    }
+    troupe_gtx_info in;
+    ck_assert_err(troupe_gtx_query_wait(fx.coord, "s-bo", 4, &in),
+                  TROUPE_ENOENT);
+}
+END_TEST
+
 /* sync decides the durability of every transition: ON (the default)
  * fdatasyncs them, OFF leaves them in the page cache. */
 static uint64_t
@@ -831,6 +925,10 @@ coord_suite(void)
     tcase_set_timeout(c, 60);
     tcase_add_test(c, test_a_saga_runs_its_actions_and_succeeds);
     tcase_add_test(c, test_a_saga_failure_compensates_in_reverse);
+    tcase_add_test(c,
+                   test_concurrent_steps_run_together_after_their_dependencies);
+    tcase_add_test(c, test_a_concurrent_failure_compensates_dependents_first);
+    tcase_add_test(c, test_a_bad_step_order_is_refused);
     tcase_add_test(c, test_sync_decides_whether_transitions_are_synced);
     tcase_add_test(c, test_a_submit_twice_drives_nothing_twice);
     tcase_add_test(c, test_bad_submits_are_refused);

@@ -115,6 +115,9 @@ round_trip(tc_gtx *g)
     ck_assert_int_eq(h->updated_ms, g->updated_ms);
     ck_assert_int_eq(h->finished_ms, g->finished_ms);
     ck_assert(memcmp(&h->opts, &g->opts, sizeof(g->opts)) == 0);
+    ck_assert((h->after == NULL) == (g->after == NULL));
+    for (uint32_t i = 0; g->after != NULL && i < g->n_steps; i++)
+        ck_assert_uint_eq(h->after[i], g->after[i]);
     uint8_t *d2 = enc(h, &n2); /* the encoding is stable */
     ck_assert_uint_eq(n, n2);
     ck_assert(memcmp(d, d2, n) == 0);
@@ -142,6 +145,11 @@ START_TEST(test_every_mode_round_trips)
     g = make(TROUPE_MODE_SAGA, TROUPE_GTX_STEPS_MAX);
     troupe_free(g->steps[3].call[1].target);
     g->steps[3].call[1].target = NULL;
+    round_trip(g);
+    /* a concurrent saga (format 2): a chain over all 64 steps */
+    g->after = troupe_calloc(TROUPE_GTX_STEPS_MAX, sizeof(*g->after));
+    for (uint32_t i = 1; i < TROUPE_GTX_STEPS_MAX; i++)
+        g->after[i] = (uint64_t)1 << (i - 1);
     round_trip(g);
     troupe__gtx_free(g);
 }
@@ -336,6 +344,57 @@ rewrite(const uint8_t *d, size_t n, const char *field, enum rewrite how,
     return out;
 }
 
+/* A concurrent saga of 3 steps whose order is after[] = {0, a1, a2}. */
+static tc_gtx *
+concurrent(uint64_t a1, uint64_t a2)
+{
+    tc_gtx *g = make(TROUPE_MODE_SAGA, 3);
+    g->after = troupe_calloc(3, sizeof(*g->after));
+    g->after[1] = a1;
+    g->after[2] = a2;
+    return g;
+}
+
+START_TEST(test_a_concurrent_sagas_order_is_checked_when_read)
+{
+    static const struct {
+        uint64_t a1, a2;
+        const char *what;
+    } bad[] = {{1u << 1, 0, "a step after itself"},
+               {1u << 2, 1u << 1, "a cycle of two"},
+               {0, 1u << 3, "a step past the last"},
+               {(uint64_t)1 << 63, 0, "bit 63 of three steps"}};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        tc_gtx *g = concurrent(bad[i].a1, bad[i].a2);
+        ck_assert(!troupe__gtx_order_valid(g->after, 3));
+        size_t n = 0;
+        uint8_t *d = enc(g, &n);
+        refused(d, n, TROUPE_ECORRUPT, bad[i].what);
+        troupe_free(d);
+        troupe__gtx_free(g);
+    }
+    uint64_t cycle3[3] = {1u << 2, 1u << 0, 1u << 1};
+    ck_assert(!troupe__gtx_order_valid(cycle3, 3));
+    uint64_t diamond[4] = {0, 1, 1, 6};
+    ck_assert(troupe__gtx_order_valid(diamond, 4));
+    /* the format must say 2 for the order to be read, and 2 needs it */
+    tc_gtx *g = concurrent(1, 3);
+    size_t n = 0, bl = 0;
+    uint8_t *d = enc(g, &n);
+    troupe__gtx_free(g);
+    uint8_t *bad1 = rewrite(d, n, "v", REPLACE, "\x01", 1, &bl);
+    refused(bad1, bl, TROUPE_ECORRUPT, "format 1 with an order");
+    troupe_free(bad1);
+    uint8_t *bad3 = rewrite(d, n, "v", REPLACE, "\x03", 1, &bl);
+    refused(bad3, bl, TROUPE_ENOTSUP, "format 3");
+    troupe_free(bad3);
+    uint8_t *short_ = rewrite(d, n, "after", REPLACE, "\x92\x00\x01", 3, &bl);
+    refused(short_, bl, TROUPE_ECORRUPT, "an order of two for three steps");
+    troupe_free(short_);
+    troupe_free(d);
+}
+END_TEST
+
 START_TEST(test_a_malformed_document_is_ecorrupt)
 {
     static const char *const fields[] = {
@@ -371,7 +430,8 @@ START_TEST(test_a_malformed_document_is_ecorrupt)
         size_t len;
         troupe_err want;
     } vals[] = {
-        {"v", "\x02", "format 2", 1, TROUPE_ENOTSUP},
+        {"v", "\x02", "format 2 without its order", 1, TROUPE_ECORRUPT},
+        {"v", "\x03", "format 3", 1, TROUPE_ENOTSUP},
         {"v", "\x00", "format 0", 1, TROUPE_ECORRUPT},
         {"mode", "\xa4saga", "a message with saga's mode", 5, TROUPE_ECORRUPT},
         {"mode", "\xa3sag", "mode sag", 4, TROUPE_ECORRUPT},
@@ -441,9 +501,9 @@ runs(tc_gtx *g, int64_t now)
 {
     tc_plan p;
     troupe__gtx_plan(g, now, &p);
-    ck_assert_msg(p.has_run, "nothing runs at %lld (status %d)", (long long)now,
-                  g->status);
-    return p.run;
+    ck_assert_msg(p.n_run == 1, "not one call runs at %lld (status %d)",
+                  (long long)now, g->status);
+    return p.run[0];
 }
 
 static void
@@ -451,8 +511,8 @@ idle(tc_gtx *g, int64_t now)
 {
     tc_plan p;
     troupe__gtx_plan(g, now, &p);
-    ck_assert_msg(!p.has_run, "step %u op %u runs at %lld", p.run.step,
-                  p.run.op, (long long)now);
+    ck_assert_msg(p.n_run == 0, "step %u op %u runs at %lld", p.run[0].step,
+                  p.run[0].op, (long long)now);
 }
 
 START_TEST(test_backoff_doubles_to_its_cap)
@@ -481,7 +541,7 @@ START_TEST(test_a_saga_runs_its_actions_in_order_and_succeeds)
     }
     tc_plan p;
     troupe__gtx_plan(g, 7, &p);
-    ck_assert(!p.has_run && p.changed);
+    ck_assert(p.n_run == 0 && p.changed);
     ck_assert_int_eq(g->status, TC_SUCCEED);
     ck_assert_int_eq(g->finished_ms, 7);
     for (uint32_t i = 0; i < 3; i++)
@@ -525,6 +585,119 @@ START_TEST(test_a_saga_failure_compensates_every_step_in_reverse)
     troupe__gtx_plan(g, now, &p);
     ck_assert_int_eq(g->status, TC_FAILED);
     ck_assert_str_eq(g->reason, "branch 02 action: FAILURE");
+    troupe__gtx_free(g);
+}
+END_TEST
+
+/* plan at now: the calls it runs, as a bit per step (all of op). */
+static uint64_t
+runs_set(tc_gtx *g, int64_t now, unsigned op)
+{
+    tc_plan p;
+    troupe__gtx_plan(g, now, &p);
+    uint64_t set = 0;
+    for (uint32_t i = 0; i < p.n_run; i++) {
+        ck_assert_uint_eq(p.run[i].op, op);
+        ck_assert_int_eq(g->steps[p.run[i].step].call[op].state, TC_DOING);
+        set |= (uint64_t)1 << p.run[i].step;
+    }
+    return set;
+}
+
+static void
+answer(tc_gtx *g, uint32_t step, unsigned op, troupe_outcome o, int64_t now)
+{
+    ck_assert_ok(troupe__gtx_apply(g, (tc_ref){step, op}, o, now));
+}
+
+/* Concurrent steps: every action whose dependencies succeeded runs at
+ * once; one waiting for two runs after both and only then; the saga
+ * succeeds when all did. */
+START_TEST(test_concurrent_actions_run_once_their_dependencies_succeeded)
+{
+    uint64_t after[4] = {0, 0, 0x3, 0x4}; /* 03 after 01, 02; 04 after 03 */
+    tc_gtx *g = fresh(TROUPE_MODE_SAGA, 4, TC_SUBMITTED);
+    g->after = troupe_calloc(4, sizeof(*g->after));
+    memcpy(g->after, after, sizeof(after));
+    ck_assert_uint_eq(runs_set(g, 1, 0), 0x3); /* 01 and 02 at once */
+    ck_assert_uint_eq(runs_set(g, 1, 0), 0);   /* nothing twice */
+    answer(g, 0, 0, TROUPE_OUTCOME_SUCCESS, 2);
+    ck_assert_uint_eq(runs_set(g, 2, 0), 0); /* 03 still waits for 02 */
+    answer(g, 1, 0, TROUPE_OUTCOME_SUCCESS, 3);
+    ck_assert_uint_eq(runs_set(g, 3, 0), 0x4);
+    answer(g, 2, 0, TROUPE_OUTCOME_SUCCESS, 4);
+    ck_assert_uint_eq(runs_set(g, 4, 0), 0x8);
+    answer(g, 3, 0, TROUPE_OUTCOME_SUCCESS, 5);
+    ck_assert_int_eq(g->status, TC_SUBMITTED);
+    ck_assert_uint_eq(runs_set(g, 6, 0), 0);
+    ck_assert_int_eq(g->status, TC_SUCCEED);
+    ck_assert_int_eq(g->finished_ms, 6);
+    troupe__gtx_free(g);
+
+    /* no order at all: every action at once */
+    g = fresh(TROUPE_MODE_SAGA, 3, TC_SUBMITTED);
+    g->after = troupe_calloc(3, sizeof(*g->after));
+    ck_assert_uint_eq(runs_set(g, 1, 0), 0x7);
+    troupe__gtx_free(g);
+}
+END_TEST
+
+/* A FAILURE aborts with the branch named; going back, a step's
+ * compensation waits until its own action settled and every step that
+ * waits for it has been compensated; the failed one and those never run
+ * are compensated too. */
+START_TEST(test_concurrent_compensations_run_in_reverse_dependency_order)
+{
+    uint64_t after[3] = {0, 0, 0x3}; /* 03 after 01 and 02 */
+    tc_gtx *g = fresh(TROUPE_MODE_SAGA, 3, TC_SUBMITTED);
+    g->after = troupe_calloc(3, sizeof(*g->after));
+    memcpy(g->after, after, sizeof(after));
+    ck_assert_uint_eq(runs_set(g, 1, 0), 0x3);
+    answer(g, 1, 0, TROUPE_OUTCOME_FAILURE, 2); /* 01 still in flight */
+    ck_assert_int_eq(g->status, TC_ABORTING);
+    ck_assert_str_eq(g->reason, "branch 02 action: FAILURE");
+    /* 03 never ran: its compensation first; 01's waits for its action */
+    ck_assert_uint_eq(runs_set(g, 2, 1), 0x4);
+    ck_assert_uint_eq(runs_set(g, 2, 1), 0);
+    answer(g, 2, 1, TROUPE_OUTCOME_SUCCESS, 3);
+    ck_assert_uint_eq(runs_set(g, 3, 1), 0x2); /* 02's; 01 in flight */
+    /* 01's action answers late: recorded; its compensation may go */
+    answer(g, 0, 0, TROUPE_OUTCOME_SUCCESS, 4);
+    ck_assert_int_eq(g->steps[0].call[0].state, TC_DONE);
+    ck_assert_uint_eq(runs_set(g, 4, 1), 0x1);
+    /* a failing compensation is retried after its backoff */
+    answer(g, 0, 1, TROUPE_OUTCOME_FAILURE, 5);
+    ck_assert_int_eq(g->due_ms, 5 + 10000);
+    answer(g, 1, 1, TROUPE_OUTCOME_SUCCESS, 6);
+    ck_assert_uint_eq(runs_set(g, 10004, 1), 0);
+    ck_assert_uint_eq(runs_set(g, 10005, 1), 0x1);
+    answer(g, 0, 1, TROUPE_OUTCOME_SUCCESS, 10006);
+    ck_assert_uint_eq(runs_set(g, 10007, 1), 0);
+    ck_assert_int_eq(g->status, TC_FAILED);
+    ck_assert_int_eq(g->steps[2].call[0].state, TC_TODO); /* never ran */
+    troupe__gtx_free(g);
+}
+END_TEST
+
+/* Concurrent calls share the due time: a call to retry waits for the
+ * earliest backoff, a call never run does not wait at all. */
+START_TEST(test_concurrent_retries_share_the_earliest_due_time)
+{
+    uint64_t after[3] = {0, 0, 0x1}; /* 03 after 01 */
+    tc_gtx *g = fresh(TROUPE_MODE_SAGA, 3, TC_SUBMITTED);
+    g->after = troupe_calloc(3, sizeof(*g->after));
+    memcpy(g->after, after, sizeof(after));
+    ck_assert_uint_eq(runs_set(g, 100, 0), 0x3);
+    answer(g, 1, 0, TROUPE_OUTCOME_UNKNOWN, 100); /* due 10100 */
+    answer(g, 0, 0, TROUPE_OUTCOME_SUCCESS, 5000);
+    ck_assert_uint_eq(runs_set(g, 5000, 0), 0x4);  /* 03 at once */
+    ck_assert_int_eq(g->due_ms, 10100);            /* 02 still waits */
+    answer(g, 2, 0, TROUPE_OUTCOME_ONGOING, 6000); /* 16000: later */
+    ck_assert_int_eq(g->due_ms, 10100);
+    ck_assert_uint_eq(runs_set(g, 10099, 0), 0);
+    ck_assert_uint_eq(runs_set(g, 10100, 0), 0x6); /* both retried */
+    ck_assert_int_eq(g->due_ms, 0);
+    ck_assert_int_eq(g->status, TC_SUBMITTED); /* never compensated */
     troupe__gtx_free(g);
 }
 END_TEST
@@ -580,12 +753,12 @@ START_TEST(test_a_saga_past_its_timeout_to_fail_aborts)
     ck_assert_int_eq(g->status, TC_SUBMITTED);
     tc_plan p;
     troupe__gtx_plan(g, 6000, &p);
-    ck_assert(p.changed && p.has_run);
+    ck_assert(p.changed && p.n_run > 0);
     ck_assert_int_eq(g->status, TC_ABORTING);
     ck_assert_str_eq(g->reason,
                      "submitted for longer than its timeout-to-fail");
-    ck_assert_uint_eq(p.run.step, 1);
-    ck_assert_uint_eq(p.run.op, 1);
+    ck_assert_uint_eq(p.run[0].step, 1);
+    ck_assert_uint_eq(p.run[0].op, 1);
     troupe__gtx_free(g);
 }
 END_TEST
@@ -644,16 +817,16 @@ START_TEST(test_a_tcc_confirm_never_cancels_over_every_state_pair)
                         ck_assert_int_eq(g->status, TC_SUBMITTED);
                         tc_plan p;
                         troupe__gtx_plan(g, now, &p);
-                        if (!p.has_run) {
+                        if (p.n_run == 0) {
                             now = g->due_ms;
                             continue;
                         }
-                        ck_assert_uint_eq(p.run.op, 1); /* a confirm */
-                        uint32_t b = p.run.step;
+                        ck_assert_uint_eq(p.run[0].op, 1); /* a confirm */
+                        uint32_t b = p.run[0].step;
                         troupe_outcome o =
                             tried[b] ? TROUPE_OUTCOME_SUCCESS : first[b];
                         tried[b] = true;
-                        ck_assert_ok(troupe__gtx_apply(g, p.run, o, now));
+                        ck_assert_ok(troupe__gtx_apply(g, p.run[0], o, now));
                         ck_assert_int_ne(g->status, TC_ABORTING);
                     }
                     for (int b = 0; b < 2; b++)
@@ -695,7 +868,7 @@ START_TEST(test_a_tcc_abort_cancels_every_branch_in_reverse)
         g = fresh(TROUPE_MODE_TCC, 0, abort ? TC_ABORTING : TC_SUBMITTED);
         tc_plan p;
         troupe__gtx_plan(g, 9, &p);
-        ck_assert(!p.has_run && p.changed);
+        ck_assert(p.n_run == 0 && p.changed);
         ck_assert_int_eq(g->status, abort ? TC_FAILED : TC_SUCCEED);
         ck_assert_int_eq(g->finished_ms, 9);
         troupe__gtx_free(g);
@@ -821,12 +994,18 @@ gtx_suite(void)
     tcase_add_test(c, test_every_mode_round_trips);
     tcase_add_test(c, test_a_document_breaking_a_rule_is_ecorrupt);
     tcase_add_test(c, test_a_malformed_document_is_ecorrupt);
+    tcase_add_test(c, test_a_concurrent_sagas_order_is_checked_when_read);
     suite_add_tcase(s, c);
     TCase *m = tcase_create("rules");
     tcase_add_test(m, test_backoff_doubles_to_its_cap);
     tcase_add_test(m, test_a_saga_runs_its_actions_in_order_and_succeeds);
     tcase_add_test(m, test_a_saga_failure_compensates_every_step_in_reverse);
     tcase_add_test(m, test_unknown_retries_with_backoff_and_never_compensates);
+    tcase_add_test(
+        m, test_concurrent_actions_run_once_their_dependencies_succeeded);
+    tcase_add_test(
+        m, test_concurrent_compensations_run_in_reverse_dependency_order);
+    tcase_add_test(m, test_concurrent_retries_share_the_earliest_due_time);
     tcase_add_test(m, test_a_saga_past_its_timeout_to_fail_aborts);
     tcase_add_test(m, test_late_and_bad_outcomes_change_nothing);
     tcase_add_test(m, test_a_tcc_confirm_never_cancels_over_every_state_pair);

@@ -6,7 +6,8 @@
  * out of memory) and leaves nothing; an accepted one encodes again (with
  * the coordinator's encoder) to a document that decodes to one whose
  * encoding is the same bytes; its steps, payloads and reason are within
- * the limits and every op it carries is one of its mode's.
+ * the limits, every op it carries is one of its mode's, and a step order
+ * (a concurrent saga's, format 2) is a saga's and has no cycle.
  */
 #include <string.h>
 
@@ -37,6 +38,10 @@ LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
             FZ_CHECK(c->payload_len <= TROUPE_GTX_PAYLOAD_MAX, "a big payload");
             FZ_CHECK(c->target[0] != '\0', "an empty target");
         }
+    FZ_CHECK(g->after == NULL ||
+                 (g->mode == TROUPE_MODE_SAGA &&
+                  troupe__gtx_order_valid(g->after, g->n_steps)),
+             "a step order outside a saga, or not an order");
     troupe_packer p1, p2;
     troupe_pack_init(&p1);
     troupe_pack_init(&p2);

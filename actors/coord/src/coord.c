@@ -289,6 +289,21 @@ saga_build(troupe_coord *c, const troupe_saga_step *steps, size_t n,
                         .retry_min_ms = c->retry_min_ms,
                         .retry_max_ms = c->retry_max_ms,
                         .branch_timeout_ms = TROUPE_TARGET_TIMEOUT_DEFAULT_MS};
+    if (e == TROUPE_OK && o != NULL && o->concurrent) {
+        /* one mask per step, zero when the caller gave no order */
+        if ((g->after = troupe_calloc(n > 0 ? n : 1, sizeof(*g->after))) ==
+            NULL)
+            e = TROUPE_ENOMEM;
+        else if (o->after != NULL && n > 0)
+            memcpy(g->after, o->after, n * sizeof(*g->after));
+        if (e == TROUPE_OK && !troupe__gtx_order_valid(g->after, (uint32_t)n))
+            e = troupe__errf(TROUPE_EINVAL,
+                             "saga: a step order names a step past the "
+                             "last, the step itself, or makes a cycle");
+    } else if (e == TROUPE_OK && o != NULL && o->after != NULL) {
+        e = troupe__errf(TROUPE_EINVAL,
+                         "saga: a step order without concurrent steps");
+    }
     if (e != TROUPE_OK) {
         troupe__gtx_free(g);
         return e;

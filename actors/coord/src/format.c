@@ -42,11 +42,15 @@ enum {
     F_UPDATED,
     F_FINISHED,
     F_OPTS,
+    F_AFTER, /* format 2 only */
     N_FIELDS
 };
 static const char *const field_names[N_FIELDS] = {
-    "v",        "mode",   "status",     "steps",      "reason",      "query",
-    "attempts", "due_ms", "created_ms", "updated_ms", "finished_ms", "opts"};
+    "v",           "mode",     "status", "steps",      "reason",
+    "query",       "attempts", "due_ms", "created_ms", "updated_ms",
+    "finished_ms", "opts",     "after"};
+/* The fields a format-1 document has: all but "after". */
+#define N_FIELDS_1 (N_FIELDS - 1)
 
 /* ---- encode ---- */
 
@@ -72,10 +76,14 @@ troupe__gtx_encode(const tc_gtx *g, troupe_packer *p)
     const char *status = troupe__gtx_status_name(g->status);
     if (mode == NULL || status == NULL)
         return troupe__errf(TROUPE_EINVAL, "gtx: no such mode or status");
+    if (g->after != NULL && g->mode != TROUPE_MODE_SAGA)
+        return troupe__errf(TROUPE_EINVAL, "gtx: a step order outside a saga");
     unsigned k = n_ops(g->mode);
-    troupe_pack_map(p, N_FIELDS);
+    bool conc = g->after != NULL;
+    troupe_pack_map(p, conc ? N_FIELDS : N_FIELDS_1);
     troupe_pack_cstr(p, "v");
-    troupe_pack_uint(p, TROUPE_GTX_FORMAT);
+    troupe_pack_uint(p,
+                     conc ? TROUPE_GTX_FORMAT_CONCURRENT : TROUPE_GTX_FORMAT);
     troupe_pack_cstr(p, "mode");
     troupe_pack_cstr(p, mode);
     troupe_pack_cstr(p, "status");
@@ -113,7 +121,14 @@ troupe__gtx_encode(const tc_gtx *g, troupe_packer *p)
     troupe_pack_uint(p, g->opts.retry_limit);
     troupe_pack_uint(p, g->opts.retry_min_ms);
     troupe_pack_uint(p, g->opts.retry_max_ms);
-    return troupe_pack_uint(p, g->opts.branch_timeout_ms);
+    troupe_err e = troupe_pack_uint(p, g->opts.branch_timeout_ms);
+    if (!conc)
+        return e;
+    troupe_pack_cstr(p, "after");
+    troupe_pack_array(p, g->n_steps);
+    for (uint32_t i = 0; i < g->n_steps; i++)
+        e = troupe_pack_uint(p, g->after[i]);
+    return e;
 }
 
 /* ---- decode ---- */
@@ -132,6 +147,7 @@ troupe__gtx_free(tc_gtx *g)
     troupe_free(g->query.target);
     troupe_free(g->query.payload);
     troupe_free(g->reason);
+    troupe_free(g->after);
     troupe_free(g);
 }
 
@@ -229,10 +245,28 @@ read_opts(troupe_reader *r, tc_opts *o)
     return TROUPE_OK;
 }
 
-/* One field's value into g. "v" comes first: the rest is read as format
- * 1 only once it said so; "mode" before "steps" and "query". */
+/* A concurrent saga's order: one mask per step (the steps come first). */
 static troupe_err
-read_field(troupe_reader *r, int f, const bool *seen, tc_gtx *g)
+read_after(troupe_reader *r, tc_gtx *g)
+{
+    if (troupe_read_array_n(r, g->n_steps) != TROUPE_OK)
+        return TROUPE_ECORRUPT;
+    if ((g->after = troupe_calloc(g->n_steps > 0 ? g->n_steps : 1,
+                                  sizeof(*g->after))) == NULL)
+        return TROUPE_ENOMEM;
+    for (uint32_t i = 0; i < g->n_steps; i++)
+        if (troupe_read_uint(r, &g->after[i]) != TROUPE_OK)
+            return TROUPE_ECORRUPT;
+    return troupe__gtx_order_valid(g->after, g->n_steps) ? TROUPE_OK
+                                                         : TROUPE_ECORRUPT;
+}
+
+/* One field's value into g. "v" comes first (*format: what it said; the
+ * rest is read only once it named one known); "mode" before "steps" and
+ * "query"; "steps" before "after". */
+static troupe_err
+read_field(troupe_reader *r, int f, const bool *seen, tc_gtx *g,
+           uint64_t *format)
 {
     const char *s = NULL;
     size_t n = 0;
@@ -241,11 +275,18 @@ read_field(troupe_reader *r, int f, const bool *seen, tc_gtx *g)
         return TROUPE_ECORRUPT;
     if ((f == F_STEPS || f == F_QUERY || f == F_STATUS) && !seen[F_MODE])
         return TROUPE_ECORRUPT;
+    if (f == F_AFTER && (!seen[F_STEPS] || *format != 2))
+        return TROUPE_ECORRUPT;
     switch (f) {
     case F_V:
         if (troupe_read_uint(r, &v) != TROUPE_OK || v == 0)
             return TROUPE_ECORRUPT;
-        return v == TROUPE_GTX_FORMAT ? TROUPE_OK : TROUPE_ENOTSUP;
+        *format = v;
+        return v == TROUPE_GTX_FORMAT || v == TROUPE_GTX_FORMAT_CONCURRENT
+                   ? TROUPE_OK
+                   : TROUPE_ENOTSUP;
+    case F_AFTER:
+        return read_after(r, g);
     case F_MODE:
         if (troupe_read_str(r, 16, &s, &n) != TROUPE_OK)
             return TROUPE_ECORRUPT;
@@ -295,6 +336,13 @@ read_field(troupe_reader *r, int f, const bool *seen, tc_gtx *g)
     }
 }
 
+/* The field count format v has: 12, 13 for a concurrent saga's. */
+static uint32_t
+fields_of(uint64_t v)
+{
+    return v == TROUPE_GTX_FORMAT_CONCURRENT ? N_FIELDS : N_FIELDS_1;
+}
+
 /* The rules across fields, once all are read. */
 static bool
 consistent(const tc_gtx *g)
@@ -307,6 +355,8 @@ consistent(const tc_gtx *g)
         return false;
     /* a message has a query-back target, no other mode has one */
     if ((g->mode == TROUPE_MODE_MSG) != (g->query.target != NULL))
+        return false;
+    if (g->after != NULL && g->mode != TROUPE_MODE_SAGA)
         return false;
     return g->query.payload_len == 0;
 }
@@ -323,10 +373,13 @@ troupe__gtx_decode(const void *doc, size_t len, tc_gtx **out)
     troupe_reader r;
     troupe_reader_init(&r, doc, len);
     bool seen[N_FIELDS] = {false};
-    troupe_err e = troupe_read_map_n(&r, N_FIELDS) == TROUPE_OK
+    uint32_t n = 0;
+    uint64_t format = 0;
+    troupe_err e = troupe_read_map(&r, &n) == TROUPE_OK &&
+                           (n == N_FIELDS_1 || n == N_FIELDS)
                        ? TROUPE_OK
                        : TROUPE_ECORRUPT;
-    for (int i = 0; e == TROUPE_OK && i < N_FIELDS; i++) {
+    for (uint32_t i = 0; e == TROUPE_OK && i < n; i++) {
         const char *k = NULL;
         size_t kl = 0;
         int f = -1;
@@ -339,8 +392,10 @@ troupe__gtx_decode(const void *doc, size_t len, tc_gtx **out)
             e = TROUPE_ECORRUPT;
             break;
         }
-        e = read_field(&r, f, seen, g);
+        e = read_field(&r, f, seen, g, &format);
         seen[f] = true;
+        if (e == TROUPE_OK && f == F_V && fields_of(format) != n)
+            e = TROUPE_ECORRUPT;
     }
     if (e == TROUPE_OK && (troupe_read_end(&r) != TROUPE_OK || !consistent(g)))
         e = TROUPE_ECORRUPT;

@@ -93,8 +93,100 @@ run_if_due(tc_gtx *g, tc_call *c, tc_ref r, int64_t now, tc_plan *p)
     c->state = TC_DOING;
     c->attempts++;
     g->due_ms = 0;
-    p->run = r;
-    p->has_run = true;
+    p->run[p->n_run++] = r;
+}
+
+bool
+troupe__gtx_order_valid(const uint64_t *after, uint32_t n)
+{
+    if (n > 64)
+        return false;
+    uint64_t all = n == 64 ? UINT64_MAX : ((uint64_t)1 << n) - 1;
+    for (uint32_t i = 0; i < n; i++)
+        if ((after[i] & ~all) != 0 || (after[i] >> i & 1) != 0)
+            return false;
+    /* Kahn's: take a step whose dependencies are all taken until none is
+     * left; one left over lies on a cycle */
+    uint64_t taken = 0;
+    for (bool moved = true; moved;) {
+        moved = false;
+        for (uint32_t i = 0; i < n; i++)
+            if ((taken >> i & 1) == 0 && (after[i] & ~taken) == 0) {
+                taken |= (uint64_t)1 << i;
+                moved = true;
+            }
+    }
+    return taken == all;
+}
+
+/* A step's action does not count (absent) or succeeded. */
+static bool
+action_done(const tc_gtx *g, uint32_t i)
+{
+    const tc_call *a = &g->steps[i].call[0];
+    return a->target == NULL || a->state == TC_DONE;
+}
+
+/* Going back, step j no longer stands in the way of the compensations of
+ * what it waits for: its action is not in flight and its compensation,
+ * if it has one, is done. */
+static bool
+settled_back(const tc_gtx *g, uint32_t j)
+{
+    const tc_call *a = &g->steps[j].call[0], *c = &g->steps[j].call[1];
+    return a->state != TC_DOING && (c->target == NULL || c->state == TC_DONE);
+}
+
+/* Whether step i's call of the phase may run: forward, every action it
+ * waits for succeeded; back, its own action settled and every step that
+ * waits for it settled back. */
+static bool
+ready(const tc_gtx *g, uint32_t i, bool back)
+{
+    if (!back) {
+        for (uint32_t j = 0; j < g->n_steps; j++)
+            if ((g->after[i] >> j & 1) != 0 && !action_done(g, j))
+                return false;
+        return true;
+    }
+    if (g->steps[i].call[0].state == TC_DOING)
+        return false;
+    for (uint32_t j = 0; j < g->n_steps; j++)
+        if ((g->after[j] >> i & 1) != 0 && !settled_back(g, j))
+            return false;
+    return true;
+}
+
+/* A concurrent saga's phase: every ready call runs, those never run at
+ * once, those to retry once g->due_ms has come; the phase ends when
+ * every call of op is done. */
+static void
+plan_concurrent(tc_gtx *g, unsigned op, bool back, int64_t now, tc_plan *p)
+{
+    bool done = true, retry_waits = false;
+    for (uint32_t k = 0; k < g->n_steps; k++) {
+        uint32_t i = back ? g->n_steps - 1 - k : k;
+        tc_call *c = &g->steps[i].call[op];
+        if (c->target == NULL || c->state == TC_DONE)
+            continue;
+        done = false;
+        if (c->state == TC_DOING || !ready(g, i, back))
+            continue;
+        if (c->attempts > 0 && now < g->due_ms) {
+            retry_waits = true;
+            continue;
+        }
+        c->state = TC_DOING;
+        c->attempts++;
+        p->run[p->n_run++] = (tc_ref){i, op};
+    }
+    if (done) {
+        finish(g, back ? TC_FAILED : TC_SUCCEED, now);
+        p->changed = true;
+        return;
+    }
+    if (!retry_waits)
+        g->due_ms = 0;
 }
 
 void
@@ -118,6 +210,10 @@ troupe__gtx_plan(tc_gtx *g, int64_t now, tc_plan *p)
     if (op < 0)
         return;
     bool back = g->status == TC_ABORTING;
+    if (g->after != NULL) {
+        plan_concurrent(g, (unsigned)op, back, now, p);
+        return;
+    }
     uint32_t step = 0;
     tc_call *c = next_call(g, (unsigned)op, back, &step);
     if (c == NULL) {
@@ -158,7 +254,8 @@ troupe__gtx_apply(tc_gtx *g, tc_ref r, troupe_outcome o, int64_t now)
     }
     if (o == TROUPE_OUTCOME_SUCCESS) {
         c->state = TC_DONE;
-        g->due_ms = 0;
+        if (g->after == NULL) /* concurrent: others may wait for due_ms */
+            g->due_ms = 0;
         if (query)
             g->status = TC_SUBMITTED; /* the local transaction committed */
         return TROUPE_OK;
@@ -189,7 +286,10 @@ troupe__gtx_apply(tc_gtx *g, tc_ref r, troupe_outcome o, int64_t now)
         start_abort(g, why);
         return TROUPE_OK;
     }
-    g->due_ms = now + troupe__gtx_backoff(&g->opts, c->attempts);
+    int64_t due = now + troupe__gtx_backoff(&g->opts, c->attempts);
+    /* concurrent calls share the due time: the earliest retry's */
+    if (g->after == NULL || g->due_ms == 0 || due < g->due_ms)
+        g->due_ms = due;
     return TROUPE_OK;
 }
 

@@ -36,6 +36,20 @@ typedef struct tc_waiter {
     troupe__waiter *w;
 } tc_waiter;
 
+/* One call of a live transaction on its way: waiting for credit on its
+ * target, or submitted as a task whose outcome is not applied yet. */
+typedef struct tc_flight {
+    struct tc_flight *next;
+    tc_ref ref;
+    bool waiting; /* cw queued on t for credit */
+    troupe_target *t;
+    troupe__credit_wait cw;
+    tc_post *kick; /* cw's arg */
+    /* its outcome, heard while a commit was in flight: applied after */
+    bool heard;
+    troupe_outcome outcome;
+} tc_flight;
+
 typedef struct tc_live {
     struct tc_live *next;
     char gid[TROUPE_GID_MAX];
@@ -43,13 +57,10 @@ typedef struct tc_live {
     tc_gtx *g;
     bool writing;      /* a commit of g in flight */
     bool write_failed; /* the last one failed: again when due */
-    bool has_run;      /* run is dispatched once the commit is done */
-    tc_ref run;
-    bool in_flight; /* a task submitted, its outcome not heard */
-    bool waiting;   /* cw queued on t for credit */
-    troupe_target *t;
-    troupe__credit_wait cw;
-    tc_post *kick;         /* cw's arg */
+    /* the calls planned, dispatched once the commit is done */
+    uint32_t n_run;
+    tc_ref run[TROUPE_GTX_STEPS_MAX];
+    tc_flight *flights;    /* the calls on their way */
     tc_waiter *subs;       /* callers waiting for the commit in flight */
     tc_op *ops, *ops_tail; /* ops that came while a commit was in flight */
 } tc_live;
@@ -109,6 +120,54 @@ reply_subs(tc_live *l, troupe_err e)
 }
 
 static void
+flight_free(tc_flight *f)
+{
+    if (f->waiting)
+        troupe__target_credit_unwait(f->t, &f->cw);
+    if (f->t != NULL)
+        troupe__target_release(f->t);
+    troupe_free(f->kick);
+    troupe_free(f);
+}
+
+/* Takes f off l's flights and frees it. */
+static void
+flight_drop(tc_live *l, tc_flight *f)
+{
+    for (tc_flight **pp = &l->flights; *pp != NULL; pp = &(*pp)->next)
+        if (*pp == f) {
+            *pp = f->next;
+            break;
+        }
+    flight_free(f);
+}
+
+static tc_flight *
+flight_of(const tc_live *l, uint32_t step, uint32_t op)
+{
+    for (tc_flight *f = l->flights; f != NULL; f = f->next)
+        if (f->ref.step == step && f->ref.op == op)
+            return f;
+    return NULL;
+}
+
+/* Nothing is planned while a commit is in flight, and for a sequential
+ * transaction while a call is on its way whose outcome is not heard: that
+ * outcome decides what is next. Concurrent sagas plan beside theirs. */
+static bool
+busy(const tc_live *l)
+{
+    if (l->writing)
+        return true;
+    if (l->g->after != NULL)
+        return false;
+    for (const tc_flight *f = l->flights; f != NULL; f = f->next)
+        if (!f->heard)
+            return true;
+    return false;
+}
+
+static void
 live_free(shard *sh, tc_live *l, troupe_err for_subs)
 {
     for (tc_live **pp = &sh->lives; *pp != NULL; pp = &(*pp)->next)
@@ -116,10 +175,11 @@ live_free(shard *sh, tc_live *l, troupe_err for_subs)
             *pp = l->next;
             break;
         }
-    if (l->waiting)
-        troupe__target_credit_unwait(l->t, &l->cw);
-    if (l->t != NULL)
-        troupe__target_release(l->t);
+    while (l->flights != NULL) {
+        tc_flight *f = l->flights;
+        l->flights = f->next;
+        flight_free(f);
+    }
     reply_subs(l, for_subs);
     bool final = troupe__gtx_final(l->g);
     while (l->ops != NULL) {
@@ -128,7 +188,6 @@ live_free(shard *sh, tc_live *l, troupe_err for_subs)
         troupe__waiter_release(&op->w, final ? TROUPE_ECONFLICT : for_subs,
                                NULL);
     }
-    troupe_free(l->kick);
     troupe__gtx_free(l->g);
     troupe_free(l);
 }
@@ -214,18 +273,47 @@ on_task_done(void *arg, uint64_t id, troupe_outcome outcome,
 static void
 on_kick(void *arg)
 {
-    post_send(arg, TC_K_KICK, NULL, 0);
+    const tc_post *p = arg;
+    uint32_t head[2] = {p->step, p->op};
+    post_send(p, TC_K_KICK, head, sizeof(head));
 }
 
 static void
 advance(shard *sh, tc_live *l, bool force);
 
-/* The call could not be dispatched: it counts as UNKNOWN (retried). */
+/* The outcome o of flight f: applied now and planned on, or, while a
+ * commit is in flight, kept on f until it is done (written). */
 static void
-undispatched(shard *sh, tc_live *l, tc_ref r)
+hear(shard *sh, tc_live *l, tc_flight *f, troupe_outcome o)
 {
+    if (l->writing) {
+        f->heard = true;
+        f->outcome = o;
+        return;
+    }
+    tc_ref r = f->ref;
+    flight_drop(l, f);
+    if (troupe__gtx_apply(l->g, r, o, troupe__coord_now(sh->c)) == TROUPE_OK)
+        advance(sh, l, true);
+}
+
+/* The outcomes heard during the last commit, applied together. */
+static void
+hear_kept(shard *sh, tc_live *l)
+{
+    bool moved = false;
     int64_t now = troupe__coord_now(sh->c);
-    if (troupe__gtx_apply(l->g, r, TROUPE_OUTCOME_UNKNOWN, now) == TROUPE_OK)
+    for (tc_flight **pp = &l->flights; *pp != NULL;) {
+        tc_flight *f = *pp;
+        if (!f->heard) {
+            pp = &f->next;
+            continue;
+        }
+        *pp = f->next;
+        moved |= troupe__gtx_apply(l->g, f->ref, f->outcome, now) == TROUPE_OK;
+        flight_free(f);
+    }
+    if (moved)
         advance(sh, l, true);
 }
 
@@ -235,11 +323,11 @@ call_at(const tc_gtx *g, tc_ref r)
     return r.step == TC_QUERY ? &g->query : &g->steps[r.step].call[r.op];
 }
 
-/* Submits the task of l->run under a credit taken on t (ours now). */
+/* Submits the task of f under a credit taken on t (ours now). */
 static void
-submit_task(shard *sh, tc_live *l, troupe_target *t)
+submit_task(shard *sh, tc_live *l, tc_flight *f, troupe_target *t)
 {
-    tc_ref r = l->run;
+    tc_ref r = f->ref;
     const tc_call *c = call_at(l->g, r);
     const char *mode = troupe_gtx_mode_name(l->g->mode);
     const char *op =
@@ -263,7 +351,7 @@ submit_task(shard *sh, tc_live *l, troupe_target *t)
     if (p == NULL) {
         troupe__target_credit_give(t);
         troupe__target_release(t);
-        undispatched(sh, l, r);
+        hear(sh, l, f, TROUPE_OUTCOME_UNKNOWN); /* not dispatched */
         return;
     }
     p->t = t;
@@ -278,38 +366,52 @@ submit_task(shard *sh, tc_live *l, troupe_target *t)
     if (troupe__target_submit(t, &in, on_task_done, p, NULL) != TROUPE_OK) {
         troupe__target_release(t); /* the submit gave the credit back */
         troupe_free(p);
-        undispatched(sh, l, r);
-        return;
+        hear(sh, l, f, TROUPE_OUTCOME_UNKNOWN);
     }
-    l->in_flight = true;
 }
 
+/* Starts call r on its way: a flight that takes a credit on its target
+ * (or waits for one) and submits the task. A call that cannot go counts
+ * as UNKNOWN (retried after its backoff). */
 static void
-dispatch(shard *sh, tc_live *l)
+dispatch(shard *sh, tc_live *l, tc_ref r)
 {
-    const tc_call *c = call_at(l->g, l->run);
+    tc_flight *f = troupe_calloc(1, sizeof(*f));
+    if (f == NULL) { /* UNKNOWN; planned on once no commit is in flight */
+        int64_t now = troupe__coord_now(sh->c);
+        if (troupe__gtx_apply(l->g, r, TROUPE_OUTCOME_UNKNOWN, now) ==
+            TROUPE_OK)
+            advance(sh, l, true);
+        return;
+    }
+    f->ref = r;
+    f->next = l->flights;
+    l->flights = f;
+    const tc_call *c = call_at(l->g, r);
     troupe_target *t =
         troupe__target_find(sh->c->rt, c->target, strlen(c->target));
     if (t == NULL) {
         troupe_log(troupe_runtime_logger(sh->c->rt), TROUPE_LOG_WARN, "coord",
                    "gtx %.*s: no target %s: retried later", (int)l->gid_len,
                    l->gid, c->target);
-        undispatched(sh, l, l->run);
+        hear(sh, l, f, TROUPE_OUTCOME_UNKNOWN);
         return;
     }
-    if (l->kick == NULL && (l->kick = post_new(sh, l)) == NULL) {
+    if ((f->kick = post_new(sh, l)) == NULL) {
         troupe__target_release(t);
-        undispatched(sh, l, l->run);
+        hear(sh, l, f, TROUPE_OUTCOME_UNKNOWN);
         return;
     }
-    l->cw.kick = on_kick;
-    l->cw.arg = l->kick;
-    if (!troupe__target_credit_take(t, &l->cw)) {
-        l->t = t; /* kept until the kick */
-        l->waiting = true;
+    f->kick->step = r.step;
+    f->kick->op = r.op;
+    f->cw.kick = on_kick;
+    f->cw.arg = f->kick;
+    if (!troupe__target_credit_take(t, &f->cw)) {
+        f->t = t; /* kept until the kick */
+        f->waiting = true;
         return;
     }
-    submit_task(sh, l, t);
+    submit_task(sh, l, f, t);
 }
 
 /* ---- the rules' shell ---- */
@@ -319,15 +421,17 @@ dispatch(shard *sh, tc_live *l)
 static void
 advance(shard *sh, tc_live *l, bool force)
 {
-    if (l->in_flight || l->waiting) { /* its outcome plans what is next */
+    if (l->writing)
+        return;    /* the change goes with the next commit (written plans) */
+    if (busy(l)) { /* its outcome plans what is next */
         write(sh, l, false);
         return;
     }
     tc_plan p;
     troupe__gtx_plan(l->g, troupe__coord_now(sh->c), &p);
-    l->has_run = p.has_run;
-    l->run = p.run;
-    if (force || p.changed || p.has_run) {
+    l->n_run = p.n_run;
+    memcpy(l->run, p.run, p.n_run * sizeof(p.run[0]));
+    if (force || p.changed || p.n_run > 0) {
         write(sh, l, false);
         return;
     }
@@ -410,10 +514,16 @@ written(shard *sh, tc_live *l, troupe_err err, bool insert)
         arm(sh, l->g->due_ms);
         return;
     }
-    if (l->has_run) {
-        l->has_run = false;
-        dispatch(sh, l); /* may commit again (a call that cannot go) */
-    }
+    /* the calls planned go (one that cannot counts as UNKNOWN and may
+     * commit again); then the outcomes heard meanwhile */
+    tc_ref run[TROUPE_GTX_STEPS_MAX];
+    uint32_t n_run = l->n_run;
+    memcpy(run, l->run, n_run * sizeof(run[0]));
+    l->n_run = 0;
+    for (uint32_t i = 0; i < n_run; i++)
+        dispatch(sh, l, run[i]);
+    if (!l->writing)
+        hear_kept(sh, l);
     if (l->writing)
         return;
     if (troupe__gtx_final(l->g)) {
@@ -484,8 +594,8 @@ h_submit(troupe_actor *self, void *state, const troupe_msg *m)
     l->subs = w;
     tc_plan p;
     troupe__gtx_plan(l->g, troupe__coord_now(sh->c), &p);
-    l->has_run = p.has_run;
-    l->run = p.run;
+    l->n_run = p.n_run;
+    memcpy(l->run, p.run, p.n_run * sizeof(p.run[0]));
     write(sh, l, true);
     return TROUPE_OK;
 }
@@ -555,15 +665,14 @@ h_outcome(troupe_actor *self, void *state, const troupe_msg *m)
     (void)self;
     shard *sh = state;
     tc_live *l = live_of(sh, m, 12);
-    if (l == NULL || !l->in_flight)
+    if (l == NULL)
         return TROUPE_OK;
     uint32_t head[3];
     memcpy(head, troupe_msg_data(m), sizeof(head));
-    l->in_flight = false;
-    tc_ref r = {head[0], head[1]};
-    if (troupe__gtx_apply(l->g, r, (troupe_outcome)head[2],
-                          troupe__coord_now(sh->c)) == TROUPE_OK)
-        advance(sh, l, true);
+    tc_flight *f = flight_of(l, head[0], head[1]);
+    if (f == NULL || f->waiting || f->heard)
+        return TROUPE_OK;
+    hear(sh, l, f, (troupe_outcome)head[2]);
     return TROUPE_OK;
 }
 
@@ -572,15 +681,20 @@ h_kick(troupe_actor *self, void *state, const troupe_msg *m)
 {
     (void)self;
     shard *sh = state;
-    tc_live *l = live_of(sh, m, 0);
-    if (l == NULL || !l->waiting)
+    tc_live *l = live_of(sh, m, 8);
+    if (l == NULL)
         return TROUPE_OK;
-    troupe_target *t = l->t;
-    if (!troupe__target_credit_take(t, &l->cw))
+    uint32_t head[2];
+    memcpy(head, troupe_msg_data(m), sizeof(head));
+    tc_flight *f = flight_of(l, head[0], head[1]);
+    if (f == NULL || !f->waiting)
+        return TROUPE_OK;
+    troupe_target *t = f->t;
+    if (!troupe__target_credit_take(t, &f->cw))
         return TROUPE_OK; /* queued again: the next kick */
-    l->waiting = false;
-    l->t = NULL;
-    submit_task(sh, l, t);
+    f->waiting = false;
+    f->t = NULL;
+    submit_task(sh, l, f, t);
     return TROUPE_OK;
 }
 
@@ -595,15 +709,15 @@ h_timer(troupe_actor *self, void *state, const troupe_msg *m)
     tc_live *l = sh->lives;
     while (l != NULL) {
         tc_live *after = l->next; /* l may be freed below */
-        bool busy = l->writing || l->in_flight || l->waiting;
-        if (!busy && l->g->due_ms > 0 && now >= l->g->due_ms) {
+        bool b = busy(l);
+        if (!b && l->g->due_ms > 0 && now >= l->g->due_ms) {
             if (l->write_failed) {
                 l->write_failed = false;
                 write(sh, l, false);
             } else {
                 advance(sh, l, false);
             }
-        } else if (!busy && l->g->due_ms > 0 &&
+        } else if (!b && l->g->due_ms > 0 &&
                    (next == 0 || l->g->due_ms < next)) {
             next = l->g->due_ms;
         }

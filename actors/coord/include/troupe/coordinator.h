@@ -9,9 +9,9 @@
  * committed state (a call whose outcome was not committed runs again: the
  * barrier, troupe/barrier.h, makes it once).
  *
- * Built so far: SAGA (sequential steps), TCC, two-phase messages, abort,
- * retry, force-stop, query (with every branch: detail) and list. Concurrent
- * saga steps and actor targets follow (docs/plans/coordinator.md).
+ * Built so far: SAGA (sequential or concurrent steps), TCC, two-phase
+ * messages, abort, retry, force-stop, query (with every branch: detail)
+ * and list. Actor targets follow (docs/plans/coordinator.md).
  *
  * Objects: troupe_coord_open_wait allocates the coordinator; it borrows
  * the runtime and the tables, which must outlive it (stop and destroy it
@@ -90,6 +90,17 @@ typedef struct troupe_saga_step {
 typedef struct troupe_saga_opts {
     int64_t timeout_to_fail_ms; /* 0: none */
     uint32_t retry_limit;       /* 0: retry an action for ever */
+    /* Concurrent steps (DTM's EnableConcurrent and AddBranchOrder).
+     * false: one step at a time, actions in order, compensations in
+     * reverse. true: every action whose dependencies have succeeded runs
+     * at once; after (NULL: none) holds one mask per step, bit j of
+     * after[i] set when step i's action waits for step j's (j < the step
+     * count, j != i, no cycle: EINVAL). Going back, step i's compensation
+     * runs once its own action has settled and the compensations of every
+     * step waiting for i are done. Concurrent calls share the
+     * transaction's due time: a retry waits for the earliest backoff. */
+    bool concurrent;
+    const uint64_t *after;
 } troupe_saga_opts;
 
 /*

@@ -16,7 +16,10 @@
 #include "troupe/pack.h"
 
 #define TROUPE_GTX_TABLE "troupe.gtx"
+/* Format 1; format 2 is format 1 with the field "after" (a concurrent
+ * saga's step order), written only for concurrent sagas. */
 #define TROUPE_GTX_FORMAT 1
+#define TROUPE_GTX_FORMAT_CONCURRENT 2
 /* Limits of one transaction (refused at submit, ECORRUPT when read). */
 #define TROUPE_GTX_STEPS_MAX 64
 #define TROUPE_GTX_PAYLOAD_MAX (64u * 1024u)
@@ -76,6 +79,10 @@ typedef struct tc_gtx {
     int64_t due_ms, created_ms, updated_ms;
     int64_t finished_ms; /* set once the status is final, else 0 */
     tc_opts opts;
+    /* A concurrent saga: n_steps masks, bit j of after[i] set when step
+     * i's action waits for step j's (troupe__gtx_order_valid); NULL: the
+     * steps run one at a time. */
+    uint64_t *after;
 } tc_gtx;
 
 /* The op at position i of mode m's ops (saga and workflow: action,
@@ -133,10 +140,15 @@ typedef struct tc_ref {
 #define TC_QUERY UINT32_MAX
 
 typedef struct tc_plan {
-    tc_ref run; /* valid when has_run */
-    bool has_run;
+    uint32_t n_run;                   /* the calls to dispatch now */
+    tc_ref run[TROUPE_GTX_STEPS_MAX]; /* run[0..n_run) */
     bool changed; /* g's status (or reason) moved: persist it */
 } tc_plan;
+
+/* after[0..n) is a step order: every bit names a step below n other
+ * than its own, and no chain of them comes back to where it started. */
+bool
+troupe__gtx_order_valid(const uint64_t *after, uint32_t n);
 
 /* The backoff before retry n (1 for the first): retry_min_ms doubled
  * n - 1 times, at most retry_max_ms. */
@@ -148,11 +160,15 @@ troupe__gtx_backoff(const tc_opts *o, uint32_t n);
  * anything (a saga whose actions all succeeded succeeds, one past its
  * timeout-to-fail starts aborting, an aborting one whose compensations
  * are all done fails; finished_ms is set on a final status), then picks
- * the one call due now, marks it dispatched (DOING, attempts + 1) and
- * returns it in p->run. A call still dispatched blocks the ones after it
- * (steps run one at a time, in order: actions forward, compensations and
- * cancels in reverse). g->due_ms is when to plan again when nothing is
- * due now (0: nothing to wait for).
+ * the calls due now, marks them dispatched (DOING, attempts + 1) and
+ * returns them in p->run. Sequentially, one call at a time: a call still
+ * dispatched blocks the ones after it (actions forward, compensations
+ * and cancels in reverse). A concurrent saga (g->after) runs every
+ * action whose dependencies succeeded, and going back every compensation
+ * whose own action is not in flight and whose dependents' compensations
+ * are done; a call never run goes at once, one to retry waits for
+ * g->due_ms. g->due_ms is when to plan again when nothing is due now (0:
+ * nothing to wait for).
  */
 void
 troupe__gtx_plan(tc_gtx *g, int64_t now, tc_plan *p);
