@@ -5,9 +5,12 @@
  * (troupe/coordinator.h: the ones left unfinished in the database are
  * driven again from here), listens and dials its peers (docs/security.md
  * for the security flags). With --admin it also opens the queues and
- * serves the admin endpoint (admin.h) over them; teardown runs in the
- * reverse order: endpoint, queues, coordinator, tables, catalog, runtime,
- * node, pipeline, database.
+ * serves the admin endpoint (admin.h) over them. A TTL scanner
+ * (troupe/ttl.h) expires what is open: key versions and expired rows of
+ * the tables, the queues' completed history, the coordinator's ended
+ * transactions past their retention (7 days) with their barrier rows.
+ * Teardown runs in the reverse order: endpoint, TTL scanner, queues,
+ * coordinator, tables, catalog, runtime, node, pipeline, database.
  *
  * The node registers no dispatch target of its own, so a branch of a
  * reloaded transaction finds none and counts as UNKNOWN, retried after
@@ -30,6 +33,7 @@
 #include "troupe/queue.h"
 #include "troupe/storage.h"
 #include "troupe/table.h"
+#include "troupe/ttl.h"
 
 const cli_cmd cli_node_cmd = {
     .name = "node",
@@ -97,15 +101,21 @@ typedef struct node_objs {
     troupe_tables *tables;
     troupe_coord *coord;
     troupe_queues *queues;
+    troupe_ttl *ttl; /* expiry: versions, rows, queue history, ended gtx */
     admin *ep;
 } node_objs;
 
 /* The reverse of objs_open: the endpoint first (its routes call into the
- * rest), the coordinator before the tables it borrows. */
+ * rest), the TTL scanner before what it borrows, the coordinator before
+ * the tables it borrows. */
 static void
 objs_close(node_objs *a)
 {
     admin_destroy(a->ep);
+    if (a->ttl != NULL) {
+        troupe_ttl_stop_wait(a->ttl);
+        troupe_ttl_destroy(a->ttl);
+    }
     if (a->queues != NULL)
         troupe_queues_stop_wait(a->queues);
     troupe_queues_destroy(a->queues);
@@ -123,9 +133,21 @@ objs_close(node_objs *a)
     }
 }
 
+/* The TTL scanner over what is open (troupe/ttl.h): the tables' versions
+ * and expired rows, the queues' completed history, the coordinator's
+ * ended transactions past their retention. */
+static int
+ttl_open(node_objs *a, troupe_runtime *rt)
+{
+    troupe_ttl_opts o = {
+        .rt = rt, .tables = a->tables, .queues = a->queues, .coord = a->coord};
+    troupe_err e = troupe_ttl_create(&o, &a->ttl);
+    return e == TROUPE_OK ? 0 : cli_failed("start the TTL scanner", e);
+}
+
 /* Opens the tables and the coordinator, and with addr the queues and the
- * endpoint: 0, or CLI_FAIL with the message printed (what was opened
- * stays in *a for objs_close). */
+ * endpoint, then the TTL scanner: 0, or CLI_FAIL with the message printed
+ * (what was opened stays in *a for objs_close). */
 static int
 objs_open(node_objs *a, const admin_ctx *base, const char *addr,
           const char *token, size_t token_len)
@@ -141,7 +163,7 @@ objs_open(node_objs *a, const admin_ctx *base, const char *addr,
     if ((e = troupe_coord_open_wait(&go, &a->coord)) != TROUPE_OK)
         return cli_failed("open coordinator", e);
     if (addr == NULL)
-        return 0;
+        return ttl_open(a, base->rt);
     troupe_queues_opts qo = {.catalog = a->cat, .commit = base->commit};
     if ((e = troupe_queues_open(&qo, &a->queues)) != TROUPE_OK)
         return cli_failed("open queues", e);
@@ -162,7 +184,7 @@ objs_open(node_objs *a, const admin_ctx *base, const char *addr,
                 addr);
         return cli_failed("admin endpoint", e);
     }
-    return 0;
+    return ttl_open(a, base->rt);
 }
 
 int

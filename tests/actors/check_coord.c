@@ -10,9 +10,15 @@
 #include <time.h>
 
 #include "tnode.h"
+#include "troupe/barrier.h"
+#include "troupe/branch.h"
 #include "troupe/coordinator.h"
 #include "troupe/dispatch.h"
+#include "troupe/keycodec.h"
 #include "troupe/table.h"
+#include "troupe/transport.h"
+#include "troupe/ttl.h"
+#include "troupe/txn.h"
 #include "tsupport.h"
 
 #define LOG_MAX 64
@@ -29,6 +35,9 @@ typedef struct co_fx {
     char unknown[64]; /* "gid branch op" answered UNKNOWN */
     _Atomic int hold; /* calls wait while set */
     _Atomic int held; /* calls waiting */
+    char silent[64];  /* "gid branch op" the teller does not answer, once */
+    char refuse[64];  /* ... answers with an error reply, once */
+    uint32_t branch_timeout_ms;
 } co_fx;
 
 static co_fx fx;
@@ -83,6 +92,7 @@ coord_open(void)
                             .shards = 4,
                             .retry_min_ms = 60000,
                             .retry_max_ms = 60000,
+                            .branch_timeout_ms = fx.branch_timeout_ms,
                             .clock = fake_clock};
     ck_assert_ok(troupe_coord_open_wait(&co, &fx.coord));
 }
@@ -287,6 +297,278 @@ START_TEST(test_a_bad_step_order_is_refused)
     troupe_gtx_info in;
     ck_assert_err(troupe_gtx_query_wait(fx.coord, "s-bo", 4, &in),
                   TROUPE_ENOENT);
+}
+END_TEST
+
+/* ---- actor targets (troupe/branch.h) ---- */
+
+#define TELLER_KIND 3
+
+/* The teller: an actor serving branches as the bank does, logging each
+ * call with its attempt and answering from the script. */
+static troupe_err
+teller_branch(troupe_actor *self, void *state, const troupe_msg *m)
+{
+    (void)state;
+    troupe_branch_call b;
+    ck_assert_ok(troupe_branch_call_read(m, &b));
+    ck_assert_uint_eq(b.payload_len, 2);
+    char key[64]; /* the test's gids are short */
+    snprintf(key, sizeof(key), "%.32s %s %.12s", b.gid, b.branch_id, b.op);
+    pthread_mutex_lock(&fx.mu);
+    if (fx.n_log < LOG_MAX)
+        snprintf(fx.log[fx.n_log++], 64, "%.50s #%u", key, b.attempt % 1000);
+    bool silent = strcmp(key, fx.silent) == 0;
+    bool refuse = strcmp(key, fx.refuse) == 0;
+    if (silent)
+        fx.silent[0] = '\0';
+    if (refuse)
+        fx.refuse[0] = '\0';
+    troupe_outcome o = strcmp(key, fx.fail) == 0 ? TROUPE_OUTCOME_FAILURE
+                                                 : TROUPE_OUTCOME_SUCCESS;
+    pthread_mutex_unlock(&fx.mu);
+    if (silent)
+        return TROUPE_OK; /* no reply: the ask times out */
+    if (refuse)
+        return troupe_reply_error(self, m, TROUPE_EBUSY);
+    return troupe_branch_reply(self, m, o);
+}
+
+static const troupe_handler_fn teller_handlers[TELLER_KIND + 1] = {
+    [TELLER_KIND] = teller_branch};
+static const troupe_actor_def teller_def = {.name = "teller",
+                                            .handlers = teller_handlers,
+                                            .n_handlers = TELLER_KIND + 1};
+
+static troupe_addr
+teller_spawn(void)
+{
+    troupe_spawn_opts so = TROUPE_SPAWN_OPTS_INIT;
+    so.name = "teller";
+    troupe_addr a;
+    ck_assert_ok(troupe_actor_spawn(fx.node.rt, &teller_def, &so, &a));
+    return a;
+}
+
+static const troupe_saga_step by_name[2] = {
+    {{"actor:teller#3", "\x81\x01", 2}, {"actor:teller#3", "\x81\x02", 2}},
+    {{"actor:teller#3", "\x81\x03", 2}, {"actor:teller#3", "\x81\x04", 2}}};
+
+/* A saga over an actor named at submit and one given by its address:
+ * each call an ask, each reply its outcome; FAILURE compensates. */
+START_TEST(test_actor_targets_serve_a_sagas_branches)
+{
+    troupe_addr a = teller_spawn();
+    ck_assert_ok(
+        troupe_saga_submit_wait(fx.coord, "s-at", 4, by_name, 2, NULL));
+    ck_assert_int_eq(wait_final("s-at").status, TROUPE_GTX_SUCCEED);
+    char calls[512];
+    calls_of("s-at", calls, sizeof(calls));
+    ck_assert_str_eq(calls, "01 action #1, 02 action #1");
+
+    char addr[64];
+    snprintf(addr, sizeof(addr), "actor:@%u.%u.%u#%d", a.node, a.slot, a.gen,
+             TELLER_KIND);
+    troupe_saga_step by_addr[2] = {
+        {{addr, "\x81\x01", 2}, {addr, "\x81\x02", 2}},
+        {{addr, "\x81\x03", 2}, {addr, "\x81\x04", 2}}};
+    strcpy(fx.fail, "s-af 02 action");
+    ck_assert_ok(
+        troupe_saga_submit_wait(fx.coord, "s-af", 4, by_addr, 2, NULL));
+    troupe_gtx_info in = wait_final("s-af");
+    ck_assert_int_eq(in.status, TROUPE_GTX_FAILED);
+    ck_assert_str_eq(in.reason, "branch 02 action: FAILURE");
+    calls_of("s-af", calls, sizeof(calls));
+    ck_assert_str_eq(calls, "01 action #1, 02 action #1, 02 compensate #1, "
+                            "01 compensate #1");
+}
+END_TEST
+
+static bool
+first_unknown(void *arg)
+{
+    troupe_gtx_detail *d = NULL;
+    const char *gid = arg;
+    if (troupe_gtx_detail_wait(fx.coord, gid, strlen(gid), &d) != TROUPE_OK)
+        return false;
+    bool u = d->branches[0].ops[0].last == TROUPE_OUTCOME_UNKNOWN &&
+             d->branches[0].ops[0].state == TROUPE_GTX_CALL_TODO;
+    troupe_gtx_detail_destroy(d);
+    return u;
+}
+
+/* No reply by the branch timeout, or an error reply, is UNKNOWN: the call
+ * waits for its backoff and runs again, nothing compensated. */
+START_TEST(test_an_actor_that_does_not_answer_is_unknown_and_retried)
+{
+    coord_close();
+    fx.branch_timeout_ms = 100;
+    coord_open();
+    (void)teller_spawn();
+    static const char *const cases[][2] = {{"s-as", "silent"},
+                                           {"s-ar", "refuse"}};
+    for (int i = 0; i < 2; i++) {
+        const char *gid = cases[i][0];
+        pthread_mutex_lock(&fx.mu);
+        snprintf(strcmp(cases[i][1], "silent") == 0 ? fx.silent : fx.refuse, 64,
+                 "%s 01 action", gid);
+        pthread_mutex_unlock(&fx.mu);
+        ck_assert_ok(troupe_saga_submit_wait(fx.coord, gid, strlen(gid),
+                                             by_name, 2, NULL));
+        ck_assert_msg(ts_wait_until(first_unknown, (void *)gid, 10000),
+                      "%s: no UNKNOWN", gid);
+        ck_assert_ok(troupe_gtx_retry_wait(fx.coord, gid, strlen(gid)));
+        ck_assert_int_eq(wait_final(gid).status, TROUPE_GTX_SUCCEED);
+        char calls[512];
+        calls_of(gid, calls, sizeof(calls));
+        ck_assert_str_eq(calls, "01 action #1, 01 action #2, 02 action #1");
+    }
+}
+END_TEST
+
+/* A target that names no registered actor, or breaks the form, is
+ * refused at submit with nothing stored; an address is taken on its form,
+ * and one whose actor is gone makes its calls UNKNOWN. */
+START_TEST(test_bad_actor_targets_are_refused_at_submit)
+{
+    static const struct {
+        const char *target;
+        troupe_err want;
+    } bad[] = {
+        {"actor:nobody#3", TROUPE_ENOENT},  {"actor:teller", TROUPE_EINVAL},
+        {"actor:teller#64", TROUPE_EINVAL}, {"actor:teller#03", TROUPE_EINVAL},
+        {"actor:#3", TROUPE_EINVAL},        {"actor:@1.0.7#3", TROUPE_EINVAL},
+        {"actor:@1.2#3", TROUPE_EINVAL},    {"actor:@1.2.x#3", TROUPE_EINVAL}};
+    (void)teller_spawn();
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        troupe_saga_step st[1] = {
+            {{bad[i].target, "\x81\x01", 2}, {NULL, NULL, 0}}};
+        troupe_err e =
+            troupe_saga_submit_wait(fx.coord, "s-bt", 4, st, 1, NULL);
+        ck_assert_msg(e == bad[i].want, "%s: %s, want %s", bad[i].target,
+                      troupe_err_name(e), troupe_err_name(bad[i].want));
+    }
+    troupe_gtx_info in;
+    ck_assert_err(troupe_gtx_query_wait(fx.coord, "s-bt", 4, &in),
+                  TROUPE_ENOENT);
+    /* a gone actor's address: accepted, its call UNKNOWN */
+    troupe_saga_step gone[1] = {
+        {{"actor:@1.4000.9#3", "\x81\x01", 2}, {NULL, NULL, 0}}};
+    ck_assert_ok(troupe_saga_submit_wait(fx.coord, "s-gone", 6, gone, 1, NULL));
+    ck_assert(ts_wait_until(first_unknown, (void *)"s-gone", 10000));
+}
+END_TEST
+
+static const troupe_actor_def teller_remote_def = {
+    .name = "teller",
+    .handlers = teller_handlers,
+    .n_handlers = TELLER_KIND + 1,
+    .remote_kinds = TROUPE_KIND_BIT(TELLER_KIND)};
+
+/* A teller on another node (a second runtime over tcp loopback) serves a
+ * saga by its address; once that node is gone its calls are UNKNOWN
+ * (unreachable or past the deadline), never compensated. */
+START_TEST(test_an_actor_on_another_node_serves_branches)
+{
+    coord_close();
+    fx.branch_timeout_ms = 2000;
+    coord_open();
+    troupe_node *na = NULL, *nb = NULL;
+    ck_assert_ok(troupe_node_create(&na, fx.node.rt, NULL));
+    ck_assert_ok(troupe_node_listen(na, "tcp://127.0.0.1:0"));
+    troupe_runtime *rb = NULL;
+    troupe_runtime_opts ob = {.schedulers = 1, .workers = 1, .node_id = 2};
+    ck_assert_ok(troupe_runtime_create(&rb, &ob));
+    ck_assert_ok(troupe_node_create(&nb, rb, NULL));
+    ck_assert_ok(troupe_node_listen(nb, "tcp://127.0.0.1:0"));
+    uint32_t peer = 0;
+    ck_assert_ok(
+        troupe_node_connect_wait(nb, troupe_node_url(na), 10000, &peer));
+    ck_assert_ok(troupe_node_wait_peer(na, 2, 10000));
+    troupe_addr a;
+    ck_assert_ok(troupe_actor_spawn(rb, &teller_remote_def, NULL, &a));
+    ck_assert_uint_eq(a.node, 2);
+    char addr[64];
+    snprintf(addr, sizeof(addr), "actor:@%u.%u.%u#%d", a.node, a.slot, a.gen,
+             TELLER_KIND);
+    troupe_saga_step st[2] = {{{addr, "\x81\x01", 2}, {addr, "\x81\x02", 2}},
+                              {{addr, "\x81\x03", 2}, {addr, "\x81\x04", 2}}};
+    ck_assert_ok(troupe_saga_submit_wait(fx.coord, "s-rm", 4, st, 2, NULL));
+    ck_assert_int_eq(wait_final("s-rm").status, TROUPE_GTX_SUCCEED);
+    char calls[512];
+    calls_of("s-rm", calls, sizeof(calls));
+    ck_assert_str_eq(calls, "01 action #1, 02 action #1");
+
+    ck_assert_ok(troupe_runtime_shutdown_wait(rb));
+    ck_assert_ok(troupe_node_stop_wait(nb));
+    troupe_node_destroy(nb);
+    troupe_runtime_destroy(rb);
+    ck_assert_ok(troupe_saga_submit_wait(fx.coord, "s-rg", 4, st, 2, NULL));
+    ck_assert(ts_wait_until(first_unknown, (void *)"s-rg", 10000));
+    troupe_gtx_info in;
+    ck_assert_ok(troupe_gtx_query_wait(fx.coord, "s-rg", 4, &in));
+    ck_assert_int_eq(in.status, TROUPE_GTX_SUBMITTED);
+    coord_close(); /* nothing sends to another node from here on */
+    ck_assert_ok(troupe_node_stop_wait(na));
+    troupe_node_destroy(na);
+}
+END_TEST
+
+/* What an actor reads is checked: a body that is no branch is EPROTO. */
+START_TEST(test_a_branch_body_is_read_strictly)
+{
+#define B(lit)                                                                 \
+    {                                                                          \
+        lit, sizeof(lit) - 1                                                   \
+    }
+    static const struct {
+        const char *body;
+        size_t len;
+    } bodies[] = {
+        B("\x96\xa4saga\xa1g\xa2"
+          "01\xa6"
+          "action\x01\xc4\x00"), /* good */
+        B("\x95\xa4saga\xa1g\xa2"
+          "01\xa6"
+          "action\x01"), /* five */
+        B("\x96\xa4sagx\xa1g\xa2"
+          "01\xa6"
+          "action\x01\xc4\x00"), /* mode */
+        B("\x96\xa4saga\xa1 \xa2"
+          "01\xa6"
+          "action\x01\xc4\x00"), /* gid */
+        B("\x96\xa4saga\xa1g\xa2"
+          "00\xa6"
+          "action\x01\xc4\x00"), /* id */
+        B("\x96\xa4saga\xa1g\xa2"
+          "01\xa3"
+          "try\x01\xc4\x00"), /* op */
+        B("\x96\xa4saga\xa1g\xa2"
+          "01\xa6"
+          "action\x00\xc4\x00"), /* 0th */
+        B("\x96\xa4saga\xa1g\xa2"
+          "01\xa6"
+          "action\x01\xc4\x00\xc0"),
+    };
+#undef B
+    for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
+        troupe_msg *m = NULL;
+        ck_assert_ok(
+            troupe_msg_create(&m, TELLER_KIND, bodies[i].body, bodies[i].len));
+        troupe_branch_call b;
+        troupe_err e = troupe_branch_call_read(m, &b);
+        troupe_msg_destroy(m);
+        if (i == 0) {
+            ck_assert_ok(e);
+            ck_assert_str_eq(b.mode, "saga");
+            ck_assert_str_eq(b.gid, "g");
+            ck_assert_str_eq(b.op, "action");
+            ck_assert_uint_eq(b.attempt, 1);
+        } else {
+            ck_assert_msg(e == TROUPE_EPROTO, "body %zu: %s", i,
+                          troupe_err_name(e));
+        }
+    }
 }
 END_TEST
 
@@ -758,7 +1040,9 @@ START_TEST(test_detail_tells_a_tccs_confirmed_branches_from_the_rest)
             troupe_tcc_register_wait(fx.coord, "t-d", 3, &confirm, &cancel, b));
     troupe_gtx_detail *d = detail("t-d");
     ck_assert_int_eq(d->info.status, TROUPE_GTX_PREPARED);
-    ck_assert_int_eq(d->next_due_ms, 0); /* it waits for its submit */
+    /* it waits for its submit, at most until its timeout-to-fail */
+    ck_assert_int_eq(d->next_due_ms,
+                     1700000000000 + TROUPE_TCC_TIMEOUT_DEFAULT_MS);
     ck_assert_uint_eq(d->n_branches, 2);
     op_is(d, 1, 0, "02", "confirm", TROUPE_GTX_CALL_TODO, 0, 0, 2);
     troupe_gtx_detail_destroy(d);
@@ -916,6 +1200,9 @@ START_TEST(test_a_bad_abort_reason_is_refused_and_changes_nothing)
 }
 END_TEST
 
+static TCase *
+purge_tcase(void);
+
 Suite *
 coord_suite(void)
 {
@@ -929,6 +1216,12 @@ coord_suite(void)
                    test_concurrent_steps_run_together_after_their_dependencies);
     tcase_add_test(c, test_a_concurrent_failure_compensates_dependents_first);
     tcase_add_test(c, test_a_bad_step_order_is_refused);
+    tcase_add_test(c, test_actor_targets_serve_a_sagas_branches);
+    tcase_add_test(c,
+                   test_an_actor_that_does_not_answer_is_unknown_and_retried);
+    tcase_add_test(c, test_bad_actor_targets_are_refused_at_submit);
+    tcase_add_test(c, test_a_branch_body_is_read_strictly);
+    tcase_add_test(c, test_an_actor_on_another_node_serves_branches);
     tcase_add_test(c, test_sync_decides_whether_transitions_are_synced);
     tcase_add_test(c, test_a_submit_twice_drives_nothing_twice);
     tcase_add_test(c, test_bad_submits_are_refused);
@@ -949,5 +1242,449 @@ coord_suite(void)
     tcase_add_test(c, test_abort_stores_the_operators_reason);
     tcase_add_test(c, test_a_bad_abort_reason_is_refused_and_changes_nothing);
     suite_add_tcase(s, c);
+    suite_add_tcase(s, purge_tcase());
     return s;
+}
+
+/* ---- retention: troupe_coord_purge and the TTL scanner's pass ---- */
+
+#define DAY_MS (24 * 3600 * 1000LL)
+
+/* Commits the barrier row of (mode, gid, bid, op), as a branch would. */
+static void
+barrier_put(const char *mode, const char *gid, const char *bid, const char *op)
+{
+    troupe_txn *tx = NULL;
+    ck_assert_ok(troupe_txn_begin(fx.node.tables, NULL, &tx));
+    troupe_barrier_branch b = {.mode = mode,
+                               .gid = gid,
+                               .gid_len = strlen(gid),
+                               .branch_id = bid,
+                               .op = op};
+    troupe_barrier_verdict v;
+    ck_assert_ok(troupe_barrier_check_wait(tx, &b, &v));
+    ck_assert_int_eq(v, TROUPE_BARRIER_EXECUTE);
+    ck_assert_ok(troupe_txn_commit_wait(tx, TROUPE_SYNC_DEFAULT));
+    troupe_txn_destroy(tx);
+}
+
+/* The barrier rows of (mode, gid). */
+static size_t
+barrier_rows(const char *mode, const char *gid)
+{
+    troupe_key_writer w;
+    troupe_key_writer_init(&w);
+    troupe_key_put_string(&w, mode, strlen(mode));
+    troupe_key_put_string(&w, gid, strlen(gid));
+    troupe_range r;
+    ck_assert_ok(troupe_key_writer_range(&w, &r));
+    troupe_scan_opts so = {.start = r.start,
+                           .start_len = r.start_len,
+                           .end = r.end,
+                           .end_len = r.end_len,
+                           .limit = 1000};
+    troupe_rows *rows = NULL;
+    ck_assert_ok(troupe_table_scan_wait(fx.node.tables, TROUPE_BARRIER_TABLE,
+                                        &so, &rows));
+    size_t n = rows->n;
+    troupe_rows_destroy(rows);
+    troupe_key_writer_fini(&w);
+    return n;
+}
+
+/* The gids in the index "finished" of troupe.gtx, joined with " ". */
+static void
+finished_index(char *out, size_t cap)
+{
+    troupe_index_query q = {.limit = 100};
+    troupe_index_result *res = NULL;
+    ck_assert_ok(troupe_tables_query_wait(fx.node.tables, "troupe.gtx",
+                                          "finished", &q, &res));
+    out[0] = '\0';
+    for (size_t i = 0; i < res->n; i++) {
+        if (out[0] != '\0')
+            strncat(out, " ", cap - strlen(out) - 1);
+        strncat(out, (const char *)res->hits[i].pk,
+                res->hits[i].pk_len < cap - strlen(out) - 1
+                    ? res->hits[i].pk_len
+                    : cap - strlen(out) - 1);
+    }
+    troupe_index_result_destroy(res);
+}
+
+typedef struct purge_seen {
+    _Atomic int calls;
+    troupe_err err;
+    size_t purged;
+} purge_seen;
+
+static void
+purge_seen_cb(troupe_err err, size_t purged, bool more, void *arg)
+{
+    (void)more;
+    purge_seen *ps = arg;
+    ps->err = err;
+    ps->purged = purged;
+    atomic_fetch_add(&ps->calls, 1);
+}
+
+static bool
+gone_pred(void *arg)
+{
+    troupe_gtx_info in;
+    const char *gid = arg;
+    return troupe_gtx_query_wait(fx.coord, gid, strlen(gid), &in) ==
+           TROUPE_ENOENT;
+}
+
+static void
+coord_reopen(int64_t retention_ms)
+{
+    coord_close();
+    troupe_coord_opts co = {.rt = fx.node.rt,
+                            .tables = fx.node.tables,
+                            .shards = 4,
+                            .retry_min_ms = 60000,
+                            .retry_max_ms = 60000,
+                            .clock = fake_clock,
+                            .retention_ms = retention_ms};
+    ck_assert_ok(troupe_coord_open_wait(&co, &fx.coord));
+}
+
+/* Kept until finished_ms + retention (7 days by default), then deleted
+ * with its barrier rows, and only those: another gid's (one whose gid
+ * starts with this one's too) and another mode's stay. A submit of the
+ * gid then starts it again (DTM's behaviour after FinishedDataExpire). */
+START_TEST(test_purge_deletes_an_ended_saga_past_its_retention_only)
+{
+    ck_assert_ok(troupe_barrier_create_wait(fx.node.tables));
+    int64_t t0 = atomic_load(&fx.clock);
+    ck_assert_ok(submit("p-ok"));
+    ck_assert_int_eq(wait_final("p-ok").finished_ms, t0);
+    barrier_put("saga", "p-ok", "01", "action");
+    barrier_put("saga", "p-ok", "02", "action");
+    barrier_put("saga", "p-ok", "02", "compensate");
+    barrier_put("saga", "p-okx", "01", "action");
+    barrier_put("tcc", "p-ok", "01", "try");
+    ck_assert_uint_eq(barrier_rows("saga", "p-ok"), 3);
+    size_t purged = 9;
+    bool more = true;
+    atomic_store(&fx.clock, t0 + 7 * DAY_MS - 1);
+    ck_assert_ok(troupe_coord_purge_wait(fx.coord, 10, &purged, &more));
+    ck_assert_uint_eq(purged, 0);
+    ck_assert(!more);
+    troupe_gtx_info in;
+    ck_assert_ok(troupe_gtx_query_wait(fx.coord, "p-ok", 4, &in));
+    ck_assert_uint_eq(barrier_rows("saga", "p-ok"), 3);
+    atomic_store(&fx.clock, t0 + 7 * DAY_MS);
+    ck_assert_ok(troupe_coord_purge_wait(fx.coord, 10, &purged, &more));
+    ck_assert_uint_eq(purged, 1);
+    ck_assert(!more);
+    ck_assert_err(troupe_gtx_query_wait(fx.coord, "p-ok", 4, &in),
+                  TROUPE_ENOENT);
+    ck_assert_uint_eq(barrier_rows("saga", "p-ok"), 0);
+    ck_assert_uint_eq(barrier_rows("saga", "p-okx"), 1);
+    ck_assert_uint_eq(barrier_rows("tcc", "p-ok"), 1);
+    char idx[256];
+    finished_index(idx, sizeof(idx));
+    ck_assert_str_eq(idx, "");
+    /* nothing more to do; a submit of the gid starts it again */
+    ck_assert_ok(troupe_coord_purge_wait(fx.coord, 10, &purged, &more));
+    ck_assert_uint_eq(purged, 0);
+    ck_assert_ok(submit("p-ok"));
+    ck_assert_int_eq(wait_final("p-ok").status, TROUPE_GTX_SUCCEED);
+    char calls[512];
+    calls_of("p-ok", calls, sizeof(calls));
+    ck_assert_str_eq(calls, "01 action, 02 action, 01 action, 02 action");
+}
+END_TEST
+
+/* Every barrier row of the gid goes, also past one scan page (256). */
+START_TEST(test_purge_deletes_every_barrier_row_of_a_gid)
+{
+    ck_assert_ok(troupe_barrier_create_wait(fx.node.tables));
+    ck_assert_ok(submit("p-big"));
+    wait_final("p-big");
+    troupe_txn *tx = NULL;
+    ck_assert_ok(troupe_txn_begin(fx.node.tables, NULL, &tx));
+    for (int i = 1; i <= 300; i++) {
+        char bid[8];
+        snprintf(bid, sizeof(bid), "%02d", i);
+        troupe_barrier_branch b = {.mode = "saga",
+                                   .gid = "p-big",
+                                   .gid_len = 5,
+                                   .branch_id = bid,
+                                   .op = "action"};
+        troupe_barrier_verdict v;
+        ck_assert_ok(troupe_barrier_check_wait(tx, &b, &v));
+    }
+    ck_assert_ok(troupe_txn_commit_wait(tx, TROUPE_SYNC_DEFAULT));
+    troupe_txn_destroy(tx);
+    ck_assert_uint_eq(barrier_rows("saga", "p-big"), 300);
+    atomic_fetch_add(&fx.clock, 7 * DAY_MS);
+    size_t purged = 0;
+    ck_assert_ok(troupe_coord_purge_wait(fx.coord, 1, &purged, NULL));
+    ck_assert_uint_eq(purged, 1);
+    ck_assert_uint_eq(barrier_rows("saga", "p-big"), 0);
+}
+END_TEST
+
+/* A transaction that has not ended is never purged, however old, nor are
+ * its barrier rows; the index holds only the ended ones. */
+START_TEST(test_purge_never_touches_an_unfinished_transaction)
+{
+    ck_assert_ok(troupe_barrier_create_wait(fx.node.tables));
+    strcpy(fx.unknown, "p-wait 01 action");
+    ck_assert_ok(submit("p-wait"));
+    ck_assert_ok(troupe_tcc_prepare_wait(fx.coord, "p-tcc", 5));
+    ck_assert_ok(submit("p-done"));
+    ck_assert_int_eq(wait_final("p-done").status, TROUPE_GTX_SUCCEED);
+    barrier_put("saga", "p-wait", "01", "action");
+    barrier_put("tcc", "p-tcc", "01", "try");
+    barrier_put("saga", "p-done", "01", "action");
+    char idx[256];
+    finished_index(idx, sizeof(idx));
+    ck_assert_str_eq(idx, "p-done");
+    atomic_store(&fx.clock, atomic_load(&fx.clock) + 3650 * DAY_MS);
+    size_t purged = 0;
+    bool more = true;
+    ck_assert_ok(troupe_coord_purge_wait(fx.coord, 10, &purged, &more));
+    ck_assert_uint_eq(purged, 1);
+    ck_assert(!more);
+    troupe_gtx_info in;
+    ck_assert_ok(troupe_gtx_query_wait(fx.coord, "p-wait", 6, &in));
+    ck_assert_int_eq(in.status, TROUPE_GTX_SUBMITTED);
+    ck_assert_ok(troupe_gtx_query_wait(fx.coord, "p-tcc", 5, &in));
+    ck_assert_int_eq(in.status, TROUPE_GTX_PREPARED);
+    ck_assert_uint_eq(barrier_rows("saga", "p-wait"), 1);
+    ck_assert_uint_eq(barrier_rows("tcc", "p-tcc"), 1);
+    ck_assert_uint_eq(barrier_rows("saga", "p-done"), 0);
+    ck_assert_err(troupe_gtx_query_wait(fx.coord, "p-done", 6, &in),
+                  TROUPE_ENOENT);
+    /* once it ends, it enters the index, and is purged after its time */
+    ck_assert_ok(troupe_gtx_force_stop_wait(fx.coord, "p-tcc", 5));
+    finished_index(idx, sizeof(idx));
+    ck_assert_str_eq(idx, "p-tcc");
+    ck_assert_ok(troupe_coord_purge_wait(fx.coord, 10, &purged, &more));
+    ck_assert_uint_eq(purged, 0);
+    atomic_store(&fx.clock, atomic_load(&fx.clock) + 7 * DAY_MS);
+    ck_assert_ok(troupe_coord_purge_wait(fx.coord, 10, &purged, &more));
+    ck_assert_uint_eq(purged, 1);
+    ck_assert_uint_eq(barrier_rows("tcc", "p-tcc"), 0);
+    ck_assert_ok(troupe_gtx_query_wait(fx.coord, "p-wait", 6, &in));
+    ck_assert_uint_eq(barrier_rows("saga", "p-wait"), 1);
+}
+END_TEST
+
+static void
+five_ended(void)
+{
+    char gid[16];
+    for (int i = 0; i < 5; i++) {
+        snprintf(gid, sizeof(gid), "p-%d", i);
+        ck_assert_ok(submit(gid));
+        wait_final(gid);
+    }
+}
+
+START_TEST(test_purge_deletes_at_most_its_limit_oldest_first)
+{
+    for (int i = 0; i < 5; i++) { /* p-4 ended first ... p-0 last */
+        char gid[16];
+        snprintf(gid, sizeof(gid), "p-%d", 4 - i);
+        ck_assert_ok(submit(gid));
+        wait_final(gid);
+        atomic_fetch_add(&fx.clock, 1);
+    }
+    atomic_fetch_add(&fx.clock, 7 * DAY_MS);
+    size_t purged = 0;
+    bool more = false;
+    ck_assert_ok(troupe_coord_purge_wait(fx.coord, 2, &purged, &more));
+    ck_assert_uint_eq(purged, 2);
+    ck_assert(more);
+    char idx[256];
+    finished_index(idx, sizeof(idx));
+    ck_assert_str_eq(idx, "p-2 p-1 p-0"); /* in the order they ended */
+    ck_assert_ok(troupe_coord_purge_wait(fx.coord, 10, &purged, &more));
+    ck_assert_uint_eq(purged, 3);
+    ck_assert(!more);
+    ck_assert_ok(troupe_coord_purge_wait(fx.coord, 10, &purged, &more));
+    ck_assert_uint_eq(purged, 0);
+    ck_assert(!more);
+}
+END_TEST
+
+START_TEST(test_a_negative_retention_keeps_ended_transactions_for_ever)
+{
+    coord_reopen(-1);
+    five_ended();
+    atomic_fetch_add(&fx.clock, 36500 * DAY_MS);
+    size_t purged = 9;
+    bool more = true;
+    ck_assert_ok(troupe_coord_purge_wait(fx.coord, 10, &purged, &more));
+    ck_assert_uint_eq(purged, 0);
+    ck_assert(!more);
+    troupe_gtx_info in;
+    ck_assert_ok(troupe_gtx_query_wait(fx.coord, "p-3", 3, &in));
+    /* a retention of its own: 1 day */
+    coord_reopen(DAY_MS);
+    ck_assert_ok(troupe_coord_purge_wait(fx.coord, 10, &purged, &more));
+    ck_assert_uint_eq(purged, 5);
+}
+END_TEST
+
+/* A database whose troupe.gtx was stored without the index gets it at
+ * open, built over the ended transactions already there. */
+START_TEST(test_open_adds_the_finished_index_to_an_older_table)
+{
+    five_ended();
+    ck_assert_ok(submit("p-x"));
+    wait_final("p-x");
+    ck_assert_ok(troupe_tables_drop_index_wait(fx.node.tables, "troupe.gtx",
+                                               "finished"));
+    coord_reopen(0);
+    char idx[256];
+    finished_index(idx, sizeof(idx));
+    ck_assert_str_eq(idx, "p-0 p-1 p-2 p-3 p-4 p-x");
+}
+END_TEST
+
+static void
+purge_cb_unused(troupe_err err, size_t purged, bool more, void *arg)
+{
+    (void)err;
+    (void)purged;
+    (void)more;
+    (void)arg;
+    ck_abort_msg("a refused purge called back");
+}
+
+START_TEST(test_purge_refuses_bad_use)
+{
+    size_t purged = 0;
+    ck_assert_err(troupe_coord_purge_wait(NULL, 1, &purged, NULL),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_coord_purge_wait(fx.coord, 0, &purged, NULL),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_coord_purge_wait(fx.coord, TROUPE_GTX_PURGE_MAX + 1,
+                                          &purged, NULL),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_coord_purge(fx.coord, 1, NULL, NULL), TROUPE_EINVAL);
+    ck_assert_ok(
+        troupe_coord_purge_wait(fx.coord, TROUPE_GTX_PURGE_MAX, NULL, NULL));
+    troupe_coord_opts co = {.rt = fx.node.rt,
+                            .tables = fx.node.tables,
+                            .retention_ms = TROUPE_GTX_RETENTION_MAX_MS + 1};
+    troupe_coord *c2 = NULL;
+    ck_assert_err(troupe_coord_open_wait(&co, &c2), TROUPE_EINVAL);
+    ck_assert_ptr_null(c2);
+    ck_assert_ok(troupe_coord_stop_wait(fx.coord));
+    ck_assert_err(troupe_coord_purge(fx.coord, 1, purge_cb_unused, NULL),
+                  TROUPE_ECLOSED);
+    troupe_coord_destroy(fx.coord);
+    fx.coord = NULL;
+}
+END_TEST
+
+typedef struct ttl_wait {
+    troupe_ttl *t;
+    uint64_t passes;
+} ttl_wait;
+
+static bool
+ttl_passes_pred(void *arg)
+{
+    const ttl_wait *w = arg;
+    return troupe_ttl_gtx_passes(w->t) >= w->passes;
+}
+
+START_TEST(test_the_ttl_scanner_purges_ended_transactions)
+{
+    ck_assert_ok(troupe_barrier_create_wait(fx.node.tables));
+    five_ended();
+    barrier_put("saga", "p-2", "01", "action");
+    ck_assert_ok(troupe_tcc_prepare_wait(fx.coord, "p-tcc", 5));
+    barrier_put("tcc", "p-tcc", "01", "try");
+    troupe_ttl_opts bad = {.rt = fx.node.rt,
+                           .coord = fx.coord,
+                           .coord_batch = TROUPE_GTX_PURGE_MAX + 1};
+    troupe_ttl *t = NULL;
+    ck_assert_err(troupe_ttl_create(&bad, &t), TROUPE_EINVAL);
+    ck_assert_uint_eq(troupe_ttl_gtx_purged(NULL), 0);
+    ck_assert_uint_eq(troupe_ttl_gtx_batches(NULL), 0);
+    ck_assert_uint_eq(troupe_ttl_gtx_passes(NULL), 0);
+    troupe_ttl_opts o = {.rt = fx.node.rt,
+                         .coord = fx.coord,
+                         .coord_batch = 2,
+                         .interval_ms = 3600000};
+    ck_assert_ok(troupe_ttl_create(&o, &t));
+    /* not due yet: one batch, nothing purged, the pass ends */
+    ck_assert_ok(troupe_ttl_kick(t));
+    ttl_wait w = {t, 1};
+    ck_assert(ts_wait_until(ttl_passes_pred, &w, 10000));
+    ck_assert_uint_eq(troupe_ttl_gtx_purged(t), 0);
+    ck_assert_uint_eq(troupe_ttl_gtx_batches(t), 1);
+    ck_assert_ok(
+        troupe_gtx_query_wait(fx.coord, "p-4", 3, &(troupe_gtx_info){0}));
+    atomic_fetch_add(&fx.clock, 7 * DAY_MS);
+    ck_assert_ok(troupe_ttl_kick(t));
+    w.passes = 2;
+    ck_assert(ts_wait_until(ttl_passes_pred, &w, 10000));
+    ck_assert_uint_eq(troupe_ttl_gtx_purged(t), 5);
+    /* then 2 + 2 + 1: each full one went on, the short one ended it */
+    ck_assert_uint_eq(troupe_ttl_gtx_batches(t), 4);
+    ck_assert_uint_eq(troupe_ttl_gtx_passes(t), 2);
+    for (int i = 0; i < 5; i++) {
+        char gid[16];
+        snprintf(gid, sizeof(gid), "p-%d", i);
+        ck_assert(gone_pred(gid));
+    }
+    ck_assert_uint_eq(barrier_rows("saga", "p-2"), 0);
+    ck_assert_uint_eq(barrier_rows("tcc", "p-tcc"), 1);
+    troupe_gtx_info in;
+    ck_assert_ok(troupe_gtx_query_wait(fx.coord, "p-tcc", 5, &in));
+    /* the scanner stops before the coordinator */
+    ck_assert_ok(troupe_ttl_stop_wait(t));
+    troupe_ttl_destroy(t);
+}
+END_TEST
+
+/* A stop waits for the purge in flight: its callback has fired (once)
+ * by the time the stop returns, and the coordinator may be destroyed. */
+START_TEST(test_stop_waits_for_a_purge_in_flight)
+{
+    ck_assert_ok(troupe_barrier_create_wait(fx.node.tables));
+    five_ended();
+    barrier_put("saga", "p-1", "01", "action");
+    atomic_fetch_add(&fx.clock, 7 * DAY_MS);
+    purge_seen ps = {.err = TROUPE_EINVAL};
+    ck_assert_ok(troupe_coord_purge(fx.coord, 10, purge_seen_cb, &ps));
+    ck_assert_ok(troupe_coord_stop_wait(fx.coord));
+    int calls = atomic_load(&ps.calls);
+    ck_assert_int_eq(calls, 1);
+    ck_assert_ok(ps.err);
+    ck_assert_uint_eq(ps.purged, 5);
+    troupe_coord_destroy(fx.coord);
+    fx.coord = NULL;
+    ck_assert_uint_eq(barrier_rows("saga", "p-1"), 0);
+}
+END_TEST
+
+static TCase *
+purge_tcase(void)
+{
+    TCase *c = tcase_create("retention");
+    tcase_add_checked_fixture(c, setup, teardown);
+    tcase_set_timeout(c, 60);
+    tcase_add_test(c, test_purge_deletes_an_ended_saga_past_its_retention_only);
+    tcase_add_test(c, test_purge_deletes_every_barrier_row_of_a_gid);
+    tcase_add_test(c, test_purge_never_touches_an_unfinished_transaction);
+    tcase_add_test(c, test_purge_deletes_at_most_its_limit_oldest_first);
+    tcase_add_test(c,
+                   test_a_negative_retention_keeps_ended_transactions_for_ever);
+    tcase_add_test(c, test_open_adds_the_finished_index_to_an_older_table);
+    tcase_add_test(c, test_purge_refuses_bad_use);
+    tcase_add_test(c, test_the_ttl_scanner_purges_ended_transactions);
+    tcase_add_test(c, test_stop_waits_for_a_purge_in_flight);
+    return c;
 }

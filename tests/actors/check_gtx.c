@@ -876,6 +876,43 @@ START_TEST(test_a_tcc_abort_cancels_every_branch_in_reverse)
 }
 END_TEST
 
+/* A tcc left prepared past its timeout-to-fail aborts and cancels every
+ * registered branch in reverse; until then it waits, due at the timeout;
+ * one submitted in time is never timed out. */
+START_TEST(test_a_prepared_tcc_past_its_timeout_cancels_its_branches)
+{
+    tc_gtx *g = fresh(TROUPE_MODE_TCC, 2, TC_PREPARED);
+    g->created_ms = 1000;
+    g->opts.timeout_to_fail_ms = 35000;
+    idle(g, 1000);
+    ck_assert_int_eq(g->due_ms, 36000); /* the shard's timer */
+    idle(g, 35999);
+    ck_assert_int_eq(g->status, TC_PREPARED);
+    tc_ref r = runs(g, 36000);
+    ck_assert_int_eq(g->status, TC_ABORTING);
+    ck_assert_str_eq(g->reason, "prepared for longer than its timeout-to-fail");
+    ck_assert_uint_eq(r.step, 1);
+    ck_assert_uint_eq(r.op, 2); /* a cancel, the last branch first */
+    bool changed = true;
+    ck_assert_err(troupe__gtx_submit(g, &changed), TROUPE_ECONFLICT);
+    troupe__gtx_free(g);
+
+    g = fresh(TROUPE_MODE_TCC, 2, TC_PREPARED);
+    g->opts.timeout_to_fail_ms = 35000;
+    ck_assert_ok(troupe__gtx_submit(g, &changed));
+    r = runs(g, 99000); /* long past: confirms, never a cancel */
+    ck_assert_uint_eq(r.op, 1);
+    ck_assert_int_eq(g->status, TC_SUBMITTED);
+    troupe__gtx_free(g);
+
+    g = fresh(TROUPE_MODE_TCC, 2, TC_PREPARED); /* 0: no timeout */
+    idle(g, INT64_MAX / 2);
+    ck_assert_int_eq(g->status, TC_PREPARED);
+    ck_assert_int_eq(g->due_ms, 0);
+    troupe__gtx_free(g);
+}
+END_TEST
+
 /* A two-phase message: left prepared it is queried back once due;
  * SUCCESS drives its steps (retried, never compensated), FAILURE fails it
  * with no step called, ONGOING / UNKNOWN query again later. */
@@ -1010,6 +1047,8 @@ gtx_suite(void)
     tcase_add_test(m, test_late_and_bad_outcomes_change_nothing);
     tcase_add_test(m, test_a_tcc_confirm_never_cancels_over_every_state_pair);
     tcase_add_test(m, test_a_tcc_abort_cancels_every_branch_in_reverse);
+    tcase_add_test(m,
+                   test_a_prepared_tcc_past_its_timeout_cancels_its_branches);
     tcase_add_test(m, test_a_message_is_queried_back_then_driven_forward);
     tcase_add_test(m, test_submit_abort_retry_register_rules);
     suite_add_tcase(s, m);

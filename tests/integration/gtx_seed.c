@@ -148,7 +148,10 @@ main(int argc, char **argv)
         troupe_coord_opts co = {.rt = rt,
                                 .tables = tables,
                                 .retry_min_ms = 600000,
-                                .retry_max_ms = 600000};
+                                .retry_max_ms = 600000,
+                                /* tcc-1 stays prepared however long
+                                 * the test takes */
+                                .tcc_timeout_ms = -1};
         e = troupe_coord_open_wait(&co, &coord);
     }
     if (e == TROUPE_OK)

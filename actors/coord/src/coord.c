@@ -152,8 +152,11 @@ troupe_coord_open_wait(const troupe_coord_opts *o, troupe_coord **out)
                             "coord: shards at most %d, retry_min_ms at most "
                             "retry_max_ms, sync one of troupe_sync",
                             TROUPE_COORD_SHARDS_MAX);
-    troupe_err e =
-        troupe_tables_create_wait(o->tables, TROUPE_GTX_TABLE, NULL, 0);
+    if (o->retention_ms > TROUPE_GTX_RETENTION_MAX_MS)
+        return troupe__errf(TROUPE_EINVAL,
+                            "coord: retention_ms at most %lld (100 years)",
+                            (long long)TROUPE_GTX_RETENTION_MAX_MS);
+    troupe_err e = troupe__coord_table_create(o->tables);
     if (e != TROUPE_OK)
         return e;
     troupe_coord *c = troupe_calloc(1, sizeof(*c));
@@ -164,13 +167,22 @@ troupe_coord_open_wait(const troupe_coord_opts *o, troupe_coord **out)
     c->n_shards = o->shards ? o->shards : TROUPE_COORD_SHARDS_DEFAULT;
     c->retry_min_ms = lo;
     c->retry_max_ms = hi;
+    c->branch_timeout_ms = o->branch_timeout_ms
+                               ? o->branch_timeout_ms
+                               : TROUPE_TARGET_TIMEOUT_DEFAULT_MS;
+    c->tcc_timeout_ms = o->tcc_timeout_ms == 0  ? TROUPE_TCC_TIMEOUT_DEFAULT_MS
+                        : o->tcc_timeout_ms < 0 ? 0
+                                                : o->tcc_timeout_ms;
     c->clock = o->clock;
     c->clock_arg = o->clock_arg;
     c->sync = o->sync == TROUPE_SYNC_OFF ? TROUPE_SYNC_OFF : TROUPE_SYNC_ON;
+    c->retention_ms =
+        o->retention_ms ? o->retention_ms : TROUPE_GTX_RETENTION_DEFAULT_MS;
     if ((c->shards = troupe_calloc(c->n_shards, sizeof(*c->shards))) == NULL) {
         troupe_free(c);
         return TROUPE_ENOMEM;
     }
+    troupe__waiter_init(&c->purges, 1);
     uint32_t n = 0;
     for (; n < c->n_shards && e == TROUPE_OK; n++)
         if ((e = troupe__coord_shard_spawn(c, n, &c->shards[n])) != TROUPE_OK)
@@ -179,6 +191,7 @@ troupe_coord_open_wait(const troupe_coord_opts *o, troupe_coord **out)
         e = reload(c);
     if (e != TROUPE_OK) {
         stop_shards(c, n);
+        troupe__waiter_fini(&c->purges);
         troupe_free(c->shards);
         troupe_free(c);
         return e;
@@ -198,6 +211,9 @@ troupe_coord_stop_wait(troupe_coord *c)
     int running = 0;
     if (!atomic_compare_exchange_strong(&c->state, &running, 1))
         return troupe__errf(TROUPE_ESTATE, "coord: stopped already");
+    /* the purges in flight end first (new ones see the state) */
+    troupe__waiter_release(&c->purges, TROUPE_OK, NULL);
+    (void)troupe__waiter_wait(&c->purges, NULL);
     stop_shards(c, c->n_shards);
     return TROUPE_OK;
 }
@@ -209,6 +225,7 @@ troupe_coord_destroy(troupe_coord *c)
         return;
     if (atomic_load(&c->state) != 1)
         abort(); /* still running: troupe_coord_stop_wait first */
+    troupe__waiter_fini(&c->purges);
     troupe_free(c->shards);
     troupe_free(c);
 }
@@ -234,6 +251,24 @@ call_valid(troupe_runtime *rt, const troupe_gtx_call *k, bool optional,
                           TROUPE_TARGET_NAME_MAX, TROUPE_GTX_PAYLOAD_MAX);
         return false;
     }
+    tc_actor_target at;
+    int actor = troupe__actor_target_parse(k->target, &at);
+    if (actor < 0) {
+        *e = troupe__errf(TROUPE_EINVAL,
+                          "gtx: %s: an actor target is actor:NAME#KIND or "
+                          "actor:@NODE.SLOT.GEN#KIND, KIND 0..63",
+                          k->target);
+        return false;
+    }
+    troupe_addr a;
+    if (actor > 0 && at.by_name &&
+        troupe_registry_lookup(rt, at.name, &a) != TROUPE_OK) {
+        *e = troupe__errf(TROUPE_ENOENT, "gtx: no actor registered as %s",
+                          at.name);
+        return false;
+    }
+    if (actor > 0)
+        return true;
     troupe_target *t = troupe__target_find(rt, k->target, n);
     if (t == NULL) {
         *e = troupe__errf(TROUPE_ENOENT, "gtx: no dispatch target named %s",
@@ -288,7 +323,7 @@ saga_build(troupe_coord *c, const troupe_saga_step *steps, size_t n,
                         .retry_limit = o ? o->retry_limit : 0,
                         .retry_min_ms = c->retry_min_ms,
                         .retry_max_ms = c->retry_max_ms,
-                        .branch_timeout_ms = TROUPE_TARGET_TIMEOUT_DEFAULT_MS};
+                        .branch_timeout_ms = c->branch_timeout_ms};
     if (e == TROUPE_OK && o != NULL && o->concurrent) {
         /* one mask per step, zero when the caller gave no order */
         if ((g->after = troupe_calloc(n > 0 ? n : 1, sizeof(*g->after))) ==
@@ -397,7 +432,9 @@ prepared_new(troupe_coord *c, troupe_gtx_mode m, size_t n, tc_gtx **out)
     g->created_ms = g->updated_ms = now > 0 ? now : 0;
     g->opts = (tc_opts){.retry_min_ms = c->retry_min_ms,
                         .retry_max_ms = c->retry_max_ms,
-                        .branch_timeout_ms = TROUPE_TARGET_TIMEOUT_DEFAULT_MS};
+                        .branch_timeout_ms = c->branch_timeout_ms};
+    if (m == TROUPE_MODE_TCC) /* a tcc never submitted aborts */
+        g->opts.timeout_to_fail_ms = c->tcc_timeout_ms;
     *out = g;
     return TROUPE_OK;
 }

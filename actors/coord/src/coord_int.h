@@ -17,10 +17,14 @@ struct troupe_coord {
     uint32_t n_shards;
     troupe_addr *shards;
     uint32_t retry_min_ms, retry_max_ms;
+    uint32_t branch_timeout_ms; /* an actor target's reply deadline */
+    int64_t tcc_timeout_ms;     /* a prepared tcc's, 0: none */
     troupe_clock_fn clock;
     void *clock_arg;
-    troupe_sync sync;  /* of every transition: ON or OFF */
-    _Atomic int state; /* 0 running, 1 stopped */
+    troupe_sync sync;      /* of every transition: ON or OFF */
+    _Atomic int state;     /* 0 running, 1 stopped */
+    int64_t retention_ms;  /* of an ended transaction; < 0: for ever */
+    troupe__waiter purges; /* the stop's share and 1 per purge (purge.c) */
 };
 
 /* The shard actor's message kinds (local only). */
@@ -31,7 +35,8 @@ enum {
     TC_K_OUTCOME,    /* body: u32 step, u32 op, u32 outcome, gid */
     TC_K_KICK,       /* body: gid: credit is free on its call's target */
     TC_K_TIMER,
-    TC_K_OP, /* ptr: tc_op */
+    TC_K_OP,    /* ptr: tc_op */
+    TC_K_REPLY, /* an actor target's reply (corr: its ask's) */
     TC_K_N
 };
 
@@ -76,6 +81,11 @@ typedef struct tc_load {
 
 int64_t
 troupe__coord_now(const troupe_coord *c);
+
+/* purge.c: creates troupe.gtx with its index "finished" (or adds the
+ * index to a table stored without it). Blocks. */
+troupe_err
+troupe__coord_table_create(troupe_tables *t);
 
 /* shard.c: spawns shard i of c. */
 troupe_err

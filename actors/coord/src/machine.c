@@ -201,10 +201,20 @@ troupe__gtx_plan(tc_gtx *g, int64_t now, tc_plan *p)
         start_abort(g, "submitted for longer than its timeout-to-fail");
         p->changed = true;
     }
+    if (g->status == TC_PREPARED && g->mode == TROUPE_MODE_TCC &&
+        g->opts.timeout_to_fail_ms > 0) {
+        int64_t end = g->created_ms + g->opts.timeout_to_fail_ms;
+        if (now >= end) { /* never submitted: cancel what it registered */
+            start_abort(g, "prepared for longer than its timeout-to-fail");
+            p->changed = true;
+        } else {
+            g->due_ms = end;
+        }
+    }
     if (g->status == TC_PREPARED) {
         if (g->mode == TROUPE_MODE_MSG)
             run_if_due(g, &g->query, (tc_ref){TC_QUERY, 0}, now, p);
-        return; /* a tcc waits for its submit or abort */
+        return; /* a tcc waits for its submit, abort or timeout */
     }
     int op = phase_op(g->mode, g->status);
     if (op < 0)

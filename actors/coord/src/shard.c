@@ -45,6 +45,8 @@ typedef struct tc_flight {
     troupe_target *t;
     troupe__credit_wait cw;
     tc_post *kick; /* cw's arg */
+    bool asked;    /* an actor target's ask: its reply carries corr */
+    uint64_t corr;
     /* its outcome, heard while a commit was in flight: applied after */
     bool heard;
     troupe_outcome outcome;
@@ -323,18 +325,25 @@ call_at(const tc_gtx *g, tc_ref r)
     return r.step == TC_QUERY ? &g->query : &g->steps[r.step].call[r.op];
 }
 
+/* The barrier's names of call r: its mode, branch id and op. */
+static void
+names_of(const tc_gtx *g, tc_ref r, const char **mode, char bid[8],
+         const char **op)
+{
+    *mode = troupe_gtx_mode_name(g->mode);
+    *op = r.step == TC_QUERY ? "msg" : troupe_gtx_op_at(g->mode, r.op);
+    snprintf(bid, 8, "%02u", r.step == TC_QUERY ? 0u : (unsigned)r.step + 1);
+}
+
 /* Submits the task of f under a credit taken on t (ours now). */
 static void
 submit_task(shard *sh, tc_live *l, tc_flight *f, troupe_target *t)
 {
     tc_ref r = f->ref;
     const tc_call *c = call_at(l->g, r);
-    const char *mode = troupe_gtx_mode_name(l->g->mode);
-    const char *op =
-        r.step == TC_QUERY ? "msg" : troupe_gtx_op_at(l->g->mode, r.op);
+    const char *mode = NULL, *op = NULL;
     char bid[8];
-    snprintf(bid, sizeof(bid), "%02u",
-             r.step == TC_QUERY ? 0u : (unsigned)r.step + 1);
+    names_of(l->g, r, &mode, bid, &op);
     uint8_t hdr[16 + TROUPE_GID_MAX + 16];
     size_t ml = strlen(mode) + 1, bl = strlen(bid) + 1, ol = strlen(op) + 1;
     size_t n = 0;
@@ -370,9 +379,51 @@ submit_task(shard *sh, tc_live *l, tc_flight *f, troupe_target *t)
     }
 }
 
-/* Starts call r on its way: a flight that takes a credit on its target
- * (or waits for one) and submits the task. A call that cannot go counts
- * as UNKNOWN (retried after its backoff). */
+/* Asks the actor at of f's call (troupe/branch.h): its reply, or the
+ * runtime's error reply at the branch timeout, comes back as TC_K_REPLY. */
+static void
+ask_actor(shard *sh, tc_live *l, tc_flight *f, const tc_actor_target *at)
+{
+    troupe_addr to = at->addr;
+    if (at->by_name &&
+        troupe_registry_lookup(sh->c->rt, at->name, &to) != TROUPE_OK) {
+        troupe_log(troupe_runtime_logger(sh->c->rt), TROUPE_LOG_WARN, "coord",
+                   "gtx %.*s: no actor named %s: retried later",
+                   (int)l->gid_len, l->gid, at->name);
+        hear(sh, l, f, TROUPE_OUTCOME_UNKNOWN);
+        return;
+    }
+    const tc_call *c = call_at(l->g, f->ref);
+    const char *mode = NULL, *op = NULL;
+    char bid[8];
+    names_of(l->g, f->ref, &mode, bid, &op);
+    troupe_packer pk;
+    troupe_pack_init(&pk);
+    troupe_err e =
+        troupe__branch_msg_pack(&pk, mode, l->gid, l->gid_len, bid, op,
+                                c->attempts, c->payload, c->payload_len);
+    troupe_msg *m = NULL;
+    if (e == TROUPE_OK) {
+        size_t n = 0;
+        const void *d = troupe_pack_data(&pk, &n);
+        e = troupe_msg_create(&m, at->kind, d, n);
+    }
+    troupe_pack_fini(&pk);
+    uint32_t timeout = l->g->opts.branch_timeout_ms;
+    if (e == TROUPE_OK)
+        e = troupe_ask(sh->self, to, &m, timeout > 0 ? timeout : 1, TC_K_REPLY,
+                       &f->corr);
+    if (e != TROUPE_OK) {
+        hear(sh, l, f, TROUPE_OUTCOME_UNKNOWN);
+        return;
+    }
+    f->asked = true;
+}
+
+/* Starts call r on its way: a flight that asks its actor target, or
+ * takes a credit on its dispatch target (or waits for one) and submits
+ * the task. A call that cannot go counts as UNKNOWN (retried after its
+ * backoff). */
 static void
 dispatch(shard *sh, tc_live *l, tc_ref r)
 {
@@ -388,6 +439,15 @@ dispatch(shard *sh, tc_live *l, tc_ref r)
     f->next = l->flights;
     l->flights = f;
     const tc_call *c = call_at(l->g, r);
+    tc_actor_target at;
+    int is_actor = troupe__actor_target_parse(c->target, &at);
+    if (is_actor != 0) {
+        if (is_actor > 0)
+            ask_actor(sh, l, f, &at);
+        else /* refused at submit; a stored one is read as it is */
+            hear(sh, l, f, TROUPE_OUTCOME_UNKNOWN);
+        return;
+    }
     troupe_target *t =
         troupe__target_find(sh->c->rt, c->target, strlen(c->target));
     if (t == NULL) {
@@ -670,10 +730,25 @@ h_outcome(troupe_actor *self, void *state, const troupe_msg *m)
     uint32_t head[3];
     memcpy(head, troupe_msg_data(m), sizeof(head));
     tc_flight *f = flight_of(l, head[0], head[1]);
-    if (f == NULL || f->waiting || f->heard)
+    if (f == NULL || f->waiting || f->heard || f->asked)
         return TROUPE_OK;
     hear(sh, l, f, (troupe_outcome)head[2]);
     return TROUPE_OK;
+}
+
+/* An actor target's reply (or the runtime's error reply for its ask). */
+static troupe_err
+h_reply(troupe_actor *self, void *state, const troupe_msg *m)
+{
+    (void)self;
+    shard *sh = state;
+    for (tc_live *l = sh->lives; l != NULL; l = l->next)
+        for (tc_flight *f = l->flights; f != NULL; f = f->next)
+            if (f->asked && !f->heard && f->corr == m->corr) {
+                hear(sh, l, f, troupe__branch_reply_outcome(m));
+                return TROUPE_OK;
+            }
+    return TROUPE_OK; /* late: its transaction ended or moved on */
 }
 
 static troupe_err
@@ -772,13 +847,11 @@ stop(troupe_actor *self, void *state, troupe_err reason)
         live_free(sh, sh->lives, TROUPE_EUNKNOWN);
 }
 
-static const troupe_handler_fn handlers[TC_K_N] = {[TC_K_SUBMIT] = h_submit,
-                                                   [TC_K_LOAD] = h_load,
-                                                   [TC_K_WRITTEN] = h_written,
-                                                   [TC_K_OUTCOME] = h_outcome,
-                                                   [TC_K_KICK] = h_kick,
-                                                   [TC_K_TIMER] = h_timer,
-                                                   [TC_K_OP] = h_op};
+static const troupe_handler_fn handlers[TC_K_N] = {
+    [TC_K_SUBMIT] = h_submit,   [TC_K_LOAD] = h_load,
+    [TC_K_WRITTEN] = h_written, [TC_K_OUTCOME] = h_outcome,
+    [TC_K_KICK] = h_kick,       [TC_K_TIMER] = h_timer,
+    [TC_K_OP] = h_op,           [TC_K_REPLY] = h_reply};
 
 static const troupe_actor_def shard_def = {.name = "coord_shard",
                                            .state_size = sizeof(shard),

@@ -27,6 +27,15 @@
  * finishes the stop (on scheduler 0, through troupe__post_or_run). A
  * count and not a blocking waiter, so that the asynchronous stop has
  * nothing to block on; stop_wait is the stop and a wait for its callback.
+ *
+ * Coordinator retention is a third pass of the same shape: each batch is
+ * one troupe_coord_purge, asynchronous already (it finds what is due
+ * through an index and deletes it in transactions, on scheduler 0), whose
+ * callback sends TTL_CPURGED here and gives back the batch's share of
+ * `live` (the purge borrows the coordinator); a batch that purged some
+ * and found more goes on through TTL_CNEXT. One that purged none ends the
+ * pass even if it found more (a transaction it cannot purge, a broken
+ * document say, stays at the head of the index): the pass always moves.
  */
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -41,9 +50,19 @@
 #include "troupe/pack.h"
 #include "troupe/ttl.h"
 
-enum { TTL_TICK = 0, TTL_DONE, TTL_QDONE, TTL_QNEXT, TTL_QPURGED, TTL_NKINDS };
+enum {
+    TTL_TICK = 0,
+    TTL_DONE,
+    TTL_QDONE,
+    TTL_QNEXT,
+    TTL_QPURGED,
+    TTL_CPURGED,
+    TTL_CNEXT,
+    TTL_NKINDS
+};
 
 #define QUEUE_BATCH_DEFAULT 256
+#define COORD_BATCH_DEFAULT 256
 
 enum { ST_RUNNING = 0, ST_STOPPING, ST_STOPPED };
 
@@ -53,6 +72,8 @@ struct troupe_ttl {
     troupe_queues *queues;
     uint32_t interval_ms;
     uint32_t queue_batch;
+    troupe_coord *coord;
+    uint32_t coord_batch;
     int64_t (*clock)(void *ctx);
     void *clock_ctx;
     troupe_addr addr;
@@ -62,10 +83,14 @@ struct troupe_ttl {
     _Atomic uint64_t qpurged;
     _Atomic uint64_t qbatches;
     _Atomic uint64_t qpasses;
+    _Atomic uint64_t gpurged;
+    _Atomic uint64_t gbatches;
+    _Atomic uint64_t gpasses;
     _Atomic int state;
     /* what the stop waits for: 1 for the actor (given back once it has
-     * stopped) and 1 per purge batch on the pool; the release that
-     * brings it to 0 finishes the stop (live_release) */
+     * stopped) and 1 per purge batch running (a queue batch on the pool,
+     * a coordinator purge); the release that brings it to 0 finishes
+     * the stop (live_release) */
     _Atomic size_t live;
     troupe_ttl_stop_cb stop_cb; /* set by troupe_ttl_stop, before the
                                    actor's share can be given back */
@@ -80,6 +105,7 @@ typedef struct sstate {
     bool purging; /* its purge pass (else its eviction pass) runs */
     bool busy;
     bool qbusy; /* a queue pass runs */
+    bool cbusy; /* a coordinator pass runs */
 } sstate;
 
 typedef struct evarg {
@@ -338,6 +364,105 @@ h_qnext(troupe_actor *self, void *st, const troupe_msg *m)
     return TROUPE_OK;
 }
 
+/* ---- coordinator retention ---- */
+
+typedef struct cjob {
+    troupe_ttl *o;
+    troupe_runtime *rt;
+    troupe_addr self;
+} cjob;
+
+/* Scheduler 0, the purge's callback: tells the actor, then gives back
+ * the batch's share of live, the last touch of the scanner object. */
+static void
+cjob_purged(troupe_err err, size_t purged, bool more, void *arg)
+{
+    cjob *j = arg;
+    troupe_ttl *o = j->o;
+    troupe_packer p;
+    troupe_pack_init(&p);
+    troupe_pack_array(&p, 3);
+    troupe_pack_uint(&p, (uint64_t)err);
+    troupe_pack_uint(&p, purged);
+    troupe_pack_bool(&p, more);
+    troupe_msg *m = NULL;
+    if (troupe_pack_take_msg(&p, TTL_CPURGED, &m) == TROUPE_OK)
+        troupe_runtime_send(j->rt, j->self, &m); /* fails once we are gone */
+    troupe_free(j);
+    live_release(o);
+}
+
+static void
+coord_end(sstate *s)
+{
+    s->cbusy = false; /* again next tick */
+    atomic_fetch_add(&s->o->gpasses, 1);
+}
+
+/* Starts the next purge batch; ends the pass when that fails. */
+static void
+coord_step(troupe_actor *self, sstate *s)
+{
+    troupe_ttl *o = s->o;
+    cjob *j = troupe_malloc(sizeof(*j));
+    /* stopping: no new batch; the share is taken on the actor's thread,
+     * where the actor's own share keeps the count above 0 */
+    if (j != NULL && atomic_load(&o->state) == ST_RUNNING) {
+        *j = (cjob){.o = o,
+                    .rt = troupe_actor_runtime(self),
+                    .self = troupe_self(self)};
+        atomic_fetch_add(&o->live, 1);
+        if (troupe_coord_purge(o->coord, o->coord_batch, cjob_purged, j) ==
+            TROUPE_OK)
+            return;
+        live_release(o);
+    }
+    troupe_free(j);
+    coord_end(s);
+}
+
+static troupe_err
+h_cpurged(troupe_actor *self, void *st, const troupe_msg *m)
+{
+    sstate *s = st;
+    uint64_t err = TROUPE_EPROTO, n = 0;
+    bool more = false;
+    if (m->body != NULL) {
+        troupe_reader r;
+        troupe_reader_init(&r, troupe_body_data(m->body),
+                           troupe_body_len(m->body));
+        troupe_read_array_n(&r, 3);
+        troupe_read_uint(&r, &err);
+        troupe_read_uint(&r, &n);
+        troupe_read_bool(&r, &more);
+        if (troupe_read_end(&r) != TROUPE_OK)
+            err = TROUPE_EPROTO;
+    }
+    atomic_fetch_add(&s->o->gpurged, n);
+    atomic_fetch_add(&s->o->gbatches, 1);
+    if (!s->cbusy)
+        return TROUPE_OK;
+    if (err == TROUPE_OK && more && n > 0) {
+        troupe_msg *next = NULL;
+        if (troupe_msg_create(&next, TTL_CNEXT, NULL, 0) == TROUPE_OK &&
+            troupe_runtime_send(troupe_actor_runtime(self), troupe_self(self),
+                                &next) == TROUPE_OK)
+            return TROUPE_OK;
+    }
+    coord_end(s);
+    return TROUPE_OK;
+}
+
+static troupe_err
+h_cnext(troupe_actor *self, void *st, const troupe_msg *m)
+{
+    (void)m;
+    sstate *s = st;
+    if (s->cbusy)
+        coord_step(self, s);
+    return TROUPE_OK;
+}
+
 static troupe_err
 h_tick(troupe_actor *self, void *st, const troupe_msg *m)
 {
@@ -346,6 +471,10 @@ h_tick(troupe_actor *self, void *st, const troupe_msg *m)
     if (s->o->queues != NULL && !s->qbusy) {
         s->qbusy = true;
         queue_step(self, s);
+    }
+    if (s->o->coord != NULL && !s->cbusy) {
+        s->cbusy = true;
+        coord_step(self, s);
     }
     if (s->busy || s->o->tables == NULL)
         return TROUPE_OK;
@@ -389,6 +518,7 @@ s_init(troupe_actor *self, void *st, void *arg)
     s->n = s->next = 0;
     s->busy = false;
     s->qbusy = false;
+    s->cbusy = false;
     return troupe_timer_start(self, TTL_TICK, s->o->interval_ms,
                               s->o->interval_ms, NULL);
 }
@@ -405,7 +535,8 @@ s_stop(troupe_actor *self, void *st, troupe_err reason)
 
 static const troupe_handler_fn s_handlers[TTL_NKINDS] = {
     [TTL_TICK] = h_tick,   [TTL_DONE] = h_done,       [TTL_QDONE] = h_qdone,
-    [TTL_QNEXT] = h_qnext, [TTL_QPURGED] = h_qpurged,
+    [TTL_QNEXT] = h_qnext, [TTL_QPURGED] = h_qpurged, [TTL_CPURGED] = h_cpurged,
+    [TTL_CNEXT] = h_cnext,
 };
 
 static const troupe_actor_def ttl_def = {
@@ -424,7 +555,8 @@ troupe_ttl_create(const troupe_ttl_opts *o, troupe_ttl **out)
     if (out != NULL)
         *out = NULL;
     if (o == NULL || out == NULL || o->rt == NULL ||
-        (o->tables == NULL && o->queues == NULL))
+        (o->tables == NULL && o->queues == NULL && o->coord == NULL) ||
+        o->coord_batch > TROUPE_GTX_PURGE_MAX)
         return TROUPE_EINVAL;
     troupe_ttl *s = troupe_calloc(1, sizeof(*s));
     if (s == NULL)
@@ -434,6 +566,8 @@ troupe_ttl_create(const troupe_ttl_opts *o, troupe_ttl **out)
     s->queues = o->queues;
     s->interval_ms = o->interval_ms ? o->interval_ms : 1000;
     s->queue_batch = o->queue_batch ? o->queue_batch : QUEUE_BATCH_DEFAULT;
+    s->coord = o->coord;
+    s->coord_batch = o->coord_batch ? o->coord_batch : COORD_BATCH_DEFAULT;
     s->clock = o->clock;
     s->clock_ctx = o->clock_ctx;
     atomic_init(&s->state, ST_RUNNING);
@@ -502,6 +636,24 @@ uint64_t
 troupe_ttl_queue_passes(const troupe_ttl *s)
 {
     return s != NULL ? atomic_load(&((troupe_ttl *)s)->qpasses) : 0;
+}
+
+uint64_t
+troupe_ttl_gtx_purged(const troupe_ttl *s)
+{
+    return s != NULL ? atomic_load(&((troupe_ttl *)s)->gpurged) : 0;
+}
+
+uint64_t
+troupe_ttl_gtx_batches(const troupe_ttl *s)
+{
+    return s != NULL ? atomic_load(&((troupe_ttl *)s)->gbatches) : 0;
+}
+
+uint64_t
+troupe_ttl_gtx_passes(const troupe_ttl *s)
+{
+    return s != NULL ? atomic_load(&((troupe_ttl *)s)->gpasses) : 0;
 }
 
 static void

@@ -12,6 +12,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The most steps (saga steps, tcc branches, message steps) of one
+ * global transaction, and the most bytes of one branch op's payload. */
+#define TROUPE_GTX_STEPS_MAX 64
+#define TROUPE_GTX_PAYLOAD_MAX (64u * 1024u)
+
 /* A gid: 1..TROUPE_GID_MAX bytes of [A-Za-z0-9_.:-]. */
 #define TROUPE_GID_MAX 128
 /* A branch id: the canonical decimal of 1..TROUPE_BRANCH_ID_MAX, at least

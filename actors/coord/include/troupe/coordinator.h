@@ -11,7 +11,8 @@
  *
  * Built so far: SAGA (sequential or concurrent steps), TCC, two-phase
  * messages, abort, retry, force-stop, query (with every branch: detail)
- * and list. Actor targets follow (docs/plans/coordinator.md).
+ * and list; branches served by dispatch targets or by troupe actors,
+ * local or remote (troupe/branch.h).
  *
  * Objects: troupe_coord_open_wait allocates the coordinator; it borrows
  * the runtime and the tables, which must outlive it (stop and destroy it
@@ -35,12 +36,28 @@ typedef struct troupe_coord troupe_coord;
 /* Unix milliseconds: the coordinator's clock (due times, timeouts). */
 typedef int64_t (*troupe_clock_fn)(void *arg);
 
+/* DTM's default timeout-to-fail of a TCC: 35 s. */
+#define TROUPE_TCC_TIMEOUT_DEFAULT_MS 35000
+
 typedef struct troupe_coord_opts {
     troupe_runtime *rt;    /* borrowed */
     troupe_tables *tables; /* borrowed; troupe.gtx is created at open */
     uint32_t shards;       /* 0: TROUPE_COORD_SHARDS_DEFAULT */
     uint32_t retry_min_ms; /* first backoff; 0: 10 s */
     uint32_t retry_max_ms; /* backoff cap; 0: 300 s */
+    /* How long an actor target (troupe/branch.h) has to reply before its
+     * call counts as UNKNOWN; 0: 30 s. Stored with each transaction at
+     * its submit. (A dispatch target's calls have that target's own
+     * deadline, troupe_target_opts.) */
+    uint32_t branch_timeout_ms;
+    /* A tcc still prepared (never submitted nor aborted) this long after
+     * its prepare aborts: every registered branch is cancelled, reason
+     * "prepared for longer than its timeout-to-fail" (DTM's
+     * TimeoutToFail for TCC), so an application that died between its
+     * tries and its submit leaves no reservation held. Stored with each
+     * tcc at its prepare. 0: TROUPE_TCC_TIMEOUT_DEFAULT_MS; negative:
+     * never. */
+    int64_t tcc_timeout_ms;
     troupe_clock_fn clock; /* NULL: troupe_now_ms */
     void *clock_arg;
     /* Durability of every transition (troupe/storage.h): 0 or
@@ -50,14 +67,28 @@ typedef struct troupe_coord_opts {
      * whose call was already made is then called again: the barrier
      * makes that harmless). */
     troupe_sync sync;
+    /* Retention (DTM's FinishedDataExpire): a transaction that ended
+     * (succeed or failed) is kept this long after its finished_ms, then
+     * troupe_coord_purge (the TTL scanner's coordinator pass,
+     * troupe/ttl.h) deletes it with its barrier rows. 0: 7 days
+     * (TROUPE_GTX_RETENTION_DEFAULT_MS); negative: kept for ever; at most
+     * TROUPE_GTX_RETENTION_MAX_MS. Keep it longer than any delivery of a
+     * branch can be late: a barrier row purged cannot turn away a late
+     * action. */
+    int64_t retention_ms;
 } troupe_coord_opts;
 
+#define TROUPE_GTX_RETENTION_DEFAULT_MS (7LL * 24 * 3600 * 1000)
+#define TROUPE_GTX_RETENTION_MAX_MS (100LL * 366 * 24 * 3600 * 1000)
+
 /*
- * Opens the coordinator: creates troupe.gtx if missing, spawns the
- * shards, reads every stored transaction and drives the unfinished ones.
- * Errors: EINVAL (NULL, shards over TROUPE_COORD_SHARDS_MAX, retry_min
- * over retry_max), ECORRUPT (a stored transaction breaks its format;
- * troupe_errmsg names its gid), ENOTSUP (one of a later format), the
+ * Opens the coordinator: creates troupe.gtx if missing (with its index
+ * "finished" on finished_ms, built online on a table stored without it),
+ * spawns the shards, reads every stored transaction and drives the
+ * unfinished ones. Errors: EINVAL (NULL, shards over
+ * TROUPE_COORD_SHARDS_MAX, retry_min over retry_max, retention_ms over
+ * TROUPE_GTX_RETENTION_MAX_MS), ECORRUPT (a stored transaction breaks its
+ * format; troupe_errmsg names its gid), ENOTSUP (one of a later format), the
  * table's errors, ENOMEM, EDEADLK. Blocks.
  */
 troupe_err
@@ -65,14 +96,55 @@ troupe_coord_open_wait(const troupe_coord_opts *o, troupe_coord **out);
 
 /* Stops the shards: nothing new is committed or dispatched; a branch in
  * flight settles on its own (its outcome is then heard at the next
- * open's redelivery). Errors: EINVAL, ESTATE (stopped already), EDEADLK.
- * Blocks. */
+ * open's redelivery). A purge in flight (troupe_coord_purge) is waited
+ * for, and new ones are ECLOSED. Errors: EINVAL, ESTATE (stopped
+ * already), EDEADLK. Blocks. */
 troupe_err
 troupe_coord_stop_wait(troupe_coord *c);
 
 /* Frees a stopped coordinator (aborts if it is not stopped). NULL: no-op. */
 void
 troupe_coord_destroy(troupe_coord *c);
+
+/* Most transactions one purge may delete. */
+#define TROUPE_GTX_PURGE_MAX 1024
+
+/* A purge's outcome: purged, the transactions it deleted (also when err
+ * is not OK); more, whether the finished-transaction index held more
+ * entries due by the purge's "now" past those it read. */
+typedef void (*troupe_coord_purge_cb)(troupe_err err, size_t purged, bool more,
+                                      void *arg);
+
+/*
+ * Retention: deletes up to limit (1..TROUPE_GTX_PURGE_MAX) ended
+ * transactions whose finished_ms + retention_ms <= the coordinator's
+ * clock, oldest first, found through the index "finished" of troupe.gtx
+ * (only ended transactions have an entry there), each in a troupe
+ * transaction of its own (troupe/txn.h) with every barrier row of its
+ * (mode, gid) in TROUPE_BARRIER_TABLE (troupe/barrier.h), committed with
+ * opts.sync. That transaction reads the document again and deletes only
+ * if it is still ended and past its retention; a transaction not ended
+ * and its barrier rows are never touched. Afterwards a query of the gid
+ * is ENOENT and a submit of it starts it again. With retention negative
+ * nothing is due: cb gets 0 and false. cb fires once, on scheduler 0,
+ * when the call returned OK (never inside it); a transaction that changed
+ * meanwhile (ECONFLICT) is left for the next purge, not an error. cb
+ * errors: those of the index query (ESTATE while the index builds), of
+ * reads and commits (the first one; the other transactions still go
+ * on), ECORRUPT (a stored document breaks its format: it stays), ETOOBIG
+ * (barrier rows of one gid past a transaction's key limit: it stays).
+ * Call errors: EINVAL (NULL c or cb, limit), ECLOSED (stopped), ENOMEM.
+ * Any thread; never blocks. troupe_coord_stop_wait waits for the purges
+ * in flight.
+ */
+troupe_err
+troupe_coord_purge(troupe_coord *c, size_t limit, troupe_coord_purge_cb cb,
+                   void *arg);
+/* Same, blocking: *purged and *more (each may be NULL) get what cb would.
+ * Its errors, and EDEADLK. Blocks. */
+troupe_err
+troupe_coord_purge_wait(troupe_coord *c, size_t limit, size_t *purged,
+                        bool *more);
 
 /* One call of a branch: a dispatch target's name and the payload it gets
  * (copied at submit). */
@@ -276,8 +348,9 @@ typedef struct troupe_gtx_branch {
 typedef struct troupe_gtx_detail {
     troupe_gtx_info info;
     /* when the coordinator drives it next (Unix ms; one past means due
-     * now); 0 when no time is waited for: a call in flight, a tcc
-     * waiting for its submit or abort, an ended transaction */
+     * now; a prepared tcc: its timeout-to-fail); 0 when no time is
+     * waited for: a call in flight, a tcc with no timeout waiting for its
+     * submit or abort, an ended transaction */
     int64_t next_due_ms;
     size_t n_branches;
     /* a message's query-back first ("00"), then the steps in order */

@@ -13,6 +13,7 @@
 
 #include "troupe/coord.h"
 #include "troupe/dispatch.h"
+#include "troupe/msg.h"
 #include "troupe/pack.h"
 
 #define TROUPE_GTX_TABLE "troupe.gtx"
@@ -20,9 +21,8 @@
  * saga's step order), written only for concurrent sagas. */
 #define TROUPE_GTX_FORMAT 1
 #define TROUPE_GTX_FORMAT_CONCURRENT 2
-/* Limits of one transaction (refused at submit, ECORRUPT when read). */
-#define TROUPE_GTX_STEPS_MAX 64
-#define TROUPE_GTX_PAYLOAD_MAX (64u * 1024u)
+/* Limits of one transaction (refused at submit, ECORRUPT when read):
+ * steps and payloads in troupe/coord.h. */
 #define TROUPE_GTX_REASON_MAX 1024
 /* The ops a step can carry: a mode's ops in troupe_gtx_op_at's order. */
 #define TROUPE_GTX_OPS_MAX 3
@@ -119,6 +119,31 @@ troupe__gtx_decode(const void *doc, size_t len, tc_gtx **out);
 
 void
 troupe__gtx_free(tc_gtx *g);
+
+/* ---- actor targets (branch.c, troupe/branch.h) ---- */
+
+typedef struct tc_actor_target {
+    bool by_name;
+    char name[TROUPE_TARGET_NAME_MAX + 1]; /* by_name: the registered name */
+    troupe_addr addr;                      /* otherwise: the address */
+    uint32_t kind;                         /* the ask's message kind */
+} tc_actor_target;
+
+/* 0: s is no actor target (a dispatch target's name); 1: one, in *out;
+ * -1: it starts as one and breaks the form (troupe/branch.h). */
+int
+troupe__actor_target_parse(const char *s, tc_actor_target *out);
+
+/* The ask's body: [mode, gid, branch id, op, attempt, payload bin]. */
+troupe_err
+troupe__branch_msg_pack(troupe_packer *p, const char *mode, const char *gid,
+                        size_t gid_len, const char *branch_id, const char *op,
+                        uint32_t attempt, const void *payload, size_t len);
+
+/* The outcome a reply carries: its body's, UNKNOWN for an error reply (a
+ * timeout, an unreachable node, a refusal) or a body that is not one. */
+troupe_outcome
+troupe__branch_reply_outcome(const troupe_msg *m);
 
 /* ---- the modes' rules (machine.c): what runs next, what an outcome
  * does. Pure functions of the document and the time: the shard persists
