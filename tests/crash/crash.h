@@ -32,9 +32,15 @@ enum crash_rec_type {
     REC_CLOSE = 8,   /* err: troupe_db_close */
     REC_HITS = 9,    /* id: calls the fault shim failed */
     REC_DONE = 10,
-    REC_QPUB = 11,   /* id: event key of a publish that completed OK */
-    REC_QDELIV = 12, /* id: event key, err: invocation; a handler started */
-    REC_QDONE = 13   /* id: event key, err: invocation; outcome committed */
+    REC_QPUB = 11,    /* id: event key of a publish that completed OK */
+    REC_QDELIV = 12,  /* id: event key, err: invocation; a handler started */
+    REC_QDONE = 13,   /* id: event key, err: invocation; outcome committed */
+    REC_GACK = 14,    /* id: gid id, err: the final status it must reach; a
+                         global transaction's _wait calls returned OK */
+    REC_GBAD = 15,    /* id: gid id (0: none), err: a code; the branch
+                         handler saw a violation (described on stderr) */
+    REC_GVERDICT = 16 /* id: gid id, err: troupe_barrier_verdict; a branch
+                         delivery's business transaction committed */
 };
 
 typedef struct crash_rec {
@@ -134,5 +140,33 @@ crash_queue_check(const char *dir, uint64_t cycle, crash_queue_stats *st,
                   char *msg, size_t cap);
 void
 crash_queue_reset(void);
+
+/* The coordinator workload (coord.c): the child (sagas, two-phase
+ * messages and TCCs through the coordinator, branches on troupe tables
+ * through the barrier), the drain child that drives every stored
+ * transaction to its end and checks them all (exits 0, or 1 with the
+ * reason on stderr), and the parent's bookkeeping: crash_coord_note keeps
+ * an acknowledgement of cycle `cycle` (0, or -1 with the reason in msg
+ * for REC_GBAD or a malformed record), crash_coord_write_acks writes them
+ * all to `path` for the drain and counts them per kind. A gid id is
+ * cycle << 40 | kind << 32 | seq (kind 1 saga, 2 message, 3 TCC). */
+int
+crash_child_coord(int argc, char **argv);
+int
+crash_child_coord_drain(int argc, char **argv);
+typedef struct crash_coord_stats {
+    uint64_t sagas, msgs, tccs; /* acknowledged */
+    /* deliveries committed, by verdict: EXECUTE, NULL_COMPENSATION,
+     * DUPLICATED (the drain's own not counted) */
+    uint64_t executed, null_comp, duplicated;
+    uint64_t older; /* of them, of a transaction an earlier cycle began */
+} crash_coord_stats;
+int
+crash_coord_note(const crash_rec *r, uint64_t cycle, char *msg, size_t cap);
+int
+crash_coord_write_acks(const char *path, crash_coord_stats *st, char *msg,
+                       size_t cap);
+void
+crash_coord_reset(void);
 
 #endif

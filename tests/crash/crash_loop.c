@@ -1,7 +1,7 @@
 /*
  * crash_loop: the crash-safety harness (docs/crash-testing.md).
  *
- *   crash_loop storage|kv|table|queue [--txn] [--nosync]
+ *   crash_loop storage|kv|table|queue|coord [--txn] [--nosync]
  *              [--powerloss off|on|mixed]
  *              [--expect-loss] [--cycles N] [--seconds S] [--kill-ms T]
  *              [--shim PATH]
@@ -28,6 +28,11 @@
  * completed, never both, no invocation completed twice, every acknowledged
  * outcome committed, no completed invocation delivered again (the child
  * reports deliveries), and every row has exactly its owner and id entries.
+ * The coordinator loop (coord.c) checks once, after the last cycle: a
+ * drain child drives every stored global transaction to its end, then
+ * every acknowledged one is there with its expected status, every
+ * barrier row is the one its transaction's status implies, and the
+ * account balances are the seed plus the net of what succeeded.
  * Bounds: --cycles/--seconds, overridden by TROUPE_CRASH_CYCLES and
  * TROUPE_CRASH_SECONDS. TROUPE_CRASH_KEEP=1 keeps the directory;
  * TROUPE_CRASH_VERBOSE=1 prints every cycle. On a failed check the
@@ -199,7 +204,7 @@ reap(child *c)
 
 /* ---- the database check ------------------------------------------------- */
 
-enum workload { WL_STORAGE, WL_KV, WL_TABLE, WL_QUEUE };
+enum workload { WL_STORAGE, WL_KV, WL_TABLE, WL_QUEUE, WL_COORD };
 
 /* What the checks saw of each cycle: its prefix length. */
 static uint64_t *seen;
@@ -401,6 +406,22 @@ on_queue_rec(const crash_rec *r, void *arg)
         q->a.n++;
 }
 
+/* The coordinator child's records: acknowledged submissions count. */
+static void
+on_coord_rec(const crash_rec *r, void *arg)
+{
+    qacks *q = arg;
+    if (r->type == REC_READY) {
+        q->a.ready = true;
+        return;
+    }
+    char msg[512];
+    if (crash_coord_note(r, q->cycle, msg, sizeof(msg)) != 0)
+        fail("cycle %llu: %s", (unsigned long long)q->cycle, msg);
+    if (r->type == REC_GACK)
+        q->a.n++;
+}
+
 /* Acknowledged seqs >= k: acknowledged but not present. */
 static uint64_t
 lost(const acks *a, uint64_t k)
@@ -441,6 +462,42 @@ typedef struct loop_opts {
     const char *shim;
 } loop_opts;
 
+/* The coordinator loop's end: the acknowledgements to a file, then the
+ * drain child (no kill, no power loss), which drives everything stored
+ * to its end and checks it (coord.c). */
+static void
+run_coord_drain(void)
+{
+    char path[PATH_MAX + 16], msg[512];
+    snprintf(path, sizeof(path), "%.*s/acks", PATH_MAX - 16, base);
+    crash_coord_stats st = {0};
+    if (crash_coord_write_acks(path, &st, msg, sizeof(msg)) != 0)
+        fail("%s", msg);
+    printf("%s: acknowledged %llu sagas, %llu messages, %llu TCCs; branch "
+           "deliveries committed in the killed children: %llu executed, %llu "
+           "null compensations, %llu duplicated; %llu of these were of a "
+           "transaction an earlier cycle began\n",
+           label, (unsigned long long)st.sagas, (unsigned long long)st.msgs,
+           (unsigned long long)st.tccs, (unsigned long long)st.executed,
+           (unsigned long long)st.null_comp, (unsigned long long)st.duplicated,
+           (unsigned long long)st.older);
+    char asan[] = "ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0";
+    char *env[] = {asan, NULL};
+    const char *args[] = {"child-coord-drain", dbdir, path, "@FD", label, NULL};
+    qacks qa = {.cycle = UINT64_MAX};
+    child ch = spawn(args, env);
+    /* The drain bounds itself (60 s); this only guards against a hang. */
+    if (pump(&ch, now_ms() + 150000, on_coord_rec, &qa) == 0) {
+        kill(ch.pid, SIGKILL);
+        reap(&ch);
+        fail("the drain child hung");
+    }
+    int rs = reap(&ch);
+    crash_coord_reset();
+    if (!WIFEXITED(rs) || WEXITSTATUS(rs) != 0)
+        fail("the drain's check failed (status 0x%x, above)", rs);
+}
+
 static int
 run_loop(const loop_opts *o)
 {
@@ -479,6 +536,7 @@ run_loop(const loop_opts *o)
         snprintf(win, sizeof(win), "%ld", o->window);
         const char *args[] = {o->wl == WL_KV      ? "child-kv"
                               : o->wl == WL_QUEUE ? "child-queue"
+                              : o->wl == WL_COORD ? "child-coord"
                               : o->wl == WL_TABLE
                                   ? (o->txn ? "child-table-txn" : "child-table")
                                   : "child-storage",
@@ -505,6 +563,9 @@ run_loop(const loop_opts *o)
         if (o->wl == WL_QUEUE) {
             on_rec = on_queue_rec;
             rarg = &qa;
+        } else if (o->wl == WL_COORD) {
+            on_rec = on_coord_rec;
+            rarg = &qa;
         }
         child ch = spawn(args, env);
         uint64_t t0 = now_ms();
@@ -512,7 +573,8 @@ run_loop(const loop_opts *o)
         uint64_t delay =
             kill_early ? rnd(&rs) % 200 : rnd(&rs) % (uint64_t)kill_ms;
         int eof = 0;
-        bool *ready = o->wl == WL_QUEUE ? &qa.a.ready : &a.ready;
+        bool *ready =
+            o->wl == WL_QUEUE || o->wl == WL_COORD ? &qa.a.ready : &a.ready;
         if (kill_early) {
             eof = pump(&ch, t0 + delay + 1, on_rec, rarg);
         } else {
@@ -529,7 +591,7 @@ run_loop(const loop_opts *o)
         kill(ch.pid, SIGKILL);
         pump(&ch, 0, on_rec, rarg);
         int st = reap(&ch);
-        if (o->wl == WL_QUEUE)
+        if (o->wl == WL_QUEUE || o->wl == WL_COORD)
             a = qa.a;
         if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL)
             fail("cycle %ld: the workload ended with status 0x%x, not by "
@@ -542,7 +604,12 @@ run_loop(const loop_opts *o)
             fail("cycle %ld: restore failed", c);
         dropped += (int64_t)rst.bytes_before - (int64_t)rst.bytes_after;
         uint64_t k, l;
-        if (o->wl == WL_QUEUE) {
+        if (o->wl == WL_COORD) {
+            /* Checked once, by the drain after the last cycle: a cycle
+             * leaves transactions in flight, for the next to drive. */
+            k = a.n;
+            l = 0;
+        } else if (o->wl == WL_QUEUE) {
             /* Queue: publishes and outcomes complete out of order; the
              * check counts acknowledged publishes missing. */
             crash_queue_stats qs;
@@ -607,17 +674,24 @@ run_loop(const loop_opts *o)
                  (unsigned long long)a.n, (unsigned long long)k);
         free(a.bits);
     }
-    printf("%s: %ld cycles (%llu power loss, %llu kill -9, %llu killed "
-           "before READY) in %.1f s; acked %llu, present %llu; lost after "
-           "kill -9: %llu; lost after power loss: %llu, in %llu of %llu "
-           "cycles; restore dropped %lld bytes (net)\n",
-           label, c, (unsigned long long)pl_cycles,
-           (unsigned long long)(c - (long)pl_cycles), (unsigned long long)early,
-           (double)(now_ms() + (uint64_t)seconds * 1000u - end) / 1000.0,
-           (unsigned long long)acked, (unsigned long long)present,
-           (unsigned long long)kill_lost, (unsigned long long)pl_lost,
-           (unsigned long long)pl_lossy, (unsigned long long)pl_cycles,
-           (long long)dropped);
+    double took = (double)(now_ms() + (uint64_t)seconds * 1000u - end) / 1000.0;
+    if (o->wl == WL_COORD) /* its losses are the drain's to find */
+        printf("%s: %ld cycles (%llu power loss, %llu kill -9, %llu killed "
+               "before READY) in %.1f s; restore dropped %lld bytes (net)\n",
+               label, c, (unsigned long long)pl_cycles,
+               (unsigned long long)(c - (long)pl_cycles),
+               (unsigned long long)early, took, (long long)dropped);
+    else
+        printf("%s: %ld cycles (%llu power loss, %llu kill -9, %llu killed "
+               "before READY) in %.1f s; acked %llu, present %llu; lost after "
+               "kill -9: %llu; lost after power loss: %llu, in %llu of %llu "
+               "cycles; restore dropped %lld bytes (net)\n",
+               label, c, (unsigned long long)pl_cycles,
+               (unsigned long long)(c - (long)pl_cycles),
+               (unsigned long long)early, took, (unsigned long long)acked,
+               (unsigned long long)present, (unsigned long long)kill_lost,
+               (unsigned long long)pl_lost, (unsigned long long)pl_lossy,
+               (unsigned long long)pl_cycles, (long long)dropped);
     if (o->wl == WL_TABLE)
         printf("%s: %llu rows in the tables at the end; every check ran "
                "verify (derive) over every index: no mismatch%s\n",
@@ -641,6 +715,8 @@ run_loop(const loop_opts *o)
                (unsigned long long)qlast.completed_rows,
                (unsigned long long)qlast.entries,
                (unsigned long long)qlast.done_events);
+    if (o->wl == WL_COORD && c > 0)
+        run_coord_drain();
     if (o->wl == WL_TABLE)
         crash_table_reset();
     if (o->wl == WL_QUEUE)
@@ -1034,7 +1110,7 @@ static void
 usage(void)
 {
     fprintf(stderr,
-            "usage: crash_loop storage|kv|table|queue [--txn] [--nosync] "
+            "usage: crash_loop storage|kv|table|queue|coord [--txn] [--nosync] "
             "[--powerloss "
             "off|on|mixed] [--expect-loss]\n"
             "                  [--cycles N] [--seconds S] [--kill-ms T] "
@@ -1058,6 +1134,10 @@ main(int argc, char **argv)
         return crash_child_table(argc - 2, argv + 2);
     if (strcmp(argv[1], "child-queue") == 0)
         return crash_child_queue(argc - 2, argv + 2);
+    if (strcmp(argv[1], "child-coord") == 0)
+        return crash_child_coord(argc - 2, argv + 2);
+    if (strcmp(argv[1], "child-coord-drain") == 0)
+        return crash_child_coord_drain(argc - 2, argv + 2);
     if (strcmp(argv[1], "child-kv") == 0)
         return crash_child_kv(argc - 2, argv + 2);
     if (strcmp(argv[1], "child-eio") == 0)
@@ -1075,6 +1155,7 @@ main(int argc, char **argv)
                    .kill_ms = 250,
                    .window = 64};
     const char *fault_shim = NULL, *sfr_shim = NULL;
+    bool window_set = false;
     bool eio = strcmp(argv[1], "eio") == 0;
     bool model = strcmp(argv[1], "model") == 0;
     if (strcmp(argv[1], "kv") == 0)
@@ -1083,6 +1164,8 @@ main(int argc, char **argv)
         o.wl = WL_TABLE;
     else if (strcmp(argv[1], "queue") == 0)
         o.wl = WL_QUEUE;
+    else if (strcmp(argv[1], "coord") == 0)
+        o.wl = WL_COORD;
     else if (!eio && !model && strcmp(argv[1], "storage") != 0)
         usage();
     for (int i = 2; i < argc; i++) {
@@ -1112,6 +1195,7 @@ main(int argc, char **argv)
             o.kill_ms = atol(v), i++;
         } else if (strcmp(a, "--window") == 0) {
             o.window = atol(v), i++;
+            window_set = true;
         } else if (strcmp(a, "--shim") == 0) {
             o.shim = v, i++;
         } else if (strcmp(a, "--sfr-shim") == 0) {
@@ -1126,10 +1210,15 @@ main(int argc, char **argv)
         usage();
     /* The queue check holds every acknowledged outcome to be there: an
      * unsynced loop under power loss would need it to count losses. */
-    if (o.wl == WL_QUEUE && !o.sync) {
-        fprintf(stderr, "crash_loop: queue runs synced only\n");
+    if ((o.wl == WL_QUEUE || o.wl == WL_COORD) && !o.sync) {
+        fprintf(stderr, "crash_loop: %s runs synced only\n", argv[1]);
         usage();
     }
+    /* coord: --window is the submitting threads per kind (at most 16). */
+    if (o.wl == WL_COORD && !window_set)
+        o.window = 2;
+    if (o.wl == WL_COORD && o.window > 16)
+        usage();
     if (model) {
         if (o.shim == NULL)
             usage();
@@ -1144,6 +1233,7 @@ main(int argc, char **argv)
     snprintf(lbl, sizeof(lbl), "crash_%s_%s%s",
              o.wl == WL_KV      ? "kv"
              : o.wl == WL_QUEUE ? "queue"
+             : o.wl == WL_COORD ? "coord"
              : o.wl == WL_TABLE ? (o.txn ? "table_txn" : "table")
                                 : "storage",
              o.sync ? "sync" : "nosync",
