@@ -18,6 +18,72 @@ export interface OpenOptions {
     maxRequests?: number;
     /** Bytes of results not yet taken before requests queue (default 64 MiB). */
     maxBytes?: number;
+    /** The coordinator's options (0 or absent: its defaults, 8 shards,
+     * backoff 10 s doubling to 300 s; sync as the node's). */
+    coordinator?: { shards?: number; retryMinMs?: number; retryMaxMs?: number;
+                    sync?: 'default' | 'on' | 'off' | boolean };
+}
+
+/** A branch's call: [pull target, payload]; a Buffer or string payload
+ * goes as its bytes, anything else is packed as msgpack. */
+export type GtxCall = [string, Buffer | Uint8Array | string | unknown];
+
+export interface SagaStep {
+    action: GtxCall;
+    compensate?: GtxCall | null;
+}
+
+export interface SagaOptions {
+    timeoutToFailMs?: number;
+    /** 0: retry an action for ever */
+    retryLimit?: number;
+    /** every action whose dependencies succeeded runs at once */
+    concurrent?: boolean;
+    /** with concurrent: bit j of after[i] set when step i waits for step j */
+    after?: Array<number | bigint>;
+}
+
+/** A call of a global transaction's branch, as a branch handler gets it. */
+export interface Branch {
+    mode: 'saga' | 'tcc' | 'msg' | string;
+    gid: string;
+    /** "01".., "00" for a message's query-back */
+    branchId: string;
+    op: 'action' | 'compensate' | 'confirm' | 'cancel' | 'msg' | string;
+    payload: Buffer;
+    /** the number of this dispatch: 1 the first */
+    attempt: number;
+    /** Unix ms: an answer after it is refused (the call is UNKNOWN) */
+    deadline: number;
+    /** The payload decoded as msgpack (a non-bytes payload was packed so). */
+    value(): unknown;
+}
+
+/** undefined or true SUCCESS, false FAILURE, or the outcome's name or number. */
+export type BranchOutcome = boolean | undefined | null | 'success' | 'failure' | 'ongoing' |
+    'unknown' | 1 | 2 | 3 | 4;
+
+export type BarrierVerdict = 'execute' | 'null_compensation' | 'duplicated';
+
+export interface GtxOp {
+    op: string;
+    target: string;
+    state: 'todo' | 'dispatched' | 'succeeded' | 'failed';
+    attempts: number;
+    last: 'success' | 'failure' | 'ongoing' | 'unknown' | null;
+}
+
+export interface GtxInfo {
+    mode: 'saga' | 'tcc' | 'msg' | string;
+    status: 'prepared' | 'submitted' | 'aborting' | 'succeed' | 'failed';
+    reason: string;
+    steps: number;
+    attempts: number;
+    created_ms: number;
+    updated_ms: number;
+    finished_ms: number;
+    next_due_ms: number;
+    branches: Array<{ id: string; ops: GtxOp[] }>;
 }
 
 /** Every failure: `code` is troupe's name of it ('ECONFLICT', 'ENOTABLE',
@@ -164,6 +230,9 @@ export interface Transaction {
     /** Rejects with a TroupeError: ECONFLICT carries `conflicts`. */
     commit(): Promise<void>;
     rollback(): void;
+    /** The barrier for a branch inside this transaction: do the business
+     * writes only on 'execute'; commit in every case. */
+    barrier(branch: Pick<Branch, 'mode' | 'gid' | 'branchId' | 'op'>): Promise<BarrierVerdict>;
 }
 
 export interface Node {
@@ -194,6 +263,29 @@ export interface Node {
     /** A raw pull target: tasks its producers submit, answered by handler. */
     serve(target: string, handler: (t: Task) => TaskResult | Promise<TaskResult>,
           opts?: SubscribeOptions): Subscription;
+    /** Submits saga gid; resolves once committed (also when gid exists). */
+    sagaSubmit(gid: string, steps: SagaStep[], opts?: SagaOptions): Promise<void>;
+    tccPrepare(gid: string): Promise<void>;
+    /** Resolves with the branch id, after which the branch's try may run. */
+    tccRegister(gid: string, confirm: GtxCall, cancel: GtxCall): Promise<string>;
+    msgPrepare(gid: string, steps: GtxCall[], queryTarget: string,
+               opts?: { graceMs?: number }): Promise<void>;
+    gtxSubmit(gid: string): Promise<void>;
+    gtxAbort(gid: string, reason?: string): Promise<void>;
+    gtxRetry(gid: string): Promise<void>;
+    gtxForceStop(gid: string): Promise<void>;
+    gtxQuery(gid: string): Promise<GtxInfo>;
+    /** Stored transactions in gid order after `after`, filtered. */
+    gtxList(opts?: { status?: GtxInfo['status']; mode?: string; after?: string; limit?: number }):
+        Promise<{ items: Array<Omit<GtxInfo, 'branches' | 'next_due_ms'> & { gid: string }>;
+                  cursor: string | null; more: boolean }>;
+    /** Polls the query until the status is one of statuses (default
+     * succeed, failed). */
+    gtxWait(gid: string, opts?: { statuses?: string[]; timeoutMs?: number }): Promise<GtxInfo>;
+    /** Serves the branches whose calls name target; a throw is UNKNOWN
+     * (logged, retried after the backoff). */
+    branchHandler(target: string, handler: (b: Branch) => BranchOutcome | Promise<BranchOutcome>,
+                  opts?: SubscribeOptions): Subscription;
     /** Fails every request still pending with ECLOSED, then closes the node. */
     close(): Promise<void>;
 }

@@ -39,6 +39,7 @@ const RECORD_FIXED = 32;
 const KIND_QUEUE = 1;
 const KIND_ACTOR = 2; // TROUPE_TASK_ACTOR (troupe/dispatch.h)
 const KIND_COMPLETION = 3; // TROUPE_TASK_COMPLETION (troupe/dispatch.h)
+const KIND_BRANCH = 4; // TROUPE_TASK_BRANCH: a global transaction's call
 const OUTCOME = { SUCCESS: 1, FAILURE: 2, ONGOING: 3, UNKNOWN: 4 };
 const BATCH_MAX = 256;
 const MAX_WAITING = 1 << 20; // requests waiting in JS after an EBUSY
@@ -112,6 +113,18 @@ function lib() {
         queueCreate: f('int troupe_abi_queue_create(troupe_abi *n, const char *name, uint32_t partitions, int64_t retention_ms, uint32_t max_attempts)'),
         queuePublish: f('int troupe_abi_queue_publish(troupe_abi *n, uint64_t req, const char *queue, const void *id, size_t id_len, const void *key, size_t key_len, const void *payload, size_t plen, int64_t time_ms)'),
         queueSubscribe: f('int troupe_abi_queue_subscribe(troupe_abi *n, const char *queue, const char *target)'),
+        coordOptions: f('int troupe_abi_coord_options(troupe_abi *n, uint32_t shards, uint32_t retry_min_ms, uint32_t retry_max_ms, int32_t sync)'),
+        sagaSubmit: f('int troupe_abi_saga_submit(troupe_abi *n, uint64_t req, const char *gid, size_t gid_len, const void *steps, size_t slen, const void *opts, size_t olen)'),
+        tccPrepare: f('int troupe_abi_tcc_prepare(troupe_abi *n, uint64_t req, const char *gid, size_t gid_len)'),
+        tccRegister: f('int troupe_abi_tcc_register(troupe_abi *n, uint64_t req, const char *gid, size_t gid_len, const void *calls, size_t len)'),
+        msgPrepare: f('int troupe_abi_msg_prepare(troupe_abi *n, uint64_t req, const char *gid, size_t gid_len, const void *steps, size_t slen, const char *query_target, int64_t grace_ms)'),
+        gtxSubmit: f('int troupe_abi_gtx_submit(troupe_abi *n, uint64_t req, const char *gid, size_t gid_len)'),
+        gtxAbort: f('int troupe_abi_gtx_abort(troupe_abi *n, uint64_t req, const char *gid, size_t gid_len, const char *reason)'),
+        gtxRetry: f('int troupe_abi_gtx_retry(troupe_abi *n, uint64_t req, const char *gid, size_t gid_len)'),
+        gtxForceStop: f('int troupe_abi_gtx_force_stop(troupe_abi *n, uint64_t req, const char *gid, size_t gid_len)'),
+        gtxQuery: f('int troupe_abi_gtx_query(troupe_abi *n, uint64_t req, const char *gid, size_t gid_len)'),
+        gtxList: f('int troupe_abi_gtx_list(troupe_abi *n, uint64_t req, const char *status, const char *mode, const char *after, uint32_t limit)'),
+        txnBarrier: f('int troupe_abi_txn_barrier(troupe_abi *n, uint64_t req, uint64_t txn, const char *mode, const char *gid, size_t gid_len, const char *branch_id, const char *op)'),
     };
     return LIB;
 }
@@ -213,6 +226,15 @@ async function open(dir, opts = {}) {
     if (sync === false) sync = 'off';
     if (!(sync in SYNC))
         throw usage(`open: sync must be 'default', 'on' or 'off' (got ${sync})`);
+    const co = opts.coordinator || {};
+    const coord = [uint(co.shards, 'coordinator.shards', 0, 1024),
+        uint(co.retryMinMs, 'coordinator.retryMinMs', 0, 0xffffffff),
+        uint(co.retryMaxMs, 'coordinator.retryMaxMs', 0, 0xffffffff)];
+    let csync = co.sync === undefined ? 'default' : co.sync;
+    if (csync === true) csync = 'on';
+    if (csync === false) csync = 'off';
+    if (!(csync in SYNC))
+        throw usage(`open: coordinator.sync must be 'default', 'on' or 'off' (got ${csync})`);
     const requests = uint(opts.maxRequests, 'maxRequests', 0, 0xffffffff);
     const limitBytes = uint(opts.maxBytes, 'maxBytes', 0, Number.MAX_SAFE_INTEGER);
     const out = [null];
@@ -224,6 +246,11 @@ async function open(dir, opts = {}) {
     try {
         if (requests || limitBytes) {
             const rc = L.setLimits(h, requests, limitBytes);
+            if (rc !== E.OK)
+                throw callError(rc);
+        }
+        if (opts.coordinator) {
+            const rc = L.coordOptions(h, ...coord, SYNC[csync]);
             if (rc !== E.OK)
                 throw callError(rc);
         }
@@ -471,7 +498,7 @@ class Node {
         } catch (err) {
             // a completion carries a status, not the thread's message:
             // name what the request was about
-            if (err instanceof TroupeError && r.ctx && !err.conflicts)
+            if (err instanceof TroupeError && r.ctx && !err.conflicts && !err._detailed)
                 err.message = `${err.code}: ${r.ctx}: ${this._L.strerror(err.errno)}`;
             r.reject(err);
         }
@@ -692,6 +719,137 @@ class Node {
         return t;
     }
 
+    // ---- the coordinator (docs/coordinator.md) ----
+
+    /**
+     * Submits saga gid: steps are [{action: [target, payload],
+     * compensate: [target, payload] or null}, ...] (payload a Buffer or
+     * string as its bytes, anything else packed as msgpack); opts
+     * {timeoutToFailMs, retryLimit, concurrent, after}. Resolves once it
+     * is committed (also when gid exists).
+     */
+    async sagaSubmit(gid, steps, opts = {}) {
+        const g = gidBytes(gid);
+        if (!Array.isArray(steps))
+            throw usage('sagaSubmit: steps must be an array of {action, compensate}');
+        const b = pack(steps.map((st, i) => {
+            if (st === null || typeof st !== 'object' || Array.isArray(st))
+                throw usage(`sagaSubmit: step ${i} must be {action, compensate}`);
+            return { action: call(st.action, `step ${i}'s action`),
+                compensate: st.compensate === undefined || st.compensate === null ? null : call(st.compensate, `step ${i}'s compensate`) };
+        }), 'steps');
+        const o = {};
+        if (opts.timeoutToFailMs !== undefined) o.timeout_to_fail_ms = uint(opts.timeoutToFailMs, 'timeoutToFailMs', 0, Number.MAX_SAFE_INTEGER);
+        if (opts.retryLimit !== undefined) o.retry_limit = uint(opts.retryLimit, 'retryLimit', 0, 0xffffffff);
+        if (opts.concurrent) o.concurrent = true;
+        if (opts.after !== undefined && opts.after !== null) {
+            if (!Array.isArray(opts.after))
+                throw usage('sagaSubmit: after must be an array of one mask per step');
+            o.after = opts.after.map((m) => (typeof m === 'bigint' ? m : BigInt(uint(m, 'after mask', 0, Number.MAX_SAFE_INTEGER))));
+        }
+        const ob = Object.keys(o).length ? Buffer.from(encode(o, { useBigInt64: true })) : null;
+        return this._request((id) => this._L.sagaSubmit(this._h, id, gid, g.length, b, b.length, ob, len(ob)), gtxDone, `saga ${gid}`);
+    }
+
+    async tccPrepare(gid) {
+        const g = gidBytes(gid);
+        return this._request((id) => this._L.tccPrepare(this._h, id, gid, g.length), gtxDone, `tcc ${gid}`);
+    }
+
+    /** Registers a tcc branch ([target, payload] calls); resolves with its
+     * branch id ("01"...), after which its try may run (barrier op "try"). */
+    async tccRegister(gid, confirm, cancel) {
+        const g = gidBytes(gid);
+        const b = pack([call(confirm, 'confirm'), call(cancel, 'cancel')], 'calls');
+        return this._request((id) => this._L.tccRegister(this._h, id, gid, g.length, b, b.length), gtxValue, `tcc ${gid}`);
+    }
+
+    async msgPrepare(gid, steps, queryTarget, opts = {}) {
+        const g = gidBytes(gid);
+        if (!Array.isArray(steps))
+            throw usage('msgPrepare: steps must be an array of [target, payload]');
+        const b = pack(steps.map((c, i) => call(c, `step ${i}`)), 'steps');
+        name(queryTarget, 'queryTarget');
+        const grace = uint(opts.graceMs, 'graceMs', 0, Number.MAX_SAFE_INTEGER);
+        return this._request((id) => this._L.msgPrepare(this._h, id, gid, g.length, b, b.length, queryTarget, grace), gtxDone, `msg ${gid}`);
+    }
+
+    async gtxSubmit(gid) {
+        const g = gidBytes(gid);
+        return this._request((id) => this._L.gtxSubmit(this._h, id, gid, g.length), gtxDone, `submit ${gid}`);
+    }
+
+    async gtxAbort(gid, reason) {
+        const g = gidBytes(gid);
+        const r = reason === undefined || reason === null ? null : String(reason);
+        return this._request((id) => this._L.gtxAbort(this._h, id, gid, g.length, r), gtxDone, `abort ${gid}`);
+    }
+
+    async gtxRetry(gid) {
+        const g = gidBytes(gid);
+        return this._request((id) => this._L.gtxRetry(this._h, id, gid, g.length), gtxDone, `retry ${gid}`);
+    }
+
+    async gtxForceStop(gid) {
+        const g = gidBytes(gid);
+        return this._request((id) => this._L.gtxForceStop(this._h, id, gid, g.length), gtxDone, `force-stop ${gid}`);
+    }
+
+    /** gid's stored state: {mode, status, reason, steps, attempts,
+     * created_ms, updated_ms, finished_ms, next_due_ms, branches: [{id,
+     * ops: [{op, target, state, attempts, last}]}]}. */
+    async gtxQuery(gid) {
+        const g = gidBytes(gid);
+        return this._request((id) => this._L.gtxQuery(this._h, id, gid, g.length), gtxValue, `query ${gid}`);
+    }
+
+    /** A page of stored transactions: {items: [{gid, mode, status,
+     * reason, steps, attempts, created_ms, updated_ms, finished_ms}],
+     * cursor (the next page's after, or null), more}; opts {status, mode,
+     * after, limit (1..1000, 100)}. */
+    async gtxList(opts = {}) {
+        const opt = (v, what) => (v === undefined || v === null ? null : name(v, what));
+        const status = opt(opts.status, 'status');
+        const mode = opt(opts.mode, 'mode');
+        const after = opt(opts.after, 'after');
+        const limit = uint(opts.limit, 'limit', 100, 1000);
+        return this._request((id) => this._L.gtxList(this._h, id, status, mode, after, limit), gtxValue, 'gtx list');
+    }
+
+    /** Polls gid's query until its status is one of statuses (default
+     * succeed or failed); resolves with that query. */
+    async gtxWait(gid, opts = {}) {
+        const statuses = opts.statuses || ['succeed', 'failed'];
+        const end = Date.now() + (opts.timeoutMs || 30000);
+        for (;;) {
+            const q = await this.gtxQuery(gid);
+            if (statuses.includes(q.status))
+                return q;
+            if (Date.now() > end)
+                throw new TroupeError(E.ETIMEDOUT, `gtx ${gid} still ${q.status}`);
+            await new Promise((r) => setTimeout(r, 10));
+        }
+    }
+
+    /**
+     * Serves the branches whose calls name `target`: handler(branch),
+     * branch = {mode, gid, branchId, op, payload (Buffer), attempt,
+     * deadline}, at most `concurrency` at once, resolves with the outcome:
+     * undefined or true SUCCESS, false FAILURE, 'success', 'failure',
+     * 'ongoing', 'unknown' (or OUTCOME.*). A throw is UNKNOWN (logged):
+     * the call is retried after its backoff.
+     */
+    branchHandler(target, handler, opts = {}) {
+        name(target, 'target');
+        if (typeof handler !== 'function')
+            throw usage('branchHandler: handler must be a function');
+        const t = this._target(target, opts);
+        t._branch(handler);
+        this._subs++;
+        this._updateRef();
+        return t;
+    }
+
     // ---- close ----
 
     _failAll() {
@@ -804,6 +962,82 @@ function committed(status, body) {
     throw err;
 }
 
+// A coordinator request's error: its body is the coordinator's message.
+function gtxError(status, body) {
+    let why = null;
+    try {
+        why = body && body.length > 0 ? decode(body) : null;
+    } catch (err) {
+        why = null;
+    }
+    const err = new TroupeError(status, typeof why === 'string' ? why : null);
+    if (typeof why === 'string')
+        Object.defineProperty(err, '_detailed', { value: true });
+    return err;
+}
+
+function gtxDone(status, body) {
+    if (status !== E.OK)
+        throw gtxError(status, body);
+    return undefined;
+}
+
+function gtxValue(status, body) {
+    if (status !== E.OK)
+        throw gtxError(status, body);
+    return decode(body);
+}
+
+const GID = /^[A-Za-z0-9_.:-]{1,128}$/;
+
+function gidBytes(gid) {
+    if (typeof gid !== 'string' || !GID.test(gid))
+        throw usage('a gid must be 1..128 characters of [A-Za-z0-9_.:-]');
+    return Buffer.from(gid, 'latin1');
+}
+
+// A call [target, payload] as the ABI's: payload bytes, or msgpack.
+function call(c, what) {
+    if (!Array.isArray(c) || c.length !== 2 || typeof c[0] !== 'string')
+        throw usage(`${what} must be [target, payload]`);
+    name(c[0], `${what}'s target`);
+    const p = c[1];
+    let b;
+    if (p === undefined || p === null)
+        b = null;
+    else if (Buffer.isBuffer(p) || p instanceof Uint8Array || typeof p === 'string')
+        b = bytes(p, `${what}'s payload`);
+    else
+        b = pack(p, `${what}'s payload`);
+    return [c[0], b];
+}
+
+const OUTCOME_NAMES = { success: 1, failure: 2, ongoing: 3, unknown: 4 };
+
+function outcomeOf(v) {
+    if (v === undefined || v === null || v === true)
+        return OUTCOME.SUCCESS;
+    if (v === false)
+        return OUTCOME.FAILURE;
+    if (typeof v === 'string' && OUTCOME_NAMES[v.toLowerCase()])
+        return OUTCOME_NAMES[v.toLowerCase()];
+    if (Number.isInteger(v) && v >= 1 && v <= 4)
+        return v;
+    console.error(`troupe: a branch handler gave ${String(v)}: answered UNKNOWN`);
+    return OUTCOME.UNKNOWN;
+}
+
+const VERDICT = new Set(['execute', 'null_compensation', 'duplicated']);
+
+function verdict(status, body) {
+    if (status !== E.OK)
+        throw fail(status);
+    const v = decode(body);
+    if (!VERDICT.has(v))
+        throw new TroupeError(E.EINVAL, `barrier: an unknown verdict ${v}`);
+    return v;
+}
+
 // ---- transactions ---------------------------------------------------------
 
 class Transaction {
@@ -856,6 +1090,25 @@ class Transaction {
             return rc;
         }, committed, 'commit');
         return p;
+    }
+
+    /**
+     * The barrier for branch ({mode, gid, branchId, op}, as a branch
+     * handler gets it) in this transaction: resolves with 'execute' (do
+     * the business writes here), 'null_compensation' or 'duplicated'
+     * (write nothing). Commit in every case; nothing else may use the
+     * transaction until it resolves.
+     */
+    async barrier(branch) {
+        this._live('barrier');
+        if (branch === null || typeof branch !== 'object')
+            throw usage('barrier: branch must be {mode, gid, branchId, op}');
+        const g = gidBytes(branch.gid);
+        name(branch.mode, 'barrier: mode');
+        name(branch.branchId, 'barrier: branchId');
+        name(branch.op, 'barrier: op');
+        const n = this._node;
+        return n._request((id) => n._L.txnBarrier(n._h, id, this._id, branch.mode, branch.gid, g.length, branch.branchId, branch.op), verdict, `barrier of ${branch.gid}`);
     }
 
     rollback() {
@@ -999,6 +1252,48 @@ class Target {
                 r.then(answer, failed);
             else
                 answer(r);
+        };
+    }
+
+    // A global transaction's calls: the header is four NUL-terminated
+    // strings, mode, gid, branch id, op (bindings/c/README.md "Branches").
+    _branch(handler) {
+        this._onTask = (buf, off, kind, hlen, blen, lo, hi) => {
+            const h = off + RECORD_FIXED;
+            const parts = kind === KIND_BRANCH ? buf.toString('utf8', h, h + hlen).split('\0') : [];
+            if (parts.length !== 5 || parts[4] !== '') {
+                this._node._reply(lo, hi, OUTCOME.UNKNOWN, null);
+                return;
+            }
+            const branch = {
+                mode: parts[0], gid: parts[1], branchId: parts[2], op: parts[3],
+                payload: Buffer.from(buf.subarray(h + hlen, h + hlen + blen)),
+                attempt: buf.readUInt32LE(off + 16),
+                deadline: i64(buf, off + 24),
+                // the payload as msgpack (what a non-bytes payload was
+                // packed as at submit)
+                value() { return decode(this.payload); },
+            };
+            this.inFlight++;
+            const answer = (o) => {
+                this.inFlight--;
+                this._node._reply(lo, hi, o, null);
+            };
+            const failed = (err) => {
+                console.error(`troupe: branch ${branch.gid} ${branch.branchId} ${branch.op} failed: answered UNKNOWN:`, err);
+                answer(OUTCOME.UNKNOWN);
+            };
+            let r;
+            try {
+                r = handler(branch);
+            } catch (err) {
+                failed(err);
+                return;
+            }
+            if (r !== null && typeof r === 'object' && typeof r.then === 'function')
+                r.then((v) => answer(outcomeOf(v)), failed);
+            else
+                answer(outcomeOf(r));
         };
     }
 

@@ -818,6 +818,363 @@ START_TEST(thread_errmsg)
 }
 END_TEST
 
+/* ---- the coordinator ------------------------------------------------------
+ */
+
+/* What the coordinator test's pump saw: completions by request id (< 128),
+ * and the branch calls, in order, as "mode gid branch op body". */
+typedef struct pump {
+    int32_t status[128];
+    bool done[128];
+    char body[128][1024];
+    size_t body_len[128];
+    char calls[16][128];
+    int ncalls;
+    /* the outcome for a branch whose body is fail_body; SUCCESS else */
+    const char *fail_body;
+} pump;
+
+static void
+pump_once(troupe_abi *n, pump *p, uint8_t *b)
+{
+    size_t len = 0;
+    ck_assert_int_eq(troupe_abi_next_task(n, 100, b, BUF, &len), 0);
+    if (len == 0)
+        return;
+    rec r = parse(b);
+    if (r.kind == TROUPE_TASK_COMPLETION) {
+        ck_assert_uint_lt(r.id, 128);
+        p->done[r.id] = true;
+        p->status[r.id] = status_of(&r);
+        ck_assert_uint_lt(r.blen, sizeof(p->body[0]));
+        memcpy(p->body[r.id], r.body, r.blen);
+        p->body_len[r.id] = r.blen;
+        return;
+    }
+    ck_assert_uint_eq(r.kind, TROUPE_TASK_BRANCH);
+    /* the header: mode, gid, branch id, op, each NUL-terminated */
+    const char *f[4];
+    size_t off = 0;
+    for (int i = 0; i < 4; i++) {
+        ck_assert_uint_lt(off, r.hlen);
+        f[i] = (const char *)r.header + off;
+        const char *z = memchr(f[i], '\0', r.hlen - off);
+        ck_assert_ptr_nonnull(z);
+        off += (size_t)(z - f[i]) + 1;
+    }
+    ck_assert_uint_eq(off, r.hlen);
+    ck_assert_int_lt(p->ncalls, 16);
+    snprintf(p->calls[p->ncalls++], sizeof(p->calls[0]), "%s %s %s %s %.*s",
+             f[0], f[1], f[2], f[3], (int)r.blen, (const char *)r.body);
+    bool fail = p->fail_body != NULL && r.blen == strlen(p->fail_body) &&
+                memcmp(r.body, p->fail_body, r.blen) == 0;
+    ck_assert_int_eq(
+        troupe_abi_reply(n, r.id,
+                         fail ? TROUPE_OUTCOME_FAILURE : TROUPE_OUTCOME_SUCCESS,
+                         NULL, 0),
+        0);
+}
+
+/* Pumps (30 s at most) until request id completed. */
+static int32_t
+pump_until(troupe_abi *n, pump *p, uint64_t id)
+{
+    uint8_t *b = malloc(BUF);
+    uint64_t until = ts_now_ms() + 30000;
+    while (!p->done[id] && ts_now_ms() < until)
+        pump_once(n, p, b);
+    free(b);
+    ck_assert_msg(p->done[id], "no completion %llu", (unsigned long long)id);
+    return p->status[id];
+}
+
+static bool
+map_str(const void *buf, size_t len, const char *k, char *out, size_t cap);
+
+/* Queries gid (request id 127, again and again) until its status is
+ * final; returns it. */
+static const char *
+final_status(troupe_abi *n, pump *p, const char *gid)
+{
+    static char st[32];
+    uint64_t until = ts_now_ms() + 30000;
+    while (ts_now_ms() < until) {
+        p->done[127] = false;
+        ck_assert_int_eq(troupe_abi_gtx_query(n, 127, gid, strlen(gid)), 0);
+        ck_assert_int_eq(pump_until(n, p, 127), 0);
+        ck_assert(
+            map_str(p->body[127], p->body_len[127], "status", st, sizeof(st)));
+        if (strcmp(st, "succeed") == 0 || strcmp(st, "failed") == 0)
+            return st;
+    }
+    ck_abort_msg("gtx %s not final within 30 s", gid);
+    return NULL;
+}
+
+/* The str at key k of the msgpack map in buf, into out (cap bytes). */
+static bool
+map_str(const void *buf, size_t len, const char *k, char *out, size_t cap)
+{
+    msgpack_unpacked up;
+    msgpack_unpacked_init(&up);
+    size_t off = 0;
+    bool found = false;
+    if (msgpack_unpack_next(&up, buf, len, &off) == MSGPACK_UNPACK_SUCCESS &&
+        up.data.type == MSGPACK_OBJECT_MAP)
+        for (uint32_t i = 0; i < up.data.via.map.size; i++) {
+            msgpack_object_kv *kv = &up.data.via.map.ptr[i];
+            if (kv->key.type == MSGPACK_OBJECT_STR &&
+                kv->key.via.str.size == strlen(k) &&
+                memcmp(kv->key.via.str.ptr, k, strlen(k)) == 0 &&
+                kv->val.type == MSGPACK_OBJECT_STR &&
+                kv->val.via.str.size < cap) {
+                memcpy(out, kv->val.via.str.ptr, kv->val.via.str.size);
+                out[kv->val.via.str.size] = '\0';
+                found = true;
+            }
+        }
+    msgpack_unpacked_destroy(&up);
+    return found;
+}
+
+/* A call [target, payload bin]. */
+static void
+pack_call(msgpack_packer *pk, const char *target, const char *payload)
+{
+    msgpack_pack_array(pk, 2);
+    msgpack_pack_str_with_body(pk, target, strlen(target));
+    msgpack_pack_bin_with_body(pk, payload, strlen(payload));
+}
+
+START_TEST(coordinator)
+{
+    troupe_abi *n = NULL;
+    ck_assert_int_eq(troupe_abi_open(dir, 2, 2, 2, &n), 0);
+    uint32_t idx;
+    ck_assert_int_eq(troupe_abi_register_pull(n, "bank", 8, 5000, &idx), 0);
+    ck_assert_int_eq(troupe_abi_coord_options(n, 0, 0, 0, 5), TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_coord_options(n, 2000, 0, 0, 0), TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_coord_options(n, 2, 100, 50, 0), TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_coord_options(n, 2, 100, 1000, 2), 0);
+    ck_assert_int_eq(troupe_abi_tcc_prepare(n, 1, "g", 1), TROUPE_ESTATE);
+    ck_assert_int_eq(troupe_abi_start(n), 0);
+    ck_assert_int_eq(troupe_abi_coord_options(n, 2, 0, 0, 0), TROUPE_ESTATE);
+
+    /* two steps: the first succeeds, the second fails */
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_array(&pk, 2);
+    msgpack_pack_map(&pk, 2);
+    msgpack_pack_str_with_body(&pk, "action", 6);
+    pack_call(&pk, "bank", "debit");
+    msgpack_pack_str_with_body(&pk, "compensate", 10);
+    pack_call(&pk, "bank", "undebit");
+    msgpack_pack_map(&pk, 2);
+    msgpack_pack_str_with_body(&pk, "action", 6);
+    pack_call(&pk, "bank", "credit");
+    msgpack_pack_str_with_body(&pk, "compensate", 10);
+    msgpack_pack_nil(&pk);
+
+    /* refused at the call: nothing submitted */
+    const char *okgid = "t-1";
+    ck_assert_int_eq(
+        troupe_abi_saga_submit(n, 1, "bad gid", 7, sb.data, sb.size, NULL, 0),
+        TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_saga_submit(n, 1, okgid, 3, NULL, 0, NULL, 0),
+                     TROUPE_EINVAL);
+    ck_assert_int_eq(
+        troupe_abi_saga_submit(n, 1, okgid, 3, sb.data, sb.size - 1, NULL, 0),
+        TROUPE_EPROTO);
+    ck_assert_int_eq(
+        troupe_abi_saga_submit(n, 1, okgid, 3, "\x91\x01", 2, NULL, 0),
+        TROUPE_EINVAL);
+    ck_assert_ptr_nonnull(strstr(troupe_abi_errmsg(), "not a map"));
+    ck_assert_int_eq(
+        troupe_abi_saga_submit(n, 1, okgid, 3, "\x91\x80", 2, NULL, 0),
+        TROUPE_EINVAL); /* a step with no action */
+    ck_assert_int_eq(troupe_abi_saga_submit(n, 1, okgid, 3, sb.data, sb.size,
+                                            "\x81\xa1x\x01", 4),
+                     TROUPE_EINVAL); /* an unknown option */
+    ck_assert_int_eq(troupe_abi_gtx_query(n, 1, "", 0), TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_gtx_abort(n, 1, okgid, 3, "bad\nreason"),
+                     TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_msg_prepare(n, 1, okgid, 3, "\x90", 1, NULL, 0),
+                     TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_tcc_register(n, 1, okgid, 3, "\x90", 1),
+                     TROUPE_EINVAL);
+    ck_assert_int_eq(
+        troupe_abi_txn_barrier(n, 1, 999, "saga", okgid, 3, "01", "action"),
+        TROUPE_ENOENT);
+
+    pump p = {.fail_body = "credit"};
+    ck_assert_int_eq(troupe_abi_gtx_query(n, 2, okgid, 3), 0);
+    ck_assert_int_eq(pump_until(n, &p, 2), TROUPE_ENOENT);
+    ck_assert_int_eq(
+        troupe_abi_saga_submit(n, 3, okgid, 3, sb.data, sb.size, NULL, 0), 0);
+    ck_assert_int_eq(pump_until(n, &p, 3), 0);
+    /* until it failed: the compensation of step 1 ran, none of step 2 */
+    char st[32] = "";
+    uint64_t until = ts_now_ms() + 30000;
+    for (uint64_t q = 4; q < 60 && ts_now_ms() < until; q++) {
+        ck_assert_int_eq(troupe_abi_gtx_query(n, q, okgid, 3), 0);
+        ck_assert_int_eq(pump_until(n, &p, q), 0);
+        ck_assert(map_str(p.body[q], p.body_len[q], "status", st, sizeof(st)));
+        if (strcmp(st, "failed") == 0)
+            break;
+    }
+    ck_assert_str_eq(st, "failed");
+    ck_assert_int_eq(p.ncalls, 3);
+    ck_assert_str_eq(p.calls[0], "saga t-1 01 action debit");
+    ck_assert_str_eq(p.calls[1], "saga t-1 02 action credit");
+    ck_assert_str_eq(p.calls[2], "saga t-1 01 compensate undebit");
+    /* a final one: abort is a conflict, with the message as body */
+    ck_assert_int_eq(troupe_abi_gtx_abort(n, 60, okgid, 3, "late"), 0);
+    ck_assert_int_eq(pump_until(n, &p, 60), TROUPE_ECONFLICT);
+    ck_assert_uint_gt(p.body_len[60], 1);
+    /* a target nobody registered: refused by the coordinator */
+    msgpack_sbuffer_clear(&sb);
+    msgpack_pack_array(&pk, 1);
+    msgpack_pack_map(&pk, 1);
+    msgpack_pack_str_with_body(&pk, "action", 6);
+    pack_call(&pk, "nobody", "x");
+    ck_assert_int_eq(
+        troupe_abi_saga_submit(n, 61, "t-2", 3, sb.data, sb.size, NULL, 0), 0);
+    ck_assert_int_eq(pump_until(n, &p, 61), TROUPE_ENOENT);
+    msgpack_sbuffer_destroy(&sb);
+
+    /* the barrier in a transaction: a second delivery is DUPLICATED */
+    for (int i = 0; i < 2; i++) {
+        uint64_t tx;
+        ck_assert_int_eq(troupe_abi_txn_begin(n, &tx), 0);
+        ck_assert_int_eq(
+            troupe_abi_txn_barrier(n, 62, tx, "saga", okgid, 3, "01", "bogus"),
+            TROUPE_EINVAL);
+        p.done[62] = false;
+        ck_assert_int_eq(
+            troupe_abi_txn_barrier(n, 62, tx, "saga", okgid, 3, "01", "action"),
+            0);
+        ck_assert_int_eq(pump_until(n, &p, 62), 0);
+        ck_assert_uint_ge(p.body_len[62], 1);
+        ck_assert_mem_eq(p.body[62] + 1, i == 0 ? "execute" : "duplicated",
+                         p.body_len[62] - 1);
+        p.done[63] = false;
+        ck_assert_int_eq(troupe_abi_txn_commit(n, 63, tx), 0);
+        ck_assert_int_eq(pump_until(n, &p, 63), 0);
+    }
+
+    /* a two-phase message: its step runs once submitted */
+    msgpack_sbuffer_init(&sb);
+    msgpack_pack_array(&pk, 1);
+    pack_call(&pk, "bank", "m");
+    ck_assert_int_eq(troupe_abi_msg_prepare(n, 64, "m-1", 3, sb.data, sb.size,
+                                            "bank", 60000),
+                     0);
+    ck_assert_int_eq(pump_until(n, &p, 64), 0);
+    ck_assert_int_eq(troupe_abi_gtx_submit(n, 65, "m-1", 3), 0);
+    ck_assert_int_eq(pump_until(n, &p, 65), 0);
+    ck_assert_str_eq(final_status(n, &p, "m-1"), "succeed");
+    ck_assert_int_eq(p.ncalls, 4);
+    ck_assert_str_eq(p.calls[3], "msg m-1 01 action m");
+
+    /* concurrent steps, step 2 after step 1: passed through */
+    msgpack_sbuffer_clear(&sb);
+    msgpack_pack_array(&pk, 2);
+    for (int i = 0; i < 2; i++) {
+        msgpack_pack_map(&pk, 1);
+        msgpack_pack_str_with_body(&pk, "action", 6);
+        pack_call(&pk, "bank", i == 0 ? "c1" : "c2");
+    }
+    msgpack_sbuffer ob;
+    msgpack_sbuffer_init(&ob);
+    msgpack_packer opk;
+    msgpack_packer_init(&opk, &ob, msgpack_sbuffer_write);
+    msgpack_pack_map(&opk, 3);
+    msgpack_pack_str_with_body(&opk, "concurrent", 10);
+    msgpack_pack_true(&opk);
+    msgpack_pack_str_with_body(&opk, "retry_limit", 11);
+    msgpack_pack_uint32(&opk, 5);
+    msgpack_pack_str_with_body(&opk, "after", 5);
+    msgpack_pack_array(&opk, 1); /* one mask for two steps */
+    msgpack_pack_uint64(&opk, 0);
+    ck_assert_int_eq(troupe_abi_saga_submit(n, 66, "c-1", 3, sb.data, sb.size,
+                                            ob.data, ob.size),
+                     TROUPE_EINVAL);
+    ck_assert_ptr_nonnull(strstr(troupe_abi_errmsg(), "after"));
+    msgpack_sbuffer_clear(&ob);
+    msgpack_pack_map(&opk, 2);
+    msgpack_pack_str_with_body(&opk, "concurrent", 10);
+    msgpack_pack_true(&opk);
+    msgpack_pack_str_with_body(&opk, "after", 5);
+    msgpack_pack_array(&opk, 2);
+    msgpack_pack_uint64(&opk, 0);
+    msgpack_pack_uint64(&opk, 1); /* step 2 after step 1 */
+    ck_assert_int_eq(troupe_abi_saga_submit(n, 66, "c-1", 3, sb.data, sb.size,
+                                            ob.data, ob.size),
+                     0);
+    ck_assert_int_eq(pump_until(n, &p, 66), 0);
+    ck_assert_str_eq(final_status(n, &p, "c-1"), "succeed");
+    ck_assert_int_eq(p.ncalls, 6);
+    ck_assert_str_eq(p.calls[4], "saga c-1 01 action c1");
+    ck_assert_str_eq(p.calls[5], "saga c-1 02 action c2");
+    /* a cycle is the coordinator's EINVAL, in the completion */
+    msgpack_sbuffer_clear(&ob);
+    msgpack_pack_map(&opk, 2);
+    msgpack_pack_str_with_body(&opk, "concurrent", 10);
+    msgpack_pack_true(&opk);
+    msgpack_pack_str_with_body(&opk, "after", 5);
+    msgpack_pack_array(&opk, 2);
+    msgpack_pack_uint64(&opk, 2);
+    msgpack_pack_uint64(&opk, 1);
+    ck_assert_int_eq(troupe_abi_saga_submit(n, 67, "c-2", 3, sb.data, sb.size,
+                                            ob.data, ob.size),
+                     0);
+    ck_assert_int_eq(pump_until(n, &p, 67), TROUPE_EINVAL);
+    msgpack_sbuffer_destroy(&ob);
+    msgpack_sbuffer_destroy(&sb);
+
+    /* list: what was stored (t-2 and c-2 were refused), filtered */
+    ck_assert_int_eq(troupe_abi_gtx_list(n, 68, "done", NULL, NULL, 10),
+                     TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_gtx_list(n, 68, NULL, "nope", NULL, 10),
+                     TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_gtx_list(n, 68, NULL, NULL, "bad gid", 10),
+                     TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_gtx_list(n, 68, NULL, NULL, NULL, 0),
+                     TROUPE_EINVAL);
+    const char *want[4] = {"c-1 m-1 t-1", "t-1", "m-1", "t-1"};
+    for (int i = 0; i < 4; i++) {
+        uint64_t id = 70 + (uint64_t)i;
+        ck_assert_int_eq(troupe_abi_gtx_list(n, id, i == 1 ? "failed" : NULL,
+                                             i == 2 ? "msg" : NULL,
+                                             i == 3 ? "m-1" : NULL, 100),
+                         0);
+        ck_assert_int_eq(pump_until(n, &p, id), 0);
+        msgpack_unpacked up;
+        msgpack_unpacked_init(&up);
+        ck_assert_int_eq(
+            msgpack_unpack_next(&up, p.body[id], p.body_len[id], NULL),
+            MSGPACK_UNPACK_SUCCESS);
+        ck_assert_int_eq(up.data.type, MSGPACK_OBJECT_MAP);
+        const msgpack_object *items = &up.data.via.map.ptr[0].val;
+        ck_assert_int_eq(items->type, MSGPACK_OBJECT_ARRAY);
+        char got[64] = "";
+        for (uint32_t k = 0; k < items->via.array.size; k++) {
+            const msgpack_object_kv *kv =
+                &items->via.array.ptr[k].via.map.ptr[0];
+            ck_assert_int_eq(kv->val.type, MSGPACK_OBJECT_STR);
+            snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%.*s",
+                     k > 0 ? " " : "", (int)kv->val.via.str.size,
+                     kv->val.via.str.ptr);
+        }
+        ck_assert_str_eq(got, want[i]);
+        msgpack_unpacked_destroy(&up);
+    }
+    ck_assert_int_eq(troupe_abi_close(&n), 0);
+}
+END_TEST
+
 static Suite *
 abi_suite(void)
 {
@@ -834,6 +1191,7 @@ abi_suite(void)
     tcase_add_test(tc, queue_max_attempts);
     tcase_add_test(tc, thread_errmsg);
     tcase_add_test(tc, host_actors);
+    tcase_add_test(tc, coordinator);
     suite_add_tcase(s, tc);
     return s;
 }

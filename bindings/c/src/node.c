@@ -136,6 +136,14 @@ troupe_abi_start(troupe_abi *n)
             e = troupe_queues_open(&qo, &queues);
         }
     }
+    if (e == TROUPE_OK) {
+        n->tables = tables; /* the coordinator's; published below */
+        if ((e = abi_coord_open(n)) != TROUPE_OK) {
+            n->tables = NULL;
+            troupe_queues_stop_wait(queues);
+            troupe_queues_destroy(queues);
+        }
+    }
     if (e != TROUPE_OK) {
         char why[TROUPE_ERRMSG_MAX];
         snprintf(why, sizeof(why), "start: %s", troupe_errmsg(e));
@@ -195,6 +203,7 @@ troupe_abi_close(troupe_abi **np)
     bool started = n->tables != NULL;
     pthread_mutex_unlock(&n->mu);
     abi_txns_free(n);
+    abi_coord_close(n); /* its jobs ended: they are requests */
     if (started) {
         troupe_queues_stop_wait(n->queues);
         for (size_t i = 0; i < n->nworkers; i++)

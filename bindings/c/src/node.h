@@ -9,7 +9,8 @@
  * pull.c (targets, pulls, replies, wake), table.c (rows and index
  * queries), spec.c (index specs from msgpack), pack.c (results to
  * msgpack), txn.c (transactions), queue.c (queues), actor.c (actors the
- * host serves, asks by name).
+ * host serves, asks by name), coord.c (the coordinator's requests and the
+ * barrier).
  */
 #ifndef TROUPE_ABI_NODE_H
 #define TROUPE_ABI_NODE_H
@@ -21,8 +22,10 @@
 #include <msgpack.h>
 
 #include "troupe/abi.h"
+#include "troupe/barrier.h"
 #include "troupe/catalog.h"
 #include "troupe/commit.h"
+#include "troupe/coordinator.h"
 #include "troupe/hostactor.h"
 #include "troupe/internal/dispatch.h"
 #include "troupe/queue.h"
@@ -32,10 +35,16 @@
 
 enum { NODE_OPEN = 0, NODE_STARTED, NODE_CLOSING };
 
+/* The threads that run the coordinator's blocking calls (coord.c). */
+#define COORD_THREADS 4
+
+struct coord_job;
+
 typedef struct abi_txn {
     uint64_t id;
     troupe_txn *tx;
     bool committing; /* its commit runs: only its end job touches it */
+    bool checking;   /* a barrier check runs on it (coord.c) */
 } abi_txn;
 
 struct troupe_abi {
@@ -61,6 +70,14 @@ struct troupe_abi {
     abi_txn *txns; /* mu */
     size_t ntxns, txns_cap;
     uint64_t txn_seq;
+    /* coord.c: opened at start, closed at close before the tables */
+    troupe_coord_opts coord_opts; /* mu; set before start */
+    troupe_coord *coord;
+    struct coord_job *jobs, *jobs_tail; /* mu: queued for the threads */
+    bool jobs_stop;                     /* mu */
+    pthread_cond_t jobs_cond;
+    pthread_t threads[COORD_THREADS];
+    size_t nthreads;
 };
 
 /* errmsg.c: every entry point returns through abi_ret, which records the
@@ -139,5 +156,21 @@ abi_specs_free(abi_specs *s);
 /* txn.c: destroys every open transaction (close, no commit running). */
 void
 abi_txns_free(troupe_abi *n);
+/* txn.c: looks txn up for a call: on OK n->mu is held (the caller
+ * unlocks); ENOENT (none open), ESTATE (committing, or a barrier check
+ * runs on it). */
+troupe_err
+abi_txn_lookup(troupe_abi *n, uint64_t txn, const char *call, abi_txn **x);
+/* txn.c: the open transaction id (n->mu held), or NULL. */
+abi_txn *
+abi_txn_find(troupe_abi *n, uint64_t id);
+
+/* coord.c: the barrier's table and the coordinator, at start (after the
+ * tables); closing joins its threads and stops it (after every request
+ * ended, before the tables stop). Close of a node without one: no-op. */
+troupe_err
+abi_coord_open(troupe_abi *n);
+void
+abi_coord_close(troupe_abi *n);
 
 #endif

@@ -17,9 +17,8 @@
 #include "troupe/alloc.h"
 #include "troupe/internal/runtime.h"
 
-/* The open transaction id (n->mu held), or NULL. */
-static abi_txn *
-find(troupe_abi *n, uint64_t id)
+abi_txn *
+abi_txn_find(troupe_abi *n, uint64_t id)
 {
     for (size_t i = 0; i < n->ntxns; i++)
         if (n->txns[i].id == id)
@@ -68,6 +67,7 @@ troupe_abi_txn_begin(troupe_abi *n, uint64_t *txn)
         x->id = ++n->txn_seq;
         x->tx = tx;
         x->committing = false;
+        x->checking = false;
         *txn = x->id;
     }
     pthread_mutex_unlock(&n->mu);
@@ -75,18 +75,21 @@ troupe_abi_txn_begin(troupe_abi *n, uint64_t *txn)
     return abi_ret(e);
 }
 
-/* Looks txn up for a call (n->mu held on OK). */
-static troupe_err
-lookup(troupe_abi *n, uint64_t txn, const char *call, abi_txn **x)
+troupe_err
+abi_txn_lookup(troupe_abi *n, uint64_t txn, const char *call, abi_txn **x)
 {
     pthread_mutex_lock(&n->mu);
-    *x = find(n, txn);
+    *x = abi_txn_find(n, txn);
     troupe_err e = TROUPE_OK;
     if (*x == NULL)
         e = troupe__errf(TROUPE_ENOENT, "%s: no open transaction %llu", call,
                          (unsigned long long)txn);
     else if ((*x)->committing)
         e = troupe__errf(TROUPE_ESTATE, "%s: transaction %llu is committing",
+                         call, (unsigned long long)txn);
+    else if ((*x)->checking)
+        e = troupe__errf(TROUPE_ESTATE,
+                         "%s: transaction %llu waits for its barrier check",
                          call, (unsigned long long)txn);
     if (e != TROUPE_OK)
         pthread_mutex_unlock(&n->mu);
@@ -103,7 +106,7 @@ troupe_abi_txn_get(troupe_abi *n, uint64_t req, uint64_t txn, const char *table,
     if (e != TROUPE_OK)
         return abi_ret(e);
     abi_txn *x;
-    if ((e = lookup(n, txn, "txn get", &x)) == TROUPE_OK) {
+    if ((e = abi_txn_lookup(n, txn, "txn get", &x)) == TROUPE_OK) {
         e = troupe_txn_get(x->tx, table, key, klen, abi_req_got, r);
         pthread_mutex_unlock(&n->mu);
     }
@@ -122,7 +125,7 @@ buffer(troupe_abi *n, uint64_t txn, const char *table, const void *key,
     if (e != TROUPE_OK)
         return abi_ret(e);
     abi_txn *x;
-    if ((e = lookup(n, txn, call, &x)) == TROUPE_OK) {
+    if ((e = abi_txn_lookup(n, txn, call, &x)) == TROUPE_OK) {
         e = del ? troupe_txn_delete(x->tx, table, key, klen)
                 : troupe_txn_upsert(x->tx, table, key, klen, doc, dlen, NULL);
         pthread_mutex_unlock(&n->mu);
@@ -154,7 +157,7 @@ ended(void *arg, troupe_runtime *rt)
     abi_req *r = arg;
     troupe_abi *n = r->n;
     pthread_mutex_lock(&n->mu);
-    abi_txn *x = find(n, r->txn);
+    abi_txn *x = abi_txn_find(n, r->txn);
     troupe_txn *tx = x != NULL ? take(n, x) : NULL;
     pthread_mutex_unlock(&n->mu);
     troupe_txn_destroy(tx);
@@ -185,7 +188,7 @@ committed(troupe_txn *tx, troupe_err err, const troupe_txn_conflict *c,
      * (the entry stays, marked committing no more). */
     if (troupe_runtime_post(n->rt, ended, r) != TROUPE_OK) {
         pthread_mutex_lock(&n->mu);
-        abi_txn *x = find(n, r->txn);
+        abi_txn *x = abi_txn_find(n, r->txn);
         if (x != NULL)
             x->committing = false;
         pthread_mutex_unlock(&n->mu);
@@ -204,7 +207,7 @@ troupe_abi_txn_commit(troupe_abi *n, uint64_t req, uint64_t txn)
         return abi_ret(e);
     r->txn = txn;
     abi_txn *x;
-    if ((e = lookup(n, txn, "txn commit", &x)) == TROUPE_OK) {
+    if ((e = abi_txn_lookup(n, txn, "txn commit", &x)) == TROUPE_OK) {
         e = troupe_txn_commit(x->tx, n->sync, committed, r);
         if (e == TROUPE_OK)
             x->committing = true;
@@ -224,7 +227,7 @@ troupe_abi_txn_rollback(troupe_abi *n, uint64_t txn)
         return abi_ret(e);
     abi_txn *x;
     troupe_txn *tx = NULL;
-    if ((e = lookup(n, txn, "txn rollback", &x)) == TROUPE_OK) {
+    if ((e = abi_txn_lookup(n, txn, "txn rollback", &x)) == TROUPE_OK) {
         tx = take(n, x);
         pthread_mutex_unlock(&n->mu);
     }

@@ -11,12 +11,14 @@ bindings/python/README.md has the tour."""
 import collections
 import time
 
+from ._core import Branch, log, outcome_of
 from ._abi import (OUTCOME_FAILURE, OUTCOME_ONGOING, OUTCOME_SUCCESS,
                    OUTCOME_UNKNOWN, TroupeError)
 from ._core import Core, Event, Page, TxnBase
 from . import _msgpack as msgpack
 
-__all__ = ["Node", "Txn", "Event", "Page", "TroupeError", "msgpack",
+__all__ = ["Node", "Txn", "Event", "Page", "Branch", "TroupeError",
+           "msgpack",
            "OUTCOME_SUCCESS", "OUTCOME_FAILURE", "OUTCOME_ONGOING",
            "OUTCOME_UNKNOWN"]
 
@@ -29,12 +31,18 @@ class Node:
     returns, 2 not synced (survives a crash of the process only)."""
 
     def __init__(self, path, schedulers=0, workers=0, sync=0,
-                 timeout=30.0):
+                 timeout=30.0, coord=None):
+        """coord: the coordinator's options, a dict of any of shards,
+        retry_min_ms, retry_max_ms, sync (bindings/c's
+        troupe_abi_coord_options)."""
         self._c = Core(path, schedulers, workers, sync)
         self._done = {}
         self._events = collections.deque()
+        self._branches = {}  # target index -> branch handler
         self.timeout = timeout
         try:
+            if coord:
+                self._c.coord_options(**coord)
             self._c.start()
         except BaseException:
             self._c.close(quiet=True)
@@ -57,8 +65,23 @@ class Node:
             if self._c.is_completion(r):
                 rid, v = self._c.completion(r)
                 self._done[rid] = v
+            elif self._c.is_branch(r) and r.target in self._branches:
+                self._branch(self._branches[r.target], r)
             else:
                 self._events.append(r)
+
+    def _branch(self, handler, rec):
+        # run inline, from whichever call is pulling: a handler may use
+        # the node (its own transactions, the barrier)
+        try:
+            outcome = outcome_of(handler(Branch(rec)))
+        except Exception:
+            log.exception("branch handler failed: answered UNKNOWN")
+            outcome = OUTCOME_UNKNOWN
+        try:
+            self._c.reply(rec.id, outcome)
+        except TroupeError as e:  # past its deadline: it comes again
+            log.warning("branch reply refused: %s", e)
 
     def _wait(self, rid):
         deadline = time.monotonic() + self.timeout
@@ -119,6 +142,77 @@ class Node:
         self._c.register_pull(name, credit, timeout_ms)
         self._c.subscribe(queue, name)
 
+    # the coordinator (docs/coordinator.md)
+    def branch_handler(self, target, handler, credit=16, timeout_ms=0):
+        """Serves the branches whose calls name `target`: handler(branch)
+        (a Branch) runs whenever this node pulls (any blocking call, or
+        serve()) and returns the outcome: None or True SUCCESS, False
+        FAILURE, "ongoing", "unknown" (or OUTCOME_*); an exception is
+        UNKNOWN (logged; the call is retried after its backoff)."""
+        idx = self._c.register_pull(target, credit, timeout_ms)
+        self._branches[idx] = handler
+
+    def serve(self, seconds):
+        """Pulls for that long, running branch handlers (queue events
+        wait for events())."""
+        until = time.monotonic() + seconds
+        while time.monotonic() < until:
+            self._sort(self._c.pull(100))
+
+    def saga_submit(self, gid, steps, **opts):
+        """Submits saga gid: steps are {"action": (target, payload),
+        "compensate": (target, payload) or None} (or (action, compensate)
+        pairs); payload bytes as they are, anything else packed as
+        msgpack. Options timeout_to_fail_ms, retry_limit, concurrent,
+        after. Returns once it is committed (also when gid exists)."""
+        self._wait(self._c.saga_submit(gid, steps, **opts))
+
+    def tcc_prepare(self, gid):
+        self._wait(self._c.tcc_prepare(gid))
+
+    def tcc_register(self, gid, confirm, cancel):
+        """Registers a branch (confirm and cancel calls); its branch id,
+        after which the try may run (barrier op "try")."""
+        return self._wait(self._c.tcc_register(gid, confirm, cancel))
+
+    def msg_prepare(self, gid, steps, query_target, grace_ms=0):
+        self._wait(self._c.msg_prepare(gid, steps, query_target, grace_ms))
+
+    def gtx_submit(self, gid):
+        self._wait(self._c.gtx_op("submit", gid))
+
+    def gtx_abort(self, gid, reason=None):
+        self._wait(self._c.gtx_op("abort", gid, reason))
+
+    def gtx_retry(self, gid):
+        self._wait(self._c.gtx_op("retry", gid))
+
+    def gtx_force_stop(self, gid):
+        self._wait(self._c.gtx_op("force_stop", gid))
+
+    def gtx_query(self, gid):
+        """The stored state: a dict with mode, status, reason, steps,
+        attempts, the times and branches (each with its ops)."""
+        return self._wait(self._c.gtx_op("query", gid))
+
+    def gtx_list(self, status=None, mode=None, after=None, limit=100):
+        """A Page of stored transactions (items: dicts with gid, mode,
+        status, reason, ...) in gid order after `after`, filtered by
+        status and mode; page.cursor continues."""
+        return self._wait(self._c.gtx_list(status, mode, after, limit))
+
+    def gtx_wait(self, gid, statuses=("succeed", "failed"), timeout=30.0):
+        """Serves branches until gid's status is one of statuses; its
+        query."""
+        until = time.monotonic() + timeout
+        while True:
+            q = self.gtx_query(gid)
+            if q["status"] in statuses:
+                return q
+            if time.monotonic() > until:
+                raise TimeoutError("gtx %s still %s" % (gid, q["status"]))
+            self._sort(self._c.pull(50))
+
     def events(self, timeout=1.0, max=256):
         """The events ready, waiting up to timeout seconds for one;
         answer each with ack(), fail() or reschedule()."""
@@ -174,3 +268,10 @@ class Txn(TxnBase):
 
     def commit(self):
         self._n._wait(self._core.txn_commit(self._end()))
+
+    def barrier(self, branch):
+        """The barrier for branch (a Branch, or (mode, gid, branch id,
+        op)) in this transaction: "execute" (do the business writes
+        here), "null_compensation" or "duplicated" (write nothing);
+        commit in every case."""
+        return self._n._wait(self._core.txn_barrier(self._live(), branch))

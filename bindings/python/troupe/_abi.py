@@ -12,7 +12,8 @@ import struct
 
 __all__ = ["lib", "TroupeError", "check", "Record", "parse_records",
            "ERR", "OUTCOME_SUCCESS", "OUTCOME_FAILURE", "OUTCOME_ONGOING",
-           "OUTCOME_UNKNOWN", "KIND_QUEUE", "KIND_COMPLETION"]
+           "OUTCOME_UNKNOWN", "KIND_QUEUE", "KIND_COMPLETION", "KIND_BRANCH",
+           "parse_branch_header"]
 
 ABI_VERSION = 1
 
@@ -23,6 +24,7 @@ OUTCOME_UNKNOWN = 4
 KIND_QUEUE = 1
 KIND_ACTOR = 2
 KIND_COMPLETION = 3
+KIND_BRANCH = 4
 
 # troupe/err.h, by number.
 ERR = {0: "OK", 1: "EINVAL", 2: "ENOMEM", 3: "ENOENT", 4: "EEXIST",
@@ -113,6 +115,18 @@ _DECL = {
     "troupe_abi_queue_subscribe": [_vp, _cp, _cp],
     "troupe_abi_actor_serve": [_vp, _cp, _cp, _u32],
     "troupe_abi_actor_ask": [_vp, _u64, _cp, _u32, _cp, _sz, _u32],
+    "troupe_abi_coord_options": [_vp, _u32, _u32, _u32, _i32],
+    "troupe_abi_saga_submit": [_vp, _u64, _cp, _sz, _cp, _sz, _cp, _sz],
+    "troupe_abi_tcc_prepare": [_vp, _u64, _cp, _sz],
+    "troupe_abi_tcc_register": [_vp, _u64, _cp, _sz, _cp, _sz],
+    "troupe_abi_msg_prepare": [_vp, _u64, _cp, _sz, _cp, _sz, _cp, _i64],
+    "troupe_abi_gtx_submit": [_vp, _u64, _cp, _sz],
+    "troupe_abi_gtx_abort": [_vp, _u64, _cp, _sz, _cp],
+    "troupe_abi_gtx_retry": [_vp, _u64, _cp, _sz],
+    "troupe_abi_gtx_force_stop": [_vp, _u64, _cp, _sz],
+    "troupe_abi_gtx_query": [_vp, _u64, _cp, _sz],
+    "troupe_abi_gtx_list": [_vp, _u64, _cp, _cp, _cp, _u32],
+    "troupe_abi_txn_barrier": [_vp, _u64, _u64, _cp, _cp, _sz, _cp, _cp],
 }
 for _name, _args in _DECL.items():
     _f = getattr(lib, _name)
@@ -205,3 +219,12 @@ def parse_queue_header(h):
     o += okl
     oi = h[o:o + oil] if oil else None
     return t, order, part, q, eid, key, ok, oi
+
+
+def parse_branch_header(h):
+    """A branch task's header (bindings/c/README.md "Branches"): four
+    NUL-terminated strings, (mode, gid, branch id, op)."""
+    parts = bytes(h).split(b"\0")
+    if len(parts) != 5 or parts[4] != b"":
+        raise TroupeError(CODE["EPROTO"], "a branch header that is not one")
+    return tuple(p.decode("utf-8") for p in parts[:4])

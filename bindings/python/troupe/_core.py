@@ -8,10 +8,15 @@ import struct
 import weakref
 
 from . import _msgpack
-from ._abi import (CODE, ERR, KIND_ACTOR, KIND_COMPLETION, KIND_QUEUE,
-                   OUTCOME_SUCCESS,
-                   TroupeError, check, lib, parse_queue_header,
-                   parse_records)
+import logging
+
+from ._abi import (CODE, ERR, KIND_ACTOR, KIND_BRANCH, KIND_COMPLETION,
+                   KIND_QUEUE, OUTCOME_FAILURE, OUTCOME_ONGOING,
+                   OUTCOME_SUCCESS, OUTCOME_UNKNOWN,
+                   TroupeError, check, lib, parse_branch_header,
+                   parse_queue_header, parse_records)
+
+log = logging.getLogger("troupe")
 
 _live = weakref.WeakSet()
 _reply = lib.troupe_abi_reply
@@ -101,8 +106,92 @@ class ActorMessage:
         self.task_id = rec.id
 
 
+class Branch:
+    """A call of a global transaction's branch (a task of kind branch):
+    mode ("saga", "tcc", "msg"), gid, branch_id ("01".., "00" for a
+    message's query-back), op ("action", "compensate", "confirm",
+    "cancel", "msg"), payload (the bytes given at submit) and attempt
+    (the number of this dispatch: 1 the first)."""
+
+    __slots__ = ("mode", "gid", "branch_id", "op", "payload", "attempt",
+                 "task_id")
+
+    def __init__(self, rec):
+        self.mode, self.gid, self.branch_id, self.op = \
+            parse_branch_header(rec.header)
+        self.payload = rec.body
+        self.attempt = rec.attempt
+        self.task_id = rec.id
+
+    def value(self):
+        """The payload as msgpack (what a non-bytes payload was packed
+        as at submit)."""
+        return _msgpack.unpackb(self.payload)
+
+    def __repr__(self):
+        return "Branch(%s %s %s %s, attempt=%d)" % (
+            self.mode, self.gid, self.branch_id, self.op, self.attempt)
+
+
+_OUTCOMES = {"success": OUTCOME_SUCCESS, "failure": OUTCOME_FAILURE,
+             "ongoing": OUTCOME_ONGOING, "unknown": OUTCOME_UNKNOWN}
+
+
+def outcome_of(res):
+    """A branch handler's result as an outcome: None or True SUCCESS,
+    False FAILURE, an OUTCOME_* number or its name as itself."""
+    if res is None or res is True:
+        return OUTCOME_SUCCESS
+    if res is False:
+        return OUTCOME_FAILURE
+    if isinstance(res, str) and res.lower() in _OUTCOMES:
+        return _OUTCOMES[res.lower()]
+    if isinstance(res, int) and 1 <= res <= 4:
+        return res
+    log.error("a branch handler returned %r: answered UNKNOWN", res)
+    return OUTCOME_UNKNOWN
+
+
+def _payload(p):
+    if p is None or isinstance(p, (bytes, bytearray, memoryview)):
+        return bytes(p) if p is not None else None
+    return _msgpack.packb(p)
+
+
+def _call(c, what):
+    """A call (target, payload) as the ABI's [target str, payload]."""
+    if not isinstance(c, (tuple, list)) or len(c) != 2 or \
+            not isinstance(c[0], str):
+        raise TypeError("%s: a call is (target str, payload)" % what)
+    return [c[0], _payload(c[1])]
+
+
+def _step(s):
+    if isinstance(s, dict):
+        a, c = s.get("action"), s.get("compensate")
+        if set(s) - {"action", "compensate"}:
+            raise TypeError("a step is {'action': call, 'compensate': call}")
+    else:
+        a, c = s
+    return {"action": _call(a, "action"),
+            "compensate": _call(c, "compensate") if c is not None else None}
+
+
 def _decode(kind, status, body):
     """A completion's value, or the TroupeError it stands for."""
+    if kind in ("gtx", "register", "gquery", "glist", "barrier") and \
+            status != 0:
+        try:
+            why = _msgpack.unpackb(body) if body else ""
+        except Exception:
+            why = ""
+        return TroupeError(status, "%s: %s" % (kind, why or
+                                               ERR.get(status, status)))
+    if kind in ("register", "gquery", "barrier"):
+        return _msgpack.unpackb(body)
+    if kind == "glist":
+        m = _msgpack.unpackb(body)
+        return Page(m["items"], m["cursor"], m["more"])
     if kind == "ask" and status == 0:
         return body
     if kind == "ask" and body:
@@ -252,6 +341,9 @@ class Core:
     def is_actor_message(self, rec):
         return rec.kind == KIND_ACTOR
 
+    def is_branch(self, rec):
+        return rec.kind == KIND_BRANCH
+
     # ---- requests: each returns its request id ----
     def _req(self, kind, fn, *args):
         self._seq += 1
@@ -350,6 +442,75 @@ class Core:
         b = _b(body, "body")
         return self._req("ask", lib.troupe_abi_actor_ask,
                          _name(name, "actor"), kind, b, len(b), timeout_ms)
+
+    # ---- the coordinator ----
+    def coord_options(self, shards=0, retry_min_ms=0, retry_max_ms=0,
+                      sync=0):
+        check(lib.troupe_abi_coord_options(self.handle, shards, retry_min_ms,
+                                           retry_max_ms, sync))
+
+    def saga_submit(self, gid, steps, timeout_to_fail_ms=0, retry_limit=0,
+                    concurrent=False, after=None):
+        g = _name(gid, "gid")
+        b = _msgpack.packb([_step(s) for s in steps])
+        o = {}
+        if timeout_to_fail_ms:
+            o["timeout_to_fail_ms"] = timeout_to_fail_ms
+        if retry_limit:
+            o["retry_limit"] = retry_limit
+        if concurrent:
+            o["concurrent"] = True
+        if after is not None:
+            o["after"] = list(after)
+        ob = _msgpack.packb(o) if o else None
+        return self._req("gtx", lib.troupe_abi_saga_submit, g, len(g), b,
+                         len(b), ob, _len(ob))
+
+    def tcc_prepare(self, gid):
+        g = _name(gid, "gid")
+        return self._req("gtx", lib.troupe_abi_tcc_prepare, g, len(g))
+
+    def tcc_register(self, gid, confirm, cancel):
+        g = _name(gid, "gid")
+        b = _msgpack.packb([_call(confirm, "confirm"),
+                            _call(cancel, "cancel")])
+        return self._req("register", lib.troupe_abi_tcc_register, g, len(g),
+                         b, len(b))
+
+    def msg_prepare(self, gid, steps, query_target, grace_ms=0):
+        g = _name(gid, "gid")
+        b = _msgpack.packb([_call(s, "step") for s in steps])
+        return self._req("gtx", lib.troupe_abi_msg_prepare, g, len(g), b,
+                         len(b), _name(query_target, "query target"),
+                         grace_ms)
+
+    def gtx_op(self, op, gid, reason=None):
+        g = _name(gid, "gid")
+        if op == "abort":
+            r = _name(reason, "reason") if reason is not None else None
+            return self._req("gtx", lib.troupe_abi_gtx_abort, g, len(g), r)
+        fn = {"submit": lib.troupe_abi_gtx_submit,
+              "retry": lib.troupe_abi_gtx_retry,
+              "force_stop": lib.troupe_abi_gtx_force_stop,
+              "query": lib.troupe_abi_gtx_query}[op]
+        return self._req("gquery" if op == "query" else "gtx", fn, g, len(g))
+
+    def gtx_list(self, status=None, mode=None, after=None, limit=100):
+        return self._req("glist", lib.troupe_abi_gtx_list,
+                         _name(status, "status") if status else None,
+                         _name(mode, "mode") if mode else None,
+                         _name(after, "after") if after else None, limit)
+
+    def txn_barrier(self, txn, branch):
+        if isinstance(branch, (tuple, list)):
+            mode, gid, bid, op = branch
+        else:
+            mode, gid, bid, op = (branch.mode, branch.gid, branch.branch_id,
+                                  branch.op)
+        g = _name(gid, "gid")
+        return self._req("barrier", lib.troupe_abi_txn_barrier, txn,
+                         _name(mode, "mode"), g, len(g),
+                         _name(bid, "branch id"), _name(op, "op"))
 
     def subscribe(self, queue, target):
         check(lib.troupe_abi_queue_subscribe(self.handle,

@@ -9,17 +9,23 @@ in a worker thread."""
 import asyncio
 
 from . import _msgpack
-from ._abi import (CODE, OUTCOME_FAILURE, OUTCOME_SUCCESS, TroupeError)
-from ._core import ActorMessage, Core, Event, TxnBase
+from ._abi import (CODE, OUTCOME_FAILURE, OUTCOME_SUCCESS, OUTCOME_UNKNOWN,
+                   TroupeError)
+from ._core import (ActorMessage, Branch, Core, Event, TxnBase, log,
+                    outcome_of)
 
 __all__ = ["Node", "open"]
 
 
-async def open(path, schedulers=0, workers=0, sync=0):
-    """Opens and starts a node for the running loop."""
+async def open(path, schedulers=0, workers=0, sync=0, coord=None):
+    """Opens and starts a node for the running loop. coord: the
+    coordinator's options (a dict of any of shards, retry_min_ms,
+    retry_max_ms, sync)."""
     loop = asyncio.get_running_loop()
     core = await asyncio.to_thread(Core, path, schedulers, workers, sync)
     try:
+        if coord:
+            core.coord_options(**coord)
         await asyncio.to_thread(core.start)
     except BaseException:
         await asyncio.to_thread(core.close, True)
@@ -86,6 +92,17 @@ class Node:
     async def _run(self, handler, rec):
         outcome, body = OUTCOME_SUCCESS, b""
         actor = self._c.is_actor_message(rec)
+        if self._c.is_branch(rec):
+            try:
+                outcome = outcome_of(await handler(Branch(rec)))
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("branch handler failed: answered UNKNOWN")
+                outcome = OUTCOME_UNKNOWN
+            if not self._closing:
+                self._reply(rec.id, outcome, b"")
+            return
         try:
             if actor:  # the handler's bytes are the reply
                 res = await handler(ActorMessage(rec))
@@ -199,6 +216,63 @@ class Node:
         self._c.subscribe(queue, name)
 
 
+    # ---- the coordinator (docs/coordinator.md) ----
+    def branch_handler(self, target, handler, credit=16, timeout_ms=0):
+        """Serves the branches whose calls name `target`: `await
+        handler(branch)` (a Branch), at most credit at once, returns the
+        outcome: None or True SUCCESS, False FAILURE, "ongoing",
+        "unknown" (or OUTCOME_*); raising is UNKNOWN (logged; the call is
+        retried after its backoff)."""
+        idx = self._c.register_pull(target, credit, timeout_ms)
+        self._handlers[idx] = handler
+
+    async def saga_submit(self, gid, steps, **opts):
+        """As troupe.Node.saga_submit."""
+        return await self._request(
+            lambda: self._c.saga_submit(gid, steps, **opts))
+
+    async def tcc_prepare(self, gid):
+        return await self._request(self._c.tcc_prepare, gid)
+
+    async def tcc_register(self, gid, confirm, cancel):
+        return await self._request(self._c.tcc_register, gid, confirm,
+                                   cancel)
+
+    async def msg_prepare(self, gid, steps, query_target, grace_ms=0):
+        return await self._request(self._c.msg_prepare, gid, steps,
+                                   query_target, grace_ms)
+
+    async def gtx_submit(self, gid):
+        return await self._request(self._c.gtx_op, "submit", gid)
+
+    async def gtx_abort(self, gid, reason=None):
+        return await self._request(self._c.gtx_op, "abort", gid, reason)
+
+    async def gtx_retry(self, gid):
+        return await self._request(self._c.gtx_op, "retry", gid)
+
+    async def gtx_force_stop(self, gid):
+        return await self._request(self._c.gtx_op, "force_stop", gid)
+
+    async def gtx_query(self, gid):
+        return await self._request(self._c.gtx_op, "query", gid)
+
+    async def gtx_list(self, status=None, mode=None, after=None, limit=100):
+        return await self._request(self._c.gtx_list, status, mode, after,
+                                   limit)
+
+    async def gtx_wait(self, gid, statuses=("succeed", "failed"),
+                       timeout=30.0):
+        """Polls gid's query until its status is one of statuses."""
+        until = self._loop.time() + timeout
+        while True:
+            q = await self.gtx_query(gid)
+            if q["status"] in statuses:
+                return q
+            if self._loop.time() > until:
+                raise TimeoutError("gtx %s still %s" % (gid, q["status"]))
+            await asyncio.sleep(0.02)
+
     # ---- actors ----
     def serve_actor(self, name, handler, credit=16, timeout_ms=0, tag=0):
         """Serves actor `name`: `await handler(msg)` for each message
@@ -231,3 +305,9 @@ class Txn(TxnBase):
 
     async def commit(self):
         return await self._n._request(self._core.txn_commit, self._end())
+
+    async def barrier(self, branch):
+        """As troupe.Txn.barrier: "execute", "null_compensation" or
+        "duplicated"."""
+        return await self._n._request(self._core.txn_barrier, self._live(),
+                                      branch)

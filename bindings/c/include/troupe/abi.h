@@ -12,29 +12,29 @@
  *  - Documents, index values and results are msgpack bytes; table keys
  *    are raw bytes (1..TROUPE_KEY_MAX; a binding may encode them).
  *  - Nothing calls the host on a thread of troupe's: work for the host
- *    (queue events, later coordinator branches and messages to actors it
+ *    (queue events, coordinator branches and messages to actors it
  *    implements) and the results of its requests come as packed records
  *    that the host pulls (troupe_abi_next_task / _next_batch) from the
  *    thread it chooses. The wake fd, or the optional wake callback
  *    (called on a notifier thread only), says when to pull.
  *
- * Requests and completions. Every asynchronous call (table get, put,
- * delete, scan, create; index query; transaction get and commit; queue
- * publish) takes a request id the host chooses (any u64; the ABI does not
- * look at it) and returns at once. When it returns OK exactly one
- * completion record with that id follows (never when it returns an
+ * Requests and completions. Every asynchronous call (table get, put, delete,
+ * scan, create; index query; transaction get, barrier and commit; queue
+ * publish; the coordinator's requests) takes a request id the host chooses (any
+ * u64; the ABI does not look at it) and returns at once. When it returns OK
+ * exactly one completion record with that id follows (never when it returns an
  * error): kind TROUPE_TASK_COMPLETION, header TROUPE_ABI_COMPLETION_HEADER
- * bytes (i32 status, a troupe_err; u32 0), body the result in msgpack
- * (formats in bindings/c/README.md, "Completion bodies"). A completion
- * needs no reply. Requests in flight plus completions not yet pulled are
- * bounded (troupe_abi_set_limits): past the bound a request is refused
- * with EBUSY, starting nothing; pull, then retry.
+ * bytes (i32 status, a troupe_err; u32 0), body the result in msgpack (formats
+ * in bindings/c/README.md, "Completion bodies"). A completion needs no reply.
+ * Requests in flight plus completions not yet pulled are bounded
+ * (troupe_abi_set_limits): past the bound a request is refused with EBUSY,
+ * starting nothing; pull, then retry.
  *
  * Lifecycle: troupe_abi_open, then pull targets and wake setup, then
- * troupe_abi_start (loads the tables and queues), then requests; then
- * troupe_abi_close, which settles everything and frees the node. Every
- * call but close may come from any thread at any time between open and
- * close; a transaction is used by one thread at a time.
+ * troupe_abi_start (loads the tables and queues, opens the coordinator),
+ * then requests; then troupe_abi_close, which settles everything and frees
+ * the node. Every call but close may come from any thread at any time
+ * between open and close; a transaction is used by one thread at a time.
  */
 #ifndef TROUPE_ABI_H
 #define TROUPE_ABI_H
@@ -95,9 +95,12 @@ troupe_abi_open(const char *dir, uint32_t schedulers, uint32_t workers,
 
 /*
  * Opens the node's catalog, tables and queues (loading what the
- * database holds and spawning their actors). Requests before it are
- * ESTATE. Errors: EINVAL (NULL), ESTATE (started already, or closing),
- * ECORRUPT, EIO, ENOMEM. Blocks (disk); EDEADLK on a troupe thread.
+ * database holds and spawning their actors), then the barrier's table and
+ * the coordinator (troupe_abi_coord_options), which drives again every
+ * global transaction left unfinished. Requests before it are ESTATE.
+ * Errors: EINVAL (NULL), ESTATE (started already, or closing), ECORRUPT
+ * (also a stored transaction that breaks its format), ENOTSUP, EIO,
+ * ENOMEM, ESYS. Blocks (disk); EDEADLK on a troupe thread.
  */
 int
 troupe_abi_start(troupe_abi *n);
@@ -405,5 +408,136 @@ int
 troupe_abi_actor_ask(troupe_abi *n, uint64_t req, const char *name,
                      uint32_t kind, const void *body, size_t len,
                      uint32_t timeout_ms);
+
+/* ---- the coordinator --------------------------------------------------------
+ */
+
+/*
+ * The node's coordinator of global transactions (troupe/coordinator.h,
+ * docs/coordinator.md) opens at troupe_abi_start (with the barrier's
+ * table, troupe/barrier.h) and closes at troupe_abi_close, after the
+ * requests in flight and before the tables. A branch is a task of kind
+ * TROUPE_TASK_BRANCH on the pull target its call names: header four
+ * NUL-terminated strings back to back, mode ("saga", "tcc", "msg"), gid,
+ * branch id ("01".., "00" for a message's query-back), op ("action",
+ * "compensate", "confirm", "cancel", "msg"); body the call's payload;
+ * the record's attempt the number of this dispatch (1 the first). The
+ * host answers with troupe_abi_reply: SUCCESS, FAILURE (compensates
+ * where the mode allows), ONGOING or UNKNOWN (retried after the
+ * backoff); no answer within the target's timeout is UNKNOWN.
+ *
+ * Options for it, before start (0 keeps a default: 8 shards, backoff 10 s
+ * doubling to 300 s; sync 0 the node's, 1 on, 2 off). Errors: EINVAL
+ * (shards over TROUPE_COORD_SHARDS_MAX, retry_min over retry_max, sync),
+ * ESTATE (started already). Never blocks.
+ */
+int
+troupe_abi_coord_options(troupe_abi *n, uint32_t shards, uint32_t retry_min_ms,
+                         uint32_t retry_max_ms, int32_t sync);
+
+/*
+ * Request: submits saga gid (1..128 bytes of [A-Za-z0-9_.:-]) with steps,
+ * a msgpack array of 1..64 maps {"action": call, "compensate": call or
+ * nil}, a call being [target str, payload bin (or str, or nil)], payload
+ * at most 64 KiB; and opts (NULL/0: none), a msgpack map of any of
+ * {"timeout_to_fail_ms": int >= 0, "retry_limit": u32, "concurrent":
+ * bool, "after": [u64 mask per step] or nil} (troupe_saga_opts).
+ * Completion: OK once the saga is committed, or when gid exists already;
+ * an error of troupe_saga_submit_wait (ENOENT: a target no pull target
+ * has; EINVAL) with a msgpack str body, its message. Call errors (nothing
+ * submitted): EINVAL (NULL, a bad gid, a step, call, payload or option
+ * that breaks its rule), EPROTO (not one msgpack object), EBUSY, ESTATE,
+ * ECLOSED, ENOMEM.
+ */
+int
+troupe_abi_saga_submit(troupe_abi *n, uint64_t req, const char *gid,
+                       size_t gid_len, const void *steps, size_t slen,
+                       const void *opts, size_t olen);
+
+/* Request: TCC's prepare of gid. Completion: OK (also when gid exists),
+ * or an error with the message as body. Call errors as a saga submit's. */
+int
+troupe_abi_tcc_prepare(troupe_abi *n, uint64_t req, const char *gid,
+                       size_t gid_len);
+
+/* Request: registers a branch of tcc gid; calls is a msgpack array
+ * [confirm call, cancel call]. Completion: OK with the branch id as a
+ * msgpack str ("01"...): only then may the host run its try (op "try" at
+ * the barrier); ECONFLICT, ENOENT, EINVAL as troupe_tcc_register_wait,
+ * with the message as body. Call errors as a saga submit's. */
+int
+troupe_abi_tcc_register(troupe_abi *n, uint64_t req, const char *gid,
+                        size_t gid_len, const void *calls, size_t len);
+
+/* Request: prepares message gid with steps (a msgpack array of 1..64
+ * calls) and its query-back target (1..255 bytes, payload none), queried
+ * after grace_ms (0: 10 s, >= 0) when not submitted. Completion and call
+ * errors as a saga submit's. */
+int
+troupe_abi_msg_prepare(troupe_abi *n, uint64_t req, const char *gid,
+                       size_t gid_len, const void *steps, size_t slen,
+                       const char *query_target, int64_t grace_ms);
+
+/*
+ * Requests on a transaction: submit (the second phase of a tcc or a
+ * message), abort (reason NULL or "" for none, else 1..256 bytes of
+ * UTF-8 without control characters), retry now, force-stop, query.
+ * Completions: the status of troupe_gtx_*_wait (ECONFLICT on a final
+ * one, ENOENT for an unknown gid) with the message as a msgpack str body
+ * on error; query's OK body is a map {"mode", "status" ("prepared",
+ * "submitted", "aborting", "succeed", "failed"), "reason", "steps",
+ * "attempts", "created_ms", "updated_ms", "finished_ms", "next_due_ms",
+ * "branches": [{"id", "ops": [{"op", "target", "state" ("todo",
+ * "dispatched", "succeeded", "failed"), "attempts", "last" ("success",
+ * "failure", "ongoing", "unknown" or nil)}]}]}. Call errors: EINVAL (a
+ * bad gid or reason), EBUSY, ESTATE, ECLOSED, ENOMEM.
+ */
+int
+troupe_abi_gtx_submit(troupe_abi *n, uint64_t req, const char *gid,
+                      size_t gid_len);
+int
+troupe_abi_gtx_abort(troupe_abi *n, uint64_t req, const char *gid,
+                     size_t gid_len, const char *reason);
+int
+troupe_abi_gtx_retry(troupe_abi *n, uint64_t req, const char *gid,
+                     size_t gid_len);
+int
+troupe_abi_gtx_force_stop(troupe_abi *n, uint64_t req, const char *gid,
+                          size_t gid_len);
+int
+troupe_abi_gtx_query(troupe_abi *n, uint64_t req, const char *gid,
+                     size_t gid_len);
+
+/*
+ * Request: a page of up to limit (1..1000) stored transactions in gid
+ * order after `after` (NULL or "": from the first), of status (NULL or
+ * "": any; else "prepared", "submitted", "aborting", "succeed",
+ * "failed") and mode (NULL or "": any; "saga", "tcc", "msg"), reading at
+ * most 10 x limit. Completion: OK with {"items": [{"gid", "mode",
+ * "status", "reason", "steps", "attempts", "created_ms", "updated_ms",
+ * "finished_ms"}, ...], "cursor": str (the after of the next page) or
+ * nil, "more": bool}; a page may hold fewer than limit, none even, with
+ * more true. Call errors: EINVAL, EBUSY, ESTATE, ECLOSED, ENOMEM.
+ */
+int
+troupe_abi_gtx_list(troupe_abi *n, uint64_t req, const char *status,
+                    const char *mode, const char *after, uint32_t limit);
+
+/*
+ * Request: the barrier (troupe/barrier.h) for (mode, gid, branch_id, op)
+ * through transaction txn: its rows are read and buffered in txn, so the
+ * business writes that follow and the barrier's row commit together
+ * (troupe_abi_txn_commit) or not at all. Completion: OK with a msgpack
+ * str body, the verdict: "execute" (run the business writes in txn),
+ * "null_compensation" or "duplicated" (write nothing; commit, answer
+ * SUCCESS); or an error of troupe_barrier_check. txn must not be used by
+ * another call until the completion. Call errors: EINVAL (a field that
+ * breaks its rule), ENOENT (no open transaction txn), ESTATE
+ * (committing), EBUSY, ECLOSED.
+ */
+int
+troupe_abi_txn_barrier(troupe_abi *n, uint64_t req, uint64_t txn,
+                       const char *mode, const char *gid, size_t gid_len,
+                       const char *branch_id, const char *op);
 
 #endif
