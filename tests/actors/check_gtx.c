@@ -975,10 +975,10 @@ START_TEST(test_submit_abort_retry_register_rules)
     ck_assert_ok(troupe__gtx_submit(g, &ch));
     ck_assert(!ch);
     ck_assert_err(troupe__gtx_register(g, &s, &at), TROUPE_ECONFLICT);
-    ck_assert_ok(troupe__gtx_abort(g, 5, &ch));
+    ck_assert_ok(troupe__gtx_abort_why(g, 5, "aborted", &ch));
     ck_assert(ch && g->status == TC_ABORTING);
     ck_assert_str_eq(g->reason, "aborted");
-    ck_assert_ok(troupe__gtx_abort(g, 5, &ch));
+    ck_assert_ok(troupe__gtx_abort_why(g, 5, "aborted", &ch));
     ck_assert(!ch);
     ck_assert_err(troupe__gtx_submit(g, &ch), TROUPE_ECONFLICT);
     g->due_ms = 77;
@@ -986,7 +986,8 @@ START_TEST(test_submit_abort_retry_register_rules)
     ck_assert(ch && g->due_ms == 0);
     g->status = TC_FAILED;
     g->finished_ms = 6;
-    ck_assert_err(troupe__gtx_abort(g, 7, &ch), TROUPE_ECONFLICT);
+    ck_assert_err(troupe__gtx_abort_why(g, 7, "aborted", &ch),
+                  TROUPE_ECONFLICT);
     ck_assert_err(troupe__gtx_retry(g, &ch), TROUPE_ECONFLICT);
     troupe__gtx_free(g);
     /* a full tcc, another mode */
@@ -1000,12 +1001,13 @@ START_TEST(test_submit_abort_retry_register_rules)
     troupe__gtx_free(g);
     /* a message: prepared aborts to failed, submitted cannot abort */
     g = fresh(TROUPE_MODE_MSG, 1, TC_PREPARED);
-    ck_assert_ok(troupe__gtx_abort(g, 8, &ch));
+    ck_assert_ok(troupe__gtx_abort_why(g, 8, "aborted", &ch));
     ck_assert_int_eq(g->status, TC_FAILED);
     ck_assert_int_eq(g->finished_ms, 8);
     troupe__gtx_free(g);
     g = fresh(TROUPE_MODE_MSG, 1, TC_SUBMITTED);
-    ck_assert_err(troupe__gtx_abort(g, 8, &ch), TROUPE_ECONFLICT);
+    ck_assert_err(troupe__gtx_abort_why(g, 8, "aborted", &ch),
+                  TROUPE_ECONFLICT);
     ck_assert_int_eq(g->status, TC_SUBMITTED);
     troupe__gtx_free(g);
     for (unsigned o = 0; o < TROUPE_GTX_OPS_MAX; o++)

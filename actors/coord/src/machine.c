@@ -320,12 +320,6 @@ troupe__gtx_submit(tc_gtx *g, bool *changed)
 }
 
 troupe_err
-troupe__gtx_abort(tc_gtx *g, int64_t now, bool *changed)
-{
-    return troupe__gtx_abort_why(g, now, "aborted", changed);
-}
-
-troupe_err
 troupe__gtx_abort_why(tc_gtx *g, int64_t now, const char *why, bool *changed)
 {
     *changed = false;

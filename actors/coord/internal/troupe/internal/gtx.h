@@ -215,12 +215,13 @@ troupe__gtx_apply(tc_gtx *g, tc_ref r, troupe_outcome o, int64_t now);
  * The calls that move a transaction from outside, each a rule too.
  * submit: a prepared tcc or message is submitted (OK, *changed); one
  * submitted or succeeded already (a saga is, from its birth) is OK
- * unchanged; ECONFLICT once it aborts or failed. abort: a transaction not final
- * starts aborting with the reason "aborted" (a prepared message fails at once:
- * it has nothing to compensate; a submitted one only goes forward: ECONFLICT);
- * aborting already is OK unchanged (its reason kept); ECONFLICT on a final
- * one. abort_why: the same with the reason why (copied; when out of memory
- * the abort still happens, with no reason). retry: the call
+ * unchanged; ECONFLICT once it aborts or failed. abort_why: a transaction
+ * not final starts aborting with the reason why (copied; "aborted" for a
+ * plain abort; when out of memory the abort still happens, with no
+ * reason); a prepared message fails at once: it has nothing to
+ * compensate; a submitted one only goes forward: ECONFLICT; aborting
+ * already is OK unchanged (its reason kept); ECONFLICT on a final one.
+ * retry: the call
  * waiting for its backoff is due now; ECONFLICT on a final one. register: a
  * prepared tcc gains branch *s (moved in; *index its position); ECONFLICT when
  * not prepared, EINVAL at TROUPE_GTX_STEPS_MAX branches, ENOENT for another
@@ -228,8 +229,6 @@ troupe__gtx_apply(tc_gtx *g, tc_ref r, troupe_outcome o, int64_t now);
  */
 troupe_err
 troupe__gtx_submit(tc_gtx *g, bool *changed);
-troupe_err
-troupe__gtx_abort(tc_gtx *g, int64_t now, bool *changed);
 troupe_err
 troupe__gtx_abort_why(tc_gtx *g, int64_t now, const char *why, bool *changed);
 troupe_err
