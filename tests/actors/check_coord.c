@@ -1203,6 +1203,128 @@ END_TEST
 static TCase *
 purge_tcase(void);
 
+/* ---- the asynchronous forms ---- */
+
+typedef struct acall {
+    _Atomic int calls;
+    troupe_err err;
+    char branch_id[8];
+    pthread_t thread;
+} acall;
+
+static void
+acall_cb(troupe_err err, void *arg)
+{
+    acall *a = arg;
+    a->err = err;
+    a->thread = pthread_self();
+    atomic_fetch_add(&a->calls, 1);
+}
+
+static void
+acall_reg_cb(troupe_err err, const char *branch_id, void *arg)
+{
+    acall *a = arg;
+    ck_assert((err == TROUPE_OK) == (branch_id != NULL));
+    if (branch_id != NULL)
+        snprintf(a->branch_id, sizeof(a->branch_id), "%s", branch_id);
+    acall_cb(err, arg);
+}
+
+static bool
+acall_done(void *arg)
+{
+    return atomic_load(&((acall *)arg)->calls) > 0;
+}
+
+/* Waits for a's one callback (on another thread than this one) and
+ * returns its error. */
+static troupe_err
+acall_wait(acall *a)
+{
+    ck_assert(ts_wait_until(acall_done, a, 10000));
+    ck_assert_int_eq(atomic_load(&a->calls), 1);
+    ck_assert(!pthread_equal(a->thread, pthread_self()));
+    troupe_err e = a->err;
+    memset(a, 0, sizeof(*a));
+    return e;
+}
+
+/* Every submit and operator call has an asynchronous form: it returns at
+ * once, and its callback fires exactly once, on a thread of troupe's,
+ * with what the blocking twin returns. */
+START_TEST(test_the_asynchronous_forms_call_back_once)
+{
+    acall a = {0};
+    ck_assert_ok(
+        troupe_saga_submit(fx.coord, "a-s", 3, two, 2, NULL, acall_cb, &a));
+    ck_assert_ok(acall_wait(&a));
+    ck_assert_int_eq(wait_final("a-s").status, TROUPE_GTX_SUCCEED);
+    /* a submit twice: OK, nothing driven twice */
+    ck_assert_ok(
+        troupe_saga_submit(fx.coord, "a-s", 3, two, 2, NULL, acall_cb, &a));
+    ck_assert_ok(acall_wait(&a));
+    char calls[512];
+    calls_of("a-s", calls, sizeof(calls));
+    ck_assert_str_eq(calls, "01 action, 02 action");
+    /* an ended one: ECONFLICT; an unknown one: ENOENT */
+    ck_assert_ok(troupe_gtx_abort(fx.coord, "a-s", 3, "late", acall_cb, &a));
+    ck_assert_err(acall_wait(&a), TROUPE_ECONFLICT);
+    ck_assert_ok(troupe_gtx_retry(fx.coord, "a-none", 6, acall_cb, &a));
+    ck_assert_err(acall_wait(&a), TROUPE_ENOENT);
+
+    /* tcc: prepare, two registers with their ids, submit */
+    ck_assert_ok(troupe_tcc_prepare(fx.coord, "a-t", 3, acall_cb, &a));
+    ck_assert_ok(acall_wait(&a));
+    for (int i = 1; i <= 2; i++) {
+        ck_assert_ok(troupe_tcc_register(fx.coord, "a-t", 3, &confirm, &cancel,
+                                         acall_reg_cb, &a));
+        char want[8];
+        snprintf(want, sizeof(want), "%02d", i);
+        ck_assert(ts_wait_until(acall_done, &a, 10000));
+        ck_assert_str_eq(a.branch_id, want);
+        ck_assert_ok(acall_wait(&a));
+    }
+    ck_assert_ok(troupe_gtx_submit(fx.coord, "a-t", 3, acall_cb, &a));
+    ck_assert_ok(acall_wait(&a));
+    ck_assert_int_eq(wait_final("a-t").status, TROUPE_GTX_SUCCEED);
+    ck_assert_ok(troupe_tcc_register(fx.coord, "a-t", 3, &confirm, &cancel,
+                                     acall_reg_cb, &a));
+    ck_assert_err(acall_wait(&a), TROUPE_ECONFLICT); /* ended */
+
+    /* a message, then force-stop before its grace ends */
+    troupe_gtx_call q = {"bank", NULL, 0};
+    ck_assert_ok(troupe_msg_prepare(fx.coord, "a-m", 3, &two[0].action, 1, &q,
+                                    60000, acall_cb, &a));
+    ck_assert_ok(acall_wait(&a));
+    ck_assert_ok(troupe_gtx_force_stop(fx.coord, "a-m", 3, acall_cb, &a));
+    ck_assert_ok(acall_wait(&a));
+    troupe_gtx_info in;
+    ck_assert_ok(troupe_gtx_query_wait(fx.coord, "a-m", 3, &in));
+    ck_assert_str_eq(in.reason, "force-stopped");
+
+    /* refused at the call: the callback never fires */
+    ck_assert_err(
+        troupe_saga_submit(fx.coord, "a-x", 3, two, 2, NULL, NULL, NULL),
+        TROUPE_EINVAL);
+    ck_assert_err(
+        troupe_saga_submit(fx.coord, "bad gid", 7, two, 2, NULL, acall_cb, &a),
+        TROUPE_EINVAL);
+    ck_assert_err(
+        troupe_gtx_abort(fx.coord, "a-s", 3, "bad\x01reason", acall_cb, &a),
+        TROUPE_EINVAL);
+    coord_close();
+    coord_open();
+    troupe_coord *old = fx.coord;
+    ck_assert_ok(troupe_coord_stop_wait(old));
+    ck_assert_err(troupe_gtx_submit(old, "a-t", 3, acall_cb, &a),
+                  TROUPE_ECLOSED);
+    troupe_coord_destroy(old);
+    fx.coord = NULL;
+    ck_assert_int_eq(atomic_load(&a.calls), 0);
+}
+END_TEST
+
 Suite *
 coord_suite(void)
 {
@@ -1222,6 +1344,7 @@ coord_suite(void)
     tcase_add_test(c, test_bad_actor_targets_are_refused_at_submit);
     tcase_add_test(c, test_a_branch_body_is_read_strictly);
     tcase_add_test(c, test_an_actor_on_another_node_serves_branches);
+    tcase_add_test(c, test_the_asynchronous_forms_call_back_once);
     tcase_add_test(c, test_sync_decides_whether_transitions_are_synced);
     tcase_add_test(c, test_a_submit_twice_drives_nothing_twice);
     tcase_add_test(c, test_bad_submits_are_refused);

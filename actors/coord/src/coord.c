@@ -3,6 +3,7 @@
  * shards, the reload of what is unfinished), stop, destroy, and the calls
  * that hand a transaction to its shard or read its stored state.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -347,37 +348,110 @@ saga_build(troupe_coord *c, const troupe_saga_step *steps, size_t n,
     return TROUPE_OK;
 }
 
-static void
-drop_submit(void *ptr);
+/* ---- completions: every call is asynchronous, its _wait a twin ---- */
 
-/* Hands a new transaction (g, consumed) to gid's shard and waits for its
- * first commit (OK too when gid exists already). */
-static troupe_err
-hand_over(troupe_coord *c, const char *gid, size_t gid_len, tc_gtx *g)
+/* A _wait twin's callback: releases the waiter it was given. */
+static void
+wait_cb(troupe_err err, void *arg)
 {
-    tc_submit sub = {.gid_len = gid_len, .g = g};
-    memcpy(sub.gid, gid, gid_len);
-    troupe_msg *m = NULL;
-    troupe_err e = troupe_msg_create(&m, TC_K_SUBMIT, NULL, 0);
-    if (e != TROUPE_OK) {
-        troupe__gtx_free(g);
-        return e;
-    }
-    troupe__waiter_init(&sub.w, 1);
-    m->ptr = &sub;
-    m->ptr_drop = drop_submit;
-    uint32_t s = troupe_gtx_shard_of(gid, gid_len, c->n_shards);
-    (void)troupe_runtime_send(c->rt, c->shards[s], &m); /* drops: ECLOSED */
-    return troupe__waiter_finish(&sub.w, TROUPE_OK, NULL);
+    troupe__waiter_release(arg, err, NULL);
+}
+
+/* A submit of the caller's, from the call to its callback. */
+typedef struct sub_call {
+    tc_submit sub;
+    troupe_coord_cb cb;
+    void *arg;
+} sub_call;
+
+static void
+sub_fire(tc_done *d, troupe_err err)
+{
+    sub_call *s = (sub_call *)(void *)((char *)d - offsetof(sub_call, sub));
+    troupe_coord_cb cb = s->cb;
+    void *arg = s->arg;
+    troupe__gtx_free(s->sub.g);
+    troupe_free(s);
+    cb(err, arg);
 }
 
 static void
 drop_submit(void *ptr)
 {
     tc_submit *sub = ptr;
-    troupe__gtx_free(sub->g);
-    sub->g = NULL;
-    troupe__waiter_release(&sub->w, TROUPE_ECLOSED, NULL);
+    sub->done.fn(&sub->done, TROUPE_ECLOSED);
+}
+
+/* Hands a new transaction (g, consumed) to gid's shard; cb hears its
+ * first commit (OK too when gid exists already). An error returned: cb
+ * never fires. */
+static troupe_err
+hand_over(troupe_coord *c, const char *gid, size_t gid_len, tc_gtx *g,
+          troupe_coord_cb cb, void *arg)
+{
+    sub_call *s = troupe_calloc(1, sizeof(*s));
+    troupe_msg *m = NULL;
+    troupe_err e =
+        s == NULL ? TROUPE_ENOMEM : troupe_msg_create(&m, TC_K_SUBMIT, NULL, 0);
+    if (e != TROUPE_OK) {
+        troupe__gtx_free(g);
+        troupe_free(s);
+        return e;
+    }
+    s->sub = (tc_submit){.done = {sub_fire}, .g = g, .gid_len = gid_len};
+    memcpy(s->sub.gid, gid, gid_len);
+    s->cb = cb;
+    s->arg = arg;
+    m->ptr = &s->sub;
+    m->ptr_drop = drop_submit;
+    uint32_t sh = troupe_gtx_shard_of(gid, gid_len, c->n_shards);
+    (void)troupe_runtime_send(c->rt, c->shards[sh], &m); /* drops: ECLOSED */
+    return TROUPE_OK;
+}
+
+/* The checks every call makes first: c, the callback (unless a twin's),
+ * the state, the gid. */
+static troupe_err
+checked(troupe_coord *c, const char *gid, size_t gid_len, const void *cb,
+        const char *what)
+{
+    if (c == NULL || cb == NULL)
+        return troupe__errf(TROUPE_EINVAL, "%s: NULL coordinator or callback",
+                            what);
+    if (atomic_load(&c->state) != 0)
+        return troupe__errf(TROUPE_ECLOSED, "%s: the coordinator stopped",
+                            what);
+    if (!troupe_gid_valid(gid, gid_len))
+        return troupe__errf(TROUPE_EINVAL,
+                            "%s: the gid must be 1..%d bytes of "
+                            "[A-Za-z0-9_.:-]",
+                            what, TROUPE_GID_MAX);
+    return TROUPE_OK;
+}
+
+troupe_err
+troupe_saga_submit(troupe_coord *c, const char *gid, size_t gid_len,
+                   const troupe_saga_step *steps, size_t n,
+                   const troupe_saga_opts *o, troupe_coord_cb cb, void *arg)
+{
+    troupe_err e = checked(c, gid, gid_len, (const void *)cb, "saga");
+    if (e != TROUPE_OK)
+        return e;
+    if (steps == NULL && n > 0)
+        return troupe__errf(TROUPE_EINVAL, "saga: NULL steps");
+    if (n > TROUPE_GTX_STEPS_MAX)
+        return troupe__errf(TROUPE_EINVAL, "saga: %zu steps, at most %d", n,
+                            TROUPE_GTX_STEPS_MAX);
+    if (o != NULL && o->timeout_to_fail_ms < 0)
+        return troupe__errf(TROUPE_EINVAL, "saga: a negative timeout");
+    for (size_t i = 0; i < n; i++)
+        if (!call_valid(c->rt, &steps[i].action, false, &e) ||
+            !call_valid(c->rt, &steps[i].compensate, true, &e))
+            return e;
+    tc_gtx *g = NULL;
+    if ((e = saga_build(c, steps, n, o, &g)) != TROUPE_OK)
+        return e;
+    return hand_over(c, gid, gid_len, g, cb, arg);
 }
 
 troupe_err
@@ -388,29 +462,11 @@ troupe_saga_submit_wait(troupe_coord *c, const char *gid, size_t gid_len,
     troupe_err be = troupe__block_check("troupe_saga_submit_wait");
     if (be != TROUPE_OK)
         return be;
-    if (c == NULL || (steps == NULL && n > 0))
-        return troupe__errf(TROUPE_EINVAL, "saga: NULL argument");
-    if (atomic_load(&c->state) != 0)
-        return troupe__errf(TROUPE_ECLOSED, "saga: the coordinator stopped");
-    if (!troupe_gid_valid(gid, gid_len))
-        return troupe__errf(TROUPE_EINVAL,
-                            "saga: the gid must be 1..%d bytes of "
-                            "[A-Za-z0-9_.:-]",
-                            TROUPE_GID_MAX);
-    if (n > TROUPE_GTX_STEPS_MAX)
-        return troupe__errf(TROUPE_EINVAL, "saga: %zu steps, at most %d", n,
-                            TROUPE_GTX_STEPS_MAX);
-    if (o != NULL && o->timeout_to_fail_ms < 0)
-        return troupe__errf(TROUPE_EINVAL, "saga: a negative timeout");
-    troupe_err e = TROUPE_OK;
-    for (size_t i = 0; i < n; i++)
-        if (!call_valid(c->rt, &steps[i].action, false, &e) ||
-            !call_valid(c->rt, &steps[i].compensate, true, &e))
-            return e;
-    tc_gtx *g = NULL;
-    if ((e = saga_build(c, steps, n, o, &g)) != TROUPE_OK)
-        return e;
-    return hand_over(c, gid, gid_len, g);
+    troupe__waiter w;
+    troupe__waiter_init(&w, 1);
+    troupe_err e =
+        troupe_saga_submit(c, gid, gid_len, steps, n, o, wait_cb, &w);
+    return troupe__waiter_finish(&w, e, NULL);
 }
 
 /* ---- tcc and messages ---- */
@@ -439,41 +495,36 @@ prepared_new(troupe_coord *c, troupe_gtx_mode m, size_t n, tc_gtx **out)
     return TROUPE_OK;
 }
 
-static troupe_err
-checked(troupe_coord *c, const char *gid, size_t gid_len, const char *what)
+troupe_err
+troupe_tcc_prepare(troupe_coord *c, const char *gid, size_t gid_len,
+                   troupe_coord_cb cb, void *arg)
 {
-    troupe_err be = troupe__block_check(what);
-    if (be != TROUPE_OK)
-        return be;
-    if (c == NULL)
-        return troupe__errf(TROUPE_EINVAL, "%s: NULL coordinator", what);
-    if (atomic_load(&c->state) != 0)
-        return troupe__errf(TROUPE_ECLOSED, "%s: the coordinator stopped",
-                            what);
-    if (!troupe_gid_valid(gid, gid_len))
-        return troupe__errf(TROUPE_EINVAL,
-                            "%s: the gid must be 1..%d bytes of "
-                            "[A-Za-z0-9_.:-]",
-                            what, TROUPE_GID_MAX);
-    return TROUPE_OK;
+    troupe_err e = checked(c, gid, gid_len, (const void *)cb, "tcc prepare");
+    tc_gtx *g = NULL;
+    if (e == TROUPE_OK)
+        e = prepared_new(c, TROUPE_MODE_TCC, 0, &g);
+    return e == TROUPE_OK ? hand_over(c, gid, gid_len, g, cb, arg) : e;
 }
 
 troupe_err
 troupe_tcc_prepare_wait(troupe_coord *c, const char *gid, size_t gid_len)
 {
-    troupe_err e = checked(c, gid, gid_len, "troupe_tcc_prepare_wait");
-    tc_gtx *g = NULL;
-    if (e == TROUPE_OK)
-        e = prepared_new(c, TROUPE_MODE_TCC, 0, &g);
-    return e == TROUPE_OK ? hand_over(c, gid, gid_len, g) : e;
+    troupe_err be = troupe__block_check("troupe_tcc_prepare_wait");
+    if (be != TROUPE_OK)
+        return be;
+    troupe__waiter w;
+    troupe__waiter_init(&w, 1);
+    troupe_err e = troupe_tcc_prepare(c, gid, gid_len, wait_cb, &w);
+    return troupe__waiter_finish(&w, e, NULL);
 }
 
 troupe_err
-troupe_msg_prepare_wait(troupe_coord *c, const char *gid, size_t gid_len,
-                        const troupe_gtx_call *steps, size_t n,
-                        const troupe_gtx_call *query, int64_t grace_ms)
+troupe_msg_prepare(troupe_coord *c, const char *gid, size_t gid_len,
+                   const troupe_gtx_call *steps, size_t n,
+                   const troupe_gtx_call *query, int64_t grace_ms,
+                   troupe_coord_cb cb, void *arg)
 {
-    troupe_err e = checked(c, gid, gid_len, "troupe_msg_prepare_wait");
+    troupe_err e = checked(c, gid, gid_len, (const void *)cb, "msg prepare");
     if (e != TROUPE_OK)
         return e;
     if ((steps == NULL && n > 0) || query == NULL || grace_ms < 0)
@@ -503,75 +554,120 @@ troupe_msg_prepare_wait(troupe_coord *c, const char *gid, size_t gid_len,
         return e;
     }
     g->due_ms = g->created_ms + (grace_ms ? grace_ms : TROUPE_MSG_GRACE_MS);
-    return hand_over(c, gid, gid_len, g);
+    return hand_over(c, gid, gid_len, g, cb, arg);
+}
+
+troupe_err
+troupe_msg_prepare_wait(troupe_coord *c, const char *gid, size_t gid_len,
+                        const troupe_gtx_call *steps, size_t n,
+                        const troupe_gtx_call *query, int64_t grace_ms)
+{
+    troupe_err be = troupe__block_check("troupe_msg_prepare_wait");
+    if (be != TROUPE_OK)
+        return be;
+    troupe__waiter w;
+    troupe__waiter_init(&w, 1);
+    troupe_err e = troupe_msg_prepare(c, gid, gid_len, steps, n, query,
+                                      grace_ms, wait_cb, &w);
+    return troupe__waiter_finish(&w, e, NULL);
 }
 
 /* ---- ops on a live transaction ---- */
+
+/* An op of the caller's, from the call to its callback (a register's
+ * with its branch id). */
+typedef struct op_call {
+    tc_op op;
+    troupe_coord *c;
+    troupe_coord_cb cb;
+    troupe_tcc_register_cb rcb;
+    void *arg;
+} op_call;
+
+static void
+op_finish(op_call *o, troupe_err err)
+{
+    char bid[8] = "";
+    if (err == TROUPE_OK && o->rcb != NULL)
+        snprintf(bid, sizeof(bid), "%02u", (unsigned)o->op.branch_no + 1);
+    for (unsigned k = 0; k < TROUPE_GTX_OPS_MAX; k++) { /* if not moved */
+        troupe_free(o->op.branch.call[k].target);
+        troupe_free(o->op.branch.call[k].payload);
+    }
+    troupe_coord_cb cb = o->cb;
+    troupe_tcc_register_cb rcb = o->rcb;
+    void *arg = o->arg;
+    troupe_free(o);
+    if (rcb != NULL)
+        rcb(err, err == TROUPE_OK ? bid : NULL, arg);
+    else
+        cb(err, arg);
+}
+
+/* ENOENT from the shard (gid not live): ECONFLICT when gid is stored and
+ * has ended, ENOENT otherwise (unknown, or of another mode). */
+static void
+op_stored(troupe_err err, troupe_rows *rows, void *arg)
+{
+    op_call *o = arg;
+    tc_gtx *g = NULL;
+    bool ended = err == TROUPE_OK &&
+                 row_decode(&rows->rows[0], &g) == TROUPE_OK &&
+                 troupe__gtx_final(g);
+    troupe__gtx_free(g);
+    troupe_rows_destroy(rows);
+    op_finish(o, ended ? TROUPE_ECONFLICT : TROUPE_ENOENT);
+}
+
+static void
+op_fire(tc_done *d, troupe_err err)
+{
+    op_call *o = (op_call *)(void *)((char *)d - offsetof(op_call, op));
+    if (err == TROUPE_ENOENT &&
+        troupe_table_get(o->c->tables, TROUPE_GTX_TABLE, o->op.gid,
+                         o->op.gid_len, op_stored, o) == TROUPE_OK)
+        return;
+    op_finish(o, err);
+}
 
 static void
 drop_op(void *ptr)
 {
     tc_op *op = ptr;
-    troupe__waiter_release(&op->w, TROUPE_ECLOSED, NULL);
+    op->done.fn(&op->done, TROUPE_ECLOSED);
 }
 
-/* Sends op to gid's shard and waits. ENOENT from the shard (not live)
- * becomes ECONFLICT when gid is stored and final. */
+/* Sends o (the caller's op, consumed) to gid's shard. An error returned:
+ * no callback. */
 static troupe_err
-op_wait(troupe_coord *c, tc_op *op, const char *gid, size_t gid_len)
+op_send(troupe_coord *c, op_call *o, const char *gid, size_t gid_len)
 {
-    op->gid_len = gid_len;
-    memcpy(op->gid, gid, gid_len);
+    o->c = c;
+    o->op.done.fn = op_fire;
+    o->op.gid_len = gid_len;
+    memcpy(o->op.gid, gid, gid_len);
     troupe_msg *m = NULL;
     troupe_err e = troupe_msg_create(&m, TC_K_OP, NULL, 0);
-    if (e != TROUPE_OK)
+    if (e != TROUPE_OK) {
+        for (unsigned k = 0; k < TROUPE_GTX_OPS_MAX; k++) {
+            troupe_free(o->op.branch.call[k].target);
+            troupe_free(o->op.branch.call[k].payload);
+        }
+        troupe_free(o);
         return e;
-    troupe__waiter_init(&op->w, 1);
-    m->ptr = op;
+    }
+    m->ptr = &o->op;
     m->ptr_drop = drop_op;
     uint32_t s = troupe_gtx_shard_of(gid, gid_len, c->n_shards);
     (void)troupe_runtime_send(c->rt, c->shards[s], &m); /* drops: ECLOSED */
-    e = troupe__waiter_finish(&op->w, TROUPE_OK, NULL);
-    if (e == TROUPE_ENOENT) {
-        troupe_gtx_info in;
-        troupe_err q = troupe_gtx_query_wait(c, gid, gid_len, &in);
-        if (q == TROUPE_OK &&
-            (in.status == TROUPE_GTX_SUCCEED || in.status == TROUPE_GTX_FAILED))
-            return troupe__errf(
-                TROUPE_ECONFLICT, "gtx %.*s has ended (%s)", (int)gid_len, gid,
-                in.status == TROUPE_GTX_SUCCEED ? "succeed" : "failed");
-        return troupe__errf(TROUPE_ENOENT, "no transaction %.*s%s",
-                            (int)gid_len, gid,
-                            q == TROUPE_OK ? " of that mode" : "");
-    }
-    if (e == TROUPE_ECONFLICT)
-        return troupe__errf(e, "gtx %.*s: not in a state for that",
-                            (int)gid_len, gid);
-    return e;
+    return TROUPE_OK;
 }
 
 static troupe_err
 simple_op(troupe_coord *c, tc_opkind k, const char *gid, size_t gid_len,
-          const char *what)
+          const char *reason, troupe_coord_cb cb, void *arg, const char *what)
 {
-    troupe_err e = checked(c, gid, gid_len, what);
-    if (e != TROUPE_OK)
-        return e;
-    tc_op op = {.kind = k};
-    return op_wait(c, &op, gid, gid_len);
-}
-
-troupe_err
-troupe_gtx_submit_wait(troupe_coord *c, const char *gid, size_t gid_len)
-{
-    return simple_op(c, TC_OP_SUBMIT, gid, gid_len, "troupe_gtx_submit_wait");
-}
-
-troupe_err
-troupe_gtx_abort_wait(troupe_coord *c, const char *gid, size_t gid_len,
-                      const char *reason)
-{
-    troupe_err e = checked(c, gid, gid_len, "troupe_gtx_abort_wait");
+    troupe_err e = checked(c, gid, gid_len, (const void *)cb, what);
     if (e != TROUPE_OK)
         return e;
     size_t rl = reason != NULL ? strlen(reason) : 0;
@@ -580,23 +676,153 @@ troupe_gtx_abort_wait(troupe_coord *c, const char *gid, size_t gid_len,
                             "gtx abort: a reason is 1..%d bytes of UTF-8 "
                             "without control characters",
                             TROUPE_GTX_ABORT_REASON_MAX);
-    tc_op op = {.kind = TC_OP_ABORT};
-    snprintf(op.reason, sizeof(op.reason), "aborted%s%s", rl > 0 ? ": " : "",
-             rl > 0 ? reason : "");
-    return op_wait(c, &op, gid, gid_len);
+    op_call *o = troupe_calloc(1, sizeof(*o));
+    if (o == NULL)
+        return TROUPE_ENOMEM;
+    o->op.kind = k;
+    o->cb = cb;
+    o->arg = arg;
+    if (k == TC_OP_ABORT)
+        snprintf(o->op.reason, sizeof(o->op.reason), "aborted%s%s",
+                 rl > 0 ? ": " : "", rl > 0 ? reason : "");
+    return op_send(c, o, gid, gid_len);
+}
+
+/* The twin of an op: its callback's error, with a message that names gid
+ * (the message of a callback's thread does not reach this one). */
+static troupe_err
+op_wait_end(troupe__waiter *w, troupe_err started, const char *gid,
+            size_t gid_len)
+{
+    troupe_err e = troupe__waiter_finish(w, started, NULL);
+    if (started != TROUPE_OK)
+        return e;
+    if (e == TROUPE_ENOENT)
+        return troupe__errf(e, "no transaction %.*s (of that mode)",
+                            (int)gid_len, gid);
+    if (e == TROUPE_ECONFLICT)
+        return troupe__errf(e,
+                            "gtx %.*s: has ended, or is not in a state for "
+                            "that",
+                            (int)gid_len, gid);
+    return e;
+}
+
+#define OP_TWIN(name, call)                                                    \
+    troupe_err be = troupe__block_check(name);                                 \
+    if (be != TROUPE_OK)                                                       \
+        return be;                                                             \
+    troupe__waiter w;                                                          \
+    troupe__waiter_init(&w, 1);                                                \
+    return op_wait_end(&w, call, gid, gid_len)
+
+troupe_err
+troupe_gtx_submit(troupe_coord *c, const char *gid, size_t gid_len,
+                  troupe_coord_cb cb, void *arg)
+{
+    return simple_op(c, TC_OP_SUBMIT, gid, gid_len, NULL, cb, arg,
+                     "gtx submit");
+}
+
+troupe_err
+troupe_gtx_abort(troupe_coord *c, const char *gid, size_t gid_len,
+                 const char *reason, troupe_coord_cb cb, void *arg)
+{
+    return simple_op(c, TC_OP_ABORT, gid, gid_len, reason, cb, arg,
+                     "gtx abort");
+}
+
+troupe_err
+troupe_gtx_retry(troupe_coord *c, const char *gid, size_t gid_len,
+                 troupe_coord_cb cb, void *arg)
+{
+    return simple_op(c, TC_OP_RETRY, gid, gid_len, NULL, cb, arg, "gtx retry");
+}
+
+troupe_err
+troupe_gtx_force_stop(troupe_coord *c, const char *gid, size_t gid_len,
+                      troupe_coord_cb cb, void *arg)
+{
+    return simple_op(c, TC_OP_FORCE_STOP, gid, gid_len, NULL, cb, arg,
+                     "gtx force-stop");
+}
+
+troupe_err
+troupe_gtx_submit_wait(troupe_coord *c, const char *gid, size_t gid_len)
+{
+    OP_TWIN("troupe_gtx_submit_wait",
+            troupe_gtx_submit(c, gid, gid_len, wait_cb, &w));
+}
+
+troupe_err
+troupe_gtx_abort_wait(troupe_coord *c, const char *gid, size_t gid_len,
+                      const char *reason)
+{
+    OP_TWIN("troupe_gtx_abort_wait",
+            troupe_gtx_abort(c, gid, gid_len, reason, wait_cb, &w));
 }
 
 troupe_err
 troupe_gtx_retry_wait(troupe_coord *c, const char *gid, size_t gid_len)
 {
-    return simple_op(c, TC_OP_RETRY, gid, gid_len, "troupe_gtx_retry_wait");
+    OP_TWIN("troupe_gtx_retry_wait",
+            troupe_gtx_retry(c, gid, gid_len, wait_cb, &w));
 }
 
 troupe_err
 troupe_gtx_force_stop_wait(troupe_coord *c, const char *gid, size_t gid_len)
 {
-    return simple_op(c, TC_OP_FORCE_STOP, gid, gid_len,
-                     "troupe_gtx_force_stop_wait");
+    OP_TWIN("troupe_gtx_force_stop_wait",
+            troupe_gtx_force_stop(c, gid, gid_len, wait_cb, &w));
+}
+
+troupe_err
+troupe_tcc_register(troupe_coord *c, const char *gid, size_t gid_len,
+                    const troupe_gtx_call *confirm,
+                    const troupe_gtx_call *cancel, troupe_tcc_register_cb cb,
+                    void *arg)
+{
+    troupe_err e = checked(c, gid, gid_len, (const void *)cb, "tcc register");
+    if (e != TROUPE_OK)
+        return e;
+    if (confirm == NULL || cancel == NULL)
+        return troupe__errf(TROUPE_EINVAL, "tcc: NULL confirm or cancel");
+    if (!call_valid(c->rt, confirm, false, &e) ||
+        !call_valid(c->rt, cancel, false, &e))
+        return e;
+    op_call *o = troupe_calloc(1, sizeof(*o));
+    if (o == NULL)
+        return TROUPE_ENOMEM;
+    o->op.kind = TC_OP_REGISTER;
+    o->rcb = cb;
+    o->arg = arg;
+    e = copy_call(&o->op.branch.call[1], confirm); /* confirm, then cancel */
+    if (e == TROUPE_OK)
+        e = copy_call(&o->op.branch.call[2], cancel);
+    if (e != TROUPE_OK) {
+        for (unsigned k = 0; k < TROUPE_GTX_OPS_MAX; k++) {
+            troupe_free(o->op.branch.call[k].target);
+            troupe_free(o->op.branch.call[k].payload);
+        }
+        troupe_free(o);
+        return e;
+    }
+    return op_send(c, o, gid, gid_len);
+}
+
+/* troupe_tcc_register_wait's callback: the branch id, then the waiter. */
+typedef struct reg_wait {
+    troupe__waiter w;
+    char *branch_id;
+} reg_wait;
+
+static void
+reg_wait_cb(troupe_err err, const char *branch_id, void *arg)
+{
+    reg_wait *rw = arg;
+    if (err == TROUPE_OK)
+        snprintf(rw->branch_id, 8, "%s", branch_id);
+    troupe__waiter_release(&rw->w, err, NULL);
 }
 
 troupe_err
@@ -604,29 +830,16 @@ troupe_tcc_register_wait(troupe_coord *c, const char *gid, size_t gid_len,
                          const troupe_gtx_call *confirm,
                          const troupe_gtx_call *cancel, char branch_id[8])
 {
-    troupe_err e = checked(c, gid, gid_len, "troupe_tcc_register_wait");
-    if (e != TROUPE_OK)
-        return e;
-    if (confirm == NULL || cancel == NULL || branch_id == NULL)
-        return troupe__errf(TROUPE_EINVAL, "tcc: NULL confirm, cancel or "
-                                           "branch_id");
-    if (!call_valid(c->rt, confirm, false, &e) ||
-        !call_valid(c->rt, cancel, false, &e))
-        return e;
-    tc_op op = {.kind = TC_OP_REGISTER};
-    op.branch.call[1].state = TC_TODO; /* confirm, then cancel */
-    e = copy_call(&op.branch.call[1], confirm);
-    if (e == TROUPE_OK)
-        e = copy_call(&op.branch.call[2], cancel);
-    if (e == TROUPE_OK)
-        e = op_wait(c, &op, gid, gid_len);
-    for (unsigned o = 0; o < TROUPE_GTX_OPS_MAX; o++) { /* if not moved */
-        troupe_free(op.branch.call[o].target);
-        troupe_free(op.branch.call[o].payload);
-    }
-    if (e == TROUPE_OK)
-        snprintf(branch_id, 8, "%02u", (unsigned)op.branch_no + 1);
-    return e;
+    troupe_err be = troupe__block_check("troupe_tcc_register_wait");
+    if (be != TROUPE_OK)
+        return be;
+    if (branch_id == NULL)
+        return troupe__errf(TROUPE_EINVAL, "tcc: NULL branch_id");
+    reg_wait rw = {.branch_id = branch_id};
+    troupe__waiter_init(&rw.w, 1);
+    troupe_err e =
+        troupe_tcc_register(c, gid, gid_len, confirm, cancel, reg_wait_cb, &rw);
+    return op_wait_end(&rw.w, e, gid, gid_len);
 }
 
 /* ---- query and list ---- */

@@ -40,17 +40,24 @@ enum {
     TC_K_N
 };
 
+/* How a submit or an op reports its outcome: fn(d, err), exactly once,
+ * on the shard's thread (or on the thread that drops its message: err
+ * ECLOSED). fn may free what holds d. */
+typedef struct tc_done {
+    void (*fn)(struct tc_done *d, troupe_err err);
+} tc_done;
+
 /* A submit on its way to its shard: the transaction (moved in) and the
- * submitter's waiter, released once with the outcome. */
+ * submitter's completion, fired once with the outcome. */
 typedef struct tc_submit {
-    troupe__waiter w;
+    tc_done done;
     tc_gtx *g;
     char gid[TROUPE_GID_MAX];
     size_t gid_len;
 } tc_submit;
 
 /* A change to a live transaction, on its way to its shard: what, its
- * argument and out-value, and the caller's waiter, released once the
+ * argument and out-value, and the caller's completion, fired once the
  * change is committed (or with why it was refused). */
 typedef enum tc_opkind {
     TC_OP_SUBMIT,
@@ -61,7 +68,7 @@ typedef enum tc_opkind {
 } tc_opkind;
 
 typedef struct tc_op {
-    troupe__waiter w;
+    tc_done done;
     tc_opkind kind;
     char gid[TROUPE_GID_MAX];
     size_t gid_len;

@@ -33,7 +33,7 @@ typedef struct tc_post {
  * (its first) or an op. */
 typedef struct tc_waiter {
     struct tc_waiter *next;
-    troupe__waiter *w;
+    tc_done *d;
 } tc_waiter;
 
 /* One call of a live transaction on its way: waiting for credit on its
@@ -116,7 +116,7 @@ reply_subs(tc_live *l, troupe_err e)
     while (l->subs != NULL) {
         tc_waiter *w = l->subs;
         l->subs = w->next;
-        troupe__waiter_release(w->w, e, NULL);
+        w->d->fn(w->d, e);
         troupe_free(w);
     }
 }
@@ -187,8 +187,7 @@ live_free(shard *sh, tc_live *l, troupe_err for_subs)
     while (l->ops != NULL) {
         tc_op *op = l->ops;
         l->ops = op->next;
-        troupe__waiter_release(&op->w, final ? TROUPE_ECONFLICT : for_subs,
-                               NULL);
+        op->done.fn(&op->done, final ? TROUPE_ECONFLICT : for_subs);
     }
     troupe__gtx_free(l->g);
     troupe_free(l);
@@ -529,10 +528,10 @@ op_apply(shard *sh, tc_live *l, tc_op *op)
     if (e == TROUPE_OK && changed && (w = troupe_calloc(1, sizeof(*w))) == NULL)
         e = TROUPE_ENOMEM; /* the change stays in memory: the next commit */
     if (e != TROUPE_OK || !changed) {
-        troupe__waiter_release(&op->w, e, NULL);
+        op->done.fn(&op->done, e);
         return;
     }
-    w->w = &op->w;
+    w->d = &op->done;
     w->next = l->subs;
     l->subs = w;
     advance(sh, l, true);
@@ -617,7 +616,7 @@ submit_answer(tc_submit *sub, troupe_err e)
 {
     troupe__gtx_free(sub->g);
     sub->g = NULL;
-    troupe__waiter_release(&sub->w, e, NULL);
+    sub->done.fn(&sub->done, e);
 }
 
 static troupe_err
@@ -636,7 +635,7 @@ h_submit(troupe_actor *self, void *state, const troupe_msg *m)
         submit_answer(sub, TROUPE_ENOMEM);
         return TROUPE_OK;
     }
-    w->w = &sub->w;
+    w->d = &sub->done;
     if (l != NULL) { /* its first commit is in flight: hear its outcome */
         troupe__gtx_free(sub->g);
         sub->g = NULL;
@@ -810,7 +809,7 @@ h_op(troupe_actor *self, void *state, const troupe_msg *m)
     tc_op *op = m->ptr; /* the caller's, until released */
     tc_live *l = find(sh, op->gid, op->gid_len);
     if (l == NULL) { /* final or unknown: the caller reads which */
-        troupe__waiter_release(&op->w, TROUPE_ENOENT, NULL);
+        op->done.fn(&op->done, TROUPE_ENOENT);
         return TROUPE_OK;
     }
     if (l->writing || l->ops != NULL) {

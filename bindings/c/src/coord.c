@@ -7,9 +7,11 @@
  * Design. Every call checks what the host sent (the gid, the msgpack
  * shape of steps and options, the lengths) before anything starts, so a
  * refused call submits nothing; it then copies what it needs into a job
- * and returns. The coordinator's calls block until their change is
- * committed (its asynchronous forms are not built yet), so the jobs run
- * on COORD_THREADS threads of the node's own, never on a troupe thread
+ * and returns. The jobs call the coordinator's blocking forms (its
+ * reads, query and list, have no other yet; its submits and operator
+ * calls do, and moving them off these threads is the next step), so the
+ * jobs run on COORD_THREADS threads of the node's own, never on a troupe
+ * thread
  * (a blocked scheduler or storage worker could be the one the commit
  * needs) and never on the host's. Each job posts its completion exactly
  * once; close waits for every job (they are requests) before it joins

@@ -16,8 +16,16 @@
  *
  * Objects: troupe_coord_open_wait allocates the coordinator; it borrows
  * the runtime and the tables, which must outlive it (stop and destroy it
- * before stopping the tables). Threads: the _wait calls block (never on a
- * troupe loop thread: EDEADLK); destroy after a stop from any thread.
+ * before stopping the tables). Threads: submits and operator calls come
+ * in two forms (STYLE.md): `verb(..., cb, arg)` checks its arguments,
+ * returns at once, and, when it returned OK, calls cb exactly once, on
+ * the transaction's shard's scheduler thread (or, for one refused as the
+ * coordinator stops, ECLOSED on the thread that dropped it), never inside
+ * the call: cb must not block, and may call the asynchronous forms; an
+ * error returned means cb never fires. `verb_wait` is its blocking twin
+ * (never on a troupe loop thread: EDEADLK), with troupe_errmsg naming the
+ * gid. query, list and detail are blocking only. Destroy after a stop
+ * from any thread.
  */
 #ifndef TROUPE_COORDINATOR_H
 #define TROUPE_COORDINATOR_H
@@ -146,6 +154,13 @@ troupe_err
 troupe_coord_purge_wait(troupe_coord *c, size_t limit, size_t *purged,
                         bool *more);
 
+/* The outcome of an asynchronous call (see Threads above). */
+typedef void (*troupe_coord_cb)(troupe_err err, void *arg);
+/* A register's: the new branch's id ("01"...) when err is OK, else NULL;
+ * valid during the call. */
+typedef void (*troupe_tcc_register_cb)(troupe_err err, const char *branch_id,
+                                       void *arg);
+
 /* One call of a branch: a dispatch target's name and the payload it gets
  * (copied at submit). */
 typedef struct troupe_gtx_call {
@@ -188,6 +203,12 @@ troupe_err
 troupe_saga_submit_wait(troupe_coord *c, const char *gid, size_t gid_len,
                         const troupe_saga_step *steps, size_t n,
                         const troupe_saga_opts *o);
+/* The same, asynchronous: the argument errors are returned, the commit's
+ * outcome goes to cb. */
+troupe_err
+troupe_saga_submit(troupe_coord *c, const char *gid, size_t gid_len,
+                   const troupe_saga_step *steps, size_t n,
+                   const troupe_saga_opts *o, troupe_coord_cb cb, void *arg);
 
 /*
  * TCC. Prepare stores gid with no branch (OK too when gid exists);
@@ -206,6 +227,14 @@ troupe_err
 troupe_tcc_register_wait(troupe_coord *c, const char *gid, size_t gid_len,
                          const troupe_gtx_call *confirm,
                          const troupe_gtx_call *cancel, char branch_id[8]);
+troupe_err
+troupe_tcc_prepare(troupe_coord *c, const char *gid, size_t gid_len,
+                   troupe_coord_cb cb, void *arg);
+troupe_err
+troupe_tcc_register(troupe_coord *c, const char *gid, size_t gid_len,
+                    const troupe_gtx_call *confirm,
+                    const troupe_gtx_call *cancel, troupe_tcc_register_cb cb,
+                    void *arg);
 
 /*
  * A two-phase message: prepare stores its steps and its query-back call
@@ -220,6 +249,11 @@ troupe_err
 troupe_msg_prepare_wait(troupe_coord *c, const char *gid, size_t gid_len,
                         const troupe_gtx_call *steps, size_t n,
                         const troupe_gtx_call *query, int64_t grace_ms);
+troupe_err
+troupe_msg_prepare(troupe_coord *c, const char *gid, size_t gid_len,
+                   const troupe_gtx_call *steps, size_t n,
+                   const troupe_gtx_call *query, int64_t grace_ms,
+                   troupe_coord_cb cb, void *arg);
 
 /*
  * Operator calls and the second phase of tcc and messages, on the
@@ -241,6 +275,16 @@ troupe_gtx_abort_wait(troupe_coord *c, const char *gid, size_t gid_len,
                       const char *reason);
 troupe_err
 troupe_gtx_retry_wait(troupe_coord *c, const char *gid, size_t gid_len);
+/* The same, asynchronous (the reason is copied at the call). */
+troupe_err
+troupe_gtx_submit(troupe_coord *c, const char *gid, size_t gid_len,
+                  troupe_coord_cb cb, void *arg);
+troupe_err
+troupe_gtx_abort(troupe_coord *c, const char *gid, size_t gid_len,
+                 const char *reason, troupe_coord_cb cb, void *arg);
+troupe_err
+troupe_gtx_retry(troupe_coord *c, const char *gid, size_t gid_len,
+                 troupe_coord_cb cb, void *arg);
 
 /* Force-stop (DTM's): a transaction not final fails at once, reason
  * "force-stopped", with no compensation, cancel or step run from then on
@@ -249,6 +293,9 @@ troupe_gtx_retry_wait(troupe_coord *c, const char *gid, size_t gid_len);
  * gid. Blocks. */
 troupe_err
 troupe_gtx_force_stop_wait(troupe_coord *c, const char *gid, size_t gid_len);
+troupe_err
+troupe_gtx_force_stop(troupe_coord *c, const char *gid, size_t gid_len,
+                      troupe_coord_cb cb, void *arg);
 
 typedef enum troupe_gtx_status {
     TROUPE_GTX_PREPARED = 1,
