@@ -52,6 +52,20 @@ cli_usage(const cli_cmd *c, const char *fmt, ...)
 }
 
 int
+cli_sub_pick(const cli_cmd *top, int argc, char **argv, const char *which,
+             const cli_cmd *(*find)(const char *name), const cli_cmd **out)
+{
+    if (argc < 1)
+        return cli_usage(top, "which subcommand? %s", which);
+    const char *sub = argv[0];
+    if (strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0)
+        return cli_help(top);
+    if ((*out = find(sub)) == NULL)
+        return cli_usage(top, "unknown subcommand '%s'", sub);
+    return -1;
+}
+
+int
 cli_bad_option(const cli_cmd *c, int ch, char **argv)
 {
     const char *arg = optind > 0 ? argv[optind - 1] : "";

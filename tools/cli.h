@@ -41,6 +41,14 @@ int
 cli_usage(const cli_cmd *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* The prologue of a command with subcommands (troupe queue, troupe gtx):
+ * argv[0] names one, found by find (NULL when unknown); `which` lists
+ * them for the usage message. Returns -1 with *out the subcommand, or
+ * the exit code of what was printed instead (its help, a usage error). */
+int
+cli_sub_pick(const cli_cmd *top, int argc, char **argv, const char *which,
+             const cli_cmd *(*find)(const char *name), const cli_cmd **out);
+
 /* getopt_long's '?' or ':' for the option argv[optind - 1]: names the
  * unknown flag, the flag without its value, or the value a flag does not
  * take. Returns CLI_USAGE. */

@@ -241,16 +241,12 @@ run(int kind, const cli_admin *a, const gargs *g)
 int
 cmd_gtx(int argc, char **argv)
 {
-    const cli_cmd *top = &cli_gtx_cmd;
-    if (argc < 1)
-        return cli_usage(top, "which subcommand? list, show, abort, retry or "
-                              "force-stop");
-    const char *sub = argv[0];
-    if (strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0)
-        return cli_help(top);
-    const cli_cmd *c = cli_gtx_sub(sub);
-    if (c == NULL)
-        return cli_usage(top, "unknown subcommand '%s'", sub);
+    const cli_cmd *top = &cli_gtx_cmd, *c = NULL;
+    int picked =
+        cli_sub_pick(top, argc, argv, "list, show, abort, retry or force-stop",
+                     cli_gtx_sub, &c);
+    if (picked >= 0)
+        return picked;
     int kind = (int)(c - subs);
     /* Each subcommand takes only its own flags: the table ends early. */
     struct option opts[12] = {CLI_COMMON_OPTIONS, CLI_ADMIN_OPTIONS};

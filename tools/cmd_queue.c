@@ -546,16 +546,13 @@ queue_admin(int kind, const cli_admin *a, const qargs *q)
 int
 cmd_queue(int argc, char **argv)
 {
-    const cli_cmd *top = &cli_queue_cmd;
-    if (argc < 1)
-        return cli_usage(top, "which subcommand? list, stats, pending, "
-                              "completed or show");
+    const cli_cmd *top = &cli_queue_cmd, *c = NULL;
+    int picked =
+        cli_sub_pick(top, argc, argv, "list, stats, pending, completed or show",
+                     cli_queue_sub, &c);
+    if (picked >= 0)
+        return picked;
     const char *sub = argv[0];
-    if (strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0)
-        return cli_help(top);
-    const cli_cmd *c = cli_queue_sub(sub);
-    if (c == NULL)
-        return cli_usage(top, "unknown subcommand '%s'", sub);
     int kind = (int)(c - sub_cmds);
     bool paged = kind == Q_PENDING || kind == Q_COMPLETED || kind == Q_PARKED;
     bool by_skey = kind == Q_RETRY || kind == Q_ACK || kind == Q_RETRY_PARKED ||

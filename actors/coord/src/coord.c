@@ -590,10 +590,7 @@ op_finish(op_call *o, troupe_err err)
     char bid[8] = "";
     if (err == TROUPE_OK && o->rcb != NULL)
         snprintf(bid, sizeof(bid), "%02u", (unsigned)o->op.branch_no + 1);
-    for (unsigned k = 0; k < TROUPE_GTX_OPS_MAX; k++) { /* if not moved */
-        troupe_free(o->op.branch.call[k].target);
-        troupe_free(o->op.branch.call[k].payload);
-    }
+    troupe__gtx_step_fini(&o->op.branch); /* a register's, if not moved */
     troupe_coord_cb cb = o->cb;
     troupe_tcc_register_cb rcb = o->rcb;
     void *arg = o->arg;
@@ -649,10 +646,7 @@ op_send(troupe_coord *c, op_call *o, const char *gid, size_t gid_len)
     troupe_msg *m = NULL;
     troupe_err e = troupe_msg_create(&m, TC_K_OP, NULL, 0);
     if (e != TROUPE_OK) {
-        for (unsigned k = 0; k < TROUPE_GTX_OPS_MAX; k++) {
-            troupe_free(o->op.branch.call[k].target);
-            troupe_free(o->op.branch.call[k].payload);
-        }
+        troupe__gtx_step_fini(&o->op.branch);
         troupe_free(o);
         return e;
     }
@@ -800,10 +794,7 @@ troupe_tcc_register(troupe_coord *c, const char *gid, size_t gid_len,
     if (e == TROUPE_OK)
         e = copy_call(&o->op.branch.call[2], cancel);
     if (e != TROUPE_OK) {
-        for (unsigned k = 0; k < TROUPE_GTX_OPS_MAX; k++) {
-            troupe_free(o->op.branch.call[k].target);
-            troupe_free(o->op.branch.call[k].payload);
-        }
+        troupe__gtx_step_fini(&o->op.branch);
         troupe_free(o);
         return e;
     }

@@ -134,15 +134,22 @@ troupe__gtx_encode(const tc_gtx *g, troupe_packer *p)
 /* ---- decode ---- */
 
 void
+troupe__gtx_step_fini(tc_step *s)
+{
+    for (unsigned o = 0; o < TROUPE_GTX_OPS_MAX; o++) {
+        troupe_free(s->call[o].target);
+        troupe_free(s->call[o].payload);
+    }
+    memset(s, 0, sizeof(*s));
+}
+
+void
 troupe__gtx_free(tc_gtx *g)
 {
     if (g == NULL)
         return;
     for (uint32_t i = 0; g->steps != NULL && i < g->n_steps; i++)
-        for (unsigned o = 0; o < TROUPE_GTX_OPS_MAX; o++) {
-            troupe_free(g->steps[i].call[o].target);
-            troupe_free(g->steps[i].call[o].payload);
-        }
+        troupe__gtx_step_fini(&g->steps[i]);
     troupe_free(g->steps);
     troupe_free(g->query.target);
     troupe_free(g->query.payload);

@@ -120,6 +120,11 @@ troupe__gtx_decode(const void *doc, size_t len, tc_gtx **out);
 void
 troupe__gtx_free(tc_gtx *g);
 
+/* Frees the targets and payloads of s's calls (s itself is the caller's)
+ * and clears it. */
+void
+troupe__gtx_step_fini(tc_step *s);
+
 /* ---- actor targets (branch.c, troupe/branch.h) ---- */
 
 typedef struct tc_actor_target {
