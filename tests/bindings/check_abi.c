@@ -1014,17 +1014,10 @@ START_TEST(coordinator)
     ck_assert_int_eq(
         troupe_abi_saga_submit(n, 3, okgid, 3, sb.data, sb.size, NULL, 0), 0);
     ck_assert_int_eq(pump_until(n, &p, 3), 0);
-    /* until it failed: the compensation of step 1 ran, none of step 2 */
-    char st[32] = "";
-    uint64_t until = ts_now_ms() + 30000;
-    for (uint64_t q = 4; q < 60 && ts_now_ms() < until; q++) {
-        ck_assert_int_eq(troupe_abi_gtx_query(n, q, okgid, 3), 0);
-        ck_assert_int_eq(pump_until(n, &p, q), 0);
-        ck_assert(map_str(p.body[q], p.body_len[q], "status", st, sizeof(st)));
-        if (strcmp(st, "failed") == 0)
-            break;
-    }
-    ck_assert_str_eq(st, "failed");
+    /* until it failed: the compensation of step 1 ran, none of step 2
+     * (bounded by time, not by a count of queries: a slow machine takes
+     * more of them) */
+    ck_assert_str_eq(final_status(n, &p, okgid), "failed");
     ck_assert_int_eq(p.ncalls, 3);
     ck_assert_str_eq(p.calls[0], "saga t-1 01 action debit");
     ck_assert_str_eq(p.calls[1], "saga t-1 02 action credit");
