@@ -49,6 +49,13 @@ make(troupe_gtx_mode m, uint32_t n)
                      o == 0 ? TROUPE_OUTCOME_SUCCESS : 0);
     if (m == TROUPE_MODE_MSG)
         set_call(&g->query, "shop.query", NULL, TC_TODO, 0, 0);
+    if (m == TROUPE_MODE_WORKFLOW) {
+        set_call(&g->query, "wf.order", "{}", TC_TODO, 0, 0);
+        for (uint32_t i = 0; i < n; i++) {
+            g->steps[i].kind = TC_WF_STEP;
+            g->steps[i].name = sdup(i % 2 ? "pay" : "reserve");
+        }
+    }
     g->attempts = 3;
     g->due_ms = 1700000000123;
     g->created_ms = 1700000000000;
@@ -386,8 +393,11 @@ START_TEST(test_a_concurrent_sagas_order_is_checked_when_read)
     refused(bad1, bl, TROUPE_ECORRUPT, "format 1 with an order");
     troupe_free(bad1);
     uint8_t *bad3 = rewrite(d, n, "v", REPLACE, "\x03", 1, &bl);
-    refused(bad3, bl, TROUPE_ENOTSUP, "format 3");
+    refused(bad3, bl, TROUPE_ECORRUPT, "format 3 (a workflow's) with an order");
     troupe_free(bad3);
+    uint8_t *bad4 = rewrite(d, n, "v", REPLACE, "\x04", 1, &bl);
+    refused(bad4, bl, TROUPE_ENOTSUP, "format 4");
+    troupe_free(bad4);
     uint8_t *short_ = rewrite(d, n, "after", REPLACE, "\x92\x00\x01", 3, &bl);
     refused(short_, bl, TROUPE_ECORRUPT, "an order of two for three steps");
     troupe_free(short_);
@@ -431,7 +441,8 @@ START_TEST(test_a_malformed_document_is_ecorrupt)
         troupe_err want;
     } vals[] = {
         {"v", "\x02", "format 2 without its order", 1, TROUPE_ECORRUPT},
-        {"v", "\x03", "format 3", 1, TROUPE_ENOTSUP},
+        {"v", "\x03", "format 3 without its records", 1, TROUPE_ECORRUPT},
+        {"v", "\x04", "format 4", 1, TROUPE_ENOTSUP},
         {"v", "\x00", "format 0", 1, TROUPE_ECORRUPT},
         {"mode", "\xa4saga", "a message with saga's mode", 5, TROUPE_ECORRUPT},
         {"mode", "\xa3sag", "mode sag", 4, TROUPE_ECORRUPT},
@@ -956,6 +967,186 @@ START_TEST(test_a_message_is_queried_back_then_driven_forward)
 }
 END_TEST
 
+/* ---- workflows (wfrun.c) ---- */
+
+/* A reply's update. */
+typedef struct upd {
+    uint32_t pos, kind, state;
+    const char *name, *result, *ctarget;
+    int32_t version;
+} upd;
+
+/* A run's reply [end, reason, updates] in a buffer the caller frees. */
+static uint8_t *
+reply(tc_wf_end end, const char *why, const upd *u, size_t n, size_t *len)
+{
+    troupe_packer p;
+    troupe_pack_init(&p);
+    troupe_pack_array(&p, 3);
+    troupe_pack_uint(&p, end);
+    if (why != NULL)
+        troupe_pack_cstr(&p, why);
+    else
+        troupe_pack_nil(&p);
+    troupe_pack_array(&p, (uint32_t)n);
+    for (size_t i = 0; i < n; i++) {
+        troupe_pack_array(&p, 7);
+        troupe_pack_uint(&p, u[i].pos);
+        troupe_pack_uint(&p, u[i].kind);
+        troupe_pack_cstr(&p, u[i].name);
+        troupe_pack_uint(&p, u[i].state);
+        troupe_pack_bin(&p, u[i].result, u[i].result ? strlen(u[i].result) : 0);
+        if (u[i].ctarget != NULL) {
+            troupe_pack_array(&p, 2);
+            troupe_pack_cstr(&p, u[i].ctarget);
+            troupe_pack_bin(&p, "c", 1);
+        } else {
+            troupe_pack_nil(&p);
+        }
+        troupe_pack_int(&p, u[i].version);
+    }
+    size_t l = 0;
+    const void *d = troupe_pack_data(&p, &l);
+    uint8_t *out = troupe_malloc(l);
+    memcpy(out, d, l);
+    troupe_pack_fini(&p);
+    *len = l;
+    return out;
+}
+
+/* Runs g at now and answers SUCCESS with the reply. */
+static void
+run_reply(tc_gtx *g, int64_t now, tc_wf_end end, const char *why, const upd *u,
+          size_t n)
+{
+    tc_ref r = runs(g, now);
+    ck_assert_uint_eq(r.step, TC_QUERY);
+    size_t len = 0;
+    uint8_t *b = reply(end, why, u, n, &len);
+    ck_assert_ok(troupe__gtx_wf_apply(g, TROUPE_OUTCOME_SUCCESS, b, len, now));
+    troupe_free(b);
+}
+
+static tc_gtx *
+workflow(void)
+{
+    tc_gtx *g = fresh(TROUPE_MODE_WORKFLOW, 0, TC_SUBMITTED);
+    set_call(&g->query, "wf.order", "in", TC_TODO, 0, 0);
+    return g;
+}
+
+START_TEST(test_a_workflow_memoizes_registers_first_and_compensates)
+{
+    tc_gtx *g = workflow();
+    /* run 1: step "reserve" registered with its compensation first */
+    upd u1[] = {{0, TC_WF_STEP, TC_TODO, "reserve", NULL, "bank.undo", 0}};
+    run_reply(g, 0, TC_WF_CONTINUE, NULL, u1, 1);
+    ck_assert_uint_eq(g->n_steps, 1);
+    ck_assert_int_eq(g->steps[0].call[0].state, TC_TODO);
+    ck_assert_str_eq(g->steps[0].call[1].target, "bank.undo");
+    /* the document holds it across a restart */
+    size_t n = 0;
+    uint8_t *d = enc(g, &n);
+    tc_gtx *back = NULL;
+    ck_assert_ok(troupe__gtx_decode(d, n, &back));
+    ck_assert_str_eq(back->steps[0].name, "reserve");
+    ck_assert_int_eq(back->steps[0].kind, TC_WF_STEP);
+    troupe__gtx_free(back);
+    troupe_free(d);
+    /* run 2: its result with the next step's registration, in one
+     * commit; the run goes again at once */
+    upd u2[] = {{0, TC_WF_STEP, TC_DONE, "reserve", "r0", NULL, 0},
+                {1, TC_WF_STEP, TC_TODO, "pay", NULL, NULL, 0}};
+    run_reply(g, 1, TC_WF_CONTINUE, NULL, u2, 2);
+    ck_assert_int_eq(g->steps[0].call[0].state, TC_DONE);
+    ck_assert_uint_eq(g->steps[0].call[0].payload_len, 2);
+    /* a reply that contradicts the records applies nothing: backoff */
+    upd bad[] = {{1, TC_WF_STEP, TC_DONE, "ship", "x", NULL, 0}};
+    run_reply(g, 2, TC_WF_SUCCEEDED, NULL, bad, 1);
+    ck_assert_int_eq(g->status, TC_SUBMITTED);
+    ck_assert_int_eq(g->steps[1].call[0].state, TC_TODO);
+    ck_assert_int_eq(g->due_ms, 2 + TROUPE_GTX_RETRY_MIN_MS);
+    idle(g, 3);
+    /* run 3: "pay" fails, the function fails: compensations in reverse,
+     * only registered ones */
+    upd u3[] = {{1, TC_WF_STEP, TC_REFUSED, "pay", NULL, NULL, 0}};
+    run_reply(g, g->due_ms, TC_WF_FAILED, "step 02 (pay): FAILURE", u3, 1);
+    ck_assert_int_eq(g->status, TC_ABORTING);
+    ck_assert_str_eq(g->reason, "step 02 (pay): FAILURE");
+    tc_ref c = runs(g, 20000);
+    ck_assert_uint_eq(c.step, 0);
+    ck_assert_uint_eq(c.op, 1);
+    ck_assert_ok(troupe__gtx_apply(g, c, TROUPE_OUTCOME_SUCCESS, 20000));
+    idle(g, 20000);
+    ck_assert_int_eq(g->status, TC_FAILED);
+    troupe__gtx_free(g);
+}
+END_TEST
+
+START_TEST(test_a_workflow_without_an_answer_retries_and_never_rolls_back)
+{
+    tc_gtx *g = workflow();
+    int64_t now = 0;
+    for (uint32_t i = 1; i <= 3; i++) {
+        tc_ref r = runs(g, now);
+        ck_assert_uint_eq(r.step, TC_QUERY);
+        ck_assert_ok(
+            troupe__gtx_wf_apply(g, TROUPE_OUTCOME_UNKNOWN, NULL, 0, now));
+        ck_assert_int_eq(g->status, TC_SUBMITTED);
+        ck_assert_int_eq(g->due_ms, now + troupe__gtx_backoff(&g->opts, i));
+        now = g->due_ms;
+    }
+    /* a reply not in flight is refused */
+    ck_assert_int_eq(
+        troupe__gtx_wf_apply(g, TROUPE_OUTCOME_SUCCESS, NULL, 0, now),
+        TROUPE_ESTATE);
+    troupe__gtx_free(g);
+}
+END_TEST
+
+START_TEST(test_a_diverged_workflow_is_held_until_a_retry)
+{
+    tc_gtx *g = workflow();
+    upd u[] = {{0, TC_WF_STEP, TC_TODO, "deduct", NULL, NULL, 0}};
+    run_reply(g, 0, TC_WF_CONTINUE, NULL, u, 1);
+    run_reply(g, 1, TC_WF_DIVERGED,
+              "replay diverged: step 01 was recorded as \"deduct\" but is "
+              "now \"ship\"",
+              NULL, 0);
+    ck_assert_int_eq(g->hold, TC_HOLD_DIVERGED);
+    ck_assert_int_eq(g->status, TC_SUBMITTED);
+    ck_assert_ptr_nonnull(strstr(g->reason, "diverged"));
+    idle(g, 1000000); /* neither runs nor compensates */
+    bool changed = false;
+    ck_assert_ok(troupe__gtx_retry(g, &changed));
+    ck_assert(changed);
+    ck_assert_uint_eq(runs(g, 1000000).step, TC_QUERY);
+    troupe__gtx_free(g);
+}
+END_TEST
+
+START_TEST(test_an_awakeable_holds_the_workflow_until_resolved)
+{
+    tc_gtx *g = workflow();
+    upd u[] = {{0, TC_WF_AWAKE, TC_TODO, "payment", NULL, NULL, 0},
+               {1, TC_WF_VERSION, TC_DONE, "v-pay", NULL, NULL, 2}};
+    run_reply(g, 0, TC_WF_AWAIT, NULL, u, 2);
+    ck_assert_int_eq(g->hold, TC_HOLD_AWAIT);
+    ck_assert_int_eq(g->steps[1].version, 2);
+    idle(g, 1000000);
+    bool changed = false;
+    ck_assert_int_eq(troupe__gtx_wf_resolve(g, 1, true, "x", 1, &changed),
+                     TROUPE_ENOENT); /* a version marker */
+    ck_assert_ok(troupe__gtx_wf_resolve(g, 0, true, "paid", 4, &changed));
+    ck_assert(changed);
+    ck_assert_int_eq(g->hold, TC_HOLD_NONE);
+    ck_assert_int_eq(troupe__gtx_wf_resolve(g, 0, false, NULL, 0, &changed),
+                     TROUPE_ECONFLICT); /* the first resolution wins */
+    ck_assert_uint_eq(runs(g, 1000000).step, TC_QUERY);
+    troupe__gtx_free(g);
+}
+END_TEST
+
 /* The calls from outside: submit, abort, retry, register, in every
  * status they meet. */
 START_TEST(test_submit_abort_retry_register_rules)
@@ -1053,6 +1244,11 @@ gtx_suite(void)
                    test_a_prepared_tcc_past_its_timeout_cancels_its_branches);
     tcase_add_test(m, test_a_message_is_queried_back_then_driven_forward);
     tcase_add_test(m, test_submit_abort_retry_register_rules);
+    tcase_add_test(m, test_a_workflow_memoizes_registers_first_and_compensates);
+    tcase_add_test(
+        m, test_a_workflow_without_an_answer_retries_and_never_rolls_back);
+    tcase_add_test(m, test_a_diverged_workflow_is_held_until_a_retry);
+    tcase_add_test(m, test_an_awakeable_holds_the_workflow_until_resolved);
     suite_add_tcase(s, m);
     return s;
 }

@@ -43,14 +43,16 @@ enum {
     F_FINISHED,
     F_OPTS,
     F_AFTER, /* format 2 only */
+    F_WF,    /* format 3 only */
     N_FIELDS
 };
 static const char *const field_names[N_FIELDS] = {
     "v",           "mode",     "status", "steps",      "reason",
     "query",       "attempts", "due_ms", "created_ms", "updated_ms",
-    "finished_ms", "opts",     "after"};
-/* The fields a format-1 document has: all but "after". */
-#define N_FIELDS_1 (N_FIELDS - 1)
+    "finished_ms", "opts",     "after",  "wf"};
+/* The fields a format-1 document has: all but "after" and "wf"; formats
+ * 2 and 3 have one more each. */
+#define N_FIELDS_1 (N_FIELDS - 2)
 
 /* ---- encode ---- */
 
@@ -79,11 +81,12 @@ troupe__gtx_encode(const tc_gtx *g, troupe_packer *p)
     if (g->after != NULL && g->mode != TROUPE_MODE_SAGA)
         return troupe__errf(TROUPE_EINVAL, "gtx: a step order outside a saga");
     unsigned k = n_ops(g->mode);
-    bool conc = g->after != NULL;
-    troupe_pack_map(p, conc ? N_FIELDS : N_FIELDS_1);
+    bool conc = g->after != NULL, wf = g->mode == TROUPE_MODE_WORKFLOW;
+    troupe_pack_map(p, conc || wf ? N_FIELDS_1 + 1 : N_FIELDS_1);
     troupe_pack_cstr(p, "v");
-    troupe_pack_uint(p,
-                     conc ? TROUPE_GTX_FORMAT_CONCURRENT : TROUPE_GTX_FORMAT);
+    troupe_pack_uint(p, conc ? TROUPE_GTX_FORMAT_CONCURRENT
+                        : wf ? TROUPE_GTX_FORMAT_WORKFLOW
+                             : TROUPE_GTX_FORMAT);
     troupe_pack_cstr(p, "mode");
     troupe_pack_cstr(p, mode);
     troupe_pack_cstr(p, "status");
@@ -122,6 +125,20 @@ troupe__gtx_encode(const tc_gtx *g, troupe_packer *p)
     troupe_pack_uint(p, g->opts.retry_min_ms);
     troupe_pack_uint(p, g->opts.retry_max_ms);
     troupe_err e = troupe_pack_uint(p, g->opts.branch_timeout_ms);
+    if (wf) {
+        troupe_pack_cstr(p, "wf");
+        troupe_pack_array(p, 2);
+        troupe_pack_uint(p, (uint64_t)g->hold);
+        troupe_pack_array(p, g->n_steps);
+        for (uint32_t i = 0; i < g->n_steps; i++) {
+            const tc_step *st = &g->steps[i];
+            troupe_pack_array(p, 3);
+            troupe_pack_uint(p, (uint64_t)st->kind);
+            troupe_pack_cstr(p, st->name != NULL ? st->name : "");
+            e = troupe_pack_int(p, st->version);
+        }
+        return e;
+    }
     if (!conc)
         return e;
     troupe_pack_cstr(p, "after");
@@ -140,6 +157,7 @@ troupe__gtx_step_fini(tc_step *s)
         troupe_free(s->call[o].target);
         troupe_free(s->call[o].payload);
     }
+    troupe_free(s->name);
     memset(s, 0, sizeof(*s));
 }
 
@@ -268,6 +286,41 @@ read_after(troupe_reader *r, tc_gtx *g)
                                                          : TROUPE_ECORRUPT;
 }
 
+/* A workflow's "wf": [hold, [[kind, name, version], ...]], one record per
+ * step (the steps come first): a step's name 1..TROUPE_WF_NAME_MAX bytes,
+ * its action present; a step alone has a compensation. */
+static troupe_err
+read_wf(troupe_reader *r, tc_gtx *g)
+{
+    uint32_t hold = 0;
+    troupe_read_array_n(r, 2);
+    troupe_read_u32(r, &hold);
+    if (troupe_read_array_n(r, g->n_steps) != TROUPE_OK || hold > TC_HOLD_AWAIT)
+        return TROUPE_ECORRUPT;
+    g->hold = (tc_hold)hold;
+    for (uint32_t i = 0; i < g->n_steps; i++) {
+        tc_step *st = &g->steps[i];
+        uint32_t kind = 0;
+        int64_t ver = 0;
+        const char *s = NULL;
+        size_t n = 0;
+        troupe_read_array_n(r, 3);
+        troupe_read_u32(r, &kind);
+        troupe_read_str(r, TROUPE_WF_NAME_MAX, &s, &n);
+        if (troupe_read_int(r, &ver) != TROUPE_OK || kind < TC_WF_STEP ||
+            kind > TC_WF_VERSION || n == 0 || memchr(s, '\0', n) != NULL ||
+            ver < INT32_MIN || ver > INT32_MAX || st->call[0].target == NULL ||
+            (kind != TC_WF_STEP && st->call[1].target != NULL) ||
+            (kind == TC_WF_VERSION && st->call[0].state != TC_DONE))
+            return TROUPE_ECORRUPT;
+        st->kind = (tc_wf_kind)kind;
+        st->version = (int32_t)ver;
+        if ((st->name = dup_str(s, n)) == NULL)
+            return TROUPE_ENOMEM;
+    }
+    return TROUPE_OK;
+}
+
 /* One field's value into g. "v" comes first (*format: what it said; the
  * rest is read only once it named one known); "mode" before "steps" and
  * "query"; "steps" before "after". */
@@ -284,16 +337,21 @@ read_field(troupe_reader *r, int f, const bool *seen, tc_gtx *g,
         return TROUPE_ECORRUPT;
     if (f == F_AFTER && (!seen[F_STEPS] || *format != 2))
         return TROUPE_ECORRUPT;
+    if (f == F_WF && (!seen[F_STEPS] || *format != TROUPE_GTX_FORMAT_WORKFLOW))
+        return TROUPE_ECORRUPT;
     switch (f) {
     case F_V:
         if (troupe_read_uint(r, &v) != TROUPE_OK || v == 0)
             return TROUPE_ECORRUPT;
         *format = v;
-        return v == TROUPE_GTX_FORMAT || v == TROUPE_GTX_FORMAT_CONCURRENT
+        return v == TROUPE_GTX_FORMAT || v == TROUPE_GTX_FORMAT_CONCURRENT ||
+                       v == TROUPE_GTX_FORMAT_WORKFLOW
                    ? TROUPE_OK
                    : TROUPE_ENOTSUP;
     case F_AFTER:
         return read_after(r, g);
+    case F_WF:
+        return read_wf(r, g);
     case F_MODE:
         if (troupe_read_str(r, 16, &s, &n) != TROUPE_OK)
             return TROUPE_ECORRUPT;
@@ -343,11 +401,12 @@ read_field(troupe_reader *r, int f, const bool *seen, tc_gtx *g,
     }
 }
 
-/* The field count format v has: 12, 13 for a concurrent saga's. */
+/* The field count format v has: 12, 13 for a concurrent saga's or a
+ * workflow's. */
 static uint32_t
 fields_of(uint64_t v)
 {
-    return v == TROUPE_GTX_FORMAT_CONCURRENT ? N_FIELDS : N_FIELDS_1;
+    return v == TROUPE_GTX_FORMAT ? N_FIELDS_1 : N_FIELDS_1 + 1;
 }
 
 /* The rules across fields, once all are read. */
@@ -360,12 +419,16 @@ consistent(const tc_gtx *g)
     if (g->status == TC_PREPARED &&
         (g->mode == TROUPE_MODE_SAGA || g->mode == TROUPE_MODE_WORKFLOW))
         return false;
-    /* a message has a query-back target, no other mode has one */
-    if ((g->mode == TROUPE_MODE_MSG) != (g->query.target != NULL))
+    /* a message has a query-back target, a workflow its run (with its
+     * input), no other mode has one */
+    bool wf = g->mode == TROUPE_MODE_WORKFLOW;
+    if ((g->mode == TROUPE_MODE_MSG || wf) != (g->query.target != NULL))
         return false;
     if (g->after != NULL && g->mode != TROUPE_MODE_SAGA)
         return false;
-    return g->query.payload_len == 0;
+    if (!wf && g->hold != TC_HOLD_NONE)
+        return false;
+    return wf || g->query.payload_len == 0;
 }
 
 troupe_err
@@ -383,7 +446,7 @@ troupe__gtx_decode(const void *doc, size_t len, tc_gtx **out)
     uint32_t n = 0;
     uint64_t format = 0;
     troupe_err e = troupe_read_map(&r, &n) == TROUPE_OK &&
-                           (n == N_FIELDS_1 || n == N_FIELDS)
+                           (n == N_FIELDS_1 || n == N_FIELDS_1 + 1)
                        ? TROUPE_OK
                        : TROUPE_ECORRUPT;
     for (uint32_t i = 0; e == TROUPE_OK && i < n; i++) {
@@ -404,7 +467,9 @@ troupe__gtx_decode(const void *doc, size_t len, tc_gtx **out)
         if (e == TROUPE_OK && f == F_V && fields_of(format) != n)
             e = TROUPE_ECORRUPT;
     }
-    if (e == TROUPE_OK && (troupe_read_end(&r) != TROUPE_OK || !consistent(g)))
+    if (e == TROUPE_OK && (troupe_read_end(&r) != TROUPE_OK || !consistent(g) ||
+                           (g->mode == TROUPE_MODE_WORKFLOW) !=
+                               (format == TROUPE_GTX_FORMAT_WORKFLOW)))
         e = TROUPE_ECORRUPT;
     if (e != TROUPE_OK) {
         troupe__gtx_free(g);

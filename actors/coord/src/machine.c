@@ -24,7 +24,8 @@ troupe__gtx_backoff(const tc_opts *o, uint32_t n)
 /* The op a status drives forward (SUBMITTED) or back (ABORTING), -1 for
  * none: saga actions then compensations, tcc confirms then cancels (a
  * try is the application's, never the coordinator's), message steps
- * (never compensated). XA and workflows are issue 14's. */
+ * (never compensated), workflow compensations (a workflow goes forward by
+ * its runs, planned apart). XA is issue 14's. */
 static int
 phase_op(troupe_gtx_mode m, tc_status s)
 {
@@ -36,6 +37,8 @@ phase_op(troupe_gtx_mode m, tc_status s)
         return fwd ? 1 : back ? 2 : -1;
     case TROUPE_MODE_MSG:
         return fwd ? 0 : -1;
+    case TROUPE_MODE_WORKFLOW:
+        return back ? 1 : -1;
     default:
         return -1;
     }
@@ -216,6 +219,19 @@ troupe__gtx_plan(tc_gtx *g, int64_t now, tc_plan *p)
             run_if_due(g, &g->query, (tc_ref){TC_QUERY, 0}, now, p);
         return; /* a tcc waits for its submit, abort or timeout */
     }
+    if (g->mode == TROUPE_MODE_WORKFLOW) {
+        /* forward: its function runs (unless held); back: once no run is
+         * in flight (one may still execute a step), the compensations */
+        if (g->query.state == TC_DOING ||
+            (g->status == TC_SUBMITTED && g->hold != TC_HOLD_NONE)) {
+            g->due_ms = 0;
+            return;
+        }
+        if (g->status == TC_SUBMITTED) {
+            run_if_due(g, &g->query, (tc_ref){TC_QUERY, 0}, now, p);
+            return;
+        }
+    }
     int op = phase_op(g->mode, g->status);
     if (op < 0)
         return;
@@ -347,8 +363,9 @@ troupe__gtx_retry(tc_gtx *g, bool *changed)
     *changed = false;
     if (troupe__gtx_final(g))
         return TROUPE_ECONFLICT;
-    *changed = g->due_ms != 0;
+    *changed = g->due_ms != 0 || g->hold != TC_HOLD_NONE;
     g->due_ms = 0;
+    g->hold = TC_HOLD_NONE; /* a held workflow runs again */
     return TROUPE_OK;
 }
 

@@ -16,6 +16,9 @@
  * global transaction, and the most bytes of one branch op's payload. */
 #define TROUPE_GTX_STEPS_MAX 64
 #define TROUPE_GTX_PAYLOAD_MAX (64u * 1024u)
+/* A workflow record's name (a step, an awakeable, a version marker): 1..
+ * this many bytes, no NUL. A workflow's records count as its steps. */
+#define TROUPE_WF_NAME_MAX 128
 
 /* A gid: 1..TROUPE_GID_MAX bytes of [A-Za-z0-9_.:-]. */
 #define TROUPE_GID_MAX 128

@@ -21,6 +21,9 @@
  * saga's step order), written only for concurrent sagas. */
 #define TROUPE_GTX_FORMAT 1
 #define TROUPE_GTX_FORMAT_CONCURRENT 2
+/* Format 3 is format 1 with the field "wf" (a workflow's records and
+ * hold), written only for workflows. */
+#define TROUPE_GTX_FORMAT_WORKFLOW 3
 /* Limits of one transaction (refused at submit, ECORRUPT when read):
  * steps and payloads in troupe/coord.h. */
 #define TROUPE_GTX_REASON_MAX 1024
@@ -53,12 +56,37 @@ typedef struct tc_call {
     uint32_t last; /* the last outcome heard (troupe_outcome), 0: none */
 } tc_call;
 
-/* A step (saga), branch (tcc, xa) or message step (msg); its branch id is
- * its position + 1 ("01" ...). call[i] is op troupe_gtx_op_at(mode, i);
- * a NULL target marks an op the step does not have. */
+/* What a workflow's record is (wfrun.c): a step (call[0] its action,
+ * memoized: payload the result, state TODO registered / DONE succeeded /
+ * REFUSED failed; call[1] its compensation or none), an awakeable
+ * (call[0]: payload the resolution, TODO pending / DONE resolved /
+ * REFUSED rejected) or a version marker (call[0] DONE, `version`). */
+typedef enum tc_wf_kind {
+    TC_WF_STEP = 1,
+    TC_WF_AWAKE = 2,
+    TC_WF_VERSION = 3
+} tc_wf_kind;
+
+/* A step (saga), branch (tcc, xa), message step (msg) or workflow
+ * record; its branch id is its position + 1 ("01" ...). call[i] is op
+ * troupe_gtx_op_at(mode, i); a NULL target marks an op the step does not
+ * have. name, kind and version are a workflow record's (NULL, 0, 0 in
+ * the other modes). */
 typedef struct tc_step {
     tc_call call[TROUPE_GTX_OPS_MAX];
+    char *name;
+    tc_wf_kind kind;
+    int32_t version;
 } tc_step;
+
+/* Why a workflow is not run now although submitted: diverged (its
+ * function took another path than the records: an operator's retry or
+ * the next open runs it again) or awaiting an awakeable's resolution. */
+typedef enum tc_hold {
+    TC_HOLD_NONE = 0,
+    TC_HOLD_DIVERGED = 1,
+    TC_HOLD_AWAIT = 2
+} tc_hold;
 
 typedef struct tc_opts {
     int64_t timeout_to_fail_ms; /* 0: none */
@@ -73,8 +101,10 @@ typedef struct tc_gtx {
     tc_status status;
     uint32_t n_steps;
     tc_step *steps;
-    char *reason;  /* NULL: none */
-    tc_call query; /* msg: the query-back target (payload empty) */
+    char *reason; /* NULL: none */
+    /* msg: the query-back target (payload empty); workflow: its run, the
+     * workflow's name and input */
+    tc_call query;
     uint32_t attempts;
     int64_t due_ms, created_ms, updated_ms;
     int64_t finished_ms; /* set once the status is final, else 0 */
@@ -83,6 +113,7 @@ typedef struct tc_gtx {
      * i's action waits for step j's (troupe__gtx_order_valid); NULL: the
      * steps run one at a time. */
     uint64_t *after;
+    tc_hold hold; /* a workflow's */
 } tc_gtx;
 
 /* The op at position i of mode m's ops (saga and workflow: action,
@@ -244,5 +275,47 @@ troupe__gtx_register(tc_gtx *g, tc_step *s, uint32_t *index);
  * (replacing any); ECONFLICT on a final one. */
 troupe_err
 troupe__gtx_force_stop(tc_gtx *g, int64_t now);
+
+/* ---- workflows (wfrun.c): a run replays the function over the records;
+ * its reply says what it recorded and how it ended ---- */
+
+/* How a run ended (its reply's first field). */
+typedef enum tc_wf_end {
+    TC_WF_SUCCEEDED = 1, /* the function returned SUCCESS */
+    TC_WF_FAILED = 2,    /* it returned FAILURE: compensate */
+    TC_WF_CONTINUE = 3,  /* a step waits for its registration: run again */
+    TC_WF_RETRY = 4,     /* a step said ONGOING or UNKNOWN: after backoff */
+    TC_WF_DIVERGED = 5,  /* the function left the recorded path */
+    TC_WF_AWAIT = 6      /* it waits for an awakeable not resolved yet */
+} tc_wf_end;
+
+/* The body of a run's task: [input bin, [[kind, name, state, result bin,
+ * version int], ...]] (the records, in order). */
+troupe_err
+troupe__gtx_wf_task_body(const tc_gtx *g, troupe_packer *p);
+
+/*
+ * A run's outcome o with its reply body, heard at `now`. SUCCESS with a
+ * well-formed reply applies what it recorded (new records at the end,
+ * the verdicts of registered steps) and its end: succeed; FAILURE starts
+ * aborting (every registered compensation runs in reverse); CONTINUE runs
+ * again now; RETRY after the backoff of the step retried; DIVERGED holds
+ * the workflow with the reason saying where; AWAIT holds it until the
+ * awakeable is resolved (runs again at once when it is already). Any
+ * other outcome, or a reply that breaks its format or contradicts the
+ * records (nothing of it is applied), runs again after the backoff:
+ * never a rollback. ESTATE when the run is not in flight or g is not a
+ * submitted workflow: nothing changes.
+ */
+troupe_err
+troupe__gtx_wf_apply(tc_gtx *g, troupe_outcome o, const void *body, size_t len,
+                     int64_t now);
+
+/* Resolves awakeable `pos` of g (ok: with payload; else rejected).
+ * ENOENT: no awakeable there; ECONFLICT: resolved already, or g final;
+ * ENOMEM. *changed when g moved. */
+troupe_err
+troupe__gtx_wf_resolve(tc_gtx *g, uint32_t pos, bool ok, const void *payload,
+                       size_t len, bool *changed);
 
 #endif
