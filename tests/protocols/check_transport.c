@@ -32,6 +32,21 @@ link_down_2(void *arg)
     return st == TROUPE_PEER_DOWN || st == TROUPE_PEER_UNREACHABLE;
 }
 
+struct sent_at_least {
+    troupe_node *node;
+    uint64_t n;
+};
+
+/* For ts_wait_until: the node counts at least n messages sent. */
+static bool
+sent_reached(void *arg)
+{
+    const struct sent_at_least *s = arg;
+    troupe_node_stats st;
+    troupe_node_stats_get(s->node, &st);
+    return st.msgs_sent >= s->n;
+}
+
 static void
 send_in_order(const char *scheme)
 {
@@ -57,9 +72,11 @@ send_in_order(const char *scheme)
     ck_assert(ts_wait_until(count_reached, &c, 20000));
     ck_assert_uint_eq(atomic_load(&b.sh.count), n);
     ck_assert_uint_eq(atomic_load(&b.sh.out_of_order), 0);
+    /* the sender counts a message once its send completed, which may be
+     * after the receiver has it: wait for the count, do not sample it */
+    struct sent_at_least s = {a.node, n};
+    ck_assert(ts_wait_until(sent_reached, &s, 20000));
     troupe_node_stats st;
-    troupe_node_stats_get(a.node, &st);
-    ck_assert_uint_ge(st.msgs_sent, n);
     troupe_node_stats_get(b.node, &st);
     ck_assert_uint_ge(st.msgs_recv, n);
     ck_assert_uint_eq(st.bad_frames, 0);
