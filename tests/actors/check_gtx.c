@@ -982,7 +982,7 @@ reply(tc_wf_end end, const char *why, const upd *u, size_t n, size_t *len)
 {
     troupe_packer p;
     troupe_pack_init(&p);
-    troupe_pack_array(&p, 3);
+    troupe_pack_array(&p, end == TC_WF_AWAIT ? 4 : 3);
     troupe_pack_uint(&p, end);
     if (why != NULL)
         troupe_pack_cstr(&p, why);
@@ -1005,6 +1005,12 @@ reply(tc_wf_end end, const char *why, const upd *u, size_t n, size_t *len)
         }
         troupe_pack_int(&p, u[i].version);
     }
+    if (end == TC_WF_AWAIT) /* the first awakeable is the one awaited */
+        for (size_t i = 0; i < n; i++)
+            if (u[i].kind == TC_WF_AWAKE) {
+                troupe_pack_uint(&p, u[i].pos);
+                break;
+            }
     size_t l = 0;
     const void *d = troupe_pack_data(&p, &l);
     uint8_t *out = troupe_malloc(l);
@@ -1140,6 +1146,10 @@ START_TEST(test_an_awakeable_holds_the_workflow_until_resolved)
     ck_assert_int_eq(g->hold, TC_HOLD_NONE);
     ck_assert_int_eq(troupe__gtx_wf_resolve(g, 0, false, NULL, 0, &changed),
                      TROUPE_ECONFLICT); /* the first resolution wins */
+    ck_assert_ok(troupe__gtx_wf_resolve(g, 0, true, "paid", 4, &changed));
+    ck_assert(!changed); /* the same one again: nothing moves */
+    ck_assert_int_eq(troupe__gtx_wf_resolve(g, 0, true, "late", 4, &changed),
+                     TROUPE_ECONFLICT);
     ck_assert_uint_eq(runs(g, 1000000).step, TC_QUERY);
     troupe__gtx_free(g);
 }

@@ -13,6 +13,7 @@
 #include "troupe/alloc.h"
 #include "troupe/internal/dispatch.h"
 #include "troupe/internal/runtime.h"
+#include "troupe/workflow.h"
 
 #define RELOAD_PAGE 256
 
@@ -22,10 +23,8 @@ troupe__coord_now(const troupe_coord *c)
     return c->clock != NULL ? c->clock(c->clock_arg) : troupe_now_ms();
 }
 
-/* A stored row as a transaction: its key must be a gid and its document
- * one of format 1 (ECORRUPT, ENOTSUP otherwise). */
-static troupe_err
-row_decode(const troupe_row *r, tc_gtx **out)
+troupe_err
+troupe__coord_row_decode(const troupe_row *r, tc_gtx **out)
 {
     troupe_err e = troupe__gtx_decode(r->doc, r->doc_len, out);
     if (e == TROUPE_OK && !troupe_gid_valid((const char *)r->key, r->key_len)) {
@@ -85,7 +84,7 @@ reload(troupe_coord *c)
         for (size_t i = 0; i < rows->n && e == TROUPE_OK; i++) {
             const troupe_row *r = &rows->rows[i];
             tc_gtx *g = NULL;
-            e = row_decode(r, &g);
+            e = troupe__coord_row_decode(r, &g);
             if (e != TROUPE_OK) {
                 e = troupe__errf(e, "coord: the stored transaction %.*s: %s",
                                  (int)(r->key_len > 128 ? 128 : r->key_len),
@@ -591,6 +590,7 @@ op_finish(op_call *o, troupe_err err)
     if (err == TROUPE_OK && o->rcb != NULL)
         snprintf(bid, sizeof(bid), "%02u", (unsigned)o->op.branch_no + 1);
     troupe__gtx_step_fini(&o->op.branch); /* a register's, if not moved */
+    troupe_free(o->op.payload);           /* a resolve's */
     troupe_coord_cb cb = o->cb;
     troupe_tcc_register_cb rcb = o->rcb;
     void *arg = o->arg;
@@ -609,7 +609,7 @@ op_stored(troupe_err err, troupe_rows *rows, void *arg)
     op_call *o = arg;
     tc_gtx *g = NULL;
     bool ended = err == TROUPE_OK &&
-                 row_decode(&rows->rows[0], &g) == TROUPE_OK &&
+                 troupe__coord_row_decode(&rows->rows[0], &g) == TROUPE_OK &&
                  troupe__gtx_final(g);
     troupe__gtx_free(g);
     troupe_rows_destroy(rows);
@@ -833,224 +833,152 @@ troupe_tcc_register_wait(troupe_coord *c, const char *gid, size_t gid_len,
     return op_wait_end(&rw.w, e, gid, gid_len);
 }
 
-/* ---- query and list ---- */
+/* ---- workflows (troupe/workflow.h) ---- */
 
-static void
-info_of(const tc_gtx *g, troupe_gtx_info *out)
+troupe_err
+troupe_workflow_submit(troupe_coord *c, const char *gid, size_t gid_len,
+                       const char *name, const void *input, size_t len,
+                       troupe_coord_cb cb, void *arg)
 {
-    memset(out, 0, sizeof(*out));
-    out->mode = g->mode;
-    out->status = (troupe_gtx_status)g->status;
-    if (g->reason != NULL) {
-        size_t rl = strlen(g->reason);
-        memcpy(out->reason, g->reason, rl < 1024 ? rl : 1024);
-    }
-    out->steps = g->n_steps;
-    out->attempts = g->attempts;
-    out->created_ms = g->created_ms;
-    out->updated_ms = g->updated_ms;
-    out->finished_ms = g->finished_ms;
-}
-
-/* gid's stored document, decoded (the caller's: troupe__gtx_free), after
- * the checks every reader makes: the thread, NULLs (out is the reader's
- * out-pointer), the gid. what names the reader in the errors. */
-static troupe_err
-stored_read(troupe_coord *c, const char *gid, size_t gid_len, const void *out,
-            const char *what, tc_gtx **g)
-{
-    troupe_err be = troupe__block_check(what);
-    if (be != TROUPE_OK)
-        return be;
-    if (c == NULL || out == NULL)
-        return troupe__errf(TROUPE_EINVAL, "%s: NULL argument", what);
-    if (!troupe_gid_valid(gid, gid_len))
-        return troupe__errf(TROUPE_EINVAL, "%s: a bad gid", what);
-    troupe_rows *rows = NULL;
-    troupe_err e =
-        troupe_table_get_wait(c->tables, TROUPE_GTX_TABLE, gid, gid_len, &rows);
+    troupe_err e = checked(c, gid, gid_len, (const void *)cb, "workflow");
     if (e != TROUPE_OK)
         return e;
-    e = row_decode(&rows->rows[0], g);
-    troupe_rows_destroy(rows);
+    troupe_gtx_call run = {
+        .target = name, .payload = input, .payload_len = len};
+    tc_actor_target at;
+    if (name != NULL && troupe__actor_target_parse(name, &at) != 0)
+        return troupe__errf(TROUPE_EINVAL,
+                            "workflow: %s: a workflow is a dispatch target, "
+                            "not an actor",
+                            name);
+    if (!call_valid(c->rt, &run, false, &e))
+        return e;
+    tc_gtx *g = NULL;
+    if ((e = prepared_new(c, TROUPE_MODE_WORKFLOW, 0, &g)) != TROUPE_OK)
+        return e;
+    g->status = TC_SUBMITTED;
+    if ((e = copy_call(&g->query, &run)) != TROUPE_OK) {
+        troupe__gtx_free(g);
+        return e;
+    }
+    return hand_over(c, gid, gid_len, g, cb, arg);
+}
+
+troupe_err
+troupe_workflow_submit_wait(troupe_coord *c, const char *gid, size_t gid_len,
+                            const char *name, const void *input, size_t len)
+{
+    troupe_err be = troupe__block_check("troupe_workflow_submit_wait");
+    if (be != TROUPE_OK)
+        return be;
+    troupe__waiter w;
+    troupe__waiter_init(&w, 1);
+    troupe_err e =
+        troupe_workflow_submit(c, gid, gid_len, name, input, len, wait_cb, &w);
+    return troupe__waiter_finish(&w, e, NULL);
+}
+
+/* An awakeable's id "gid/branch-id": the gid's length and the position. */
+static bool
+awakeable_id(const char *id, size_t len, size_t *gid_len, uint32_t *pos)
+{
+    const char *slash = id != NULL ? memrchr(id, '/', len) : NULL;
+    char bid[8];
+    size_t bl = slash != NULL ? len - (size_t)(slash - id) - 1 : 0;
+    if (slash == NULL || bl == 0 || bl >= sizeof(bid) ||
+        !troupe_gid_valid(id, (size_t)(slash - id)))
+        return false;
+    memcpy(bid, slash + 1, bl);
+    bid[bl] = '\0';
+    if (!troupe_branch_id_valid(bid))
+        return false;
+    *gid_len = (size_t)(slash - id);
+    *pos = (uint32_t)strtoul(bid, NULL, 10) - 1;
+    return true;
+}
+
+static troupe_err
+resolve(troupe_coord *c, const char *id, size_t id_len, bool ok,
+        const void *payload, size_t len, troupe_coord_cb cb, void *arg)
+{
+    size_t gl = 0;
+    uint32_t pos = 0;
+    if (!awakeable_id(id, id_len, &gl, &pos))
+        return troupe__errf(TROUPE_EINVAL,
+                            "awakeable: an id is gid/branch-id (\"g-1/02\")");
+    troupe_err e = checked(c, id, gl, (const void *)cb, "awakeable");
+    if (e != TROUPE_OK)
+        return e;
+    if ((payload == NULL && len > 0) || len > TROUPE_GTX_PAYLOAD_MAX)
+        return troupe__errf(TROUPE_EINVAL,
+                            "awakeable: a payload of at most %u bytes",
+                            TROUPE_GTX_PAYLOAD_MAX);
+    op_call *o = troupe_calloc(1, sizeof(*o));
+    if (o == NULL ||
+        (len > 0 && (o->op.payload = troupe_malloc(len)) == NULL)) {
+        troupe_free(o);
+        return TROUPE_ENOMEM;
+    }
+    if (len > 0)
+        memcpy(o->op.payload, payload, len);
+    o->op.payload_len = len;
+    o->op.kind = TC_OP_RESOLVE;
+    o->op.branch_no = pos;
+    o->op.resolved = ok;
+    o->cb = cb;
+    o->arg = arg;
+    return op_send(c, o, id, gl);
+}
+
+troupe_err
+troupe_awakeable_resolve(troupe_coord *c, const char *id, size_t id_len,
+                         const void *payload, size_t len, troupe_coord_cb cb,
+                         void *arg)
+{
+    return resolve(c, id, id_len, true, payload, len, cb, arg);
+}
+
+troupe_err
+troupe_awakeable_reject(troupe_coord *c, const char *id, size_t id_len,
+                        const void *reason, size_t len, troupe_coord_cb cb,
+                        void *arg)
+{
+    return resolve(c, id, id_len, false, reason, len, cb, arg);
+}
+
+/* An awakeable's twin: as an op's, the message naming the id. */
+static troupe_err
+resolve_wait(troupe_coord *c, const char *id, size_t id_len, bool ok,
+             const void *payload, size_t len)
+{
+    troupe_err be = troupe__block_check("troupe_awakeable_resolve_wait");
+    if (be != TROUPE_OK)
+        return be;
+    troupe__waiter w;
+    troupe__waiter_init(&w, 1);
+    troupe_err started = resolve(c, id, id_len, ok, payload, len, wait_cb, &w);
+    troupe_err e = troupe__waiter_finish(&w, started, NULL);
+    if (started == TROUPE_OK && (e == TROUPE_ENOENT || e == TROUPE_ECONFLICT))
+        return troupe__errf(e,
+                            e == TROUPE_ENOENT
+                                ? "awakeable %.*s: no such workflow or "
+                                  "awakeable"
+                                : "awakeable %.*s: resolved otherwise "
+                                  "already, or its workflow has ended",
+                            (int)(id_len > 140 ? 140 : id_len), id);
     return e;
 }
 
 troupe_err
-troupe_gtx_query_wait(troupe_coord *c, const char *gid, size_t gid_len,
-                      troupe_gtx_info *out)
+troupe_awakeable_resolve_wait(troupe_coord *c, const char *id, size_t id_len,
+                              const void *payload, size_t len)
 {
-    tc_gtx *g = NULL;
-    troupe_err e =
-        stored_read(c, gid, gid_len, out, "troupe_gtx_query_wait", &g);
-    if (e != TROUPE_OK)
-        return e;
-    info_of(g, out);
-    troupe__gtx_free(g);
-    return TROUPE_OK;
-}
-
-_Static_assert(TROUPE_GTX_BRANCH_OPS_MAX == TROUPE_GTX_OPS_MAX,
-               "a public branch holds every op a stored step can");
-_Static_assert((int)TROUPE_GTX_CALL_TODO == TC_TODO &&
-                   (int)TROUPE_GTX_CALL_DISPATCHED == TC_DOING &&
-                   (int)TROUPE_GTX_CALL_SUCCEEDED == TC_DONE &&
-                   (int)TROUPE_GTX_CALL_FAILED == TC_REFUSED,
-               "the public call states are the stored ones");
-
-/* Appends the stored call k (the op named op) to b. */
-static void
-op_of(troupe_gtx_branch *b, const char *op, const tc_call *k)
-{
-    troupe_gtx_op *o = &b->ops[b->n_ops++];
-    o->op = op;
-    memcpy(o->target, k->target, strlen(k->target) + 1);
-    o->payload_len = k->payload_len;
-    o->state = (troupe_gtx_call_state)k->state;
-    o->attempts = k->attempts;
-    o->last = (troupe_outcome)k->last;
+    return resolve_wait(c, id, id_len, true, payload, len);
 }
 
 troupe_err
-troupe_gtx_detail_wait(troupe_coord *c, const char *gid, size_t gid_len,
-                       troupe_gtx_detail **out)
+troupe_awakeable_reject_wait(troupe_coord *c, const char *id, size_t id_len,
+                             const void *reason, size_t len)
 {
-    if (out != NULL)
-        *out = NULL;
-    tc_gtx *g = NULL;
-    troupe_err e =
-        stored_read(c, gid, gid_len, out, "troupe_gtx_detail_wait", &g);
-    if (e != TROUPE_OK)
-        return e;
-    bool query = g->query.target != NULL;
-    size_t n = g->n_steps + (query ? 1 : 0);
-    troupe_gtx_detail *d = troupe_calloc(1, sizeof(*d));
-    if (d == NULL || (n > 0 && (d->branches = troupe_calloc(
-                                    n, sizeof(*d->branches))) == NULL)) {
-        troupe_free(d);
-        troupe__gtx_free(g);
-        return TROUPE_ENOMEM;
-    }
-    info_of(g, &d->info);
-    d->next_due_ms = g->due_ms;
-    if (query) {
-        troupe_gtx_branch *b = &d->branches[d->n_branches++];
-        memcpy(b->id, TROUPE_MSG_BRANCH_ID, sizeof(TROUPE_MSG_BRANCH_ID));
-        op_of(b, "msg", &g->query);
-    }
-    for (uint32_t i = 0; i < g->n_steps; i++) {
-        troupe_gtx_branch *b = &d->branches[d->n_branches++];
-        /* i + 1 is at most TROUPE_GTX_STEPS_MAX: the cast tells the
-         * compiler it fits the id */
-        snprintf(b->id, sizeof(b->id), "%02u", (unsigned short)(i + 1));
-        for (unsigned k = 0; k < TROUPE_GTX_OPS_MAX; k++)
-            if (g->steps[i].call[k].target != NULL)
-                op_of(b, troupe_gtx_op_at(g->mode, k), &g->steps[i].call[k]);
-    }
-    troupe__gtx_free(g);
-    *out = d;
-    return TROUPE_OK;
-}
-
-void
-troupe_gtx_detail_destroy(troupe_gtx_detail *d)
-{
-    if (d == NULL)
-        return;
-    troupe_free(d->branches);
-    troupe_free(d);
-}
-
-void
-troupe_gtx_page_destroy(troupe_gtx_page *p)
-{
-    if (p == NULL)
-        return;
-    troupe_free(p->items);
-    troupe_free(p);
-}
-
-/* The rows of one read, filtered into p (room for limit), until p is
- * full; *used gets how many rows were read. */
-static troupe_err
-list_rows(const troupe_rows *rows, const troupe_gtx_filter *f, size_t limit,
-          troupe_gtx_page *p, size_t *used)
-{
-    size_t i = 0;
-    for (; i < rows->n && p->n < limit; i++) {
-        const troupe_row *r = &rows->rows[i];
-        tc_gtx *g = NULL;
-        troupe_err e = row_decode(r, &g);
-        if (e != TROUPE_OK)
-            return troupe__errf(e, "gtx list: a stored transaction breaks "
-                                   "its format");
-        memcpy(p->cursor, r->key, r->key_len);
-        p->cursor[r->key_len] = '\0';
-        if ((f->status == 0 || (int)f->status == (int)g->status) &&
-            (f->mode == 0 || f->mode == g->mode)) {
-            troupe_gtx_entry *en = &p->items[p->n++];
-            memcpy(en->gid, p->cursor, r->key_len + 1);
-            info_of(g, &en->info);
-        }
-        troupe__gtx_free(g);
-    }
-    *used = i;
-    return TROUPE_OK;
-}
-
-troupe_err
-troupe_gtx_list_wait(troupe_coord *c, const troupe_gtx_filter *f,
-                     const char *after, size_t limit, troupe_gtx_page **out)
-{
-    troupe_err be = troupe__block_check("troupe_gtx_list_wait");
-    if (be != TROUPE_OK)
-        return be;
-    if (c == NULL || out == NULL || limit == 0 || limit > TROUPE_GTX_LIST_MAX)
-        return troupe__errf(TROUPE_EINVAL,
-                            "gtx list: NULL, or a limit not in 1..%d",
-                            TROUPE_GTX_LIST_MAX);
-    size_t al = after != NULL ? strlen(after) : 0;
-    if (after != NULL && !troupe_gid_valid(after, al))
-        return troupe__errf(TROUPE_EINVAL, "gtx list: after is not a gid");
-    troupe_gtx_filter any = {0};
-    f = f != NULL ? f : &any;
-    troupe_gtx_page *p = troupe_calloc(1, sizeof(*p));
-    if (p == NULL ||
-        (p->items = troupe_calloc(limit, sizeof(*p->items))) == NULL) {
-        troupe_free(p);
-        return TROUPE_ENOMEM;
-    }
-    if (after != NULL)
-        memcpy(p->cursor, after, al + 1);
-    size_t read = 0, budget = 10 * limit;
-    troupe_err e = TROUPE_OK;
-    bool more = true;
-    while (e == TROUPE_OK && more && p->n < limit && read < budget) {
-        /* the next key after the cursor: cursor + 0x00 */
-        char start[TROUPE_GID_MAX + 1];
-        size_t sl = strlen(p->cursor);
-        memcpy(start, p->cursor, sl);
-        start[sl] = '\0';
-        size_t want = budget - read < RELOAD_PAGE ? budget - read : RELOAD_PAGE;
-        troupe_scan_opts so = {.start = sl > 0 ? start : NULL,
-                               .start_len = sl > 0 ? sl + 1 : 0,
-                               .limit = want};
-        troupe_rows *rows = NULL;
-        e = troupe_table_scan_wait(c->tables, TROUPE_GTX_TABLE, &so, &rows);
-        if (e != TROUPE_OK)
-            break;
-        size_t used = 0;
-        e = list_rows(rows, f, limit, p, &used);
-        read += used;
-        /* rows left past the cursor: in this read, or past it */
-        more = used < rows->n || rows->more;
-        troupe_rows_destroy(rows);
-    }
-    if (e != TROUPE_OK) {
-        troupe_gtx_page_destroy(p);
-        return e;
-    }
-    p->more = more;
-    *out = p;
-    return TROUPE_OK;
+    return resolve_wait(c, id, id_len, false, reason, len);
 }

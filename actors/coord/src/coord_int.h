@@ -37,6 +37,7 @@ enum {
     TC_K_TIMER,
     TC_K_OP,    /* ptr: tc_op */
     TC_K_REPLY, /* an actor target's reply (corr: its ask's) */
+    TC_K_WFRUN, /* body: u32 outcome, u32 gid length, gid, the run's reply */
     TC_K_N
 };
 
@@ -64,7 +65,8 @@ typedef enum tc_opkind {
     TC_OP_ABORT,
     TC_OP_RETRY,
     TC_OP_REGISTER,
-    TC_OP_FORCE_STOP
+    TC_OP_FORCE_STOP,
+    TC_OP_RESOLVE /* a workflow's awakeable */
 } tc_opkind;
 
 typedef struct tc_op {
@@ -76,7 +78,11 @@ typedef struct tc_op {
      * operator's */
     char reason[sizeof("aborted: ") + TROUPE_GTX_ABORT_REASON_MAX];
     tc_step branch;     /* REGISTER: the calls, moved in */
-    uint32_t branch_no; /* REGISTER: out, the branch's index */
+    uint32_t branch_no; /* REGISTER: out, the branch's index; RESOLVE: in,
+                           the awakeable's */
+    bool resolved;      /* RESOLVE: resolved (else rejected) */
+    uint8_t *payload;   /* RESOLVE: the resolution (the op's) */
+    size_t payload_len;
     struct tc_op *next; /* the shard's queue */
 } tc_op;
 
@@ -88,6 +94,11 @@ typedef struct tc_load {
 
 int64_t
 troupe__coord_now(const troupe_coord *c);
+
+/* A stored row as a transaction: its key must be a gid and its document
+ * one the decoder takes (ECORRUPT, ENOTSUP otherwise). */
+troupe_err
+troupe__coord_row_decode(const troupe_row *r, tc_gtx **out);
 
 /* purge.c: creates troupe.gtx with its index "finished" (or adds the
  * index to a table stored without it). Blocks. */

@@ -25,6 +25,7 @@ typedef struct tc_post {
     troupe_target *t; /* a task's target, released when it settles */
     uint32_t step, op;
     bool insert;
+    bool run; /* a workflow's run: its reply goes back whole */
     size_t gid_len;
     char gid[TROUPE_GID_MAX];
 } tc_post;
@@ -47,9 +48,12 @@ typedef struct tc_flight {
     tc_post *kick; /* cw's arg */
     bool asked;    /* an actor target's ask: its reply carries corr */
     uint64_t corr;
-    /* its outcome, heard while a commit was in flight: applied after */
+    /* its outcome, heard while a commit was in flight: applied after
+     * (with a workflow run's reply body, copied) */
     bool heard;
     troupe_outcome outcome;
+    uint8_t *body;
+    size_t body_len;
 } tc_flight;
 
 typedef struct tc_live {
@@ -129,6 +133,7 @@ flight_free(tc_flight *f)
     if (f->t != NULL)
         troupe__target_release(f->t);
     troupe_free(f->kick);
+    troupe_free(f->body);
     troupe_free(f);
 }
 
@@ -256,16 +261,39 @@ write(shard *sh, tc_live *l, bool insert)
 
 /* ---- dispatching ---- */
 
+/* A workflow run's outcome with its reply: body u32 outcome, u32 gid
+ * length, the gid, the reply's bytes. Not sent: the run's flight hears
+ * nothing, as for a lost task, until the transaction is loaded again. */
+static void
+post_run(const tc_post *p, troupe_outcome o, const uint8_t *body, size_t len)
+{
+    uint32_t head[2] = {(uint32_t)o, (uint32_t)p->gid_len};
+    size_t n = 8 + p->gid_len + len;
+    uint8_t *d = troupe_malloc(n);
+    troupe_msg *m = NULL;
+    if (d == NULL)
+        return;
+    memcpy(d, head, 8);
+    memcpy(d + 8, p->gid, p->gid_len);
+    if (len > 0)
+        memcpy(d + 8 + p->gid_len, body, len);
+    if (troupe_msg_create(&m, TC_K_WFRUN, d, n) == TROUPE_OK)
+        (void)troupe_runtime_send(p->rt, p->to, &m);
+    troupe_free(d);
+}
+
 static bool
 on_task_done(void *arg, uint64_t id, troupe_outcome outcome,
              const uint8_t *body, size_t len)
 {
     (void)id;
-    (void)body;
-    (void)len;
     tc_post *p = arg;
-    uint32_t head[3] = {p->step, p->op, (uint32_t)outcome};
-    post_send(p, TC_K_OUTCOME, head, sizeof(head));
+    if (p->run) {
+        post_run(p, outcome, body, len);
+    } else {
+        uint32_t head[3] = {p->step, p->op, (uint32_t)outcome};
+        post_send(p, TC_K_OUTCOME, head, sizeof(head));
+    }
     troupe__target_release(p->t);
     troupe_free(p);
     return false;
@@ -282,20 +310,51 @@ on_kick(void *arg)
 static void
 advance(shard *sh, tc_live *l, bool force);
 
-/* The outcome o of flight f: applied now and planned on, or, while a
- * commit is in flight, kept on f until it is done (written). */
+/* Whether r is a workflow's run. */
+static bool
+is_run(const tc_gtx *g, tc_ref r)
+{
+    return r.step == TC_QUERY && g->mode == TROUPE_MODE_WORKFLOW;
+}
+
+/* The rule for outcome o of call r (a run's with its reply body). */
+static troupe_err
+apply(tc_gtx *g, tc_ref r, troupe_outcome o, const uint8_t *body, size_t len,
+      int64_t now)
+{
+    if (is_run(g, r))
+        return troupe__gtx_wf_apply(g, o, body, len, now);
+    return troupe__gtx_apply(g, r, o, now);
+}
+
+/* The outcome o (and a run's reply body) of flight f: applied now and
+ * planned on, or, while a commit is in flight, kept on f until it is
+ * done (written). */
 static void
-hear(shard *sh, tc_live *l, tc_flight *f, troupe_outcome o)
+hear_body(shard *sh, tc_live *l, tc_flight *f, troupe_outcome o,
+          const uint8_t *body, size_t len)
 {
     if (l->writing) {
         f->heard = true;
         f->outcome = o;
+        if (body != NULL && (f->body = troupe_malloc(len > 0 ? len : 1)) ==
+                                NULL) /* the reply lost: run again later */
+            f->outcome = TROUPE_OUTCOME_UNKNOWN;
+        else if (body != NULL && len > 0)
+            memcpy(f->body, body, len);
+        f->body_len = f->body != NULL ? len : 0;
         return;
     }
     tc_ref r = f->ref;
     flight_drop(l, f);
-    if (troupe__gtx_apply(l->g, r, o, troupe__coord_now(sh->c)) == TROUPE_OK)
+    if (apply(l->g, r, o, body, len, troupe__coord_now(sh->c)) == TROUPE_OK)
         advance(sh, l, true);
+}
+
+static void
+hear(shard *sh, tc_live *l, tc_flight *f, troupe_outcome o)
+{
+    hear_body(sh, l, f, o, NULL, 0);
 }
 
 /* The outcomes heard during the last commit, applied together. */
@@ -311,7 +370,8 @@ hear_kept(shard *sh, tc_live *l)
             continue;
         }
         *pp = f->next;
-        moved |= troupe__gtx_apply(l->g, f->ref, f->outcome, now) == TROUPE_OK;
+        moved |= apply(l->g, f->ref, f->outcome, f->body, f->body_len, now) ==
+                 TROUPE_OK;
         flight_free(f);
     }
     if (moved)
@@ -330,7 +390,9 @@ names_of(const tc_gtx *g, tc_ref r, const char **mode, char bid[8],
          const char **op)
 {
     *mode = troupe_gtx_mode_name(g->mode);
-    *op = r.step == TC_QUERY ? "msg" : troupe_gtx_op_at(g->mode, r.op);
+    *op = is_run(g, r)         ? "run"
+          : r.step == TC_QUERY ? "msg"
+                               : troupe_gtx_op_at(g->mode, r.op);
     snprintf(bid, 8, "%02u", r.step == TC_QUERY ? 0u : (unsigned)r.step + 1);
 }
 
@@ -365,14 +427,31 @@ submit_task(shard *sh, tc_live *l, tc_flight *f, troupe_target *t)
     p->t = t;
     p->step = r.step;
     p->op = r.op;
+    p->run = is_run(l->g, r);
     troupe__task_in in = {.kind = TROUPE_TASK_BRANCH,
                           .attempt = c->attempts,
                           .header = hdr,
                           .header_len = n,
                           .body = c->payload,
                           .body_len = c->payload_len};
-    if (troupe__target_submit(t, &in, on_task_done, p, NULL) != TROUPE_OK) {
-        troupe__target_release(t); /* the submit gave the credit back */
+    troupe_packer pk; /* a run's body: the input and the records */
+    troupe_pack_init(&pk);
+    troupe_err e = TROUPE_OK;
+    if (p->run) {
+        in.kind = TROUPE_TASK_WORKFLOW;
+        if ((e = troupe__gtx_wf_task_body(l->g, &pk)) == TROUPE_OK &&
+            (in.body = troupe_pack_data(&pk, &in.body_len)) == NULL)
+            e = TROUPE_ENOMEM;
+    }
+    if (e != TROUPE_OK) {
+        troupe__target_credit_give(t);
+    } else if ((e = troupe__target_submit(t, &in, on_task_done, p, NULL)) !=
+               TROUPE_OK) {
+        /* the submit gave the credit back */
+    }
+    troupe_pack_fini(&pk);
+    if (e != TROUPE_OK) {
+        troupe__target_release(t);
         troupe_free(p);
         hear(sh, l, f, TROUPE_OUTCOME_UNKNOWN);
     }
@@ -441,7 +520,7 @@ dispatch(shard *sh, tc_live *l, tc_ref r)
     tc_actor_target at;
     int is_actor = troupe__actor_target_parse(c->target, &at);
     if (is_actor != 0) {
-        if (is_actor > 0)
+        if (is_actor > 0 && !is_run(l->g, r))
             ask_actor(sh, l, f, &at);
         else /* refused at submit; a stored one is read as it is */
             hear(sh, l, f, TROUPE_OUTCOME_UNKNOWN);
@@ -518,6 +597,10 @@ op_apply(shard *sh, tc_live *l, tc_op *op)
     case TC_OP_FORCE_STOP:
         e = troupe__gtx_force_stop(l->g, troupe__coord_now(sh->c));
         changed = e == TROUPE_OK;
+        break;
+    case TC_OP_RESOLVE:
+        e = troupe__gtx_wf_resolve(l->g, op->branch_no, op->resolved,
+                                   op->payload, op->payload_len, &changed);
         break;
     default:
         e = troupe__gtx_register(l->g, &op->branch, &op->branch_no);
@@ -683,6 +766,8 @@ h_load(troupe_actor *self, void *state, const troupe_msg *m)
         for (unsigned o = 0; o < TROUPE_GTX_OPS_MAX; o++)
             interrupted(&g->steps[i].call[o]);
     interrupted(&g->query);
+    if (g->hold == TC_HOLD_DIVERGED) /* the code may be fixed: run again */
+        g->hold = TC_HOLD_NONE;
     tc_live *l =
         find(sh, gid, gid_len) == NULL ? live_new(sh, g, gid, gid_len) : NULL;
     if (l == NULL) {
@@ -748,6 +833,29 @@ h_reply(troupe_actor *self, void *state, const troupe_msg *m)
                 return TROUPE_OK;
             }
     return TROUPE_OK; /* late: its transaction ended or moved on */
+}
+
+/* A workflow run's outcome and reply (post_run). */
+static troupe_err
+h_wfrun(troupe_actor *self, void *state, const troupe_msg *m)
+{
+    (void)self;
+    shard *sh = state;
+    size_t n = troupe_msg_len(m);
+    const uint8_t *d = troupe_msg_data(m);
+    uint32_t head[2];
+    if (n < 8)
+        return TROUPE_OK;
+    memcpy(head, d, 8);
+    if (head[1] == 0 || head[1] > TROUPE_GID_MAX || n < 8 + (size_t)head[1])
+        return TROUPE_OK;
+    tc_live *l = find(sh, d + 8, head[1]);
+    tc_flight *f = l != NULL ? flight_of(l, TC_QUERY, 0) : NULL;
+    if (f == NULL || f->waiting || f->heard || !is_run(l->g, f->ref))
+        return TROUPE_OK;
+    size_t at = 8 + (size_t)head[1];
+    hear_body(sh, l, f, (troupe_outcome)head[0], d + at, n - at);
+    return TROUPE_OK;
 }
 
 static troupe_err
@@ -850,7 +958,8 @@ static const troupe_handler_fn handlers[TC_K_N] = {
     [TC_K_SUBMIT] = h_submit,   [TC_K_LOAD] = h_load,
     [TC_K_WRITTEN] = h_written, [TC_K_OUTCOME] = h_outcome,
     [TC_K_KICK] = h_kick,       [TC_K_TIMER] = h_timer,
-    [TC_K_OP] = h_op,           [TC_K_REPLY] = h_reply};
+    [TC_K_OP] = h_op,           [TC_K_REPLY] = h_reply,
+    [TC_K_WFRUN] = h_wfrun};
 
 static const troupe_actor_def shard_def = {.name = "coord_shard",
                                            .state_size = sizeof(shard),

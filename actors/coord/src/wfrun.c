@@ -5,10 +5,11 @@
  * and the time, as machine.c's: the shard persists the document after
  * each.
  *
- * A run's reply: [end uint, reason str|nil, updates array], an update
- * [pos uint, kind uint, name str, state uint, result bin, compensate
- * nil|[target str, payload bin], version int]. pos == the records' count
- * appends a record (a step registered TODO, an awakeable pending, a
+ * A run's reply: [end uint, reason str|nil, updates array], and with
+ * end AWAIT a fourth field, the position of the awakeable awaited; an
+ * update [pos uint, kind uint, name str, state uint, result bin,
+ * compensate nil|[target str, payload bin], version int]. pos == the records'
+ * count appends a record (a step registered TODO, an awakeable pending, a
  * version marker DONE); pos below it gives a registered step its
  * verdict (DONE or REFUSED with its result, or TODO: run, no verdict).
  * Everything is checked before anything is applied.
@@ -199,7 +200,8 @@ troupe__gtx_wf_apply(tc_gtx *g, troupe_outcome o, const void *body, size_t len,
     uint32_t end = 0, nu = 0, n = g->n_steps;
     const char *why = NULL;
     size_t why_len = 0;
-    troupe_read_array_n(&r, 3);
+    uint32_t fields = 0, awaited = UINT32_MAX;
+    troupe_read_array(&r, &fields);
     troupe_read_u32(&r, &end);
     if (!troupe_read_try_nil(&r))
         troupe_read_str(&r, TROUPE_GTX_REASON_MAX, &why, &why_len);
@@ -213,6 +215,13 @@ troupe__gtx_wf_apply(tc_gtx *g, troupe_outcome o, const void *body, size_t len,
         ok = read_upd(&r, &u) == TROUPE_OK && upd_fits(g, n, &u);
         n += ok && u.pos == n;
     }
+    if (end == TC_WF_AWAIT) /* the awakeable awaited, at or after the
+                               updates' (checked once they are applied) */
+        ok = ok && fields == 4 && troupe_read_u32(&r, &awaited) == TROUPE_OK &&
+             awaited < n &&
+             (awaited >= g->n_steps || g->steps[awaited].kind == TC_WF_AWAKE);
+    else
+        ok = ok && fields == 3;
     ok = ok && troupe_read_end(&r) == TROUPE_OK;
     if (!ok) {
         again_later(g, now);
@@ -253,12 +262,15 @@ troupe__gtx_wf_apply(tc_gtx *g, troupe_outcome o, const void *body, size_t len,
         set_reason(g, why != NULL ? why : "replay diverged",
                    why != NULL ? why_len : strlen("replay diverged"));
         break;
-    default: /* AWAIT: held while an awakeable it waits for is pending */
+    default: /* AWAIT: held while the awakeable it waits for is pending
+                (one resolved while the run was in flight runs it again) */
         g->due_ms = 0;
-        for (uint32_t i = 0; i < g->n_steps; i++)
-            if (g->steps[i].kind == TC_WF_AWAKE &&
-                g->steps[i].call[0].state == TC_TODO)
-                g->hold = TC_HOLD_AWAIT;
+        if (g->steps[awaited].kind != TC_WF_AWAKE) {
+            again_later(g, now); /* an update made it something else */
+            break;
+        }
+        if (g->steps[awaited].call[0].state == TC_TODO)
+            g->hold = TC_HOLD_AWAIT;
         break;
     }
     return TROUPE_OK;
@@ -273,10 +285,13 @@ troupe__gtx_wf_resolve(tc_gtx *g, uint32_t pos, bool ok, const void *payload,
         g->steps[pos].kind != TC_WF_AWAKE)
         return TROUPE_ENOENT;
     tc_call *a = &g->steps[pos].call[0];
-    if (troupe__gtx_final(g) || a->state != TC_TODO)
-        return TROUPE_ECONFLICT;
     if (len > TROUPE_GTX_PAYLOAD_MAX)
         return TROUPE_EINVAL;
+    if (a->state == (ok ? TC_DONE : TC_REFUSED) && a->payload_len == len &&
+        (len == 0 || memcmp(a->payload, payload, len) == 0))
+        return TROUPE_OK; /* the same resolution again: nothing moves */
+    if (troupe__gtx_final(g) || a->state != TC_TODO)
+        return TROUPE_ECONFLICT;
     uint8_t *d = NULL;
     if (len > 0 && (d = (uint8_t *)dup_n(payload, len, false)) == NULL)
         return TROUPE_ENOMEM;

@@ -59,6 +59,11 @@ typedef enum troupe_task_kind {
      * NUL-terminated strings, mode, gid, branch id, op ("saga", "g-1",
      * "01", "action"), the barrier's fields; body the branch's payload */
     TROUPE_TASK_BRANCH = 4,
+    /* a run of a workflow (troupe/workflow.h): header as a branch's, mode
+     * "workflow", branch id "00", op "run"; body [input bin, records],
+     * the reply's body [end, reason, updates] (docs/coordinator.md,
+     * "Workflows") */
+    TROUPE_TASK_WORKFLOW = 5,
     TROUPE_TASK_TEST = 15 /* for tests and benches: any header */
 } troupe_task_kind;
 

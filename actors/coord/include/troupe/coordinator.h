@@ -305,10 +305,20 @@ typedef enum troupe_gtx_status {
     TROUPE_GTX_FAILED = 5
 } troupe_gtx_status;
 
+/* Why a submitted workflow does not run now (troupe/workflow.h):
+ * diverged from its records (until a retry or the next open) or waiting
+ * for an awakeable's resolution. */
+typedef enum troupe_wf_hold {
+    TROUPE_WF_RUNNABLE = 0,
+    TROUPE_WF_DIVERGED = 1,
+    TROUPE_WF_AWAITING = 2
+} troupe_wf_hold;
+
 typedef struct troupe_gtx_info {
     troupe_gtx_mode mode;
     troupe_gtx_status status;
-    char reason[1025]; /* "" when none */
+    troupe_wf_hold hold; /* a workflow's; RUNNABLE for the other modes */
+    char reason[1025];   /* "" when none */
     uint32_t steps;
     uint32_t attempts; /* retries so far */
     int64_t created_ms, updated_ms, finished_ms;
@@ -374,7 +384,8 @@ typedef enum troupe_gtx_call_state {
 /* One op of a branch. */
 typedef struct troupe_gtx_op {
     const char *op; /* static: "action", "compensate", "confirm", "cancel",
-                       "msg" (a message's query-back) */
+                       "msg" (a message's query-back), "run" (a
+                       workflow's) */
     char target[TROUPE_TARGET_NAME_MAX + 1]; /* its dispatch target */
     size_t payload_len;                      /* the payload's bytes */
     troupe_gtx_call_state state;
@@ -385,9 +396,18 @@ typedef struct troupe_gtx_op {
 /* A branch: its id and the ops it has, in the mode's order (saga:
  * action, compensate; tcc: confirm, cancel, the try being the
  * application's, never stored; a message's step: action; its query-back,
- * branch TROUPE_MSG_BRANCH_ID: msg). */
+ * branch TROUPE_MSG_BRANCH_ID: msg; a workflow's run, branch "00": run,
+ * then its records: a step's action (its memoized result) and
+ * compensate, an awakeable's action (its resolution), a version
+ * marker's action). */
 typedef struct troupe_gtx_branch {
     char id[8]; /* "00", "01" ... */
+    /* a workflow's record: its kind ("step", "awakeable", "version"; NULL
+     * in the other modes and for a workflow's run, "00"), its name and a
+     * version marker's version */
+    const char *kind;
+    char name[TROUPE_WF_NAME_MAX + 1];
+    int32_t version;
     size_t n_ops;
     troupe_gtx_op ops[TROUPE_GTX_BRANCH_OPS_MAX];
 } troupe_gtx_branch;

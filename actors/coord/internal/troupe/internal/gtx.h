@@ -300,8 +300,9 @@ troupe__gtx_wf_task_body(const tc_gtx *g, troupe_packer *p);
  * the verdicts of registered steps) and its end: succeed; FAILURE starts
  * aborting (every registered compensation runs in reverse); CONTINUE runs
  * again now; RETRY after the backoff of the step retried; DIVERGED holds
- * the workflow with the reason saying where; AWAIT holds it until the
- * awakeable is resolved (runs again at once when it is already). Any
+ * the workflow with the reason saying where; AWAIT (with the awaited
+ * awakeable's position) holds it until that awakeable is resolved (runs
+ * again at once when it is already). Any
  * other outcome, or a reply that breaks its format or contradicts the
  * records (nothing of it is applied), runs again after the backoff:
  * never a rollback. ESTATE when the run is not in flight or g is not a
@@ -312,8 +313,9 @@ troupe__gtx_wf_apply(tc_gtx *g, troupe_outcome o, const void *body, size_t len,
                      int64_t now);
 
 /* Resolves awakeable `pos` of g (ok: with payload; else rejected).
- * ENOENT: no awakeable there; ECONFLICT: resolved already, or g final;
- * ENOMEM. *changed when g moved. */
+ * The same resolution again (verdict and payload) is OK unchanged.
+ * ENOENT: no awakeable there; ECONFLICT: resolved otherwise already, or
+ * g final; EINVAL: a payload too long; ENOMEM. *changed when g moved. */
 troupe_err
 troupe__gtx_wf_resolve(tc_gtx *g, uint32_t pos, bool ok, const void *payload,
                        size_t len, bool *changed);
