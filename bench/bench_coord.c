@@ -7,8 +7,9 @@
  *   bench msg_1step_sync <v> msgs/s peer commit_3x_msg_sync <v> ratio <r>
  *   bench tcc_2branch_sync <v> txns/s peer commit_6x_sync <v> ratio <r>
  *   bench saga_2step_nosync <v> sagas/s peer commit_3x_nosync <v> ratio <r>
- *   bench saga_2step_p50_us <v> us peer commit_1x_p50_us <v> ratio <r>
- *   bench saga_2step_p99_us <v> us peer commit_1x_p99_us <v> ratio <r>
+ *   bench workflow_3step_sync <v> workflows/s peer saga_2step_sync <v> ratio
+ * <r> bench saga_2step_p50_us <v> us peer commit_1x_p50_us <v> ratio <r> bench
+ * saga_2step_p99_us <v> us peer commit_1x_p99_us <v> ratio <r>
  *
  * Throughput. CONC (100) threads each run their share of BENCH_SAGAS
  * (4000) transactions back to back, each call returning once its change
@@ -37,6 +38,14 @@
  *   saga_2step_nosync the saga with troupe_coord_opts.sync OFF (every
  *                     transition in the page cache), beside
  *                     commit_3x_nosync: the same 3 writes unsynced.
+ *   workflow_3step_sync troupe_workflow_submit_wait of a workflow whose C
+ *                     function runs three steps, each with a
+ *                     compensation (never run) and a no-op action, beside
+ *                     saga_2step_sync measured again in the same rep (the
+ *                     cost of replayed runs over a saga's calls): 5
+ *                     synced writes (the submit with the first run, each
+ *                     registration with the previous step's result, the
+ *                     last result with the end) and 4 runs.
  *
  * Latency. One thread submits BENCH_LAT_SAGAS (2000) two-step sagas one
  * after the other; a sample is the time from the submit call to the
@@ -72,6 +81,7 @@
 #include "troupe/dispatch.h"
 #include "troupe/storage.h"
 #include "troupe/table.h"
+#include "troupe/workflow.h"
 
 #define CONC 100
 #define DOC_MAX 4096
@@ -121,13 +131,40 @@ typedef struct node {
     troupe_catalog *cat;
     troupe_tables *tables;
     troupe_target *t, *t_last;
+    troupe_workflow *wf;
     troupe_coord *coord;
     sem_t last_done;
 } node;
 
+/* A no-op step of the workflow. */
+static troupe_outcome
+wf_noop(troupe_wf *wf, const char *bid, void *arg)
+{
+    (void)wf;
+    (void)bid;
+    (void)arg;
+    return TROUPE_OUTCOME_SUCCESS;
+}
+
+/* The workflow: three steps with their compensations. */
+static troupe_outcome
+wf3(troupe_wf *wf, const uint8_t *in, size_t len, void *arg)
+{
+    (void)in;
+    (void)len;
+    (void)arg;
+    static const troupe_gtx_call undo = {"noop", "\x81\xa1n\x02", 4};
+    static const char *names[3] = {"reserve", "charge", "ship"};
+    for (int i = 0; i < 3; i++)
+        if (troupe_wf_step(wf, names[i], &undo, wf_noop, NULL, NULL, NULL) !=
+            TROUPE_OK)
+            return TROUPE_OUTCOME_ONGOING;
+    return TROUPE_OUTCOME_SUCCESS;
+}
+
 /* A runtime, a database and its pipeline; with coord the tables, the
- * two targets and a coordinator whose transitions are written with
- * sync. */
+ * two targets, the workflow and a coordinator whose transitions are
+ * written with sync. */
 static void
 node_open(node *n, bool coord, troupe_sync sync)
 {
@@ -156,6 +193,9 @@ node_open(node *n, bool coord, troupe_sync sync)
         (e = troupe_target_create(n->rt, &tg, &n->t)) != TROUPE_OK ||
         (e = troupe_target_create(n->rt, &tl, &n->t_last)) != TROUPE_OK)
         die("open tables", e);
+    troupe_workflow_def wd = {.name = "wf3", .fn = wf3, .credit = 1024};
+    if ((e = troupe_workflow_create(n->rt, &wd, &n->wf)) != TROUPE_OK)
+        die("workflow", e);
     troupe_coord_opts cop = {.rt = n->rt, .tables = n->tables, .sync = sync};
     if ((e = troupe_coord_open_wait(&cop, &n->coord)) != TROUPE_OK)
         die("coord open", e);
@@ -171,6 +211,8 @@ node_close(node *n)
         troupe_target_destroy(n->t);
         troupe_target_stop_wait(n->t_last);
         troupe_target_destroy(n->t_last);
+        troupe_workflow_stop_wait(n->wf);
+        troupe_workflow_destroy(n->wf);
         troupe_tables_stop_wait(n->tables);
         troupe_tables_destroy(n->tables);
         sem_destroy(&n->last_done);
@@ -189,7 +231,7 @@ node_close(node *n)
 
 /* ---- the coordinator's side ---- */
 
-typedef enum flow { F_SAGA, F_MSG, F_TCC } flow;
+typedef enum flow { F_SAGA, F_MSG, F_TCC, F_WF } flow;
 
 typedef struct worker {
     node *n;
@@ -243,6 +285,9 @@ run_one(troupe_coord *c, flow f, const char *gid)
                                          bid);
         if (e == TROUPE_OK)
             e = troupe_gtx_submit_wait(c, gid, len);
+        break;
+    case F_WF:
+        e = troupe_workflow_submit_wait(c, gid, len, "wf3", "in", 2);
         break;
     }
     if (e != TROUPE_OK)
@@ -555,7 +600,10 @@ main(int argc, char **argv)
                  {"tcc_2branch_sync", "txns/s", "commit_6x_sync", F_TCC,
                   TROUPE_SYNC_ON, 6, 0},
                  {"saga_2step_nosync", "sagas/s", "commit_3x_nosync", F_SAGA,
-                  TROUPE_SYNC_OFF, 3, 0}};
+                  TROUPE_SYNC_OFF, 3, 0},
+                 /* the peer is the saga, run again: writes unused */
+                 {"workflow_3step_sync", "workflows/s", "saga_2step_sync", F_WF,
+                  TROUPE_SYNC_ON, 0, 0}};
     size_t ntp = sizeof(tp) / sizeof(tp[0]);
     bool lat_on = want("saga_2step_p50_us") || want("saga_2step_p99_us");
     double l50[64], l99[64], c50[64], c99[64], s50, b50;
@@ -568,6 +616,17 @@ main(int argc, char **argv)
             double wr;
             t->v[r] = flow_rep(t->f, t->sync, total,
                                t->doc_len == 0 ? &t->doc_len : NULL, &wr);
+            if (t->f == F_WF) {
+                double swr;
+                t->p[r] = flow_rep(F_SAGA, t->sync, total, NULL, &swr);
+                printf("  rep %d %s: %.0f %s (%.2f commits each, %zu B "
+                       "document at the end), peer saga %.0f sagas/s (%.2f "
+                       "commits each)\n",
+                       r + 1, t->name, t->v[r], t->unit, wr, t->doc_len,
+                       t->p[r], swr);
+                fflush(stdout);
+                continue;
+            }
             t->p[r] = peer_rep(total, t->writes, t->doc_len, t->sync);
             if (t->f == F_SAGA)
                 saga_doc = t->doc_len;

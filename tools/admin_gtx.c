@@ -88,6 +88,28 @@ info_json(const char *gid, const troupe_gtx_info *in)
         final ? json_integer((json_int_t)in->finished_ms) : json_null());
 }
 
+/* A workflow's hold: why it does not run now although submitted. */
+static const char *const hold_names[] = {[TROUPE_WF_RUNNABLE] = NULL,
+                                         [TROUPE_WF_DIVERGED] = "diverged",
+                                         [TROUPE_WF_AWAITING] = "awaiting"};
+
+/* info_json's object, with a workflow's hold ("hold": null when it is
+ * not held). */
+static json_t *
+info_json_full(const char *gid, const troupe_gtx_info *in)
+{
+    json_t *j = info_json(gid, in);
+    if (j == NULL || in->mode != TROUPE_MODE_WORKFLOW)
+        return j;
+    const char *h =
+        in->hold <= TROUPE_WF_AWAITING ? hold_names[in->hold] : "unknown";
+    if (json_object_set_new(j, "hold", h ? json_string(h) : json_null()) != 0) {
+        json_decref(j);
+        return NULL;
+    }
+    return j;
+}
+
 /* The names of the stored call states and of the outcomes, by value. */
 static const char *const call_state_names[] = {
     [TROUPE_GTX_CALL_TODO] = "todo",
@@ -120,7 +142,7 @@ op_json(const troupe_gtx_op *o)
 static json_t *
 detail_json(const char *gid, const troupe_gtx_detail *d)
 {
-    json_t *j = info_json(gid, &d->info);
+    json_t *j = info_json_full(gid, &d->info);
     json_t *bs = json_array();
     for (size_t i = 0; j != NULL && bs != NULL && i < d->n_branches; i++) {
         const troupe_gtx_branch *b = &d->branches[i];
@@ -130,8 +152,14 @@ detail_json(const char *gid, const troupe_gtx_detail *d)
                 json_decref(ops);
                 ops = NULL;
             }
-        json_t *bj =
-            ops ? json_pack("{s:s,s:o}", "id", b->id, "ops", ops) : NULL;
+        /* a workflow's record: its kind, name (and a marker's version) */
+        json_t *bj = ops == NULL ? NULL
+                     : b->kind != NULL
+                         ? json_pack("{s:s,s:o,s:s,s:o,s:I}", "id", b->id,
+                                     "ops", ops, "kind", b->kind, "name",
+                                     admin_json_bytes(b->name, strlen(b->name)),
+                                     "version", (json_int_t)b->version)
+                         : json_pack("{s:s,s:o}", "id", b->id, "ops", ops);
         if (bj == NULL || json_array_append_new(bs, bj) != 0) {
             json_decref(bs);
             bs = NULL;
@@ -222,7 +250,7 @@ list_route(const admin_ctx *c, admin_call *call)
     }
     json_t *arr = json_array();
     for (size_t i = 0; arr != NULL && i < pg->n; i++) {
-        json_t *it = info_json(pg->items[i].gid, &pg->items[i].info);
+        json_t *it = info_json_full(pg->items[i].gid, &pg->items[i].info);
         if (it == NULL || json_array_append_new(arr, it) != 0) {
             json_decref(arr);
             arr = NULL;

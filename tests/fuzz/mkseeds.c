@@ -739,6 +739,19 @@ gtx_doc(const char *name, troupe_gtx_mode m, uint32_t n, bool final)
                                          .state = o == 0 ? TC_DONE : TC_TODO,
                                          .attempts = o == 0 ? 1 : 0,
                                          .last = o == 0 ? 1 : 0};
+    /* a workflow's records: steps, an awakeable, a version marker */
+    static char *wf_names[4] = {"reserve", "charge", "payment", "v-ship"};
+    static const tc_wf_kind wf_kinds[4] = {TC_WF_STEP, TC_WF_STEP, TC_WF_AWAKE,
+                                           TC_WF_VERSION};
+    bool wf = m == TROUPE_MODE_WORKFLOW;
+    for (uint32_t i = 0; wf && i < n; i++) {
+        steps[i].name = wf_names[i];
+        steps[i].kind = wf_kinds[i];
+        steps[i].version = wf_kinds[i] == TC_WF_VERSION ? 2 : 0;
+        if (wf_kinds[i] != TC_WF_STEP)
+            steps[i].call[1] = (tc_call){0}; /* a step alone compensates */
+        steps[i].call[0].state = i == 2 ? TC_TODO : TC_DONE;
+    }
     static char query[] = "shop.query";
     static char reason[] = "branch 02 action: FAILURE";
     tc_gtx g = {.mode = m,
@@ -746,8 +759,11 @@ gtx_doc(const char *name, troupe_gtx_mode m, uint32_t n, bool final)
                 .n_steps = n,
                 .steps = steps,
                 .reason = final ? reason : NULL,
-                .query = {.target = m == TROUPE_MODE_MSG ? query : NULL,
+                .query = {.target = m == TROUPE_MODE_MSG || wf ? query : NULL,
+                          .payload = wf ? payload : NULL,
+                          .payload_len = wf ? sizeof(payload) : 0,
                           .state = TC_TODO},
+                .hold = wf ? TC_HOLD_AWAIT : TC_HOLD_NONE,
                 .attempts = 2,
                 .due_ms = 1700000000500,
                 .created_ms = 1700000000000,
@@ -759,6 +775,10 @@ gtx_doc(const char *name, troupe_gtx_mode m, uint32_t n, bool final)
     FZ_CHECK(troupe__gtx_encode(&g, &p) == TROUPE_OK, "gtx %s", name);
     size_t len = 0;
     const void *d = troupe_pack_data(&p, &len);
+    tc_gtx *back = NULL; /* a seed the decoder takes */
+    FZ_CHECK(troupe__gtx_decode(d, len, &back) == TROUPE_OK, "gtx %s decodes",
+             name);
+    troupe__gtx_free(back);
     put("gtx", name, NULL, 0, d, len);
     troupe_pack_fini(&p);
 }
@@ -772,6 +792,56 @@ gtxs(void)
     gtx_doc("msg_1", TROUPE_MODE_MSG, 1, false);
     gtx_doc("xa_2", TROUPE_MODE_XA, 2, true);
     gtx_doc("workflow_4", TROUPE_MODE_WORKFLOW, 4, false);
+}
+
+/* ---- workflow runs' replies (fuzz_wfrun) ---- */
+
+/* A reply [end, reason, updates(, awaited)] for document sel of
+ * fuzz_wfrun.c, with one update at pos (kind, name, state; a
+ * compensation when comp). */
+static void
+wf_reply(const char *name, uint8_t sel, uint32_t end, uint32_t pos,
+         uint32_t kind, const char *rname, uint32_t state, bool comp)
+{
+    troupe_packer p;
+    troupe_pack_init(&p);
+    troupe_pack_array(&p, end == TC_WF_AWAIT ? 4 : 3);
+    troupe_pack_uint(&p, end);
+    troupe_pack_nil(&p);
+    troupe_pack_array(&p, 1);
+    troupe_pack_array(&p, 7);
+    troupe_pack_uint(&p, pos);
+    troupe_pack_uint(&p, kind);
+    troupe_pack_cstr(&p, rname);
+    troupe_pack_uint(&p, state);
+    troupe_pack_bin(&p, "ok", 2);
+    if (comp) {
+        troupe_pack_array(&p, 2);
+        troupe_pack_cstr(&p, "bank.undo");
+        troupe_pack_bin(&p, "u", 1);
+    } else {
+        troupe_pack_nil(&p);
+    }
+    troupe_pack_int(&p, 0);
+    if (end == TC_WF_AWAIT)
+        troupe_pack_uint(&p, 1);
+    size_t len = 0;
+    const void *d = troupe_pack_data(&p, &len);
+    put("wfrun", name, &sel, 1, d, len);
+    troupe_pack_fini(&p);
+}
+
+static void
+wfruns(void)
+{
+    wf_reply("register", 0, TC_WF_CONTINUE, 0, TC_WF_STEP, "reserve", TC_TODO,
+             true);
+    wf_reply("verdict", 1, TC_WF_SUCCEEDED, 0, TC_WF_STEP, "reserve", TC_DONE,
+             false);
+    wf_reply("refused", 1, TC_WF_FAILED, 0, TC_WF_STEP, "reserve", TC_REFUSED,
+             false);
+    wf_reply("await", 2, TC_WF_AWAIT, 3, TC_WF_VERSION, "v-ship", TC_DONE,
+             false);
 }
 
 int
@@ -792,6 +862,7 @@ main(int argc, char **argv)
     actors();
     handshake();
     gtxs();
+    wfruns();
     for (int i = 0; i < 6; i++)
         troupe_index_def_destroy(defs[i]);
     return 0;

@@ -71,7 +71,16 @@ read_upd(troupe_reader *r, wf_upd *u)
                         &u->ctarget_len);
         troupe_read_bin(r, TROUPE_GTX_PAYLOAD_MAX, &u->cpayload,
                         &u->cpayload_len);
-        if (r->err == TROUPE_OK && u->ctarget_len == 0)
+        /* a target as a call stores it: no NUL, and an actor target in
+         * its form (troupe/branch.h) */
+        char t[TROUPE_TARGET_NAME_MAX + 1];
+        tc_actor_target at;
+        if (r->err != TROUPE_OK || u->ctarget_len == 0 ||
+            memchr(u->ctarget, '\0', u->ctarget_len) != NULL)
+            return TROUPE_EPROTO;
+        memcpy(t, u->ctarget, u->ctarget_len);
+        t[u->ctarget_len] = '\0';
+        if (troupe__actor_target_parse(t, &at) < 0)
             return TROUPE_EPROTO;
     }
     if (troupe_read_int(r, &u->version) != TROUPE_OK || u->name_len == 0 ||
