@@ -181,8 +181,11 @@ payment(troupe_wf *wf)
     const uint8_t *p = NULL;
     size_t n = 0;
     troupe_err e = troupe_wf_await(wf, id, &p, &n);
-    if (e == TROUPE_EFAILED)
+    if (e == TROUPE_EFAILED) {
+        ck_assert_err(troupe_wf_reason_set(wf, "bad\x01"), TROUPE_EINVAL);
+        ck_assert_ok(troupe_wf_reason_set(wf, "payment rejected"));
         return TROUPE_OUTCOME_FAILURE;
+    }
     if (e != TROUPE_OK)
         return TROUPE_OUTCOME_ONGOING;
     char paid[64];
@@ -542,6 +545,7 @@ START_TEST(test_a_rejected_awakeable_fails_and_compensates)
                                               "card declined", 13));
     troupe_gtx_info in = wait_final("w-rej");
     ck_assert_int_eq(in.status, TROUPE_GTX_FAILED);
+    ck_assert_str_eq(in.reason, "payment rejected");
     calls_are("w-rej", "02 request"); /* request has no compensation */
     ck_assert_str_eq(fx.shipped, "");
 }

@@ -43,7 +43,8 @@ struct troupe_wf {
     uint32_t pos;     /* the next position */
     tc_wf_end stop;   /* 0 while the function may go on */
     uint32_t awaited; /* stop AWAIT: the awakeable's position */
-    char reason[160]; /* stop DIVERGED: where */
+    /* stop DIVERGED: where; a FAILURE: the function's reason, if any */
+    char reason[TROUPE_GTX_ABORT_REASON_MAX + 1];
     /* the updates, packed one after the other: update i is
      * upd[at[i], at[i + 1]) (at most one verdict and the records) */
     troupe_packer upd;
@@ -231,6 +232,18 @@ troupe_wf_result_set(troupe_wf *wf, const void *data, size_t len)
     return TROUPE_OK;
 }
 
+troupe_err
+troupe_wf_reason_set(troupe_wf *wf, const char *reason)
+{
+    size_t n = reason != NULL ? strlen(reason) : 0;
+    if (wf == NULL || wf->in_action ||
+        !troupe_gtx_abort_reason_valid(reason, n))
+        return TROUPE_EINVAL;
+    if (wf->stop == 0) /* a diverged run keeps where */
+        memcpy(wf->reason, reason, n + 1);
+    return TROUPE_OK;
+}
+
 static void
 out_set(const uint8_t **p, size_t *len, const uint8_t *v, size_t n)
 {
@@ -402,7 +415,7 @@ reply_set(troupe_wf *wf, tc_wf_end end, troupe_task_reply *r)
     troupe_pack_init(&p);
     troupe_pack_array(&p, end == TC_WF_AWAIT ? 4 : 3);
     troupe_pack_uint(&p, (uint64_t)end);
-    if (end == TC_WF_DIVERGED)
+    if (end == TC_WF_DIVERGED || (end == TC_WF_FAILED && wf->reason[0]))
         troupe_pack_cstr(&p, wf->reason);
     else
         troupe_pack_nil(&p);

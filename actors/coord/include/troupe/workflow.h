@@ -169,6 +169,13 @@ troupe_wf_step(troupe_wf *wf, const char *name,
 troupe_err
 troupe_wf_result_set(troupe_wf *wf, const void *data, size_t len);
 
+/* The reason a run that returns FAILURE gives (stored as the workflow's
+ * rollback reason; "workflow: FAILURE" without one): 1..256 bytes of
+ * UTF-8 without control characters (troupe_gtx_abort_reason_valid),
+ * copied. EINVAL for another, or inside an action. */
+troupe_err
+troupe_wf_reason_set(troupe_wf *wf, const char *reason);
+
 /*
  * Awakeable `name` at the run's next position: OK once it is registered,
  * with its id in id (NUL-terminated): hand it to whoever resolves it
