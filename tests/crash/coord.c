@@ -26,7 +26,12 @@
  *     try never run: its cancel is null), else the try of 02 (hold row
  *     {"v": 0}) and submit; every confirm and cancel that executes
  *     releases its branch's hold, confirm 02 credits `to` and cancel 01
- *     credits `from` back.
+ *     credits `from` back;
+ *   workflow "w<cycle>-<seq>": workflow WORKFLOW (the child's C function)
+ *     of two steps moving what a saga's do, each action inline through
+ *     the barrier (mode "workflow"), each compensation a branch to the
+ *     bank; an action first checks the stored document does not record
+ *     its step as succeeded (a memoized step run again: REC_GBAD).
  *
  * with amt = 1 + seq % 9, from = (cycle * 31 + seq * 7) % 64 and to =
  * (from + 1 + seq % 63) % 64. A submission whose _wait calls returned OK
@@ -97,6 +102,7 @@
 #include "troupe/runtime.h"
 #include "troupe/table.h"
 #include "troupe/txn.h"
+#include "troupe/workflow.h"
 
 #define NACCT 64
 #define SEED_V 1000
@@ -115,10 +121,13 @@
 #define GID_LEN_MAX 48
 
 /* The kinds, in a gid's id (cycle << 40 | kind << 32 | seq). */
-enum { GK_SAGA = 1, GK_MSG = 2, GK_TCC = 3, GK_N = 4 };
+enum { GK_SAGA = 1, GK_MSG = 2, GK_TCC = 3, GK_WF = 4, GK_N = 5 };
 
-static const char kind_letter[GK_N] = {0, 's', 'm', 't'};
-static const char *const kind_name[GK_N] = {NULL, "saga", "msg", "tcc"};
+static const char kind_letter[GK_N] = {0, 's', 'm', 't', 'w'};
+static const char *const kind_name[GK_N] = {NULL, "saga", "msg", "tcc",
+                                            "workflow"};
+/* The workflow's name (a troupe_workflow of the child's). */
+#define WORKFLOW "xfer"
 
 /* The ops, by index into a transaction's barrier rows. */
 enum { OP_ACTION, OP_COMPENSATE, OP_TRY, OP_CONFIRM, OP_CANCEL, OP_MSG, OP_N };
@@ -196,6 +205,7 @@ op_effect(int kind, uint64_t cycle, uint64_t seq, unsigned b, int op,
     xfer(cycle, seq, &from, &to, &amt);
     switch (kind) {
     case GK_SAGA:
+    case GK_WF: /* a workflow's two steps move what a saga's do */
         if ((b != 1 && b != 2) || (op != OP_ACTION && op != OP_COMPENSATE))
             return -1;
         acct[0] = b == 1 ? from : to;
@@ -327,6 +337,7 @@ typedef struct cnode {
     troupe_catalog *cat;
     troupe_tables *tb;
     troupe_target *tg;
+    troupe_workflow *wf;
     troupe_coord *coord;
 } cnode;
 
@@ -476,6 +487,8 @@ rule_of(int kind, uint64_t seq, unsigned b, int op, uint32_t attempt)
         if (b == 1 && op == OP_COMPENSATE && seq % 2 == 1 && first)
             return R_FAIL;
         return R_RUN;
+    case GK_WF: /* only its compensations come here */
+        return b == 1 && seq % 2 == 1 && first ? R_FAIL : R_RUN;
     case GK_MSG:
         if (op == OP_MSG)
             return seq % 12 == 0 && first ? R_ONGOING : R_QUERY;
@@ -573,6 +586,86 @@ bank(const troupe_task *t, troupe_task_reply *r, void *arg)
                                : TROUPE_OUTCOME_SUCCESS;
 }
 
+/* ---- the workflow: a transfer as two memoized steps ---- */
+
+typedef struct wf_step {
+    uint64_t cycle, seq;
+    unsigned b;
+} wf_step;
+
+/* A step's action, run inline by the workflow's run: the barrier check
+ * (workflow, gid, branch, "action") and the effect in one transaction.
+ * Step 02 with seq % 7 == 3 is FAILURE (nothing written). A step whose
+ * stored record says it succeeded is never run again: checked against
+ * the document, which only the reply of an earlier run can have
+ * changed (this run's is not sent yet). */
+static troupe_outcome
+wf_action(troupe_wf *wf, const char *bid, void *arg)
+{
+    const wf_step *st = arg;
+    size_t gl = 0;
+    const char *gid = troupe_wf_gid(wf, &gl);
+    uint64_t id = gid_id(GK_WF, st->cycle, st->seq);
+    troupe_gtx_detail *d = NULL;
+    troupe_err e = troupe_gtx_detail_wait(CC.n.coord, gid, gl, &d);
+    if (e != TROUPE_OK)
+        return TROUPE_OUTCOME_UNKNOWN;
+    bool done = st->b < d->n_branches &&
+                d->branches[st->b].ops[0].state == TROUPE_GTX_CALL_SUCCEEDED;
+    troupe_gtx_detail_destroy(d);
+    if (done) {
+        cbad(id, 5, "%s: step %s ran again after it succeeded", gid, bid);
+        return TROUPE_OUTCOME_UNKNOWN;
+    }
+    if (st->b == 2 && st->seq % 7 == 3)
+        return TROUPE_OUTCOME_FAILURE;
+    unsigned acct[2];
+    int64_t delta[2];
+    int n = op_effect(GK_WF, st->cycle, st->seq, st->b, OP_ACTION, acct, delta);
+    troupe_barrier_verdict v = 0;
+    bool hold_missing = false;
+    e = business("workflow", gid, gl, st->b, bid, OP_ACTION, n, acct, delta, &v,
+                 &hold_missing);
+    if (e != TROUPE_OK)
+        return TROUPE_OUTCOME_UNKNOWN;
+    atomic_fetch_add(&CC.verdicts[v], 1);
+    crash_report(CC.fd, REC_GVERDICT, (int32_t)v, id);
+    return TROUPE_OUTCOME_SUCCESS;
+}
+
+/* The workflow: step "debit" (01, its compensation credits back), step
+ * "credit" (02, its compensation debits), both through the bank. */
+static troupe_outcome
+wf_run(troupe_wf *wf, const uint8_t *in, size_t len, void *arg)
+{
+    (void)in;
+    (void)len;
+    (void)arg;
+    size_t gl = 0;
+    const char *gid = troupe_wf_gid(wf, &gl);
+    int kind = 0;
+    uint64_t cycle = 0, seq = 0;
+    if (!gid_parse(gid, gl, &kind, &cycle, &seq) || kind != GK_WF) {
+        cbad(0, 1, "a workflow run %s that no submission made", gid);
+        return TROUPE_OUTCOME_UNKNOWN;
+    }
+    static const char *const names[3] = {NULL, "debit", "credit"};
+    for (unsigned b = 1; b <= 2; b++) {
+        uint8_t p[32];
+        troupe_gtx_call undo = {
+            TARGET, p,
+            payload_of(GK_WF, cycle, seq, b, OP_COMPENSATE, p, sizeof(p))};
+        wf_step st = {cycle, seq, b};
+        troupe_err e =
+            troupe_wf_step(wf, names[b], &undo, wf_action, &st, NULL, NULL);
+        if (e == TROUPE_EFAILED)
+            return TROUPE_OUTCOME_FAILURE;
+        if (e != TROUPE_OK)
+            return TROUPE_OUTCOME_ONGOING;
+    }
+    return TROUPE_OUTCOME_SUCCESS;
+}
+
 /* The accounts hold all NACCT rows, or none: then seeds them in one
  * transaction. Anything else is a seed applied in part. */
 static void
@@ -642,6 +735,9 @@ node_open(const char *dir, cnode *n)
     troupe_target_opts tg = {.name = TARGET, .fn = bank};
     if ((e = troupe_target_create(n->rt, &tg, &n->tg)) != TROUPE_OK)
         cdie("target_create", e);
+    troupe_workflow_def wd = {.name = WORKFLOW, .fn = wf_run};
+    if ((e = troupe_workflow_create(n->rt, &wd, &n->wf)) != TROUPE_OK)
+        cdie("workflow_create", e);
     troupe_coord_opts cop = {.rt = n->rt,
                              .tables = n->tb,
                              .retry_min_ms = RETRY_MIN_MS,
@@ -670,6 +766,8 @@ node_close(cnode *n)
         KEEP(troupe_coord_stop_wait(n->coord));
         troupe_coord_destroy(n->coord);
     }
+    KEEP(troupe_workflow_stop_wait(n->wf));
+    troupe_workflow_destroy(n->wf);
     KEEP(troupe_target_stop_wait(n->tg));
     troupe_target_destroy(n->tg);
     KEEP(troupe_tables_stop_wait(n->tb));
@@ -914,6 +1012,17 @@ tcc_one(uint64_t seq, const char *gid, int gl)
                  gid_id(GK_TCC, CC.cycle, seq));
 }
 
+static void
+wf_one(uint64_t seq, const char *gid, int gl)
+{
+    troupe_err e = troupe_workflow_submit_wait(CC.n.coord, gid, (size_t)gl,
+                                               WORKFLOW, NULL, 0);
+    if (e != TROUPE_OK)
+        cdie("workflow submit", e);
+    int want = seq % 7 == 3 ? TROUPE_GTX_FAILED : TROUPE_GTX_SUCCEED;
+    crash_report(CC.fd, REC_GACK, want, gid_id(GK_WF, CC.cycle, seq));
+}
+
 static void *
 submitter(void *arg)
 {
@@ -928,6 +1037,8 @@ submitter(void *arg)
             saga_one(seq, gid, gl);
         else if (kind == GK_MSG)
             msg_one(seq, gid, gl);
+        else if (kind == GK_WF)
+            wf_one(seq, gid, gl);
         else
             tcc_one(seq, gid, gl);
         ring_push(&r, gid);
@@ -1103,6 +1214,7 @@ rows_wanted(const fgtx *g, int kind, uint8_t want[3][OP_N])
     bool ok = g->status == TROUPE_GTX_SUCCEED;
     switch (kind) {
     case GK_SAGA:
+    case GK_WF: /* the same rows, under mode "workflow" */
         want[1][OP_ACTION] = 1 + OP_ACTION;
         if (ok) {
             want[2][OP_ACTION] = 1 + OP_ACTION;
@@ -1340,13 +1452,13 @@ crash_child_coord_drain(int argc, char **argv)
         bool ok = g->status == TROUPE_GTX_SUCCEED;
         count[kind][g->status]++;
         unacked += g->acked == 0;
-        if (kind == GK_SAGA && ok != (seq % 7 != 3))
-            DFAIL("saga %s ended %s, its rule says %s", gid,
+        if ((kind == GK_SAGA || kind == GK_WF) && ok != (seq % 7 != 3))
+            DFAIL("%s %s ended %s, its rule says %s", kind_name[kind], gid,
                   status_name(g->status), seq % 7 == 3 ? "failed" : "succeed");
         if (kind == GK_TCC && ok && (seq % 5 == 4 || g->steps != 2))
             DFAIL("tcc %s succeeded with %u branches%s", gid, g->steps,
                   seq % 5 == 4 ? " though its application aborted it" : "");
-        if ((kind == GK_SAGA && g->steps != 2) ||
+        if (((kind == GK_SAGA || kind == GK_WF) && g->steps != 2) ||
             (kind == GK_MSG && g->steps != 1))
             DFAIL("%s has %u steps", gid, g->steps);
         if (ok) {
@@ -1536,6 +1648,7 @@ crash_coord_write_acks(const char *path, crash_coord_stats *st, char *msg,
     st->sagas = CA.per_kind[GK_SAGA];
     st->msgs = CA.per_kind[GK_MSG];
     st->tccs = CA.per_kind[GK_TCC];
+    st->workflows = CA.per_kind[GK_WF];
     st->executed = CA.verdicts[TROUPE_BARRIER_EXECUTE];
     st->null_comp = CA.verdicts[TROUPE_BARRIER_NULL_COMPENSATION];
     st->duplicated = CA.verdicts[TROUPE_BARRIER_DUPLICATED];
