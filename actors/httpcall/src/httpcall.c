@@ -126,8 +126,9 @@ static void
 reply(troupe_httpcall *hc, uint64_t id, troupe_outcome o, const void *body,
       size_t len)
 {
-    troupe_err e = troupe_host_reply(hc->host, id, o, body, len);
+    /* counted first: the producer hears the outcome inside the reply */
     atomic_fetch_add_explicit(&hc->answered[o], 1, memory_order_relaxed);
+    troupe_err e = troupe_host_reply(hc->host, id, o, body, len);
     if (e == TROUPE_ETIMEDOUT || e == TROUPE_ENOENT)
         atomic_fetch_add_explicit(&hc->late, 1, memory_order_relaxed);
     else if (e != TROUPE_OK)
