@@ -27,6 +27,7 @@
 #include "troupe/dispatch.h"
 #include "troupe/httpcall.h"
 #include "troupe/internal/dispatch.h"
+#include "troupe/internal/httpcall.h"
 #include "troupe/pack.h"
 #include "tsupport.h"
 
@@ -779,6 +780,54 @@ START_TEST(test_huge_body_capped_marker_past_cap_found)
 }
 END_TEST
 
+/* Every way of cutting a body into three pieces: a marker split across
+ * any seam, or fed byte by byte, is found; a near miss is not. */
+START_TEST(test_scan_markers_split_anywhere_found)
+{
+    const char body[] = "..FAILURE..ONGOING.";
+    size_t n = sizeof(body) - 1;
+    for (size_t i = 0; i <= n; i++) {
+        for (size_t j = i; j <= n; j++) {
+            hc_scan sc = {0};
+            troupe__httpcall_scan(&sc, body, i);
+            troupe__httpcall_scan(&sc, body + i, j - i);
+            troupe__httpcall_scan(&sc, body + j, n - j);
+            ck_assert_msg(sc.failure && sc.ongoing, "cut at %zu, %zu", i, j);
+        }
+    }
+    hc_scan one = {0};
+    for (size_t i = 0; i < n; i++)
+        troupe__httpcall_scan(&one, body + i, 1);
+    ck_assert(one.failure && one.ongoing);
+    const char miss[] = "FAILUR.E ONGOIN ONGOINg AILURE";
+    size_t m = sizeof(miss) - 1;
+    for (size_t i = 0; i <= m; i++) {
+        hc_scan sc = {0};
+        troupe__httpcall_scan(&sc, miss, i);
+        troupe__httpcall_scan(&sc, miss + i, m - i);
+        ck_assert(!sc.failure && !sc.ongoing);
+    }
+    hc_scan none = {0}, fail = {.failure = true},
+            both = {.failure = true, .ongoing = true};
+    ck_assert_int_eq(troupe__httpcall_verdict(200, &none),
+                     TROUPE_OUTCOME_SUCCESS);
+    ck_assert_int_eq(troupe__httpcall_verdict(299, &fail),
+                     TROUPE_OUTCOME_FAILURE);
+    ck_assert_int_eq(troupe__httpcall_verdict(204, &both),
+                     TROUPE_OUTCOME_ONGOING);
+    ck_assert_int_eq(troupe__httpcall_verdict(300, &none),
+                     TROUPE_OUTCOME_UNKNOWN);
+    ck_assert_int_eq(troupe__httpcall_verdict(199, &none),
+                     TROUPE_OUTCOME_UNKNOWN);
+    ck_assert_int_eq(troupe__httpcall_verdict(409, &none),
+                     TROUPE_OUTCOME_FAILURE);
+    ck_assert_int_eq(troupe__httpcall_verdict(425, &fail),
+                     TROUPE_OUTCOME_ONGOING);
+    ck_assert_int_eq(troupe__httpcall_verdict(500, &fail),
+                     TROUPE_OUTCOME_UNKNOWN);
+}
+END_TEST
+
 START_TEST(test_bad_arguments)
 {
     troupe_httpcall *h = NULL;
@@ -810,8 +859,7 @@ START_TEST(test_bad_arguments)
     troupe_pack_init(&p);
     ck_assert_err(troupe_httpcall_payload_pack(NULL, "http://a/", "", 0),
                   TROUPE_EINVAL);
-    ck_assert_err(troupe_httpcall_payload_pack(&p, NULL, "", 0),
-                  TROUPE_EINVAL);
+    ck_assert_err(troupe_httpcall_payload_pack(&p, NULL, "", 0), TROUPE_EINVAL);
     ck_assert_err(troupe_httpcall_payload_pack(&p, "", "", 0), TROUPE_EINVAL);
     ck_assert_err(troupe_httpcall_payload_pack(&p, "http://a/", NULL, 1),
                   TROUPE_EINVAL);
@@ -868,6 +916,7 @@ httpcall_suite(void)
     tcase_add_test(tc, test_stop_in_flight_settles_each_once_unknown);
     tcase_add_test(tc, test_more_tasks_than_credit_all_complete);
     tcase_add_test(tc, test_huge_body_capped_marker_past_cap_found);
+    tcase_add_test(tc, test_scan_markers_split_anywhere_found);
     tcase_add_test(tc, test_bad_arguments);
     tcase_add_test_raise_signal(tc, test_destroy_running_aborts, SIGABRT);
     suite_add_tcase(s, tc);

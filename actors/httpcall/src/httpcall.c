@@ -36,9 +36,9 @@
 #include <time.h>
 #include <uv.h>
 
-#include "httpcall_int.h"
 #include "troupe/alloc.h"
 #include "troupe/httpcall.h"
+#include "troupe/internal/httpcall.h"
 #include "troupe/internal/runtime.h"
 #include "troupe/log.h"
 
@@ -200,23 +200,20 @@ static bool
 req_setup(hc_req *r, const hc_branch *b, long timeout_ms)
 {
     CURL *e = r->easy;
-    bool ok = curl_easy_setopt(e, CURLOPT_URL, r->url) == CURLE_OK &&
-              curl_easy_setopt(e, CURLOPT_PRIVATE, r) == CURLE_OK &&
-              curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L) == CURLE_OK &&
-              curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https") ==
-                  CURLE_OK &&
-              curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https") ==
-                  CURLE_OK &&
-              curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L) == CURLE_OK &&
-              curl_easy_setopt(e, CURLOPT_PROXY, "") == CURLE_OK &&
-              curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms) ==
-                  CURLE_OK &&
-              curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body) ==
-                  CURLE_OK &&
-              curl_easy_setopt(e, CURLOPT_WRITEDATA, r) == CURLE_OK &&
-              curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->err) == CURLE_OK &&
-              curl_easy_setopt(e, CURLOPT_USERAGENT, "troupe-httpcall") ==
-                  CURLE_OK;
+    bool ok =
+        curl_easy_setopt(e, CURLOPT_URL, r->url) == CURLE_OK &&
+        curl_easy_setopt(e, CURLOPT_PRIVATE, r) == CURLE_OK &&
+        curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L) == CURLE_OK &&
+        curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https") == CURLE_OK &&
+        curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https") ==
+            CURLE_OK &&
+        curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L) == CURLE_OK &&
+        curl_easy_setopt(e, CURLOPT_PROXY, "") == CURLE_OK &&
+        curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms) == CURLE_OK &&
+        curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body) == CURLE_OK &&
+        curl_easy_setopt(e, CURLOPT_WRITEDATA, r) == CURLE_OK &&
+        curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->err) == CURLE_OK &&
+        curl_easy_setopt(e, CURLOPT_USERAGENT, "troupe-httpcall") == CURLE_OK;
     if (!ok)
         return false;
     if (b->get)
@@ -280,9 +277,9 @@ take(troupe_httpcall *hc, const uint8_t *rec, size_t len)
     r->id = id;
     r->url = url;
     r->body_len = b.get ? 0 : b.body_len;
-    bool ok = (r->body_len == 0 ||
-               (r->body = troupe_malloc(r->body_len)) != NULL) &&
-              (r->easy = curl_easy_init()) != NULL;
+    bool ok =
+        (r->body_len == 0 || (r->body = troupe_malloc(r->body_len)) != NULL) &&
+        (r->easy = curl_easy_init()) != NULL;
     if (ok && r->body_len > 0)
         memcpy(r->body, b.body, r->body_len);
     if (!ok || !req_setup(r, &b, left) ||
@@ -300,9 +297,8 @@ take(troupe_httpcall *hc, const uint8_t *rec, size_t len)
     hc->reqs = r;
     hc->n_reqs++;
     atomic_fetch_add_explicit(&hc->requests, 1, memory_order_relaxed);
-    uint32_t now = atomic_fetch_add_explicit(&hc->in_flight, 1,
-                                             memory_order_relaxed) +
-                   1;
+    uint32_t now =
+        atomic_fetch_add_explicit(&hc->in_flight, 1, memory_order_relaxed) + 1;
     if (now > atomic_load_explicit(&hc->in_flight_max, memory_order_relaxed))
         atomic_store_explicit(&hc->in_flight_max, now, memory_order_relaxed);
 }
@@ -497,8 +493,7 @@ loop_init(troupe_httpcall *hc)
         return TROUPE_ESYS;
     hc->multi = curl_multi_init();
     int fd = troupe_host_wake_fd(hc->host);
-    if (hc->multi == NULL ||
-        uv_poll_init(&hc->loop, &hc->wake, fd) != 0 ||
+    if (hc->multi == NULL || uv_poll_init(&hc->loop, &hc->wake, fd) != 0 ||
         uv_timer_init(&hc->loop, &hc->timer) != 0 ||
         uv_async_init(&hc->loop, &hc->stop_async, on_stop) != 0) {
         if (hc->multi != NULL)
@@ -567,8 +562,8 @@ troupe_httpcall_open(troupe_runtime *rt, const troupe_httpcall_opts *o,
     hc->credit = d.credit;
     hc->body_max = d.body_max;
     hc->rec = troupe_malloc(RECORD_CAP);
-    troupe_err e = hc->rec ? troupe_host_open(rt, NULL, &hc->host)
-                           : TROUPE_ENOMEM;
+    troupe_err e =
+        hc->rec ? troupe_host_open(rt, NULL, &hc->host) : TROUPE_ENOMEM;
     if (e == TROUPE_OK) {
         troupe_target_opts to = {.name = d.target,
                                  .host = hc->host,
@@ -651,8 +646,7 @@ troupe_httpcall_destroy(troupe_httpcall *hc)
 }
 
 void
-troupe_httpcall_stats_get(const troupe_httpcall *hc,
-                          troupe_httpcall_stats *out)
+troupe_httpcall_stats_get(const troupe_httpcall *hc, troupe_httpcall_stats *out)
 {
     if (out == NULL)
         return;

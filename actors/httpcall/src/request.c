@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "httpcall_int.h"
 #include "troupe/alloc.h"
 #include "troupe/httpcall.h"
+#include "troupe/internal/httpcall.h"
 #include "troupe/pack.h"
 
 static const char *const MARK_ONGOING = "ONGOING";
@@ -83,8 +83,8 @@ query_part(char *out, const char *key, const char *v)
     out[n++] = '=';
     for (const unsigned char *c = (const unsigned char *)v; *c; c++) {
         if ((*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') ||
-            (*c >= '0' && *c <= '9') || *c == '-' || *c == '.' ||
-            *c == '_' || *c == '~') {
+            (*c >= '0' && *c <= '9') || *c == '-' || *c == '.' || *c == '_' ||
+            *c == '~') {
             out[n++] = (char)*c;
         } else {
             out[n++] = '%';
@@ -106,8 +106,8 @@ append_query(CURLU *u, const hc_branch *b, const char **why)
         if (part == NULL)
             return TROUPE_ENOMEM;
         query_part(part, keys[i], vals[i]);
-        CURLUcode rc = curl_url_set(u, CURLUPART_QUERY, part,
-                                    CURLU_APPENDQUERY);
+        CURLUcode rc =
+            curl_url_set(u, CURLUPART_QUERY, part, CURLU_APPENDQUERY);
         troupe_free(part);
         if (rc == CURLUE_OUT_OF_MEMORY)
             return TROUPE_ENOMEM;

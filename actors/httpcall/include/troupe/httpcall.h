@@ -132,8 +132,7 @@ typedef struct troupe_httpcall_stats {
 
 /* NULL h: zeroes. */
 void
-troupe_httpcall_stats_get(const troupe_httpcall *h,
-                          troupe_httpcall_stats *out);
+troupe_httpcall_stats_get(const troupe_httpcall *h, troupe_httpcall_stats *out);
 
 /* The target (borrowed, until troupe_httpcall_destroy), for its stats. */
 troupe_target *

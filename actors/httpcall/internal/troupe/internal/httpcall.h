@@ -1,10 +1,13 @@
 /*
- * What httpcall.c (the object, its thread and loop, libcurl's multi
- * interface) calls in request.c (a task to a request, a response to a
- * verdict): the parts that know DTM's call shape.
+ * httpcall's internal tier: what httpcall.c (the object, its thread and
+ * loop, libcurl's multi interface) calls in request.c (a task to a
+ * request, a response to a verdict), the parts that know DTM's call
+ * shape; here rather than in src/ so that the tests can drive the
+ * marker scan piece by piece, which a real server cannot split at will.
+ * Any thread; nothing here blocks or keeps state but its arguments.
  */
-#ifndef TROUPE_HTTPCALL_INT_H
-#define TROUPE_HTTPCALL_INT_H
+#ifndef TROUPE_INTERNAL_HTTPCALL_H
+#define TROUPE_INTERNAL_HTTPCALL_H
 
 #include <stdbool.h>
 #include <stddef.h>
