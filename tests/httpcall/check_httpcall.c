@@ -580,7 +580,7 @@ END_TEST
 
 START_TEST(test_malformed_tasks_failure_nothing_sent)
 {
-    open_hc(8, 10000);
+    open_hc(16, 10000);
     char url[128];
     url_of(url, sizeof(url), "/ok");
     char h[64];
@@ -626,13 +626,26 @@ START_TEST(test_malformed_tasks_failure_nothing_sent)
     /* 7: the same payload and header, well formed: it is sent */
     ck_assert(submit_raw(7, TROUPE_TASK_BRANCH, h, hl, pd, pl));
     troupe_pack_fini(&p);
-    wait_done(8);
+    /* 8, 9: a query-back (op msg) with no payload (what the coordinator
+     * stores for a message's query-back today) and with a file:// url:
+     * UNKNOWN, never a FAILURE that would drop the message */
+    char qh[64];
+    size_t qhl = header_of(qh, "msg", "m-1", "00", "msg");
+    ck_assert(submit_raw(8, TROUPE_TASK_BRANCH, qh, qhl, NULL, 0));
+    troupe_pack_init(&p);
+    ck_assert_ok(troupe_httpcall_payload_pack(&p, "file:///etc/passwd", "", 0));
+    pd = troupe_pack_data(&p, &pl);
+    ck_assert(submit_raw(9, TROUPE_TASK_BRANCH, qh, qhl, pd, pl));
+    troupe_pack_fini(&p);
+    wait_done(10);
     for (size_t i = 0; i < 7; i++)
         assert_outcome(i, TROUPE_OUTCOME_FAILURE);
     assert_outcome(7, TROUPE_OUTCOME_SUCCESS);
+    assert_outcome(8, TROUPE_OUTCOME_UNKNOWN);
+    assert_outcome(9, TROUPE_OUTCOME_UNKNOWN);
     troupe_httpcall_stats st;
     troupe_httpcall_stats_get(hc, &st);
-    ck_assert_uint_eq(st.refused, 7);
+    ck_assert_uint_eq(st.refused, 9);
     ck_assert_uint_eq(st.requests, 1);
     pthread_mutex_lock(&S.mu);
     ck_assert_int_eq(S.n_reqs, 1);

@@ -249,7 +249,7 @@ take(troupe_httpcall *hc, const uint8_t *rec, size_t len)
     if (TROUPE_HOST_RECORD_SIZE(hl, bl) > len)
         return; /* never: the dispatch wrote it */
     const char *why = "httpcall: the task is not a branch";
-    hc_branch b;
+    hc_branch b = {0};
     char *url = NULL;
     troupe_err e = kind == TROUPE_TASK_BRANCH ? TROUPE_OK : TROUPE_EPROTO;
     if (e == TROUPE_OK)
@@ -259,8 +259,13 @@ take(troupe_httpcall *hc, const uint8_t *rec, size_t len)
     if (e == TROUPE_OK)
         e = troupe__httpcall_url(&b, &url, &why);
     if (e == TROUPE_EPROTO) {
+        /* FAILURE says the call did not take effect, true when nothing
+         * was sent; but a query-back's FAILURE says the message's local
+         * transaction did not commit, which nobody asked: UNKNOWN. */
+        bool query = b.op != NULL && strcmp(b.op, "msg") == 0;
         atomic_fetch_add_explicit(&hc->refused, 1, memory_order_relaxed);
-        reply(hc, id, TROUPE_OUTCOME_FAILURE, why, strlen(why));
+        reply(hc, id, query ? TROUPE_OUTCOME_UNKNOWN : TROUPE_OUTCOME_FAILURE,
+              why, strlen(why));
         return;
     }
     long left = (long)(deadline - now_unix_ms());

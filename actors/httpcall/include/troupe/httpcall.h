@@ -44,13 +44,17 @@
  * never hides a marker past the cap). A call that got no response
  * replies libcurl's error text as the body.
  *
- * A task that can never make a request answers FAILURE at once, with a
- * body saying why, and sends nothing: a header that is not four strings,
- * a payload that is not [str, bin] (or whose url holds a NUL), a url
- * whose scheme is not http or https, a url libcurl cannot parse. Such a
- * payload is stored in the transaction and would come back unchanged on
- * every retry, so UNKNOWN would retry it for ever; nothing was sent, so
- * FAILURE (the producer may compensate) is true.
+ * A task that can never make a request sends nothing and answers at once,
+ * with a body saying why: a header that is not four strings, a payload
+ * that is not [str, bin] (or whose url holds a NUL), a url whose scheme
+ * is not http or https, a url libcurl cannot parse. Such a payload is
+ * stored in the transaction and would come back unchanged on every
+ * retry, so UNKNOWN would retry it for ever; nothing was sent, so the
+ * answer is FAILURE (the call did not take effect: the producer may
+ * compensate). Except for op "msg": a query-back's FAILURE would say the
+ * message's local transaction did not commit, which nobody asked, so it
+ * answers UNKNOWN (asked again after the backoff; an operator aborts or
+ * force-stops the message). Both are counted in stats.refused.
  *
  * Memory is bounded: at most `credit` requests at once (the target holds
  * no more tasks than that either); each keeps its url, its request body
