@@ -137,7 +137,8 @@ record(nng_http_req *req, const char *uri)
         size_t n = 0;
         nng_http_req_get_data(req, &d, &n);
         s->body = malloc(n + 1);
-        memcpy(s->body, d, n);
+        if (n > 0)
+            memcpy(s->body, d, n);
         s->body_len = n;
     }
     pthread_mutex_unlock(&S.mu);
@@ -251,7 +252,8 @@ on_done(void *arg, uint64_t id, troupe_outcome o, const uint8_t *body,
     size_t i = (size_t)(uintptr_t)arg;
     if (atomic_fetch_add(&P.calls[i], 1) == 0) {
         P.body[i] = malloc(len + 1);
-        memcpy(P.body[i], body, len);
+        if (len > 0)
+            memcpy(P.body[i], body, len);
         P.body_len[i] = len;
         atomic_store(&P.outcome[i], (int)o);
     }
