@@ -246,8 +246,11 @@ take(troupe_httpcall *hc, const uint8_t *rec, size_t len)
     size_t hl = (size_t)rd_le(rec + 14, 2);
     size_t bl = (size_t)rd_le(rec + 20, 4);
     int64_t deadline = (int64_t)rd_le(rec + 24, 8);
-    if (TROUPE_HOST_RECORD_SIZE(hl, bl) > len)
-        return; /* never: the dispatch wrote it */
+    if (TROUPE_HOST_RECORD_SIZE(hl, bl) > len) {
+        /* never (the dispatch wrote it); answered, so it is not held */
+        reply(hc, id, TROUPE_OUTCOME_UNKNOWN, NULL, 0);
+        return;
+    }
     const char *why = "httpcall: the task is not a branch";
     hc_branch b = {0};
     char *url = NULL;
