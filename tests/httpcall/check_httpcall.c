@@ -580,6 +580,23 @@ START_TEST(test_non_http_urls_refused_failure_nothing_sent)
 }
 END_TEST
 
+/* https passes the scheme rule: the call is made (a TLS handshake with a
+ * plain-http server fails: UNKNOWN, not a refusal). */
+START_TEST(test_https_url_called_not_refused)
+{
+    open_hc(4, 10000);
+    char url[128];
+    snprintf(url, sizeof(url), "HTTPS://127.0.0.1:%d/ok", S.port);
+    ck_assert(submit_branch(0, url, "action", "{}", 2));
+    wait_done(1);
+    assert_outcome(0, TROUPE_OUTCOME_UNKNOWN);
+    troupe_httpcall_stats st;
+    troupe_httpcall_stats_get(hc, &st);
+    ck_assert_uint_eq(st.requests, 1);
+    ck_assert_uint_eq(st.refused, 0);
+}
+END_TEST
+
 START_TEST(test_malformed_tasks_failure_nothing_sent)
 {
     open_hc(16, 10000);
@@ -925,6 +942,7 @@ httpcall_suite(void)
     tcase_add_test(tc, test_post_query_and_body_arrive_exactly);
     tcase_add_test(tc, test_op_msg_is_get_without_body);
     tcase_add_test(tc, test_non_http_urls_refused_failure_nothing_sent);
+    tcase_add_test(tc, test_https_url_called_not_refused);
     tcase_add_test(tc, test_malformed_tasks_failure_nothing_sent);
     tcase_add_test(tc, test_connection_refused_unknown);
     tcase_add_test(tc, test_deadline_ends_the_request_unknown);
