@@ -860,6 +860,21 @@ START_TEST(test_scan_markers_split_anywhere_found)
 }
 END_TEST
 
+START_TEST(test_body_max_option_caps_reply_not_verdict)
+{
+    troupe_httpcall_opts o = {.credit = 4, .body_max = 4};
+    ck_assert_ok(troupe_httpcall_open(rt, &o, &hc));
+    submit_path(0, "/failure"); /* {"dtm_result":"FAILURE"}: past byte 4 */
+    wait_done(1);
+    assert_outcome(0, TROUPE_OUTCOME_FAILURE);
+    ck_assert_uint_eq(P.body_len[0], 4);
+    ck_assert_mem_eq(P.body[0], "{\"dt", 4);
+    troupe_httpcall_stats st;
+    troupe_httpcall_stats_get(hc, &st);
+    ck_assert_uint_eq(st.capped, 1);
+}
+END_TEST
+
 START_TEST(test_bad_arguments)
 {
     troupe_httpcall *h = NULL;
@@ -949,6 +964,7 @@ httpcall_suite(void)
     tcase_add_test(tc, test_stop_in_flight_settles_each_once_unknown);
     tcase_add_test(tc, test_more_tasks_than_credit_all_complete);
     tcase_add_test(tc, test_huge_body_capped_marker_past_cap_found);
+    tcase_add_test(tc, test_body_max_option_caps_reply_not_verdict);
     tcase_add_test(tc, test_scan_markers_split_anywhere_found);
     tcase_add_test(tc, test_bad_arguments);
     tcase_add_test_raise_signal(tc, test_destroy_running_aborts, SIGABRT);
