@@ -242,12 +242,6 @@ m_query_added(tc_gtx *g)
     set_call(&g->query, "q", NULL, TC_TODO, 0, 0);
 }
 static void
-m_query_payload(tc_gtx *g)
-{
-    g->query.payload = (uint8_t *)sdup("x");
-    g->query.payload_len = 1;
-}
-static void
 m_negative_due(tc_gtx *g)
 {
     g->due_ms = -1;
@@ -292,7 +286,6 @@ START_TEST(test_a_document_breaking_a_rule_is_ecorrupt)
     refused_struct(TROUPE_MODE_XA, m_last_high, "outcome 5");
     refused_struct(TROUPE_MODE_MSG, m_query_lost, "a message, no query");
     refused_struct(TROUPE_MODE_SAGA, m_query_added, "a saga with a query");
-    refused_struct(TROUPE_MODE_MSG, m_query_payload, "a query's payload");
     refused_struct(TROUPE_MODE_SAGA, m_negative_due, "due_ms -1");
     refused_struct(TROUPE_MODE_SAGA, m_retry_inverted, "retry min > max");
     refused_struct(TROUPE_MODE_SAGA, m_too_many_steps, "65 steps");

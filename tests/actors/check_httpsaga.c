@@ -193,6 +193,31 @@ START_TEST(test_http_409_fails_the_saga_compensates_in_reverse)
 }
 END_TEST
 
+/* A message never submitted is queried back over http once its grace
+ * passed: the GET carries the query-back's own url (its payload, kept at
+ * prepare), and its SUCCESS drives the step. */
+START_TEST(test_http_query_back_of_a_message_drives_its_step)
+{
+    troupe_packer p[2];
+    troupe_gtx_call step = call_to(&p[0], "/step", "{\"n\":1}");
+    troupe_gtx_call query = call_to(&p[1], "/query", "");
+    ck_assert_ok(
+        troupe_msg_prepare_wait(hs.coord, "h-m", 3, &step, 1, &query, 50));
+    troupe_pack_fini(&p[0]);
+    troupe_pack_fini(&p[1]);
+    ck_assert_msg(ts_wait_until(final_pred, (void *)"h-m", 10000),
+                  "h-m did not end");
+    troupe_gtx_info in;
+    ck_assert_ok(troupe_gtx_query_wait(hs.coord, "h-m", 3, &in));
+    ck_assert_int_eq(in.status, TROUPE_GTX_SUCCEED);
+    static const char *const want[] = {
+        "GET /query?gid=h-m&trans_type=msg&branch_id=00&op=msg ",
+        "POST /step?gid=h-m&trans_type=msg&branch_id=01&op=action "
+        "{\"n\":1}"};
+    assert_log(2, want);
+}
+END_TEST
+
 Suite *
 httpsaga_suite(void)
 {
@@ -202,6 +227,7 @@ httpsaga_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_http_saga_succeeds_calls_in_order);
     tcase_add_test(tc, test_http_409_fails_the_saga_compensates_in_reverse);
+    tcase_add_test(tc, test_http_query_back_of_a_message_drives_its_step);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -538,8 +538,7 @@ troupe_msg_prepare(troupe_coord *c, const char *gid, size_t gid_len,
     for (size_t i = 0; i < n; i++)
         if (!call_valid(c->rt, &steps[i], false, &e))
             return e;
-    troupe_gtx_call q = {.target = query->target};
-    if (!call_valid(c->rt, &q, false, &e))
+    if (!call_valid(c->rt, query, false, &e))
         return e;
     tc_gtx *g = NULL;
     if ((e = prepared_new(c, TROUPE_MODE_MSG, n, &g)) != TROUPE_OK)
@@ -547,7 +546,7 @@ troupe_msg_prepare(troupe_coord *c, const char *gid, size_t gid_len,
     for (size_t i = 0; i < n && e == TROUPE_OK; i++)
         e = copy_call(&g->steps[i].call[0], &steps[i]);
     if (e == TROUPE_OK)
-        e = copy_call(&g->query, &q);
+        e = copy_call(&g->query, query);
     if (e != TROUPE_OK) {
         troupe__gtx_free(g);
         return e;

@@ -419,16 +419,15 @@ consistent(const tc_gtx *g)
     if (g->status == TC_PREPARED &&
         (g->mode == TROUPE_MODE_SAGA || g->mode == TROUPE_MODE_WORKFLOW))
         return false;
-    /* a message has a query-back target, a workflow its run (with its
-     * input), no other mode has one */
+    /* a message has a query-back call (with the payload its target
+     * needs: an http one's url), a workflow its run (with its input), no
+     * other mode has one */
     bool wf = g->mode == TROUPE_MODE_WORKFLOW;
     if ((g->mode == TROUPE_MODE_MSG || wf) != (g->query.target != NULL))
         return false;
     if (g->after != NULL && g->mode != TROUPE_MODE_SAGA)
         return false;
-    if (!wf && g->hold != TC_HOLD_NONE)
-        return false;
-    return wf || g->query.payload_len == 0;
+    return wf || g->hold == TC_HOLD_NONE;
 }
 
 troupe_err

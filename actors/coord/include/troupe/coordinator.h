@@ -238,7 +238,9 @@ troupe_tcc_register(troupe_coord *c, const char *gid, size_t gid_len,
 
 /*
  * A two-phase message: prepare stores its steps and its query-back call
- * (required) before the application's local transaction; submit (after
+ * (required; its payload, if any, goes with every ask: an http
+ * query-back's [url, body], troupe/httpcall.h) before the application's
+ * local transaction; submit (after
  * that transaction committed) drives the steps, each retried until
  * SUCCESS, never compensated. A message left prepared for grace_ms (0:
  * 10 s) is queried back: SUCCESS drives it, FAILURE fails it with no step
