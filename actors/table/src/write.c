@@ -222,6 +222,20 @@ troupe__write_h_write(troupe_actor *self, void *st, const troupe_msg *m)
                              NULL);
         return TROUPE_OK;
     }
+    /* A prepared XA transaction holds the key until its xid is resolved,
+     * which may take for ever: refused, the reply's body naming the xid. */
+    const char *xid = troupe__parts_xa_holder(s, key, klen);
+    if (xid != NULL) {
+        troupe_packer p;
+        troupe_body *b = NULL;
+        troupe_pack_init(&p);
+        troupe_pack_cstr(&p, xid);
+        (void)troupe_pack_take_body(&p, &b);
+        troupe_pack_fini(&p);
+        troupe_runtime_reply(troupe_actor_runtime(self), m->from, m->corr,
+                             TROUPE_EBUSY, b != NULL ? &b : NULL);
+        return TROUPE_OK;
+    }
     e = enqueue(self, s, m->kind, key, klen, doc, dlen, expires,
                 (troupe_sync)sync, !stamp, m->from, m->corr);
     if (e != TROUPE_OK)
