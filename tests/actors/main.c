@@ -30,6 +30,8 @@ Suite *
 gtx_suite(void);
 Suite *
 coord_suite(void);
+Suite *
+xa_suite(void);
 
 int
 main(void)
@@ -38,6 +40,7 @@ main(void)
                   index_suite(),   txn_suite(),     ttl_suite(),
                   queue_suite(),   hostile_suite(), lanes_suite(),
                   catalog_suite(), errors_suite(),  hostactor_suite(),
-                  barrier_suite(), gtx_suite(),     coord_suite()};
+                  barrier_suite(), gtx_suite(),     coord_suite(),
+                  xa_suite()};
     return ts_run_suites(s, (int)(sizeof(s) / sizeof(s[0])));
 }
