@@ -361,11 +361,15 @@ START_TEST(test_xa_held_keys_refuse_other_txns_single_writes_and_ddl)
     ck_assert_err(troupe_txn_prepare_wait(tx, "held:2", 6), TROUPE_ECONFLICT);
     troupe_txn_destroy(tx);
     /* single writes of held keys are refused, not queued */
-    ck_assert_err(put("a", "w", 4), TROUPE_EBUSY);
-    ck_assert_err(put("a", "r", 4), TROUPE_EBUSY);
-    ck_assert_err(put("a", "m5", 4), TROUPE_EBUSY);
+    const char *held[] = {"w", "r", "m5"};
+    for (int i = 0; i < 3; i++) {
+        ck_assert_err(put("a", held[i], 4), TROUPE_EBUSY);
+        ck_assert_ptr_nonnull(
+            strstr(troupe_errmsg(TROUPE_EBUSY), "\"held:1\""));
+    }
     ck_assert_err(troupe_table_delete_wait(fx.tables, "a", "r", 1, NULL),
                   TROUPE_EBUSY);
+    ck_assert_ptr_nonnull(strstr(troupe_errmsg(TROUPE_EBUSY), "held:1"));
     ck_assert_ok(put("a", "free", 4)); /* others are not */
     ck_assert_ok(put("b", "w", 4));
     /* DDL on the held table is EBUSY; on another table it is not */

@@ -15,6 +15,7 @@
 #include "table_int.h"
 #include "troupe/alloc.h"
 #include "troupe/internal/runtime.h"
+#include "troupe/internal/xa.h"
 #include "troupe/pack.h"
 
 typedef struct tcall {
@@ -429,6 +430,22 @@ wake_cb(troupe_err err, troupe_rows *rows, void *arg)
     troupe__waiter_release(arg, err, rows);
 }
 
+/* A write's EBUSY, with the detail naming the prepared XA xid that holds
+ * the key (troupe/xa.h) when one does: on the caller's thread, where
+ * troupe_errmsg reads it. */
+static troupe_err
+busy_detail(const char *call, troupe_tables *t, const char *table,
+            const void *key, size_t klen, troupe_err e)
+{
+    char xid[TROUPE__XA_XID_MAX + 1];
+    if (e != TROUPE_EBUSY || !troupe__xa_holder(t, table, key, klen, xid))
+        return e;
+    return troupe__errf(TROUPE_EBUSY,
+                        "%s: the key is held by prepared XA transaction "
+                        "\"%s\"",
+                        call, xid);
+}
+
 /* The write calls that take a document, as write_wait waits for them. */
 typedef troupe_err (*doc_write_fn)(troupe_tables *t, const char *table,
                                    const void *key, size_t klen,
@@ -447,8 +464,10 @@ write_wait(const char *call, doc_write_fn fn, troupe_tables *t,
         return be;
     troupe__waiter w;
     troupe__waiter_init(&w, 1);
-    return troupe__waiter_finish(
-        &w, fn(t, table, key, klen, doc, dlen, wo, wake_cb, &w), NULL);
+    return busy_detail(
+        call, t, table, key, klen,
+        troupe__waiter_finish(
+            &w, fn(t, table, key, klen, doc, dlen, wo, wake_cb, &w), NULL));
 }
 
 troupe_err
@@ -487,8 +506,11 @@ troupe_table_delete_wait(troupe_tables *t, const char *table, const void *key,
         return be;
     troupe__waiter w;
     troupe__waiter_init(&w, 1);
-    return troupe__waiter_finish(
-        &w, troupe_table_delete(t, table, key, klen, wo, wake_cb, &w), NULL);
+    return busy_detail(
+        "troupe_table_delete_wait", t, table, key, klen,
+        troupe__waiter_finish(
+            &w, troupe_table_delete(t, table, key, klen, wo, wake_cb, &w),
+            NULL));
 }
 
 troupe_err

@@ -438,6 +438,40 @@ troupe__xa_snapshot(troupe_tables *t, char ***xids, int64_t **ms, size_t *n)
     return TROUPE_OK;
 }
 
+static bool
+tab_holds(const txa_tab *tb, const void *key, size_t klen)
+{
+    for (size_t i = 0; i < tb->n; i++)
+        if (troupe_key_cmp(tb->keys[i].key, tb->keys[i].klen, key, klen) == 0)
+            return true;
+    for (size_t i = 0; i < tb->nranges; i++) {
+        const ttxn_range *g = &tb->ranges[i];
+        if ((g->start == NULL ||
+             troupe_key_cmp(g->start, g->slen, key, klen) <= 0) &&
+            (g->end == NULL || troupe_key_cmp(key, klen, g->end, g->elen) < 0))
+            return true;
+    }
+    return false;
+}
+
+bool
+troupe__xa_holder(troupe_tables *t, const char *table, const void *key,
+                  size_t klen, char out[TROUPE__XA_XID_MAX + 1])
+{
+    bool found = false;
+    pthread_mutex_lock(&t->mu);
+    for (txa_entry *e = t->xa.entries; e != NULL && !found; e = e->next)
+        for (size_t i = 0; i < e->rec.ntabs && !found; i++)
+            if (strcmp(e->rec.tabs[i].name, table) == 0 &&
+                tab_holds(&e->rec.tabs[i], key, klen)) {
+                memcpy(out, e->rec.xid, e->rec.xlen);
+                out[e->rec.xlen] = '\0';
+                found = true;
+            }
+    pthread_mutex_unlock(&t->mu);
+    return found;
+}
+
 troupe_db *
 troupe__xa_db(troupe_tables *t)
 {

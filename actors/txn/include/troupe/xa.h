@@ -16,9 +16,9 @@
  *    ECONFLICT with the key as TROUPE_CONFLICT_RESERVED;
  *  - a single-key write (troupe_table_insert/update/upsert/delete and
  *    their twins) of a key it writes, reads or scanned over is refused
- *    with EBUSY instead of waiting: the reply names the xid (the blocking
- *    twins of table.h leave no troupe_errmsg for it: the xid is in
- *    troupe_xa_list_wait);
+ *    with EBUSY instead of waiting; the blocking twins leave a
+ *    troupe_errmsg naming the xid (the asynchronous calls' callbacks get
+ *    the code only: troupe_xa_list_wait lists the xids);
  *  - DDL on a table it has parts at (drop, index add/rebuild/drop) is
  *    EBUSY: the stored batch carries the rows of the schema it was
  *    prepared with.

@@ -153,6 +153,13 @@ troupe__xa_marked(troupe_tables *t, const void *xid, size_t len, int outcome,
 troupe_err
 troupe__xa_snapshot(troupe_tables *t, char ***xids, int64_t **ms, size_t *n);
 
+/* Whether a prepared xid holds key of table `table` (writes or reads it,
+ * or scanned a range over it); its xid into out (NUL-terminated) if so.
+ * For the detail of a refused write. Any thread. */
+bool
+troupe__xa_holder(troupe_tables *t, const char *table, const void *key,
+                  size_t klen, char out[TROUPE__XA_XID_MAX + 1]);
+
 /* What a resolution needs from the tables. */
 troupe_db *
 troupe__xa_db(troupe_tables *t);
