@@ -270,8 +270,8 @@ troupe_batch_from_data(troupe_db *db, const void *data, size_t len,
         size_t kl = 0, vl = 0;
         bool cfd = tag == WB_CF_DELETE || tag == WB_CF_PUT ||
                    tag == WB_CF_RANGE_DELETE;
-        bool known = cfd || tag == WB_DELETE || tag == WB_PUT ||
-                     tag == WB_RANGE_DELETE;
+        bool known =
+            cfd || tag == WB_DELETE || tag == WB_PUT || tag == WB_RANGE_DELETE;
         bool two = tag == WB_PUT || tag == WB_CF_PUT ||
                    tag == WB_RANGE_DELETE || tag == WB_CF_RANGE_DELETE;
         if (!known || (cfd && !wb_varint32(&p, end, &cfid)) ||

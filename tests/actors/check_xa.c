@@ -185,9 +185,9 @@ record(const char *xid, void **v, size_t *vlen)
     ck_assert_ok(troupe_key_writer_finish(&w, &k, &kl));
     void *tmp = NULL;
     size_t tl = 0;
-    troupe_err e = troupe_db_get(fx.db, troupe__catalog_meta(fx.cat), NULL, k,
-                                 kl, v != NULL ? v : &tmp,
-                                 vlen != NULL ? vlen : &tl);
+    troupe_err e =
+        troupe_db_get(fx.db, troupe__catalog_meta(fx.cat), NULL, k, kl,
+                      v != NULL ? v : &tmp, vlen != NULL ? vlen : &tl);
     troupe_free(tmp);
     troupe_key_writer_fini(&w);
     return e;
@@ -334,8 +334,8 @@ START_TEST(test_xa_held_keys_refuse_other_txns_single_writes_and_ddl)
     ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx));
     ck_assert_ok(txput(tx, "a", "w", 1));
     ck_assert_int_eq(txget(tx, "a", "r"), 0);
-    troupe_scan_opts so = {.start = "m", .start_len = 1, .end = "n",
-                           .end_len = 1, .limit = 10};
+    troupe_scan_opts so = {
+        .start = "m", .start_len = 1, .end = "n", .end_len = 1, .limit = 10};
     troupe_rows *rows = NULL;
     ck_assert_ok(troupe_txn_scan_wait(tx, "a", &so, &rows));
     troupe_rows_destroy(rows);
@@ -419,8 +419,7 @@ START_TEST(test_xa_reopen_holds_the_xid_and_commits_exactly_what_was_prepared)
     ck_assert_err(troupe_tables_drop_wait(fx.tables, "b"), TROUPE_EBUSY);
     ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx));
     ck_assert_ok(txput(tx, "a", "gone", 2));
-    ck_assert_err(troupe_txn_commit_wait(tx, TROUPE_SYNC_ON),
-                  TROUPE_ECONFLICT);
+    ck_assert_err(troupe_txn_commit_wait(tx, TROUPE_SYNC_ON), TROUPE_ECONFLICT);
     troupe_txn_destroy(tx);
     /* the record is as it was */
     void *v1 = NULL;
@@ -475,8 +474,11 @@ START_TEST(test_xa_corrupt_record_is_ecorrupt_at_open_naming_the_xid)
             memset(bad, 0xc1, 3); /* never used in msgpack */
         if (i == 2)
             bad[1] = 2; /* [1, ...] -> [2, ...] */
-        if (i == 3) { /* the table's id, a uint after its name */
-            const unsigned char *nm = memmem(bad, vl, "\xa1" "a", 2);
+        if (i == 3) {   /* the table's id, a uint after its name */
+            const unsigned char *nm = memmem(bad, vl,
+                                             "\xa1"
+                                             "a",
+                                             2);
             ck_assert_ptr_nonnull(nm);
             bad[nm - bad + 2] += 1;
         }
@@ -512,8 +514,8 @@ START_TEST(test_xa_corrupt_record_is_ecorrupt_at_open_naming_the_xid)
 END_TEST
 
 static void
-never_cb(troupe_txn *tx, troupe_err err, const troupe_txn_conflict *c,
-         size_t n, void *arg)
+never_cb(troupe_txn *tx, troupe_err err, const troupe_txn_conflict *c, size_t n,
+         void *arg)
 {
     (void)tx;
     (void)err;
@@ -539,8 +541,13 @@ START_TEST(test_xa_bad_arguments_are_einval_with_a_detail)
     struct {
         const char *xid;
         size_t len;
-    } bad[] = {{NULL, 3},          {"", 0},   {"a b", 3}, {"a\0b", 3},
-               {"x;y", 3},         {"é", 2},  {big, TROUPE_XA_XID_MAX + 1},
+    } bad[] = {{NULL, 3},
+               {"", 0},
+               {"a b", 3},
+               {"a\0b", 3},
+               {"x;y", 3},
+               {"é", 2},
+               {big, TROUPE_XA_XID_MAX + 1},
                {"ab", 0}};
     troupe_txn *tx = NULL;
     ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx));
@@ -554,14 +561,14 @@ START_TEST(test_xa_bad_arguments_are_einval_with_a_detail)
         ck_assert_err(troupe_xa_commit(fx.tables, bad[i].xid, bad[i].len,
                                        never_xcb, NULL),
                       TROUPE_EINVAL);
-        ck_assert_err(troupe_xa_rollback_wait(fx.tables, bad[i].xid,
-                                              bad[i].len),
-                      TROUPE_EINVAL);
+        ck_assert_err(
+            troupe_xa_rollback_wait(fx.tables, bad[i].xid, bad[i].len),
+            TROUPE_EINVAL);
         troupe_xa_page *p = NULL;
         if (bad[i].xid != NULL)
-            ck_assert_err(troupe_xa_list_wait(fx.tables, bad[i].xid,
-                                              bad[i].len, 10, &p),
-                          TROUPE_EINVAL);
+            ck_assert_err(
+                troupe_xa_list_wait(fx.tables, bad[i].xid, bad[i].len, 10, &p),
+                TROUPE_EINVAL);
         ck_assert_ptr_null(p);
     }
     /* the longest xid, every allowed byte */
@@ -675,7 +682,8 @@ xa_suite(void)
                    test_xa_prepare_then_commit_applies_writes_and_drops_record);
     tcase_add_test(tc, test_xa_prepare_then_rollback_leaves_nothing);
     tcase_add_test(
-        tc, test_xa_resolving_a_resolved_xid_is_ok_unless_it_went_the_other_way);
+        tc,
+        test_xa_resolving_a_resolved_xid_is_ok_unless_it_went_the_other_way);
     tcase_add_test(tc,
                    test_xa_held_keys_refuse_other_txns_single_writes_and_ddl);
     tcase_add_test(

@@ -41,8 +41,8 @@ check_quiesced(tstate *s)
 {
     if (s->life.quiesced == NULL || s->writes.nrunning > s->parts.xa_ops ||
         s->life.jobs > 0 || s->vers.evicting || s->purge != NULL ||
-        !troupe__parts_quiet(s) ||
-        s->locks.rwait_head != NULL || s->build != NULL)
+        !troupe__parts_quiet(s) || s->locks.rwait_head != NULL ||
+        s->build != NULL)
         return;
     quiesced_call(s, TROUPE_OK);
 }

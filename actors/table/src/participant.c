@@ -582,8 +582,8 @@ troupe__parts_xa_holder(const tstate *s, const void *key, size_t klen)
             continue;
         for (size_t i = 0; i < tp->nops; i++)
             if (tp->ops[i] != NULL &&
-                troupe_key_cmp(tp->ops[i]->key, tp->ops[i]->klen, key,
-                               klen) == 0)
+                troupe_key_cmp(tp->ops[i]->key, tp->ops[i]->klen, key, klen) ==
+                    0)
                 return tp->sh->xid;
         for (size_t i = 0; i < tp->nr; i++)
             if (troupe_key_cmp(tp->rlocks[i]->key, tp->rlocks[i]->klen, key,

@@ -43,8 +43,8 @@ troupe__xa_xid_valid(const void *xid, size_t len)
     for (size_t i = 0; i < len; i++) {
         unsigned char c = p[i];
         bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                  (c >= '0' && c <= '9') || c == '_' || c == '.' ||
-                  c == ':' || c == '/' || c == '-';
+                  (c >= '0' && c <= '9') || c == '_' || c == '.' || c == ':' ||
+                  c == '/' || c == '-';
         if (!ok)
             return false;
     }
@@ -275,8 +275,8 @@ troupe__xa_entry_free(txa_entry *e)
 }
 
 troupe_err
-troupe__xa_entry_new(troupe_tables *t, void *val, size_t vlen,
-                     ttxn_shared *sh, txa_entry **out)
+troupe__xa_entry_new(troupe_tables *t, void *val, size_t vlen, ttxn_shared *sh,
+                     txa_entry **out)
 {
     *out = NULL;
     txa_entry *e = troupe_calloc(1, sizeof(*e));
@@ -370,14 +370,13 @@ troupe__xa_unregister(troupe_tables *t, txa_entry *e)
 }
 
 troupe_err
-troupe__xa_claim(troupe_tables *t, const void *xid, size_t len,
-                 txa_entry **out)
+troupe__xa_claim(troupe_tables *t, const void *xid, size_t len, txa_entry **out)
 {
     pthread_mutex_lock(&t->mu);
     txa_entry *e = entry_find(t, xid, len);
-    troupe_err err = e == NULL                   ? TROUPE_ENOENT
+    troupe_err err = e == NULL                  ? TROUPE_ENOENT
                      : e->state != TXA_PREPARED ? TROUPE_EBUSY
-                                                 : TROUPE_OK;
+                                                : TROUPE_OK;
     if (err == TROUPE_OK)
         e->state = TXA_RESOLVING;
     pthread_mutex_unlock(&t->mu);
@@ -599,12 +598,11 @@ key_xid(const troupe_kv *kv, const char *kind, char *buf, size_t *len)
     troupe_key_reader kr;
     troupe_key_item a, b, c;
     troupe_key_reader_init(&kr, kv->key, kv->key_len);
-    bool ok = troupe_key_read(&kr, &a) == TROUPE_OK &&
-              a.type == TROUPE_KEY_STRING && a.v.s.len == strlen(kind) &&
-              memcmp(a.v.s.ptr, kind, a.v.s.len) == 0 &&
-              troupe_key_read(&kr, &b) == TROUPE_OK &&
-              b.type == TROUPE_KEY_STRING &&
-              troupe__xa_xid_valid(b.v.s.ptr, b.v.s.len);
+    bool ok =
+        troupe_key_read(&kr, &a) == TROUPE_OK && a.type == TROUPE_KEY_STRING &&
+        a.v.s.len == strlen(kind) && memcmp(a.v.s.ptr, kind, a.v.s.len) == 0 &&
+        troupe_key_read(&kr, &b) == TROUPE_OK && b.type == TROUPE_KEY_STRING &&
+        troupe__xa_xid_valid(b.v.s.ptr, b.v.s.len);
     if (ok) {
         memcpy(buf, b.v.s.ptr, b.v.s.len);
         buf[b.v.s.len] = '\0';

@@ -72,9 +72,8 @@ rec_build(troupe_txn *tx, void **val, size_t *vlen)
         if (n > 1)
             qsort(v, n, sizeof(*v), xkey_cmp);
         tb->keys = troupe_calloc(n ? n : 1, sizeof(*tb->keys));
-        tb->ranges =
-            troupe_calloc(tx->tabs[ti].nrg ? tx->tabs[ti].nrg : 1,
-                          sizeof(*tb->ranges));
+        tb->ranges = troupe_calloc(tx->tabs[ti].nrg ? tx->tabs[ti].nrg : 1,
+                                   sizeof(*tb->ranges));
         if (tb->keys == NULL || tb->ranges == NULL) {
             e = TROUPE_ENOMEM;
             break;
@@ -96,9 +95,9 @@ rec_build(troupe_txn *tx, void **val, size_t *vlen)
             const xrange *xr = &tx->ranges[r];
             if (xr->tab != ti)
                 continue;
-            tb->ranges[tb->nranges++] = (ttxn_range){
-                xr->start, xr->start ? xr->slen : 0, xr->end,
-                xr->end ? xr->elen : 0};
+            tb->ranges[tb->nranges++] =
+                (ttxn_range){xr->start, xr->start ? xr->slen : 0, xr->end,
+                             xr->end ? xr->elen : 0};
         }
     }
     if (e == TROUPE_OK) {
@@ -195,8 +194,8 @@ troupe__txn_xa_prepared(troupe_txn *tx, bool on_s0)
     if (e == TROUPE_OK) {
         xp->tx = tx;
         xp->en = en;
-        e = troupe_commit_submit(tx->env.commit, &b, TROUPE_SYNC_ON,
-                                 on_record, xp);
+        e = troupe_commit_submit(tx->env.commit, &b, TROUPE_SYNC_ON, on_record,
+                                 xp);
         if (e == TROUPE_OK)
             return; /* on_record goes on */
     }
@@ -338,8 +337,7 @@ on_res_written(troupe_err err, void *arg)
     }
     int64_t now = x->env.clock(x->env.clock_ctx);
     troupe__xa_marked(x->t, en->rec.xid, en->rec.xlen,
-                      x->commit ? TROUPE__XA_COMMITTED
-                                : TROUPE__XA_ROLLED_BACK,
+                      x->commit ? TROUPE__XA_COMMITTED : TROUPE__XA_ROLLED_BACK,
                       now);
     uint64_t ver = x->commit ? troupe__vers_take(x->env.vers) : 0;
     int want = TTXN_OPEN;
@@ -374,10 +372,9 @@ res_batch(xres *x, troupe_batch **out)
 {
     txa_entry *en = x->en;
     troupe_batch *b = NULL;
-    troupe_err e =
-        x->commit ? troupe_batch_from_data(x->env.db, en->rec.batch,
-                                           en->rec.blen, &b)
-                  : troupe_commit_batch(x->env.commit, &b);
+    troupe_err e = x->commit ? troupe_batch_from_data(x->env.db, en->rec.batch,
+                                                      en->rec.blen, &b)
+                             : troupe_commit_batch(x->env.commit, &b);
     troupe_key_writer w;
     const uint8_t *k;
     size_t kl;
@@ -388,10 +385,10 @@ res_batch(xres *x, troupe_batch **out)
         e = troupe_batch_delete(b, troupe__xa_meta(x->t), k, kl);
     troupe_key_writer_fini(&w);
     if (e == TROUPE_OK)
-        e = troupe__xa_mark_batch(
-            x->t, b, en->rec.xid, en->rec.xlen,
-            x->commit ? TROUPE__XA_COMMITTED : TROUPE__XA_ROLLED_BACK,
-            x->env.clock(x->env.clock_ctx));
+        e = troupe__xa_mark_batch(x->t, b, en->rec.xid, en->rec.xlen,
+                                  x->commit ? TROUPE__XA_COMMITTED
+                                            : TROUPE__XA_ROLLED_BACK,
+                                  x->env.clock(x->env.clock_ctx));
     if (e != TROUPE_OK) {
         troupe_batch_destroy(b);
         return e;
@@ -428,13 +425,13 @@ resolve(troupe_tables *t, const char *xid, size_t xid_len, bool commit,
         /* resolved already, or never prepared: the decision stands
          * unless the marker says it went the other way */
         int m = troupe__xa_marker(t, xid, xid_len);
-        bool other = m == (commit ? TROUPE__XA_ROLLED_BACK
-                                  : TROUPE__XA_COMMITTED);
-        x->result = other ? troupe__errf(TROUPE_ECONFLICT,
-                                         "%s: xid \"%.*s\" was %s", call,
-                                         (int)xid_len, xid,
-                                         commit ? "rolled back" : "committed")
-                          : TROUPE_OK;
+        bool other =
+            m == (commit ? TROUPE__XA_ROLLED_BACK : TROUPE__XA_COMMITTED);
+        x->result =
+            other ? troupe__errf(TROUPE_ECONFLICT, "%s: xid \"%.*s\" was %s",
+                                 call, (int)xid_len, xid,
+                                 commit ? "rolled back" : "committed")
+                  : TROUPE_OK;
         e = troupe_runtime_post(x->env.rt, res_call, x);
         if (e != TROUPE_OK)
             troupe_free(x);
@@ -442,8 +439,8 @@ resolve(troupe_tables *t, const char *xid, size_t xid_len, bool commit,
     }
     if (e == TROUPE_EBUSY)
         e = troupe__errf(TROUPE_EBUSY,
-                         "%s: xid \"%.*s\" is being prepared or resolved",
-                         call, (int)xid_len, xid);
+                         "%s: xid \"%.*s\" is being prepared or resolved", call,
+                         (int)xid_len, xid);
     troupe_batch *b = NULL;
     if (e == TROUPE_OK && (e = res_batch(x, &b)) == TROUPE_OK) {
         e = troupe_commit_submit(x->env.commit, &b, TROUPE_SYNC_ON,
@@ -520,9 +517,8 @@ troupe_xa_list_wait(troupe_tables *t, const char *after, size_t after_len,
                             "troupe_xa_list_wait: limit %zu is not 1..%d",
                             limit, TROUPE_XA_PAGE_MAX);
     troupe_err e = TROUPE_OK;
-    if (after != NULL &&
-        (e = troupe__xa_xid_check("troupe_xa_list_wait", after, after_len)) !=
-            TROUPE_OK)
+    if (after != NULL && (e = troupe__xa_xid_check("troupe_xa_list_wait", after,
+                                                   after_len)) != TROUPE_OK)
         return e;
     ttxn_env env;
     if ((e = troupe__tables_txn_env(t, &env)) != TROUPE_OK)
@@ -536,8 +532,8 @@ troupe_xa_list_wait(troupe_tables *t, const char *after, size_t after_len,
     troupe_xa_page *p = troupe_calloc(1, sizeof(*p));
     size_t first = 0;
     while (after != NULL && first < n &&
-           troupe_key_cmp(xids[first], strlen(xids[first]), after,
-                          after_len) <= 0)
+           troupe_key_cmp(xids[first], strlen(xids[first]), after, after_len) <=
+               0)
         first++;
     size_t k = n - first < limit ? n - first : limit;
     if (p != NULL)

@@ -101,7 +101,7 @@ typedef struct txa_entry {
                         under (their finish names it) */
     void *val;       /* the stored record (troupe_malloc) */
     size_t vlen;
-    txa_rec rec;     /* parsed from val */
+    txa_rec rec;        /* parsed from val */
     troupe_addr *addrs; /* rec.tabs[i]'s table actor */
 } txa_entry;
 
@@ -114,8 +114,8 @@ troupe__xa_entry_free(txa_entry *e);
  * checked against the record's id (ECORRUPT naming the xid when it
  * differs, the table being gone is ENOTABLE). sh is retained. */
 troupe_err
-troupe__xa_entry_new(troupe_tables *t, void *val, size_t vlen,
-                     ttxn_shared *sh, txa_entry **out);
+troupe__xa_entry_new(troupe_tables *t, void *val, size_t vlen, ttxn_shared *sh,
+                     txa_entry **out);
 
 /* Registers e (state TXA_PENDING), marking each of its tables held (DDL
  * on a held table is EBUSY). EEXIST when its xid is registered. */
