@@ -370,6 +370,14 @@ START_TEST(test_xa_held_keys_refuse_other_txns_single_writes_and_ddl)
     ck_assert_err(troupe_table_delete_wait(fx.tables, "a", "r", 1, NULL),
                   TROUPE_EBUSY);
     ck_assert_ptr_nonnull(strstr(troupe_errmsg(TROUPE_EBUSY), "held:1"));
+    troupe_rows *qr = NULL;
+    uint64_t qv = 0;
+    ck_assert_err(
+        troupe_txn_query_version_wait(fx.tables, "a", "w", 1, &qr, &qv),
+        TROUPE_EBUSY);
+    ck_assert_ok(
+        troupe_txn_query_version_wait(fx.tables, "a", "r", 1, &qr, &qv));
+    troupe_rows_destroy(qr);
     ck_assert_ok(put("a", "free", 4)); /* others are not */
     ck_assert_ok(put("b", "w", 4));
     /* DDL on the held table is EBUSY; on another table it is not */

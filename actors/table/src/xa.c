@@ -795,8 +795,15 @@ troupe__xa_open(troupe_tables *t)
     if (e == TROUPE_OK)
         e = troupe_iter_create(t->db, t->meta, NULL, &rg, NULL, 0, false, &it);
     troupe_kv kv;
-    while (e == TROUPE_OK && (e = troupe_iter_next(it, &kv)) == TROUPE_OK)
+    bool first = true;
+    while (e == TROUPE_OK && (e = troupe_iter_next(it, &kv)) == TROUPE_OK) {
+        /* holding again waits for the table actors' answers */
+        if (first &&
+            (e = troupe__block_check("troupe_tables_open")) != TROUPE_OK)
+            break;
+        first = false;
         e = rehold(t, &kv);
+    }
     troupe_iter_destroy(it);
     troupe_key_writer_fini(&w);
     return e == TROUPE_ENOENT ? TROUPE_OK : e;

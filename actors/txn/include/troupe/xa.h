@@ -19,6 +19,8 @@
  *    with EBUSY instead of waiting; the blocking twins leave a
  *    troupe_errmsg naming the xid (the asynchronous calls' callbacks get
  *    the code only: troupe_xa_list_wait lists the xids);
+ *  - a versioned query (troupe_txn_query_version(s)) of a key it writes
+ *    is EBUSY rather than waiting for the write;
  *  - DDL on a table it has parts at (drop, index add/rebuild/drop) is
  *    EBUSY: the stored batch carries the rows of the schema it was
  *    prepared with.
