@@ -6,6 +6,7 @@
  * temp dir, a standalone runtime, the blocking twins on the test
  * thread. */
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -641,6 +642,59 @@ START_TEST(test_xa_list_pages_in_xid_order)
 }
 END_TEST
 
+/* The stored markers, counted. */
+static size_t
+markers(void)
+{
+    troupe_key_writer w;
+    troupe_range rg;
+    troupe_iter *it = NULL;
+    troupe_kv kv;
+    size_t n = 0;
+    troupe_key_writer_init(&w);
+    ck_assert_ok(troupe_key_put_string(&w, "xa-done", 7));
+    ck_assert_ok(troupe_key_writer_range(&w, &rg));
+    ck_assert_ok(troupe_iter_create(fx.db, troupe__catalog_meta(fx.cat), NULL,
+                                    &rg, NULL, 0, false, &it));
+    troupe_err e;
+    while ((e = troupe_iter_next(it, &kv)) == TROUPE_OK)
+        n++;
+    ck_assert_err(e, TROUPE_ENOENT);
+    troupe_iter_destroy(it);
+    troupe_key_writer_fini(&w);
+    return n;
+}
+
+START_TEST(test_xa_markers_are_bounded_oldest_first)
+{
+    ck_assert_ok(troupe_tables_create_wait(fx.tables, "a", NULL, 0));
+    char xid[16];
+    for (int i = 0; i <= TROUPE_XA_MARKS_MAX; i++) {
+        snprintf(xid, sizeof(xid), "m%d", i);
+        troupe_txn *tx = NULL;
+        ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx));
+        ck_assert_ok(txput(tx, "a", "k", i));
+        ck_assert_ok(troupe_txn_prepare_wait(tx, xid, strlen(xid)));
+        troupe_txn_destroy(tx);
+        ck_assert_ok(troupe_xa_rollback_wait(fx.tables, xid, strlen(xid)));
+    }
+    ck_assert_uint_eq(markers(), TROUPE_XA_MARKS_MAX);
+    for (int pass = 0; pass < 2; pass++) {
+        /* m0's marker went with the 1025th; m1's is the oldest kept */
+        ck_assert_ok(troupe_xa_commit_wait(fx.tables, "m0", 2));
+        ck_assert_err(troupe_xa_commit_wait(fx.tables, "m1", 2),
+                      TROUPE_ECONFLICT);
+        snprintf(xid, sizeof(xid), "m%d", TROUPE_XA_MARKS_MAX);
+        ck_assert_err(troupe_xa_commit_wait(fx.tables, xid, strlen(xid)),
+                      TROUPE_ECONFLICT);
+        fx_close(); /* and so after a reopen */
+        ck_assert_ok(fx_open());
+    }
+    ck_assert_uint_eq(markers(), TROUPE_XA_MARKS_MAX);
+    ck_assert_int_eq(stored("a", "k"), -1);
+}
+END_TEST
+
 /* A child prepares and is killed (SIGKILL) right after: the parent
  * reopens the database and finds the xid held and listed, and its
  * commit applies the writes. */
@@ -700,6 +754,7 @@ xa_suite(void)
                    test_xa_corrupt_record_is_ecorrupt_at_open_naming_the_xid);
     tcase_add_test(tc, test_xa_bad_arguments_are_einval_with_a_detail);
     tcase_add_test(tc, test_xa_list_pages_in_xid_order);
+    tcase_add_test(tc, test_xa_markers_are_bounded_oldest_first);
     suite_add_tcase(s, tc);
     TCase *tk = tcase_create("crash");
     tcase_set_timeout(tk, 120);
