@@ -99,15 +99,17 @@ typedef void (*troupe_xa_cb)(troupe_err err, void *arg);
 /*
  * Commits the prepared xid: its stored batch, the record's delete and
  * the marker in one synced batch; then each table publishes the writes
- * (their version) and releases the keys; then cb. cb errors: ECONFLICT
- * (not prepared, and the marker says it was rolled back), ENOSPC,
- * EFAILSTOP, EFULL, ECLOSED (nothing written: still prepared), EUNKNOWN
- * (the write failed and may be stored: still held here; a reopen finds
- * the record or not), ECORRUPT (the stored batch no longer decodes, or
- * names a family that is gone: still prepared). Not prepared without
- * marker, or with a "committed" one: OK. Call errors: EINVAL (NULL t or
- * cb, a bad xid), EBUSY (the xid is being prepared or resolved right
- * now), EREADONLY, ENOMEM.
+ * (their version) and releases the keys; then cb. Not prepared, without
+ * a marker or with a "committed" one: cb gets OK. cb errors: ECONFLICT
+ * (not prepared, and the marker says it was rolled back), and those of
+ * the synced write: ENOSPC, EFAILSTOP, ENOENT (nothing written: the xid
+ * stays prepared), EUNKNOWN (the write failed and may be stored: the xid
+ * stays held here, and a reopen finds the record or not). Call errors
+ * (no callback; the xid stays as it was): EINVAL (NULL t or cb, a bad
+ * xid), EBUSY (the xid is being prepared or resolved right now),
+ * EREADONLY, ESTATE (the tables are stopping), ECORRUPT (the stored batch
+ * does not decode), ENOENT (it names a family that is gone), and the
+ * pipeline's refusals EFULL, ECLOSED, EFAILSTOP, ENOSPC, and ENOMEM.
  */
 troupe_err
 troupe_xa_commit(troupe_tables *t, const char *xid, size_t xid_len,
