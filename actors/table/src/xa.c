@@ -613,12 +613,37 @@ key_xid(const troupe_kv *kv, const char *kind, char *buf, size_t *len)
     return ok ? TROUPE_OK : TROUPE_ECORRUPT;
 }
 
+/* Deletes the stored markers v[0..n) (synced). Blocks. */
+static troupe_err
+marks_trim(troupe_tables *t, const txa_mark *v, size_t n)
+{
+    troupe_batch *b = NULL;
+    troupe_err e = troupe_batch_create(&b);
+    for (size_t i = 0; e == TROUPE_OK && i < n; i++) {
+        troupe_key_writer w;
+        const uint8_t *k;
+        size_t kl;
+        troupe__xa_key(&w, "xa-done", v[i].xid, v[i].len);
+        e = troupe_key_writer_finish(&w, &k, &kl);
+        if (e == TROUPE_OK)
+            e = troupe_batch_delete(b, t->meta, k, kl);
+        troupe_key_writer_fini(&w);
+    }
+    if (e == TROUPE_OK)
+        e = troupe_db_write(t->db, b, TROUPE_SYNC_ON);
+    troupe_batch_destroy(b);
+    return e;
+}
+
+/* The stored markers, newest TROUPE__XA_MARKS_MAX kept in memory, oldest
+ * first. Two resolutions that race past the bound may each delete the
+ * same oldest marker and leave one more stored: the surplus, the oldest
+ * by seq, is deleted here. */
 static troupe_err
 load_marks(troupe_tables *t)
 {
-    t->xa.marks = troupe_calloc(TROUPE__XA_MARKS_MAX, sizeof(*t->xa.marks));
-    if (t->xa.marks == NULL)
-        return TROUPE_ENOMEM;
+    txa_mark *v = NULL;
+    size_t n = 0, cap = 0;
     troupe_key_writer w;
     troupe_range rg;
     troupe_iter *it = NULL;
@@ -655,21 +680,43 @@ load_marks(troupe_tables *t)
                              xid);
             break;
         }
-        if (e == TROUPE_OK && t->xa.nmarks < TROUPE__XA_MARKS_MAX) {
-            txa_mark *m = &t->xa.marks[t->xa.nmarks++];
-            memcpy(m->xid, xid, xl);
-            m->len = xl;
-            m->outcome = (int)outcome;
-            m->seq = seq;
+        if (n == cap) {
+            size_t nc = cap ? cap * 2 : 64;
+            txa_mark *nv = troupe_realloc(v, nc * sizeof(*nv));
+            if (nv == NULL) {
+                e = TROUPE_ENOMEM;
+                break;
+            }
+            v = nv;
+            cap = nc;
         }
+        txa_mark *m = &v[n++];
+        memcpy(m->xid, xid, xl);
+        m->len = xl;
+        m->outcome = (int)outcome;
+        m->seq = seq;
     }
     troupe_iter_destroy(it);
     troupe_key_writer_fini(&w);
-    if (e != TROUPE_ENOENT)
-        return e;
-    qsort(t->xa.marks, t->xa.nmarks, sizeof(*t->xa.marks), mark_cmp);
-    t->xa.mark_seq = t->xa.nmarks ? t->xa.marks[t->xa.nmarks - 1].seq : 0;
-    return TROUPE_OK;
+    if (e == TROUPE_ENOENT)
+        e = TROUPE_OK;
+    if (e == TROUPE_OK)
+        t->xa.marks = troupe_calloc(TROUPE__XA_MARKS_MAX, sizeof(*v));
+    if (e == TROUPE_OK && t->xa.marks == NULL)
+        e = TROUPE_ENOMEM;
+    size_t cut = n > TROUPE__XA_MARKS_MAX ? n - TROUPE__XA_MARKS_MAX : 0;
+    if (e == TROUPE_OK && n > 0) {
+        qsort(v, n, sizeof(*v), mark_cmp);
+        if (cut > 0)
+            e = marks_trim(t, v, cut);
+    }
+    if (e == TROUPE_OK) {
+        t->xa.nmarks = n - cut;
+        memcpy(t->xa.marks, v + cut, t->xa.nmarks * sizeof(*v));
+        t->xa.mark_seq = n ? v[n - 1].seq : 0;
+    }
+    troupe_free(v);
+    return e;
 }
 
 static void
