@@ -331,13 +331,35 @@ holds_add(troupe_tables *t, const txa_entry *e, int d)
     }
 }
 
+/* Whether a build, rebuild or sweep of table `name` runs or is pending.
+ * Called with mu held. */
+static bool
+building(troupe_tables *t, const txa_tab *tb)
+{
+    tentry *en = troupe__tables_entry_find(t, tb->name);
+    if (en == NULL || en->id != tb->id)
+        return false;
+    if (en->ndropped > 0)
+        return true;
+    for (size_t i = 0; i < en->schema->n; i++)
+        if (!troupe_index_def_ready(en->schema->defs[i]))
+            return true;
+    return false;
+}
+
 troupe_err
-troupe__xa_register(troupe_tables *t, txa_entry *e)
+troupe__xa_register(troupe_tables *t, txa_entry *e, bool fresh)
 {
     pthread_mutex_lock(&t->mu);
     troupe_err err = entry_find(t, e->rec.xid, e->rec.xlen) != NULL
                          ? TROUPE_EEXIST
                          : TROUPE_OK;
+    for (size_t i = 0; fresh && err == TROUPE_OK && i < e->rec.ntabs; i++)
+        if (building(t, &e->rec.tabs[i]))
+            err = troupe__errf(TROUPE_EBUSY,
+                               "troupe_txn_prepare: an index of table \"%s\" "
+                               "is building",
+                               e->rec.tabs[i].name);
     if (err == TROUPE_OK) {
         e->state = TXA_PENDING;
         e->next = t->xa.entries;
@@ -801,7 +823,7 @@ rehold(troupe_tables *t, const troupe_kv *kv)
                             xid);
     }
     if (e == TROUPE_OK)
-        e = troupe__xa_register(t, en);
+        e = troupe__xa_register(t, en, false);
     if (e != TROUPE_OK) {
         troupe__xa_entry_free(en);
         return e;

@@ -174,7 +174,8 @@ troupe__txn_xa_prepared(troupe_txn *tx, bool on_s0)
     troupe_err e = rec_build(tx, &val, &vlen);
     if (e == TROUPE_OK)
         e = troupe__xa_entry_new(tx->t, val, vlen, tx->sh, &en);
-    if (e == TROUPE_OK && (e = troupe__xa_register(tx->t, en)) != TROUPE_OK) {
+    if (e == TROUPE_OK &&
+        (e = troupe__xa_register(tx->t, en, true)) != TROUPE_OK) {
         troupe__xa_entry_free(en);
         en = NULL;
     }

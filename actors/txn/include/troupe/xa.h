@@ -21,6 +21,8 @@
  *    the code only: troupe_xa_list_wait lists the xids);
  *  - a versioned query (troupe_txn_query_version(s)) of a key it writes
  *    is EBUSY rather than waiting for the write;
+ *  - an expired-row purge (troupe_tables_purge_expired) passes over the
+ *    keys it holds, leaving them for a later pass;
  *  - DDL on a table it has parts at (drop, index add/rebuild/drop) is
  *    EBUSY: the stored batch carries the rows of the schema it was
  *    prepared with.
@@ -77,6 +79,9 @@
  *               nothing held;
  *   EEXIST      the xid is prepared already (or being prepared):
  *               nothing stored, nothing held;
+ *   EBUSY       a table of it has an index building (a build's reindex
+ *               of a held key would wait for the resolution, and a stop
+ *               waits for the build): nothing stored, nothing held;
  *   the other outcomes of troupe_txn_commit (EUNKNOWN: the record's write
  *               failed; it may be stored, and then a reopen holds it).
  * After the call tx accepts nothing but troupe_txn_conflicts and destroy,

@@ -118,9 +118,12 @@ troupe__xa_entry_new(troupe_tables *t, void *val, size_t vlen, ttxn_shared *sh,
                      txa_entry **out);
 
 /* Registers e (state TXA_PENDING), marking each of its tables held (DDL
- * on a held table is EBUSY). EEXIST when its xid is registered. */
+ * on a held table is EBUSY). EEXIST when its xid is registered; a fresh
+ * prepare (not a re-hold at open) is EBUSY when a table of it has an
+ * index building: the build's reindex of a held key would wait for the
+ * resolution, and the tables' stop waits for the build. */
 troupe_err
-troupe__xa_register(troupe_tables *t, txa_entry *e);
+troupe__xa_register(troupe_tables *t, txa_entry *e, bool fresh);
 /* e (registered) becomes `state`. */
 void
 troupe__xa_set_state(troupe_tables *t, txa_entry *e, int state);
