@@ -47,7 +47,10 @@
  *
  * Threads and callbacks as in txn.h: asynchronous calls return at once
  * and, when they return OK, call back exactly once on scheduler 0; the
- * _wait twins block (EDEADLK on a troupe thread). Read-only tables refuse
+ * _wait twins block (EDEADLK on a troupe thread). Stop the tables only
+ * after every callback of a prepare or resolution fired (as for a
+ * commit); a prepared xid needs no such care: stop, destroy and a later
+ * open keep it. Read-only tables refuse
  * every call here that writes (EREADONLY) and hold nothing at open.
  *
  * Not supported: a transaction with participants (troupe_txn_attach) or
