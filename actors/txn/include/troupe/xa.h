@@ -62,6 +62,7 @@
 #ifndef TROUPE_XA_H
 #define TROUPE_XA_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
