@@ -6,6 +6,7 @@
  * temp dir, a standalone runtime, the blocking twins on the test
  * thread. */
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -323,6 +324,27 @@ START_TEST(test_xa_resolving_a_resolved_xid_is_ok_unless_it_went_the_other_way)
 }
 END_TEST
 
+static troupe_err async_err;
+static char async_msg[256];
+static atomic_int async_done;
+
+static void
+on_async_write(troupe_err err, troupe_rows *rows, void *arg)
+{
+    (void)arg;
+    troupe_rows_destroy(rows);
+    async_err = err;
+    snprintf(async_msg, sizeof(async_msg), "%s", troupe_errmsg(err));
+    atomic_store(&async_done, 1);
+}
+
+static bool
+async_finished(void *arg)
+{
+    (void)arg;
+    return atomic_load(&async_done) != 0;
+}
+
 START_TEST(test_xa_held_keys_refuse_other_txns_single_writes_and_ddl)
 {
     static const troupe_index_field vf = {"v", TROUPE_FIELD_INT};
@@ -371,6 +393,13 @@ START_TEST(test_xa_held_keys_refuse_other_txns_single_writes_and_ddl)
     ck_assert_err(troupe_table_delete_wait(fx.tables, "a", "r", 1, NULL),
                   TROUPE_EBUSY);
     ck_assert_ptr_nonnull(strstr(troupe_errmsg(TROUPE_EBUSY), "held:1"));
+    size_t dn;
+    const void *dd = doc(9, &dn);
+    ck_assert_ok(troupe_table_upsert(fx.tables, "a", "w", 1, dd, dn, NULL,
+                                     on_async_write, NULL));
+    ck_assert(ts_wait_until(async_finished, NULL, 10000));
+    ck_assert_err(async_err, TROUPE_EBUSY);
+    ck_assert_ptr_nonnull(strstr(async_msg, "\"held:1\""));
     troupe_rows *qr = NULL;
     uint64_t qv = 0;
     ck_assert_err(

@@ -39,6 +39,21 @@ on_reply(troupe_runtime *rt, troupe_err err, troupe_msg *reply, void *arg)
         troupe_rows_destroy(rows);
         rows = NULL;
     }
+    if (err == TROUPE_EBUSY && reply != NULL && reply->body != NULL) {
+        /* a write refused for a prepared XA xid's key (write.c): the
+         * callback runs on this thread and may read the detail */
+        troupe_reader r;
+        const char *xid = NULL;
+        size_t xl = 0;
+        troupe_reader_init(&r, troupe_body_data(reply->body),
+                           troupe_body_len(reply->body));
+        troupe_read_str(&r, TROUPE__XA_XID_MAX, &xid, &xl);
+        if (troupe_read_end(&r) == TROUPE_OK && troupe__xa_xid_valid(xid, xl))
+            troupe__errf(TROUPE_EBUSY,
+                         "the key is held by prepared XA transaction "
+                         "\"%.*s\"",
+                         (int)xl, xid);
+    }
     troupe_table_cb cb = c->cb;
     void *cb_arg = c->arg;
     troupe__tables_op_done(c->ts, c->op, c->t0);

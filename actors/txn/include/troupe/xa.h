@@ -16,9 +16,9 @@
  *    ECONFLICT with the key as TROUPE_CONFLICT_RESERVED;
  *  - a single-key write (troupe_table_insert/update/upsert/delete and
  *    their twins) of a key it writes, reads or scanned over is refused
- *    with EBUSY instead of waiting; the blocking twins leave a
- *    troupe_errmsg naming the xid (the asynchronous calls' callbacks get
- *    the code only: troupe_xa_list_wait lists the xids);
+ *    with EBUSY instead of waiting; troupe_errmsg(TROUPE_EBUSY) names
+ *    the xid, inside the callback of the asynchronous calls and after
+ *    the return of the blocking twins;
  *  - a versioned query (troupe_txn_query_version(s)) of a key it writes
  *    is EBUSY rather than waiting for the write;
  *  - an expired-row purge (troupe_tables_purge_expired) passes over the
