@@ -671,6 +671,38 @@ START_TEST(test_xa_list_pages_in_xid_order)
 }
 END_TEST
 
+START_TEST(test_xa_held_unique_value_refuses_writes_claiming_it)
+{
+    static const troupe_index_field vf = {"v", TROUPE_FIELD_INT};
+    troupe_index_spec spec = {
+        .name = "by_v", .fields = &vf, .n_fields = 1, .unique = true};
+    ck_assert_ok(troupe_tables_create_wait(fx.tables, "u", &spec, 1));
+    troupe_txn *tx = NULL;
+    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx));
+    ck_assert_ok(txput(tx, "u", "k1", 7));
+    ck_assert_ok(troupe_txn_prepare_wait(tx, "uq/1", 4));
+    troupe_txn_destroy(tx);
+    /* another key with the held value: a single write is refused, not
+     * parked; a transaction conflicts */
+    size_t n;
+    const void *d = doc(7, &n);
+    atomic_store(&async_done, 0);
+    ck_assert_ok(troupe_table_upsert(fx.tables, "u", "k2", 2, d, n, NULL,
+                                     on_async_write, NULL));
+    ck_assert(ts_wait_until(async_finished, NULL, 10000));
+    ck_assert_err(async_err, TROUPE_EBUSY);
+    ck_assert_ptr_nonnull(strstr(async_msg, "\"uq/1\""));
+    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &tx));
+    ck_assert_ok(txput(tx, "u", "k3", 7));
+    ck_assert_err(troupe_txn_commit_wait(tx, TROUPE_SYNC_ON), TROUPE_ECONFLICT);
+    troupe_txn_destroy(tx);
+    ck_assert_ok(put("u", "k4", 8)); /* another value is free */
+    ck_assert_ok(troupe_xa_commit_wait(fx.tables, "uq/1", 4));
+    ck_assert_err(put("u", "k2", 7), TROUPE_ECONSTRAINT); /* k1 has it */
+    ck_assert_int_eq(stored("u", "k1"), 7);
+}
+END_TEST
+
 START_TEST(test_xa_purge_passes_over_held_expired_rows)
 {
     ck_assert_ok(troupe_tables_create_wait(fx.tables, "a", NULL, 0));
@@ -833,6 +865,7 @@ xa_suite(void)
     tcase_add_test(tc, test_xa_list_pages_in_xid_order);
     tcase_add_test(tc, test_xa_markers_are_bounded_oldest_first);
     tcase_add_test(tc, test_xa_purge_passes_over_held_expired_rows);
+    tcase_add_test(tc, test_xa_held_unique_value_refuses_writes_claiming_it);
     suite_add_tcase(s, tc);
     TCase *tk = tcase_create("crash");
     tcase_set_timeout(tk, 120);
