@@ -16,9 +16,11 @@
  *    ECONFLICT with the key as TROUPE_CONFLICT_RESERVED;
  *  - a single-key write (troupe_table_insert/update/upsert/delete and
  *    their twins) of a key it writes, reads or scanned over is refused
- *    with EBUSY instead of waiting; troupe_errmsg(TROUPE_EBUSY) names
- *    the xid, inside the callback of the asynchronous calls and after
- *    the return of the blocking twins;
+ *    with EBUSY instead of waiting, and so is one of another key that
+ *    claims a unique index value a write of it claims;
+ *    troupe_errmsg(TROUPE_EBUSY) names the xid inside the callback of
+ *    the asynchronous calls, and after the return of the blocking twins
+ *    (for a held key; a held unique value is named in callbacks only);
  *  - a versioned query (troupe_txn_query_version(s)) of a key it writes
  *    is EBUSY rather than waiting for the write;
  *  - an expired-row purge (troupe_tables_purge_expired) passes over the
