@@ -571,6 +571,16 @@ never_xcb(troupe_err err, void *arg)
     ck_abort_msg("a refused call called back");
 }
 
+static int parts_done;
+
+static void
+part_done(void *arg, troupe_err outcome)
+{
+    (void)arg;
+    ck_assert_err(outcome, TROUPE_ECANCELED);
+    parts_done++;
+}
+
 START_TEST(test_xa_bad_arguments_are_einval_with_a_detail)
 {
     ck_assert_ok(troupe_tables_create_wait(fx.tables, "a", NULL, 0));
@@ -630,6 +640,21 @@ START_TEST(test_xa_bad_arguments_are_einval_with_a_detail)
     ck_assert_err(troupe_xa_list_wait(NULL, NULL, 0, 1, &p), TROUPE_EINVAL);
     ck_assert_err(troupe_xa_list_wait(fx.tables, NULL, 0, 1, NULL),
                   TROUPE_EINVAL);
+    /* what cannot be prepared: participants, the versioned calls */
+    troupe_txn *t2 = NULL;
+    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &t2));
+    troupe_txn_part part = {.done = part_done};
+    ck_assert_ok(troupe_txn_attach(t2, &part));
+    ck_assert_err(troupe_txn_prepare(t2, "p", 1, never_cb, NULL),
+                  TROUPE_EINVAL);
+    ck_assert_ptr_nonnull(strstr(troupe_errmsg(TROUPE_EINVAL), "participants"));
+    troupe_txn_destroy(t2);
+    ck_assert_int_eq(parts_done, 1); /* told ECANCELED, once */
+    ck_assert_ok(troupe_txn_begin(fx.tables, NULL, &t2));
+    ck_assert_ok(troupe_txn_read_version(t2, "a", "x", 1, 1));
+    ck_assert_err(troupe_txn_prepare(t2, "p", 1, never_cb, NULL),
+                  TROUPE_ESTATE);
+    troupe_txn_destroy(t2);
     /* the transaction is still open after all that, and prepares */
     ck_assert_ok(troupe_txn_prepare_wait(tx, ok, TROUPE_XA_XID_MAX));
     ck_assert_err(troupe_txn_prepare_wait(tx, "again", 5), TROUPE_ESTATE);
