@@ -571,6 +571,49 @@ never_xcb(troupe_err err, void *arg)
     ck_abort_msg("a refused call called back");
 }
 
+START_TEST(test_xa_read_only_tables_hold_nothing_and_resolve_nothing)
+{
+    char buf[256];
+    ck_assert_ok(troupe_tables_create_wait(fx.tables, "a", NULL, 0));
+    prepare_xy("ro/1");
+    fx_close();
+    troupe_runtime *rt = NULL;
+    troupe_db *db = NULL;
+    troupe_catalog *cat = NULL;
+    troupe_tables *t = NULL;
+    troupe_runtime_opts o = {.schedulers = 1, .workers = 2};
+    ck_assert_ok(troupe_runtime_create(&rt, &o));
+    troupe_db_opts dbo;
+    troupe_db_opts_init(&dbo);
+    dbo.read_only = true;
+    ck_assert_ok(troupe_db_open(fx.dir, &dbo, &db));
+    troupe_catalog_opts co = {.rt = rt, .db = db};
+    ck_assert_ok(troupe_catalog_open(&co, &cat));
+    troupe_tables_opts to = {.catalog = cat, .clock = fx_clock};
+    ck_assert_ok(troupe_tables_open(&to, &t));
+    ck_assert_err(troupe_xa_commit_wait(t, "ro/1", 4), TROUPE_EREADONLY);
+    ck_assert_err(troupe_xa_rollback_wait(t, "ro/1", 4), TROUPE_EREADONLY);
+    troupe_xa_page *p = NULL;
+    ck_assert_ok(troupe_xa_list_wait(t, NULL, 0, 10, &p));
+    ck_assert_uint_eq(p->n, 0);
+    troupe_xa_page_destroy(p);
+    troupe_rows *rows = NULL;
+    ck_assert_err(troupe_table_get_wait(t, "a", "x", 1, &rows), TROUPE_ENOENT);
+    ck_assert_ok(troupe_tables_stop_wait(t));
+    troupe_tables_destroy(t);
+    ck_assert_ok(troupe_runtime_shutdown_wait(rt));
+    ck_assert_ok(troupe_catalog_stop_wait(cat));
+    troupe_catalog_destroy(cat);
+    troupe_runtime_destroy(rt);
+    ck_assert_ok(troupe_db_close(db));
+    /* read-write again: still prepared */
+    ck_assert_ok(fx_open());
+    ck_assert_str_eq(listed(buf, sizeof(buf)), "ro/1");
+    ck_assert_ok(troupe_xa_commit_wait(fx.tables, "ro/1", 4));
+    ck_assert_int_eq(stored("a", "x"), 1);
+}
+END_TEST
+
 static int parts_done;
 
 static void
@@ -891,6 +934,8 @@ xa_suite(void)
     tcase_add_test(tc, test_xa_markers_are_bounded_oldest_first);
     tcase_add_test(tc, test_xa_purge_passes_over_held_expired_rows);
     tcase_add_test(tc, test_xa_held_unique_value_refuses_writes_claiming_it);
+    tcase_add_test(tc,
+                   test_xa_read_only_tables_hold_nothing_and_resolve_nothing);
     suite_add_tcase(s, tc);
     TCase *tk = tcase_create("crash");
     tcase_set_timeout(tk, 120);
