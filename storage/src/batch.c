@@ -181,3 +181,132 @@ troupe__batch_check_cfs(const troupe_batch *b)
     }
     return TROUPE_OK;
 }
+
+const void *
+troupe_batch_data(const troupe_batch *b, size_t *len)
+{
+    if (len != NULL)
+        *len = 0;
+    if (b == NULL || len == NULL)
+        return NULL;
+    return rocksdb_writebatch_data(b->wb, len);
+}
+
+/* WriteBatch record tags (RocksDB's db/dbformat.h, ValueType): the only
+ * ones a troupe batch holds. */
+enum {
+    WB_DELETE = 0x0,
+    WB_PUT = 0x1,
+    WB_CF_DELETE = 0x4,
+    WB_CF_PUT = 0x5,
+    WB_CF_RANGE_DELETE = 0xE,
+    WB_RANGE_DELETE = 0xF
+};
+#define WB_HEADER 12 /* sequence (8 bytes) and count (4), little-endian */
+
+static bool
+wb_varint32(const unsigned char **p, const unsigned char *end, uint32_t *out)
+{
+    uint32_t v = 0;
+    for (int shift = 0; shift <= 28 && *p < end; shift += 7) {
+        unsigned char c = *(*p)++;
+        v |= (uint32_t)(c & 0x7f) << shift;
+        if ((c & 0x80) == 0) {
+            *out = v;
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool
+wb_slice(const unsigned char **p, const unsigned char *end,
+         const unsigned char **s, size_t *n)
+{
+    uint32_t len = 0;
+    if (!wb_varint32(p, end, &len) || (size_t)(end - *p) < len)
+        return false;
+    *s = *p;
+    *n = len;
+    *p += len;
+    return true;
+}
+
+/* The open family of db whose RocksDB id is id. */
+static troupe_cf *
+cf_by_id(troupe_db *db, uint32_t id)
+{
+    troupe_cf *cf = NULL;
+    pthread_mutex_lock(&db->mu);
+    for (size_t i = 0; i < db->ncfs && cf == NULL; i++)
+        if (!atomic_load(&db->cfs[i]->dropped) &&
+            rocksdb_column_family_handle_get_id(db->cfs[i]->h) == id)
+            cf = db->cfs[i];
+    pthread_mutex_unlock(&db->mu);
+    return cf;
+}
+
+troupe_err
+troupe_batch_from_data(troupe_db *db, const void *data, size_t len,
+                       troupe_batch **out)
+{
+    if (out != NULL)
+        *out = NULL;
+    if (db == NULL || out == NULL || (data == NULL && len > 0))
+        return TROUPE_EINVAL;
+    if (len < WB_HEADER)
+        return TROUPE_ECORRUPT;
+    const unsigned char *p = data, *end = p + len;
+    uint32_t count = (uint32_t)p[8] | (uint32_t)p[9] << 8 |
+                     (uint32_t)p[10] << 16 | (uint32_t)p[11] << 24;
+    p += WB_HEADER;
+    troupe_batch *b = NULL;
+    troupe_err e = troupe_batch_create(&b);
+    uint32_t seen = 0;
+    while (e == TROUPE_OK && p < end) {
+        unsigned char tag = *p++;
+        uint32_t cfid = 0;
+        const unsigned char *k = NULL, *v = NULL;
+        size_t kl = 0, vl = 0;
+        bool cfd = tag == WB_CF_DELETE || tag == WB_CF_PUT ||
+                   tag == WB_CF_RANGE_DELETE;
+        bool known =
+            cfd || tag == WB_DELETE || tag == WB_PUT || tag == WB_RANGE_DELETE;
+        bool two = tag == WB_PUT || tag == WB_CF_PUT ||
+                   tag == WB_RANGE_DELETE || tag == WB_CF_RANGE_DELETE;
+        if (!known || (cfd && !wb_varint32(&p, end, &cfid)) ||
+            !wb_slice(&p, end, &k, &kl) || (two && !wb_slice(&p, end, &v, &vl)))
+            e = TROUPE_ECORRUPT;
+        troupe_cf *cf = e == TROUPE_OK ? cf_by_id(db, cfid) : NULL;
+        if (e == TROUPE_OK && cf == NULL)
+            e = TROUPE_ENOENT;
+        if (e != TROUPE_OK)
+            break;
+        seen++;
+        switch (tag) {
+        case WB_PUT:
+        case WB_CF_PUT:
+            e = troupe_batch_put(b, cf, k, kl, v, vl);
+            break;
+        case WB_RANGE_DELETE:
+        case WB_CF_RANGE_DELETE:
+            e = troupe_batch_delete_range(b, cf, k, kl, v, vl);
+            break;
+        default:
+            e = troupe_batch_delete(b, cf, k, kl);
+            break;
+        }
+        /* a stored key the checks refuse (empty, inverted range) is not
+         * one troupe wrote */
+        if (e == TROUPE_EINVAL)
+            e = TROUPE_ECORRUPT;
+    }
+    if (e == TROUPE_OK && seen != count)
+        e = TROUPE_ECORRUPT;
+    if (e != TROUPE_OK) {
+        troupe_batch_destroy(b);
+        return e;
+    }
+    *out = b;
+    return TROUPE_OK;
+}

@@ -735,6 +735,83 @@ on_done(troupe_err err, void *arg)
     atomic_store((atomic_int *)arg, 1);
 }
 
+/* troupe_batch_from_data over `len` bytes of d: its error. */
+static troupe_err
+from_data(troupe_db *db, const void *d, size_t len)
+{
+    troupe_batch *b = NULL;
+    troupe_err e = troupe_batch_from_data(db, d, len, &b);
+    ck_assert(e == TROUPE_OK ? b != NULL : b == NULL);
+    troupe_batch_destroy(b);
+    return e;
+}
+
+START_TEST(test_batch_bytes_rebuild_the_same_batch_and_bad_bytes_are_ecorrupt)
+{
+    const char *cfs[] = {"a", "b"};
+    troupe_db *db = st_open(dir, cfs, 2);
+    troupe_cf *a = st_cf(db, "a"), *b = st_cf(db, "b");
+    troupe_cf *d = st_cf(db, TROUPE_CF_DEFAULT);
+    st_put(db, b, "gone", "x", TROUPE_SYNC_ON);
+    st_put(db, a, "r2", "x", TROUPE_SYNC_ON);
+    troupe_batch *b1 = NULL, *b2 = NULL;
+    ck_assert_ok(troupe_batch_create(&b1));
+    ck_assert_ok(troupe_batch_put(b1, a, "k", 1, "v1", 2));
+    ck_assert_ok(troupe_batch_put(b1, a, "zzzz", 4, "", 0)); /* above a's
+                                                                 bound */
+    ck_assert_ok(troupe_batch_put(b1, d, "dk", 2, "dv", 2));
+    ck_assert_ok(troupe_batch_delete(b1, b, "gone", 4));
+    ck_assert_ok(troupe_batch_delete_range(b1, a, "r1", 2, "r3", 2));
+    size_t n1 = 0, n2 = 0;
+    const unsigned char *d1 = troupe_batch_data(b1, &n1);
+    ck_assert_ptr_nonnull(d1);
+    ck_assert_uint_gt(n1, 12);
+    ck_assert_ok(troupe_batch_from_data(db, d1, n1, &b2));
+    const void *d2 = troupe_batch_data(b2, &n2);
+    ck_assert_uint_eq(n1, n2);
+    ck_assert(memcmp(d1, d2, n1) == 0);
+    ck_assert_uint_eq(troupe_batch_count(b2), 5);
+    ck_assert_ok(troupe_db_write(db, b2, TROUPE_SYNC_ON));
+    troupe_batch_destroy(b2);
+    st_assert_value(db, a, "k", "v1");
+    st_assert_value(db, a, "zzzz", ""); /* the rebuilt batch raised the bound */
+    st_assert_value(db, d, "dk", "dv");
+    st_assert_value(db, b, "gone", NULL);
+    st_assert_value(db, a, "r2", NULL);
+    /* bytes that are not a troupe batch */
+    unsigned char *bad = malloc(n1 + 1);
+    ck_assert_err(from_data(db, d1, 11), TROUPE_ECORRUPT);     /* no header */
+    ck_assert_err(from_data(db, d1, n1 - 1), TROUPE_ECORRUPT); /* cut */
+    memcpy(bad, d1, n1);
+    bad[n1] = 0x01;
+    ck_assert_err(from_data(db, bad, n1 + 1), TROUPE_ECORRUPT); /* more */
+    bad[8]++;
+    ck_assert_err(from_data(db, bad, n1), TROUPE_ECORRUPT); /* count */
+    memcpy(bad, d1, n1);
+    bad[12] = 0x03; /* a log-data record: never troupe's */
+    ck_assert_err(from_data(db, bad, n1), TROUPE_ECORRUPT);
+    memcpy(bad, d1, 12);
+    bad[8] = 1; /* one put of an empty key in family 0 */
+    memcpy(bad + 12, "\x01\x00\x00", 3);
+    ck_assert_err(from_data(db, bad, 15), TROUPE_ECORRUPT);
+    memcpy(bad + 12, "\x05\x7f\x01k\x00", 5); /* family id 127 */
+    ck_assert_err(from_data(db, bad, 17), TROUPE_ENOENT);
+    free(bad);
+    /* a family dropped since */
+    ck_assert_ok(troupe_db_cf_drop(db, "b"));
+    ck_assert_err(from_data(db, d1, n1), TROUPE_ENOENT);
+    troupe_batch_destroy(b1);
+    size_t n = 7;
+    ck_assert_ptr_null(troupe_batch_data(NULL, &n));
+    ck_assert_uint_eq(n, 0);
+    ck_assert_ptr_null(troupe_batch_data(b2 = NULL, NULL));
+    ck_assert_err(troupe_batch_from_data(NULL, "x", 1, &b2), TROUPE_EINVAL);
+    ck_assert_err(troupe_batch_from_data(db, NULL, 12, &b2), TROUPE_EINVAL);
+    ck_assert_err(troupe_batch_from_data(db, "x", 1, NULL), TROUPE_EINVAL);
+    ck_assert_ok(troupe_db_close(db));
+}
+END_TEST
+
 START_TEST(test_key_bounds_are_exact)
 {
     troupe_db *db = st_open(dir, NULL, 0);
@@ -879,6 +956,8 @@ storage_engine_suite(void)
     tcase_add_test(tc, test_synced_write_survives_reopen);
     tcase_add_test(tc, test_cached_reads_never_touch_the_disk);
     tcase_add_test(tc, test_key_bounds_are_exact);
+    tcase_add_test(
+        tc, test_batch_bytes_rebuild_the_same_batch_and_bad_bytes_are_ecorrupt);
     tcase_add_test(tc, test_disable_wal_refuses_sync_writes);
     tcase_add_test(tc, test_cf_create_drop_lifecycle);
     tcase_add_test(tc, test_cf_calls_bad_args_einval);

@@ -39,10 +39,10 @@ quiesced_call(tstate *s, troupe_err err)
 static void
 check_quiesced(tstate *s)
 {
-    if (s->life.quiesced == NULL || s->writes.nrunning > 0 ||
+    if (s->life.quiesced == NULL || s->writes.nrunning > s->parts.xa_ops ||
         s->life.jobs > 0 || s->vers.evicting || s->purge != NULL ||
-        s->parts.prepared != NULL || s->parts.working != NULL ||
-        s->locks.rwait_head != NULL || s->build != NULL)
+        !troupe__parts_quiet(s) || s->locks.rwait_head != NULL ||
+        s->build != NULL)
         return;
     quiesced_call(s, TROUPE_OK);
 }

@@ -15,6 +15,7 @@
 #include "table_int.h"
 #include "troupe/alloc.h"
 #include "troupe/internal/runtime.h"
+#include "troupe/internal/xa.h"
 #include "troupe/pack.h"
 
 typedef struct tcall {
@@ -37,6 +38,21 @@ on_reply(troupe_runtime *rt, troupe_err err, troupe_msg *reply, void *arg)
         (err = troupe__rows_cursor_wrap(rows, c->table_id)) != TROUPE_OK) {
         troupe_rows_destroy(rows);
         rows = NULL;
+    }
+    if (err == TROUPE_EBUSY && reply != NULL && reply->body != NULL) {
+        /* a write refused for a prepared XA xid's key (write.c): the
+         * callback runs on this thread and may read the detail */
+        troupe_reader r;
+        const char *xid = NULL;
+        size_t xl = 0;
+        troupe_reader_init(&r, troupe_body_data(reply->body),
+                           troupe_body_len(reply->body));
+        troupe_read_str(&r, TROUPE__XA_XID_MAX, &xid, &xl);
+        if (troupe_read_end(&r) == TROUPE_OK && troupe__xa_xid_valid(xid, xl))
+            troupe__errf(TROUPE_EBUSY,
+                         "the key is held by prepared XA transaction "
+                         "\"%.*s\"",
+                         (int)xl, xid);
     }
     troupe_table_cb cb = c->cb;
     void *cb_arg = c->arg;
@@ -429,6 +445,22 @@ wake_cb(troupe_err err, troupe_rows *rows, void *arg)
     troupe__waiter_release(arg, err, rows);
 }
 
+/* A write's EBUSY, with the detail naming the prepared XA xid that holds
+ * the key (troupe/xa.h) when one does: on the caller's thread, where
+ * troupe_errmsg reads it. */
+static troupe_err
+busy_detail(const char *call, troupe_tables *t, const char *table,
+            const void *key, size_t klen, troupe_err e)
+{
+    char xid[TROUPE__XA_XID_MAX + 1];
+    if (e != TROUPE_EBUSY || !troupe__xa_holder(t, table, key, klen, xid))
+        return e;
+    return troupe__errf(TROUPE_EBUSY,
+                        "%s: the key is held by prepared XA transaction "
+                        "\"%s\"",
+                        call, xid);
+}
+
 /* The write calls that take a document, as write_wait waits for them. */
 typedef troupe_err (*doc_write_fn)(troupe_tables *t, const char *table,
                                    const void *key, size_t klen,
@@ -447,8 +479,10 @@ write_wait(const char *call, doc_write_fn fn, troupe_tables *t,
         return be;
     troupe__waiter w;
     troupe__waiter_init(&w, 1);
-    return troupe__waiter_finish(
-        &w, fn(t, table, key, klen, doc, dlen, wo, wake_cb, &w), NULL);
+    return busy_detail(
+        call, t, table, key, klen,
+        troupe__waiter_finish(
+            &w, fn(t, table, key, klen, doc, dlen, wo, wake_cb, &w), NULL));
 }
 
 troupe_err
@@ -487,8 +521,11 @@ troupe_table_delete_wait(troupe_tables *t, const char *table, const void *key,
         return be;
     troupe__waiter w;
     troupe__waiter_init(&w, 1);
-    return troupe__waiter_finish(
-        &w, troupe_table_delete(t, table, key, klen, wo, wake_cb, &w), NULL);
+    return busy_detail(
+        "troupe_table_delete_wait", t, table, key, klen,
+        troupe__waiter_finish(
+            &w, troupe_table_delete(t, table, key, klen, wo, wake_cb, &w),
+            NULL));
 }
 
 troupe_err

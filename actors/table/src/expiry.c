@@ -216,6 +216,12 @@ troupe__expiry_h_keys(troupe_actor *self, void *st, const troupe_msg *m)
     p->outstanding = j->nexp + 1;
     for (size_t i = 0; i < j->nexp; i++) {
         const troupe_kv *kv = &pg->items[j->exp[i]];
+        /* a prepared XA transaction holds it, maybe for ever: a later
+         * pass purges it if it is still expired then */
+        if (troupe__parts_xa_holder(s, kv->key, kv->key_len) != NULL) {
+            purge_op_done(self, s, TROUPE_OK, false);
+            continue;
+        }
         wop *op = troupe__wop_new(self, s, TABLE_PURGE_OP, kv->key, kv->key_len,
                                   NULL, 0, 0, false);
         troupe_err e = TROUPE_ENOMEM;

@@ -19,12 +19,15 @@
 #include "troupe/internal/post.h"
 #include "troupe/internal/runtime.h"
 
-/* Whether a build or sweep of en is running or pending (then another
- * index change is EBUSY). Called with mu held. */
+/* Whether a build or sweep of en is running or pending, or a prepared XA
+ * transaction holds parts of it (then an index change is EBUSY). Called
+ * with mu held. */
 static bool
 entry_busy(const tentry *en)
 {
-    if (en->ndropped > 0)
+    /* a prepared XA batch lacks the entries of an index added after it,
+     * and keeps those of one dropped */
+    if (en->ndropped > 0 || en->xa_holds > 0)
         return true;
     for (size_t i = 0; i < en->schema->n; i++)
         if (!troupe_index_def_ready(en->schema->defs[i]))

@@ -49,6 +49,7 @@ typedef struct tpart {
     klock **rlocks; /* read reservations */
     trsv rsv;       /* scanned ranges, reserved (copies, one block) */
     bool onwork;    /* its writes are being prepared on a worker */
+    bool xa;        /* held for an XA xid: counted in tparts.nxa, xa_ops */
 } tpart;
 
 ttxn_shared *
@@ -116,6 +117,11 @@ tpart_end(troupe_actor *self, tstate *s, tpart *tp, bool publish, uint64_t ver)
         }
     troupe__locks_unreserve(s, &tp->rsv);
     tp->onwork = false;
+    if (tp->xa) {
+        s->parts.nxa--;
+        s->parts.xa_ops -= tp->nops;
+        tp->xa = false;
+    }
     if (tp->timed)
         troupe_timer_cancel(self, tp->timer);
     publish = publish && ver != 0; /* a finish that publishes has one */
@@ -525,7 +531,8 @@ troupe__parts_h_prep_done(troupe_actor *self, void *st, const troupe_msg *m)
             return TROUPE_OK;
         }
     }
-    if (e == TROUPE_OK) {
+    /* An XA part is held until its xid is resolved: no deadline. */
+    if (e == TROUPE_OK && !tp->sh->xa) {
         e = troupe_timer_start(self, TABLE_TXN_EXPIRE, tp->reserve_ms, 0,
                                &tp->timer);
         tp->timed = e == TROUPE_OK;
@@ -537,8 +544,56 @@ troupe__parts_h_prep_done(troupe_actor *self, void *st, const troupe_msg *m)
     }
     for (size_t i = 0; i < tp->nops; i++)
         troupe__write_inflight_add(s, tp->ops[i]);
+    if (tp->sh->xa) {
+        tp->xa = true;
+        s->parts.nxa++;
+        s->parts.xa_ops += tp->nops;
+    }
     troupe_runtime_reply(rt, tp->asker, tp->corr, TROUPE_OK, NULL);
     return TROUPE_OK;
+}
+
+bool
+troupe__parts_quiet(const tstate *s)
+{
+    if (s->parts.working != NULL)
+        return false;
+    for (const tpart *tp = s->parts.prepared; tp != NULL; tp = tp->next)
+        if (!tp->xa)
+            return false;
+    return true;
+}
+
+static bool
+in_range(const ttxn_range *r, const void *key, size_t klen)
+{
+    return (r->start == NULL ||
+            troupe_key_cmp(r->start, r->slen, key, klen) <= 0) &&
+           (r->end == NULL || troupe_key_cmp(key, klen, r->end, r->elen) < 0);
+}
+
+const char *
+troupe__parts_xa_holder(const tstate *s, const void *key, size_t klen)
+{
+    if (s->parts.nxa == 0)
+        return NULL; /* the common case: one load, no walk */
+    for (const tpart *tp = s->parts.prepared; tp != NULL; tp = tp->next) {
+        if (!tp->xa)
+            continue;
+        for (size_t i = 0; i < tp->nops; i++)
+            if (tp->ops[i] != NULL &&
+                troupe_key_cmp(tp->ops[i]->key, tp->ops[i]->klen, key, klen) ==
+                    0)
+                return tp->sh->xid;
+        for (size_t i = 0; i < tp->nr; i++)
+            if (troupe_key_cmp(tp->rlocks[i]->key, tp->rlocks[i]->klen, key,
+                               klen) == 0)
+                return tp->sh->xid;
+        for (size_t i = 0; i < tp->rsv.n; i++)
+            if (in_range(&tp->rsv.v[i], key, klen))
+                return tp->sh->xid;
+    }
+    return NULL;
 }
 
 /* The reservation deadline: the part is dropped unless the transaction

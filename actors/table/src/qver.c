@@ -196,6 +196,12 @@ qver_run(troupe_actor *self, tstate *s, ttxn_qver *q, troupe_addr asker,
         klock *l = *troupe__locks_slot(s, q->keys[i], q->klens[i]);
         if (l != NULL && l->running != NULL &&
             (l->running->ext || atomic_load(&l->running->cver) == 0)) {
+            /* a prepared XA transaction's write may wait for ever */
+            if (troupe__parts_xa_holder(s, q->keys[i], q->klens[i]) != NULL) {
+                troupe_runtime_reply(rt, asker, corr, TROUPE_EBUSY, NULL);
+                troupe_free(q);
+                return;
+            }
             qdefer *d = troupe_malloc(sizeof(*d));
             if (d == NULL) {
                 troupe_runtime_reply(rt, asker, corr, TROUPE_ENOMEM, NULL);

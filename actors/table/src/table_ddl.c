@@ -151,13 +151,23 @@ drop_step(ddl_job *j)
     switch (j->ddl.at++) {
     case 0:
         pthread_mutex_lock(&t->mu);
+        bool held = false;
         for (tentry **pp = &t->entries; *pp != NULL; pp = &(*pp)->next)
             if (strcmp((*pp)->name, j->name) == 0) {
-                en = *pp;
-                *pp = en->next;
+                /* a prepared XA transaction's batch writes into its
+                 * families: resolve it first */
+                held = (*pp)->xa_holds > 0;
+                if (!held) {
+                    en = *pp;
+                    *pp = en->next;
+                }
                 break;
             }
         pthread_mutex_unlock(&t->mu);
+        if (held) {
+            j->ddl.err = TROUPE_EBUSY;
+            return TROUPE__DDL_DONE;
+        }
         if (en == NULL) {
             j->ddl.err = TROUPE_ENOTABLE;
             return TROUPE__DDL_DONE;

@@ -132,9 +132,20 @@ struct tentry {
      * dropped once it is done. Stored in the catalog entry. */
     uint64_t *dropped;
     size_t ndropped;
+    /* Prepared XA transactions with parts at this table (xa.c): its DDL
+     * is EBUSY while any is. Under the tables' mu. */
+    size_t xa_holds;
 };
 
 enum { TABLES_RUNNING = 0, TABLES_STOPPING, TABLES_STOPPED };
+
+/* xa.c: a resolved marker, in memory (the stored ones, oldest first). */
+typedef struct txa_mark {
+    char xid[TROUPE__XA_XID_MAX];
+    size_t len;
+    int outcome;
+    uint64_t seq;
+} txa_mark;
 
 /* The tables' object. Read and written by the files above only (the
  * actor and the client calls go through the functions above): tables.c
@@ -163,6 +174,13 @@ struct troupe_tables {
     atomic_size_t stops;  /* actors still stopping, +1 while starting */
     troupe_tables_stop_cb stop_cb;
     void *stop_arg;
+    /* xa.c's: the prepared xids and the resolved markers, under mu. */
+    struct {
+        struct txa_entry *entries;
+        txa_mark *marks; /* TROUPE__XA_MARKS_MAX slots, oldest first */
+        size_t nmarks;
+        uint64_t mark_seq; /* the newest marker's */
+    } xa;
 };
 
 /* tables.c */
@@ -451,6 +469,11 @@ typedef struct tparts {
                                 by stop) */
     struct tdefer *deferred; /* prepares waiting for a commit's release */
     uint64_t last_pub;       /* the version the last part's end published */
+    /* XA parts among prepared (held until resolved, troupe/xa.h), and
+     * their writes, which count in writes.nrunning: neither keeps a
+     * quiesce waiting (a stop must not wait for a resolution). */
+    size_t nxa;
+    size_t xa_ops;
 } tparts;
 
 /* qver.c: versioned queries waiting for a write. */
@@ -605,6 +628,16 @@ troupe__parts_h_finish(troupe_actor *self, void *st, const troupe_msg *m);
  * finds nothing) and deferred prepares answered ECLOSED. */
 void
 troupe__parts_stop(troupe_actor *self, tstate *s);
+/* Whether nothing but held XA parts is in flight among the parts (a
+ * quiesce does not wait for those: actor.c). */
+bool
+troupe__parts_quiet(const tstate *s);
+/* The xid of a prepared XA part here that holds key (writes it, read it,
+ * or scanned a range over it), or NULL: a single-key write of it is
+ * refused (EBUSY) rather than queued behind a part that may be held for
+ * ever. */
+const char *
+troupe__parts_xa_holder(const tstate *s, const void *key, size_t klen);
 
 /* read.c: the actor's disk reads. */
 troupe_err

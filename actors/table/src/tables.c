@@ -23,6 +23,7 @@
 #include "troupe/internal/names.h"
 #include "troupe/internal/post.h"
 #include "troupe/internal/runtime.h"
+#include "troupe/internal/xa.h"
 #include "troupe/keycodec.h"
 
 static int64_t
@@ -155,6 +156,10 @@ troupe_tables_open(const troupe_tables_opts *o, troupe_tables **out)
     e = troupe__vers_open(t);
     if (e == TROUPE_OK)
         e = troupe__catalog_load(t->cat, "table", load_table, t);
+    /* prepared XA transactions hold their keys again before anything is
+     * served (xa.c); a read-only open holds nothing and resolves nothing */
+    if (e == TROUPE_OK && !ro)
+        e = troupe__xa_open(t);
     if (e != TROUPE_OK) {
         stop_all_now(t);
         troupe_tables_destroy(t);
@@ -324,6 +329,7 @@ troupe_tables_destroy(troupe_tables *t)
     pthread_mutex_unlock(&t->mu);
     if (!stopped)
         abort(); /* not stopped (actors, DDL jobs may run): stop first */
+    troupe__xa_close(t);
     while (t->entries != NULL) {
         tentry *en = t->entries;
         t->entries = en->next;

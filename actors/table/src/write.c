@@ -190,6 +190,35 @@ troupe__write_start(troupe_actor *self, tstate *s, wop *op)
     }
 }
 
+/* Answers EBUSY for a write that a prepared XA transaction's hold would
+ * keep waiting, the body naming the xid (client.c makes it the detail). */
+static void
+xa_refuse(troupe_runtime *rt, troupe_addr to, uint64_t corr, const char *xid)
+{
+    troupe_packer p;
+    troupe_body *b = NULL;
+    troupe_pack_init(&p);
+    troupe_pack_cstr(&p, xid);
+    (void)troupe_pack_take_body(&p, &b);
+    troupe_pack_fini(&p);
+    troupe_runtime_reply(rt, to, corr, TROUPE_EBUSY, b != NULL ? &b : NULL);
+}
+
+/* The xid of a prepared XA transaction whose write claims one of op's
+ * unique values, or NULL. */
+static const char *
+uniq_xa_holder(const tstate *s, const wop *op)
+{
+    for (const wop *o = s->writes.inflight; o != NULL; o = o->inext)
+        if (o->ext &&
+            troupe__write_uniq_overlap(op->uq, op->nuq, o->uq, o->nuq)) {
+            const char *xid = troupe__parts_xa_holder(s, o->key, o->klen);
+            if (xid != NULL)
+                return xid;
+        }
+    return NULL;
+}
+
 troupe_err
 troupe__write_h_write(troupe_actor *self, void *st, const troupe_msg *m)
 {
@@ -220,6 +249,13 @@ troupe__write_h_write(troupe_actor *self, void *st, const troupe_msg *m)
     if (e != TROUPE_OK) {
         troupe_runtime_reply(troupe_actor_runtime(self), m->from, m->corr, e,
                              NULL);
+        return TROUPE_OK;
+    }
+    /* A prepared XA transaction holds the key until its xid is resolved,
+     * which may take for ever: refused. */
+    const char *xid = troupe__parts_xa_holder(s, key, klen);
+    if (xid != NULL) {
+        xa_refuse(troupe_actor_runtime(self), m->from, m->corr, xid);
         return TROUPE_OK;
     }
     e = enqueue(self, s, m->kind, key, klen, doc, dlen, expires,
@@ -408,6 +444,17 @@ prep_done(troupe_actor *self, tstate *s, wop *op)
         return TROUPE_OK;
     }
     int clash = op->nuq > 0 ? troupe__write_uniq_clash(s, op) : 0;
+    /* a client's write would be parked until a prepared XA transaction
+     * that claims the value is resolved, maybe for ever: refused */
+    const char *xid =
+        clash == 1 && op->done == NULL ? uniq_xa_holder(s, op) : NULL;
+    if (xid != NULL) {
+        troupe_batch_destroy(op->batch);
+        op->batch = NULL;
+        xa_refuse(op->rt, op->asker, op->corr, xid);
+        troupe__write_release(self, s, op, true);
+        return TROUPE_OK;
+    }
     if (clash != 0) {
         troupe_batch_destroy(op->batch);
         op->batch = NULL;

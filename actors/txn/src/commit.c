@@ -263,6 +263,19 @@ abort_all(troupe_txn *tx, troupe_err result, bool on_s0)
     finish_all(tx, false, result, on_s0);
 }
 
+void
+troupe__txn_abort(troupe_txn *tx, troupe_err result, bool on_s0)
+{
+    abort_all(tx, result, on_s0);
+}
+
+void
+troupe__txn_complete(troupe_txn *tx, troupe_err result, bool on_s0)
+{
+    tx->commit.result = result;
+    complete_anywhere(tx, on_s0);
+}
+
 /* On the pipeline's writer thread, once the batch is written (or its
  * write failed: EUNKNOWN publishes too). The one version every table
  * publishes for the writes is taken here, where blocking is allowed (see
@@ -466,6 +479,10 @@ all_prepared(troupe_txn *tx, bool on_s0)
                 tx->parts[i].write(tx->parts[i].arg, tx->sh->batch);
     if (tx->commit.err != TROUPE_OK) {
         abort_all(tx, tx->commit.err, on_s0);
+        return;
+    }
+    if (tx->commit.xa) { /* held, not submitted: the record decides */
+        troupe__txn_xa_prepared(tx, on_s0);
         return;
     }
     int want = TTXN_OPEN;

@@ -75,6 +75,7 @@ typedef struct txcommit {
     size_t capconf;
     troupe_txn_receipt *rcpt;
     size_t nrcpt;
+    bool xa; /* troupe_txn_prepare: tx->sh->xid names it (xa.c) */
 } txcommit;
 
 /* The transaction: txn.c makes and frees it and owns the rest, the key
@@ -156,6 +157,23 @@ troupe__txn_finish_rows(troupe__waiter *w, troupe_err started,
  * to write or check, the callback posted to scheduler 0. */
 troupe_err
 troupe__txn_commit_start(troupe_txn *tx, troupe_sync sync);
+
+/* Ends a commit whose batch was not submitted: every table that got a
+ * prepare gets a finish without publish, then the callback with result.
+ * on_s0: the caller runs on scheduler 0. */
+void
+troupe__txn_abort(troupe_txn *tx, troupe_err result, bool on_s0);
+/* Ends a commit without finishing its tables (an XA prepare whose parts
+ * stay held): the callback with result, on scheduler 0. */
+void
+troupe__txn_complete(troupe_txn *tx, troupe_err result, bool on_s0);
+
+/* ---- xa.c --------------------------------------------------------------- */
+
+/* Every table of an XA prepare prepared without conflict: stores the
+ * record, then completes (or aborts). */
+void
+troupe__txn_xa_prepared(troupe_txn *tx, bool on_s0);
 
 /* ---- what remove.c needs ------------------------------------------------ */
 

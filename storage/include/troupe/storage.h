@@ -335,6 +335,32 @@ void
 troupe_batch_clear(troupe_batch *b);
 
 /*
+ * The batch's exact encoded bytes (RocksDB's WriteBatch representation),
+ * borrowed: valid until the batch changes or is destroyed. For a record
+ * that must later write exactly what it describes (XA's prepared batch);
+ * troupe_batch_from_data turns them back into a batch. *len gets their
+ * length (an empty batch still has its 12-byte header). NULL b or len:
+ * NULL and *len 0 when len is not NULL. Any thread that owns b.
+ */
+const void *
+troupe_batch_data(const troupe_batch *b, size_t *len);
+
+/*
+ * A new batch of db holding exactly the operations that data[0..len)
+ * encodes (bytes from troupe_batch_data, maybe stored on disk since),
+ * replayed in their order with the checks of troupe_batch_put / delete /
+ * delete_range, so the result writes what the original wrote. Families
+ * are found by their RocksDB id among db's open ones. On OK *out is the
+ * caller's. Errors: EINVAL (NULL), ECORRUPT (bytes that are not a batch
+ * of puts and deletes: bad header, count or record, an operation kind
+ * troupe never writes, trailing bytes), ENOENT (a family that is not open
+ * or was dropped), EREADONLY, ETOOBIG, ENOMEM. Never blocks.
+ */
+troupe_err
+troupe_batch_from_data(troupe_db *db, const void *data, size_t len,
+                       troupe_batch **out);
+
+/*
  * Writes the batch atomically and waits; b stays owned by the caller. An
  * empty batch succeeds without writing. Errors: EINVAL (NULL, batch of
  * another db, SYNC_ON with disable_wal), EREADONLY (read-only db, even for

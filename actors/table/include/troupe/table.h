@@ -158,11 +158,17 @@ troupe_rows_destroy(troupe_rows *r);
 /*
  * Opens the tables of o->catalog: moves the stored key-version floor
  * (synced: see version_reserve), loads every table entry of the catalog
- * and spawns one table actor per table. On OK *out owns the object.
+ * and spawns one table actor per table, then holds every prepared XA
+ * transaction again at its tables (troupe/xa.h) before it returns. On OK
+ * *out owns the object.
  * Errors: EINVAL (NULL, missing option, version_reserve over its
  * maximum, a commit given on a read-only catalog), ESTATE (the catalog is
- * stopping), ECORRUPT (malformed catalog entry or version floor), the
- * errors of troupe_db_write and troupe_actor_spawn, ENOMEM. Blocks.
+ * stopping), ECORRUPT (malformed catalog entry or version floor, or a
+ * prepared XA record or resolved marker that does not decode: the
+ * troupe_errmsg names the xid), the errors of troupe_db_write and
+ * troupe_actor_spawn, EDEADLK (xids to hold again, on a thread of the
+ * runtime or the host's loop: holding waits for the table actors),
+ * ENOMEM. Blocks.
  *
  * Read-only (docs/embedding.md, "Opening read-only"): on a read-only
  * catalog (troupe_catalog_read_only) commit is NULL and the open writes

@@ -41,11 +41,20 @@ enum { TROUPE__PART_STALE = 1, TROUPE__PART_RESERVED = 2 };
  */
 enum { TTXN_OPEN = 0, TTXN_SUBMITTED, TTXN_ABORTED };
 
+/* An xid's longest form (troupe/internal/xa.h's rule). */
+#define TROUPE__XA_XID_MAX 128
+
 typedef struct ttxn_shared {
     atomic_int refs;
     atomic_int state;
     troupe_snapshot *snap;
     troupe_batch *batch; /* NULL once submitted */
+    /* XA (troupe/xa.h): the parts are held until the xid is resolved,
+     * with no reservation deadline, and a single-key write of a key they
+     * hold is refused (EBUSY) naming xid (NUL-terminated). Set before the
+     * first prepare is sent, never changed after. */
+    bool xa;
+    char xid[TROUPE__XA_XID_MAX + 1];
 } ttxn_shared;
 
 ttxn_shared *
