@@ -1148,6 +1148,57 @@ START_TEST(test_an_awakeable_holds_the_workflow_until_resolved)
 }
 END_TEST
 
+/* XA: submit commits the branches in order; a commit that fails is
+ * retried, never rolled back (the decision is made); an abort rolls back
+ * every branch in reverse; one left prepared past its timeout aborts. */
+START_TEST(
+    test_xa_commits_in_order_retries_a_failed_commit_rolls_back_in_reverse)
+{
+    tc_gtx *g = fresh(TROUPE_MODE_XA, 2, TC_PREPARED);
+    idle(g, 0); /* prepared: waits for its submit */
+    bool ch = false;
+    ck_assert_ok(troupe__gtx_submit(g, &ch));
+    tc_ref r = runs(g, 0);
+    ck_assert_uint_eq(r.step, 0);
+    ck_assert_uint_eq(r.op, 0); /* commit */
+    ck_assert_ok(troupe__gtx_apply(g, r, TROUPE_OUTCOME_FAILURE, 0));
+    ck_assert_int_eq(g->status, TC_SUBMITTED); /* never a rollback */
+    ck_assert_int_eq(g->due_ms, TROUPE_GTX_RETRY_MIN_MS);
+    idle(g, 1);
+    r = runs(g, g->due_ms);
+    ck_assert_uint_eq(r.step, 0);
+    ck_assert_ok(troupe__gtx_apply(g, r, TROUPE_OUTCOME_SUCCESS, 20000));
+    r = runs(g, 20000);
+    ck_assert_uint_eq(r.step, 1);
+    ck_assert_ok(troupe__gtx_apply(g, r, TROUPE_OUTCOME_SUCCESS, 20000));
+    idle(g, 20000);
+    ck_assert_int_eq(g->status, TC_SUCCEED);
+    troupe__gtx_free(g);
+    /* aborted: rollbacks in reverse, every registered branch */
+    g = fresh(TROUPE_MODE_XA, 2, TC_PREPARED);
+    ck_assert_ok(troupe__gtx_abort_why(g, 0, "aborted", &ch));
+    r = runs(g, 0);
+    ck_assert_uint_eq(r.step, 1);
+    ck_assert_uint_eq(r.op, 1); /* rollback */
+    ck_assert_ok(troupe__gtx_apply(g, r, TROUPE_OUTCOME_SUCCESS, 0));
+    r = runs(g, 0);
+    ck_assert_uint_eq(r.step, 0);
+    ck_assert_ok(troupe__gtx_apply(g, r, TROUPE_OUTCOME_SUCCESS, 0));
+    idle(g, 0);
+    ck_assert_int_eq(g->status, TC_FAILED);
+    troupe__gtx_free(g);
+    /* left prepared past its timeout: aborts */
+    g = fresh(TROUPE_MODE_XA, 1, TC_PREPARED);
+    g->opts.timeout_to_fail_ms = 1000;
+    idle(g, 999);
+    ck_assert_int_eq(g->due_ms, 1000);
+    r = runs(g, 1000);
+    ck_assert_int_eq(g->status, TC_ABORTING);
+    ck_assert_uint_eq(r.op, 1);
+    troupe__gtx_free(g);
+}
+END_TEST
+
 /* The calls from outside: submit, abort, retry, register, in every
  * status they meet. */
 START_TEST(test_submit_abort_retry_register_rules)
@@ -1159,14 +1210,15 @@ START_TEST(test_submit_abort_retry_register_rules)
     set_call(&s.call[1], "c", NULL, TC_TODO, 0, 0);
     set_call(&s.call[2], "x", NULL, TC_TODO, 0, 0);
     uint32_t at = 9;
-    ck_assert_ok(troupe__gtx_register(g, &s, &at));
+    ck_assert_ok(troupe__gtx_register(g, TROUPE_MODE_TCC, &s, &at));
     ck_assert_uint_eq(at, 0);
     ck_assert_ptr_null(s.call[1].target); /* moved */
     ck_assert_ok(troupe__gtx_submit(g, &ch));
     ck_assert(ch && g->status == TC_SUBMITTED);
     ck_assert_ok(troupe__gtx_submit(g, &ch));
     ck_assert(!ch);
-    ck_assert_err(troupe__gtx_register(g, &s, &at), TROUPE_ECONFLICT);
+    ck_assert_err(troupe__gtx_register(g, TROUPE_MODE_TCC, &s, &at),
+                  TROUPE_ECONFLICT);
     ck_assert_ok(troupe__gtx_abort_why(g, 5, "aborted", &ch));
     ck_assert(ch && g->status == TC_ABORTING);
     ck_assert_str_eq(g->reason, "aborted");
@@ -1184,10 +1236,12 @@ START_TEST(test_submit_abort_retry_register_rules)
     troupe__gtx_free(g);
     /* a full tcc, another mode */
     g = fresh(TROUPE_MODE_TCC, TROUPE_GTX_STEPS_MAX, TC_PREPARED);
-    ck_assert_err(troupe__gtx_register(g, &s, &at), TROUPE_EINVAL);
+    ck_assert_err(troupe__gtx_register(g, TROUPE_MODE_TCC, &s, &at),
+                  TROUPE_EINVAL);
     troupe__gtx_free(g);
     g = fresh(TROUPE_MODE_SAGA, 1, TC_SUBMITTED);
-    ck_assert_err(troupe__gtx_register(g, &s, &at), TROUPE_ENOENT);
+    ck_assert_err(troupe__gtx_register(g, TROUPE_MODE_TCC, &s, &at),
+                  TROUPE_ENOENT);
     ck_assert_ok(troupe__gtx_submit(g, &ch)); /* a saga is submitted */
     ck_assert(!ch);
     troupe__gtx_free(g);
@@ -1245,6 +1299,9 @@ gtx_suite(void)
                    test_a_prepared_tcc_past_its_timeout_cancels_its_branches);
     tcase_add_test(m, test_a_message_is_queried_back_then_driven_forward);
     tcase_add_test(m, test_submit_abort_retry_register_rules);
+    tcase_add_test(
+        m,
+        test_xa_commits_in_order_retries_a_failed_commit_rolls_back_in_reverse);
     tcase_add_test(m, test_a_workflow_memoizes_registers_first_and_compensates);
     tcase_add_test(
         m, test_a_workflow_without_an_answer_retries_and_never_rolls_back);

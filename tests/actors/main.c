@@ -36,15 +36,17 @@ Suite *
 httpsaga_suite(void);
 Suite *
 xa_suite(void);
+Suite *
+xagtx_suite(void);
 
 int
 main(void)
 {
-    Suite *s[] = {common_suite(),   kv_suite(),       table_suite(),
-                  index_suite(),    txn_suite(),      ttl_suite(),
-                  queue_suite(),    hostile_suite(),  lanes_suite(),
-                  catalog_suite(),  errors_suite(),   hostactor_suite(),
-                  barrier_suite(),  gtx_suite(),      coord_suite(),
-                  workflow_suite(), httpsaga_suite(), xa_suite()};
+    Suite *s[] = {
+        common_suite(),   kv_suite(),      table_suite(),  index_suite(),
+        txn_suite(),      ttl_suite(),     queue_suite(),  hostile_suite(),
+        lanes_suite(),    catalog_suite(), errors_suite(), hostactor_suite(),
+        barrier_suite(),  gtx_suite(),     coord_suite(),  workflow_suite(),
+        httpsaga_suite(), xa_suite(),      xagtx_suite()};
     return ts_run_suites(s, (int)(sizeof(s) / sizeof(s[0])));
 }

@@ -25,6 +25,7 @@ struct troupe_coord {
     _Atomic int state;     /* 0 running, 1 stopped */
     int64_t retention_ms;  /* of an ended transaction; < 0: for ever */
     troupe__waiter purges; /* the stop's share and 1 per purge (purge.c) */
+    troupe_target *xa_target; /* TROUPE_XA_TARGET (xatarget.c) */
 };
 
 /* The shard actor's message kinds (local only). */
@@ -77,7 +78,8 @@ typedef struct tc_op {
     /* ABORT: the reason to store, "aborted" or "aborted: " and the
      * operator's */
     char reason[sizeof("aborted: ") + TROUPE_GTX_ABORT_REASON_MAX];
-    tc_step branch;     /* REGISTER: the calls, moved in */
+    troupe_gtx_mode mode; /* REGISTER: the transaction's, tcc or xa */
+    tc_step branch;       /* REGISTER: the calls, moved in */
     uint32_t branch_no; /* REGISTER: out, the branch's index; RESOLVE: in,
                            the awakeable's */
     bool resolved;      /* RESOLVE: resolved (else rejected) */
@@ -104,6 +106,14 @@ troupe__coord_row_decode(const troupe_row *r, tc_gtx **out);
  * index to a table stored without it). Blocks. */
 troupe_err
 troupe__coord_table_create(troupe_tables *t);
+
+/* xatarget.c: the xa branches' built-in target on c's runtime (its
+ * create's errors: EEXIST when another coordinator of the runtime has
+ * it), and its stop and destroy (after the shards'). */
+troupe_err
+troupe__coord_xa_target_open(troupe_coord *c);
+void
+troupe__coord_xa_target_close(troupe_coord *c);
 
 /* shard.c: spawns shard i of c. */
 troupe_err

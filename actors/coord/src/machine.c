@@ -25,7 +25,8 @@ troupe__gtx_backoff(const tc_opts *o, uint32_t n)
  * none: saga actions then compensations, tcc confirms then cancels (a
  * try is the application's, never the coordinator's), message steps
  * (never compensated), workflow compensations (a workflow goes forward by
- * its runs, planned apart). XA is issue 14's. */
+ * its runs, planned apart), xa commits ("action") then rollbacks (the
+ * prepare is the application's, under the branch's xid). */
 static int
 phase_op(troupe_gtx_mode m, tc_status s)
 {
@@ -39,6 +40,8 @@ phase_op(troupe_gtx_mode m, tc_status s)
         return fwd ? 0 : -1;
     case TROUPE_MODE_WORKFLOW:
         return back ? 1 : -1;
+    case TROUPE_MODE_XA:
+        return fwd ? 0 : back ? 1 : -1;
     default:
         return -1;
     }
@@ -204,7 +207,8 @@ troupe__gtx_plan(tc_gtx *g, int64_t now, tc_plan *p)
         start_abort(g, "submitted for longer than its timeout-to-fail");
         p->changed = true;
     }
-    if (g->status == TC_PREPARED && g->mode == TROUPE_MODE_TCC &&
+    if (g->status == TC_PREPARED &&
+        (g->mode == TROUPE_MODE_TCC || g->mode == TROUPE_MODE_XA) &&
         g->opts.timeout_to_fail_ms > 0) {
         int64_t end = g->created_ms + g->opts.timeout_to_fail_ms;
         if (now >= end) { /* never submitted: cancel what it registered */
@@ -370,9 +374,9 @@ troupe__gtx_retry(tc_gtx *g, bool *changed)
 }
 
 troupe_err
-troupe__gtx_register(tc_gtx *g, tc_step *s, uint32_t *index)
+troupe__gtx_register(tc_gtx *g, troupe_gtx_mode m, tc_step *s, uint32_t *index)
 {
-    if (g->mode != TROUPE_MODE_TCC)
+    if ((m != TROUPE_MODE_TCC && m != TROUPE_MODE_XA) || g->mode != m)
         return TROUPE_ENOENT;
     if (g->status != TC_PREPARED)
         return TROUPE_ECONFLICT;

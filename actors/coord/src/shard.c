@@ -603,7 +603,7 @@ op_apply(shard *sh, tc_live *l, tc_op *op)
                                    op->payload, op->payload_len, &changed);
         break;
     default:
-        e = troupe__gtx_register(l->g, &op->branch, &op->branch_no);
+        e = troupe__gtx_register(l->g, op->mode, &op->branch, &op->branch_no);
         changed = e == TROUPE_OK;
         break;
     }

@@ -10,9 +10,10 @@
  * barrier, troupe/barrier.h, makes it once).
  *
  * Built so far: SAGA (sequential or concurrent steps), TCC, two-phase
- * messages, abort, retry, force-stop, query (with every branch: detail)
- * and list; branches served by dispatch targets or by troupe actors,
- * local or remote (troupe/branch.h).
+ * messages, XA over this node's tables, workflows (troupe/workflow.h),
+ * abort, retry, force-stop, query (with every branch: detail) and list;
+ * branches served by dispatch targets or by troupe actors, local or
+ * remote (troupe/branch.h).
  *
  * Objects: troupe_coord_open_wait allocates the coordinator; it borrows
  * the runtime and the tables, which must outlive it (stop and destroy it
@@ -38,6 +39,7 @@
 #include "troupe/dispatch.h"
 #include "troupe/runtime.h"
 #include "troupe/table.h"
+#include "troupe/txn.h"
 
 typedef struct troupe_coord troupe_coord;
 
@@ -58,13 +60,13 @@ typedef struct troupe_coord_opts {
      * its submit. (A dispatch target's calls have that target's own
      * deadline, troupe_target_opts.) */
     uint32_t branch_timeout_ms;
-    /* A tcc still prepared (never submitted nor aborted) this long after
-     * its prepare aborts: every registered branch is cancelled, reason
-     * "prepared for longer than its timeout-to-fail" (DTM's
-     * TimeoutToFail for TCC), so an application that died between its
-     * tries and its submit leaves no reservation held. Stored with each
-     * tcc at its prepare. 0: TROUPE_TCC_TIMEOUT_DEFAULT_MS; negative:
-     * never. */
+    /* A tcc (or xa) still prepared (never submitted nor aborted) this
+     * long after its prepare aborts: every registered branch is cancelled
+     * (rolled back), reason "prepared for longer than its
+     * timeout-to-fail" (DTM's TimeoutToFail for TCC), so an application
+     * that died between its tries and its submit leaves no reservation
+     * held. Stored with each at its prepare. 0:
+     * TROUPE_TCC_TIMEOUT_DEFAULT_MS; negative: never. */
     int64_t tcc_timeout_ms;
     troupe_clock_fn clock; /* NULL: troupe_now_ms */
     void *clock_arg;
@@ -96,8 +98,9 @@ typedef struct troupe_coord_opts {
  * unfinished ones. Errors: EINVAL (NULL, shards over
  * TROUPE_COORD_SHARDS_MAX, retry_min over retry_max, retention_ms over
  * TROUPE_GTX_RETENTION_MAX_MS), ECORRUPT (a stored transaction breaks its
- * format; troupe_errmsg names its gid), ENOTSUP (one of a later format), the
- * table's errors, ENOMEM, EDEADLK. Blocks.
+ * format; troupe_errmsg names its gid), ENOTSUP (one of a later format),
+ * EEXIST (another coordinator of the runtime serves TROUPE_XA_TARGET),
+ * the table's errors, ENOMEM, EDEADLK. Blocks.
  */
 troupe_err
 troupe_coord_open_wait(const troupe_coord_opts *o, troupe_coord **out);
@@ -235,6 +238,48 @@ troupe_tcc_register(troupe_coord *c, const char *gid, size_t gid_len,
                     const troupe_gtx_call *confirm,
                     const troupe_gtx_call *cancel, troupe_tcc_register_cb cb,
                     void *arg);
+
+/*
+ * XA over troupe's own tables (troupe/xa.h): a global transaction whose
+ * branches are troupe transactions prepared under the xid "gid/branch-id"
+ * ("g-1/01"), committed by the coordinator on submit or rolled back on
+ * abort, each through the built-in dispatch target TROUPE_XA_TARGET that
+ * the coordinator serves on its own tables (troupe_xa_commit /
+ * troupe_xa_rollback, which are idempotent: a branch resolved once and
+ * delivered again is OK).
+ *
+ * troupe_xa_begin stores gid prepared (OK too when gid exists);
+ * troupe_xa_branch registers a branch (committed first, so an abort can
+ * always find it) and then prepares tx under its xid: cb hears the
+ * branch id once tx is prepared (its keys held until the coordinator
+ * resolves it), or the prepare's error (ECONFLICT: troupe_txn_conflicts
+ * of tx says on what; the branch stays registered, and the abort that
+ * should follow rolls back an xid never prepared, which is OK). Then
+ * troupe_gtx_submit commits every branch in order (a commit that fails
+ * is retried, never rolled back: the decision is made) and
+ * troupe_gtx_abort rolls back every registered branch in reverse. An xa
+ * left prepared (its application died before submit or abort) aborts
+ * after troupe_coord_opts.tcc_timeout_ms, as a tcc does, so no prepared
+ * branch holds its keys for ever. tx must belong to the coordinator's
+ * tables; after the call tx accepts nothing but troupe_txn_conflicts and
+ * troupe_txn_destroy (destroy it once cb fired). Errors: a register's
+ * (ENOENT: no such gid or not an xa; ECONFLICT: submitted or aborted
+ * already; EINVAL: 64 branches, a NULL tx), then the prepare's
+ * (troupe_txn_prepare's), ECLOSED, ENOMEM.
+ */
+#define TROUPE_XA_TARGET "troupe.xa"
+
+troupe_err
+troupe_xa_begin(troupe_coord *c, const char *gid, size_t gid_len,
+                troupe_coord_cb cb, void *arg);
+troupe_err
+troupe_xa_begin_wait(troupe_coord *c, const char *gid, size_t gid_len);
+troupe_err
+troupe_xa_branch(troupe_coord *c, const char *gid, size_t gid_len,
+                 troupe_txn *tx, troupe_tcc_register_cb cb, void *arg);
+troupe_err
+troupe_xa_branch_wait(troupe_coord *c, const char *gid, size_t gid_len,
+                      troupe_txn *tx, char branch_id[8]);
 
 /*
  * A two-phase message: prepare stores its steps and its query-back call

@@ -259,7 +259,8 @@ troupe__gtx_apply(tc_gtx *g, tc_ref r, troupe_outcome o, int64_t now);
  * already is OK unchanged (its reason kept); ECONFLICT on a final one.
  * retry: the call
  * waiting for its backoff is due now; ECONFLICT on a final one. register: a
- * prepared tcc gains branch *s (moved in; *index its position); ECONFLICT when
+ * prepared tcc or xa of mode m gains branch *s (moved in: a tcc's calls
+ * at 1 and 2, an xa's at 0 and 1; *index its position); ECONFLICT when
  * not prepared, EINVAL at TROUPE_GTX_STEPS_MAX branches, ENOENT for another
  * mode, ENOMEM.
  */
@@ -270,7 +271,7 @@ troupe__gtx_abort_why(tc_gtx *g, int64_t now, const char *why, bool *changed);
 troupe_err
 troupe__gtx_retry(tc_gtx *g, bool *changed);
 troupe_err
-troupe__gtx_register(tc_gtx *g, tc_step *s, uint32_t *index);
+troupe__gtx_register(tc_gtx *g, troupe_gtx_mode m, tc_step *s, uint32_t *index);
 /* force-stop: a transaction not final fails now, reason "force-stopped"
  * (replacing any); ECONFLICT on a final one. */
 troupe_err
