@@ -21,10 +21,10 @@ struct troupe_coord {
     int64_t tcc_timeout_ms;     /* a prepared tcc's, 0: none */
     troupe_clock_fn clock;
     void *clock_arg;
-    troupe_sync sync;      /* of every transition: ON or OFF */
-    _Atomic int state;     /* 0 running, 1 stopped */
-    int64_t retention_ms;  /* of an ended transaction; < 0: for ever */
-    troupe__waiter purges; /* the stop's share and 1 per purge (purge.c) */
+    troupe_sync sync;         /* of every transition: ON or OFF */
+    _Atomic int state;        /* 0 running, 1 stopped */
+    int64_t retention_ms;     /* of an ended transaction; < 0: for ever */
+    troupe__waiter purges;    /* the stop's share and 1 per purge (purge.c) */
     troupe_target *xa_target; /* TROUPE_XA_TARGET (xatarget.c) */
 };
 
@@ -80,10 +80,10 @@ typedef struct tc_op {
     char reason[sizeof("aborted: ") + TROUPE_GTX_ABORT_REASON_MAX];
     troupe_gtx_mode mode; /* REGISTER: the transaction's, tcc or xa */
     tc_step branch;       /* REGISTER: the calls, moved in */
-    uint32_t branch_no; /* REGISTER: out, the branch's index; RESOLVE: in,
-                           the awakeable's */
-    bool resolved;      /* RESOLVE: resolved (else rejected) */
-    uint8_t *payload;   /* RESOLVE: the resolution (the op's) */
+    uint32_t branch_no;   /* REGISTER: out, the branch's index; RESOLVE: in,
+                             the awakeable's */
+    bool resolved;        /* RESOLVE: resolved (else rejected) */
+    uint8_t *payload;     /* RESOLVE: the resolution (the op's) */
     size_t payload_len;
     struct tc_op *next; /* the shard's queue */
 } tc_op;
