@@ -734,7 +734,8 @@ load_marks(troupe_tables *t)
     }
     if (e == TROUPE_OK) {
         t->xa.nmarks = n - cut;
-        memcpy(t->xa.marks, v + cut, t->xa.nmarks * sizeof(*v));
+        if (n > 0) /* v is NULL when no marker is stored */
+            memcpy(t->xa.marks, v + cut, t->xa.nmarks * sizeof(*v));
         t->xa.mark_seq = n ? v[n - 1].seq : 0;
     }
     troupe_free(v);
