@@ -7,9 +7,11 @@
  *   bench msg_1step_sync <v> msgs/s peer commit_3x_msg_sync <v> ratio <r>
  *   bench tcc_2branch_sync <v> txns/s peer commit_6x_sync <v> ratio <r>
  *   bench saga_2step_nosync <v> sagas/s peer commit_3x_nosync <v> ratio <r>
- *   bench workflow_3step_sync <v> workflows/s peer saga_2step_sync <v> ratio
- * <r> bench saga_2step_p50_us <v> us peer commit_1x_p50_us <v> ratio <r> bench
- * saga_2step_p99_us <v> us peer commit_1x_p99_us <v> ratio <r>
+ *   bench saga_2step_p50_us <v> us peer commit_1x_p50_us <v> ratio <r>
+ *   bench saga_2step_p99_us <v> us peer commit_1x_p99_us <v> ratio <r>
+ *   bench workflow_3step_sync <v> workflows/s
+ *         peer saga_2step_sync <v> ratio <r>
+ *   bench xa_2branch_sync <v> txns/s peer txn_2row_sync <v> ratio <r>
  *
  * Throughput. CONC (100) threads each run their share of BENCH_SAGAS
  * (4000) transactions back to back, each call returning once its change
@@ -46,6 +48,14 @@
  *                     synced writes (the submit with the first run, each
  *                     registration with the previous step's result, the
  *                     last result with the end) and 4 runs.
+ *   xa_2branch_sync   troupe_xa_begin_wait, two troupe_xa_branch_wait
+ *                     (each a troupe transaction writing one row, of
+ *                     tables xa_a and xa_b, prepared under its xid),
+ *                     troupe_gtx_submit_wait (the coordinator then
+ *                     commits both), beside txn_2row_sync: CONC threads
+ *                     each committing one troupe transaction (synced)
+ *                     that writes the same two rows: the cost of
+ *                     distributing it.
  *
  * Latency. One thread submits BENCH_LAT_SAGAS (2000) two-step sagas one
  * after the other; a sample is the time from the submit call to the
@@ -82,6 +92,7 @@
 #include "troupe/storage.h"
 #include "troupe/table.h"
 #include "troupe/workflow.h"
+#include "troupe/xa.h"
 
 #define CONC 100
 #define DOC_MAX 4096
@@ -196,6 +207,11 @@ node_open(node *n, bool coord, troupe_sync sync)
     troupe_workflow_def wd = {.name = "wf3", .fn = wf3, .credit = 1024};
     if ((e = troupe_workflow_create(n->rt, &wd, &n->wf)) != TROUPE_OK)
         die("workflow", e);
+    if ((e = troupe_tables_create_wait(n->tables, "xa_a", NULL, 0)) !=
+            TROUPE_OK ||
+        (e = troupe_tables_create_wait(n->tables, "xa_b", NULL, 0)) !=
+            TROUPE_OK)
+        die("xa tables", e);
     troupe_coord_opts cop = {.rt = n->rt, .tables = n->tables, .sync = sync};
     if ((e = troupe_coord_open_wait(&cop, &n->coord)) != TROUPE_OK)
         die("coord open", e);
@@ -231,7 +247,7 @@ node_close(node *n)
 
 /* ---- the coordinator's side ---- */
 
-typedef enum flow { F_SAGA, F_MSG, F_TCC, F_WF } flow;
+typedef enum flow { F_SAGA, F_MSG, F_TCC, F_WF, F_XA, F_TXN } flow;
 
 typedef struct worker {
     node *n;
@@ -254,6 +270,9 @@ gid_of(char *buf, size_t cap, int thread, int i)
 static const troupe_saga_step saga_steps[2] = {
     {{"noop", "\x81\xa1n\x01", 4}, {"noop", "\x81\xa1n\x02", 4}},
     {{"noop", "\x81\xa1n\x03", 4}, {"noop", "\x81\xa1n\x04", 4}}};
+
+/* The tables of the xa flows (the node's, set by flow_rep). */
+static troupe_tables *xa_tables;
 
 /* One transaction of flow f, to the return of its last call. */
 static void
@@ -289,6 +308,32 @@ run_one(troupe_coord *c, flow f, const char *gid)
     case F_WF:
         e = troupe_workflow_submit_wait(c, gid, len, "wf3", "in", 2);
         break;
+    case F_XA:
+        e = troupe_xa_begin_wait(c, gid, len);
+        for (int b = 0; b < 2 && e == TROUPE_OK; b++) {
+            troupe_txn *tx = NULL;
+            if ((e = troupe_txn_begin(xa_tables, NULL, &tx)) == TROUPE_OK &&
+                (e = troupe_txn_upsert(tx, b ? "xa_b" : "xa_a", gid, len,
+                                       "\x81\xa1v\x01", 4, NULL)) == TROUPE_OK)
+                e = troupe_xa_branch_wait(c, gid, len, tx, bid);
+            troupe_txn_destroy(tx);
+        }
+        if (e == TROUPE_OK)
+            e = troupe_gtx_submit_wait(c, gid, len);
+        break;
+    case F_TXN: { /* the peer: the same two rows in one transaction */
+        troupe_txn *tx = NULL;
+        if ((e = troupe_txn_begin(xa_tables, NULL, &tx)) == TROUPE_OK)
+            e = troupe_txn_upsert(tx, "xa_a", gid, len, "\x81\xa1v\x01", 4,
+                                  NULL);
+        if (e == TROUPE_OK)
+            e = troupe_txn_upsert(tx, "xa_b", gid, len, "\x81\xa1v\x01", 4,
+                                  NULL);
+        if (e == TROUPE_OK)
+            e = troupe_txn_commit_wait(tx, TROUPE_SYNC_ON);
+        troupe_txn_destroy(tx);
+        break;
+    }
     }
     if (e != TROUPE_OK)
         die("submit", e);
@@ -354,6 +399,7 @@ flow_rep(flow f, troupe_sync sync, int total, size_t *doc_len, double *writes)
 {
     static node n;
     node_open(&n, true, sync);
+    xa_tables = n.tables;
     static worker w[CONC];
     uint64_t base = batches_done(n.commit);
     double t0 = bench_now();
@@ -364,7 +410,7 @@ flow_rep(flow f, troupe_sync sync, int total, size_t *doc_len, double *writes)
     }
     for (int i = 0; i < CONC; i++)
         pthread_join(w[i].th, NULL);
-    for (int t = 0; t < CONC; t++)
+    for (int t = 0; f != F_TXN && t < CONC; t++)
         for (int i = 0; i < total / CONC; i++) {
             char gid[32];
             gid_of(gid, sizeof(gid), t, i);
@@ -372,7 +418,7 @@ flow_rep(flow f, troupe_sync sync, int total, size_t *doc_len, double *writes)
         }
     double s = bench_now() - t0;
     *writes = (double)(batches_done(n.commit) - base) / (total / CONC * CONC);
-    if (doc_len != NULL) {
+    if (doc_len != NULL && f != F_TXN) {
         char gid[32];
         gid_of(gid, sizeof(gid), 0, 0);
         *doc_len = doc_size(&n, gid);
@@ -603,6 +649,9 @@ main(int argc, char **argv)
                   TROUPE_SYNC_OFF, 3, 0},
                  /* the peer is the saga, run again: writes unused */
                  {"workflow_3step_sync", "workflows/s", "saga_2step_sync", F_WF,
+                  TROUPE_SYNC_ON, 0, 0},
+                 /* the peer is one transaction of the same rows */
+                 {"xa_2branch_sync", "txns/s", "txn_2row_sync", F_XA,
                   TROUPE_SYNC_ON, 0, 0}};
     size_t ntp = sizeof(tp) / sizeof(tp[0]);
     bool lat_on = want("saga_2step_p50_us") || want("saga_2step_p99_us");
@@ -616,14 +665,15 @@ main(int argc, char **argv)
             double wr;
             t->v[r] = flow_rep(t->f, t->sync, total,
                                t->doc_len == 0 ? &t->doc_len : NULL, &wr);
-            if (t->f == F_WF) {
+            if (t->f == F_WF || t->f == F_XA) {
                 double swr;
-                t->p[r] = flow_rep(F_SAGA, t->sync, total, NULL, &swr);
+                t->p[r] = flow_rep(t->f == F_WF ? F_SAGA : F_TXN, t->sync,
+                                   total, NULL, &swr);
                 printf("  rep %d %s: %.0f %s (%.2f commits each, %zu B "
-                       "document at the end), peer saga %.0f sagas/s (%.2f "
+                       "document at the end), peer %s %.0f /s (%.2f "
                        "commits each)\n",
                        r + 1, t->name, t->v[r], t->unit, wr, t->doc_len,
-                       t->p[r], swr);
+                       t->peer, t->p[r], swr);
                 fflush(stdout);
                 continue;
             }

@@ -184,8 +184,6 @@ troupe_coord_open_wait(const troupe_coord_opts *o, troupe_coord **out)
     }
     troupe__waiter_init(&c->purges, 1);
     uint32_t n = 0;
-    /* the xa branches' target first: the reload may call it */
-    e = troupe__coord_xa_target_open(c);
     for (; n < c->n_shards && e == TROUPE_OK; n++)
         if ((e = troupe__coord_shard_spawn(c, n, &c->shards[n])) != TROUPE_OK)
             break;
@@ -193,7 +191,6 @@ troupe_coord_open_wait(const troupe_coord_opts *o, troupe_coord **out)
         e = reload(c);
     if (e != TROUPE_OK) {
         stop_shards(c, n);
-        troupe__coord_xa_target_close(c);
         troupe__waiter_fini(&c->purges);
         troupe_free(c->shards);
         troupe_free(c);
@@ -218,7 +215,6 @@ troupe_coord_stop_wait(troupe_coord *c)
     troupe__waiter_release(&c->purges, TROUPE_OK, NULL);
     (void)troupe__waiter_wait(&c->purges, NULL);
     stop_shards(c, c->n_shards);
-    troupe__coord_xa_target_close(c); /* its calls in flight settle */
     return TROUPE_OK;
 }
 

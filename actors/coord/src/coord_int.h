@@ -21,11 +21,10 @@ struct troupe_coord {
     int64_t tcc_timeout_ms;     /* a prepared tcc's, 0: none */
     troupe_clock_fn clock;
     void *clock_arg;
-    troupe_sync sync;         /* of every transition: ON or OFF */
-    _Atomic int state;        /* 0 running, 1 stopped */
-    int64_t retention_ms;     /* of an ended transaction; < 0: for ever */
-    troupe__waiter purges;    /* the stop's share and 1 per purge (purge.c) */
-    troupe_target *xa_target; /* TROUPE_XA_TARGET (xatarget.c) */
+    troupe_sync sync;      /* of every transition: ON or OFF */
+    _Atomic int state;     /* 0 running, 1 stopped */
+    int64_t retention_ms;  /* of an ended transaction; < 0: for ever */
+    troupe__waiter purges; /* the stop's share and 1 per purge (purge.c) */
 };
 
 /* The shard actor's message kinds (local only). */
@@ -106,14 +105,6 @@ troupe__coord_row_decode(const troupe_row *r, tc_gtx **out);
  * index to a table stored without it). Blocks. */
 troupe_err
 troupe__coord_table_create(troupe_tables *t);
-
-/* xatarget.c: the xa branches' built-in target on c's runtime (its
- * create's errors: EEXIST when another coordinator of the runtime has
- * it), and its stop and destroy (after the shards'). */
-troupe_err
-troupe__coord_xa_target_open(troupe_coord *c);
-void
-troupe__coord_xa_target_close(troupe_coord *c);
 
 /* shard.c: spawns shard i of c. */
 troupe_err

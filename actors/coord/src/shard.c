@@ -15,6 +15,7 @@
 #include "troupe/internal/dispatch.h"
 #include "troupe/internal/runtime.h"
 #include "troupe/log.h"
+#include "troupe/xa.h"
 
 /* What a message from another thread needs to reach the shard: the
  * runtime, the shard's address and the gid (the live transaction is
@@ -498,6 +499,49 @@ ask_actor(shard *sh, tc_live *l, tc_flight *f, const tc_actor_target *at)
     f->asked = true;
 }
 
+/* An xa branch's resolution, done: its outcome to the shard. A
+ * resolution the other way already (ECONFLICT) is FAILURE (logged: it
+ * never moves on), every other error UNKNOWN (tried again later). */
+static void
+on_xa_resolved(troupe_err err, void *arg)
+{
+    tc_post *p = arg;
+    troupe_outcome o = err == TROUPE_OK          ? TROUPE_OUTCOME_SUCCESS
+                       : err == TROUPE_ECONFLICT ? TROUPE_OUTCOME_FAILURE
+                                                 : TROUPE_OUTCOME_UNKNOWN;
+    if (err == TROUPE_ECONFLICT)
+        troupe_log(troupe_runtime_logger(p->rt), TROUPE_LOG_ERROR, "coord",
+                   "xa %.*s/%02u: resolved the other way already",
+                   (int)p->gid_len, p->gid, (unsigned)p->step + 1);
+    uint32_t head[3] = {p->step, p->op, (uint32_t)o};
+    post_send(p, TC_K_OUTCOME, head, sizeof(head));
+    troupe_free(p);
+}
+
+/* Call r of an xa branch (TROUPE_XA_TARGET): its xid gid/branch-id
+ * committed (op 0) or rolled back (op 1) on the coordinator's tables,
+ * asynchronously (troupe/xa.h): no thread waits on the synced write. */
+static void
+xa_resolve(shard *sh, tc_live *l, tc_flight *f, tc_ref r)
+{
+    char xid[TROUPE_GID_MAX + 8];
+    memcpy(xid, l->gid, l->gid_len);
+    int n = snprintf(xid + l->gid_len, sizeof(xid) - l->gid_len, "/%02u",
+                     (unsigned short)(r.step + 1));
+    tc_post *p = post_new(sh, l);
+    troupe_err e = TROUPE_ENOMEM;
+    if (p != NULL) {
+        p->step = r.step;
+        p->op = r.op;
+        e = (r.op == 0 ? troupe_xa_commit : troupe_xa_rollback)(
+            sh->c->tables, xid, l->gid_len + (size_t)n, on_xa_resolved, p);
+    }
+    if (e != TROUPE_OK) { /* nothing sent: again after the backoff */
+        troupe_free(p);
+        hear(sh, l, f, TROUPE_OUTCOME_UNKNOWN);
+    }
+}
+
 /* Starts call r on its way: a flight that asks its actor target, or
  * takes a credit on its dispatch target (or waits for one) and submits
  * the task. A call that cannot go counts as UNKNOWN (retried after its
@@ -517,6 +561,11 @@ dispatch(shard *sh, tc_live *l, tc_ref r)
     f->next = l->flights;
     l->flights = f;
     const tc_call *c = call_at(l->g, r);
+    if (l->g->mode == TROUPE_MODE_XA && r.step != TC_QUERY &&
+        strcmp(c->target, TROUPE_XA_TARGET) == 0) {
+        xa_resolve(sh, l, f, r);
+        return;
+    }
     tc_actor_target at;
     int is_actor = troupe__actor_target_parse(c->target, &at);
     if (is_actor != 0) {

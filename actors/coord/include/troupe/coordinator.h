@@ -99,7 +99,6 @@ typedef struct troupe_coord_opts {
  * TROUPE_COORD_SHARDS_MAX, retry_min over retry_max, retention_ms over
  * TROUPE_GTX_RETENTION_MAX_MS), ECORRUPT (a stored transaction breaks its
  * format; troupe_errmsg names its gid), ENOTSUP (one of a later format),
- * EEXIST (another coordinator of the runtime serves TROUPE_XA_TARGET),
  * the table's errors, ENOMEM, EDEADLK. Blocks.
  */
 troupe_err
@@ -243,10 +242,11 @@ troupe_tcc_register(troupe_coord *c, const char *gid, size_t gid_len,
  * XA over troupe's own tables (troupe/xa.h): a global transaction whose
  * branches are troupe transactions prepared under the xid "gid/branch-id"
  * ("g-1/01"), committed by the coordinator on submit or rolled back on
- * abort, each through the built-in dispatch target TROUPE_XA_TARGET that
- * the coordinator serves on its own tables (troupe_xa_commit /
- * troupe_xa_rollback, which are idempotent: a branch resolved once and
- * delivered again is OK).
+ * abort: each branch's calls name the built-in target TROUPE_XA_TARGET,
+ * which the shard serves itself, asynchronously, on the coordinator's
+ * tables (troupe_xa_commit / troupe_xa_rollback, which are idempotent: a
+ * branch resolved once and called again is OK; no dispatch target or
+ * thread is involved).
  *
  * troupe_xa_begin stores gid prepared (OK too when gid exists);
  * troupe_xa_branch registers a branch (committed first, so an abort can
