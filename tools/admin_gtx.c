@@ -10,6 +10,8 @@
  *                                      {"reason": "..."}
  *   POST /v1/gtx/{gid}/retry           its call waiting out a backoff runs
  *   POST /v1/gtx/{gid}/force-stop      it fails now, nothing more runs
+ *   GET  /v1/xa?limit=&after=          the xids prepared on the node's
+ *                                      tables (troupe/xa.h), with ages
  *
  * A gid (in the path, or as the cursor) that breaks the rule of
  * troupe/coord.h is 400 before the coordinator is asked, so a 404 always
@@ -24,6 +26,7 @@
 
 #include "admin_route.h"
 #include "troupe/coord.h"
+#include "troupe/xa.h"
 
 /* The status names of the stored format (docs/coordinator.md), by value. */
 static const char *const status_names[] = {[TROUPE_GTX_PREPARED] = "prepared",
@@ -265,6 +268,50 @@ list_route(const admin_ctx *c, admin_call *call)
     admin_ok(call, j);
 }
 
+/* GET /v1/xa?limit=&after=: the xids prepared on the node's tables (XA
+ * branches, or dangling ones whose coordinator is gone), in xid order,
+ * with when each was prepared and its age. */
+static void
+xa_route(const admin_ctx *c, admin_call *call)
+{
+    long limit;
+    if (!admin_query_num(call, "limit", 1, TROUPE_XA_PAGE_MAX, 100, &limit))
+        return;
+    bool bad;
+    char *after = admin_query(call, "after", &bad);
+    if (bad)
+        return;
+    troupe_xa_page *pg = NULL;
+    troupe_err e = troupe_xa_list_wait(
+        c->tables, after, after ? strlen(after) : 0, (size_t)limit, &pg);
+    free(after);
+    if (e != TROUPE_OK) {
+        admin_fail(call, "xa list", e);
+        return;
+    }
+    json_t *arr = json_array();
+    for (size_t i = 0; arr != NULL && i < pg->n; i++) {
+        const troupe_xa_info *x = &pg->v[i];
+        json_t *it = json_pack(
+            "{s:o,s:o,s:I,s:I}", "xid", admin_json_bytes(x->xid, x->xid_len),
+            "prepared", admin_json_time(x->prepared_ms), "prepared_ms",
+            (json_int_t)x->prepared_ms, "age_ms", (json_int_t)x->age_ms);
+        if (it == NULL || json_array_append_new(arr, it) != 0) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    }
+    const troupe_xa_info *last = pg->n > 0 ? &pg->v[pg->n - 1] : NULL;
+    json_t *j =
+        arr ? json_pack("{s:o,s:o,s:b}", "items", arr, "cursor",
+                        last ? admin_json_bytes(last->xid, last->xid_len)
+                             : json_null(),
+                        "more", pg->more)
+            : NULL;
+    troupe_xa_page_destroy(pg);
+    admin_ok(call, j);
+}
+
 static void
 show_route(const admin_ctx *c, admin_call *call)
 {
@@ -366,5 +413,6 @@ const admin_route admin_gtx_routes[] = {
     {"POST", "/v1/gtx/{}/abort", abort_route},
     {"POST", "/v1/gtx/{}/retry", retry_route},
     {"POST", "/v1/gtx/{}/force-stop", force_stop_route},
+    {"GET", "/v1/xa", xa_route},
     {NULL, NULL, NULL},
 };

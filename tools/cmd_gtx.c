@@ -8,6 +8,7 @@
  *   troupe gtx abort GID [--reason TEXT]   POST /v1/gtx/{gid}/abort
  *   troupe gtx retry GID    POST /v1/gtx/{gid}/retry
  *   troupe gtx force-stop GID   POST /v1/gtx/{gid}/force-stop
+ *   troupe gtx prepared     GET  /v1/xa?limit=&after=
  *
  * There is no --data form: the coordinator is the only reader of the
  * table troupe.gtx the library offers, and opening one drives (writes)
@@ -30,6 +31,7 @@
 #include "cli.h"
 #include "troupe/coord.h"
 #include "troupe/coordinator.h"
+#include "troupe/xa.h"
 
 #define ADMIN_REQUIRED                                                         \
     "  --admin URL         the node's admin endpoint (required)\n"
@@ -43,8 +45,8 @@
 
 const cli_cmd cli_gtx_cmd = {
     .name = "gtx",
-    .synopsis = "gtx list|show|abort|retry|force-stop [GID] --admin URL "
-                "[FLAGS]...",
+    .synopsis = "gtx list|show|abort|retry|force-stop|prepared [GID] --admin "
+                "URL [FLAGS]...",
     .help =
         "A running node's global transactions (sagas, TCC, two-phase\n"
         "messages), through its admin endpoint.\n"
@@ -58,11 +60,13 @@ const cli_cmd cli_gtx_cmd = {
         "              reason\n"
         "  retry       run the call waiting out its backoff now\n"
         "  force-stop  fail it now, running nothing more\n"
+        "  prepared    the XA branches prepared on the node's tables, with\n"
+        "              their ages (a dangling one's coordinator is gone)\n"
         "\n"
         "troupe gtx SUBCOMMAND --help tells each one's flags.\n",
 };
 
-enum { G_LIST, G_SHOW, G_ABORT, G_RETRY, G_FORCE_STOP, G_N };
+enum { G_LIST, G_SHOW, G_ABORT, G_RETRY, G_FORCE_STOP, G_PREPARED, G_N };
 
 static const cli_cmd subs[G_N] = {
     {.name = "gtx list",
@@ -129,6 +133,19 @@ static const cli_cmd subs[G_N] = {
              "conflict (exit 1) once it has ended. Prints its state, as show\n"
              "does.\n"
              "\n" ADMIN_REQUIRED TAIL_HELP "\n" GID_HELP},
+    {.name = "gtx prepared",
+     .synopsis = "gtx prepared --admin URL [--limit N] [--cursor XID]\n"
+                 "              [--admin-token FILE] [--json]",
+     .help = "Prints the transactions prepared under an xid on the node's\n"
+             "tables (XA branches, troupe/xa.h) in xid order: each xid, when\n"
+             "it was prepared and its age. Each holds its keys until it is\n"
+             "committed or rolled back; one whose global transaction is gone\n"
+             "(dangling) holds them until an operator resolves it. An xa\n"
+             "branch's xid is GID/BRANCH-ID.\n"
+             "\n" ADMIN_REQUIRED
+             "  --limit N           xids per page, 1..1000 (default 100)\n"
+             "  --cursor XID        continue after the cursor a page "
+             "printed\n" TAIL_HELP},
 };
 
 const cli_cmd *
@@ -193,6 +210,20 @@ print_state(const cli_admin *a, json_t *j)
     json_decref(bs);
 }
 
+/* s has an xid's form (troupe/xa.h): 1..128 bytes of A-Z a-z 0-9 _ . :
+ * - and /. */
+static bool
+xid_form(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > TROUPE_XA_XID_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (s[i] != '/' && !troupe_gid_valid(&s[i], 1))
+            return false;
+    return true;
+}
+
 static int
 run(int kind, const cli_admin *a, const gargs *g)
 {
@@ -200,6 +231,15 @@ run(int kind, const cli_admin *a, const gargs *g)
                                      [G_RETRY] = "retry",
                                      [G_FORCE_STOP] = "force-stop"};
     char path[1024];
+    if (kind == G_PREPARED) {
+        char *cur = g->cursor ? cli_admin_escape(g->cursor) : NULL;
+        if (g->cursor != NULL && cur == NULL)
+            return cli_failed("request", TROUPE_ENOMEM);
+        snprintf(path, sizeof(path), "/v1/xa?limit=%ld%s%s", g->limit,
+                 cur ? "&after=" : "", cur ? cur : "");
+        free(cur);
+        return cli_admin_run(a, "GET", path, NULL);
+    }
     if (kind == G_LIST) {
         /* the values passed their rules: nothing in them needs escaping
          * but for the cursor's ':' */
@@ -242,9 +282,9 @@ int
 cmd_gtx(int argc, char **argv)
 {
     const cli_cmd *top = &cli_gtx_cmd, *c = NULL;
-    int picked =
-        cli_sub_pick(top, argc, argv, "list, show, abort, retry or force-stop",
-                     cli_gtx_sub, &c);
+    int picked = cli_sub_pick(
+        top, argc, argv, "list, show, abort, retry, force-stop or prepared",
+        cli_gtx_sub, &c);
     if (picked >= 0)
         return picked;
     int kind = (int)(c - subs);
@@ -255,6 +295,12 @@ cmd_gtx(int argc, char **argv)
         opts[no++] =
             (struct option){"status", required_argument, NULL, OPT_STATUS};
         opts[no++] = (struct option){"mode", required_argument, NULL, OPT_MODE};
+        opts[no++] =
+            (struct option){"limit", required_argument, NULL, OPT_LIMIT};
+        opts[no++] =
+            (struct option){"cursor", required_argument, NULL, OPT_CURSOR};
+    }
+    if (kind == G_PREPARED) {
         opts[no++] =
             (struct option){"limit", required_argument, NULL, OPT_LIMIT};
         opts[no++] =
@@ -293,8 +339,9 @@ cmd_gtx(int argc, char **argv)
                          &g.limit))
                 return CLI_USAGE;
             break;
-        case OPT_CURSOR:
-            if (!troupe_gid_valid(optarg, strlen(optarg)))
+        case OPT_CURSOR: /* an xid is a gid, or gid/branch-id */
+            if (kind == G_PREPARED ? !xid_form(optarg)
+                                   : !troupe_gid_valid(optarg, strlen(optarg)))
                 return cli_usage(c,
                                  "--cursor wants the cursor a page printed "
                                  "(a gid), got '%s'",
@@ -317,10 +364,11 @@ cmd_gtx(int argc, char **argv)
     }
     /* argv[0] is the subcommand, which getopt_long skips as it would a
      * program name; the gid is the one operand of the others. */
-    if ((rc = cli_operands(c, argc, argv, kind == G_LIST ? 0 : 1,
+    bool pages = kind == G_LIST || kind == G_PREPARED;
+    if ((rc = cli_operands(c, argc, argv, pages ? 0 : 1,
                            "which transaction? give its GID")) != CLI_CONTINUE)
         return rc;
-    if (kind != G_LIST) {
+    if (!pages) {
         g.gid = argv[optind];
         if (!troupe_gid_valid(g.gid, strlen(g.gid)))
             return cli_usage(c,

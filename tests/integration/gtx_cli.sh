@@ -92,6 +92,14 @@ done
 [ "$more" = false ] && ok "the last page says no more" || bad "more=$more after 5 pages"
 [ "${seen[*]}" = "$all" ] && ok "pages of 2 cover every transaction once" ||
     bad "paged: '${seen[*]}', want '$all'"
+# the xids prepared on the node's tables: the seed's dangling one, held
+# again at the node's open, with its age
+expect 0 "gtx prepared" -- "$troupe" gtx prepared --admin "$url"
+has out '^items\.0\.xid dangling/01$' "the dangling xid is listed"
+has out '^items\.0\.age_ms [0-9]+$' "with its age"
+has out '^items\.0\.prepared 20[0-9-]+T[0-9:.]+Z$' "and when it was prepared"
+has out '^more false$' "one page"
+expect 2 "gtx prepared --cursor bad" -- "$troupe" gtx prepared --admin "$url" --cursor 'a b'
 expect 0 "list --json" -- "$troupe" gtx list --admin "$url" --limit 1 --json
 [ "$(wc -l <"$tmp/out")" -eq 1 ] && grep -q '"cursor":"msg-1","more":true}$' "$tmp/out" &&
     ok "--json: one line with the cursor" || { bad "--json"; cat "$tmp/out"; }

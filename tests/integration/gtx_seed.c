@@ -14,6 +14,9 @@
  *   tcc-1      tcc   prepared   (one branch registered)
  *   tcc-2      tcc   submitted  (its confirm answered ONGOING)
  *
+ * and, on table xa_t, a transaction prepared under the xid "dangling/01"
+ * with no global transaction behind it.
+ *
  * It waits until each has committed what it is to show (a final status,
  * or the ONGOING outcome of its first call, attempts 1) before it stops,
  * so nothing is in flight when the node opens the database. Exits 0, or
@@ -29,6 +32,8 @@
 #include "troupe/runtime.h"
 #include "troupe/storage.h"
 #include "troupe/table.h"
+#include "troupe/txn.h"
+#include "troupe/xa.h"
 
 static troupe_outcome
 svc(const troupe_task *t, troupe_task_reply *r, void *arg)
@@ -112,6 +117,24 @@ seed(troupe_coord *c)
     return e;
 }
 
+/* A transaction prepared under the xid "dangling/01" with no global
+ * transaction behind it (its coordinator gone): the node's tables hold it
+ * again at open and `troupe gtx prepared` lists it. */
+static troupe_err
+dangling(troupe_tables *t)
+{
+    troupe_err e = troupe_tables_create_wait(t, "xa_t", NULL, 0);
+    troupe_txn *tx = NULL;
+    if (e == TROUPE_OK)
+        e = troupe_txn_begin(t, NULL, &tx);
+    if (e == TROUPE_OK)
+        e = troupe_txn_upsert(tx, "xa_t", "k", 1, "\x81\xa1v\x01", 4, NULL);
+    if (e == TROUPE_OK)
+        e = troupe_txn_prepare_wait(tx, "dangling/01", 11);
+    troupe_txn_destroy(tx);
+    return e;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -156,6 +179,8 @@ main(int argc, char **argv)
     }
     if (e == TROUPE_OK)
         e = seed(coord);
+    if (e == TROUPE_OK)
+        e = dangling(tables);
     if (coord != NULL) {
         troupe_err se = troupe_coord_stop_wait(coord);
         if (e == TROUPE_OK)
