@@ -27,6 +27,12 @@
  *     {"v": 0}) and submit; every confirm and cancel that executes
  *     releases its branch's hold, confirm 02 credits `to` and cancel 01
  *     credits `from` back;
+ *   xa "x<cycle>-<seq>": begin, branch 01 (a troupe transaction debiting
+ *     `from`) and 02 (crediting `to`), each prepared under its xid and
+ *     holding its account until resolved, then submit (both committed by
+ *     the coordinator), or for seq % 5 == 4 or a prepare that lost a
+ *     conflict an abort (both rolled back); at the drain no xid is left
+ *     prepared;
  *   workflow "w<cycle>-<seq>": workflow WORKFLOW (the child's C function)
  *     of two steps moving what a saga's do, each action inline through
  *     the barrier (mode "workflow"), each compensation a branch to the
@@ -103,6 +109,7 @@
 #include "troupe/table.h"
 #include "troupe/txn.h"
 #include "troupe/workflow.h"
+#include "troupe/xa.h"
 
 #define NACCT 64
 #define SEED_V 1000
@@ -121,11 +128,11 @@
 #define GID_LEN_MAX 48
 
 /* The kinds, in a gid's id (cycle << 40 | kind << 32 | seq). */
-enum { GK_SAGA = 1, GK_MSG = 2, GK_TCC = 3, GK_WF = 4, GK_N = 5 };
+enum { GK_SAGA = 1, GK_MSG = 2, GK_TCC = 3, GK_WF = 4, GK_XA = 5, GK_N = 6 };
 
-static const char kind_letter[GK_N] = {0, 's', 'm', 't', 'w'};
-static const char *const kind_name[GK_N] = {NULL, "saga", "msg", "tcc",
-                                            "workflow"};
+static const char kind_letter[GK_N] = {0, 's', 'm', 't', 'w', 'x'};
+static const char *const kind_name[GK_N] = {NULL,  "saga",     "msg",
+                                            "tcc", "workflow", "xa"};
 /* The workflow's name (a troupe_workflow of the child's). */
 #define WORKFLOW "xfer"
 
@@ -961,7 +968,7 @@ tcc_try(uint64_t seq, const char *gid, int gl, unsigned b)
 /* A TCC past its timeout (TCC_TIMEOUT_MS) before this thread came to its
  * register, abort or submit: aborted by the coordinator, so it fails. */
 static bool
-tcc_timed_out(troupe_err e, uint64_t seq, const char *gid, int gl)
+tcc_timed_out(troupe_err e, int kind, uint64_t seq, const char *gid, int gl)
 {
     troupe_gtx_info in;
     if (e != TROUPE_ECONFLICT ||
@@ -969,7 +976,7 @@ tcc_timed_out(troupe_err e, uint64_t seq, const char *gid, int gl)
         strcmp(in.reason, "prepared for longer than its timeout-to-fail") != 0)
         return false;
     crash_report(CC.fd, REC_GACK, TROUPE_GTX_FAILED,
-                 gid_id(GK_TCC, CC.cycle, seq));
+                 gid_id(kind, CC.cycle, seq));
     return true;
 }
 
@@ -987,7 +994,7 @@ tcc_one(uint64_t seq, const char *gid, int gl)
         char got[8], want[8];
         e = troupe_tcc_register_wait(CC.n.coord, gid, (size_t)gl, &confirm,
                                      &cancel, got);
-        if (tcc_timed_out(e, seq, gid, gl))
+        if (tcc_timed_out(e, GK_TCC, seq, gid, gl))
             return;
         if (e != TROUPE_OK)
             cdie("tcc register", e);
@@ -1003,13 +1010,60 @@ tcc_one(uint64_t seq, const char *gid, int gl)
         tcc_try(seq, gid, gl, 2);
         e = troupe_gtx_submit_wait(CC.n.coord, gid, (size_t)gl);
     }
-    if (tcc_timed_out(e, seq, gid, gl))
+    if (tcc_timed_out(e, GK_TCC, seq, gid, gl))
         return;
     if (e != TROUPE_OK)
         cdie(by_abort ? "tcc abort" : "tcc submit", e);
     crash_report(CC.fd, REC_GACK,
                  by_abort ? TROUPE_GTX_FAILED : TROUPE_GTX_SUCCEED,
                  gid_id(GK_TCC, CC.cycle, seq));
+}
+
+/* An xa branch: a troupe transaction moving delta on account a, prepared
+ * under gid/branch-id by troupe_xa_branch_wait; false when its prepare
+ * lost a conflict (the branch registered, never prepared). */
+static bool
+xa_side(const char *gid, int gl, unsigned a, int64_t delta)
+{
+    troupe_txn *tx = NULL;
+    troupe_err e = troupe_txn_begin(CC.n.tb, NULL, &tx);
+    if (e != TROUPE_OK)
+        cdie("xa begin txn", e);
+    e = apply(tx, 1, &a, &delta);
+    char bid[8];
+    if (e == TROUPE_OK)
+        e = troupe_xa_branch_wait(CC.n.coord, gid, (size_t)gl, tx, bid);
+    troupe_txn_destroy(tx);
+    if (e == TROUPE_ECONFLICT)
+        return false;
+    if (e != TROUPE_OK)
+        cdie("xa branch", e);
+    return true;
+}
+
+/* An xa transfer: branch 01 debits `from`, 02 credits `to`, each prepared
+ * (holding its account until resolved); submitted when both prepared and
+ * seq % 5 != 4, else aborted. Acknowledged with the status that must
+ * follow. */
+static void
+xa_one(uint64_t seq, const char *gid, int gl)
+{
+    unsigned from, to;
+    int64_t amt;
+    xfer(CC.cycle, seq, &from, &to, &amt);
+    troupe_err e = troupe_xa_begin_wait(CC.n.coord, gid, (size_t)gl);
+    if (e != TROUPE_OK)
+        cdie("xa begin", e);
+    bool ok = xa_side(gid, gl, from, -amt) && xa_side(gid, gl, to, amt) &&
+              seq % 5 != 4;
+    e = ok ? troupe_gtx_submit_wait(CC.n.coord, gid, (size_t)gl)
+           : troupe_gtx_abort_wait(CC.n.coord, gid, (size_t)gl, NULL);
+    if (tcc_timed_out(e, GK_XA, seq, gid, gl))
+        return;
+    if (e != TROUPE_OK)
+        cdie(ok ? "xa submit" : "xa abort", e);
+    crash_report(CC.fd, REC_GACK, ok ? TROUPE_GTX_SUCCEED : TROUPE_GTX_FAILED,
+                 gid_id(GK_XA, CC.cycle, seq));
 }
 
 static void
@@ -1039,6 +1093,8 @@ submitter(void *arg)
             msg_one(seq, gid, gl);
         else if (kind == GK_WF)
             wf_one(seq, gid, gl);
+        else if (kind == GK_XA)
+            xa_one(seq, gid, gl);
         else
             tcc_one(seq, gid, gl);
         ring_push(&r, gid);
@@ -1067,8 +1123,11 @@ crash_child_coord(int argc, char **argv)
     node_open(dir, &n);
     crash_report(CC.fd, REC_READY, 0, 0);
     pthread_t th;
+    /* xa branches hold their accounts from prepare to resolution (two
+     * synced writes or more), which the other kinds' transactions then
+     * conflict on: one xa thread keeps them from starving the rest */
     for (int k = GK_SAGA; k < GK_N; k++)
-        for (int i = 0; i < threads; i++)
+        for (int i = 0; i < (k == GK_XA ? 1 : threads); i++)
             if (pthread_create(&th, NULL, submitter, (void *)(intptr_t)k) != 0)
                 cdie("thread", TROUPE_ESYS);
     for (;;)
@@ -1223,6 +1282,8 @@ rows_wanted(const fgtx *g, int kind, uint8_t want[3][OP_N])
             want[2][OP_ACTION] = 1 + OP_COMPENSATE; /* null compensation */
             want[2][OP_COMPENSATE] = 1 + OP_COMPENSATE;
         }
+        break;
+    case GK_XA: /* its branches are prepared transactions: no barrier */
         break;
     case GK_MSG:
         want[0][OP_MSG] = ok ? 1 + OP_MSG : RS_ROLLBACK;
@@ -1455,8 +1516,10 @@ crash_child_coord_drain(int argc, char **argv)
         if ((kind == GK_SAGA || kind == GK_WF) && ok != (seq % 7 != 3))
             DFAIL("%s %s ended %s, its rule says %s", kind_name[kind], gid,
                   status_name(g->status), seq % 7 == 3 ? "failed" : "succeed");
-        if (kind == GK_TCC && ok && (seq % 5 == 4 || g->steps != 2))
-            DFAIL("tcc %s succeeded with %u branches%s", gid, g->steps,
+        if ((kind == GK_TCC || kind == GK_XA) && ok &&
+            (seq % 5 == 4 || g->steps != 2))
+            DFAIL("%s %s succeeded with %u branches%s", kind_name[kind], gid,
+                  g->steps,
                   seq % 5 == 4 ? " though its application aborted it" : "");
         if (((kind == GK_SAGA || kind == GK_WF) && g->steps != 2) ||
             (kind == GK_MSG && g->steps != 1))
@@ -1518,6 +1581,20 @@ crash_child_coord_drain(int argc, char **argv)
         goto out;
     }
     troupe_rows_destroy(r);
+    /* No xa branch left prepared: every one was committed or rolled back
+     * with its transaction's end (a held key would block for ever). */
+    troupe_xa_page *xp = NULL;
+    if ((e = troupe_xa_list_wait(nd.tb, NULL, 0, 10, &xp)) != TROUPE_OK)
+        DFAIL("xa list: %s", troupe_err_name(e));
+    size_t left = xp->n;
+    char first[TROUPE_XA_XID_MAX + 1] = "";
+    if (left > 0)
+        snprintf(first, sizeof(first), "%s", xp->v[0].xid);
+    troupe_xa_page_destroy(xp);
+    if (left > 0)
+        DFAIL("%zu xa branches left prepared after every transaction ended, "
+              "the first %s",
+              left, first);
     /* Every stored one's barrier rows: exactly those its status implies. */
     for (size_t i = 0; i < n; i++) {
         const fgtx *g = &v[i];
@@ -1649,6 +1726,7 @@ crash_coord_write_acks(const char *path, crash_coord_stats *st, char *msg,
     st->msgs = CA.per_kind[GK_MSG];
     st->tccs = CA.per_kind[GK_TCC];
     st->workflows = CA.per_kind[GK_WF];
+    st->xas = CA.per_kind[GK_XA];
     st->executed = CA.verdicts[TROUPE_BARRIER_EXECUTE];
     st->null_comp = CA.verdicts[TROUPE_BARRIER_NULL_COMPENSATION];
     st->duplicated = CA.verdicts[TROUPE_BARRIER_DUPLICATED];

@@ -155,7 +155,7 @@ crash_child_coord(int argc, char **argv);
 int
 crash_child_coord_drain(int argc, char **argv);
 typedef struct crash_coord_stats {
-    uint64_t sagas, msgs, tccs, workflows; /* acknowledged */
+    uint64_t sagas, msgs, tccs, workflows, xas; /* acknowledged */
     /* deliveries committed, by verdict: EXECUTE, NULL_COMPENSATION,
      * DUPLICATED (the drain's own not counted) */
     uint64_t executed, null_comp, duplicated;

@@ -474,13 +474,15 @@ run_coord_drain(void)
     if (crash_coord_write_acks(path, &st, msg, sizeof(msg)) != 0)
         fail("%s", msg);
     printf("%s: acknowledged %llu sagas, %llu messages, %llu TCCs, %llu "
-           "workflows; branch deliveries committed in the killed children: "
-           "%llu executed, %llu null compensations, %llu duplicated; %llu of "
-           "these were of a transaction an earlier cycle began\n",
+           "workflows, %llu xa; branch deliveries committed in the killed "
+           "children: %llu executed, %llu null compensations, %llu "
+           "duplicated; %llu of these were of a transaction an earlier cycle "
+           "began\n",
            label, (unsigned long long)st.sagas, (unsigned long long)st.msgs,
            (unsigned long long)st.tccs, (unsigned long long)st.workflows,
-           (unsigned long long)st.executed, (unsigned long long)st.null_comp,
-           (unsigned long long)st.duplicated, (unsigned long long)st.older);
+           (unsigned long long)st.xas, (unsigned long long)st.executed,
+           (unsigned long long)st.null_comp, (unsigned long long)st.duplicated,
+           (unsigned long long)st.older);
     char asan[] = "ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0";
     char *env[] = {asan, NULL};
     const char *args[] = {"child-coord-drain", dbdir, path, "@FD", label, NULL};
