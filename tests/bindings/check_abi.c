@@ -1168,6 +1168,89 @@ START_TEST(coordinator)
 }
 END_TEST
 
+/* The msgpack str a completion's body holds, into out. */
+static void
+body_str(const pump *p, uint64_t id, char *out, size_t cap)
+{
+    msgpack_unpacked up;
+    msgpack_unpacked_init(&up);
+    size_t off = 0;
+    out[0] = '\0';
+    if (msgpack_unpack_next(&up, p->body[id], p->body_len[id], &off) ==
+            MSGPACK_UNPACK_SUCCESS &&
+        up.data.type == MSGPACK_OBJECT_STR && up.data.via.str.size < cap) {
+        memcpy(out, up.data.via.str.ptr, up.data.via.str.size);
+        out[up.data.via.str.size] = '\0';
+    }
+    msgpack_unpacked_destroy(&up);
+}
+
+/* XA from a host: two open transactions prepared as branches of one xa
+ * (each ended by it), held until the submit commits both; a branch whose
+ * prepare conflicts with a held key, then an abort that rolls back. */
+START_TEST(xa_branches)
+{
+    troupe_abi *n = node();
+    pump *p = calloc(1, sizeof(*p));
+    for (int t = 0; t < 2; t++) {
+        ck_assert_int_eq(
+            troupe_abi_table_create(n, 1 + (uint64_t)t, t ? "b" : "a", NULL, 0),
+            0);
+        ck_assert_int_eq(pump_until(n, p, 1 + (uint64_t)t), 0);
+    }
+    ck_assert_int_eq(troupe_abi_xa_begin(n, 3, "x-1", 3), 0);
+    ck_assert_int_eq(pump_until(n, p, 3), 0);
+    msgpack_sbuffer doc;
+    doc1(&doc, "v", "moved");
+    uint64_t tx[3];
+    for (int t = 0; t < 2; t++) {
+        ck_assert_int_eq(troupe_abi_txn_begin(n, &tx[t]), 0);
+        ck_assert_int_eq(troupe_abi_txn_put(n, tx[t], t ? "b" : "a", "k", 1,
+                                            doc.data, doc.size),
+                         0);
+        ck_assert_int_eq(
+            troupe_abi_xa_branch(n, 4 + (uint64_t)t, "x-1", 3, tx[t]), 0);
+        ck_assert_int_eq(pump_until(n, p, 4 + (uint64_t)t), 0);
+        char bid[8];
+        body_str(p, 4 + (uint64_t)t, bid, sizeof(bid));
+        ck_assert_str_eq(bid, t ? "02" : "01");
+        /* the prepare ended the transaction */
+        ck_assert_int_eq(troupe_abi_txn_rollback(n, tx[t]), TROUPE_ENOENT);
+    }
+    /* held: another branch on the same key loses its prepare */
+    ck_assert_int_eq(troupe_abi_xa_begin(n, 6, "x-2", 3), 0);
+    ck_assert_int_eq(pump_until(n, p, 6), 0);
+    ck_assert_int_eq(troupe_abi_txn_begin(n, &tx[2]), 0);
+    ck_assert_int_eq(
+        troupe_abi_txn_put(n, tx[2], "a", "k", 1, doc.data, doc.size), 0);
+    ck_assert_int_eq(troupe_abi_xa_branch(n, 7, "x-2", 3, tx[2]), 0);
+    ck_assert_int_eq(pump_until(n, p, 7), TROUPE_ECONFLICT);
+    ck_assert_int_eq(troupe_abi_gtx_abort(n, 8, "x-2", 3, NULL), 0);
+    ck_assert_int_eq(pump_until(n, p, 8), 0);
+    ck_assert_str_eq(final_status(n, p, "x-2"), "failed");
+    /* nothing visible before the submit, both rows after */
+    ck_assert_int_eq(troupe_abi_table_get(n, 9, "a", "k", 1), 0);
+    ck_assert_int_eq(pump_until(n, p, 9), TROUPE_ENOENT);
+    ck_assert_int_eq(troupe_abi_gtx_submit(n, 10, "x-1", 3), 0);
+    ck_assert_int_eq(pump_until(n, p, 10), 0);
+    ck_assert_str_eq(final_status(n, p, "x-1"), "succeed");
+    for (int t = 0; t < 2; t++) {
+        uint64_t id = 11 + (uint64_t)t;
+        ck_assert_int_eq(troupe_abi_table_get(n, id, t ? "b" : "a", "k", 1), 0);
+        ck_assert_int_eq(pump_until(n, p, id), 0);
+        ck_assert_uint_eq(p->body_len[id], doc.size);
+        ck_assert_int_eq(memcmp(p->body[id], doc.data, doc.size), 0);
+    }
+    /* bad calls */
+    ck_assert_int_eq(troupe_abi_xa_begin(n, 13, "bad gid", 7), TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_xa_branch(n, 13, "x-1", 3, 999), TROUPE_ENOENT);
+    ck_assert_int_eq(troupe_abi_xa_begin(n, 13, NULL, 0), TROUPE_EINVAL);
+    msgpack_sbuffer_destroy(&doc);
+    free(p);
+    ck_assert_int_eq(troupe_abi_close(&n), 0);
+}
+END_TEST
+
 static Suite *
 abi_suite(void)
 {
@@ -1185,6 +1268,7 @@ abi_suite(void)
     tcase_add_test(tc, thread_errmsg);
     tcase_add_test(tc, host_actors);
     tcase_add_test(tc, coordinator);
+    tcase_add_test(tc, xa_branches);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -153,6 +153,12 @@ abi_specs_parse(const void *buf, size_t len, abi_specs *out);
 void
 abi_specs_free(abi_specs *s);
 
+/* txn.c: after the callback that ended transaction r->txn (a commit's,
+ * an xa prepare's) posted r's completion: the transaction is destroyed
+ * on scheduler 0 (not inside its own callback), then r freed and counted
+ * done. */
+void
+abi_txn_end(abi_req *r);
 /* txn.c: destroys every open transaction (close, no commit running). */
 void
 abi_txns_free(troupe_abi *n);

@@ -169,8 +169,8 @@ static void
 committed(troupe_txn *tx, troupe_err err, const troupe_txn_conflict *c,
           size_t nc, void *arg)
 {
+    (void)tx;
     abi_req *r = arg;
-    troupe_abi *n = r->n;
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
     troupe_err pe = TROUPE_OK;
@@ -182,6 +182,13 @@ committed(troupe_txn *tx, troupe_err err, const troupe_txn_conflict *c,
         troupe__completion_post(r->c, err, sb.data, sb.size);
     msgpack_sbuffer_destroy(&sb);
     r->c = NULL;
+    abi_txn_end(r);
+}
+
+void
+abi_txn_end(abi_req *r)
+{
+    troupe_abi *n = r->n;
     /* The destroy waits for this callback's return. Scheduler 0 runs
      * until close saw the request done, so the post cannot find it
      * closed; if it could not allocate, close destroys the transaction

@@ -540,4 +540,25 @@ troupe_abi_txn_barrier(troupe_abi *n, uint64_t req, uint64_t txn,
                        const char *mode, const char *gid, size_t gid_len,
                        const char *branch_id, const char *op);
 
+/*
+ * XA over the node's tables (docs/coordinator.md, "XA over troupe's
+ * tables"). xa_begin: request, stores xa gid prepared; completion OK
+ * (also when gid exists) or an error with its text as a msgpack str
+ * body. xa_branch: request, registers a branch of xa gid and prepares
+ * open transaction txn under gid/branch-id, which ends txn (as a commit
+ * does: use it no more); completion OK with the branch id as a msgpack
+ * str ("01"...): its writes are held until the coordinator commits them
+ * on troupe_abi_gtx_submit or rolls them back on troupe_abi_gtx_abort;
+ * ECONFLICT with the conflicts as a commit's (the branch registered,
+ * never prepared: abort the xa); ENOENT (no such xa), or another error
+ * with its text. Call errors: EINVAL (NULL, a bad gid), ENOENT (no open
+ * transaction txn), ESTATE (txn committing), EBUSY, ECLOSED, ENOMEM.
+ */
+int
+troupe_abi_xa_begin(troupe_abi *n, uint64_t req, const char *gid,
+                    size_t gid_len);
+int
+troupe_abi_xa_branch(troupe_abi *n, uint64_t req, const char *gid,
+                     size_t gid_len, uint64_t txn);
+
 #endif
