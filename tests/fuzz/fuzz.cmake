@@ -98,7 +98,7 @@ target_link_libraries(troupe_fuzz_core PUBLIC troupe_fuzz_msgpack
 # The targets, in the order `make fuzz` runs them; each is fuzz_<name>.c
 # with its saved corpus in corpus/<name>/.
 set(TROUPE_FUZZ_TARGETS envelope handshake keycodec catalog index_def rows
-    derive replies cursor actors gtx wfrun)
+    derive replies cursor actors gtx wfrun xarec)
 # The stateful ones run a node (fuzz_node.c).
 set(TROUPE_FUZZ_NODE_TARGETS cursor actors)
 add_custom_target(troupe_fuzz_all)

@@ -19,6 +19,7 @@
 #include "troupe/internal/index.h"
 #include "troupe/internal/queue.h"
 #include "troupe/internal/tables.h"
+#include "troupe/internal/xa.h"
 #include "troupe/kv.h"
 #include "troupe/pack.h"
 
@@ -844,6 +845,55 @@ wfruns(void)
              false);
 }
 
+/* ---- prepared XA records (fuzz_xarec) ---- */
+
+static void
+xarecs(void)
+{
+    static const unsigned char ka[] = "alice", kb[] = "bob", kz[] = "zed";
+    static const unsigned char doc[] = {0x81, 0xa1, 'v', 0x05};
+    /* an upsert and a delete; an update with an expiry */
+    ttxn_key a[2] = {{.kind = TROUPE__PART_UPSERT,
+                      .key = ka,
+                      .klen = 5,
+                      .doc = doc,
+                      .dlen = sizeof(doc)},
+                     {.kind = TROUPE__PART_DELETE, .key = kz, .klen = 3}};
+    ttxn_key b[1] = {{.kind = TROUPE__PART_UPDATE,
+                      .expires = 1700000009000,
+                      .nostamp = true,
+                      .key = kb,
+                      .klen = 3,
+                      .doc = doc,
+                      .dlen = sizeof(doc)}};
+    ttxn_range rg[1] = {{.start = ka, .slen = 5, .end = kz, .elen = 3}};
+    txa_tab tabs[2] = {{.name = "accounts", .id = 7, .keys = a, .n = 2},
+                       {.name = "audit",
+                        .id = 9,
+                        .keys = b,
+                        .n = 1,
+                        .ranges = rg,
+                        .nranges = 1}};
+    static const unsigned char batch[] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    txa_rec r = {.xid = "order-7/01",
+                 .xlen = 10,
+                 .prep_ms = 1700000000000,
+                 .tabs = tabs,
+                 .ntabs = 2,
+                 .batch = batch,
+                 .blen = sizeof(batch)};
+    troupe_packer p;
+    troupe_pack_init(&p);
+    troupe__xa_rec_pack(&r, &p);
+    size_t len = 0;
+    const void *d = troupe_pack_data(&p, &len);
+    txa_rec back; /* a seed the parser takes */
+    FZ_CHECK(troupe__xa_rec_parse(d, len, &back) == TROUPE_OK, "xa seed");
+    troupe__xa_rec_fini(&back);
+    put("xarec", "two_tables", NULL, 0, d, len);
+    troupe_pack_fini(&p);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -863,6 +913,7 @@ main(int argc, char **argv)
     handshake();
     gtxs();
     wfruns();
+    xarecs();
     for (int i = 0; i < 6; i++)
         troupe_index_def_destroy(defs[i]);
     return 0;
