@@ -813,8 +813,8 @@ troupe_tcc_register(troupe_coord *c, const char *gid, size_t gid_len,
 troupe_err
 troupe_tcc_register_at(troupe_coord *c, const char *gid, size_t gid_len,
                        const char *branch_id, const troupe_gtx_call *confirm,
-                       const troupe_gtx_call *cancel,
-                       troupe_tcc_register_cb cb, void *arg)
+                       const troupe_gtx_call *cancel, troupe_tcc_register_cb cb,
+                       void *arg)
 {
     if (branch_id == NULL || strlen(branch_id) != 2 || branch_id[0] < '0' ||
         branch_id[0] > '9' || branch_id[1] < '0' || branch_id[1] > '9')

@@ -239,8 +239,8 @@ troupe_tcc_prepare(troupe_coord *c, const char *gid, size_t gid_len,
 troupe_err
 troupe_tcc_register_at(troupe_coord *c, const char *gid, size_t gid_len,
                        const char *branch_id, const troupe_gtx_call *confirm,
-                       const troupe_gtx_call *cancel,
-                       troupe_tcc_register_cb cb, void *arg);
+                       const troupe_gtx_call *cancel, troupe_tcc_register_cb cb,
+                       void *arg);
 troupe_err
 troupe_tcc_register(troupe_coord *c, const char *gid, size_t gid_len,
                     const troupe_gtx_call *confirm,
