@@ -39,6 +39,9 @@
 #include "troupe/log.h"
 
 #define PREFIX "/api/dtmsvr/"
+/* An http payload's bytes besides its url and body: the msgpack array
+ * and the two headers (str 32 and bin 32 at most). */
+#define PACK_OVERHEAD 11
 
 typedef struct job {
     struct job *next;
@@ -107,6 +110,11 @@ reply_error(nng_aio *aio, int status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    /* it may quote the request (a cut url, jansson's text of a bad body):
+     * kept to printable ASCII, so that it is always a JSON string */
+    for (char *c = msg; *c != '\0'; c++)
+        if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e)
+            *c = '?';
     const char *word = status == 409   ? "FAILURE"
                        : status == 425 ? "ONGOING"
                                        : NULL;
@@ -483,11 +491,14 @@ parse_steps(treq *t, why *w)
         if (b != NULL)
             t->body[i] = json_string_value(b);
         t->body_len[i] = b ? json_string_length(b) : strlen(t->body[i]);
-        if (t->body_len[i] >
-            TROUPE_GTX_PAYLOAD_MAX - TROUPE_HTTPCALL_URL_MAX - 16)
-            return refuse(w, "payloads[%zu] is longer than %u bytes", i,
-                          TROUPE_GTX_PAYLOAD_MAX - TROUPE_HTTPCALL_URL_MAX -
-                              16);
+        size_t url = strlen(t->action[i]) > strlen(t->compensate[i])
+                         ? strlen(t->action[i])
+                         : strlen(t->compensate[i]);
+        if (t->body_len[i] + url + PACK_OVERHEAD > TROUPE_GTX_PAYLOAD_MAX)
+            return refuse(w,
+                          "payloads[%zu]: %zu bytes, with its url over the "
+                          "%u bytes of a branch's payload",
+                          i, t->body_len[i], TROUPE_GTX_PAYLOAD_MAX);
     }
     return true;
 }
@@ -594,9 +605,14 @@ do_register(dtm_api *d, nng_aio *aio, json_t *j)
     if (ok)
         ok = url_ok("confirm", curl, &w) && url_ok("cancel", xurl, &w);
     size_t dl = ok ? json_string_length(json_object_get(j, "data")) : 0;
-    if (ok && dl > TROUPE_GTX_PAYLOAD_MAX - TROUPE_HTTPCALL_URL_MAX - 16)
-        ok = refuse(&w, "data is longer than %u bytes",
-                    TROUPE_GTX_PAYLOAD_MAX - TROUPE_HTTPCALL_URL_MAX - 16);
+    size_t url = !ok                           ? 0
+                 : strlen(curl) > strlen(xurl) ? strlen(curl)
+                                               : strlen(xurl);
+    if (ok && dl + url + PACK_OVERHEAD > TROUPE_GTX_PAYLOAD_MAX)
+        ok = refuse(&w,
+                    "data: %zu bytes, with its url over the %u bytes of a "
+                    "branch's payload",
+                    dl, TROUPE_GTX_PAYLOAD_MAX);
     if (!ok) {
         reply_error(aio, 400, "registerBranch refused: %s", w.msg);
         leave(d);
@@ -616,12 +632,12 @@ do_register(dtm_api *d, nng_aio *aio, json_t *j)
     troupe_gtx_call canc = http_call(&p[1], xurl, data, dl);
     troupe_err e = troupe_tcc_register_at(d->coord, gid, strlen(gid), bid,
                                           &conf, &canc, register_cb, k);
-    troupe_pack_fini(&p[0]);
-    troupe_pack_fini(&p[1]);
-    if (e != TROUPE_OK) {
+    if (e != TROUPE_OK) { /* before the next troupe call: troupe_errmsg */
         reply_refused(aio, "registerBranch", e);
         call_done(k);
     }
+    troupe_pack_fini(&p[0]);
+    troupe_pack_fini(&p[1]);
 }
 
 /* prepare, submit, abort: a TransBase. */

@@ -273,6 +273,15 @@ try:
     ok(is_failure(s, j) and "cannot abort" in j.get("message", ""),
        "abort of a saga is refused (409 FAILURE), as DTM does", (s, j))
 
+    # a payload near the 64 KiB of a branch's payload is taken whole
+    gid = "saga-big-" + new_gid()
+    s, j = dtm("POST", "/submit", trans_base(
+        gid, "saga", steps=[{"action": BUSI + "/Big"}],
+        payloads=["y" * 65000]))
+    ok(is_success(s, j) and wait_final(gid) == "succeed" and
+       [len(b) for *_, b in calls_of(gid)] == [65000],
+       "a 65000-byte payload reaches its branch whole", (s, j))
+
     # ---- a saga whose action answers 409: compensated in reverse ----
     gid = "saga-fail-" + new_gid()
     answers["/Fail"] = (409, '{"dtm_result":"FAILURE"}')
@@ -469,6 +478,9 @@ try:
                                "payloads": ["{}"]}, None),
         ("a gid breaking the rule", "/submit",
          trans_base("bad gid!", "saga", steps=steps, payloads=["{}"]), None),
+        ("a gid with non-ASCII bytes (the message quotes it)", "/submit",
+         trans_base("gid-\u00fc\u6f22", "saga", steps=steps,
+                    payloads=["{}"]), None),
         ("no trans_type", "/submit", {"gid": "bad-1", "steps": steps}, None),
         ("trans_type xa", "/prepare", trans_base("bad-2", "xa"), None),
         ("trans_type workflow", "/prepare",
