@@ -134,7 +134,9 @@ reply_error(nng_aio *aio, int status, const char *fmt, ...)
 static void
 reply_refused(nng_aio *aio, const char *what, troupe_err e)
 {
-    int status = e == TROUPE_EINVAL ? 400 : e == TROUPE_ECLOSED ? 503 : 500;
+    /* a full mailbox or a busy shard: the client may try again */
+    bool busy = e == TROUPE_ECLOSED || e == TROUPE_EFULL || e == TROUPE_EBUSY;
+    int status = e == TROUPE_EINVAL ? 400 : busy ? 503 : 500;
     reply_error(aio, status, "%s refused: %s (%s)", what, troupe_errmsg(e),
                 troupe_err_name(e));
 }
