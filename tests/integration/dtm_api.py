@@ -122,8 +122,10 @@ def cleanup():
 
 def start_node():
     out = open(os.path.join(tmp, "node.out"), "w")
+    # TROUPE_WRAP: a command to run the node under (valgrind, by hand)
+    wrap = os.environ.get("TROUPE_WRAP", "").split()
     p = subprocess.Popen(
-        [TROUPE, "node", "--data", os.path.join(tmp, "data"), "--listen",
+        wrap + [TROUPE, "node", "--data", os.path.join(tmp, "data"), "--listen",
          "tcp://127.0.0.1:0", "--dtm", "127.0.0.1:0"],
         stdout=out, stderr=subprocess.STDOUT)
 
@@ -552,15 +554,45 @@ try:
     s, j = dtm("GET", "/submit")
     ok(s == 405, "submit by GET is 405", (s, j))
 
-    # ---- the node stops cleanly on SIGTERM ----
+    # ---- the node stops cleanly on SIGTERM, with submits in flight ----
+    burst = []  # (status, dtm_result) of each answered submit
+    burst_mu = threading.Lock()
+    started = threading.Event()
+
+    def submitter(k):
+        for i in range(1000):
+            try:
+                s, j = dtm("POST", "/submit", trans_base(
+                    "burst-%d-%d" % (k, i), "saga",
+                    steps=[{"action": BUSI + "/Burst"}], payloads=["{}"]))
+            except (OSError, httpclient.HTTPException):
+                return  # the listener closed: the node is stopping
+            with burst_mu:
+                burst.append((s, j.get("dtm_result") if isinstance(j, dict)
+                              else j))
+            started.set()
+            if s == 503:
+                return
+
+    threads = [threading.Thread(target=submitter, args=(k,), daemon=True)
+               for k in range(8)]
+    for t in threads:
+        t.start()
+    ok(started.wait(30), "submits are running")
     node.send_signal(signal.SIGTERM)
     try:
         rc = node.wait(timeout=30)
     except subprocess.TimeoutExpired:
         rc = None
     out = open(os.path.join(tmp, "node.out")).read()
-    ok(rc == 0 and "stopped cleanly" in out, "SIGTERM stops the node cleanly",
+    ok(rc == 0 and "stopped cleanly" in out,
+       "SIGTERM stops the node cleanly, submits in flight",
        (rc, out[-500:]))
+    for t in threads:
+        t.join(30)
+    ok(burst and all(b in ((200, "SUCCESS"), (503, None)) for b in burst),
+       "every submit answered before the stop got SUCCESS or 503",
+       [b for b in burst if b not in ((200, "SUCCESS"), (503, None))][:5])
 finally:
     cleanup()
 
