@@ -1004,12 +1004,11 @@ handle(nng_aio *aio)
     const char *uri = nng_http_req_get_uri(req);
     const char *method = nng_http_req_get_method(req);
     size_t plen = strcspn(uri, "?#");
-    const char *name = uri + strlen(PREFIX);
-    size_t nlen = plen > strlen(PREFIX) ? plen - strlen(PREFIX) : 0;
+    bool ours = strncmp(uri, PREFIX, strlen(PREFIX)) == 0;
+    const char *name = ours ? uri + strlen(PREFIX) : uri;
+    size_t nlen = ours ? plen - strlen(PREFIX) : 0;
     bool get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
-#define IS(s)                                                                  \
-    (strncmp(uri, PREFIX, strlen(PREFIX)) == 0 && nlen == strlen(s) &&         \
-     strncmp(name, s, nlen) == 0)
+#define IS(s) (ours && nlen == strlen(s) && strncmp(name, s, nlen) == 0)
     if (IS("newGid")) {
         if (get || post)
             do_new_gid(aio);
@@ -1048,9 +1047,13 @@ handle(nng_aio *aio)
     json_error_t je;
     json_t *j = body ? json_loadb(body, len, 0, &je) : NULL;
     if (!json_is_object(j)) {
+        /* je is filled only when the text did not parse */
+        const char *why = j != NULL ? "another JSON value"
+                          : body    ? je.text
+                                    : "no body";
         json_decref(j);
-        reply_error(aio, 400, "%s refused: the body is not a JSON object%s%s",
-                    verb_names[v], body ? ": " : "", body ? je.text : "");
+        reply_error(aio, 400, "%s refused: the body is not a JSON object: %s",
+                    verb_names[v], why);
         return;
     }
     if (!enter(d)) {
