@@ -1048,12 +1048,12 @@ handle(nng_aio *aio)
     json_t *j = body ? json_loadb(body, len, 0, &je) : NULL;
     if (!json_is_object(j)) {
         /* je is filled only when the text did not parse */
-        const char *why = j != NULL ? "another JSON value"
-                          : body    ? je.text
-                                    : "no body";
+        const char *what = j != NULL ? "another JSON value"
+                           : body    ? je.text
+                                     : "no body";
         json_decref(j);
         reply_error(aio, 400, "%s refused: the body is not a JSON object: %s",
-                    verb_names[v], why);
+                    verb_names[v], what);
         return;
     }
     if (!enter(d)) {
