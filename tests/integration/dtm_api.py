@@ -219,6 +219,19 @@ try:
     ok(r.returncode == 2 and "--dtm wants HOST:PORT" in r.stderr,
        "a malformed --dtm is a usage error", (r.returncode, r.stderr))
 
+    r = subprocess.run([TROUPE, "node", "--data", os.path.join(tmp, "pub"),
+                        "--listen", "tcp://127.0.0.1:0", "--dtm",
+                        "127.0.0.1:0", "--admin", "127.0.0.1:0"],
+                       capture_output=True, text=True, timeout=30)
+    ok(r.returncode == 2 and "two addresses" in r.stderr and
+       not os.path.exists(os.path.join(tmp, "pub")),
+       "--dtm on the --admin address is a usage error",
+       (r.returncode, r.stderr))
+    r = subprocess.run([TROUPE, "node", "--help"], capture_output=True,
+                       text=True, timeout=30)
+    ok("--dtm HOST:PORT" in r.stdout and "--dtm-public" in r.stdout,
+       "node --help names --dtm and --dtm-public", r.stdout[-300:])
+
     node, port = start_node()
     if not ok(bool(port), "the node serves the DTM API"):
         print(open(os.path.join(tmp, "node.out")).read())
