@@ -245,11 +245,9 @@ admin_host_is_loopback(const char *host)
     return b[0] == 127 && b[1] < 256 && b[2] < 256 && b[3] < 256;
 }
 
-/* Splits "HOST:PORT" / "[V6]:PORT" into host (brackets removed) and the
- * URL nng wants; false when malformed. */
-static bool
-parse_addr(const char *addr, char *host, size_t host_cap, char *url,
-           size_t url_cap)
+bool
+admin_parse_addr(const char *addr, char *host, size_t host_cap, char *url,
+                 size_t url_cap)
 {
     const char *colon = strrchr(addr, ':');
     if (colon == NULL || colon == addr)
@@ -295,7 +293,7 @@ admin_create(const admin_ctx *ctx, const char *addr, const char *token,
          (token_len < ADMIN_TOKEN_MIN || token_len > ADMIN_TOKEN_MAX)))
         return TROUPE_EINVAL;
     char host[256], url[300];
-    if (!parse_addr(addr, host, sizeof(host), url, sizeof(url)))
+    if (!admin_parse_addr(addr, host, sizeof(host), url, sizeof(url)))
         return TROUPE_EINVAL;
     if (token == NULL && !admin_host_is_loopback(host))
         return TROUPE_EAUTH;

@@ -89,6 +89,14 @@ admin_gtx_status_of(const char *s);
 const char *
 admin_gtx_status_name(troupe_gtx_status s);
 
+/* Splits "HOST:PORT" / "[V6]:PORT" into host (brackets removed) and the
+ * URL nng's HTTP server wants ("http://HOST:PORT"); false when malformed
+ * or when either does not fit its buffer. Also for the DTM API's
+ * --dtm (dtm_api.h). */
+bool
+admin_parse_addr(const char *addr, char *host, size_t host_cap, char *url,
+                 size_t url_cap);
+
 /* Whether HOST (as in admin_create's addr, brackets removed) names the
  * loopback interface: 127.0.0.0/8, ::1 or "localhost". */
 bool

@@ -5,17 +5,22 @@
  * (troupe/coordinator.h: the ones left unfinished in the database are
  * driven again from here), listens and dials its peers (docs/security.md
  * for the security flags). With --admin it also opens the queues and
- * serves the admin endpoint (admin.h) over them. A TTL scanner
+ * serves the admin endpoint (admin.h) over them. With --dtm it opens the
+ * http branches' target (troupe/httpcall.h, "http") and serves DTM's HTTP
+ * API (dtm_api.h) over the coordinator. A TTL scanner
  * (troupe/ttl.h) expires what is open: key versions and expired rows of
  * the tables, the queues' completed history, the coordinator's ended
  * transactions past their retention (7 days) with their barrier rows.
- * Teardown runs in the reverse order: endpoint, TTL scanner, queues,
- * coordinator, tables, catalog, runtime, node, pipeline, database.
+ * Teardown runs in the reverse order: DTM API, endpoint, TTL scanner,
+ * queues, coordinator, http target, tables, catalog, runtime, node,
+ * pipeline, database (the http target after the coordinator, which
+ * dispatches to it).
  *
- * The node registers no dispatch target of its own, so a branch of a
- * reloaded transaction finds none and counts as UNKNOWN, retried after
- * its backoff (docs/coordinator.md, "Operating it"): it waits for an
- * operator (troupe gtx) or for a process that serves its targets.
+ * Without --dtm the node registers no dispatch target of its own, so a
+ * branch of a reloaded transaction finds none and counts as UNKNOWN,
+ * retried after its backoff (docs/coordinator.md, "Operating it"): it
+ * waits for an operator (troupe gtx) or for a process that serves its
+ * targets.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -25,10 +30,12 @@
 
 #include "admin.h"
 #include "cli.h"
+#include "dtm_api.h"
 #include "troupe/actor.h"
 #include "troupe/catalog.h"
 #include "troupe/commit.h"
 #include "troupe/coordinator.h"
+#include "troupe/httpcall.h"
 #include "troupe/kv.h"
 #include "troupe/queue.h"
 #include "troupe/storage.h"
@@ -40,7 +47,8 @@ const cli_cmd cli_node_cmd = {
     .synopsis = "node --data DIR --listen URL [--peer [ID=]URL]... [--id N]\n"
                 "              [--schedulers N] [--admin HOST:PORT "
                 "[--admin-token FILE]]\n"
-                "              [--log-level LEVEL] [SECURITY]",
+                "              [--dtm HOST:PORT [--dtm-public]] "
+                "[--log-level LEVEL] [SECURITY]",
     .help =
         "Runs a node until SIGINT or SIGTERM, then shuts down cleanly: opens\n"
         "the database under DIR (creating it), serves a kv actor registered\n"
@@ -70,6 +78,16 @@ const cli_cmd cli_node_cmd = {
         "                       one trailing newline is not part of it):\n"
         "                       every request must send Authorization:\n"
         "                       Bearer <token>\n"
+        "  --dtm HOST:PORT      serve DTM's HTTP API (/api/dtmsvr/...: saga,\n"
+        "                       msg and tcc) there, so that DTM's client\n"
+        "                       SDKs use this node as their coordinator, and\n"
+        "                       call http:// branches (target \"http\");\n"
+        "                       HOST must be loopback unless --dtm-public;\n"
+        "                       PORT 0: any free one\n"
+        "  --dtm-public         allow a --dtm HOST that is not loopback:\n"
+        "                       DTM's protocol has no authentication, so\n"
+        "                       anyone who reaches it can start and abort\n"
+        "                       transactions\n"
         "  --log-level LEVEL    error, warn, info or debug: the least severe\n"
         "                       library log records printed (default warn)\n"
         "  --secret-file FILE   the cluster secret (at least 16 bytes; one\n"
@@ -90,7 +108,9 @@ enum {
     OPT_ID,
     OPT_SCHEDULERS,
     OPT_ADMIN,
-    OPT_ADMIN_TOKEN
+    OPT_ADMIN_TOKEN,
+    OPT_DTM,
+    OPT_DTM_PUBLIC
 };
 
 /* The objects opened on the database beside the kv actor: the catalog,
@@ -103,14 +123,18 @@ typedef struct node_objs {
     troupe_queues *queues;
     troupe_ttl *ttl; /* expiry: versions, rows, queue history, ended gtx */
     admin *ep;
+    troupe_httpcall *http; /* with --dtm: the http branches' target */
+    dtm_api *dtm;
 } node_objs;
 
-/* The reverse of objs_open: the endpoint first (its routes call into the
- * rest), the TTL scanner before what it borrows, the coordinator before
- * the tables it borrows. */
+/* The reverse of objs_open: the DTM API and the endpoint first (their
+ * routes call into the rest), the TTL scanner before what it borrows, the
+ * coordinator before the tables it borrows and the http target it
+ * dispatches to. */
 static void
 objs_close(node_objs *a)
 {
+    dtm_api_destroy(a->dtm);
     admin_destroy(a->ep);
     if (a->ttl != NULL) {
         troupe_ttl_stop_wait(a->ttl);
@@ -122,6 +146,10 @@ objs_close(node_objs *a)
     if (a->coord != NULL) {
         troupe_coord_stop_wait(a->coord);
         troupe_coord_destroy(a->coord);
+    }
+    if (a->http != NULL) {
+        troupe_httpcall_stop_wait(a->http);
+        troupe_httpcall_destroy(a->http);
     }
     if (a->tables != NULL) {
         troupe_tables_stop_wait(a->tables);
@@ -145,12 +173,30 @@ ttl_open(node_objs *a, troupe_runtime *rt)
     return e == TROUPE_OK ? 0 : cli_failed("start the TTL scanner", e);
 }
 
+/* With --dtm: the DTM API over the coordinator (its http target is
+ * opened before the coordinator, so that a reloaded http branch finds
+ * it). */
+static int
+dtm_open(node_objs *a, troupe_runtime *rt, const char *dtm_addr,
+         bool dtm_public)
+{
+    troupe_err e = dtm_api_create(rt, a->coord, dtm_addr, dtm_public, &a->dtm);
+    if (e != TROUPE_OK) {
+        fprintf(stderr, "troupe node: cannot serve the DTM API on %s\n",
+                dtm_addr);
+        return cli_failed("DTM API", e);
+    }
+    return 0;
+}
+
 /* Opens the tables and the coordinator, and with addr the queues and the
- * endpoint, then the TTL scanner: 0, or CLI_FAIL with the message printed
- * (what was opened stays in *a for objs_close). */
+ * endpoint, with dtm_addr the http target and the DTM API, then the TTL
+ * scanner: 0, or CLI_FAIL with the message printed (what was opened stays
+ * in *a for objs_close). */
 static int
 objs_open(node_objs *a, const admin_ctx *base, const char *addr,
-          const char *token, size_t token_len)
+          const char *token, size_t token_len, const char *dtm_addr,
+          bool dtm_public)
 {
     troupe_catalog_opts co = {.rt = base->rt, .db = base->db};
     troupe_err e = troupe_catalog_open(&co, &a->cat);
@@ -159,9 +205,16 @@ objs_open(node_objs *a, const admin_ctx *base, const char *addr,
     troupe_tables_opts to = {.catalog = a->cat, .commit = base->commit};
     if ((e = troupe_tables_open(&to, &a->tables)) != TROUPE_OK)
         return cli_failed("open tables", e);
+    if (dtm_addr != NULL &&
+        (e = troupe_httpcall_open(base->rt, NULL, &a->http)) != TROUPE_OK)
+        return cli_failed("open the http branches' target", e);
     troupe_coord_opts go = {.rt = base->rt, .tables = a->tables};
     if ((e = troupe_coord_open_wait(&go, &a->coord)) != TROUPE_OK)
         return cli_failed("open coordinator", e);
+    int rc;
+    if (dtm_addr != NULL &&
+        (rc = dtm_open(a, base->rt, dtm_addr, dtm_public)) != 0)
+        return rc;
     if (addr == NULL)
         return ttl_open(a, base->rt);
     troupe_queues_opts qo = {.catalog = a->cat, .commit = base->commit};
@@ -198,11 +251,14 @@ cmd_node(int argc, char **argv)
         {"schedulers", required_argument, NULL, OPT_SCHEDULERS},
         {"admin", required_argument, NULL, OPT_ADMIN},
         {"admin-token", required_argument, NULL, OPT_ADMIN_TOKEN},
+        {"dtm", required_argument, NULL, OPT_DTM},
+        {"dtm-public", no_argument, NULL, OPT_DTM_PUBLIC},
         CLI_SEC_OPTIONS,
         CLI_COMMON_OPTIONS,
         {NULL, 0, NULL, 0}};
     const char *data = NULL, *listen = NULL, *admin_addr = NULL,
-               *token_file = NULL;
+               *token_file = NULL, *dtm_addr = NULL;
+    bool dtm_public = false;
     static char token[ADMIN_TOKEN_MAX + 1];
     size_t token_len = 0;
     static cli_sec sec; /* 8 KiB of secret and peers: off the stack */
@@ -241,6 +297,12 @@ cmd_node(int argc, char **argv)
         case OPT_ADMIN_TOKEN:
             token_file = optarg;
             break;
+        case OPT_DTM:
+            dtm_addr = optarg;
+            break;
+        case OPT_DTM_PUBLIC:
+            dtm_public = true;
+            break;
         default:
             if ((rc = cli_common_flag(c, ch, argv, &level)) != CLI_CONTINUE)
                 return rc;
@@ -252,6 +314,24 @@ cmd_node(int argc, char **argv)
         return cli_usage(c, "--data and --listen are required");
     if (token_file != NULL && admin_addr == NULL)
         return cli_usage(c, "--admin-token goes with --admin");
+    if (dtm_public && dtm_addr == NULL)
+        return cli_usage(c, "--dtm-public goes with --dtm");
+    if (dtm_addr != NULL) {
+        char host[256], url[300];
+        if (!admin_parse_addr(dtm_addr, host, sizeof(host), url, sizeof(url)))
+            return cli_usage(c, "--dtm wants HOST:PORT");
+        if (!dtm_public && !admin_host_is_loopback(host)) {
+            fprintf(stderr,
+                    "troupe node: --dtm %s is not loopback, and DTM's "
+                    "protocol has no authentication (anyone who reaches it "
+                    "can start and abort transactions): give --dtm-public "
+                    "to serve it there anyway\n",
+                    dtm_addr);
+            return CLI_USAGE;
+        }
+        if (admin_addr != NULL && strcmp(admin_addr, dtm_addr) == 0)
+            return cli_usage(c, "--dtm and --admin need two addresses");
+    }
     if (token_file != NULL &&
         !cli_read_secret(c, "--admin-token", token_file, token, ADMIN_TOKEN_MAX,
                          &token_len))
@@ -309,7 +389,7 @@ cmd_node(int argc, char **argv)
     admin_ctx ctx = {
         .rt = rt, .db = db, .commit = commit, .node = node, .kv = kv};
     if ((rc = objs_open(&objs, &ctx, admin_addr, token_len ? token : NULL,
-                        token_len)) != 0)
+                        token_len, dtm_addr, dtm_public)) != 0)
         goto out_objs;
     for (uint32_t i = 0; i < sec.n_dial; i++) {
         if ((e = troupe_node_connect(node, sec.dial[i])) != TROUPE_OK) {
@@ -326,6 +406,10 @@ cmd_node(int argc, char **argv)
         printf("troupe node %ld: admin endpoint on http://%.*s:%d/\n", id,
                (int)(strrchr(admin_addr, ':') - admin_addr), admin_addr,
                admin_port(objs.ep));
+    if (objs.dtm != NULL)
+        printf("troupe node %ld: DTM API on http://%.*s:%d/api/dtmsvr\n", id,
+               (int)(strrchr(dtm_addr, ':') - dtm_addr), dtm_addr,
+               dtm_api_port(objs.dtm));
     fflush(stdout);
     int sig = 0;
     sigwait(&sigs, &sig);

@@ -1250,6 +1250,54 @@ acall_wait(acall *a)
     return e;
 }
 
+/* register_at, DTM's client-chosen branch ids: the next one registers, a
+ * repeat is OK and adds nothing (its first calls stay), one out of order
+ * is ERANGE, a malformed id is refused at the call. */
+START_TEST(test_a_tcc_register_at_takes_the_next_id_and_repeats)
+{
+    ck_assert_ok(troupe_tcc_prepare_wait(fx.coord, "t-at", 4));
+    acall a = {0};
+    static const troupe_gtx_call other = {"bank", "\x81\x07", 2};
+    const char *ids[] = {"01", "01", "02", "01"};
+    for (int i = 0; i < 4; i++) {
+        ck_assert_ok(troupe_tcc_register_at(fx.coord, "t-at", 4, ids[i],
+                                            i ? &other : &confirm, &cancel,
+                                            acall_reg_cb, &a));
+        ck_assert(ts_wait_until(acall_done, &a, 10000));
+        ck_assert_str_eq(a.branch_id, ids[i]);
+        ck_assert_ok(acall_wait(&a));
+    }
+    ck_assert_ok(troupe_tcc_register_at(fx.coord, "t-at", 4, "04", &confirm,
+                                        &cancel, acall_reg_cb, &a));
+    ck_assert_err(acall_wait(&a), TROUPE_ERANGE);
+    ck_assert_err(troupe_tcc_register_at(fx.coord, "t-at", 4, "1", &confirm,
+                                         &cancel, acall_reg_cb, &a),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_tcc_register_at(fx.coord, "t-at", 4, "00", &confirm,
+                                         &cancel, acall_reg_cb, &a),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_tcc_register_at(fx.coord, "t-at", 4, "65", &confirm,
+                                         &cancel, acall_reg_cb, &a),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe_tcc_register_at(fx.coord, "t-at", 4, NULL, &confirm,
+                                         &cancel, acall_reg_cb, &a),
+                  TROUPE_EINVAL);
+    troupe_gtx_detail *d = NULL;
+    ck_assert_ok(troupe_gtx_detail_wait(fx.coord, "t-at", 4, &d));
+    ck_assert_uint_eq(d->info.steps, 2);
+    ck_assert_uint_eq(d->branches[0].ops[0].payload_len, 2);
+    troupe_gtx_detail_destroy(d);
+    ck_assert_ok(troupe_gtx_abort_wait(fx.coord, "t-at", 4, NULL));
+    ck_assert_int_eq(wait_final("t-at").status, TROUPE_GTX_FAILED);
+    char calls[512];
+    calls_of("t-at", calls, sizeof(calls));
+    ck_assert_str_eq(calls, "02 cancel, 01 cancel");
+    ck_assert_ok(troupe_tcc_register_at(fx.coord, "t-at", 4, "01", &confirm,
+                                        &cancel, acall_reg_cb, &a));
+    ck_assert_err(acall_wait(&a), TROUPE_ECONFLICT); /* ended: no repeat */
+}
+END_TEST
+
 /* Every submit and operator call has an asynchronous form: it returns at
  * once, and its callback fires exactly once, on a thread of troupe's,
  * with what the blocking twin returns. */
@@ -1353,6 +1401,7 @@ coord_suite(void)
     tcase_add_test(c, test_open_and_stop_refuse_bad_use);
     tcase_add_test(c, test_a_tcc_confirms_its_branches_in_order);
     tcase_add_test(c, test_a_tcc_abort_cancels_every_branch_in_reverse);
+    tcase_add_test(c, test_a_tcc_register_at_takes_the_next_id_and_repeats);
     tcase_add_test(c, test_retry_and_abort_act_on_a_waiting_saga);
     tcase_add_test(c, test_a_message_is_driven_or_queried_back);
     tcase_add_test(c, test_force_stop_ends_a_saga_with_nothing_compensated);

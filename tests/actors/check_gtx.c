@@ -1199,6 +1199,47 @@ START_TEST(
 }
 END_TEST
 
+/* register_at: the next index appends, one below is a repeat that
+ * changes nothing (the step stays the caller's), one above is ERANGE; the
+ * mode and status rules come first. */
+START_TEST(test_register_at_appends_repeats_and_refuses_a_gap)
+{
+    bool ch = true;
+    tc_gtx *g = fresh(TROUPE_MODE_TCC, 0, TC_PREPARED);
+    tc_step s;
+    memset(&s, 0, sizeof(s));
+    set_call(&s.call[1], "c", NULL, TC_TODO, 0, 0);
+    set_call(&s.call[2], "x", NULL, TC_TODO, 0, 0);
+    uint32_t at = 9;
+    ck_assert_err(troupe__gtx_register_at(g, TROUPE_MODE_TCC, &s, 1, &at, &ch),
+                  TROUPE_ERANGE);
+    ck_assert(!ch && g->n_steps == 0 && at == 9);
+    ck_assert_ok(troupe__gtx_register_at(g, TROUPE_MODE_TCC, &s, 0, &at, &ch));
+    ck_assert(ch && at == 0 && g->n_steps == 1);
+    ck_assert_ptr_null(s.call[1].target); /* moved */
+    set_call(&s.call[1], "c2", NULL, TC_TODO, 0, 0);
+    set_call(&s.call[2], "x2", NULL, TC_TODO, 0, 0);
+    ck_assert_ok(troupe__gtx_register_at(g, TROUPE_MODE_TCC, &s, 0, &at, &ch));
+    ck_assert(!ch && at == 0 && g->n_steps == 1);
+    ck_assert_ptr_nonnull(s.call[1].target); /* not taken */
+    ck_assert_str_eq(g->steps[0].call[1].target, "c");
+    ck_assert_err(troupe__gtx_register_at(g, TROUPE_MODE_TCC, &s, 2, &at, &ch),
+                  TROUPE_ERANGE);
+    ck_assert_ok(troupe__gtx_register_at(g, TROUPE_MODE_TCC, &s, 1, &at, &ch));
+    ck_assert(ch && at == 1 && g->n_steps == 2);
+    g->status = TC_SUBMITTED; /* a repeat once submitted: a conflict */
+    ck_assert_err(troupe__gtx_register_at(g, TROUPE_MODE_TCC, &s, 0, &at, &ch),
+                  TROUPE_ECONFLICT);
+    ck_assert(!ch);
+    troupe__gtx_free(g);
+    g = fresh(TROUPE_MODE_SAGA, 1, TC_SUBMITTED);
+    ck_assert_err(troupe__gtx_register_at(g, TROUPE_MODE_TCC, &s, 0, &at, &ch),
+                  TROUPE_ENOENT);
+    troupe__gtx_free(g);
+    troupe__gtx_step_fini(&s);
+}
+END_TEST
+
 /* The calls from outside: submit, abort, retry, register, in every
  * status they meet. */
 START_TEST(test_submit_abort_retry_register_rules)
@@ -1302,6 +1343,7 @@ gtx_suite(void)
     tcase_add_test(
         m,
         test_xa_commits_in_order_retries_a_failed_commit_rolls_back_in_reverse);
+    tcase_add_test(m, test_register_at_appends_repeats_and_refuses_a_gap);
     tcase_add_test(m, test_a_workflow_memoizes_registers_first_and_compensates);
     tcase_add_test(
         m, test_a_workflow_without_an_answer_retries_and_never_rolls_back);

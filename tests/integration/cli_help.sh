@@ -48,7 +48,7 @@ done
 
 "$troupe" gtx --help >"$tmp/gtx" || bad "troupe gtx --help failed"
 gsubs=$(sed -n '/^Subcommands:/,/^$/s/^  \([a-z][a-z-]*\) .*/\1/p' "$tmp/gtx")
-[ "$(echo "$gsubs" | wc -w)" -eq 5 ] && ok "gtx --help lists $(echo $gsubs)" || bad "gtx subcommands: $gsubs"
+[ "$(echo "$gsubs" | wc -w)" -eq 6 ] && ok "gtx --help lists $(echo $gsubs)" || bad "gtx subcommands: $gsubs"
 for s in $gsubs; do
     grep -qE "gtx $s([^a-z-]|$)" "$tmp/page" && ok "page has gtx $s" || bad "gtx $s is not in the page"
     "$troupe" gtx "$s" --help >"$tmp/help-gtx-$s" || bad "troupe gtx $s --help failed"

@@ -559,11 +559,11 @@ troupe_gtx_force_stop_wait(troupe_coord *c, const char *gid, size_t gid_len)
             troupe_gtx_force_stop(c, gid, gid_len, wait_cb, &w));
 }
 
-troupe_err
-troupe_tcc_register(troupe_coord *c, const char *gid, size_t gid_len,
-                    const troupe_gtx_call *confirm,
-                    const troupe_gtx_call *cancel, troupe_tcc_register_cb cb,
-                    void *arg)
+/* want: 0 for the next branch, else the caller's index + 1. */
+static troupe_err
+tcc_register(troupe_coord *c, const char *gid, size_t gid_len, uint32_t want,
+             const troupe_gtx_call *confirm, const troupe_gtx_call *cancel,
+             troupe_tcc_register_cb cb, void *arg)
 {
     troupe_err e = checked(c, gid, gid_len, (const void *)cb, "tcc register");
     if (e != TROUPE_OK)
@@ -578,6 +578,7 @@ troupe_tcc_register(troupe_coord *c, const char *gid, size_t gid_len,
         return TROUPE_ENOMEM;
     o->op.kind = TC_OP_REGISTER;
     o->op.mode = TROUPE_MODE_TCC;
+    o->op.want = want;
     o->rcb = cb;
     o->arg = arg;
     e = copy_call(&o->op.branch.call[1], confirm); /* confirm, then cancel */
@@ -589,6 +590,34 @@ troupe_tcc_register(troupe_coord *c, const char *gid, size_t gid_len,
         return e;
     }
     return op_send(c, o, gid, gid_len);
+}
+
+troupe_err
+troupe_tcc_register(troupe_coord *c, const char *gid, size_t gid_len,
+                    const troupe_gtx_call *confirm,
+                    const troupe_gtx_call *cancel, troupe_tcc_register_cb cb,
+                    void *arg)
+{
+    return tcc_register(c, gid, gid_len, 0, confirm, cancel, cb, arg);
+}
+
+troupe_err
+troupe_tcc_register_at(troupe_coord *c, const char *gid, size_t gid_len,
+                       const char *branch_id, const troupe_gtx_call *confirm,
+                       const troupe_gtx_call *cancel, troupe_tcc_register_cb cb,
+                       void *arg)
+{
+    if (branch_id == NULL || strlen(branch_id) != 2 || branch_id[0] < '0' ||
+        branch_id[0] > '9' || branch_id[1] < '0' || branch_id[1] > '9')
+        return troupe__errf(TROUPE_EINVAL,
+                            "tcc: branch id must be two digits, 01..%02d",
+                            TROUPE_GTX_STEPS_MAX);
+    unsigned no = (unsigned)(branch_id[0] - '0') * 10 + (branch_id[1] - '0');
+    if (no < 1 || no > TROUPE_GTX_STEPS_MAX)
+        return troupe__errf(TROUPE_EINVAL,
+                            "tcc: branch id %s is outside 01..%02d", branch_id,
+                            TROUPE_GTX_STEPS_MAX);
+    return tcc_register(c, gid, gid_len, no, confirm, cancel, cb, arg);
 }
 
 /* troupe_tcc_register_wait's callback: the branch id, then the waiter. */

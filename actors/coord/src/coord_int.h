@@ -81,6 +81,8 @@ typedef struct tc_op {
     tc_step branch;       /* REGISTER: the calls, moved in */
     uint32_t branch_no;   /* REGISTER: out, the branch's index; RESOLVE: in,
                              the awakeable's */
+    uint32_t want;        /* REGISTER: 0, the next branch; else the
+                             caller's branch index + 1 */
     bool resolved;        /* RESOLVE: resolved (else rejected) */
     uint8_t *payload;     /* RESOLVE: the resolution (the op's) */
     size_t payload_len;

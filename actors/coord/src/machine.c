@@ -374,6 +374,26 @@ troupe__gtx_retry(tc_gtx *g, bool *changed)
 }
 
 troupe_err
+troupe__gtx_register_at(tc_gtx *g, troupe_gtx_mode m, tc_step *s, uint32_t want,
+                        uint32_t *index, bool *changed)
+{
+    *changed = false;
+    if ((m != TROUPE_MODE_TCC && m != TROUPE_MODE_XA) || g->mode != m)
+        return TROUPE_ENOENT;
+    if (g->status != TC_PREPARED)
+        return TROUPE_ECONFLICT;
+    if (want < g->n_steps) { /* a retried register: its branch is stored */
+        *index = want;
+        return TROUPE_OK;
+    }
+    if (want > g->n_steps)
+        return TROUPE_ERANGE;
+    troupe_err e = troupe__gtx_register(g, m, s, index);
+    *changed = e == TROUPE_OK;
+    return e;
+}
+
+troupe_err
 troupe__gtx_register(tc_gtx *g, troupe_gtx_mode m, tc_step *s, uint32_t *index)
 {
     if ((m != TROUPE_MODE_TCC && m != TROUPE_MODE_XA) || g->mode != m)

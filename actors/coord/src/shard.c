@@ -652,8 +652,14 @@ op_apply(shard *sh, tc_live *l, tc_op *op)
                                    op->payload, op->payload_len, &changed);
         break;
     default:
-        e = troupe__gtx_register(l->g, op->mode, &op->branch, &op->branch_no);
-        changed = e == TROUPE_OK;
+        if (op->want != 0) {
+            e = troupe__gtx_register_at(l->g, op->mode, &op->branch,
+                                        op->want - 1, &op->branch_no, &changed);
+        } else {
+            e = troupe__gtx_register(l->g, op->mode, &op->branch,
+                                     &op->branch_no);
+            changed = e == TROUPE_OK;
+        }
         break;
     }
     tc_waiter *w = NULL;

@@ -232,6 +232,17 @@ troupe_tcc_register_wait(troupe_coord *c, const char *gid, size_t gid_len,
 troupe_err
 troupe_tcc_prepare(troupe_coord *c, const char *gid, size_t gid_len,
                    troupe_coord_cb cb, void *arg);
+/* register with the caller's branch id (DTM's clients choose theirs:
+ * "01", "02" ... in order): the next one registers as troupe_tcc_register
+ * does; one already registered is a retry: OK, nothing changes (its
+ * stored calls are kept, whatever these say); a later one is refused,
+ * cb gets ERANGE. Call errors: troupe_tcc_register's, and EINVAL for a
+ * branch_id that is not two digits 01..64. */
+troupe_err
+troupe_tcc_register_at(troupe_coord *c, const char *gid, size_t gid_len,
+                       const char *branch_id, const troupe_gtx_call *confirm,
+                       const troupe_gtx_call *cancel, troupe_tcc_register_cb cb,
+                       void *arg);
 troupe_err
 troupe_tcc_register(troupe_coord *c, const char *gid, size_t gid_len,
                     const troupe_gtx_call *confirm,

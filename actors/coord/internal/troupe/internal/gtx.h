@@ -272,6 +272,13 @@ troupe_err
 troupe__gtx_retry(tc_gtx *g, bool *changed);
 troupe_err
 troupe__gtx_register(tc_gtx *g, troupe_gtx_mode m, tc_step *s, uint32_t *index);
+/* register with the caller's branch index: want == n_steps appends (as
+ * register), want < n_steps is a repeat (OK, nothing changes, *changed
+ * false; s is left to the caller), want > n_steps ERANGE; the status and
+ * mode rules first, as register's. */
+troupe_err
+troupe__gtx_register_at(tc_gtx *g, troupe_gtx_mode m, tc_step *s, uint32_t want,
+                        uint32_t *index, bool *changed);
 /* force-stop: a transaction not final fails now, reason "force-stopped"
  * (replacing any); ECONFLICT on a final one. */
 troupe_err
