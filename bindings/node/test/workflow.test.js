@@ -167,6 +167,10 @@ test('workflow: awakeables resolved and rejected from the host', async () => {
                     got.set(wf.gid, `rejected: ${e.result.toString()}`);
                 throw e; // a rejection fails the workflow
             }
+            // held again, so the checks below race no end
+            const end = wf.awakeable('end');
+            await wf.step('send-end', async () => { ids.set('end', end); });
+            await wf.await(end);
         });
         await n.workflowSubmit('p-1', 'pay');
         await n.workflowSubmit('p-2', 'pay');
@@ -177,6 +181,8 @@ test('workflow: awakeables resolved and rejected from the host', async () => {
         await n.awakeableResolve(ids.get('p-1'), 'ok-1'); // the same again: OK
         await assert.rejects(n.awakeableReject(ids.get('p-1'), 'no'), (e) => e.code === 'ECONFLICT');
         await n.awakeableReject(ids.get('p-2'), 'declined');
+        await queryUntil(n, 'p-1', (q) => ids.has('end') && q.hold === 'awaiting', 'the second await');
+        await n.awakeableResolve(ids.get('end'));
         assert.strictEqual((await n.gtxWait('p-1')).status, 'succeed');
         const q2 = await n.gtxWait('p-2');
         assert.strictEqual(q2.status, 'failed');
