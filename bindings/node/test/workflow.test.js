@@ -289,6 +289,38 @@ test('workflow: version markers keep old instances on their path; one out of ran
     }
 });
 
+test('workflow: a throw that is no failure runs it again after the backoff, never compensates', async () => {
+    const n = await troupe.open(tmpdir(), OPTS);
+    const err = console.error;
+    console.error = () => {}; // the throws are logged
+    try {
+        const undo = [];
+        n.branchHandler('undo', async (br) => { undo.push(br.branchId); return true; });
+        const ran = { a: 0, b: 0 };
+        let flaky = 1, broken = 1;
+        n.workflow('flaky', async (wf) => {
+            await wf.step('a', async () => { ran.a++; }, { compensate: { target: 'undo', payload: '' } });
+            await wf.step('b', async () => {
+                ran.b++;
+                if (flaky-- > 0)
+                    throw new Error('the service is down'); // not a WorkflowFailure
+                return 'b';
+            });
+            if (broken-- > 0)
+                throw new TypeError('a bug in the workflow'); // RETRY, not FAILED
+        });
+        await n.workflowSubmit('r-1', 'flaky');
+        const q = await n.gtxWait('r-1');
+        assert.strictEqual(q.status, 'succeed');
+        assert.deepStrictEqual(ran, { a: 1, b: 2 });
+        assert.deepStrictEqual(undo, []);
+        assert.ok(q.attempts >= 2);
+    } finally {
+        console.error = err;
+        await n.close();
+    }
+});
+
 test('workflow: at most 64 records; bad arguments are refused', async () => {
     const n = await troupe.open(tmpdir(), OPTS);
     try {

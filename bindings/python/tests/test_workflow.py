@@ -352,6 +352,48 @@ class Workflows(NodeCase):
             await n.close()
         self.run_async(main)
 
+    def test_a_raise_that_is_no_failure_runs_again_never_compensates(self):
+        async def main():
+            n = await troupe.aio.open(self.dir, sync=2, coord=FAST)
+            undo, ran = [], {"a": 0, "b": 0}
+            flaky, broken = [1], [1]
+
+            async def u(br):
+                undo.append(br.branch_id)
+            n.branch_handler("undo", u)
+
+            async def flow(wf, input):
+                await wf.step("a", lambda ctx: ran.__setitem__("a",
+                                                               ran["a"] + 1),
+                              compensate=("undo", b""))
+
+                def b(ctx):
+                    ran["b"] += 1
+                    flaky[0] -= 1
+                    if flaky[0] >= 0:
+                        raise OSError("the service is down")
+                    return "b"
+                await wf.step("b", b)
+                broken[0] -= 1
+                if broken[0] >= 0:
+                    raise TypeError("a bug in the workflow")  # RETRY
+
+            n.workflow("flaky", flow)
+            log = logging.getLogger("troupe")
+            level = log.level
+            log.setLevel(logging.CRITICAL)  # the raises are logged
+            try:
+                await n.workflow_submit("r-1", "flaky")
+                q = await n.gtx_wait("r-1")
+            finally:
+                log.setLevel(level)
+            self.assertEqual(q["status"], "succeed")
+            self.assertEqual(ran, {"a": 1, "b": 2})
+            self.assertEqual(undo, [])
+            self.assertGreaterEqual(q["attempts"], 2)
+            await n.close()
+        self.run_async(main)
+
     def test_at_most_64_records_and_bad_arguments(self):
         async def main():
             n = await troupe.aio.open(self.dir, sync=2, coord=FAST)

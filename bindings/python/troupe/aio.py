@@ -135,7 +135,7 @@ class Node:
         exc = None
         try:
             await fn(run, input)
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
             raise
         except BaseException as e:  # Suspend is one
             exc = e
