@@ -1269,6 +1269,28 @@ function reasonOf(msg) {
     return s.length > 0 ? s : null;
 }
 
+// A u32 in decimal as troupe's (no sign, no leading zero) up to max.
+function decU32(s, max) {
+    return /^(0|[1-9][0-9]{0,9})$/.test(s) && Number(s) <= max;
+}
+
+// Whether a target that names an actor ("actor:NAME#KIND" or
+// "actor:@NODE.SLOT.GEN#KIND", troupe/branch.h) is in that form; any other
+// name is a dispatch target's. A malformed one would make the whole reply
+// refused, and the run retried for ever with no word of why.
+function actorTargetOk(t) {
+    if (!t.startsWith('actor:'))
+        return true;
+    const who = t.slice(6);
+    const hash = who.lastIndexOf('#');
+    if (hash <= 0 || !decU32(who.slice(hash + 1), 63))
+        return false;
+    if (who[0] !== '@')
+        return true;
+    const v = who.slice(1, hash).split('.');
+    return v.length === 3 && v.every((x) => decU32(x, 0xffffffff)) && v[1] !== '0' && v[2] !== '0';
+}
+
 function compensation(c) {
     if (c === undefined || c === null)
         return null;
@@ -1277,6 +1299,8 @@ function compensation(c) {
     name(c.target, 'step: compensate.target');
     if (Buffer.byteLength(c.target, 'utf8') > 255)
         throw usage('step: compensate.target must be 1..255 bytes');
+    if (!actorTargetOk(c.target))
+        throw usage(`step: compensate.target ${c.target} is no actor target ("actor:NAME#KIND" or "actor:@NODE.SLOT.GEN#KIND")`);
     const p = payloadBytes(c.payload, 'step: compensate.payload');
     if (p.length > WF_PAYLOAD_MAX)
         throw usage(`step: a compensation payload of ${p.length} bytes; at most ${WF_PAYLOAD_MAX}`);

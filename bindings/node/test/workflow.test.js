@@ -338,6 +338,10 @@ test('workflow: at most 64 records; bad arguments are refused', async () => {
                 }
             }
             assert.throws(() => wf.awakeable(''), (e) => e.code === 'EINVAL');
+            await assert.rejects(wf.step('s', async () => {}, { compensate: { target: 'actor:bank#x', payload: '' } }),
+                (e) => e.code === 'EINVAL');
+            await assert.rejects(wf.step('s', async () => {}, { compensate: { target: 'actor:@1.0.1#2', payload: '' } }),
+                (e) => e.code === 'EINVAL');
             await assert.rejects(wf.await('other/01'), (e) => e.code === 'ENOENT');
         });
         await n.workflowSubmit('m-1', 'many');

@@ -409,6 +409,10 @@ class Workflows(NodeCase):
                         break
                 with self.assertRaises(troupe.TroupeError):
                     wf.awakeable("")
+                for bad in ("actor:bank#x", "actor:@1.0.1#2"):
+                    with self.assertRaises(troupe.TroupeError):
+                        await wf.step("s", lambda ctx: None,
+                                      compensate=(bad, b""))
                 with self.assertRaises(troupe.TroupeError) as cm:
                     await wf.await_("other/01")
                 self.assertEqual(cm.exception.name, "ENOENT")

@@ -91,6 +91,29 @@ def reason_of(msg):
     return s or None
 
 
+def _dec_u32(s, max):
+    return re.fullmatch("0|[1-9][0-9]{0,9}", s) is not None and \
+        int(s) <= max
+
+
+def _actor_target_ok(t):
+    """Whether a target naming an actor ("actor:NAME#KIND" or
+    "actor:@NODE.SLOT.GEN#KIND", troupe/branch.h) is in that form; any
+    other name is a dispatch target's. A malformed one would have the
+    whole reply refused and the run retried for ever without a word."""
+    if not t.startswith("actor:"):
+        return True
+    who = t[6:]
+    h = who.rfind("#")
+    if h <= 0 or not _dec_u32(who[h + 1:], 63):
+        return False
+    if who[0] != "@":
+        return True
+    v = who[1:h].split(".")
+    return len(v) == 3 and all(_dec_u32(x, 0xFFFFFFFF) for x in v) and \
+        v[1] != "0" and v[2] != "0"
+
+
 def _compensation(c):
     if c is None:
         return None
@@ -99,6 +122,10 @@ def _compensation(c):
             len(c[0].encode("utf-8")) > 255:
         raise TroupeError(CODE["EINVAL"], "step: compensate is (target of "
                           "1..255 bytes, payload)")
+    if not _actor_target_ok(c[0]):
+        raise TroupeError(CODE["EINVAL"], "step: compensate target %s is no "
+                          "actor target (actor:NAME#KIND or "
+                          "actor:@NODE.SLOT.GEN#KIND)" % c[0])
     p = payload_bytes(c[1])
     if len(p) > PAYLOAD_MAX:
         raise TroupeError(CODE["EINVAL"], "step: a compensation payload of "
