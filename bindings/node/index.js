@@ -24,6 +24,9 @@
 // - Blocking calls (open, start, close, queue create) run through koffi's
 //   .async on libuv's threadpool; close from process.on('exit') is the one
 //   synchronous call, at exit.
+// - Workflows (node.workflow) are pull targets whose tasks are runs: the
+//   driver replays the JS function over the run's records (WorkflowRun,
+//   the C trampoline's rules) and answers with what it recorded anew.
 // - The wake socket is ref'd only while something waits for the node (a
 //   request in flight or a subscription); close unrefs and destroys it.
 'use strict';
@@ -1737,7 +1740,9 @@ class Target {
                     await run._action.catch(() => {});
                 finish(run._stop !== 0 ? run._stop : end, reason);
             };
-            settle();
+            settle().catch((err) => { // a bug of the binding's: the run times out
+                console.error(`troupe: workflow ${run.gid}: the run could not answer:`, err);
+            });
         };
     }
 
