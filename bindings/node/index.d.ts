@@ -83,8 +83,48 @@ export interface GtxInfo {
     updated_ms: number;
     finished_ms: number;
     next_due_ms: number;
-    branches: Array<{ id: string; ops: GtxOp[] }>;
+    /** a workflow held: diverged from its records, or awaiting an awakeable */
+    hold: 'diverged' | 'awaiting' | null;
+    /** a workflow's records carry kind, name and version too */
+    branches: Array<{ id: string; ops: GtxOp[]; kind?: 'step' | 'awakeable' | 'version';
+                      name?: string; version?: number }>;
 }
+
+/** What a step's fn gets: the barrier's branch (pass it to tx.barrier). */
+export interface StepContext {
+    mode: 'workflow';
+    gid: string;
+    /** the step's position, "01".. */
+    branchId: string;
+    op: 'action';
+    /** the run's dispatch number */
+    attempt: number;
+}
+
+/** A step's result: bytes as they are, anything else packed as msgpack. */
+export type StepResult = Buffer | Uint8Array | string | unknown;
+
+/** A workflow function's handle on its run (valid during the run only). */
+export interface WorkflowRun {
+    readonly gid: string;
+    readonly attempt: number;
+    readonly deadline: number;
+    /** The memoized result of step `name`, or runs fn once now (a new step
+     * is registered first: the run stops with a Suspend). Rejects with a
+     * WorkflowFailure when fn threw one. */
+    step(name: string, fn: (ctx: StepContext) => StepResult | Promise<StepResult>,
+         opts?: { compensate?: { target: string; payload?: StepResult } | null }): Promise<Buffer>;
+    /** Awakeable `name`'s id ("gid/branch-id"); throws a Suspend while it is
+     * being registered. */
+    awakeable(name: string): string;
+    /** Its resolution; a Suspend until then; a WorkflowFailure if rejected. */
+    await(id: string): Promise<Buffer>;
+    /** Version marker `change`: the recorded version, max the first time,
+     * VERSION_DEFAULT (-1) for an instance older than the marker. */
+    version(change: string, min: number, max: number): number;
+}
+
+export type WorkflowFn = (wf: WorkflowRun, input: Buffer) => Promise<unknown> | unknown;
 
 /** Every failure: `code` is troupe's name of it ('ECONFLICT', 'ENOTABLE',
  * 'ECLOSED', ...), `errno` its number (troupe/err.h). */
@@ -286,9 +326,29 @@ export interface Node {
      * (logged, retried after the backoff). */
     branchHandler(target: string, handler: (b: Branch) => BranchOutcome | Promise<BranchOutcome>,
                   opts?: SubscribeOptions): Subscription;
+    /** Registers workflow `name` (a pull target of that name). */
+    workflow(name: string, fn: WorkflowFn, opts?: SubscribeOptions): Subscription;
+    /** Submits instance gid of workflow `name`; resolves once committed
+     * (also when gid exists). */
+    workflowSubmit(gid: string, name: string, input?: StepResult): Promise<void>;
+    awakeableResolve(id: string, payload?: StepResult): Promise<void>;
+    awakeableReject(id: string, reason?: StepResult): Promise<void>;
     /** Fails every request still pending with ECLOSED, then closes the node. */
     close(): Promise<void>;
 }
+
+/** Thrown from a step's fn: the step fails with result (default: the
+ * message's bytes). wf.step/wf.await reject with one; one that leaves the
+ * workflow fails it (compensating every registered step, in reverse). */
+export class WorkflowFailure extends Error {
+    constructor(message: string, result?: StepResult);
+    readonly result: Buffer;
+    readonly step?: string;
+    readonly awakeable?: string;
+}
+/** Whether e is the signal that stops a run: a catch must rethrow it. */
+export function isSuspend(e: unknown): boolean;
+export const VERSION_DEFAULT: -1;
 
 export const OUTCOME: { SUCCESS: 1; FAILURE: 2; ONGOING: 3; UNKNOWN: 4 };
 export function open(dir: string, opts?: OpenOptions): Promise<Node>;

@@ -24,6 +24,9 @@
 // - Blocking calls (open, start, close, queue create) run through koffi's
 //   .async on libuv's threadpool; close from process.on('exit') is the one
 //   synchronous call, at exit.
+// - Workflows (node.workflow) are pull targets whose tasks are runs: the
+//   driver replays the JS function over the run's records (WorkflowRun,
+//   the C trampoline's rules) and answers with what it recorded anew.
 // - The wake socket is ref'd only while something waits for the node (a
 //   request in flight or a subscription); close unrefs and destroys it.
 'use strict';
@@ -40,6 +43,7 @@ const KIND_QUEUE = 1;
 const KIND_ACTOR = 2; // TROUPE_TASK_ACTOR (troupe/dispatch.h)
 const KIND_COMPLETION = 3; // TROUPE_TASK_COMPLETION (troupe/dispatch.h)
 const KIND_BRANCH = 4; // TROUPE_TASK_BRANCH: a global transaction's call
+const KIND_WORKFLOW = 5; // TROUPE_TASK_WORKFLOW: a workflow's run
 const OUTCOME = { SUCCESS: 1, FAILURE: 2, ONGOING: 3, UNKNOWN: 4 };
 const BATCH_MAX = 256;
 const MAX_WAITING = 1 << 20; // requests waiting in JS after an EBUSY
@@ -124,6 +128,9 @@ function lib() {
         gtxForceStop: f('int troupe_abi_gtx_force_stop(troupe_abi *n, uint64_t req, const char *gid, size_t gid_len)'),
         gtxQuery: f('int troupe_abi_gtx_query(troupe_abi *n, uint64_t req, const char *gid, size_t gid_len)'),
         gtxList: f('int troupe_abi_gtx_list(troupe_abi *n, uint64_t req, const char *status, const char *mode, const char *after, uint32_t limit)'),
+        workflowSubmit: f('int troupe_abi_workflow_submit(troupe_abi *n, uint64_t req, const char *gid, size_t gid_len, const char *name, const void *input, size_t len)'),
+        awakeableResolve: f('int troupe_abi_awakeable_resolve(troupe_abi *n, uint64_t req, const char *id, size_t id_len, const void *payload, size_t len)'),
+        awakeableReject: f('int troupe_abi_awakeable_reject(troupe_abi *n, uint64_t req, const char *id, size_t id_len, const void *reason, size_t len)'),
         txnBarrier: f('int troupe_abi_txn_barrier(troupe_abi *n, uint64_t req, uint64_t txn, const char *mode, const char *gid, size_t gid_len, const char *branch_id, const char *op)'),
     };
     return LIB;
@@ -850,6 +857,62 @@ class Node {
         return t;
     }
 
+    // ---- workflows ----
+
+    /**
+     * Registers workflow `name` (a pull target of that name): each run
+     * calls fn(wf, input) (input a Buffer), an async function replayed
+     * from the top on every run over the records so far (wf.step,
+     * wf.awakeable, wf.await, wf.version). It resolves: the workflow
+     * succeeds; it throws a WorkflowFailure (an uncaught failed step, or
+     * one of its own): the workflow fails and every registered step's
+     * compensation runs, in reverse; it throws anything else: the run is
+     * tried again after the backoff (logged). opts {concurrency (runs at
+     * once, 64), timeoutMs (of a run, 30 s)}.
+     */
+    workflow(workflowName, fn, opts = {}) {
+        wfName(workflowName, 'workflow name');
+        if (typeof fn !== 'function')
+            throw usage('workflow: fn must be a function (wf, input) => ...');
+        const t = this._target(workflowName, opts);
+        t._workflow(fn);
+        this._subs++;
+        this._updateRef();
+        return t;
+    }
+
+    /** Submits instance gid of workflow `name` with input (bytes as they
+     * are, undefined none, anything else msgpack). Resolves once it is
+     * committed (also when gid exists already: nothing runs twice). */
+    async workflowSubmit(gid, workflowName, input) {
+        const g = gidBytes(gid);
+        wfName(workflowName, 'workflow name');
+        const b = payloadBytes(input, 'workflow input');
+        return this._request((id) => this._L.workflowSubmit(this._h, id, gid, g.length, workflowName, b, b.length), gtxDone, `workflow ${gid}`);
+    }
+
+    /** Resolves awakeable id (what wf.awakeable gave) with payload (bytes
+     * as they are, anything else msgpack): its workflow runs again and
+     * its await gives the payload. The same resolution again is OK;
+     * another, or one after the workflow ended, ECONFLICT. */
+    async awakeableResolve(id, payload) {
+        return this._settleAwakeable(id, payload, this._L.awakeableResolve, 'resolve');
+    }
+
+    /** Rejects awakeable id: its await throws a WorkflowFailure with
+     * reason as its result. */
+    async awakeableReject(id, reason) {
+        return this._settleAwakeable(id, reason, this._L.awakeableReject, 'reject');
+    }
+
+    _settleAwakeable(id, payload, fn, what) {
+        if (typeof id !== 'string' || id.length === 0 || Buffer.byteLength(id, 'utf8') > AWAKEABLE_ID_MAX || id.includes('\0'))
+            throw usage(`awakeable ${what}: an id is "gid/branch-id" of 1..${AWAKEABLE_ID_MAX} bytes`);
+        const i = Buffer.from(id, 'utf8');
+        const b = payloadBytes(payload, `awakeable ${what}'s payload`);
+        return this._request((rq) => fn(this._h, rq, i, i.length, b, b.length), gtxDone, `awakeable ${what} ${id}`);
+    }
+
     // ---- close ----
 
     _failAll() {
@@ -1120,6 +1183,347 @@ class Transaction {
     }
 }
 
+// ---- workflows (docs/coordinator.md "Workflows") ------------------------------
+//
+// A workflow is a pull target named after it; each run is a task of kind
+// 5 whose body is [input, records]. The run's driver calls the function
+// with a WorkflowRun (`wf`) that replays it over the records exactly as
+// the C trampoline does (actors/coord/src/workflow.c): a step done
+// returns its stored result, a registered one runs its fn now, a new one
+// is registered and the run stops. Stopping is a Suspend thrown from the
+// call; the driver turns the run's end and the updates it collected into
+// the reply [end, reason, updates(, awaited)]. Whatever the function does
+// after a Suspend (catches it, returns, throws something else) changes
+// nothing: the end is the one the first stop decided, as in C.
+
+const WF_KIND = { STEP: 1, AWAKE: 2, VERSION: 3 };
+const WF_STATE = { TODO: 1, DONE: 3, REFUSED: 4 };
+const WF_END = { SUCCEEDED: 1, FAILED: 2, CONTINUE: 3, RETRY: 4, DIVERGED: 5, AWAIT: 6 };
+const WF_RECORDS_MAX = 64; // TROUPE_GTX_STEPS_MAX
+const WF_NAME_MAX = 128; // TROUPE_WF_NAME_MAX
+const WF_PAYLOAD_MAX = 65536; // TROUPE_GTX_PAYLOAD_MAX
+const WF_REASON_MAX = 256; // TROUPE_GTX_ABORT_REASON_MAX
+const AWAKEABLE_ID_MAX = 133; // TROUPE_AWAKEABLE_ID_MAX
+const VERSION_DEFAULT = -1; // TROUPE_WF_VERSION_DEFAULT
+const EMPTY = Buffer.alloc(0);
+
+/** Thrown by a workflow call that must stop the run (a registration, an
+ * await not resolved, a divergence). A catch in a workflow must rethrow
+ * it: `catch (e) { if (troupe.isSuspend(e)) throw e; ... }`. */
+class Suspend extends Error {
+    constructor() {
+        super('troupe: this workflow run stops here; rethrow it (troupe.isSuspend)');
+        this.name = 'Suspend';
+    }
+}
+
+function isSuspend(e) {
+    return e instanceof Suspend;
+}
+
+/** A failure in a workflow: thrown by a step's fn, it records the step
+ * as failed with `result` (default: the message's bytes); wf.step and
+ * wf.await reject with one for a failed step or a rejected awakeable;
+ * one that leaves the workflow function fails the workflow (its message
+ * the rollback reason), which compensates every registered step. */
+class WorkflowFailure extends Error {
+    constructor(message, result) {
+        super(message);
+        this.name = 'WorkflowFailure';
+        this.result = result === undefined ? Buffer.from(String(message), 'utf8') : payloadBytes(result, 'a failure\'s result');
+    }
+}
+
+// bytes as given, undefined/null empty, anything else msgpack.
+function payloadBytes(v, what) {
+    if (v === undefined || v === null)
+        return EMPTY;
+    if (Buffer.isBuffer(v) || v instanceof Uint8Array || typeof v === 'string')
+        return bytes(v, what);
+    return pack(v, what);
+}
+
+function wfName(v, what) {
+    name(v, what);
+    const n = Buffer.byteLength(v, 'utf8');
+    if (n > WF_NAME_MAX)
+        throw usage(`${what} must be 1..${WF_NAME_MAX} bytes (got ${n})`);
+    return v;
+}
+
+function pad2(n) {
+    return n < 10 ? `0${n}` : String(n);
+}
+
+// At most n bytes of s's UTF-8 (as the C side's %.40s).
+function clip(s, n) {
+    const b = Buffer.from(s, 'utf8');
+    return b.length <= n ? s : b.subarray(0, n).toString('utf8');
+}
+
+const KIND_NAMES = { 1: 'step', 2: 'awakeable', 3: 'version marker' };
+
+// A rollback reason the coordinator accepts: 1..256 bytes of UTF-8
+// without control characters (troupe_gtx_abort_reason_valid), or null.
+function reasonOf(msg) {
+    let s = String(msg === undefined || msg === null ? '' : msg).replace(/[\u0000-\u001f\u007f]/g, ' ').trim();
+    while (Buffer.byteLength(s, 'utf8') > WF_REASON_MAX)
+        s = s.slice(0, -1);
+    return s.length > 0 ? s : null;
+}
+
+// A u32 in decimal as troupe's (no sign, no leading zero) up to max.
+function decU32(s, max) {
+    return /^(0|[1-9][0-9]{0,9})$/.test(s) && Number(s) <= max;
+}
+
+// Whether a target that names an actor ("actor:NAME#KIND" or
+// "actor:@NODE.SLOT.GEN#KIND", troupe/branch.h) is in that form; any other
+// name is a dispatch target's. A malformed one would make the whole reply
+// refused, and the run retried for ever with no word of why.
+function actorTargetOk(t) {
+    if (!t.startsWith('actor:'))
+        return true;
+    const who = t.slice(6);
+    const hash = who.lastIndexOf('#');
+    if (hash <= 0 || !decU32(who.slice(hash + 1), 63))
+        return false;
+    if (who[0] !== '@')
+        return true;
+    const v = who.slice(1, hash).split('.');
+    return v.length === 3 && v.every((x) => decU32(x, 0xffffffff)) && v[1] !== '0' && v[2] !== '0';
+}
+
+function compensation(c) {
+    if (c === undefined || c === null)
+        return null;
+    if (typeof c !== 'object' || Array.isArray(c))
+        throw usage('step: compensate must be {target, payload}');
+    name(c.target, 'step: compensate.target');
+    if (Buffer.byteLength(c.target, 'utf8') > 255)
+        throw usage('step: compensate.target must be 1..255 bytes');
+    if (!actorTargetOk(c.target))
+        throw usage(`step: compensate.target ${c.target} is no actor target ("actor:NAME#KIND" or "actor:@NODE.SLOT.GEN#KIND")`);
+    const p = payloadBytes(c.payload, 'step: compensate.payload');
+    if (p.length > WF_PAYLOAD_MAX)
+        throw usage(`step: a compensation payload of ${p.length} bytes; at most ${WF_PAYLOAD_MAX}`);
+    return [c.target, p];
+}
+
+// A run's records from its body [input bin, records]; null if it breaks
+// the format.
+function runBody(u8) {
+    let b;
+    try {
+        b = decode(u8);
+    } catch (err) {
+        return null;
+    }
+    if (!Array.isArray(b) || b.length !== 2 || !(b[0] instanceof Uint8Array) || !Array.isArray(b[1]) || b[1].length > WF_RECORDS_MAX)
+        return null;
+    const recs = [];
+    for (const k of b[1]) {
+        if (!Array.isArray(k) || k.length !== 5 || !Number.isInteger(k[0]) || typeof k[1] !== 'string' || !Number.isInteger(k[2]) || !(k[3] instanceof Uint8Array) || !Number.isInteger(k[4]))
+            return null;
+        recs.push({ kind: k[0], name: k[1], state: k[2], result: toBuffer(k[3]), version: k[4] });
+    }
+    return { input: toBuffer(b[0]), recs };
+}
+
+/** What a workflow function gets: its gid, the replay's calls. */
+class WorkflowRun {
+    constructor(gid, recs, attempt, deadline) {
+        this.gid = gid;
+        this.attempt = attempt;
+        this.deadline = deadline;
+        this._recs = recs;
+        this._pos = 0;
+        this._stop = 0;
+        this._awaited = 0;
+        this._reason = null; // DIVERGED: where
+        this._updates = [];
+        this._action = null; // the Promise of a step's fn running now
+        this._over = false; // answered: no call may come any more
+    }
+
+    _live(what) {
+        if (this._over)
+            throw usage(`${what}: this workflow run has ended (a call not awaited?)`);
+        if (this._stop !== 0)
+            throw new Suspend();
+        if (this._action !== null)
+            throw usage(`${what}: inside a step's fn (steps run one at a time)`);
+    }
+
+    _halt(end) {
+        if (this._stop === 0)
+            this._stop = end;
+        return new Suspend();
+    }
+
+    _diverged(k, kind, nm) {
+        this._reason = `replay diverged: position ${pad2(this._pos + 1)} was recorded as ${KIND_NAMES[k.kind] || 'version marker'} "${clip(k.name, 40)}" but is now ${KIND_NAMES[kind]} "${clip(nm, 40)}"`;
+        return this._halt(WF_END.DIVERGED);
+    }
+
+    _append(kind, nm, state, comp, version) {
+        if (this._pos >= WF_RECORDS_MAX)
+            throw usage(`a workflow has at most ${WF_RECORDS_MAX} records (steps, awakeables, version markers)`);
+        this._updates.push([this._pos++, kind, nm, state, EMPTY, comp, version]);
+    }
+
+    /**
+     * Step `name` at the run's next position: resolves with its result (a
+     * Buffer), run by fn({mode, gid, branchId, op}) once (what fn returns:
+     * bytes as they are, other values as msgpack); rejects with a
+     * WorkflowFailure when fn threw one (now or in an earlier run).
+     * opts.compensate {target, payload}: the branch call that undoes it,
+     * stored before fn ever runs. Any other throw of fn runs the step
+     * again after the backoff.
+     */
+    async step(stepName, fn, opts = {}) {
+        this._live('step');
+        wfName(stepName, 'step name');
+        if (typeof fn !== 'function')
+            throw usage('step: fn must be a function');
+        const comp = compensation(opts && opts.compensate);
+        if (this._pos >= this._recs.length) {
+            this._append(WF_KIND.STEP, stepName, WF_STATE.TODO, comp, 0);
+            throw this._halt(WF_END.CONTINUE);
+        }
+        const k = this._recs[this._pos];
+        if (k.kind !== WF_KIND.STEP || k.name !== stepName)
+            throw this._diverged(k, WF_KIND.STEP, stepName);
+        if (k.state === WF_STATE.TODO)
+            return this._run(stepName, fn);
+        this._pos++;
+        if (k.state === WF_STATE.DONE)
+            return k.result;
+        throw stepFailure(stepName, k.result);
+    }
+
+    async _run(stepName, fn) {
+        const pos = this._pos;
+        const ctx = { mode: 'workflow', gid: this.gid, branchId: pad2(pos + 1), op: 'action', attempt: this.attempt };
+        let state, result = EMPTY;
+        const act = (async () => fn(ctx))();
+        this._action = act;
+        try {
+            result = payloadBytes(await act, 'a step\'s result');
+            state = WF_STATE.DONE;
+            if (result.length > WF_PAYLOAD_MAX) {
+                result = Buffer.from(`step result of ${result.length} bytes; at most ${WF_PAYLOAD_MAX}`);
+                state = WF_STATE.REFUSED;
+            }
+        } catch (err) {
+            if (err instanceof WorkflowFailure) {
+                state = WF_STATE.REFUSED;
+                result = err.result.length <= WF_PAYLOAD_MAX ? err.result : err.result.subarray(0, WF_PAYLOAD_MAX);
+            } else {
+                if (!isSuspend(err))
+                    console.error(`troupe: workflow ${this.gid} step "${stepName}" threw; it runs again after the backoff:`, err);
+                state = WF_STATE.TODO;
+            }
+        } finally {
+            this._action = null;
+        }
+        this._pos++;
+        if (state === WF_STATE.TODO) {
+            this._updates.push([pos, WF_KIND.STEP, stepName, WF_STATE.TODO, EMPTY, null, 0]);
+            throw this._halt(WF_END.RETRY);
+        }
+        this._updates.push([pos, WF_KIND.STEP, stepName, state, result, null, 0]);
+        if (state === WF_STATE.DONE)
+            return result;
+        throw stepFailure(stepName, result);
+    }
+
+    /** Awakeable `name` at the run's next position: its id
+     * ("gid/branch-id"), to hand on from a step (so that it is sent once)
+     * to whoever resolves it (node.awakeableResolve). */
+    awakeable(awName) {
+        this._live('awakeable');
+        wfName(awName, 'awakeable name');
+        if (this._pos >= this._recs.length) {
+            this._append(WF_KIND.AWAKE, awName, WF_STATE.TODO, null, 0);
+            throw this._halt(WF_END.CONTINUE);
+        }
+        const k = this._recs[this._pos];
+        if (k.kind !== WF_KIND.AWAKE || k.name !== awName)
+            throw this._diverged(k, WF_KIND.AWAKE, awName);
+        return `${this.gid}/${pad2(++this._pos)}`;
+    }
+
+    /** The resolution of awakeable id (a Buffer); rejects with a
+     * WorkflowFailure when it was rejected. Until it is resolved the
+     * workflow is held (no run, no backoff). Takes no position. */
+    async await(id) {
+        this._live('await');
+        const slash = typeof id === 'string' ? id.lastIndexOf('/') : -1;
+        const bid = slash >= 0 ? id.slice(slash + 1) : '';
+        const pos = Number(bid) - 1;
+        if (slash < 0 || id.slice(0, slash) !== this.gid || !/^[0-9]{2,4}$/.test(bid) || pos < 0 ||
+            pos >= this._recs.length || this._recs[pos].kind !== WF_KIND.AWAKE)
+            throw new TroupeError(E.ENOENT, `await: ${String(id)} is not an awakeable of workflow ${this.gid}`);
+        const k = this._recs[pos];
+        if (k.state === WF_STATE.TODO) {
+            this._awaited = pos;
+            throw this._halt(WF_END.AWAIT);
+        }
+        if (k.state === WF_STATE.DONE)
+            return k.result;
+        const f = new WorkflowFailure(`awakeable ${id} was rejected: ${k.result.toString('utf8')}`, k.result);
+        f.awakeable = id;
+        throw f;
+    }
+
+    /**
+     * Version marker `change` at the run's next position: an instance
+     * that recorded it gets its recorded version, one reaching it first
+     * max (recorded), one that predates it troupe.VERSION_DEFAULT (-1),
+     * taking no position. A version outside [min, max] diverges.
+     */
+    version(change, min, max) {
+        this._live('version');
+        wfName(change, 'version marker name');
+        if (!Number.isInteger(min) || !Number.isInteger(max) || min > max || min < -2147483648 || max > 2147483647)
+            throw usage('version: min and max are int32s, min <= max');
+        const at = this._pos + 1;
+        let v = VERSION_DEFAULT;
+        if (this._pos >= this._recs.length) {
+            if (this._pos >= WF_RECORDS_MAX)
+                throw usage(`a workflow has at most ${WF_RECORDS_MAX} records`);
+            this._updates.push([this._pos++, WF_KIND.VERSION, change, WF_STATE.DONE, EMPTY, null, max]);
+            v = max;
+        } else {
+            const k = this._recs[this._pos];
+            if (k.kind === WF_KIND.VERSION && k.name === change) {
+                v = k.version;
+                this._pos++;
+            }
+        }
+        if (v < min || v > max) {
+            this._reason = `replay diverged: version marker "${clip(change, 40)}" at position ${pad2(at)} is version ${v}, outside ${min}..${max}`;
+            throw this._halt(WF_END.DIVERGED);
+        }
+        return v;
+    }
+
+    _body(end, failReason) {
+        const reason = end === WF_END.DIVERGED ? this._reason : end === WF_END.FAILED ? failReason : null;
+        const a = [end, reason === undefined ? null : reason, this._updates];
+        if (end === WF_END.AWAIT)
+            a.push(this._awaited);
+        return Buffer.from(encode(a));
+    }
+}
+
+function stepFailure(stepName, result) {
+    const f = new WorkflowFailure(`step "${stepName}" failed: ${result.toString('utf8')}`, result);
+    f.step = stepName;
+    return f;
+}
+
 // ---- pull targets and subscriptions ------------------------------------------
 
 // An i64 that fits a double (a Unix ms time) without a BigInt.
@@ -1297,6 +1701,51 @@ class Target {
         };
     }
 
+    // A workflow's runs: header "workflow\0gid\0" "00\0run\0", body
+    // [input, records]; answered SUCCESS with [end, reason, updates(,
+    // awaited)] (WorkflowRun), or UNKNOWN for a task that is no run.
+    _workflow(fn) {
+        this._onTask = (buf, off, kind, hlen, blen, lo, hi) => {
+            const n = this._node;
+            const h = off + RECORD_FIXED;
+            const parts = kind === KIND_WORKFLOW ? buf.toString('utf8', h, h + hlen).split('\0') : [];
+            const body = parts.length === 5 && parts[0] === 'workflow' && parts[2] === '00' && parts[3] === 'run' && parts[4] === ''
+                ? runBody(n._batchCopy().subarray(h + hlen, h + hlen + blen)) : null;
+            if (body === null) {
+                n._reply(lo, hi, OUTCOME.UNKNOWN, null);
+                return;
+            }
+            const run = new WorkflowRun(parts[1], body.recs, buf.readUInt32LE(off + 16), i64(buf, off + 24));
+            this.inFlight++;
+            const finish = (end, reason) => {
+                this.inFlight--;
+                run._over = true;
+                n._reply(lo, hi, OUTCOME.SUCCESS, run._body(end, reason));
+            };
+            const settle = async () => {
+                let end = WF_END.SUCCEEDED, reason = null;
+                try {
+                    await fn(run, body.input);
+                } catch (err) {
+                    if (err instanceof WorkflowFailure) {
+                        end = WF_END.FAILED;
+                        reason = reasonOf(err.message);
+                    } else {
+                        end = WF_END.RETRY;
+                        if (!isSuspend(err) && run._stop === 0)
+                            console.error(`troupe: workflow ${run.gid} threw; it runs again after the backoff:`, err);
+                    }
+                }
+                if (run._action !== null) // a step not awaited: its end first
+                    await run._action.catch(() => {});
+                finish(run._stop !== 0 ? run._stop : end, reason);
+            };
+            settle().catch((err) => { // a bug of the binding's: the run times out
+                console.error(`troupe: workflow ${run.gid}: the run could not answer:`, err);
+            });
+        };
+    }
+
     _queue(handler) {
         this._onTask = (buf, off, kind, hlen, blen, lo, hi) => {
             if (kind !== KIND_QUEUE) {
@@ -1336,4 +1785,4 @@ class Target {
     }
 }
 
-module.exports = { open, TroupeError, OUTCOME, libraryPath };
+module.exports = { open, TroupeError, OUTCOME, libraryPath, WorkflowFailure, isSuspend, VERSION_DEFAULT };

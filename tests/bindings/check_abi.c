@@ -1168,6 +1168,182 @@ START_TEST(coordinator)
 }
 END_TEST
 
+/* ---- workflows: the pull side of a run, spoken by hand ---- */
+
+/* Pumps (30 s at most) until a workflow run comes, into b; completions go
+ * to p. */
+static rec
+pump_run(troupe_abi *n, pump *p, uint8_t *b)
+{
+    uint64_t until = ts_now_ms() + 30000;
+    while (ts_now_ms() < until) {
+        size_t len = 0;
+        ck_assert_int_eq(troupe_abi_next_task(n, 100, b, BUF, &len), 0);
+        if (len == 0)
+            continue;
+        rec r = parse(b);
+        if (r.kind == TROUPE_TASK_WORKFLOW)
+            return r;
+        ck_assert_uint_eq(r.kind, TROUPE_TASK_COMPLETION);
+        ck_assert_uint_lt(r.id, 128);
+        p->done[r.id] = true;
+        p->status[r.id] = status_of(&r);
+        memcpy(p->body[r.id], r.body, r.blen < 1024 ? r.blen : 1024);
+        p->body_len[r.id] = r.blen;
+    }
+    ck_abort_msg("no workflow run within 30 s");
+    return (rec){0};
+}
+
+/* The records of a run's body [input bin, records]: their count, and the
+ * state and result of record 0 (when there is one). */
+static uint32_t
+run_records(const rec *r, const char *input, uint64_t *state0, char *res0)
+{
+    msgpack_unpacked up;
+    msgpack_unpacked_init(&up);
+    size_t off = 0;
+    ck_assert_int_eq(
+        msgpack_unpack_next(&up, (const char *)r->body, r->blen, &off),
+        MSGPACK_UNPACK_SUCCESS);
+    const msgpack_object *o = &up.data;
+    ck_assert_int_eq(o->type, MSGPACK_OBJECT_ARRAY);
+    ck_assert_uint_eq(o->via.array.size, 2);
+    const msgpack_object *in = &o->via.array.ptr[0], *recs = &in[1];
+    ck_assert_int_eq(in->type, MSGPACK_OBJECT_BIN);
+    ck_assert_uint_eq(in->via.bin.size, strlen(input));
+    ck_assert_mem_eq(in->via.bin.ptr, input, strlen(input));
+    ck_assert_int_eq(recs->type, MSGPACK_OBJECT_ARRAY);
+    uint32_t nr = recs->via.array.size;
+    if (nr > 0) {
+        const msgpack_object *k = recs->via.array.ptr[0].via.array.ptr;
+        ck_assert_uint_eq(recs->via.array.ptr[0].via.array.size, 5);
+        *state0 = k[2].via.u64;
+        memcpy(res0, k[3].via.bin.ptr, k[3].via.bin.size);
+        res0[k[3].via.bin.size] = '\0';
+    }
+    msgpack_unpacked_destroy(&up);
+    return nr;
+}
+
+START_TEST(workflow_run)
+{
+    troupe_abi *n = NULL;
+    ck_assert_int_eq(troupe_abi_open(dir, 2, 2, 2, &n), 0);
+    uint32_t idx;
+    ck_assert_int_eq(troupe_abi_register_pull(n, "wfa", 8, 5000, &idx), 0);
+    ck_assert_int_eq(troupe_abi_coord_options(n, 2, 50, 200, 2), 0);
+    ck_assert_int_eq(troupe_abi_workflow_submit(n, 1, "w-1", 3, "wfa", "in", 2),
+                     TROUPE_ESTATE); /* no coordinator before start */
+    ck_assert_int_eq(troupe_abi_start(n), 0);
+    /* refused at the call: nothing submitted */
+    static char big[65537]; /* a payload over 64 KiB */
+    ck_assert_int_eq(troupe_abi_workflow_submit(NULL, 1, "w-1", 3, "wfa", 0, 0),
+                     TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_workflow_submit(n, 1, "w 1", 3, "wfa", 0, 0),
+                     TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_workflow_submit(n, 1, "w-1", 3, NULL, 0, 0),
+                     TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_workflow_submit(n, 1, "w-1", 3, "wfa", NULL, 2),
+                     TROUPE_EINVAL);
+    ck_assert_int_eq(
+        troupe_abi_workflow_submit(n, 1, "w-1", 3, "wfa", big, sizeof(big)),
+        TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_awakeable_resolve(NULL, 1, "w-1/01", 6, 0, 0),
+                     TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_awakeable_resolve(n, 1, "", 0, 0, 0),
+                     TROUPE_EINVAL);
+    ck_assert_int_eq(troupe_abi_awakeable_reject(n, 1, "w\0/01", 5, 0, 0),
+                     TROUPE_EINVAL);
+    ck_assert_int_eq(
+        troupe_abi_awakeable_reject(n, 1, "w-1/01", 6, big, sizeof(big)),
+        TROUPE_EINVAL);
+
+    pump p = {0};
+    uint8_t *b = malloc(BUF);
+    /* refused by the coordinator: no target of that name, no such id */
+    ck_assert_int_eq(
+        troupe_abi_workflow_submit(n, 2, "w-0", 3, "nobody", "x", 1), 0);
+    ck_assert_int_eq(pump_until(n, &p, 2), TROUPE_ENOENT);
+    ck_assert_uint_gt(p.body_len[2], 1); /* the message */
+    ck_assert_int_eq(troupe_abi_awakeable_resolve(n, 3, "w-0/01", 6, "x", 1),
+                     0);
+    ck_assert_int_eq(pump_until(n, &p, 3), TROUPE_ENOENT);
+
+    ck_assert_int_eq(troupe_abi_workflow_submit(n, 4, "w-1", 3, "wfa", "in", 2),
+                     0);
+    rec r = pump_run(n, &p, b);
+    ck_assert_uint_eq(r.target, idx);
+    ck_assert_uint_eq(r.hlen, 20);
+    ck_assert_mem_eq(r.header,
+                     "workflow\0w-1\0"
+                     "00\0run\0",
+                     20);
+    uint64_t st = 0;
+    char res[64] = "";
+    ck_assert_uint_eq(run_records(&r, "in", &st, res), 0);
+    /* CONTINUE: an awakeable "pay" registered at position 0 */
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_array(&pk, 3);
+    msgpack_pack_uint8(&pk, 3);
+    msgpack_pack_nil(&pk);
+    msgpack_pack_array(&pk, 1);
+    msgpack_pack_array(&pk, 7);
+    msgpack_pack_uint8(&pk, 0);
+    msgpack_pack_uint8(&pk, 2);
+    msgpack_pack_str_with_body(&pk, "pay", 3);
+    msgpack_pack_uint8(&pk, 1);
+    msgpack_pack_bin_with_body(&pk, "", 0);
+    msgpack_pack_nil(&pk);
+    msgpack_pack_int8(&pk, 0);
+    ck_assert_int_eq(
+        troupe_abi_reply(n, r.id, TROUPE_OUTCOME_SUCCESS, sb.data, sb.size), 0);
+    /* the next run sees it pending and awaits it: held */
+    r = pump_run(n, &p, b);
+    ck_assert_uint_eq(run_records(&r, "in", &st, res), 1);
+    ck_assert_uint_eq(st, 1);
+    ck_assert_int_eq(troupe_abi_reply(n, r.id, TROUPE_OUTCOME_SUCCESS,
+                                      "\x94\x06\xc0\x90\x00", 5),
+                     0);
+    char hold[32] = "";
+    uint64_t until = ts_now_ms() + 30000;
+    while (strcmp(hold, "awaiting") != 0 && ts_now_ms() < until) {
+        p.done[5] = false;
+        ck_assert_int_eq(troupe_abi_gtx_query(n, 5, "w-1", 3), 0);
+        ck_assert_int_eq(pump_until(n, &p, 5), 0);
+        (void)map_str(p.body[5], p.body_len[5], "hold", hold, sizeof(hold));
+    }
+    ck_assert_str_eq(hold, "awaiting");
+    /* resolved from the host: it runs again with the payload */
+    ck_assert_int_eq(troupe_abi_awakeable_resolve(n, 6, "w-1/01", 6, "paid", 4),
+                     0);
+    /* the same resolution again is OK and changes nothing (the run may
+     * come before either completion: both are taken while it is held) */
+    ck_assert_int_eq(troupe_abi_awakeable_resolve(n, 7, "w-1/01", 6, "paid", 4),
+                     0);
+    r = pump_run(n, &p, b);
+    ck_assert_int_eq(pump_until(n, &p, 6), 0);
+    ck_assert_uint_eq(run_records(&r, "in", &st, res), 1);
+    ck_assert_uint_eq(st, 3);
+    ck_assert_str_eq(res, "paid");
+    ck_assert_int_eq(pump_until(n, &p, 7), 0); /* before the run ends */
+    ck_assert_int_eq(troupe_abi_reply(n, r.id, TROUPE_OUTCOME_SUCCESS,
+                                      "\x93\x01\xc0\x90", 4),
+                     0);
+    ck_assert_str_eq(final_status(n, &p, "w-1"), "succeed");
+    /* another verdict, once it ended: a conflict */
+    ck_assert_int_eq(troupe_abi_awakeable_reject(n, 8, "w-1/01", 6, "no", 2),
+                     0);
+    ck_assert_int_eq(pump_until(n, &p, 8), TROUPE_ECONFLICT);
+    msgpack_sbuffer_destroy(&sb);
+    free(b);
+    ck_assert_int_eq(troupe_abi_close(&n), 0);
+}
+END_TEST
+
 /* The msgpack str a completion's body holds, into out. */
 static void
 body_str(const pump *p, uint64_t id, char *out, size_t cap)
@@ -1268,6 +1444,7 @@ abi_suite(void)
     tcase_add_test(tc, thread_errmsg);
     tcase_add_test(tc, host_actors);
     tcase_add_test(tc, coordinator);
+    tcase_add_test(tc, workflow_run);
     tcase_add_test(tc, xa_branches);
     suite_add_tcase(s, tc);
     return s;

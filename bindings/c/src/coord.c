@@ -26,6 +26,7 @@
 #include "node.h"
 #include "troupe/alloc.h"
 #include "troupe/internal/runtime.h"
+#include "troupe/workflow.h"
 
 /* troupe/coord.h's bounds (the coordinator checks them again) */
 #define STEPS_MAX TROUPE_GTX_STEPS_MAX
@@ -41,7 +42,10 @@ typedef enum {
     CJ_RETRY,
     CJ_FORCE_STOP,
     CJ_QUERY,
-    CJ_LIST
+    CJ_LIST,
+    CJ_WF_SUBMIT,
+    CJ_AWAKE_RESOLVE,
+    CJ_AWAKE_REJECT
 } cj_kind;
 
 typedef struct coord_job {
@@ -67,6 +71,11 @@ typedef struct coord_job {
     troupe_gtx_filter filter;                     /* CJ_LIST */
     char list_after[TROUPE_GID_MAX + 1];          /* CJ_LIST: "" none */
     size_t limit;
+    /* CJ_WF_SUBMIT: the workflow's name and input (in buf); CJ_AWAKE_*:
+     * the awakeable's id and the payload (in buf) */
+    char wf_name[TROUPE_TARGET_NAME_MAX + 1];
+    char awake_id[TROUPE_AWAKEABLE_ID_MAX + 1];
+    size_t buf_len;
 } coord_job;
 
 static void
@@ -140,7 +149,7 @@ abi_pack_detail(const troupe_gtx_detail *d, msgpack_sbuffer *sb)
     msgpack_packer pk;
     msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
     const troupe_gtx_info *in = &d->info;
-    msgpack_pack_map(&pk, 10);
+    msgpack_pack_map(&pk, 11);
     const char *mode = troupe_gtx_mode_name(in->mode);
     pack_kv_str(&pk, "mode", mode != NULL ? mode : "unknown");
     pack_kv_str(&pk, "status", status_name(in->status));
@@ -151,12 +160,24 @@ abi_pack_detail(const troupe_gtx_detail *d, msgpack_sbuffer *sb)
     pack_kv_int(&pk, "updated_ms", in->updated_ms);
     pack_kv_int(&pk, "finished_ms", in->finished_ms);
     pack_kv_int(&pk, "next_due_ms", d->next_due_ms);
+    pack_str(&pk, "hold"); /* why a workflow does not run now */
+    if (in->hold == TROUPE_WF_DIVERGED)
+        pack_str(&pk, "diverged");
+    else if (in->hold == TROUPE_WF_AWAITING)
+        pack_str(&pk, "awaiting");
+    else
+        msgpack_pack_nil(&pk);
     pack_str(&pk, "branches");
     msgpack_pack_array(&pk, d->n_branches);
     for (size_t i = 0; i < d->n_branches; i++) {
         const troupe_gtx_branch *b = &d->branches[i];
-        msgpack_pack_map(&pk, 2);
+        msgpack_pack_map(&pk, b->kind != NULL ? 5 : 2);
         pack_kv_str(&pk, "id", b->id);
+        if (b->kind != NULL) { /* a workflow's record */
+            pack_kv_str(&pk, "kind", b->kind);
+            pack_kv_str(&pk, "name", b->name);
+            pack_kv_int(&pk, "version", b->version);
+        }
         pack_str(&pk, "ops");
         msgpack_pack_array(&pk, b->n_ops);
         for (size_t k = 0; k < b->n_ops; k++) {
@@ -270,6 +291,18 @@ job_run(troupe_abi *n, coord_job *j)
         }
         break;
     }
+    case CJ_WF_SUBMIT:
+        e = troupe_workflow_submit_wait(c, j->gid, j->gid_len, j->wf_name,
+                                        j->buf, j->buf_len);
+        break;
+    case CJ_AWAKE_RESOLVE:
+        e = troupe_awakeable_resolve_wait(c, j->awake_id, strlen(j->awake_id),
+                                          j->buf, j->buf_len);
+        break;
+    case CJ_AWAKE_REJECT:
+        e = troupe_awakeable_reject_wait(c, j->awake_id, strlen(j->awake_id),
+                                         j->buf, j->buf_len);
+        break;
     case CJ_QUERY: {
         troupe_gtx_detail *d = NULL;
         e = troupe_gtx_detail_wait(c, j->gid, j->gid_len, &d);
@@ -854,6 +887,89 @@ troupe_abi_gtx_list(troupe_abi *n, uint64_t req, const char *status,
     memcpy(j->list_after, after != NULL ? after : "", al + 1);
     j->limit = limit;
     return job_post(n, req, call, j, TROUPE_OK);
+}
+
+/* ---- workflows ---- */
+
+/* Copies payload[0..len) (at most PAYLOAD_MAX bytes) into j->buf. */
+static troupe_err
+job_bytes(coord_job *j, const char *call, const char *what, const void *p,
+          size_t len)
+{
+    if (p == NULL && len > 0)
+        return troupe__errf(TROUPE_EINVAL, "%s: NULL %s of %zu bytes", call,
+                            what, len);
+    if (len > PAYLOAD_MAX)
+        return troupe__errf(TROUPE_EINVAL, "%s: %s of %zu bytes; at most %u",
+                            call, what, len, PAYLOAD_MAX);
+    if ((j->buf = troupe_malloc(len > 0 ? len : 1)) == NULL)
+        return TROUPE_ENOMEM;
+    if (len > 0)
+        memcpy(j->buf, p, len);
+    j->buf_len = len;
+    return TROUPE_OK;
+}
+
+int
+troupe_abi_workflow_submit(troupe_abi *n, uint64_t req, const char *gid,
+                           size_t gid_len, const char *name, const void *input,
+                           size_t len)
+{
+    abi_clear();
+    const char *call = "workflow submit";
+    coord_job *j = NULL;
+    troupe_err e = job_new(n, call, CJ_WF_SUBMIT, gid, gid_len, &j);
+    if (e != TROUPE_OK)
+        return abi_ret(e);
+    size_t nl = name != NULL ? strlen(name) : 0;
+    if (nl == 0 || nl > TROUPE_TARGET_NAME_MAX)
+        return job_post(n, req, call, j,
+                        troupe__errf(TROUPE_EINVAL,
+                                     "%s: a workflow name of 1..%d bytes", call,
+                                     TROUPE_TARGET_NAME_MAX));
+    memcpy(j->wf_name, name, nl + 1);
+    return job_post(n, req, call, j,
+                    job_bytes(j, call, "an input", input, len));
+}
+
+static int
+awakeable_settle(troupe_abi *n, uint64_t req, cj_kind k, const char *call,
+                 const char *id, size_t id_len, const void *payload, size_t len)
+{
+    abi_clear();
+    if (n == NULL)
+        return abi_ret(troupe__errf(TROUPE_EINVAL, "%s: NULL node", call));
+    /* the form ("gid/branch-id") is the coordinator's to check: EINVAL in
+     * the completion */
+    if (id == NULL || id_len == 0 || id_len > TROUPE_AWAKEABLE_ID_MAX ||
+        memchr(id, '\0', id_len) != NULL)
+        return abi_ret(troupe__errf(TROUPE_EINVAL,
+                                    "%s: an awakeable id is gid/branch-id, "
+                                    "1..%d bytes",
+                                    call, TROUPE_AWAKEABLE_ID_MAX));
+    coord_job *j = job_alloc(k);
+    if (j == NULL)
+        return abi_ret(TROUPE_ENOMEM);
+    memcpy(j->awake_id, id, id_len);
+    j->awake_id[id_len] = '\0';
+    return job_post(n, req, call, j,
+                    job_bytes(j, call, "a payload", payload, len));
+}
+
+int
+troupe_abi_awakeable_resolve(troupe_abi *n, uint64_t req, const char *id,
+                             size_t id_len, const void *payload, size_t len)
+{
+    return awakeable_settle(n, req, CJ_AWAKE_RESOLVE, "awakeable resolve", id,
+                            id_len, payload, len);
+}
+
+int
+troupe_abi_awakeable_reject(troupe_abi *n, uint64_t req, const char *id,
+                            size_t id_len, const void *reason, size_t len)
+{
+    return awakeable_settle(n, req, CJ_AWAKE_REJECT, "awakeable reject", id,
+                            id_len, reason, len);
 }
 
 /* ---- the barrier ---- */

@@ -16,9 +16,13 @@ from ._abi import (OUTCOME_FAILURE, OUTCOME_ONGOING, OUTCOME_SUCCESS,
                    OUTCOME_UNKNOWN, TroupeError)
 from ._core import Core, Event, Page, TxnBase
 from . import _msgpack as msgpack
+from . import _workflow
+from ._workflow import (VERSION_DEFAULT, Suspend, WorkflowFailure,
+                        is_suspend)
 
 __all__ = ["Node", "Txn", "Event", "Page", "Branch", "TroupeError",
-           "msgpack",
+           "msgpack", "WorkflowFailure", "Suspend", "is_suspend",
+           "VERSION_DEFAULT",
            "OUTCOME_SUCCESS", "OUTCOME_FAILURE", "OUTCOME_ONGOING",
            "OUTCOME_UNKNOWN"]
 
@@ -39,6 +43,7 @@ class Node:
         self._done = {}
         self._events = collections.deque()
         self._branches = {}  # target index -> branch handler
+        self._workflows = {}  # target index -> workflow function
         self.timeout = timeout
         try:
             if coord:
@@ -67,6 +72,8 @@ class Node:
                 self._done[rid] = v
             elif self._c.is_branch(r) and r.target in self._branches:
                 self._branch(self._branches[r.target], r)
+            elif r.target in self._workflows:
+                self._workflow(self._workflows[r.target], r)
             else:
                 self._events.append(r)
 
@@ -82,6 +89,27 @@ class Node:
             self._c.reply(rec.id, outcome)
         except TroupeError as e:  # past its deadline: it comes again
             log.warning("branch reply refused: %s", e)
+
+    def _workflow(self, fn, rec):
+        # a run, inline as a branch handler is
+        p = _workflow.parse_run(rec)
+        if p is None:  # not a run: UNKNOWN, tried again later
+            outcome, body = OUTCOME_UNKNOWN, b""
+        else:
+            gid, input, recs = p
+            run = _workflow.RunSync(gid, recs, rec.attempt)
+            exc = None
+            try:
+                fn(run, input)
+            except BaseException as e:  # Suspend is one
+                if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                    raise
+                exc = e
+            outcome, body = OUTCOME_SUCCESS, run._body(*run._end_of(exc))
+        try:
+            self._c.reply(rec.id, outcome, body)
+        except TroupeError as e:  # past its deadline: it comes again
+            log.warning("workflow run reply refused: %s", e)
 
     def _wait(self, rid):
         deadline = time.monotonic() + self.timeout
@@ -151,6 +179,26 @@ class Node:
         UNKNOWN (logged; the call is retried after its backoff)."""
         idx = self._c.register_pull(target, credit, timeout_ms)
         self._branches[idx] = handler
+
+    def workflow(self, name, fn, credit=16, timeout_ms=0):
+        """Registers workflow `name` (a pull target of that name): each
+        run is fn(wf, input) (a RunSync, the input bytes), run whenever
+        this node pulls, replayed from the top over the records (as
+        troupe.aio.Node.workflow, with plain step functions)."""
+        _workflow._wf_name(name, "workflow name")
+        idx = self._c.register_pull(name, credit, timeout_ms)
+        self._workflows[idx] = fn
+
+    def workflow_submit(self, gid, name, input=None):
+        """Submits instance gid of workflow `name` with input; returns
+        once it is committed (also when gid exists)."""
+        self._wait(self._c.workflow_submit(gid, name, input))
+
+    def awakeable_resolve(self, id, payload=None):
+        self._wait(self._c.awakeable_settle(id, payload, True))
+
+    def awakeable_reject(self, id, reason=None):
+        self._wait(self._c.awakeable_settle(id, reason, False))
 
     def serve(self, seconds):
         """Pulls for that long, running branch handlers (queue events

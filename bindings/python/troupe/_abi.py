@@ -13,6 +13,7 @@ import struct
 __all__ = ["lib", "TroupeError", "check", "Record", "parse_records",
            "ERR", "OUTCOME_SUCCESS", "OUTCOME_FAILURE", "OUTCOME_ONGOING",
            "OUTCOME_UNKNOWN", "KIND_QUEUE", "KIND_COMPLETION", "KIND_BRANCH",
+           "KIND_WORKFLOW",
            "parse_branch_header"]
 
 ABI_VERSION = 1
@@ -25,6 +26,7 @@ KIND_QUEUE = 1
 KIND_ACTOR = 2
 KIND_COMPLETION = 3
 KIND_BRANCH = 4
+KIND_WORKFLOW = 5  # TROUPE_TASK_WORKFLOW: a workflow's run
 
 # troupe/err.h, by number.
 ERR = {0: "OK", 1: "EINVAL", 2: "ENOMEM", 3: "ENOENT", 4: "EEXIST",
@@ -127,6 +129,9 @@ _DECL = {
     "troupe_abi_gtx_query": [_vp, _u64, _cp, _sz],
     "troupe_abi_gtx_list": [_vp, _u64, _cp, _cp, _cp, _u32],
     "troupe_abi_txn_barrier": [_vp, _u64, _u64, _cp, _cp, _sz, _cp, _cp],
+    "troupe_abi_workflow_submit": [_vp, _u64, _cp, _sz, _cp, _cp, _sz],
+    "troupe_abi_awakeable_resolve": [_vp, _u64, _cp, _sz, _cp, _sz],
+    "troupe_abi_awakeable_reject": [_vp, _u64, _cp, _sz, _cp, _sz],
 }
 for _name, _args in _DECL.items():
     _f = getattr(lib, _name)

@@ -512,6 +512,24 @@ class Core:
                          _name(mode, "mode"), g, len(g),
                          _name(bid, "branch id"), _name(op, "op"))
 
+    def workflow_submit(self, gid, name, input=None):
+        from ._workflow import payload_bytes
+        g = _name(gid, "gid")
+        b = payload_bytes(input)
+        return self._req("gtx", lib.troupe_abi_workflow_submit, g, len(g),
+                         _name(name, "workflow name"), b, len(b))
+
+    def awakeable_settle(self, id, payload, resolve=True):
+        from ._workflow import payload_bytes
+        i = _name(id, "awakeable id")
+        if not i or len(i) > 133 or b"\0" in i:
+            raise TroupeError(CODE["EINVAL"], "awakeable: an id is "
+                              "gid/branch-id, 1..133 bytes")
+        b = payload_bytes(payload)
+        fn = lib.troupe_abi_awakeable_resolve if resolve else \
+            lib.troupe_abi_awakeable_reject
+        return self._req("gtx", fn, i, len(i), b, len(b))
+
     def subscribe(self, queue, target):
         check(lib.troupe_abi_queue_subscribe(self.handle,
                                              _name(queue, "queue"),

@@ -13,6 +13,7 @@ from ._abi import (CODE, OUTCOME_FAILURE, OUTCOME_SUCCESS, OUTCOME_UNKNOWN,
                    TroupeError)
 from ._core import (ActorMessage, Branch, Core, Event, TxnBase, log,
                     outcome_of)
+from . import _workflow
 
 __all__ = ["Node", "open"]
 
@@ -39,6 +40,7 @@ class Node:
         self._loop = loop
         self._futs = {}
         self._handlers = {}  # target index -> handler
+        self._workflows = set()  # the target indexes that are workflows
         self._running = set()
         self._closing = False
         self._replies = []  # answers of this loop turn: _flush
@@ -85,7 +87,9 @@ class Node:
         if h is None:  # not ours: it settles UNKNOWN, comes again
             self._reply(rec.id, 4, b"")
             return
-        t = self._loop.create_task(self._run(h, rec))
+        run = self._run_workflow if rec.target in self._workflows \
+            else self._run
+        t = self._loop.create_task(run(h, rec))
         self._running.add(t)
         t.add_done_callback(self._running.discard)
 
@@ -120,6 +124,24 @@ class Node:
         if self._closing:
             return
         self._reply(rec.id, outcome, body)
+
+    async def _run_workflow(self, fn, rec):
+        p = _workflow.parse_run(rec)
+        if p is None:  # not a run: UNKNOWN, tried again later
+            self._reply(rec.id, OUTCOME_UNKNOWN, b"")
+            return
+        gid, input, recs = p
+        run = _workflow.RunAsync(gid, recs, rec.attempt)
+        exc = None
+        try:
+            await fn(run, input)
+        except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as e:  # Suspend is one
+            exc = e
+        end, reason = run._end_of(exc)
+        if not self._closing:
+            self._reply(rec.id, OUTCOME_SUCCESS, run._body(end, reason))
 
     def _reply(self, task_id, outcome, body):
         """Queues an answer; the answers of one loop turn go back in one
@@ -225,6 +247,38 @@ class Node:
         retried after its backoff)."""
         idx = self._c.register_pull(target, credit, timeout_ms)
         self._handlers[idx] = handler
+
+    def workflow(self, name, fn, credit=16, timeout_ms=0):
+        """Registers workflow `name` (a pull target of that name): each
+        run is `await fn(wf, input)` (a RunAsync, the input bytes),
+        replayed from the top over the records so far (wf.step,
+        wf.awakeable, wf.await_, wf.version). Returning: the workflow
+        succeeds; raising WorkflowFailure (a failed step let through, or
+        one of its own): it fails and every registered step's
+        compensation runs, in reverse; raising anything else: the run is
+        tried again after the backoff (logged)."""
+        _workflow._wf_name(name, "workflow name")
+        idx = self._c.register_pull(name, credit, timeout_ms)
+        self._handlers[idx] = fn
+        self._workflows.add(idx)
+
+    async def workflow_submit(self, gid, name, input=None):
+        """Submits instance gid of workflow `name` with input (bytes as
+        they are, anything else msgpack); returns once it is committed
+        (also when gid exists: nothing runs twice)."""
+        return await self._request(self._c.workflow_submit, gid, name, input)
+
+    async def awakeable_resolve(self, id, payload=None):
+        """Resolves awakeable id: its workflow runs again and its await_
+        gives payload. The same resolution again is OK; another, or one
+        after the workflow ended, ECONFLICT."""
+        return await self._request(self._c.awakeable_settle, id, payload,
+                                   True)
+
+    async def awakeable_reject(self, id, reason=None):
+        """Rejects awakeable id: its await_ raises WorkflowFailure."""
+        return await self._request(self._c.awakeable_settle, id, reason,
+                                   False)
 
     async def saga_submit(self, gid, steps, **opts):
         """As troupe.Node.saga_submit."""

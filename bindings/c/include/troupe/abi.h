@@ -487,7 +487,10 @@ troupe_abi_msg_prepare(troupe_abi *n, uint64_t req, const char *gid,
  * on error; query's OK body is a map {"mode", "status" ("prepared",
  * "submitted", "aborting", "succeed", "failed"), "reason", "steps",
  * "attempts", "created_ms", "updated_ms", "finished_ms", "next_due_ms",
- * "branches": [{"id", "ops": [{"op", "target", "state" ("todo",
+ * "hold" (a workflow held: "diverged" or "awaiting"; else nil),
+ * "branches": [{"id", a workflow's record also "kind" ("step",
+ * "awakeable", "version"), "name" and "version", "ops": [{"op",
+ * "target", "state" ("todo",
  * "dispatched", "succeeded", "failed"), "attempts", "last" ("success",
  * "failure", "ongoing", "unknown" or nil)}]}]}. Call errors: EINVAL (a
  * bad gid or reason), EBUSY, ESTATE, ECLOSED, ENOMEM.
@@ -522,6 +525,52 @@ troupe_abi_gtx_query(troupe_abi *n, uint64_t req, const char *gid,
 int
 troupe_abi_gtx_list(troupe_abi *n, uint64_t req, const char *status,
                     const char *mode, const char *after, uint32_t limit);
+
+/*
+ * Request: submits instance gid of workflow `name` (troupe/workflow.h,
+ * docs/coordinator.md "Workflows") with input[0..len) (at most 64 KiB,
+ * copied; NULL/0: empty). The workflow is a pull target of that name
+ * (troupe_abi_register_pull) that the host serves: each run is a task of
+ * kind 5 (TROUPE_TASK_WORKFLOW), header "workflow\0gid\0" "00\0run\0",
+ * body the msgpack [input bin, records], a record [kind, name, state,
+ * result bin, version]; the host replays its function over the records
+ * and answers SUCCESS with the msgpack [end, reason str|nil, updates]
+ * (end AWAIT: a fourth field, the awaited awakeable's position), an update
+ * [pos, kind, name, state, result bin, compensate nil|[target str,
+ * payload bin], version] (the C side of the protocol is
+ * troupe_workflow_create's; any other outcome, or a reply that does not
+ * fit the records, runs it again after the backoff). Completion: OK once
+ * it is committed, or when gid exists already; an error of
+ * troupe_workflow_submit_wait (ENOENT: no target of that name; EINVAL)
+ * with the message as a msgpack str body. Call errors (nothing
+ * submitted): EINVAL (NULL node, a bad gid, a name not of 1..255 bytes,
+ * an input too long), EBUSY, ESTATE, ECLOSED, ENOMEM. Any thread; never
+ * blocks.
+ */
+int
+troupe_abi_workflow_submit(troupe_abi *n, uint64_t req, const char *gid,
+                           size_t gid_len, const char *name, const void *input,
+                           size_t len);
+
+/*
+ * Requests: resolve (or reject) awakeable id[0..id_len) ("gid/branch-id",
+ * as the run that registered it gave it) with payload[0..len) (at most
+ * 64 KiB, copied; NULL/0: empty): committed on the gid's shard, then the
+ * workflow runs again and its await gives the payload (a rejection: a
+ * failure with it). Completion: OK, also for the same verdict and payload
+ * again; ENOENT (no such workflow or awakeable), ECONFLICT (resolved
+ * otherwise, or the workflow ended), EINVAL (not an awakeable's id), with
+ * the message as a msgpack str body. Call errors: EINVAL (NULL node, an
+ * id empty, over 133 bytes (TROUPE_AWAKEABLE_ID_MAX) or holding a NUL, a
+ * payload too long), EBUSY, ESTATE, ECLOSED, ENOMEM. Any thread; never
+ * blocks.
+ */
+int
+troupe_abi_awakeable_resolve(troupe_abi *n, uint64_t req, const char *id,
+                             size_t id_len, const void *payload, size_t len);
+int
+troupe_abi_awakeable_reject(troupe_abi *n, uint64_t req, const char *id,
+                            size_t id_len, const void *reason, size_t len);
 
 /*
  * Request: the barrier (troupe/barrier.h) for (mode, gid, branch_id, op)
