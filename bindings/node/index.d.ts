@@ -273,6 +273,9 @@ export interface Transaction {
     /** The barrier for a branch inside this transaction: do the business
      * writes only on 'execute'; commit in every case. */
     barrier(branch: Pick<Branch, 'mode' | 'gid' | 'branchId' | 'op'>): Promise<BarrierVerdict>;
+    /** Prepares this transaction as a branch of xa gid; resolves with its
+     * branch id once its writes are held (ends the transaction). */
+    xaBranch(gid: string): Promise<string>;
 }
 
 export interface Node {
@@ -306,6 +309,8 @@ export interface Node {
     /** Submits saga gid; resolves once committed (also when gid exists). */
     sagaSubmit(gid: string, steps: SagaStep[], opts?: SagaOptions): Promise<void>;
     tccPrepare(gid: string): Promise<void>;
+    /** Begins xa gid: branches by tx.xaBranch, then gtxSubmit or gtxAbort. */
+    xaBegin(gid: string): Promise<void>;
     /** Resolves with the branch id, after which the branch's try may run. */
     tccRegister(gid: string, confirm: GtxCall, cancel: GtxCall): Promise<string>;
     msgPrepare(gid: string, steps: GtxCall[], queryTarget: string,

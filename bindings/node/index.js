@@ -132,6 +132,8 @@ function lib() {
         awakeableResolve: f('int troupe_abi_awakeable_resolve(troupe_abi *n, uint64_t req, const char *id, size_t id_len, const void *payload, size_t len)'),
         awakeableReject: f('int troupe_abi_awakeable_reject(troupe_abi *n, uint64_t req, const char *id, size_t id_len, const void *reason, size_t len)'),
         txnBarrier: f('int troupe_abi_txn_barrier(troupe_abi *n, uint64_t req, uint64_t txn, const char *mode, const char *gid, size_t gid_len, const char *branch_id, const char *op)'),
+        xaBegin: f('int troupe_abi_xa_begin(troupe_abi *n, uint64_t req, const char *gid, size_t gid_len)'),
+        xaBranch: f('int troupe_abi_xa_branch(troupe_abi *n, uint64_t req, const char *gid, size_t gid_len, uint64_t txn)'),
     };
     return LIB;
 }
@@ -763,6 +765,14 @@ class Node {
         return this._request((id) => this._L.tccPrepare(this._h, id, gid, g.length), gtxDone, `tcc ${gid}`);
     }
 
+    /** Begins xa gid (docs/coordinator.md "XA over troupe's tables"): its
+     * branches are transactions prepared with tx.xaBranch(gid), committed
+     * by gtxSubmit, rolled back by gtxAbort. */
+    async xaBegin(gid) {
+        const g = gidBytes(gid);
+        return this._request((id) => this._L.xaBegin(this._h, id, gid, g.length), gtxDone, `xa ${gid}`);
+    }
+
     /** Registers a tcc branch ([target, payload] calls); resolves with its
      * branch id ("01"...), after which its try may run (barrier op "try"). */
     async tccRegister(gid, confirm, cancel) {
@@ -1025,6 +1035,15 @@ function committed(status, body) {
     throw err;
 }
 
+// An xa branch's end: its branch id, or a commit's conflicts, or the error.
+function xaPrepared(status, body) {
+    if (status === E.OK)
+        return decode(body);
+    if (status === E.ECONFLICT)
+        return committed(status, body);
+    throw gtxError(status, body);
+}
+
 // A coordinator request's error: its body is the coordinator's message.
 function gtxError(status, body) {
     let why = null;
@@ -1172,6 +1191,26 @@ class Transaction {
         name(branch.op, 'barrier: op');
         const n = this._node;
         return n._request((id) => n._L.txnBarrier(n._h, id, this._id, branch.mode, branch.gid, g.length, branch.branchId, branch.op), verdict, `barrier of ${branch.gid}`);
+    }
+
+    /**
+     * Prepares this transaction as a branch of xa gid (node.xaBegin):
+     * resolves with its branch id ("01"...) once its writes are prepared
+     * and held, to be committed by the coordinator on gtxSubmit or rolled
+     * back on gtxAbort. It ends the transaction, as commit does. A
+     * prepare that loses a conflict rejects with ECONFLICT and its
+     * conflicts (the branch stays registered: abort the xa).
+     */
+    async xaBranch(gid) {
+        this._live('xaBranch');
+        const g = gidBytes(gid);
+        const n = this._node;
+        return n._request((id) => {
+            const rc = n._L.xaBranch(n._h, id, gid, g.length, this._id);
+            if (rc === E.OK)
+                this._ended = true;
+            return rc;
+        }, xaPrepared, `xa branch of ${gid}`);
     }
 
     rollback() {

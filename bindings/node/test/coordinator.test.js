@@ -110,3 +110,48 @@ test('coordinator: bad input is refused with a clear error, nothing submitted', 
         await n.close();
     }
 });
+
+test('coordinator: an xa transfer prepares both sides, holds them, commits on submit; an aborted one rolls back', async () => {
+    const n = await troupe.open(tmpdir(), { schedulers: 2, sync: 'off', coordinator: FAST });
+    try {
+        await n.createTable('checking');
+        await n.createTable('savings');
+        await n.put('checking', 'alice', { balance: 100 });
+        await n.put('savings', 'alice', { balance: 100 });
+        const side = async (gid, table, delta) => {
+            const tx = n.begin();
+            const d = await tx.get(table, 'alice');
+            tx.put(table, 'alice', { balance: d.balance + delta });
+            return tx.xaBranch(gid);
+        };
+        await n.xaBegin('x-1');
+        assert.strictEqual(await side('x-1', 'checking', -30), '01');
+        assert.strictEqual(await side('x-1', 'savings', 30), '02');
+        // held until resolved: a transaction on the same row conflicts
+        const other = n.begin();
+        other.put('checking', 'alice', { balance: 0 });
+        await assert.rejects(other.commit(), (err) => err.code === 'ECONFLICT');
+        assert.strictEqual((await n.get('checking', 'alice')).balance, 100);
+        await n.gtxSubmit('x-1');
+        const q = await n.gtxWait('x-1');
+        assert.strictEqual(q.status, 'succeed');
+        assert.strictEqual(q.mode, 'xa');
+        assert.strictEqual((await n.get('checking', 'alice')).balance, 70);
+        assert.strictEqual((await n.get('savings', 'alice')).balance, 130);
+        // an aborted one: the prepared side is rolled back
+        await n.xaBegin('x-2');
+        assert.strictEqual(await side('x-2', 'savings', 500), '01');
+        await n.gtxAbort('x-2', 'insufficient funds');
+        const q2 = await n.gtxWait('x-2');
+        assert.strictEqual(q2.status, 'failed');
+        assert.strictEqual((await n.get('savings', 'alice')).balance, 130);
+        // a branch of no xa; a transaction used after its prepare
+        const tx = n.begin();
+        tx.put('checking', 'bob', { balance: 1 });
+        await assert.rejects(tx.xaBranch('x-none'), (err) => err.code === 'ENOENT');
+        assert.throws(() => tx.put('checking', 'bob', {}), (err) => err.code === 'ENOENT');
+        await assert.rejects(n.xaBegin('bad gid'), (err) => err.code === 'EINVAL');
+    } finally {
+        await n.close();
+    }
+});

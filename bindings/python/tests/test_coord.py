@@ -172,3 +172,58 @@ class Coordinator(NodeCase):
             with self.assertRaises(troupe.TroupeError) as cm:
                 n.gtx_retry("s-1")
             self.assertEqual(cm.exception.name, "ECONFLICT")
+
+    def test_xa_transfer_held_then_committed_and_an_abort(self):
+        with troupe.Node(self.dir, sync=2, coord=FAST) as n:
+            for t in ("checking", "savings"):
+                n.create_table(t)
+                n.put(t, "alice", {"balance": 100})
+
+            def side(gid, table, delta):
+                tx = n.begin()
+                d = tx.get(table, "alice")
+                tx.put(table, "alice", {"balance": d["balance"] + delta})
+                return tx.xa_branch(gid)
+
+            n.xa_begin("x-1")
+            self.assertEqual(side("x-1", "checking", -30), "01")
+            self.assertEqual(side("x-1", "savings", 30), "02")
+            # held until resolved: a transaction on the row conflicts
+            other = n.begin()
+            other.put("checking", "alice", {"balance": 0})
+            with self.assertRaises(troupe.TroupeError) as cm:
+                other.commit()
+            self.assertEqual(cm.exception.name, "ECONFLICT")
+            self.assertEqual(n.get("checking", "alice")["balance"], 100)
+            n.gtx_submit("x-1")
+            q = n.gtx_wait("x-1")
+            self.assertEqual((q["status"], q["mode"]), ("succeed", "xa"))
+            self.assertEqual(n.get("checking", "alice")["balance"], 70)
+            self.assertEqual(n.get("savings", "alice")["balance"], 130)
+            n.xa_begin("x-2")
+            self.assertEqual(side("x-2", "savings", 500), "01")
+            n.gtx_abort("x-2", "insufficient funds")
+            self.assertEqual(n.gtx_wait("x-2")["status"], "failed")
+            self.assertEqual(n.get("savings", "alice")["balance"], 130)
+            tx = n.begin()
+            tx.put("checking", "bob", {"balance": 1})
+            with self.assertRaises(troupe.TroupeError) as cm:
+                tx.xa_branch("x-none")
+            self.assertEqual(cm.exception.name, "ENOENT")
+            with self.assertRaises(troupe.TroupeError) as cm:
+                n.xa_begin("bad gid")
+            self.assertEqual(cm.exception.name, "EINVAL")
+
+    def test_xa_aio(self):
+        async def main():
+            n = await troupe.aio.open(self.dir, sync=2, coord=FAST)
+            await n.create_table("t")
+            await n.xa_begin("x-a")
+            tx = n.begin()
+            tx.put("t", "k", {"v": 1})
+            self.assertEqual(await tx.xa_branch("x-a"), "01")
+            await n.gtx_submit("x-a")
+            self.assertEqual((await n.gtx_wait("x-a"))["status"], "succeed")
+            self.assertEqual((await n.get("t", "k"))["v"], 1)
+            await n.close()
+        asyncio.run(main())

@@ -218,6 +218,12 @@ class Node:
     def tcc_prepare(self, gid):
         self._wait(self._c.tcc_prepare(gid))
 
+    def xa_begin(self, gid):
+        """Begins xa gid (docs/coordinator.md "XA over troupe's tables"):
+        its branches are transactions prepared by Txn.xa_branch(gid),
+        committed by gtx_submit, rolled back by gtx_abort."""
+        self._wait(self._c.xa_begin(gid))
+
     def tcc_register(self, gid, confirm, cancel):
         """Registers a branch (confirm and cancel calls); its branch id,
         after which the try may run (barrier op "try")."""
@@ -323,3 +329,11 @@ class Txn(TxnBase):
         here), "null_compensation" or "duplicated" (write nothing);
         commit in every case."""
         return self._n._wait(self._core.txn_barrier(self._live(), branch))
+
+    def xa_branch(self, gid):
+        """Prepares this transaction as a branch of xa gid: its branch
+        id ("01"...) once its writes are prepared and held, to be
+        committed on gtx_submit or rolled back on gtx_abort. It ends the
+        transaction, as commit does; a prepare that loses a conflict
+        raises ECONFLICT with .detail its conflicts (abort the xa)."""
+        return self._n._wait(self._core.txn_xa_branch(self._end(), gid))

@@ -129,6 +129,8 @@ _DECL = {
     "troupe_abi_gtx_query": [_vp, _u64, _cp, _sz],
     "troupe_abi_gtx_list": [_vp, _u64, _cp, _cp, _cp, _u32],
     "troupe_abi_txn_barrier": [_vp, _u64, _u64, _cp, _cp, _sz, _cp, _cp],
+    "troupe_abi_xa_begin": [_vp, _u64, _cp, _sz],
+    "troupe_abi_xa_branch": [_vp, _u64, _cp, _sz, _u64],
     "troupe_abi_workflow_submit": [_vp, _u64, _cp, _sz, _cp, _cp, _sz],
     "troupe_abi_awakeable_resolve": [_vp, _u64, _cp, _sz, _cp, _sz],
     "troupe_abi_awakeable_reject": [_vp, _u64, _cp, _sz, _cp, _sz],

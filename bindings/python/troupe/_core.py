@@ -179,8 +179,11 @@ def _step(s):
 
 def _decode(kind, status, body):
     """A completion's value, or the TroupeError it stands for."""
-    if kind in ("gtx", "register", "gquery", "glist", "barrier") and \
-            status != 0:
+    if kind == "xabranch" and status == 0:  # its branch id
+        return _msgpack.unpackb(body)
+    if kind in ("gtx", "register", "gquery", "glist", "barrier",
+                "xabranch") and status != 0 and \
+            not (kind == "xabranch" and status == CODE["ECONFLICT"]):
         try:
             why = _msgpack.unpackb(body) if body else ""
         except Exception:
@@ -213,7 +216,7 @@ def _decode(kind, status, body):
     elif kind == "query" and status == 0:
         m = _msgpack.unpackb(body)
         return Page([tuple(h) for h in m["hits"]], m["cursor"], m["more"])
-    elif kind == "commit" and status == CODE["ECONFLICT"]:
+    elif kind in ("commit", "xabranch") and status == CODE["ECONFLICT"]:
         conf = [tuple(c) for c in _msgpack.unpackb(body)]
         return TroupeError(status, "transaction conflict on %d key(s)"
                            % len(conf), conf)
@@ -511,6 +514,14 @@ class Core:
         return self._req("barrier", lib.troupe_abi_txn_barrier, txn,
                          _name(mode, "mode"), g, len(g),
                          _name(bid, "branch id"), _name(op, "op"))
+
+    def xa_begin(self, gid):
+        g = _name(gid, "gid")
+        return self._req("gtx", lib.troupe_abi_xa_begin, g, len(g))
+
+    def txn_xa_branch(self, txn, gid):
+        g = _name(gid, "gid")
+        return self._req("xabranch", lib.troupe_abi_xa_branch, g, len(g), txn)
 
     def workflow_submit(self, gid, name, input=None):
         from ._workflow import payload_bytes

@@ -288,6 +288,10 @@ class Node:
     async def tcc_prepare(self, gid):
         return await self._request(self._c.tcc_prepare, gid)
 
+    async def xa_begin(self, gid):
+        """As troupe.Node.xa_begin."""
+        return await self._request(self._c.xa_begin, gid)
+
     async def tcc_register(self, gid, confirm, cancel):
         return await self._request(self._c.tcc_register, gid, confirm,
                                    cancel)
@@ -365,3 +369,8 @@ class Txn(TxnBase):
         "duplicated"."""
         return await self._n._request(self._core.txn_barrier, self._live(),
                                       branch)
+
+    async def xa_branch(self, gid):
+        """As troupe.Txn.xa_branch: the branch id once prepared."""
+        return await self._n._request(self._core.txn_xa_branch, self._end(),
+                                      gid)
