@@ -1390,8 +1390,11 @@ START_TEST(xa_branches)
         char bid[8];
         body_str(p, 4 + (uint64_t)t, bid, sizeof(bid));
         ck_assert_str_eq(bid, t ? "02" : "01");
-        /* the prepare ended the transaction */
-        ck_assert_int_eq(troupe_abi_txn_rollback(n, tx[t]), TROUPE_ENOENT);
+        /* the prepare ended the transaction: gone, or (its destroy not
+         * run yet on scheduler 0) still marked as ending */
+        int rb = troupe_abi_txn_rollback(n, tx[t]);
+        ck_assert_msg(rb == TROUPE_ENOENT || rb == TROUPE_ESTATE,
+                      "a prepared transaction rolled back: %d", rb);
     }
     /* held: another branch on the same key loses its prepare */
     ck_assert_int_eq(troupe_abi_xa_begin(n, 6, "x-2", 3), 0);
