@@ -283,6 +283,29 @@ log_nng(const admin_ctx *ctx, const char *what, const char *addr, int rv)
                "%s %s: %s", what, addr, nng_strerror(rv));
 }
 
+int
+admin_http_listen(nng_http_server *srv, troupe_runtime *rt, const char *sys,
+                  const char *what, const char *addr, int *port)
+{
+    const troupe_logger *log = troupe_runtime_logger(rt);
+    int rv = nng_http_server_start(srv);
+    if (rv != 0) {
+        troupe_log(log, TROUPE_LOG_ERROR, sys, "%s: cannot listen on %s: %s",
+                   what, addr, nng_strerror(rv));
+        return rv;
+    }
+    nng_sockaddr sa;
+    if ((rv = nng_http_server_get_addr(srv, &sa)) != 0) {
+        troupe_log(log, TROUPE_LOG_ERROR, sys, "%s: the address of %s: %s",
+                   what, addr, nng_strerror(rv));
+        nng_http_server_stop(srv);
+        return rv;
+    }
+    *port = sa.s_family == NNG_AF_INET6 ? ntohs(sa.s_in6.sa_port)
+                                        : ntohs(sa.s_in.sa_port);
+    return 0;
+}
+
 troupe_err
 admin_create(const admin_ctx *ctx, const char *addr, const char *token,
              size_t token_len, admin **out)
@@ -345,18 +368,9 @@ admin_create(const admin_ctx *ctx, const char *addr, const char *token,
     if (pthread_create(&a->thread, NULL, worker, a) != 0)
         goto fail;
     a->thread_started = true;
-    if ((rv = nng_http_server_start(a->srv)) != 0) {
-        log_nng(ctx, "cannot listen on", addr, rv);
+    if (admin_http_listen(a->srv, ctx->rt, "admin", "admin endpoint", addr,
+                          &a->port) != 0)
         goto fail;
-    }
-    nng_sockaddr sa;
-    if ((rv = nng_http_server_get_addr(a->srv, &sa)) != 0) {
-        log_nng(ctx, "admin endpoint address", addr, rv);
-        nng_http_server_stop(a->srv);
-        goto fail;
-    }
-    a->port = sa.s_family == NNG_AF_INET6 ? ntohs(sa.s_in6.sa_port)
-                                          : ntohs(sa.s_in.sa_port);
     nng_url_free(u);
     *out = a;
     return TROUPE_OK;

@@ -16,6 +16,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <nng/nng.h>
+#include <nng/supplemental/http/http.h>
+
 #include "troupe/commit.h"
 #include "troupe/coordinator.h"
 #include "troupe/queue.h"
@@ -96,6 +99,14 @@ admin_gtx_status_name(troupe_gtx_status s);
 bool
 admin_parse_addr(const char *addr, char *host, size_t host_cap, char *url,
                  size_t url_cap);
+
+/* Starts srv (its handlers added) and reads the port it listens on into
+ * *port: 0, or an nng error (logged on rt's logger under sys, naming
+ * what and addr; srv stopped again when it had started). Never blocks
+ * but for the bind. */
+int
+admin_http_listen(nng_http_server *srv, troupe_runtime *rt, const char *sys,
+                  const char *what, const char *addr, int *port);
 
 /* Whether HOST (as in admin_create's addr, brackets removed) names the
  * loopback interface: 127.0.0.0/8, ::1 or "localhost". */

@@ -1128,18 +1128,8 @@ dtm_api_create(troupe_runtime *rt, troupe_coord *c, const char *addr,
     if (pthread_create(&d->thread, NULL, worker, d) != 0)
         goto fail;
     d->thread_started = true;
-    if ((rv = nng_http_server_start(d->srv)) != 0) {
-        log_nng(rt, "cannot listen on", addr, rv);
+    if (admin_http_listen(d->srv, rt, "dtm", "DTM API", addr, &d->port) != 0)
         goto fail;
-    }
-    nng_sockaddr sa;
-    if ((rv = nng_http_server_get_addr(d->srv, &sa)) != 0) {
-        log_nng(rt, "DTM API address", addr, rv);
-        nng_http_server_stop(d->srv);
-        goto fail;
-    }
-    d->port = sa.s_family == NNG_AF_INET6 ? ntohs(sa.s_in6.sa_port)
-                                          : ntohs(sa.s_in.sa_port);
     nng_url_free(u);
     *out = d;
     return TROUPE_OK;
