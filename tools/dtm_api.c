@@ -953,16 +953,21 @@ do_new_gid(nng_aio *aio)
           json_pack("{s:s,s:s}", "gid", gid, "dtm_result", "SUCCESS"));
 }
 
-/* Takes a coordinator call's place (false: stopping, refused). */
-static bool
+/* Takes a coordinator call's place; NULL, or why it is refused (the node
+ * stopping, DTM_INFLIGHT_MAX calls in flight). */
+static const char *
 enter(dtm_api *d)
 {
     pthread_mutex_lock(&d->mu);
-    bool ok = !d->stopping;
-    if (ok)
+    const char *refusal = d->stopping ? "the node is stopping"
+                          : d->inflight >= DTM_INFLIGHT_MAX
+                              ? "too many calls in "
+                                "flight"
+                              : NULL;
+    if (refusal == NULL)
         d->inflight++;
     pthread_mutex_unlock(&d->mu);
-    return ok;
+    return refusal;
 }
 
 static void
@@ -1056,9 +1061,10 @@ handle(nng_aio *aio)
                     verb_names[v], what);
         return;
     }
-    if (!enter(d)) {
+    const char *busy = enter(d);
+    if (busy != NULL) {
         json_decref(j);
-        reply_error(aio, 503, "the node is stopping");
+        reply_error(aio, 503, "%s", busy);
         return;
     }
     if (v == V_REGISTER)

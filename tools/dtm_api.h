@@ -25,6 +25,10 @@
 #define DTM_BODY_MAX (1u << 20)
 /* query and all requests waiting for the worker thread. */
 #define DTM_QUEUE_MAX 64
+/* Coordinator calls (prepare, submit, abort, registerBranch) in flight at
+ * once; more are answered 503 until one ends, so a client that sends as
+ * fast as it likes holds a bounded share of the coordinator. */
+#define DTM_INFLIGHT_MAX 1024
 
 typedef struct dtm_api dtm_api;
 
