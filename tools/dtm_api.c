@@ -578,7 +578,8 @@ static void
 do_register(dtm_api *d, nng_aio *aio, json_t *j)
 {
     why w = {{0}};
-    const char *gid, *tt, *bid, *data, *curl, *xurl;
+    const char *gid = NULL, *tt = NULL, *bid = NULL, *data = NULL, *curl = NULL,
+               *xurl = NULL;
     bool ok = get_str(j, "gid", "", &gid, &w) &&
               get_str(j, "trans_type", "", &tt, &w) &&
               get_str(j, "branch_id", "", &bid, &w) &&
