@@ -104,6 +104,10 @@ reply_success(nng_aio *aio)
  * (its clients look for "FAILURE" in the body). */
 static void
 reply_error(nng_aio *aio, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+reply_error(nng_aio *aio, int status, const char *fmt, ...)
 {
     char msg[1024];
     va_list ap;
@@ -264,6 +268,9 @@ typedef struct why {
 } why;
 
 static bool
+refuse(why *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static bool
 refuse(why *w, const char *fmt, ...)
 {
     va_list ap;
@@ -362,7 +369,7 @@ parse_base(treq *t, why *w)
                       "takes saga, msg and tcc (xa and workflow are not "
                       "served over HTTP)",
                       t->trans_type);
-    const char *proto;
+    const char *proto = NULL;
     if (!get_str(t->j, "protocol", "", &proto, w))
         return false;
     if (proto[0] != '\0' && strcmp(proto, "http") != 0)
@@ -389,7 +396,7 @@ parse_base(treq *t, why *w)
 static bool
 parse_custom(treq *t, why *w)
 {
-    const char *cd;
+    const char *cd = NULL;
     if (!get_str(t->j, "custom_data", "", &cd, w))
         return false;
     if (cd[0] == '\0')
