@@ -396,6 +396,7 @@ static void
 op_stored(troupe_err err, troupe_rows *rows, void *arg)
 {
     op_call *o = arg;
+    troupe_coord *c = o->c;
     tc_gtx *g = NULL;
     bool ended = err == TROUPE_OK &&
                  troupe__coord_row_decode(&rows->rows[0], &g) == TROUPE_OK &&
@@ -403,16 +404,21 @@ op_stored(troupe_err err, troupe_rows *rows, void *arg)
     troupe__gtx_free(g);
     troupe_rows_destroy(rows);
     op_finish(o, ended ? TROUPE_ECONFLICT : TROUPE_ENOENT);
+    troupe__waiter_release(&c->calls, TROUPE_OK, NULL); /* last touch */
 }
 
 static void
 op_fire(tc_done *d, troupe_err err)
 {
     op_call *o = (op_call *)(void *)((char *)d - offsetof(op_call, op));
-    if (err == TROUPE_ENOENT &&
-        troupe_table_get(o->c->tables, TROUPE_GTX_TABLE, o->op.gid,
-                         o->op.gid_len, op_stored, o) == TROUPE_OK)
-        return;
+    if (err == TROUPE_ENOENT) { /* on a running shard: the stop waits */
+        troupe_coord *c = o->c;
+        troupe__waiter_hold(&c->calls);
+        if (troupe_table_get(c->tables, TROUPE_GTX_TABLE, o->op.gid,
+                             o->op.gid_len, op_stored, o) == TROUPE_OK)
+            return;
+        troupe__waiter_release(&c->calls, TROUPE_OK, NULL);
+    }
     op_finish(o, err);
 }
 

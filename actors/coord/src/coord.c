@@ -183,6 +183,7 @@ troupe_coord_open_wait(const troupe_coord_opts *o, troupe_coord **out)
         return TROUPE_ENOMEM;
     }
     troupe__waiter_init(&c->purges, 1);
+    troupe__waiter_init(&c->calls, 1);
     uint32_t n = 0;
     for (; n < c->n_shards && e == TROUPE_OK; n++)
         if ((e = troupe__coord_shard_spawn(c, n, &c->shards[n])) != TROUPE_OK)
@@ -191,6 +192,9 @@ troupe_coord_open_wait(const troupe_coord_opts *o, troupe_coord **out)
         e = reload(c);
     if (e != TROUPE_OK) {
         stop_shards(c, n);
+        troupe__waiter_release(&c->calls, TROUPE_OK, NULL);
+        (void)troupe__waiter_wait(&c->calls, NULL);
+        troupe__waiter_fini(&c->calls);
         troupe__waiter_fini(&c->purges);
         troupe_free(c->shards);
         troupe_free(c);
@@ -215,6 +219,9 @@ troupe_coord_stop_wait(troupe_coord *c)
     troupe__waiter_release(&c->purges, TROUPE_OK, NULL);
     (void)troupe__waiter_wait(&c->purges, NULL);
     stop_shards(c, c->n_shards);
+    /* no shard starts a table call now: the ones in flight end */
+    troupe__waiter_release(&c->calls, TROUPE_OK, NULL);
+    (void)troupe__waiter_wait(&c->calls, NULL);
     return TROUPE_OK;
 }
 
@@ -226,6 +233,7 @@ troupe_coord_destroy(troupe_coord *c)
     if (atomic_load(&c->state) != 1)
         abort(); /* still running: troupe_coord_stop_wait first */
     troupe__waiter_fini(&c->purges);
+    troupe__waiter_fini(&c->calls);
     troupe_free(c->shards);
     troupe_free(c);
 }

@@ -25,6 +25,11 @@ struct troupe_coord {
     _Atomic int state;     /* 0 running, 1 stopped */
     int64_t retention_ms;  /* of an ended transaction; < 0: for ever */
     troupe__waiter purges; /* the stop's share and 1 per purge (purge.c) */
+    /* the stop's share and 1 per table call a shard has in flight (a
+     * document's write, an xa branch's resolution): the stop waits for
+     * their callbacks, which touch the tables, before it returns and the
+     * tables may stop */
+    troupe__waiter calls;
 };
 
 /* The shard actor's message kinds (local only). */

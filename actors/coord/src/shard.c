@@ -21,6 +21,7 @@
  * runtime, the shard's address and the gid (the live transaction is
  * looked up again: it may be gone by then). */
 typedef struct tc_post {
+    troupe_coord *c; /* a table call's: its hold on c->calls */
     troupe_runtime *rt;
     troupe_addr to;
     troupe_target *t; /* a task's target, released when it settles */
@@ -86,6 +87,7 @@ post_new(shard *sh, const tc_live *l)
 {
     tc_post *p = troupe_calloc(1, sizeof(*p));
     if (p != NULL) {
+        p->c = sh->c;
         p->rt = sh->c->rt;
         p->to = troupe_self(sh->self);
         p->gid_len = l->gid_len;
@@ -226,7 +228,9 @@ on_write(troupe_err err, troupe_rows *rows, void *arg)
     memcpy(head, &e, 4);
     head[4] = p->insert;
     post_send(p, TC_K_WRITTEN, head, sizeof(head));
+    troupe_coord *c = p->c;
     troupe_free(p);
+    troupe__waiter_release(&c->calls, TROUPE_OK, NULL); /* last touch */
 }
 
 static void
@@ -247,9 +251,12 @@ write(shard *sh, tc_live *l, bool insert)
         const void *d = troupe_pack_data(&pk, &n);
         troupe_write_opts wo = {.sync = sh->c->sync, .no_timestamps = true};
         p->insert = insert;
+        troupe__waiter_hold(&sh->c->calls);
         e = (insert ? troupe_table_insert : troupe_table_upsert)(
             sh->c->tables, TROUPE_GTX_TABLE, l->gid, l->gid_len, d, n, &wo,
             on_write, p);
+        if (e != TROUPE_OK)
+            troupe__waiter_release(&sh->c->calls, TROUPE_OK, NULL);
     }
     troupe_pack_fini(&pk);
     if (e == TROUPE_OK) {
@@ -515,7 +522,9 @@ on_xa_resolved(troupe_err err, void *arg)
                    (int)p->gid_len, p->gid, (unsigned)p->step + 1);
     uint32_t head[3] = {p->step, p->op, (uint32_t)o};
     post_send(p, TC_K_OUTCOME, head, sizeof(head));
+    troupe_coord *c = p->c;
     troupe_free(p);
+    troupe__waiter_release(&c->calls, TROUPE_OK, NULL); /* last touch */
 }
 
 /* Call r of an xa branch (TROUPE_XA_TARGET): its xid gid/branch-id
@@ -533,8 +542,11 @@ xa_resolve(shard *sh, tc_live *l, tc_flight *f, tc_ref r)
     if (p != NULL) {
         p->step = r.step;
         p->op = r.op;
+        troupe__waiter_hold(&sh->c->calls);
         e = (r.op == 0 ? troupe_xa_commit : troupe_xa_rollback)(
             sh->c->tables, xid, l->gid_len + (size_t)n, on_xa_resolved, p);
+        if (e != TROUPE_OK)
+            troupe__waiter_release(&sh->c->calls, TROUPE_OK, NULL);
     }
     if (e != TROUPE_OK) { /* nothing sent: again after the backoff */
         troupe_free(p);
