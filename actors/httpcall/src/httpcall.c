@@ -883,8 +883,8 @@ troupe__http_request(troupe_httpcall *hc, const troupe__http_req *rq,
     a->url = troupe_malloc(ul + 1);
     a->len = rq->len;
     a->body = rq->len ? troupe_malloc(rq->len) : NULL;
-    a->ctype = rq->content_type ? troupe_malloc(strlen(rq->content_type) + 1)
-                                : NULL;
+    a->ctype =
+        rq->content_type ? troupe_malloc(strlen(rq->content_type) + 1) : NULL;
     if (a->url == NULL || (rq->len && a->body == NULL) ||
         (rq->content_type && a->ctype == NULL)) {
         api_free(a);
