@@ -86,8 +86,9 @@ list_nodes(troupe_etcd *etcd)
         rc = CLI_FAIL;
     }
     if (r.more) {
-        fprintf(stderr, "troupe cluster nodes: more than %d entries; the "
-                        "first are printed\n",
+        fprintf(stderr,
+                "troupe cluster nodes: more than %d entries; the "
+                "first are printed\n",
                 TROUPE_ETCD_LIST_MAX);
         rc = CLI_FAIL;
     }

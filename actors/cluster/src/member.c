@@ -76,8 +76,7 @@ renew_main(void *arg)
         uint64_t ns = (uint64_t)ts.tv_nsec + (every_ms % 1000) * 1000000;
         ts.tv_sec += (time_t)(every_ms / 1000 + ns / 1000000000);
         ts.tv_nsec = (long)(ns % 1000000000);
-        while (!m->stop &&
-               pthread_cond_timedwait(&m->cv, &m->mu, &ts) == 0)
+        while (!m->stop && pthread_cond_timedwait(&m->cv, &m->mu, &ts) == 0)
             ;
         if (m->stop)
             break;
@@ -88,8 +87,8 @@ renew_main(void *arg)
                       : TROUPE_ENOENT;
         if (e == TROUPE_ENOENT) {
             troupe_log(NULL, TROUPE_LOG_WARN, SYS,
-                       "node %u: lease %lld expired: registering again",
-                       m->id, (long long)lease);
+                       "node %u: lease %lld expired: registering again", m->id,
+                       (long long)lease);
             atomic_store(&m->lease, 0);
             e = register_once(m);
         }
