@@ -719,9 +719,12 @@ etcd_suite(void)
     return s;
 }
 
+Suite *
+map_suite(void); /* check_map.c */
+
 int
 main(void)
 {
-    Suite *s[] = {etcd_suite()};
-    return ts_run_suites(s, 1);
+    Suite *s[] = {etcd_suite(), map_suite()};
+    return ts_run_suites(s, 2);
 }

@@ -138,6 +138,37 @@ says "$tmp/err" "/troupe/nodes/x7 is not a node's entry" "the bad entry is named
 says "$tmp/out" "^1 tcp://" "the good entries are still printed"
 curl -s --noproxy '*' -X POST "$ETCD_URL/v3/kv/deleterange" -d "{\"key\":\"$key\"}" >/dev/null
 
+# ---- the partition map ---------------------------------------------------------
+expect 0 "cluster map, none yet" -- "$troupe" cluster map --etcd "$ETCD_URL"
+[ "$(cat "$tmp/out")" = "revision 0" ] && ok "no map: revision 0" || bad "map: $(cat "$tmp/out")"
+expect 1 "assign to a node that is down" -- "$troupe" cluster assign table:orders:0 2 --etcd "$ETCD_URL"
+says "$tmp/err" "node 2 is not registered" "the down node is named"
+expect 2 "assign a bad unit" -- "$troupe" cluster assign orders 1 --etcd "$ETCD_URL"
+expect 2 "assign a bad node" -- "$troupe" cluster assign coord:0 0 --etcd "$ETCD_URL"
+expect 2 "assign without a node" -- "$troupe" cluster assign coord:0 --etcd "$ETCD_URL"
+expect 0 "assign table:orders:0 to node 1" -- "$troupe" cluster assign table:orders:0 1 --etcd "$ETCD_URL"
+rev=$(sed -n 's/.* at revision \([0-9]*\)$/\1/p' "$tmp/out")
+[ -n "$rev" ] && ok "assign prints the map's revision ($rev)" || bad "no revision: $(cat "$tmp/out")"
+expect 0 "cluster map" -- "$troupe" cluster map --etcd "$ETCD_URL"
+[ "$(cat "$tmp/out")" = "$(printf 'revision %s\ntable:orders:0 1' "$rev")" ] &&
+    ok "the map lists the unit at that revision" || bad "map: $(cat "$tmp/out")"
+# two assigns from the same revision, as two processes at once: one wins
+"$troupe" cluster assign coord:0 1 --etcd "$ETCD_URL" --revision "$rev" >"$tmp/a1" 2>&1 &
+a1=$!
+"$troupe" cluster assign coord:1 1 --etcd "$ETCD_URL" --revision "$rev" >"$tmp/a2" 2>&1 &
+a2=$!
+wait "$a1"; r1=$?
+wait "$a2"; r2=$?
+[ $((r1 + r2)) -eq 1 ] && ok "of two assigns from revision $rev one won ($r1, $r2)" ||
+    { bad "both or neither won ($r1, $r2)"; cat "$tmp/a1" "$tmp/a2"; }
+grep -q "no longer at revision $rev" "$tmp/a1" "$tmp/a2" && ok "the loser says the map moved on" ||
+    { bad "loser's message"; cat "$tmp/a1" "$tmp/a2"; }
+"$troupe" cluster map --etcd "$ETCD_URL" >"$tmp/map"
+[ "$(grep -c '^coord:' "$tmp/map")" -eq 1 ] && ok "the map holds the winner's unit only" ||
+    { bad "map after the race"; cat "$tmp/map"; }
+expect 1 "assign from a stale revision" -- "$troupe" cluster assign coord:5 1 --etcd "$ETCD_URL" --revision "$rev"
+expect 0 "assign to a down node with --force" -- "$troupe" cluster assign table:orders:1 2 --force --etcd "$ETCD_URL"
+
 # ---- SIGTERM -----------------------------------------------------------------
 kill -TERM "$n1"
 wait "$n1"
