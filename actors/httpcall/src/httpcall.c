@@ -220,9 +220,10 @@ api_finish(hc_req *r, troupe_err e, long status)
     void *arg = r->cb_arg;
     const uint8_t *body = e == TROUPE_OK ? r->resp : NULL;
     size_t len = e == TROUPE_OK ? r->resp_len : 0;
+    /* the slot first: a callback that asks again must find room */
+    api_release(hc);
     cb(arg, e, status, body, len);
     req_free(r);
-    api_release(hc);
 }
 
 static size_t
