@@ -11,9 +11,12 @@
 # Free ports are asked of the kernel (a bind to port 0) and can be taken
 # by another process before etcd binds them: a start whose etcd exits
 # early is retried with new ports, three times. The caller traps EXIT to
-# call etcd_stop so that no etcd outlives a test, whatever happens.
+# call etcd_stop so that no etcd outlives a test; for a caller killed
+# outright (ctest's timeout), a watchdog kills etcd once the caller's
+# process is gone.
 ETCD_URL=""
 ETCD_PID=""
+ETCD_WATCHDOG=""
 
 etcd_free_port() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
@@ -51,7 +54,15 @@ etcd_start() {
                 ETCD_PID=""
                 break # exited: a port taken? new ports
             fi
-            etcd_healthy && return 0
+            if etcd_healthy; then
+                local owner=$$ pid=$ETCD_PID
+                (
+                    while kill -0 "$owner" 2>/dev/null; do sleep 1; done
+                    kill -9 "$pid" 2>/dev/null
+                ) >/dev/null 2>&1 &
+                ETCD_WATCHDOG=$!
+                return 0
+            fi
             sleep 0.1 # the poll's interval, not a wait for a condition
         done
         if [ -n "$ETCD_PID" ]; then
@@ -68,6 +79,11 @@ etcd_start() {
 }
 
 etcd_stop() {
+    if [ -n "$ETCD_WATCHDOG" ]; then
+        kill -9 "$ETCD_WATCHDOG" 2>/dev/null
+        wait "$ETCD_WATCHDOG" 2>/dev/null
+        ETCD_WATCHDOG=""
+    fi
     if [ -n "$ETCD_PID" ]; then
         kill -9 "$ETCD_PID" 2>/dev/null
         wait "$ETCD_PID" 2>/dev/null

@@ -2,7 +2,7 @@
 # Membership end to end (docs/cluster.md): a real etcd (etcd.sh) and
 # `troupe node` processes started from config files. Both nodes register;
 # a flag overrides its config's value; a second process with a live id is
-# refused; a node killed with SIGKILL disappears once its lease (3 s here)
+# refused; a node killed with SIGKILL disappears once its lease (4 s here)
 # expires while the other stays past several TTLs (its renewals work); a
 # node stopped with SIGTERM is gone at once (its lease revoked). Bad
 # config files and flags are usage errors that say what was wrong; an
@@ -23,7 +23,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 . "$here/../integration/checks.sh"
 
-TTL=3
+TTL=4
 etcd_start "$tmp" || { echo "FAIL: etcd would not start"; exit 1; }
 ok "etcd up at $ETCD_URL"
 
