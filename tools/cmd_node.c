@@ -423,7 +423,10 @@ cmd_node(int argc, char **argv)
     troupe_etcd *etcd = NULL;
     troupe_member *member = NULL;
     if (etcd_urls != NULL) {
-        troupe_etcd_opts eo = {.endpoints = etcd_urls};
+        /* static: the client borrows it past this block */
+        static troupe_logger elg;
+        elg.level = level;
+        troupe_etcd_opts eo = {.endpoints = etcd_urls, .log = &elg};
         troupe_err ee = troupe_etcd_open(&eo, &etcd);
         if (ee == TROUPE_EINVAL)
             return cli_usage(c,

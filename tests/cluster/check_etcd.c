@@ -721,10 +721,12 @@ etcd_suite(void)
 
 Suite *
 map_suite(void); /* check_map.c */
+Suite *
+member_suite(void); /* check_member.c */
 
 int
 main(void)
 {
-    Suite *s[] = {etcd_suite(), map_suite()};
-    return ts_run_suites(s, 2);
+    Suite *s[] = {etcd_suite(), map_suite(), member_suite()};
+    return ts_run_suites(s, 3);
 }

@@ -968,6 +968,12 @@ troupe_etcd_stop_wait(troupe_etcd *c)
     return troupe_httpcall_stop_wait(c->http);
 }
 
+const troupe_logger *
+troupe__etcd_logger(const troupe_etcd *c)
+{
+    return c ? c->log : NULL;
+}
+
 void
 troupe_etcd_destroy(troupe_etcd *c)
 {

@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "troupe/alloc.h"
+#include "troupe/internal/etcd.h"
 #include "troupe/internal/runtime.h"
 #include "troupe/log.h"
 #include "troupe/member.h"
@@ -86,15 +87,15 @@ renew_main(void *arg)
             lease > 0 ? troupe_etcd_lease_keepalive_wait(m->etcd, lease, NULL)
                       : TROUPE_ENOENT;
         if (e == TROUPE_ENOENT) {
-            troupe_log(NULL, TROUPE_LOG_WARN, SYS,
+            troupe_log(troupe__etcd_logger(m->etcd), TROUPE_LOG_WARN, SYS,
                        "node %u: lease %lld expired: registering again", m->id,
                        (long long)lease);
             atomic_store(&m->lease, 0);
             e = register_once(m);
         }
         if (e != TROUPE_OK && e != TROUPE_ECLOSED)
-            troupe_log(NULL, TROUPE_LOG_WARN, SYS, "node %u: renewal: %s",
-                       m->id, troupe_err_name(e));
+            troupe_log(troupe__etcd_logger(m->etcd), TROUPE_LOG_WARN, SYS,
+                       "node %u: renewal: %s", m->id, troupe_err_name(e));
         pthread_mutex_lock(&m->mu);
     }
     pthread_mutex_unlock(&m->mu);
@@ -157,10 +158,14 @@ troupe_member_start(troupe_etcd *etcd, uint32_t id, const char *listen,
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&m->cv, &ca);
     pthread_condattr_destroy(&ca);
-    m->value = value_of(id, listen);
+    /* jansson takes UTF-8 only: another listen URL is no URL of ours */
+    json_t *probe = json_string(listen);
+    bool utf8 = probe != NULL;
+    json_decref(probe);
+    m->value = utf8 ? value_of(id, listen) : NULL;
     if (m->value == NULL) {
         member_free(m);
-        return TROUPE_ENOMEM;
+        return utf8 ? TROUPE_ENOMEM : TROUPE_EINVAL;
     }
     e = register_once(m);
     if (e != TROUPE_OK) {
@@ -190,7 +195,7 @@ troupe_member_stop(troupe_member *m)
     if (lease > 0) {
         troupe_err e = troupe_etcd_lease_revoke_wait(m->etcd, lease, NULL);
         if (e != TROUPE_OK && e != TROUPE_ENOENT)
-            troupe_log(NULL, TROUPE_LOG_WARN, SYS,
+            troupe_log(troupe__etcd_logger(m->etcd), TROUPE_LOG_WARN, SYS,
                        "node %u: revoke lease %lld: %s (its key goes when "
                        "the lease expires)",
                        m->id, (long long)lease, troupe_err_name(e));

@@ -29,8 +29,8 @@
 typedef struct troupe_member troupe_member;
 
 /*
- * Registers node id (1..UINT32_MAX-1) with its listen URL (at most 1024
- * bytes) under a lease of ttl_s (MIN..MAX; 0: DEFAULT) and starts the
+ * Registers node id (1..UINT32_MAX-1) with its listen URL (UTF-8, at
+ * most 1024 bytes) under a lease of ttl_s (MIN..MAX; 0: DEFAULT) and starts the
  * renewal thread. etcd is borrowed: it must outlive the member. Blocks
  * (three etcd calls); refuses troupe loop threads (EDEADLK). Errors:
  * EINVAL, EEXIST (the id is registered under another live lease), the

@@ -40,4 +40,9 @@ troupe__etcd_parse(troupe__etcd_op op, long status, const uint8_t *body,
                    size_t len, troupe_etcd_result *r, char *why,
                    size_t why_len);
 
+/* The logger the client was opened with (NULL: the default), for the
+ * module's other parts (membership). */
+const troupe_logger *
+troupe__etcd_logger(const troupe_etcd *c);
+
 #endif
