@@ -969,7 +969,8 @@ on_resp(void *arg, troupe_err e, long status, const uint8_t *body, size_t len)
         R.err[i] = e;
         R.status[i] = status;
         R.len[i] = len;
-        memcpy(R.body[i], body, len < 63 ? len : 63);
+        if (len > 0)
+            memcpy(R.body[i], body, len < 63 ? len : 63);
     }
     atomic_fetch_add(&R.done, 1);
 }

@@ -94,6 +94,8 @@ troupe_map_decode(const uint8_t *value, size_t len, troupe_map *m)
     if (m == NULL || (value == NULL && len > 0))
         return TROUPE_EINVAL;
     memset(m, 0, sizeof(*m));
+    if (len == 0)
+        return TROUPE_EPROTO;
     json_error_t je;
     json_t *doc =
         json_loadb((const char *)value, len, JSON_REJECT_DUPLICATES, &je);

@@ -90,8 +90,7 @@ renew_main(void *arg)
             troupe_log(troupe__etcd_logger(m->etcd), TROUPE_LOG_WARN, SYS,
                        "node %u: lease %lld expired: registering again", m->id,
                        (long long)lease);
-            atomic_store(&m->lease, 0);
-            e = register_once(m);
+            e = register_once(m); /* sets m->lease when it lands */
         }
         if (e != TROUPE_OK && e != TROUPE_ECLOSED)
             troupe_log(troupe__etcd_logger(m->etcd), TROUPE_LOG_WARN, SYS,
@@ -228,7 +227,9 @@ troupe_member_parse(const troupe_etcd_kv *kv, troupe_member_info *out)
     if (id == 0 || id >= UINT32_MAX || kv->key[pl] == '0')
         return TROUPE_EPROTO;
     json_error_t je;
-    json_t *o = json_loadb((const char *)kv->value, kv->value_len, 0, &je);
+    json_t *o = kv->value != NULL && kv->value_len > 0
+                    ? json_loadb((const char *)kv->value, kv->value_len, 0, &je)
+                    : NULL;
     json_t *jid = json_object_get(o, "id");
     json_t *jl = json_object_get(o, "listen");
     troupe_err e = TROUPE_OK;
