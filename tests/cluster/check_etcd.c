@@ -20,6 +20,9 @@
 
 #include "troupe/etcd.h"
 #include "troupe/internal/etcd.h"
+#include "troupe/map.h"
+#include "troupe/member.h"
+#include "troupe/runtime.h"
 #include "tsupport.h"
 
 /* ---- the codec ------------------------------------------------------------
@@ -125,6 +128,12 @@ START_TEST(test_parse_hostile_answers_are_errors)
         {TROUPE__ETCD_KEEPALIVE, 200, "{" HDR ",\"TTL\":\"5\"}", TROUPE_EPROTO},
         {TROUPE__ETCD_KEEPALIVE, 200, "{\"result\":{" HDR ",\"ID\":\"5\"}}",
          TROUPE_ENOENT},
+        {TROUPE__ETCD_KEEPALIVE, 200,
+         "{\"error\":{\"grpc_code\":14,\"http_code\":503,"
+         "\"message\":\"etcdserver: no leader\"}}",
+         TROUPE_EUNREACHABLE},
+        {TROUPE__ETCD_KEEPALIVE, 200, "{\"error\":{\"grpc_code\":\"x\"}}",
+         TROUPE_EPROTO},
         {TROUPE__ETCD_REVOKE, 404,
          "{\"error\":\"x\",\"code\":5,\"message\":\"lease not found\"}",
          TROUPE_ENOENT},
@@ -441,6 +450,57 @@ START_TEST(test_wait_on_client_thread_edeadlk)
 }
 END_TEST
 
+/* On a troupe scheduler thread every blocking call refuses, sending
+ * nothing. */
+typedef struct on_sched {
+    troupe_etcd *c;
+    _Atomic int get, map, member, stop, done;
+} on_sched;
+
+static void
+sched_calls(void *arg, troupe_runtime *rt)
+{
+    on_sched *o = arg;
+    troupe_member *mb = NULL;
+    atomic_store(&o->get, troupe_etcd_get_wait(o->c, "k", 1, NULL));
+    atomic_store(&o->map, troupe_map_assign_wait(o->c, "coord:0", 1, -1, NULL));
+    atomic_store(&o->member, troupe_member_start(o->c, 7, "tcp://h:1", 5, &mb));
+    atomic_store(&o->stop, troupe_etcd_stop_wait(o->c));
+    atomic_store(&o->done, 1);
+}
+
+static bool
+sched_done(void *arg)
+{
+    return atomic_load(&((on_sched *)arg)->done) != 0;
+}
+
+START_TEST(test_waits_on_a_troupe_thread_edeadlk)
+{
+    troupe_etcd *c = open_real();
+    troupe_runtime *rt = NULL;
+    troupe_runtime_opts ro = {.schedulers = 1, .workers = 1};
+    ck_assert_err(troupe_runtime_create(&rt, &ro), TROUPE_OK);
+    on_sched o = {.c = c};
+    ck_assert_err(troupe_runtime_post(rt, sched_calls, &o), TROUPE_OK);
+    ck_assert(ts_wait_until(sched_done, &o, 10000));
+    ck_assert_err((troupe_err)atomic_load(&o.get), TROUPE_EDEADLK);
+    ck_assert_err((troupe_err)atomic_load(&o.map), TROUPE_EDEADLK);
+    ck_assert_err((troupe_err)atomic_load(&o.member), TROUPE_EDEADLK);
+    ck_assert_err((troupe_err)atomic_load(&o.stop), TROUPE_EDEADLK);
+    ck_assert_err(troupe_runtime_shutdown_wait(rt), TROUPE_OK);
+    troupe_runtime_destroy(rt);
+    /* nothing was registered, the client still runs */
+    troupe_etcd_result r;
+    ck_assert_err(troupe_etcd_get_wait(c, TROUPE_MEMBER_PREFIX "7",
+                                       strlen(TROUPE_MEMBER_PREFIX "7"), &r),
+                  TROUPE_OK);
+    ck_assert_uint_eq(r.n, 0);
+    troupe_etcd_result_fini(&r);
+    close_client(c);
+}
+END_TEST
+
 /* ---- a canned server on loopback ------------------------------------------
  */
 
@@ -706,6 +766,7 @@ etcd_suite(void)
     tcase_add_test(t, test_cas_racing_itself_has_one_winner);
     tcase_add_test(t, test_lease_keys_go_with_it);
     tcase_add_test(t, test_wait_on_client_thread_edeadlk);
+    tcase_add_test(t, test_waits_on_a_troupe_thread_edeadlk);
     tcase_add_test(t, test_reads_fail_over_writes_do_not);
     suite_add_tcase(s, t);
     t = tcase_create("canned");

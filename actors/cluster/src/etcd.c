@@ -284,7 +284,18 @@ parse_doc(troupe__etcd_op op, json_t *doc, troupe_etcd_result *r, char *why,
           size_t wl)
 {
     if (op == TROUPE__ETCD_KEEPALIVE) {
-        /* a stream of {"result": ...}; one asked, one answered */
+        /* a stream of {"result": ...}; one asked, one answered. A stream
+         * fails in its body, with HTTP 200: {"error": {"grpc_code": N,
+         * "message": ...}} */
+        json_t *err = json_object_get(doc, "error");
+        int64_t gc = 0;
+        if (json_is_object(err) && get_i64(err, "grpc_code", &gc) && gc > 0) {
+            json_t *msg = json_object_get(err, "message");
+            set_why(why, wl,
+                    json_is_string(msg) ? json_string_value(msg)
+                                        : "a keepalive stream error");
+            return code_err(gc);
+        }
         json_t *res = json_object_get(doc, "result");
         if (!json_is_object(res)) {
             set_why(why, wl, "keepalive answer without a result");
