@@ -83,6 +83,8 @@ expect 2 "a bad etcd URL" -- "$troupe" node --data "$tmp/dx" --listen tcp://127.
 says "$tmp/err" "\-\-etcd wants http://HOST:PORT" "the bad etcd URL is explained"
 expect 2 "--lease-ttl without --etcd" -- "$troupe" node --data "$tmp/dx" --listen tcp://127.0.0.1:0 --lease-ttl 5
 [ ! -e "$tmp/dx" ] && ok "a usage error opens nothing" || bad "node made $tmp/dx"
+expect 1 "a node whose etcd is unreachable" -- "$troupe" node --data "$tmp/dz" --listen tcp://127.0.0.1:0 --etcd http://127.0.0.1:1
+says "$tmp/err" "register in etcd: .*EUNREACHABLE" "the unreachable etcd is said"
 expect 2 "cluster without a subcommand" -- "$troupe" cluster
 expect 2 "cluster nodes without --etcd" -- "$troupe" cluster nodes
 expect 2 "cluster unknown subcommand" -- "$troupe" cluster frob --etcd "$ETCD_URL"
