@@ -74,7 +74,7 @@ else()
   set(nng $<BUILD_INTERFACE:${TROUPE_NNG}> $<INSTALL_INTERFACE:nng>)
 endif()
 set(TROUPE_LIBRARY_DEPS PkgConfig::UV PkgConfig::MSGPACK PkgConfig::ROCKSDB
-    PkgConfig::CURL
+    PkgConfig::CURL PkgConfig::JANSSON
     ${nng} $<BUILD_INTERFACE:${MBEDX509_LIB}>
     $<BUILD_INTERFACE:${MBEDCRYPTO_LIB}> $<INSTALL_INTERFACE:mbedx509>
     $<INSTALL_INTERFACE:mbedcrypto> Threads::Threads)

@@ -6,6 +6,8 @@ set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config libuv1-dev libnng-dev libmsgpack-dev
       librocksdb-dev libjansson-dev libcurl4-openssl-dev check clang libclang-rt-14-dev clang-format)
+# For the cluster tests (tests/cluster): a real etcd.
+pkgs+=(etcd-server)
 # For `make test`: promtool (in Debian's prometheus package) checks a scrape
 # of the admin endpoint's /metrics (tests/integration/check_admin.c).
 pkgs+=(prometheus)

@@ -253,10 +253,12 @@ int
 cmd_index(int argc, char **argv);
 int
 cmd_kv(int argc, char **argv);
+int
+cmd_cluster(int argc, char **argv);
 
 /* The commands' texts, for `troupe help`. */
 extern const cli_cmd cli_node_cmd, cli_ping_cmd, cli_stats_cmd, cli_queue_cmd,
-    cli_gtx_cmd, cli_table_cmd, cli_index_cmd, cli_kv_cmd;
+    cli_gtx_cmd, cli_table_cmd, cli_index_cmd, cli_kv_cmd, cli_cluster_cmd;
 /* `troupe help table|index|kv SUB`: the subcommand's texts, NULL when
  * unknown. */
 const cli_cmd *

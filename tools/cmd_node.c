@@ -16,6 +16,12 @@
  * pipeline, database (the http target after the coordinator, which
  * dispatches to it).
  *
+ * With etcd endpoints (--etcd, or etcd in --config's file) the node
+ * registers itself in etcd under a lease it keeps alive (troupe/member.h:
+ * /troupe/nodes/<id>), after everything else is open, and revokes it
+ * first when it stops; a node killed outright disappears from the listing
+ * when its lease expires.
+ *
  * Without --dtm the node registers no dispatch target of its own, so a
  * branch of a reloaded transaction finds none and counts as UNKNOWN,
  * retried after its backoff (docs/coordinator.md, "Operating it"): it
@@ -31,12 +37,15 @@
 #include "admin.h"
 #include "cli.h"
 #include "dtm_api.h"
+#include "node_config.h"
 #include "troupe/actor.h"
 #include "troupe/catalog.h"
 #include "troupe/commit.h"
 #include "troupe/coordinator.h"
+#include "troupe/etcd.h"
 #include "troupe/httpcall.h"
 #include "troupe/kv.h"
+#include "troupe/member.h"
 #include "troupe/queue.h"
 #include "troupe/storage.h"
 #include "troupe/table.h"
@@ -44,7 +53,9 @@
 
 const cli_cmd cli_node_cmd = {
     .name = "node",
-    .synopsis = "node --data DIR --listen URL [--peer [ID=]URL]... [--id N]\n"
+    .synopsis = "node [--config FILE] --data DIR --listen URL [--peer "
+                "[ID=]URL]...\n"
+                "              [--id N] [--etcd URLS [--lease-ttl S]]\n"
                 "              [--schedulers N] [--admin HOST:PORT "
                 "[--admin-token FILE]]\n"
                 "              [--dtm HOST:PORT [--dtm-public]] "
@@ -54,8 +65,12 @@ const cli_cmd cli_node_cmd = {
         "the database under DIR (creating it), serves a kv actor registered\n"
         "as \"kv\", opens the tables and the coordinator of global\n"
         "transactions (the unfinished ones are driven again), listens on\n"
-        "URL and dials its peers.\n"
+        "URL and dials its peers. With etcd endpoints it registers in\n"
+        "etcd as /troupe/nodes/<id> under a lease it keeps alive.\n"
         "\n"
+        "  --config FILE        read id, listen, data, etcd and lease_ttl\n"
+        "                       from FILE's `key = value` lines; flags\n"
+        "                       given here override them (docs/cluster.md)\n"
         "  --data DIR           the database directory (required)\n"
         "  --listen URL         where to listen: tcp://HOST:PORT (port 0:\n"
         "                       any), tls+tcp://HOST:PORT, ipc://PATH\n"
@@ -65,6 +80,10 @@ const cli_cmd cli_node_cmd = {
         "                       listed nodes are accepted, and every --peer\n"
         "                       needs its ID)\n"
         "  --id N               this node's id, 1..4294967294 (default 1)\n"
+        "  --etcd URLS          etcd's client URLs, comma-separated\n"
+        "                       (http://HOST:PORT): register there\n"
+        "  --lease-ttl S        the registration's lease, 2..3600 seconds\n"
+        "                       (default 10), renewed every S/3\n"
         "  --schedulers N       scheduler threads, 1..256 (default: one per\n"
         "                       core)\n"
         "  --admin HOST:PORT    serve the admin endpoint (HTTP: JSON and\n"
@@ -110,8 +129,40 @@ enum {
     OPT_ADMIN,
     OPT_ADMIN_TOKEN,
     OPT_DTM,
-    OPT_DTM_PUBLIC
+    OPT_DTM_PUBLIC,
+    OPT_CONFIG,
+    OPT_ETCD,
+    OPT_LEASE_TTL
 };
+
+/* The config file's values where no flag gave one (flags override). */
+static int
+apply_config(const cli_cmd *c, const char *path, const char **data,
+             const char **listen, long *id, bool id_set, const char **etcd,
+             long *ttl, bool ttl_set)
+{
+    static node_config nc;
+    char why[600];
+    if (!node_config_read(path, &nc, why, sizeof(why)))
+        return cli_usage(c, "%s", why);
+    if (*data == NULL && nc.data[0])
+        *data = nc.data;
+    if (*listen == NULL && nc.listen[0]) {
+        if (!cli_url(c, "listen (in --config)", nc.listen, false))
+            return CLI_USAGE;
+        *listen = nc.listen;
+    }
+    if (!id_set && nc.id[0] &&
+        !cli_num(c, "id (in --config)", nc.id, 1, UINT32_MAX - 1, id))
+        return CLI_USAGE;
+    if (*etcd == NULL && nc.etcd[0])
+        *etcd = nc.etcd;
+    if (!ttl_set && nc.lease_ttl[0] &&
+        !cli_num(c, "lease_ttl (in --config)", nc.lease_ttl,
+                 TROUPE_MEMBER_TTL_MIN, TROUPE_MEMBER_TTL_MAX, ttl))
+        return CLI_USAGE;
+    return CLI_CONTINUE;
+}
 
 /* The objects opened on the database beside the kv actor: the catalog,
  * the tables and the coordinator always, the queues and the endpoint with
@@ -253,11 +304,17 @@ cmd_node(int argc, char **argv)
         {"admin-token", required_argument, NULL, OPT_ADMIN_TOKEN},
         {"dtm", required_argument, NULL, OPT_DTM},
         {"dtm-public", no_argument, NULL, OPT_DTM_PUBLIC},
+        {"config", required_argument, NULL, OPT_CONFIG},
+        {"etcd", required_argument, NULL, OPT_ETCD},
+        {"lease-ttl", required_argument, NULL, OPT_LEASE_TTL},
         CLI_SEC_OPTIONS,
         CLI_COMMON_OPTIONS,
         {NULL, 0, NULL, 0}};
     const char *data = NULL, *listen = NULL, *admin_addr = NULL,
-               *token_file = NULL, *dtm_addr = NULL;
+               *token_file = NULL, *dtm_addr = NULL, *config = NULL,
+               *etcd_urls = NULL;
+    bool id_set = false, ttl_set = false;
+    long ttl = TROUPE_MEMBER_TTL_DEFAULT;
     bool dtm_public = false;
     static char token[ADMIN_TOKEN_MAX + 1];
     size_t token_len = 0;
@@ -286,6 +343,19 @@ cmd_node(int argc, char **argv)
         case OPT_ID:
             if (!cli_num(c, "--id", optarg, 1, UINT32_MAX - 1, &id))
                 return CLI_USAGE;
+            id_set = true;
+            break;
+        case OPT_CONFIG:
+            config = optarg;
+            break;
+        case OPT_ETCD:
+            etcd_urls = optarg;
+            break;
+        case OPT_LEASE_TTL:
+            if (!cli_num(c, "--lease-ttl", optarg, TROUPE_MEMBER_TTL_MIN,
+                         TROUPE_MEMBER_TTL_MAX, &ttl))
+                return CLI_USAGE;
+            ttl_set = true;
             break;
         case OPT_SCHEDULERS:
             if (!cli_num(c, "--schedulers", optarg, 1, 256, &scheds))
@@ -310,8 +380,15 @@ cmd_node(int argc, char **argv)
     }
     if ((rc = cli_operands(c, argc, argv, 0, "")) != CLI_CONTINUE)
         return rc;
+    if (config != NULL &&
+        (rc = apply_config(c, config, &data, &listen, &id, id_set, &etcd_urls,
+                           &ttl, ttl_set)) != CLI_CONTINUE)
+        return rc;
     if (data == NULL || listen == NULL)
-        return cli_usage(c, "--data and --listen are required");
+        return cli_usage(c, "--data and --listen are required (as flags or "
+                            "in --config's file)");
+    if (ttl_set && etcd_urls == NULL)
+        return cli_usage(c, "--lease-ttl goes with --etcd");
     if (token_file != NULL && admin_addr == NULL)
         return cli_usage(c, "--admin-token goes with --admin");
     if (dtm_public && dtm_addr == NULL)
@@ -341,6 +418,25 @@ cmd_node(int argc, char **argv)
     if (bad != 0)
         return bad;
 
+    /* the client is opened first (it sends nothing): a bad URL is a
+     * usage error before anything is opened */
+    troupe_etcd *etcd = NULL;
+    troupe_member *member = NULL;
+    if (etcd_urls != NULL) {
+        /* static: the client borrows it past this block */
+        static troupe_logger elg;
+        elg.level = level;
+        troupe_etcd_opts eo = {.endpoints = etcd_urls, .log = &elg};
+        troupe_err ee = troupe_etcd_open(&eo, &etcd);
+        if (ee == TROUPE_EINVAL)
+            return cli_usage(c,
+                             "--etcd wants http://HOST:PORT URLs, "
+                             "comma-separated (at most %d), got '%s'",
+                             TROUPE_ETCD_ENDPOINTS_MAX, etcd_urls);
+        if (ee != TROUPE_OK)
+            return cli_failed("etcd client", ee);
+    }
+
     /* SIGINT/SIGTERM blocked in this thread and every thread made after,
      * so that this one waits for them with sigwait. */
     sigset_t sigs;
@@ -358,8 +454,10 @@ cmd_node(int argc, char **argv)
     troupe_db_opts_init(&dbo);
     dbo.logger = lg;
     troupe_err e = troupe_db_open(data, &dbo, &db);
-    if (e != TROUPE_OK)
+    if (e != TROUPE_OK) {
+        troupe_etcd_destroy(etcd);
         return cli_failed("open database", e);
+    }
     rc = 0;
     troupe_runtime_opts ro = {
         .schedulers = (unsigned)scheds, .node_id = (uint32_t)id, .logger = lg};
@@ -398,6 +496,20 @@ cmd_node(int argc, char **argv)
             goto out_objs;
         }
     }
+    if (etcd != NULL) {
+        e = troupe_member_start(etcd, (uint32_t)id, troupe_node_url(node),
+                                (uint32_t)ttl, &member);
+        if (e == TROUPE_EEXIST)
+            fprintf(stderr,
+                    "troupe node: node %ld is registered in etcd under a "
+                    "live lease (another node with this id, or this one's "
+                    "last run until its lease of at most %ld s expires)\n",
+                    id, ttl);
+        if (e != TROUPE_OK) {
+            rc = cli_failed("register in etcd", e);
+            goto out_objs;
+        }
+    }
     printf("troupe node %ld: data %s, listening on %s, %u peer(s)%s; "
            "SIGINT or SIGTERM stops it\n",
            id, data, troupe_node_url(node), sec.n_dial,
@@ -410,6 +522,10 @@ cmd_node(int argc, char **argv)
         printf("troupe node %ld: DTM API on http://%.*s:%d/api/dtmsvr\n", id,
                (int)(strrchr(dtm_addr, ':') - dtm_addr), dtm_addr,
                dtm_api_port(objs.dtm));
+    if (member != NULL)
+        printf("troupe node %ld: registered in etcd as " TROUPE_MEMBER_PREFIX
+               "%ld (lease %lld, ttl %ld s)\n",
+               id, id, (long long)troupe_member_lease(member), ttl);
     fflush(stdout);
     int sig = 0;
     sigwait(&sigs, &sig);
@@ -417,6 +533,9 @@ cmd_node(int argc, char **argv)
            sig == SIGINT ? "SIGINT" : "SIGTERM");
     fflush(stdout);
 out_objs:
+    /* out of the listing first: nothing should route here while the rest
+     * closes */
+    troupe_member_stop(member);
     objs_close(&objs);
 out_rt:
     if (rt != NULL)
@@ -427,6 +546,10 @@ out_rt:
         troupe_runtime_destroy(rt);
     }
 out:
+    if (etcd != NULL) {
+        troupe_etcd_stop_wait(etcd);
+        troupe_etcd_destroy(etcd);
+    }
     troupe_commit_destroy(commit);
     e = troupe_db_close(db);
     if (e != TROUPE_OK && rc == 0)

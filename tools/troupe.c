@@ -10,6 +10,7 @@
  *   troupe queue   inspect a database's queues (or a node's, and act)
  *   troupe gtx     a running node's global transactions: list, act
  *   troupe table, troupe index, troupe kv   a running node's data
+ *   troupe cluster what etcd holds for a cluster: its nodes
  *   troupe version, troupe --version
  *   troupe help [COMMAND [SUBCOMMAND]], troupe [COMMAND] --help
  *
@@ -47,6 +48,8 @@ static const command commands[] = {
      &cli_index_cmd},
     {"kv", "a running node's kv values (--admin): get, put", cmd_kv,
      &cli_kv_cmd},
+    {"cluster", "what etcd holds for a cluster: nodes", cmd_cluster,
+     &cli_cluster_cmd},
     {"version", "print troupe's version", NULL, NULL},
     {"help", "print this help, or a command's: troupe help COMMAND [SUB]", NULL,
      NULL},
@@ -159,11 +162,11 @@ main(int argc, char **argv)
         }
         return unknown(cmd);
     }
-    /* queue's entry (and gtx's, table's, index's, kv's) takes its
+    /* queue's entry (and gtx's, table's, index's, kv's, cluster's) takes its
      * subcommand as argv[0]; the others get their own name there, as
      * getopt_long wants a program name first. */
     if (c->run == cmd_queue || c->run == cmd_gtx || c->run == cmd_table ||
-        c->run == cmd_index || c->run == cmd_kv)
+        c->run == cmd_index || c->run == cmd_kv || c->run == cmd_cluster)
         return c->run(argc - 2, argv + 2);
     return c->run(argc - 1, argv + 1);
 }

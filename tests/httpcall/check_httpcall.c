@@ -27,6 +27,7 @@
 #include "troupe/dispatch.h"
 #include "troupe/httpcall.h"
 #include "troupe/internal/dispatch.h"
+#include "troupe/internal/http.h"
 #include "troupe/internal/httpcall.h"
 #include "troupe/pack.h"
 #include "tsupport.h"
@@ -946,6 +947,278 @@ START_TEST(test_destroy_running_aborts)
 }
 END_TEST
 
+/* ---- the request API (troupe/internal/http.h) ------------------------------
+ */
+
+#define NR 300
+
+static struct {
+    _Atomic int done;
+    _Atomic int calls[NR];
+    troupe_err err[NR];
+    long status[NR];
+    char body[NR][64];
+    size_t len[NR];
+} R;
+
+static void
+on_resp(void *arg, troupe_err e, long status, const uint8_t *body, size_t len)
+{
+    size_t i = (size_t)(uintptr_t)arg;
+    if (atomic_fetch_add(&R.calls[i], 1) == 0) {
+        R.err[i] = e;
+        R.status[i] = status;
+        R.len[i] = len;
+        if (len > 0)
+            memcpy(R.body[i], body, len < 63 ? len : 63);
+    }
+    atomic_fetch_add(&R.done, 1);
+}
+
+static int want_done;
+
+static bool
+resp_done(void *arg)
+{
+    return atomic_load(&R.done) >= want_done;
+}
+
+static void
+request(troupe_httpcall *h, size_t i, const char *method, const char *path,
+        const char *body, const char *ctype, uint32_t timeout_ms)
+{
+    char url[128];
+    url_of(url, sizeof(url), path);
+    troupe__http_req rq = {.method = method,
+                           .url = url,
+                           .body = body,
+                           .len = body ? strlen(body) : 0,
+                           .content_type = ctype,
+                           .timeout_ms = timeout_ms};
+    ck_assert_ok(troupe__http_request(h, &rq, on_resp, (void *)(uintptr_t)i));
+}
+
+static void
+wait_resps(int n)
+{
+    want_done = n;
+    ck_assert(ts_wait_until(resp_done, NULL, 20000));
+}
+
+static void
+close_req_only(troupe_httpcall *h)
+{
+    ck_assert_ok(troupe_httpcall_stop_wait(h));
+    troupe_httpcall_destroy(h);
+}
+
+START_TEST(test_request_methods_bodies_statuses_as_sent)
+{
+    memset(&R, 0, sizeof(R));
+    troupe_httpcall *h = NULL;
+    ck_assert_ok(troupe__http_open(NULL, 0, &h));
+    request(h, 0, "POST", "/ok", "{\"a\":1}", NULL, 5000);
+    wait_resps(1);
+    request(h, 1, "PUT", "/created", "x", "text/plain", 5000);
+    wait_resps(2);
+    request(h, 2, "DELETE", "/409", NULL, NULL, 5000);
+    wait_resps(3);
+    request(h, 3, "GET", "/nothing-here", NULL, NULL, 5000);
+    wait_resps(4);
+    request(h, 4, "GET", "/redirect", NULL, NULL, 5000);
+    wait_resps(5);
+    ck_assert_err(R.err[0], TROUPE_OK);
+    ck_assert_int_eq(R.status[0], 200);
+    ck_assert_uint_eq(R.len[0], 2);
+    ck_assert_str_eq(R.body[0], "ok");
+    ck_assert_int_eq(R.status[1], 201);
+    ck_assert_int_eq(R.status[2], 409); /* a status, not a verdict */
+    ck_assert_str_eq(R.body[2], "conflict");
+    ck_assert_int_eq(R.status[3], 404);
+    ck_assert_err(R.err[3], TROUPE_OK);
+    ck_assert_int_eq(R.status[4], 302); /* not followed */
+    pthread_mutex_lock(&S.mu);
+    ck_assert_int_eq(S.ok_hits, 1);
+    ck_assert_int_eq(S.n_reqs, 5);
+    ck_assert_str_eq(S.reqs[0].method, "POST");
+    ck_assert_str_eq(S.reqs[0].ctype, "application/json");
+    ck_assert_uint_eq(S.reqs[0].body_len, 7);
+    ck_assert(memcmp(S.reqs[0].body, "{\"a\":1}", 7) == 0);
+    ck_assert_str_eq(S.reqs[1].method, "PUT");
+    ck_assert_str_eq(S.reqs[1].ctype, "text/plain");
+    ck_assert_str_eq(S.reqs[2].method, "DELETE");
+    ck_assert_str_eq(S.reqs[3].method, "GET");
+    ck_assert_uint_eq(S.reqs[3].body_len, 0);
+    pthread_mutex_unlock(&S.mu);
+    close_req_only(h);
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(atomic_load(&R.calls[i]), 1);
+}
+END_TEST
+
+START_TEST(test_request_beside_branches_on_one_thread)
+{
+    memset(&R, 0, sizeof(R));
+    open_hc(2, 5000);
+    request(hc, 0, "POST", "/ok", "b", NULL, 5000);
+    wait_resps(1);
+    ck_assert_err(R.err[0], TROUPE_OK);
+    ck_assert_int_eq(R.status[0], 200);
+    /* a request counts in no branch statistic */
+    troupe_httpcall_stats st;
+    troupe_httpcall_stats_get(hc, &st);
+    ck_assert_uint_eq(st.requests, 0);
+}
+END_TEST
+
+START_TEST(test_request_past_body_max_etoobig)
+{
+    memset(&R, 0, sizeof(R));
+    troupe_httpcall *h = NULL;
+    ck_assert_ok(troupe__http_open(NULL, 64u << 10, &h));
+    request(h, 0, "GET", "/huge_ok", NULL, NULL, 10000);
+    request(h, 1, "GET", "/ok", NULL, NULL, 10000);
+    wait_resps(2);
+    ck_assert_err(R.err[0], TROUPE_ETOOBIG);
+    ck_assert_uint_eq(R.len[0], 0);
+    ck_assert_err(R.err[1], TROUPE_OK);
+    close_req_only(h);
+}
+END_TEST
+
+START_TEST(test_request_deadline_etimedout)
+{
+    memset(&R, 0, sizeof(R));
+    troupe_httpcall *h = NULL;
+    ck_assert_ok(troupe__http_open(NULL, 0, &h));
+    uint64_t t0 = ts_now_ms();
+    request(h, 0, "GET", "/hold", NULL, NULL, 300);
+    wait_resps(1);
+    ck_assert_err(R.err[0], TROUPE_ETIMEDOUT);
+    ck_assert_uint_ge(ts_now_ms() - t0, 250);
+    close_req_only(h);
+}
+END_TEST
+
+static bool
+four_held(void *arg)
+{
+    return held_now() >= 4;
+}
+
+START_TEST(test_request_stop_in_flight_ecloses_each_once)
+{
+    memset(&R, 0, sizeof(R));
+    troupe_httpcall *h = NULL;
+    ck_assert_ok(troupe__http_open(NULL, 0, &h));
+    for (size_t i = 0; i < 4; i++)
+        request(h, i, "GET", "/hold", NULL, NULL, 60000);
+    ck_assert(ts_wait_until(four_held, NULL, 10000));
+    ck_assert_int_eq(atomic_load(&R.done), 0);
+    ck_assert_ok(troupe_httpcall_stop_wait(h));
+    ck_assert_int_eq(atomic_load(&R.done), 4);
+    for (size_t i = 0; i < 4; i++) {
+        ck_assert_int_eq(atomic_load(&R.calls[i]), 1);
+        ck_assert_err(R.err[i], TROUPE_ECLOSED);
+    }
+    char url[64];
+    url_of(url, sizeof(url), "/ok");
+    troupe__http_req rq = {.method = "GET", .url = url, .timeout_ms = 100};
+    ck_assert_err(troupe__http_request(h, &rq, on_resp, NULL), TROUPE_ECLOSED);
+    troupe_httpcall_destroy(h);
+    ck_assert_int_eq(atomic_load(&R.done), 4);
+}
+END_TEST
+
+START_TEST(test_request_refused_connection_eunreachable)
+{
+    memset(&R, 0, sizeof(R));
+    troupe_httpcall *h = NULL;
+    ck_assert_ok(troupe__http_open(NULL, 0, &h));
+    troupe__http_req rq = {
+        .method = "GET", .url = "http://127.0.0.1:1/x", .timeout_ms = 5000};
+    ck_assert_ok(troupe__http_request(h, &rq, on_resp, (void *)0));
+    wait_resps(1);
+    ck_assert_err(R.err[0], TROUPE_EUNREACHABLE);
+    close_req_only(h);
+}
+END_TEST
+
+START_TEST(test_request_queue_bounded_efull)
+{
+    memset(&R, 0, sizeof(R));
+    /* a listener that never accepts: every request stays in flight */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof(a);
+    ck_assert(bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
+    ck_assert(listen(fd, 1) == 0);
+    ck_assert(getsockname(fd, (struct sockaddr *)&a, &al) == 0);
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/", ntohs(a.sin_port));
+    troupe_httpcall *h = NULL;
+    ck_assert_ok(troupe__http_open(NULL, 0, &h));
+    troupe__http_req rq = {.method = "GET", .url = url, .timeout_ms = 60000};
+    for (size_t i = 0; i < TROUPE__HTTP_PENDING_MAX; i++)
+        ck_assert_ok(
+            troupe__http_request(h, &rq, on_resp, (void *)(uintptr_t)i));
+    ck_assert_err(troupe__http_request(h, &rq, on_resp, (void *)0),
+                  TROUPE_EFULL);
+    ck_assert_ok(troupe_httpcall_stop_wait(h));
+    ck_assert_int_eq(atomic_load(&R.done), TROUPE__HTTP_PENDING_MAX);
+    for (size_t i = 0; i < TROUPE__HTTP_PENDING_MAX; i++)
+        ck_assert_int_eq(atomic_load(&R.calls[i]), 1);
+    troupe_httpcall_destroy(h);
+    close(fd);
+}
+END_TEST
+
+START_TEST(test_request_bad_arguments_einval)
+{
+    troupe_httpcall *h = NULL;
+    ck_assert_err(troupe__http_open(NULL, 0, NULL), TROUPE_EINVAL);
+    ck_assert_err(troupe__http_open(NULL, TROUPE_HTTPCALL_BODY_MAX_MAX + 1, &h),
+                  TROUPE_EINVAL);
+    ck_assert_ok(troupe__http_open(NULL, 0, &h));
+    static char longurl[TROUPE_HTTPCALL_URL_MAX + 2];
+    memset(longurl, 'a', sizeof(longurl) - 1);
+    troupe__http_req ok = {
+        .method = "GET", .url = "http://127.0.0.1:1/", .timeout_ms = 10};
+    troupe__http_req rq = ok;
+    ck_assert_err(troupe__http_request(NULL, &rq, on_resp, NULL),
+                  TROUPE_EINVAL);
+    ck_assert_err(troupe__http_request(h, NULL, on_resp, NULL), TROUPE_EINVAL);
+    ck_assert_err(troupe__http_request(h, &rq, NULL, NULL), TROUPE_EINVAL);
+    rq.method = "PATCH";
+    ck_assert_err(troupe__http_request(h, &rq, on_resp, NULL), TROUPE_EINVAL);
+    rq = ok;
+    rq.method = NULL;
+    ck_assert_err(troupe__http_request(h, &rq, on_resp, NULL), TROUPE_EINVAL);
+    rq = ok;
+    rq.url = NULL;
+    ck_assert_err(troupe__http_request(h, &rq, on_resp, NULL), TROUPE_EINVAL);
+    rq.url = "";
+    ck_assert_err(troupe__http_request(h, &rq, on_resp, NULL), TROUPE_EINVAL);
+    rq.url = longurl;
+    ck_assert_err(troupe__http_request(h, &rq, on_resp, NULL), TROUPE_EINVAL);
+    rq = ok;
+    rq.timeout_ms = 0;
+    ck_assert_err(troupe__http_request(h, &rq, on_resp, NULL), TROUPE_EINVAL);
+    rq = ok;
+    rq.len = 3;
+    ck_assert_err(troupe__http_request(h, &rq, on_resp, NULL), TROUPE_EINVAL);
+    rq.body = "abc";
+    rq.len = TROUPE__HTTP_BODY_MAX + 1;
+    ck_assert_err(troupe__http_request(h, &rq, on_resp, NULL), TROUPE_EINVAL);
+    rq = ok;
+    rq.content_type = "text/plain\r\nX-Evil: 1";
+    ck_assert_err(troupe__http_request(h, &rq, on_resp, NULL), TROUPE_EINVAL);
+    close_req_only(h);
+    ck_assert(!troupe__http_on_thread(NULL));
+}
+END_TEST
+
 Suite *
 httpcall_suite(void)
 {
@@ -968,6 +1241,18 @@ httpcall_suite(void)
     tcase_add_test(tc, test_scan_markers_split_anywhere_found);
     tcase_add_test(tc, test_bad_arguments);
     tcase_add_test_raise_signal(tc, test_destroy_running_aborts, SIGABRT);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("request");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_request_methods_bodies_statuses_as_sent);
+    tcase_add_test(tc, test_request_beside_branches_on_one_thread);
+    tcase_add_test(tc, test_request_past_body_max_etoobig);
+    tcase_add_test(tc, test_request_deadline_etimedout);
+    tcase_add_test(tc, test_request_stop_in_flight_ecloses_each_once);
+    tcase_add_test(tc, test_request_refused_connection_eunreachable);
+    tcase_add_test(tc, test_request_queue_bounded_efull);
+    tcase_add_test(tc, test_request_bad_arguments_einval);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -38,6 +38,7 @@
 
 #include "troupe/alloc.h"
 #include "troupe/httpcall.h"
+#include "troupe/internal/http.h"
 #include "troupe/internal/httpcall.h"
 #include "troupe/internal/runtime.h"
 #include "troupe/log.h"
@@ -51,6 +52,7 @@
 enum { HC_RUNNING = 0, HC_STOPPED = 1 };
 
 typedef struct hc_req hc_req;
+typedef struct hc_api hc_api;
 
 struct troupe_httpcall {
     troupe_runtime *rt;
@@ -65,6 +67,7 @@ struct troupe_httpcall {
     uv_poll_t wake;
     uv_timer_t timer;
     uv_async_t stop_async;
+    uv_async_t api_async; /* requests queued (troupe__http_request) */
     CURLM *multi;
     uint8_t *rec; /* RECORD_CAP bytes, one pulled record */
     hc_req *reqs; /* requests running, doubly linked */
@@ -74,6 +77,13 @@ struct troupe_httpcall {
 
     pthread_t thread;
     _Atomic int state;
+
+    /* requests queued for the loop; api_n counts queued and running ones,
+     * all under api_mu; api_closed refuses new ones once the stop began */
+    pthread_mutex_t api_mu;
+    hc_api *api_head, *api_tail;
+    uint32_t api_n;
+    bool api_closed;
 
     _Atomic uint64_t requests, answered[5], refused, capped, late;
     _Atomic uint32_t in_flight, in_flight_max;
@@ -93,6 +103,21 @@ struct hc_req {
     bool capped;
     hc_scan scan;
     char err[CURL_ERROR_SIZE];
+    /* a request of troupe__http_request: answered by cb, not reply() */
+    troupe__http_cb cb;
+    void *cb_arg;
+};
+
+struct hc_api {
+    hc_api *next;
+    char method[8];
+    char *url;
+    uint8_t *body;
+    size_t len;
+    char *ctype;
+    uint32_t timeout_ms;
+    troupe__http_cb cb;
+    void *arg;
 };
 
 typedef struct hc_sock {
@@ -142,15 +167,17 @@ req_free(hc_req *r)
     if (r->easy != NULL)
         curl_easy_cleanup(r->easy);
     curl_slist_free_all(r->headers);
-    troupe__httpcall_url_free(r->url);
+    if (r->cb != NULL)
+        troupe_free(r->url); /* troupe_strdup's, not libcurl's URL API */
+    else
+        troupe__httpcall_url_free(r->url);
     troupe_free(r->body);
     troupe_free(r->resp);
     troupe_free(r);
 }
 
-/* Takes r off the list, answers its task, frees it. */
 static void
-finish(hc_req *r, troupe_outcome o, const void *body, size_t len)
+unlink_req(hc_req *r)
 {
     troupe_httpcall *hc = r->hc;
     if (r->prev != NULL)
@@ -159,10 +186,43 @@ finish(hc_req *r, troupe_outcome o, const void *body, size_t len)
         hc->reqs = r->next;
     if (r->next != NULL)
         r->next->prev = r->prev;
+    curl_multi_remove_handle(hc->multi, r->easy);
+}
+
+/* Takes r off the list, answers its task, frees it. */
+static void
+finish(hc_req *r, troupe_outcome o, const void *body, size_t len)
+{
+    troupe_httpcall *hc = r->hc;
+    unlink_req(r);
     hc->n_reqs--;
     atomic_fetch_sub_explicit(&hc->in_flight, 1, memory_order_relaxed);
-    curl_multi_remove_handle(hc->multi, r->easy);
     reply(hc, r->id, o, body, len);
+    req_free(r);
+}
+
+static void
+api_release(troupe_httpcall *hc)
+{
+    pthread_mutex_lock(&hc->api_mu);
+    hc->api_n--;
+    pthread_mutex_unlock(&hc->api_mu);
+}
+
+/* Takes a request of troupe__http_request off the list, calls its
+ * callback once, frees it. */
+static void
+api_finish(hc_req *r, troupe_err e, long status)
+{
+    troupe_httpcall *hc = r->hc;
+    unlink_req(r);
+    troupe__http_cb cb = r->cb;
+    void *arg = r->cb_arg;
+    const uint8_t *body = e == TROUPE_OK ? r->resp : NULL;
+    size_t len = e == TROUPE_OK ? r->resp_len : 0;
+    /* the slot first: a callback that asks again must find room */
+    api_release(hc);
+    cb(arg, e, status, body, len);
     req_free(r);
 }
 
@@ -176,6 +236,8 @@ on_body(char *data, size_t size, size_t n, void *arg)
     size_t keep = len < room ? len : room;
     if (keep < len)
         r->capped = true;
+    if (r->capped && r->cb != NULL)
+        return 0; /* nothing past the cap is wanted: ETOOBIG */
     if (keep == 0)
         return len;
     if (r->resp_len + keep > r->resp_cap) {
@@ -312,6 +374,118 @@ take(troupe_httpcall *hc, const uint8_t *rec, size_t len)
 }
 
 static void
+api_free(hc_api *a)
+{
+    troupe_free(a->url);
+    troupe_free(a->body);
+    troupe_free(a->ctype);
+    troupe_free(a);
+}
+
+/* A queued request's transfer options; false when libcurl refuses one. */
+static bool
+api_setup(hc_req *r, const hc_api *a)
+{
+    CURL *e = r->easy;
+    bool ok =
+        curl_easy_setopt(e, CURLOPT_URL, r->url) == CURLE_OK &&
+        curl_easy_setopt(e, CURLOPT_PRIVATE, r) == CURLE_OK &&
+        curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L) == CURLE_OK &&
+        curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https") == CURLE_OK &&
+        curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L) == CURLE_OK &&
+        curl_easy_setopt(e, CURLOPT_PROXY, "") == CURLE_OK &&
+        curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)a->timeout_ms) ==
+            CURLE_OK &&
+        curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body) == CURLE_OK &&
+        curl_easy_setopt(e, CURLOPT_WRITEDATA, r) == CURLE_OK &&
+        curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->err) == CURLE_OK &&
+        curl_easy_setopt(e, CURLOPT_USERAGENT, "troupe") == CURLE_OK;
+    if (!ok)
+        return false;
+    if (strcmp(a->method, "GET") == 0)
+        return curl_easy_setopt(e, CURLOPT_HTTPGET, 1L) == CURLE_OK;
+    if (strcmp(a->method, "POST") != 0 &&
+        curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, a->method) != CURLE_OK)
+        return false;
+    char ct[300];
+    snprintf(ct, sizeof(ct), "Content-Type: %s",
+             a->ctype ? a->ctype : "application/json");
+    struct curl_slist *h = curl_slist_append(NULL, ct);
+    struct curl_slist *h2 = h ? curl_slist_append(h, "Expect:") : NULL;
+    if (h2 == NULL) {
+        curl_slist_free_all(h);
+        return false;
+    }
+    r->headers = h2;
+    static const char empty[1] = {0};
+    return curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->headers) == CURLE_OK &&
+           curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
+                            (curl_off_t)r->body_len) == CURLE_OK &&
+           curl_easy_setopt(e, CURLOPT_POSTFIELDS,
+                            r->body ? (const char *)r->body : empty) ==
+               CURLE_OK;
+}
+
+/* One queued request to a transfer; a's url and body move to it. On
+ * failure its callback fires here (ENOMEM: nothing was sent). */
+static void
+api_start(troupe_httpcall *hc, hc_api *a)
+{
+    hc_req *r = troupe_calloc(1, sizeof(*r));
+    if (r == NULL) {
+        a->cb(a->arg, TROUPE_ENOMEM, 0, NULL, 0);
+        api_free(a);
+        api_release(hc);
+        return;
+    }
+    r->hc = hc;
+    r->cb = a->cb;
+    r->cb_arg = a->arg;
+    r->url = a->url;
+    r->body = a->body;
+    r->body_len = a->len;
+    a->url = NULL;
+    a->body = NULL;
+    bool ok = (r->easy = curl_easy_init()) != NULL && api_setup(r, a) &&
+              curl_multi_add_handle(hc->multi, r->easy) == CURLM_OK;
+    if (!ok) {
+        troupe__http_cb cb = a->cb;
+        void *arg = a->arg;
+        req_free(r);
+        api_free(a);
+        cb(arg, TROUPE_ENOMEM, 0, NULL, 0);
+        api_release(hc);
+        return;
+    }
+    api_free(a);
+    r->next = hc->reqs;
+    if (hc->reqs != NULL)
+        hc->reqs->prev = r;
+    hc->reqs = r;
+}
+
+static void
+on_api(uv_async_t *as)
+{
+    troupe_httpcall *hc = as->data;
+    pthread_mutex_lock(&hc->api_mu);
+    hc_api *a = hc->api_head;
+    hc->api_head = hc->api_tail = NULL;
+    pthread_mutex_unlock(&hc->api_mu);
+    while (a != NULL) {
+        hc_api *next = a->next;
+        if (hc->stopping) {
+            a->cb(a->arg, TROUPE_ECLOSED, 0, NULL, 0);
+            api_free(a);
+            api_release(hc);
+        } else {
+            api_start(hc, a);
+        }
+        a = next;
+    }
+}
+
+static void
 on_wake(uv_poll_t *p, int status, int events)
 {
     drain(p->data);
@@ -321,6 +495,8 @@ on_wake(uv_poll_t *p, int status, int events)
 static void
 drain(troupe_httpcall *hc)
 {
+    if (hc->host == NULL)
+        return; /* a request-only object (troupe__http_open) */
     while (!hc->stopping && hc->n_reqs < hc->credit) {
         size_t len = 0;
         troupe_err e = troupe_host_next(hc->host, 0, hc->rec, RECORD_CAP, &len);
@@ -355,6 +531,25 @@ reap(troupe_httpcall *hc)
         hc_req *r = NULL;
         curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&r);
         CURLcode rc = m->data.result;
+        if (r->cb != NULL) {
+            long status = 0;
+            troupe_err e = TROUPE_OK;
+            if (r->capped)
+                e = TROUPE_ETOOBIG;
+            else if (rc == CURLE_OPERATION_TIMEDOUT)
+                e = TROUPE_ETIMEDOUT;
+            else if (rc == CURLE_OUT_OF_MEMORY)
+                e = TROUPE_ENOMEM;
+            else if (rc != CURLE_OK)
+                e = TROUPE_EUNREACHABLE;
+            else
+                curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status);
+            if (e != TROUPE_OK && e != TROUPE_ETOOBIG && hc->log != NULL)
+                troupe_log(hc->log, TROUPE_LOG_DEBUG, SYS, "%s: %s", r->url,
+                           r->err[0] ? r->err : curl_easy_strerror(rc));
+            api_finish(r, e, status);
+            continue;
+        }
         if (rc != CURLE_OK) {
             const char *t = r->err[0] ? r->err : curl_easy_strerror(rc);
             finish(r, TROUPE_OUTCOME_UNKNOWN, t, strlen(t));
@@ -454,7 +649,8 @@ close_any(uv_handle_t *h, void *arg)
         return;
     bool own = h == (uv_handle_t *)&hc->wake ||
                h == (uv_handle_t *)&hc->timer ||
-               h == (uv_handle_t *)&hc->stop_async;
+               h == (uv_handle_t *)&hc->stop_async ||
+               h == (uv_handle_t *)&hc->api_async;
     uv_close(h, own ? NULL : sock_closed);
 }
 
@@ -466,8 +662,14 @@ on_stop(uv_async_t *a)
     troupe_httpcall *hc = a->data;
     hc->stopping = true;
     static const char why[] = "httpcall: stopped with the request in flight";
-    while (hc->reqs != NULL)
-        finish(hc->reqs, TROUPE_OUTCOME_UNKNOWN, why, sizeof(why) - 1);
+    while (hc->reqs != NULL) {
+        if (hc->reqs->cb != NULL)
+            api_finish(hc->reqs, TROUPE_ECLOSED, 0);
+        else
+            finish(hc->reqs, TROUPE_OUTCOME_UNKNOWN, why, sizeof(why) - 1);
+    }
+    /* api_closed was set before this ran: nothing queues after this */
+    on_api(&hc->api_async);
     /* may call on_curl_socket to drop sockets of cached connections */
     curl_multi_cleanup(hc->multi);
     hc->multi = NULL;
@@ -500,10 +702,13 @@ loop_init(troupe_httpcall *hc)
     if (uv_loop_init(&hc->loop) != 0)
         return TROUPE_ESYS;
     hc->multi = curl_multi_init();
-    int fd = troupe_host_wake_fd(hc->host);
-    if (hc->multi == NULL || uv_poll_init(&hc->loop, &hc->wake, fd) != 0 ||
+    if (hc->multi == NULL ||
+        (hc->host != NULL &&
+         uv_poll_init(&hc->loop, &hc->wake, troupe_host_wake_fd(hc->host)) !=
+             0) ||
         uv_timer_init(&hc->loop, &hc->timer) != 0 ||
-        uv_async_init(&hc->loop, &hc->stop_async, on_stop) != 0) {
+        uv_async_init(&hc->loop, &hc->stop_async, on_stop) != 0 ||
+        uv_async_init(&hc->loop, &hc->api_async, on_api) != 0) {
         if (hc->multi != NULL)
             curl_multi_cleanup(hc->multi);
         uv_walk(&hc->loop, close_any, hc);
@@ -514,14 +719,17 @@ loop_init(troupe_httpcall *hc)
     hc->wake.data = hc;
     hc->timer.data = hc;
     hc->stop_async.data = hc;
+    hc->api_async.data = hc;
     curl_multi_setopt(hc->multi, CURLMOPT_SOCKETFUNCTION, on_curl_socket);
     curl_multi_setopt(hc->multi, CURLMOPT_SOCKETDATA, hc);
     curl_multi_setopt(hc->multi, CURLMOPT_TIMERFUNCTION, on_curl_timer);
     curl_multi_setopt(hc->multi, CURLMOPT_TIMERDATA, hc);
     /* A task submitted before the thread runs wrote the fd: the poll
      * sees it once the loop runs. */
-    uv_poll_start(&hc->wake, UV_READABLE, on_wake);
-    hc->wake_on = true;
+    if (hc->host != NULL) {
+        uv_poll_start(&hc->wake, UV_READABLE, on_wake);
+        hc->wake_on = true;
+    }
     return TROUPE_OK;
 }
 
@@ -569,6 +777,7 @@ troupe_httpcall_open(troupe_runtime *rt, const troupe_httpcall_opts *o,
     hc->log = troupe_runtime_logger(rt);
     hc->credit = d.credit;
     hc->body_max = d.body_max;
+    pthread_mutex_init(&hc->api_mu, NULL);
     hc->rec = troupe_malloc(RECORD_CAP);
     troupe_err e =
         hc->rec ? troupe_host_open(rt, NULL, &hc->host) : TROUPE_ENOMEM;
@@ -603,11 +812,120 @@ troupe_httpcall_open(troupe_runtime *rt, const troupe_httpcall_opts *o,
         }
         troupe_host_destroy(hc->host);
         troupe_free(hc->rec);
+        pthread_mutex_destroy(&hc->api_mu);
         troupe_free(hc);
         return e;
     }
     *out = hc;
     return TROUPE_OK;
+}
+
+troupe_err
+troupe__http_open(const troupe_logger *log, uint32_t body_max,
+                  troupe_httpcall **out)
+{
+    if (out == NULL || body_max > TROUPE_HTTPCALL_BODY_MAX_MAX)
+        return TROUPE_EINVAL;
+    pthread_once(&curl_once, curl_init_once);
+    if (curl_init_rc != CURLE_OK) {
+        troupe_log(log, TROUPE_LOG_ERROR, SYS, "curl_global_init: %s",
+                   curl_easy_strerror(curl_init_rc));
+        return TROUPE_ESYS;
+    }
+    troupe_httpcall *hc = troupe_calloc(1, sizeof(*hc));
+    if (hc == NULL)
+        return TROUPE_ENOMEM;
+    hc->log = log;
+    hc->body_max = body_max ? body_max : TROUPE_HTTPCALL_BODY_MAX_DEFAULT;
+    pthread_mutex_init(&hc->api_mu, NULL);
+    troupe_err e = loop_init(hc);
+    if (e == TROUPE_OK &&
+        pthread_create(&hc->thread, NULL, loop_main, hc) != 0) {
+        hc->stopping = true;
+        curl_multi_cleanup(hc->multi);
+        uv_walk(&hc->loop, close_any, hc);
+        uv_run(&hc->loop, UV_RUN_DEFAULT);
+        uv_loop_close(&hc->loop);
+        e = TROUPE_ESYS;
+    }
+    if (e != TROUPE_OK) {
+        pthread_mutex_destroy(&hc->api_mu);
+        troupe_free(hc);
+        return e;
+    }
+    *out = hc;
+    return TROUPE_OK;
+}
+
+static const char *const methods[] = {"GET", "POST", "PUT", "DELETE"};
+
+troupe_err
+troupe__http_request(troupe_httpcall *hc, const troupe__http_req *rq,
+                     troupe__http_cb cb, void *arg)
+{
+    if (hc == NULL || rq == NULL || rq->url == NULL || rq->method == NULL ||
+        cb == NULL || rq->timeout_ms == 0 || (rq->body == NULL && rq->len) ||
+        rq->len > TROUPE__HTTP_BODY_MAX)
+        return TROUPE_EINVAL;
+    size_t ul = strnlen(rq->url, TROUPE_HTTPCALL_URL_MAX + 1);
+    if (ul == 0 || ul > TROUPE_HTTPCALL_URL_MAX)
+        return TROUPE_EINVAL;
+    bool known = false;
+    for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
+        known = known || strcmp(rq->method, methods[i]) == 0;
+    if (!known || (rq->content_type != NULL &&
+                   (strlen(rq->content_type) > 200 ||
+                    strpbrk(rq->content_type, "\r\n") != NULL)))
+        return TROUPE_EINVAL;
+    hc_api *a = troupe_calloc(1, sizeof(*a));
+    if (a == NULL)
+        return TROUPE_ENOMEM;
+    snprintf(a->method, sizeof(a->method), "%s", rq->method);
+    a->url = troupe_malloc(ul + 1);
+    a->len = rq->len;
+    a->body = rq->len ? troupe_malloc(rq->len) : NULL;
+    a->ctype =
+        rq->content_type ? troupe_malloc(strlen(rq->content_type) + 1) : NULL;
+    if (a->url == NULL || (rq->len && a->body == NULL) ||
+        (rq->content_type && a->ctype == NULL)) {
+        api_free(a);
+        return TROUPE_ENOMEM;
+    }
+    memcpy(a->url, rq->url, ul + 1);
+    if (rq->len)
+        memcpy(a->body, rq->body, rq->len);
+    if (a->ctype)
+        strcpy(a->ctype, rq->content_type);
+    a->timeout_ms = rq->timeout_ms;
+    a->cb = cb;
+    a->arg = arg;
+    pthread_mutex_lock(&hc->api_mu);
+    troupe_err e = TROUPE_OK;
+    if (hc->api_closed)
+        e = TROUPE_ECLOSED;
+    else if (hc->api_n >= TROUPE__HTTP_PENDING_MAX)
+        e = TROUPE_EFULL;
+    if (e == TROUPE_OK) {
+        hc->api_n++;
+        if (hc->api_tail != NULL)
+            hc->api_tail->next = a;
+        else
+            hc->api_head = a;
+        hc->api_tail = a;
+        /* under the lock: the stop cannot close the async before this */
+        uv_async_send(&hc->api_async);
+    }
+    pthread_mutex_unlock(&hc->api_mu);
+    if (e != TROUPE_OK)
+        api_free(a);
+    return e;
+}
+
+bool
+troupe__http_on_thread(const troupe_httpcall *hc)
+{
+    return hc != NULL && atomic_load(&hc->state) == HC_RUNNING &&
+           pthread_equal(pthread_self(), hc->thread);
 }
 
 troupe_err
@@ -623,9 +941,14 @@ troupe_httpcall_stop_wait(troupe_httpcall *hc)
     int running = HC_RUNNING;
     if (!atomic_compare_exchange_strong(&hc->state, &running, HC_STOPPED))
         return TROUPE_ESTATE;
+    pthread_mutex_lock(&hc->api_mu);
+    hc->api_closed = true;
+    pthread_mutex_unlock(&hc->api_mu);
     uv_async_send(&hc->stop_async);
     pthread_join(hc->thread, NULL);
     uv_loop_close(&hc->loop);
+    if (hc->host == NULL)
+        return TROUPE_OK; /* request-only: no target, no endpoint */
     /* No task is in our hands now; those still queued settle UNKNOWN. */
     e = troupe_target_stop_wait(hc->target);
     if (e != TROUPE_OK)
@@ -647,9 +970,11 @@ troupe_httpcall_destroy(troupe_httpcall *hc)
         fprintf(stderr, "troupe: httpcall_destroy of one not stopped\n");
         abort();
     }
-    troupe_target_destroy(hc->target);
+    if (hc->target != NULL)
+        troupe_target_destroy(hc->target);
     troupe_host_destroy(hc->host);
     troupe_free(hc->rec);
+    pthread_mutex_destroy(&hc->api_mu);
     troupe_free(hc);
 }
 
