@@ -276,34 +276,50 @@ admin_parse_addr(const char *addr, char *host, size_t host_cap, char *url,
     return n > 0 && (size_t)n < url_cap;
 }
 
-static void
-log_nng(const admin_ctx *ctx, const char *what, const char *addr, int rv)
-{
-    troupe_log(troupe_runtime_logger(ctx->rt), TROUPE_LOG_ERROR, "admin",
-               "%s %s: %s", what, addr, nng_strerror(rv));
-}
-
-int
-admin_http_listen(nng_http_server *srv, troupe_runtime *rt, const char *sys,
-                  const char *what, const char *addr, int *port)
+troupe_err
+admin_http_serve(const admin_http *h, troupe_runtime *rt, const char *sys,
+                 const char *what, const char *addr, nng_http_server **srv,
+                 int *port)
 {
     const troupe_logger *log = troupe_runtime_logger(rt);
-    int rv = nng_http_server_start(srv);
-    if (rv != 0) {
-        troupe_log(log, TROUPE_LOG_ERROR, sys, "%s: cannot listen on %s: %s",
-                   what, addr, nng_strerror(rv));
-        return rv;
+    *srv = NULL;
+    nng_url *u = NULL;
+    nng_http_server *s = NULL;
+    nng_http_handler *hd = NULL;
+    const char *step = "cannot listen on";
+    int rv = nng_url_parse(&u, h->url);
+    if (rv != 0)
+        return TROUPE_EINVAL;
+    if ((rv = nng_http_server_hold(&s, u)) != 0) {
+        step = "cannot hold";
+    } else if ((rv = nng_http_handler_alloc(&hd, "/", h->fn)) != 0 ||
+               (rv = nng_http_handler_set_method(hd, NULL)) != 0 ||
+               (rv = nng_http_handler_set_tree(hd)) != 0 ||
+               (rv = nng_http_handler_collect_body(hd, true, h->body_max)) !=
+                   0 ||
+               (rv = nng_http_handler_set_data(hd, h->data, NULL)) != 0 ||
+               (rv = nng_http_server_set_error_page(s, 400, h->refused)) != 0 ||
+               (rv = nng_http_server_add_handler(s, hd)) != 0) {
+        nng_http_handler_free(hd); /* NULL or not taken */
+        step = "cannot serve (is the address taken?)";
+    } else if ((rv = nng_http_server_start(s)) == 0) {
+        nng_sockaddr sa;
+        if ((rv = nng_http_server_get_addr(s, &sa)) == 0) {
+            *port = sa.s_family == NNG_AF_INET6 ? ntohs(sa.s_in6.sa_port)
+                                                : ntohs(sa.s_in.sa_port);
+            nng_url_free(u);
+            *srv = s;
+            return TROUPE_OK;
+        }
+        nng_http_server_stop(s);
+        step = "no address for";
     }
-    nng_sockaddr sa;
-    if ((rv = nng_http_server_get_addr(srv, &sa)) != 0) {
-        troupe_log(log, TROUPE_LOG_ERROR, sys, "%s: the address of %s: %s",
-                   what, addr, nng_strerror(rv));
-        nng_http_server_stop(srv);
-        return rv;
-    }
-    *port = sa.s_family == NNG_AF_INET6 ? ntohs(sa.s_in6.sa_port)
-                                        : ntohs(sa.s_in.sa_port);
-    return 0;
+    troupe_log(log, TROUPE_LOG_ERROR, sys, "%s: %s %s: %s", what, step, addr,
+               nng_strerror(rv));
+    if (s != NULL)
+        nng_http_server_release(s);
+    nng_url_free(u);
+    return TROUPE_ESYS;
 }
 
 troupe_err
@@ -335,47 +351,27 @@ admin_create(const admin_ctx *ctx, const char *addr, const char *token,
     }
     pthread_mutex_init(&a->mu, NULL);
     pthread_cond_init(&a->cv, NULL);
-    troupe_err e = TROUPE_ESYS;
-    nng_url *u = NULL;
-    nng_http_handler *h = NULL;
-    int rv = nng_url_parse(&u, url);
-    if (rv != 0) {
-        e = TROUPE_EINVAL;
-        goto fail;
-    }
-    if ((rv = nng_http_server_hold(&a->srv, u)) != 0) {
-        log_nng(ctx, "admin endpoint", addr, rv);
-        goto fail;
-    }
     static const char refused[] =
         "{\"error\":{\"status\":400,\"code\":\"refused\",\"message\":"
         "\"refused before routing: a request body over 65536 bytes, or a "
         "malformed HTTP request\"}}\n";
     _Static_assert(ADMIN_BODY_MAX == 65536, "refused's text");
-    if ((rv = nng_http_handler_alloc(&h, "/", handle)) != 0 ||
-        (rv = nng_http_handler_set_method(h, NULL)) != 0 ||
-        (rv = nng_http_handler_set_tree(h)) != 0 ||
-        (rv = nng_http_handler_collect_body(h, true, ADMIN_BODY_MAX)) != 0 ||
-        (rv = nng_http_handler_set_data(h, a, NULL)) != 0 ||
-        (rv = nng_http_server_set_error_page(a->srv, 400, refused)) != 0) {
-        nng_http_handler_free(h);
-        goto fail;
-    }
-    if ((rv = nng_http_server_add_handler(a->srv, h)) != 0) {
-        nng_http_handler_free(h);
-        goto fail;
-    }
+    troupe_err e = TROUPE_ESYS;
+    /* the worker first: a request may come as soon as the server starts */
     if (pthread_create(&a->thread, NULL, worker, a) != 0)
         goto fail;
     a->thread_started = true;
-    if (admin_http_listen(a->srv, ctx->rt, "admin", "admin endpoint", addr,
-                          &a->port) != 0)
+    admin_http hs = {.url = url,
+                     .fn = handle,
+                     .data = a,
+                     .body_max = ADMIN_BODY_MAX,
+                     .refused = refused};
+    if ((e = admin_http_serve(&hs, ctx->rt, "admin", "admin endpoint", addr,
+                              &a->srv, &a->port)) != TROUPE_OK)
         goto fail;
-    nng_url_free(u);
     *out = a;
     return TROUPE_OK;
 fail:
-    nng_url_free(u);
     if (a->thread_started) {
         pthread_mutex_lock(&a->mu);
         a->stopping = true;
@@ -383,8 +379,6 @@ fail:
         pthread_mutex_unlock(&a->mu);
         pthread_join(a->thread, NULL);
     }
-    if (a->srv != NULL)
-        nng_http_server_release(a->srv);
     pthread_cond_destroy(&a->cv);
     pthread_mutex_destroy(&a->mu);
     free(a->token);

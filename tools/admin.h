@@ -100,13 +100,29 @@ bool
 admin_parse_addr(const char *addr, char *host, size_t host_cap, char *url,
                  size_t url_cap);
 
-/* Starts srv (its handlers added) and reads the port it listens on into
- * *port: 0, or an nng error (logged on rt's logger under sys, naming
- * what and addr; srv stopped again when it had started). Never blocks
- * but for the bind. */
-int
-admin_http_listen(nng_http_server *srv, troupe_runtime *rt, const char *sys,
-                  const char *what, const char *addr, int *port);
+/* One HTTP listener as the admin endpoint and the DTM API run theirs:
+ * url (admin_parse_addr's), one handler for every path and method
+ * (fn, with data), request bodies collected up to body_max, `refused`
+ * the body of nng's own 400 page. */
+typedef struct admin_http {
+    const char *url;
+    void (*fn)(nng_aio *aio);
+    void *data;
+    size_t body_max;
+    const char *refused;
+} admin_http;
+
+/*
+ * Holds, sets up and starts the server h describes and reads the port it
+ * listens on: OK with *srv (the caller's: stop and release it) and
+ * *port; EINVAL (the url does not parse) or ESYS (an nng error, logged
+ * on rt's logger under sys, naming what and addr), with *srv NULL and
+ * nothing left held. Never blocks but for the bind.
+ */
+troupe_err
+admin_http_serve(const admin_http *h, troupe_runtime *rt, const char *sys,
+                 const char *what, const char *addr, nng_http_server **srv,
+                 int *port);
 
 /* Whether HOST (as in admin_create's addr, brackets removed) names the
  * loopback interface: 127.0.0.0/8, ::1 or "localhost". */

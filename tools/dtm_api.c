@@ -1084,13 +1084,6 @@ handle(nng_aio *aio)
 
 /* ---- lifecycle ---- */
 
-static void
-log_nng(troupe_runtime *rt, const char *what, const char *addr, int rv)
-{
-    troupe_log(troupe_runtime_logger(rt), TROUPE_LOG_ERROR, "dtm", "%s %s: %s",
-               what, addr, nng_strerror(rv));
-}
-
 troupe_err
 dtm_api_create(troupe_runtime *rt, troupe_coord *c, const char *addr,
                bool allow_public, dtm_api **out)
@@ -1109,46 +1102,26 @@ dtm_api_create(troupe_runtime *rt, troupe_coord *c, const char *addr,
     d->coord = c;
     pthread_mutex_init(&d->mu, NULL);
     pthread_cond_init(&d->cv, NULL);
-    troupe_err e = TROUPE_ESYS;
-    nng_url *u = NULL;
-    nng_http_handler *h = NULL;
-    int rv = nng_url_parse(&u, url);
-    if (rv != 0) {
-        e = TROUPE_EINVAL;
-        goto fail;
-    }
-    if ((rv = nng_http_server_hold(&d->srv, u)) != 0) {
-        log_nng(rt, "DTM API", addr, rv);
-        goto fail;
-    }
     static const char refused[] =
         "{\"message\":\"refused before routing: a request body over 1048576 "
         "bytes, or a malformed HTTP request\"}";
     _Static_assert(DTM_BODY_MAX == 1048576, "refused's text");
-    if ((rv = nng_http_handler_alloc(&h, "/", handle)) != 0 ||
-        (rv = nng_http_handler_set_method(h, NULL)) != 0 ||
-        (rv = nng_http_handler_set_tree(h)) != 0 ||
-        (rv = nng_http_handler_collect_body(h, true, DTM_BODY_MAX)) != 0 ||
-        (rv = nng_http_handler_set_data(h, d, NULL)) != 0 ||
-        (rv = nng_http_server_set_error_page(d->srv, 400, refused)) != 0) {
-        nng_http_handler_free(h);
-        goto fail;
-    }
-    if ((rv = nng_http_server_add_handler(d->srv, h)) != 0) {
-        log_nng(rt, "DTM API (is the address taken by --admin?)", addr, rv);
-        nng_http_handler_free(h);
-        goto fail;
-    }
+    troupe_err e = TROUPE_ESYS;
+    /* the worker first: a request may come as soon as the server starts */
     if (pthread_create(&d->thread, NULL, worker, d) != 0)
         goto fail;
     d->thread_started = true;
-    if (admin_http_listen(d->srv, rt, "dtm", "DTM API", addr, &d->port) != 0)
+    admin_http hs = {.url = url,
+                     .fn = handle,
+                     .data = d,
+                     .body_max = DTM_BODY_MAX,
+                     .refused = refused};
+    if ((e = admin_http_serve(&hs, rt, "dtm", "DTM API", addr, &d->srv,
+                              &d->port)) != TROUPE_OK)
         goto fail;
-    nng_url_free(u);
     *out = d;
     return TROUPE_OK;
 fail:
-    nng_url_free(u);
     if (d->thread_started) {
         pthread_mutex_lock(&d->mu);
         d->stopping = true;
@@ -1156,8 +1129,6 @@ fail:
         pthread_mutex_unlock(&d->mu);
         pthread_join(d->thread, NULL);
     }
-    if (d->srv != NULL)
-        nng_http_server_release(d->srv);
     pthread_cond_destroy(&d->cv);
     pthread_mutex_destroy(&d->mu);
     free(d);

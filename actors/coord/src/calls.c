@@ -284,15 +284,24 @@ prepared_new(troupe_coord *c, troupe_gtx_mode m, size_t n, tc_gtx **out)
     return TROUPE_OK;
 }
 
+/* A tcc's or an xa's first phase: gid stored prepared with no branch. */
+static troupe_err
+prepare_empty(troupe_coord *c, troupe_gtx_mode m, const char *gid,
+              size_t gid_len, troupe_coord_cb cb, void *arg, const char *what)
+{
+    troupe_err e = checked(c, gid, gid_len, (const void *)cb, what);
+    tc_gtx *g = NULL;
+    if (e == TROUPE_OK)
+        e = prepared_new(c, m, 0, &g);
+    return e == TROUPE_OK ? hand_over(c, gid, gid_len, g, cb, arg) : e;
+}
+
 troupe_err
 troupe_tcc_prepare(troupe_coord *c, const char *gid, size_t gid_len,
                    troupe_coord_cb cb, void *arg)
 {
-    troupe_err e = checked(c, gid, gid_len, (const void *)cb, "tcc prepare");
-    tc_gtx *g = NULL;
-    if (e == TROUPE_OK)
-        e = prepared_new(c, TROUPE_MODE_TCC, 0, &g);
-    return e == TROUPE_OK ? hand_over(c, gid, gid_len, g, cb, arg) : e;
+    return prepare_empty(c, TROUPE_MODE_TCC, gid, gid_len, cb, arg,
+                         "tcc prepare");
 }
 
 troupe_err
@@ -664,11 +673,7 @@ troupe_err
 troupe_xa_begin(troupe_coord *c, const char *gid, size_t gid_len,
                 troupe_coord_cb cb, void *arg)
 {
-    troupe_err e = checked(c, gid, gid_len, (const void *)cb, "xa begin");
-    tc_gtx *g = NULL;
-    if (e == TROUPE_OK)
-        e = prepared_new(c, TROUPE_MODE_XA, 0, &g);
-    return e == TROUPE_OK ? hand_over(c, gid, gid_len, g, cb, arg) : e;
+    return prepare_empty(c, TROUPE_MODE_XA, gid, gid_len, cb, arg, "xa begin");
 }
 
 troupe_err

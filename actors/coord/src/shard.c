@@ -276,18 +276,18 @@ static void
 post_run(const tc_post *p, troupe_outcome o, const uint8_t *body, size_t len)
 {
     uint32_t head[2] = {(uint32_t)o, (uint32_t)p->gid_len};
-    size_t n = 8 + p->gid_len + len;
-    uint8_t *d = troupe_malloc(n);
+    troupe_body *b = NULL;
+    void *v = NULL;
     troupe_msg *m = NULL;
-    if (d == NULL)
+    if (troupe_body_alloc(8 + p->gid_len + len, &b, &v) != TROUPE_OK)
         return;
+    uint8_t *d = v; /* the reply copied once, into the message's body */
     memcpy(d, head, 8);
     memcpy(d + 8, p->gid, p->gid_len);
     if (len > 0)
         memcpy(d + 8 + p->gid_len, body, len);
-    if (troupe_msg_create(&m, TC_K_WFRUN, d, n) == TROUPE_OK)
+    if (troupe_msg_create_body(&m, TC_K_WFRUN, &b) == TROUPE_OK)
         (void)troupe_runtime_send(p->rt, p->to, &m);
-    troupe_free(d);
 }
 
 static bool
